@@ -1,0 +1,40 @@
+"""Exceptions raised to callers. Each names what was wrong and where.
+
+Failures of single LLM calls are not exceptions: they are :class:`combee_fast.schema.CallError`
+values recorded on the rollout or reflection they belong to, so a batch goes on.
+"""
+
+
+class CombeeError(Exception):
+    """Base class of every error this package raises on purpose."""
+
+
+class PlaybookFileError(CombeeError):
+    """A playbook file could not be read: names the file and the problem."""
+
+    def __init__(self, path: str, problem: str) -> None:
+        super().__init__(f"{path}: {problem}")
+        self.path = path
+        self.problem = problem
+
+
+class PlaybookParseError(CombeeError):
+    """Rendered playbook text could not be parsed: names the line."""
+
+    def __init__(self, line_number: int, line: str, problem: str) -> None:
+        super().__init__(f"line {line_number}: {problem}: {line!r}")
+        self.line_number = line_number
+        self.line = line
+        self.problem = problem
+
+
+class EndpointUnreachable(CombeeError):
+    """An endpoint did not answer a health check: names the endpoint and the cause."""
+
+
+class ConfigError(CombeeError):
+    """A configuration value is invalid: names the option and the value."""
+
+
+class SplitChangedError(CombeeError):
+    """A data split's content hash differs from the one the run recorded."""

@@ -1,0 +1,1 @@
+"""Numba kernels, imported as ``combee_fast.native``. Nothing compiles at import."""
