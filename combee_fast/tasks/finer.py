@@ -1,0 +1,92 @@
+"""FiNER: XBRL tagging from ACE; each example asks for the US-GAAP tags of 4 numeric entities.
+
+Only ACE's FiNER *validation* file (500 rows) is bundled, so this task cuts it in two:
+``train`` = file rows [0:300] and ``val`` = file rows [300:500]. Example indices count within
+the split (``val`` row 0 is file row 300). Scores are per-entity tag accuracy (fraction of the
+entities whose tag is right). ``meta["tags"]`` is the target (comma-separated tags, one per entity)
+and ``meta["entities"]`` a JSON array of the entity strings in question order.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import orjson
+
+from combee_fast.schema import Example
+from combee_fast.tasks.ace_format import DATA_DIR, decode_ace_row
+from combee_fast.tasks.base import Score, Split, TaskDataError
+from combee_fast.tasks.scorers import quote
+from combee_fast.tasks.splits import SplitFile, select_rows
+
+FINER_FILE = "finer_val_batched_500_samples.jsonl"
+FINER_SPLITS = {"train": (0, 300), "val": (300, 500)}
+
+_ENTITY = re.compile(r'^\s*\d+\.\s*What is (?:the )?best tag for entity "(.*?)" in sentence:', re.MULTILINE)
+_TAG_PUNCTUATION = " \t\r\n\"'`.;[]"
+
+
+def finer_entities(question: str) -> list[str]:
+    """The entity strings of a FiNER question, in question order."""
+    return _ENTITY.findall(question)
+
+
+def split_tags(text: str) -> list[str]:
+    """Tags of an answer or target: comma-separated (newline-separated if it has no comma), trimmed."""
+    parts = text.split(",") if "," in text else text.splitlines()
+    return [part.strip(_TAG_PUNCTUATION) for part in parts if part.strip(_TAG_PUNCTUATION)]
+
+
+class FinerTask:
+    """The ACE FiNER task. ``data_dir`` holds the FiNER file (default: the bundled copy)."""
+
+    name = "finer"
+
+    def __init__(self, *, data_dir: str | Path = DATA_DIR) -> None:
+        path = Path(data_dir) / FINER_FILE
+        self._files = {split: SplitFile(path, first, stop) for split, (first, stop) in FINER_SPLITS.items()}
+
+    def split_names(self) -> tuple[str, ...]:
+        return tuple(self._files)
+
+    def load(self, split: str) -> Split:
+        selected = select_rows(self.name, split, self._files)
+        examples = []
+        for index, row in selected.rows:
+            ace = decode_ace_row(selected.path, row)
+            tags = split_tags(ace.target)
+            entities = finer_entities(ace.context)
+            if not tags:
+                raise TaskDataError(str(selected.path), row.line, "empty target: no tags")
+            if len(entities) != len(tags):
+                raise TaskDataError(
+                    str(selected.path), row.line,
+                    f"the question names {len(entities)} entities but the target has {len(tags)} tags",
+                )
+            meta = {"tags": ",".join(tags), "entities": orjson.dumps(entities).decode()}
+            examples.append(Example(index, ace.context, ace.target, selected.name, meta))
+        return Split(selected.manifest, tuple(examples))
+
+    def score(self, example: Example, answer: str | None) -> Score:
+        if example.target is None:
+            raise ValueError(f"finer example {example.id} has no target")
+        expected = split_tags(example.target)
+        entities = orjson.loads(example.meta["entities"]) if "entities" in example.meta else []
+        given = split_tags(answer) if answer else []
+        if not given:
+            return Score(0.0, f"No tags were given; expected {len(expected)} tags: {', '.join(expected)}.")
+        wrong = []
+        for position, want in enumerate(expected):
+            got = given[position] if position < len(given) else None
+            if got != want:
+                entity = f' "{entities[position]}"' if position < len(entities) else ""
+                answered = "gave no tag" if got is None else f"answered {quote(got)}"
+                wrong.append(f"entity {position + 1}{entity}: you {answered}, expected {want}")
+        value = (len(expected) - len(wrong)) / len(expected)
+        count_note = ""
+        if len(given) != len(expected):
+            count_note = f" You gave {len(given)} tags for {len(expected)} entities."
+        if not wrong:
+            return Score(value, f"Correct: all {len(expected)} tags match.{count_note}")
+        return Score(value, f"{len(wrong)} of {len(expected)} tags wrong: " + "; ".join(wrong) + "." + count_note)

@@ -1,0 +1,62 @@
+"""Formula: numeric financial-formula questions from ACE, scored by equality at two decimals.
+
+Splits: ``train`` (500 rows, 50 distinct formulas) and ``val`` (300 rows), bundled. Each example's
+``meta["formula"]`` is the formula name the question asks for ("Use formula <NAME> to answer").
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from combee_fast.schema import Example
+from combee_fast.tasks.ace_format import DATA_DIR, decode_ace_row
+from combee_fast.tasks.base import Score, Split, TaskDataError
+from combee_fast.tasks.scorers import NumericScorer
+from combee_fast.tasks.splits import SplitFile, select_rows
+
+FORMULA_FILES = {"train": "formula_train_subset_500.jsonl", "val": "formula_val_subset_300.jsonl"}
+FORMULA_DECIMALS = 2
+
+_FORMULA_NAME = re.compile(r"\bUse\s+(?:the\s+)?formula\s+(.+?)\s+to\s+answer\b", re.IGNORECASE | re.DOTALL)
+
+
+def formula_name(question: str) -> str | None:
+    """The formula name in "Use formula <NAME> to answer ...", whitespace collapsed; ``None`` if absent."""
+    match = _FORMULA_NAME.search(question)
+    if match is None:
+        return None
+    return " ".join(match[1].split()) or None
+
+
+class FormulaTask:
+    """The ACE Formula task. ``data_dir`` holds the two split files (default: the bundled copy)."""
+
+    name = "formula"
+
+    def __init__(self, *, data_dir: str | Path = DATA_DIR) -> None:
+        folder = Path(data_dir)
+        self._files = {split: SplitFile(folder / file) for split, file in FORMULA_FILES.items()}
+        self._scorer = NumericScorer(decimals=FORMULA_DECIMALS)
+
+    def split_names(self) -> tuple[str, ...]:
+        return tuple(self._files)
+
+    def load(self, split: str) -> Split:
+        selected = select_rows(self.name, split, self._files)
+        examples = []
+        for index, row in selected.rows:
+            ace = decode_ace_row(selected.path, row)
+            name = formula_name(ace.context)
+            if name is None:
+                raise TaskDataError(str(selected.path), row.line, "no 'Use formula <NAME> to answer' in the context")
+            problem = self._scorer.target_problem(ace.target)
+            if problem is not None:
+                raise TaskDataError(str(selected.path), row.line, problem)
+            examples.append(Example(index, ace.context, ace.target, selected.name, {"formula": name}))
+        return Split(selected.manifest, tuple(examples))
+
+    def score(self, example: Example, answer: str | None) -> Score:
+        if example.target is None:
+            raise ValueError(f"formula example {example.id} has no target")
+        return self._scorer.score(answer, example.target)

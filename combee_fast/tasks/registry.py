@@ -1,0 +1,36 @@
+"""Built-in tasks by name."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from combee_fast.errors import ConfigError
+from combee_fast.tasks.base import Task
+from combee_fast.tasks.finer import FinerTask
+from combee_fast.tasks.formula import FormulaTask
+from combee_fast.tasks.jsonl import JsonlTask
+from combee_fast.tasks.traces import TracesTask
+
+TASKS: dict[str, Callable[..., Task]] = {
+    "formula": FormulaTask,
+    "finer": FinerTask,
+    "jsonl": JsonlTask,
+    "traces": TracesTask,
+}
+
+
+def get_task(name: str, **options: Any) -> Task:
+    """The built-in task ``name`` built with its keyword ``options``; :class:`ConfigError` if unknown or bad.
+
+    ``formula``/``finer``: ``data_dir``. ``jsonl``: ``path`` or ``splits``, ``input_field``,
+    ``target_field``, ``scorer`` (``exact``/``numeric``/``regex``) and the scorer's options
+    (``case_sensitive``; ``decimals``/``tolerance``; ``ignore_case``). ``traces``: ``path`` or
+    ``splits``, ``scorer`` and its options.
+    """
+    factory = TASKS.get(name)
+    if factory is None:
+        raise ConfigError(f"unknown task {name!r}; choose one of: {', '.join(TASKS)}")
+    try:
+        return factory(**options)
+    except TypeError as exc:
+        raise ConfigError(f"task {name!r}: bad options {sorted(options)}: {exc}") from None
