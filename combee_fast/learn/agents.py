@@ -1,0 +1,195 @@
+"""The four ACE roles as async calls: prompt -> endpoint -> parsed record.
+
+Every call carries its role, and its seed is derived from the run's seed tree by the call's
+identity (role, epoch, example, round), never by call order, so a replayed run sends the same
+requests whatever order they complete in. No call raises for a bad endpoint or a bad response:
+the failure is recorded on the returned record.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import msgspec
+
+from combee_fast.endpoint.client import ChatRequest, ChatResult, EndpointClient
+from combee_fast.engine.rng import derive_seed
+from combee_fast.playbook import Playbook
+from combee_fast.roles import curator, generator, reducer, reflector
+from combee_fast.roles.base import cited_bullets_text, playbook_stats_text
+from combee_fast.schema import CallError, Example, Op, Reflection, Rollout, Usage
+from combee_fast.tasks.base import Task
+
+
+class RoleClients(msgspec.Struct, frozen=True):
+    """Which endpoint serves which role. One client may serve several roles."""
+
+    generator: EndpointClient
+    reflector: EndpointClient
+    curator: EndpointClient
+    reducer: EndpointClient
+
+    @classmethod
+    def single(cls, client: EndpointClient) -> RoleClients:
+        return cls(client, client, client, client)
+
+    def distinct(self) -> tuple[EndpointClient, ...]:
+        seen: dict[int, EndpointClient] = {}
+        for client in (self.generator, self.reflector, self.curator, self.reducer):
+            seen.setdefault(id(client), client)
+        return tuple(seen.values())
+
+
+class Proposal(msgspec.Struct, frozen=True):
+    """Ops proposed by one curator or reducer call, or the error that call ended in."""
+
+    source: str
+    ops: tuple[Op, ...]
+    usage: Usage
+    error: CallError | None = None
+
+
+class Agents:
+    """Calls the roles for one run: ``task`` scores answers, ``seed`` roots the request seeds."""
+
+    def __init__(
+        self,
+        task: Task,
+        clients: RoleClients,
+        *,
+        seed: int,
+        temperature: float = 0.0,
+        use_ground_truth: bool = True,
+    ) -> None:
+        self.task = task
+        self.clients = clients
+        self.seed = seed
+        self.temperature = temperature
+        self.use_ground_truth = use_ground_truth
+
+    async def generate(
+        self,
+        example: Example,
+        playbook_text: str,
+        *,
+        epoch: int | str,
+        round_: int = 0,
+        previous: Rollout | None = None,
+        reflection: Reflection | None = None,
+    ) -> Rollout:
+        """One generator attempt, scored by the task. A failed call gives a rollout with ``error``."""
+        messages = generator.generator_messages(
+            example.input,
+            playbook_text,
+            previous_answer=previous.answer if previous is not None else None,
+            reflection=reflection,
+        )
+        request = ChatRequest(
+            role="generator",
+            messages=messages,
+            max_tokens=generator.GENERATOR_MAX_TOKENS,
+            temperature=self.temperature,
+            seed=derive_seed(self.seed, "generator", epoch, example.id, round_),
+            json_schema=generator.GENERATOR_SCHEMA,
+            schema_name="generator_output",
+        )
+        result = await self.clients.generator.chat(request)
+        parsed = _parsed(result, generator.parse_generator)
+        if isinstance(parsed, CallError):
+            score = self.task.score(example, None)
+            return Rollout(
+                example=example, round=round_, messages=messages, answer=None, reasoning="",
+                bullet_ids=(), score=score.value, feedback=score.feedback, usage=result.usage,
+                error=parsed, raw=result.text,
+            )
+        score = self.task.score(example, parsed.final_answer)
+        return Rollout(
+            example=example, round=round_, messages=messages, answer=parsed.final_answer,
+            reasoning=parsed.reasoning, bullet_ids=parsed.bullet_ids, score=score.value,
+            feedback=score.feedback, usage=result.usage, raw=result.text,
+        )
+
+    async def reflect(self, rollout: Rollout, playbook: Playbook, *, epoch: int) -> Reflection:
+        """Diagnose one rollout. A failed call gives a reflection with ``error`` and no tags."""
+        cited = [bullet for bid in rollout.bullet_ids if (bullet := playbook.get(bid)) is not None]
+        ground_truth = rollout.example.target if self.use_ground_truth else None
+        request = ChatRequest(
+            role="reflector",
+            messages=reflector.reflector_messages(rollout, cited_bullets_text(cited), ground_truth=ground_truth),
+            max_tokens=reflector.REFLECTOR_MAX_TOKENS,
+            temperature=self.temperature,
+            seed=derive_seed(self.seed, "reflector", epoch, rollout.id),
+            json_schema=reflector.REFLECTOR_SCHEMA,
+            schema_name="reflection",
+        )
+        result = await self.clients.reflector.chat(request)
+        if result.error is not None:
+            return _failed_reflection(rollout.id, result.usage, result.error)
+        return reflector.parse_reflector(result.data, result.text, rollout_id=rollout.id, usage=result.usage)
+
+    async def curate(
+        self,
+        reflections: Sequence[Reflection],
+        playbook: Playbook,
+        playbook_text: str,
+        *,
+        source: str,
+        seed_path: tuple[int | str, ...],
+    ) -> Proposal:
+        """One curator call over ``reflections`` against ``playbook``."""
+        messages = curator.curator_messages(playbook_text, playbook_stats_text(playbook.bullets()), reflections)
+        return await self._propose(
+            self.clients.curator, "curator", messages, curator.CURATOR_MAX_TOKENS, source, seed_path
+        )
+
+    async def reduce(
+        self,
+        proposals: Sequence[Sequence[Op]],
+        playbook_text: str,
+        *,
+        source: str,
+        seed_path: tuple[int | str, ...],
+    ) -> Proposal:
+        """One reducer call merging ``proposals`` made against the same base playbook."""
+        messages = reducer.reducer_messages(playbook_text, proposals)
+        return await self._propose(
+            self.clients.reducer, "reducer", messages, reducer.REDUCER_MAX_TOKENS, source, seed_path
+        )
+
+    async def _propose(
+        self,
+        client: EndpointClient,
+        role: str,
+        messages: tuple,
+        max_tokens: int,
+        source: str,
+        seed_path: tuple[int | str, ...],
+    ) -> Proposal:
+        request = ChatRequest(
+            role=role,
+            messages=messages,
+            max_tokens=max_tokens,
+            temperature=self.temperature,
+            seed=derive_seed(self.seed, role, *seed_path),
+            json_schema=curator.CURATOR_SCHEMA,
+            schema_name="operations",
+        )
+        result = await client.chat(request)
+        parsed = _parsed(result, curator.parse_ops)
+        if isinstance(parsed, CallError):
+            return Proposal(source=source, ops=(), usage=result.usage, error=parsed)
+        return Proposal(source=source, ops=parsed, usage=result.usage)
+
+
+def _parsed(result: ChatResult, parse):  # type: ignore[no-untyped-def]
+    """The call's error if it failed, else what ``parse(data, text)`` makes of the response."""
+    if result.error is not None:
+        return result.error
+    return parse(result.data, result.text)
+
+
+def _failed_reflection(rollout_id: str, usage: Usage, error: CallError) -> Reflection:
+    return Reflection(
+        rollout_id=rollout_id, reasoning="", error_identification="", root_cause="",
+        correct_approach="", key_insight="", bullet_tags=(), usage=usage, error=error,
+    )

@@ -1,0 +1,246 @@
+"""The learning methods, all on the same roles and engine.
+
+- :class:`Sequential`: ACE with batch 1: every call on the critical path.
+- :class:`Naive`: parallel map over a batch, one curator call over all its reflections.
+- :class:`Combee`: parallel map; tags summed; augmented shuffle into sqrt(n) groups; one curator
+  call per group, started as soon as its group's samples are done; reduce tree; one apply.
+
+A step never half-applies: its tags and ops go into one :class:`Delta` applied once, and every
+failed call is kept on its record. ``sim_seconds`` is the step's critical path in the endpoint's
+(simulated) seconds: map finish times from the worker pool, then curation and reduction.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Protocol
+
+import msgspec
+
+from combee_fast.engine.rng import rng_at
+from combee_fast.engine.stream import IndexedStream
+from combee_fast.learn.agents import Agents, Proposal
+from combee_fast.learn.merge import augmented_groups, finish_times, reduce_tree, tag_ops
+from combee_fast.learn.sample import SampleTrace, reflect_only, run_sample
+from combee_fast.playbook import ApplyReport, Playbook
+from combee_fast.schema import Delta, Example, Op, OpKind, Reflection, Rollout
+
+Mapper = Callable[[Any, Playbook, str, int], Awaitable[SampleTrace]]
+"""``(item, playbook, playbook_text, epoch) -> trace``: the map applied to each batch item."""
+
+
+class StepResult(msgspec.Struct, frozen=True):
+    """What one learning step did. ``playbook`` is the snapshot after its apply(s)."""
+
+    playbook: Playbook
+    reports: tuple[ApplyReport, ...]
+    traces: tuple[SampleTrace, ...]
+    proposals: tuple[Proposal, ...]
+    sim_seconds: float
+    wall_seconds: float
+    insights: tuple[str, ...]
+    kept: tuple[str, ...]
+
+    @property
+    def calls(self) -> int:
+        return sum(t.calls for t in self.traces) + len(self.proposals)
+
+
+class Method(Protocol):
+    name: str
+
+    async def step(self, items: Sequence[Any], playbook: Playbook, *, epoch: int, step: int) -> StepResult:
+        """Learn from ``items`` (examples, or rollouts for reflect-only tasks) starting at ``playbook``."""
+        ...
+
+
+class MapConfig(msgspec.Struct, frozen=True):
+    """How the map runs: ACE regeneration rounds, parallel chains, per-chain timeout."""
+
+    max_rounds: int = 3
+    concurrency: int = 256
+    item_timeout_s: float | None = 3600.0
+
+
+def example_mapper(agents: Agents, config: MapConfig) -> Mapper:
+    async def mapper(item: Example, playbook: Playbook, text: str, epoch: int) -> SampleTrace:
+        return await run_sample(agents, item, playbook, text, epoch=epoch, max_rounds=config.max_rounds)
+
+    return mapper
+
+
+def rollout_mapper(agents: Agents) -> Mapper:
+    async def mapper(item: Rollout, playbook: Playbook, text: str, epoch: int) -> SampleTrace:
+        return await reflect_only(agents, item, playbook, epoch=epoch)
+
+    return mapper
+
+
+def _curation_input(traces: Sequence[SampleTrace]) -> list[Reflection | None]:
+    return [trace.final_reflection for trace in traces]
+
+
+def _kept_contents(delta: Delta, report: ApplyReport) -> tuple[str, ...]:
+    return tuple(
+        delta.ops[i].content for i in report.applied if delta.ops[i].kind in (OpKind.ADD, OpKind.UPDATE)
+    )
+
+
+def _apply(
+    playbook: Playbook, traces: Sequence[SampleTrace], ops: Sequence[Op], source: str
+) -> tuple[Playbook, ApplyReport, Delta]:
+    """Tags of all traces, then the curated ops, as one delta applied once."""
+    reflections = [r for t in traces for r in t.reflections if r.error is None]
+    delta = Delta(
+        ops=tag_ops(traces, playbook) + tuple(ops),
+        source=source,
+        reflection_ids=tuple(r.id for r in reflections),
+        rollout_ids=tuple(r.id for t in traces for r in t.rollouts),
+    )
+    new_playbook, report = playbook.apply(delta)
+    return new_playbook, report, delta
+
+
+class _Batched:
+    """Shared by the batched methods: the parallel map over a frozen snapshot."""
+
+    def __init__(self, agents: Agents, mapper: Mapper, config: MapConfig) -> None:
+        self.agents = agents
+        self.mapper = mapper
+        self.config = config
+
+    def _stream(self, items: Sequence[Any], playbook: Playbook, text: str, epoch: int) -> IndexedStream:
+        async def one(_: int, item: Any) -> SampleTrace:
+            return await self.mapper(item, playbook, text, epoch)
+
+        return IndexedStream(
+            items, one, concurrency=self.config.concurrency, item_timeout_s=self.config.item_timeout_s
+        )
+
+    def _map_finish_times(self, traces: Sequence[SampleTrace]) -> list[float]:
+        return finish_times([t.sim_seconds for t in traces], self.config.concurrency)
+
+
+class Sequential:
+    """ACE: for each example, the generate/reflect loop, one curator call, one apply."""
+
+    name = "sequential"
+
+    def __init__(self, agents: Agents, mapper: Mapper) -> None:
+        self.agents = agents
+        self.mapper = mapper
+
+    async def step(self, items: Sequence[Any], playbook: Playbook, *, epoch: int, step: int) -> StepResult:
+        started = time.perf_counter()
+        reports: list[ApplyReport] = []
+        traces: list[SampleTrace] = []
+        proposals: list[Proposal] = []
+        insights: list[str] = []
+        kept: list[str] = []
+        sim_seconds = 0.0
+        for offset, item in enumerate(items):
+            text = playbook.render()
+            trace = await self.mapper(item, playbook, text, epoch)
+            traces.append(trace)
+            sim_seconds += trace.sim_seconds
+            ops: tuple[Op, ...] = ()
+            if (reflection := trace.final_reflection) is not None:
+                insights.append(reflection.key_insight)
+                proposal = await self.agents.curate(
+                    [reflection], playbook, text, source="curator[0]", seed_path=(epoch, step, offset)
+                )
+                proposals.append(proposal)
+                sim_seconds += proposal.usage.effective_latency_s
+                ops = proposal.ops
+            playbook, report, delta = _apply(playbook, [trace], ops, f"sequential[{epoch}.{step}.{offset}]")
+            reports.append(report)
+            kept.extend(_kept_contents(delta, report))
+        return StepResult(
+            playbook, tuple(reports), tuple(traces), tuple(proposals), sim_seconds,
+            time.perf_counter() - started, tuple(insights), tuple(kept),
+        )
+
+
+class Naive(_Batched):
+    """Batch n, parallel map, one curator call over all n reflections: fast, overloads the curator."""
+
+    name = "naive"
+
+    async def step(self, items: Sequence[Any], playbook: Playbook, *, epoch: int, step: int) -> StepResult:
+        started = time.perf_counter()
+        text = playbook.render()
+        traces = await self._stream(items, playbook, text, epoch).run()
+        reflections = [r for r in _curation_input(traces) if r is not None]
+        sim_seconds = max(self._map_finish_times(traces), default=0.0)
+        proposals: tuple[Proposal, ...] = ()
+        ops: tuple[Op, ...] = ()
+        if reflections:
+            proposal = await self.agents.curate(
+                reflections, playbook, text, source="curator[0]", seed_path=(epoch, step, 0)
+            )
+            proposals = (proposal,)
+            ops = proposal.ops
+            sim_seconds += proposal.usage.effective_latency_s
+        new_playbook, report, delta = _apply(playbook, traces, ops, f"naive[{epoch}.{step}]")
+        return StepResult(
+            new_playbook, (report,), tuple(traces), proposals, sim_seconds, time.perf_counter() - started,
+            tuple(r.key_insight for r in reflections), _kept_contents(delta, report),
+        )
+
+
+class CombeeConfig(msgspec.Struct, frozen=True):
+    duplicates: int = 2  # p: copies of each reflection in the augmented shuffle
+    max_fan_in: int = 8  # most proposals one reducer call merges
+    seed: int = 0
+
+
+class Combee(_Batched):
+    """Parallel map, augmented shuffle, parallel curators, reduce tree, one apply."""
+
+    name = "combee"
+
+    def __init__(self, agents: Agents, mapper: Mapper, config: MapConfig, combee: CombeeConfig) -> None:
+        super().__init__(agents, mapper, config)
+        self.combee = combee
+
+    async def step(self, items: Sequence[Any], playbook: Playbook, *, epoch: int, step: int) -> StepResult:
+        started = time.perf_counter()
+        text = playbook.render()
+        groups = augmented_groups(len(items), self.combee.duplicates, rng_at(self.combee.seed, "shuffle", epoch, step))
+        stream = self._stream(items, playbook, text, epoch)
+
+        async def curate_group(index: int, members: tuple[int, ...]) -> Proposal | None:
+            traces = await asyncio.gather(*(stream.future(i) for i in members))
+            reflections = [r for r in _curation_input(traces) if r is not None]
+            if not reflections:
+                return None
+            return await self.agents.curate(
+                reflections, playbook, text, source=f"curator[{index}]", seed_path=(epoch, step, index)
+            )
+
+        async with asyncio.TaskGroup() as group:
+            curations = [group.create_task(curate_group(i, members)) for i, members in enumerate(groups)]
+            traces = await stream.run()
+        finished = self._map_finish_times(traces)
+        curator_calls = [(members, task.result()) for members, task in zip(groups, curations)]
+        curator_done = [
+            max(finished[i] for i in members) + (call.usage.effective_latency_s if call is not None else 0.0)
+            for members, call in curator_calls
+        ]
+        proposals = [call for _, call in curator_calls if call is not None]
+        reduced = await reduce_tree(
+            self.agents,
+            [p.ops for p in proposals if p.error is None],
+            text,
+            fan_in=self.combee.max_fan_in,
+            seed_path=(epoch, step),
+        )
+        sim_seconds = max(curator_done + finished, default=0.0) + reduced.sim_seconds
+        new_playbook, report, delta = _apply(playbook, traces, reduced.ops, f"combee[{epoch}.{step}]")
+        insights = tuple(r.key_insight for r in _curation_input(traces) if r is not None)
+        return StepResult(
+            new_playbook, (report,), tuple(traces), tuple(proposals) + reduced.calls, sim_seconds,
+            time.perf_counter() - started, insights, _kept_contents(delta, report),
+        )
