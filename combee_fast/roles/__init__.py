@@ -1,0 +1,52 @@
+"""The four ACE roles: prompt building and output parsing for generator, reflector, curator, reducer.
+
+Each role's system message is its prompt file in ``prompts/``; its user message is filled from a
+template there, with the content the simulated task world (and a real model) reads between tags.
+"""
+
+from combee_fast.roles.curator import (
+    CURATOR_MAX_TOKENS,
+    CURATOR_SCHEMA,
+    curator_messages,
+    playbook_stats_text,
+    reflection_json_line,
+)
+from combee_fast.roles.generator import (
+    GENERATOR_MAX_TOKENS,
+    GENERATOR_SCHEMA,
+    GeneratorOutput,
+    generator_messages,
+    parse_generator,
+)
+from combee_fast.roles.ops import OPS_SCHEMA, parse_ops
+from combee_fast.roles.reducer import REDUCER_MAX_TOKENS, REDUCER_SCHEMA, reducer_messages
+from combee_fast.roles.reflector import (
+    REFLECTOR_MAX_TOKENS,
+    REFLECTOR_SCHEMA,
+    cited_bullets_text,
+    parse_reflector,
+    reflector_messages,
+)
+
+__all__ = [
+    "CURATOR_MAX_TOKENS",
+    "CURATOR_SCHEMA",
+    "GENERATOR_MAX_TOKENS",
+    "GENERATOR_SCHEMA",
+    "OPS_SCHEMA",
+    "REDUCER_MAX_TOKENS",
+    "REDUCER_SCHEMA",
+    "REFLECTOR_MAX_TOKENS",
+    "REFLECTOR_SCHEMA",
+    "GeneratorOutput",
+    "cited_bullets_text",
+    "curator_messages",
+    "generator_messages",
+    "parse_generator",
+    "parse_ops",
+    "parse_reflector",
+    "playbook_stats_text",
+    "reducer_messages",
+    "reflection_json_line",
+    "reflector_messages",
+]

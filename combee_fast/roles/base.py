@@ -1,0 +1,152 @@
+"""What the four roles share: prompt files, template filling, reading JSON out of model output.
+
+Prompts live in ``roles/prompts/``: ``<role>.txt`` is the system message and ``<role>_user.txt``
+the user-message template. Templates use ``$name`` placeholders (:class:`string.Template`); a line
+holding only a placeholder whose value is empty is dropped, which is how optional blocks (retry,
+ground truth) disappear. Substituted values are never re-read as templates.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from string import Template
+from typing import Any, TypeVar
+
+import msgspec
+
+from combee_fast.schema import Bullet, CallError
+
+PROMPTS_DIR = Path(__file__).parent / "prompts"
+
+EMPTY_PLAYBOOK = "(the playbook is empty)"
+"""Stands in for an empty playbook in prompts; never parses as a bullet line."""
+
+_PLACEHOLDER_LINE = re.compile(r"\$(?:(\w+)|\{(\w+)\})")
+_FENCE = re.compile(r"```[ \t]*(?:json|JSON)?[ \t]*\r?\n?(.*?)```", re.DOTALL)
+_MAX_OBJECT_STARTS = 64  # how many '{' positions of a prose reply are tried as JSON starts
+_json_decoder = json.JSONDecoder()
+
+T = TypeVar("T")
+
+
+def load_prompt(name: str) -> str:
+    """The text of ``prompts/<name>`` without its final newline."""
+    return (PROMPTS_DIR / name).read_text(encoding="utf-8").rstrip("\n")
+
+
+def fill(template: str, **values: str) -> str:
+    """Substitute ``$name`` placeholders; drop lines that hold only a placeholder with an empty value."""
+    kept = []
+    for line in template.split("\n"):
+        match = _PLACEHOLDER_LINE.fullmatch(line.strip())
+        if match is not None and values.get(match[1] or match[2]) == "":
+            continue
+        kept.append(line)
+    return Template("\n".join(kept)).substitute(values)
+
+
+def one_line(text: str) -> str:
+    """``text`` with every run of whitespace (newlines included) collapsed to one space, trimmed."""
+    return " ".join(text.split())
+
+
+def clean_bullet_id(text: str) -> str:
+    """A bullet id as models write it (``"[form-00001]"``, ``" form-00001 "``) reduced to the id."""
+    return text.strip().strip("[]").strip()
+
+
+def bullet_line(bullet: Bullet, *, max_chars: int | None = None) -> str:
+    """The playbook line of ``bullet``: ``[id] helpful=X harmful=Y :: content`` (content cut to ``max_chars``)."""
+    content = bullet.content
+    if max_chars is not None and len(content) > max_chars:
+        content = content[:max_chars].rstrip() + "..."
+    return f"[{bullet.id}] helpful={bullet.helpful} harmful={bullet.harmful} :: {content}"
+
+
+def _json_type(value: Any) -> str:
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, str):
+        return "string"
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    return "number" if isinstance(value, (int, float)) else type(value).__name__
+
+
+def _unclosed(text: str) -> bool:
+    """Whether ``text``, from its first '{', ends inside a string or with brackets still open."""
+    depth = 0
+    in_string = escaped = False
+    for char in text[text.find("{") :]:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "{[":
+            depth += 1
+        elif char in "}]":
+            depth -= 1
+    return in_string or depth > 0
+
+
+def decode_json_object(data: Any, text: str | None) -> dict[str, Any] | CallError:
+    """The JSON object a model returned, from already-parsed ``data`` or from its raw ``text``.
+
+    ``text`` may be bare JSON, JSON inside a ```json fence, or JSON surrounded by prose (the
+    first decodable object wins). Standard JSON only: trailing commas, single quotes and comments
+    are malformed. Errors: ``malformed_json`` (nothing decodes), ``truncated`` (the object is cut
+    off before its end), ``schema_mismatch`` (the JSON is not an object). ``raw`` keeps ``text``.
+    """
+    if data is not None:
+        if isinstance(data, dict):
+            return data
+        return CallError("schema_mismatch", f"expected a JSON object, got {_json_type(data)}", raw=text)
+    if text is None or not text.strip():
+        return CallError("malformed_json", "empty response: no JSON object", raw=text)
+    stripped = text.strip()
+    candidates = [stripped] + [block.strip() for block in _FENCE.findall(text)]
+    first_error: str | None = None
+    for candidate in candidates:
+        try:
+            value = json.loads(candidate)
+        except ValueError as exc:
+            first_error = first_error or str(exc)
+            continue
+        if isinstance(value, dict):
+            return value
+        if candidate is stripped:
+            return CallError("schema_mismatch", f"expected a JSON object, got {_json_type(value)}", raw=text)
+    start = stripped.find("{")
+    for _ in range(_MAX_OBJECT_STARTS):
+        if start < 0:
+            break
+        try:
+            value, _end = _json_decoder.raw_decode(stripped, start)
+        except ValueError:
+            pass
+        else:
+            if isinstance(value, dict):
+                return value
+        start = stripped.find("{", start + 1)
+    if "{" not in stripped:
+        return CallError("malformed_json", "no JSON object in the response", raw=text)
+    if _unclosed(stripped):
+        return CallError("truncated", "the JSON object is cut off before its end", raw=text)
+    return CallError("malformed_json", f"invalid JSON: {first_error}", raw=text)
+
+
+def convert(obj: dict[str, Any], shape: type[T], text: str | None, *, what: str) -> T | CallError:
+    """``obj`` validated into ``shape`` (a msgspec Struct); ``schema_mismatch`` naming the key if it does not fit."""
+    try:
+        return msgspec.convert(obj, shape)
+    except msgspec.ValidationError as exc:
+        return CallError("schema_mismatch", f"{what} output: {exc}", raw=text)

@@ -1,0 +1,79 @@
+"""Curator: turns reflections (and playbook statistics) into ADD/UPDATE/REMOVE ops on the playbook.
+
+User message tags (each on its own line, content between): ``<playbook>``, ``<playbook_stats>``,
+``<reflections>`` (one JSON object per line with keys rollout_id, error_identification,
+root_cause, correct_approach, key_insight). Output: see :mod:`combee_fast.roles.ops`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import orjson
+
+from combee_fast.roles.base import EMPTY_PLAYBOOK, bullet_line, fill, load_prompt
+from combee_fast.roles.ops import OPS_SCHEMA
+from combee_fast.schema import Bullet, Message, Reflection
+
+CURATOR_MAX_TOKENS = 2048
+CURATOR_SCHEMA: dict[str, Any] = OPS_SCHEMA
+CURATOR_SYSTEM_PROMPT = load_prompt("curator.txt")
+CURATOR_USER_TEMPLATE = load_prompt("curator_user.txt")
+
+NO_REFLECTIONS = "(no reflections)"
+STATS_CONTENT_CHARS = 120
+"""Bullet content shown in the statistics is cut to this length: the full text is in the playbook."""
+
+
+def reflection_json_line(reflection: Reflection) -> str:
+    """One reflection as the curator reads it: a single JSON line with the five diagnosis keys."""
+    return orjson.dumps(
+        {
+            "rollout_id": reflection.rollout_id,
+            "error_identification": reflection.error_identification,
+            "root_cause": reflection.root_cause,
+            "correct_approach": reflection.correct_approach,
+            "key_insight": reflection.key_insight,
+        }
+    ).decode()
+
+
+def _section(title: str, bullets: Sequence[Bullet]) -> list[str]:
+    lines = [bullet_line(bullet, max_chars=STATS_CONTENT_CHARS) for bullet in bullets]
+    return [title, *(lines or ["(none)"])]
+
+
+def playbook_stats_text(bullets: Sequence[Bullet], *, top: int = 5) -> str:
+    """Counts plus up to ``top`` bullets each: most helpful, problematic (harmful > helpful), unused (0/0).
+
+    Most helpful: by helpful count, then fewer harmful, then id. Problematic: by harmful minus
+    helpful, then id. Unused: oldest first (created_version, then id).
+    """
+    if not bullets:
+        return EMPTY_PLAYBOOK
+    helpful = sorted((b for b in bullets if b.helpful > 0), key=lambda b: (-b.helpful, b.harmful, b.id))
+    problematic = sorted((b for b in bullets if b.harmful > b.helpful), key=lambda b: (b.helpful - b.harmful, b.id))
+    unused = sorted((b for b in bullets if b.helpful == 0 and b.harmful == 0), key=lambda b: (b.created_version, b.id))
+    summary = (
+        f"{len(bullets)} entries: {len(helpful)} tagged helpful at least once, "
+        f"{len(problematic)} problematic (harmful > helpful), {len(unused)} never tagged"
+    )
+    return "\n".join(
+        [
+            summary,
+            *_section(f"Most helpful (top {top}):", helpful[:top]),
+            *_section(f"Problematic (top {top}):", problematic[:top]),
+            *_section(f"Unused (oldest {top}):", unused[:top]),
+        ]
+    )
+
+
+def curator_messages(playbook_text: str, stats_text: str, reflections: Sequence[Reflection]) -> tuple[Message, ...]:
+    """System + user messages for one curator call over ``reflections`` (in the order given)."""
+    user = fill(
+        CURATOR_USER_TEMPLATE,
+        playbook=playbook_text if playbook_text.strip() else EMPTY_PLAYBOOK,
+        stats=stats_text if stats_text.strip() else EMPTY_PLAYBOOK,
+        reflections="\n".join(map(reflection_json_line, reflections)) or NO_REFLECTIONS,
+    )
+    return (Message("system", CURATOR_SYSTEM_PROMPT), Message("user", user))

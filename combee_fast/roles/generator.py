@@ -1,0 +1,93 @@
+"""Generator: answers a task input with the playbook in its context, citing the bullets it used.
+
+User message tags (each on its own line, content between): ``<playbook>``, ``<question>``, and on
+retry rounds ``<previous_attempt>`` and ``<reflection>``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from combee_fast.roles.base import EMPTY_PLAYBOOK, clean_bullet_id, convert, decode_json_object, fill, load_prompt
+from combee_fast.schema import CallError, Message, Reflection
+
+GENERATOR_MAX_TOKENS = 1024
+GENERATOR_SYSTEM_PROMPT = load_prompt("generator.txt")
+GENERATOR_USER_TEMPLATE = load_prompt("generator_user.txt")
+GENERATOR_RETRY_TEMPLATE = load_prompt("generator_retry.txt")
+
+GENERATOR_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "reasoning": {"type": "string"},
+        "bullet_ids": {"type": "array", "items": {"type": "string"}},
+        "final_answer": {"type": "string"},
+    },
+    "required": ["reasoning", "bullet_ids", "final_answer"],
+    "additionalProperties": False,
+}
+"""JSON Schema of the generator's reply, for ``response_format``. Do not mutate."""
+
+
+class GeneratorOutput(msgspec.Struct, frozen=True):
+    """A parsed generator reply. ``bullet_ids`` are cleaned (brackets and blanks removed) and de-duplicated."""
+
+    reasoning: str
+    bullet_ids: tuple[str, ...]
+    final_answer: str
+
+
+class _GeneratorReply(msgspec.Struct):
+    reasoning: str
+    bullet_ids: list[str]
+    final_answer: str
+
+
+def reflection_text(reflection: Reflection) -> str:
+    """A reflection as the generator reads it on a retry round."""
+    return "\n".join(
+        (
+            f"Error: {reflection.error_identification}",
+            f"Root cause: {reflection.root_cause}",
+            f"Correct approach: {reflection.correct_approach}",
+            f"Key insight: {reflection.key_insight}",
+        )
+    )
+
+
+def generator_messages(
+    question: str,
+    playbook_text: str,
+    *,
+    previous_answer: str | None = None,
+    reflection: Reflection | None = None,
+) -> tuple[Message, ...]:
+    """System + user messages for one generator call; the retry block appears when either retry input is given."""
+    retry_block = ""
+    if previous_answer is not None or reflection is not None:
+        retry_block = fill(
+            GENERATOR_RETRY_TEMPLATE,
+            previous_attempt="(no answer)" if previous_answer is None else previous_answer,
+            reflection="(no reflection)" if reflection is None else reflection_text(reflection),
+        )
+    user = fill(
+        GENERATOR_USER_TEMPLATE,
+        playbook=playbook_text if playbook_text.strip() else EMPTY_PLAYBOOK,
+        question=question,
+        retry_block=retry_block,
+    )
+    return (Message("system", GENERATOR_SYSTEM_PROMPT), Message("user", user))
+
+
+def parse_generator(data: Any, text: str | None) -> GeneratorOutput | CallError:
+    """The generator's reply from parsed ``data`` or raw ``text``; a typed :class:`CallError` if unusable."""
+    obj = decode_json_object(data, text)
+    if isinstance(obj, CallError):
+        return obj
+    reply = convert(obj, _GeneratorReply, text, what="generator")
+    if isinstance(reply, CallError):
+        return reply
+    ids = dict.fromkeys(cleaned for cleaned in map(clean_bullet_id, reply.bullet_ids) if cleaned)
+    return GeneratorOutput(reply.reasoning, tuple(ids), reply.final_answer.strip())

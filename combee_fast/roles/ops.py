@@ -1,0 +1,128 @@
+"""The operations format shared by the curator and the reducer, and its parsing into :class:`Op`.
+
+Reply: ``{"reasoning": str, "operations": [{"type": "ADD"|"UPDATE"|"REMOVE", "section": str,
+"content": str, "bullet_id": str}]}`` (``bullet_id`` is ``""`` for ADD).
+
+Parsing contract of :func:`parse_ops`:
+- A reply that is not a JSON object with a string ``reasoning`` and a list ``operations`` is a
+  :class:`CallError` (``malformed_json``, ``truncated`` or ``schema_mismatch`` naming the key).
+- Each operation is read on its own. One that cannot become an :class:`Op` is dropped: not an
+  object, a ``type`` other than ADD/UPDATE/REMOVE (any case), or a field of the wrong type. Missing
+  ``section``/``content``/``bullet_id`` read as empty.
+- The rest are normalised and kept, even when the playbook will refuse them (unknown or missing
+  bullet id, empty content): :meth:`Playbook.apply` rejects those with a reason in its report, so
+  nothing is lost silently. Normalising: content and section collapse whitespace to one line;
+  section becomes lower_snake_case ("Common Mistakes" -> "common_mistakes"); ids lose brackets;
+  ADD ignores ``bullet_id``; REMOVE ignores ``content``.
+- When operations were given but every one was dropped, the result is a ``schema_mismatch``
+  :class:`CallError` listing why. An empty ``operations`` list is a valid "no change" (``()``).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Sequence
+
+import msgspec
+import orjson
+
+from combee_fast.roles.base import clean_bullet_id, convert, decode_json_object, one_line
+from combee_fast.schema import CallError, Op, OpKind
+
+EDIT_KINDS = (OpKind.ADD, OpKind.UPDATE, OpKind.REMOVE)
+_KINDS_BY_NAME = {kind.value: kind for kind in EDIT_KINDS}
+_NOT_SECTION_CHARS = re.compile(r"[^a-z0-9]+")
+_SHOWN_PROBLEMS = 5
+
+OPS_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "reasoning": {"type": "string"},
+        "operations": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "type": {"type": "string", "enum": [kind.value for kind in EDIT_KINDS]},
+                    "section": {"type": "string"},
+                    "content": {"type": "string"},
+                    "bullet_id": {"type": "string"},
+                },
+                "required": ["type", "section", "content", "bullet_id"],
+                "additionalProperties": False,
+            },
+        },
+    },
+    "required": ["reasoning", "operations"],
+    "additionalProperties": False,
+}
+"""JSON Schema of a curator or reducer reply, for ``response_format``. Do not mutate."""
+
+
+class _OpsReply(msgspec.Struct):
+    reasoning: str
+    operations: list[Any]
+
+
+class _OpReply(msgspec.Struct):
+    type: str
+    section: str = ""
+    content: str = ""
+    bullet_id: str | None = None
+
+
+def section_name(text: str) -> str:
+    """A section name as models write it ("Common Mistakes") made lower_snake_case ("common_mistakes")."""
+    return _NOT_SECTION_CHARS.sub("_", text.strip().lower()).strip("_")
+
+
+def _to_op(raw: Any, position: int) -> Op | str:
+    """``raw`` as an :class:`Op`, or why it cannot be one."""
+    try:
+        reply = msgspec.convert(raw, _OpReply)
+    except msgspec.ValidationError as exc:
+        return f"operations[{position}]: {exc}"
+    kind = _KINDS_BY_NAME.get(reply.type.strip().upper())
+    if kind is None:
+        return f"operations[{position}]: unknown type {reply.type!r} (expected ADD, UPDATE or REMOVE)"
+    bullet_id = clean_bullet_id(reply.bullet_id or "") or None
+    content = one_line(reply.content)
+    if kind is OpKind.ADD:
+        bullet_id = None
+    elif kind is OpKind.REMOVE:
+        content = ""
+    return Op(kind, section=section_name(reply.section), content=content, bullet_id=bullet_id)
+
+
+def parse_ops(data: Any, text: str | None) -> tuple[Op, ...] | CallError:
+    """Curator or reducer output as ops (see the module docstring for what is kept and dropped)."""
+    obj = decode_json_object(data, text)
+    if isinstance(obj, CallError):
+        return obj
+    reply = convert(obj, _OpsReply, text, what="operations")
+    if isinstance(reply, CallError):
+        return reply
+    ops: list[Op] = []
+    problems: list[str] = []
+    for position, raw in enumerate(reply.operations):
+        result = _to_op(raw, position)
+        if isinstance(result, Op):
+            ops.append(result)
+        else:
+            problems.append(result)
+    if reply.operations and not ops:
+        shown = "; ".join(problems[:_SHOWN_PROBLEMS])
+        more = f" (and {len(problems) - _SHOWN_PROBLEMS} more)" if len(problems) > _SHOWN_PROBLEMS else ""
+        return CallError("schema_mismatch", f"no usable operation: {shown}{more}", raw=text)
+    return tuple(ops)
+
+
+def op_json(op: Op) -> dict[str, str]:
+    """``op`` in the operations format models read and write."""
+    return {"type": op.kind.value, "section": op.section, "content": op.content, "bullet_id": op.bullet_id or ""}
+
+
+def ops_json_line(ops: Sequence[Op], **extra: Any) -> str:
+    """One JSON line ``{**extra, "operations": [...]}``; TAG ops are not part of the format and are left out."""
+    operations = [op_json(op) for op in ops if op.kind in EDIT_KINDS]
+    return orjson.dumps({**extra, "operations": operations}).decode()

@@ -1,0 +1,141 @@
+"""Reflector: diagnoses one scored rollout and tags the bullets it cited.
+
+User message tags (each on its own line, content between): ``<question>``, ``<model_reasoning>``,
+``<model_answer>``, ``<cited_bullets>``, ``<feedback>`` and ``<ground_truth>`` (left out entirely
+in the no-ground-truth variant, which also uses its own system prompt).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, Sequence
+
+import msgspec
+
+from combee_fast.roles.base import bullet_line, clean_bullet_id, convert, decode_json_object, fill, load_prompt
+from combee_fast.schema import Bullet, BulletTag, CallError, Message, Reflection, Rollout, Usage
+
+REFLECTOR_MAX_TOKENS = 1024
+REFLECTOR_SYSTEM_PROMPT = load_prompt("reflector.txt")
+REFLECTOR_NO_GROUND_TRUTH_SYSTEM_PROMPT = load_prompt("reflector_no_ground_truth.txt")
+REFLECTOR_USER_TEMPLATE = load_prompt("reflector_user.txt")
+REFLECTOR_GROUND_TRUTH_TEMPLATE = load_prompt("reflector_ground_truth.txt")
+
+NO_CITED_BULLETS = "(no playbook entries were cited)"
+
+_TEXT_KEYS = ("reasoning", "error_identification", "root_cause", "correct_approach", "key_insight")
+
+REFLECTOR_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        **{key: {"type": "string"} for key in _TEXT_KEYS},
+        "bullet_tags": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "id": {"type": "string"},
+                    "tag": {"type": "string", "enum": ["helpful", "harmful", "neutral"]},
+                },
+                "required": ["id", "tag"],
+                "additionalProperties": False,
+            },
+        },
+    },
+    "required": [*_TEXT_KEYS, "bullet_tags"],
+    "additionalProperties": False,
+}
+"""JSON Schema of the reflector's reply, for ``response_format``. Do not mutate."""
+
+
+class _TagReply(msgspec.Struct):
+    id: str
+    tag: Literal["helpful", "harmful", "neutral"]
+
+
+class _ReflectorReply(msgspec.Struct):
+    reasoning: str
+    error_identification: str
+    root_cause: str
+    correct_approach: str
+    key_insight: str
+    bullet_tags: list[_TagReply]
+
+
+def cited_bullets_text(bullets: Sequence[Bullet]) -> str:
+    """The cited bullets as playbook lines ``[id] helpful=X harmful=Y :: content``, one per line, in order."""
+    if not bullets:
+        return NO_CITED_BULLETS
+    return "\n".join(bullet_line(bullet) for bullet in bullets)
+
+
+def _outcome(rollout: Rollout) -> str:
+    if rollout.error is not None and rollout.answer is None:
+        return f"no usable answer ({rollout.error.kind}: {rollout.error.message})"
+    if rollout.score is None:
+        return "not scored"
+    verdict = "correct" if rollout.correct else "incorrect"
+    return f"{verdict}, score {rollout.score:.2f} (1.00 = fully correct)"
+
+
+def reflector_messages(rollout: Rollout, cited_bullets_text: str, *, ground_truth: str | None) -> tuple[Message, ...]:
+    """System + user messages to reflect on ``rollout``; without ``ground_truth`` the no-ground-truth variant."""
+    ground_truth_block = ""
+    if ground_truth is not None:
+        ground_truth_block = fill(REFLECTOR_GROUND_TRUTH_TEMPLATE, ground_truth=ground_truth)
+    user = fill(
+        REFLECTOR_USER_TEMPLATE,
+        question=rollout.example.input,
+        reasoning=rollout.reasoning if rollout.reasoning.strip() else "(no reasoning given)",
+        answer="(no answer)" if rollout.answer is None else rollout.answer,
+        cited_bullets=cited_bullets_text if cited_bullets_text.strip() else NO_CITED_BULLETS,
+        outcome=_outcome(rollout),
+        feedback=rollout.feedback if rollout.feedback.strip() else "(no feedback)",
+        ground_truth_block=ground_truth_block,
+    )
+    system = REFLECTOR_SYSTEM_PROMPT if ground_truth is not None else REFLECTOR_NO_GROUND_TRUTH_SYSTEM_PROMPT
+    return (Message("system", system), Message("user", user))
+
+
+def _normalise_tags(obj: dict[str, Any]) -> dict[str, Any]:
+    """Tag names as models vary them ("Helpful ") made canonical before validation."""
+    tags = obj.get("bullet_tags")
+    if not isinstance(tags, list):
+        return obj
+    fixed = [
+        {**tag, "tag": tag["tag"].strip().lower()} if isinstance(tag, dict) and isinstance(tag.get("tag"), str) else tag
+        for tag in tags
+    ]
+    return {**obj, "bullet_tags": fixed}
+
+
+def failed_reflection(rollout_id: str, usage: Usage, error: CallError) -> Reflection:
+    """The record of a reflection that could not be obtained: empty fields, ``error`` set."""
+    return Reflection(rollout_id, "", "", "", "", "", (), usage, error=error)
+
+
+def parse_reflector(data: Any, text: str | None, *, rollout_id: str, usage: Usage) -> Reflection:
+    """The reflector's reply as a :class:`Reflection`; on unusable output ``.error`` is set and fields are empty.
+
+    Tags are cleaned (brackets around ids, case of tag names); a bullet tagged twice keeps its first tag.
+    """
+    obj = decode_json_object(data, text)
+    if isinstance(obj, CallError):
+        return failed_reflection(rollout_id, usage, obj)
+    reply = convert(_normalise_tags(obj), _ReflectorReply, text, what="reflector")
+    if isinstance(reply, CallError):
+        return failed_reflection(rollout_id, usage, reply)
+    tags: dict[str, BulletTag] = {}
+    for tag in reply.bullet_tags:
+        bullet_id = clean_bullet_id(tag.id)
+        if bullet_id and bullet_id not in tags:
+            tags[bullet_id] = BulletTag(bullet_id, tag.tag)
+    return Reflection(
+        rollout_id=rollout_id,
+        reasoning=reply.reasoning,
+        error_identification=reply.error_identification,
+        root_cause=reply.root_cause,
+        correct_approach=reply.correct_approach,
+        key_insight=reply.key_insight,
+        bullet_tags=tuple(tags.values()),
+        usage=usage,
+    )
