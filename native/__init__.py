@@ -1,1 +1,76 @@
-"""Numba kernels, imported as ``combee_fast.native``. Nothing compiles at import."""
+"""Numba kernels, imported as ``combee_fast.native``. Nothing compiles at import.
+
+Importing this package does not even import Numba: the public names below load their module
+on first access. Kernels compile (or load from Numba's on-disk cache) on their first call, or
+all at once with :func:`warmup`.
+
+* :mod:`.scan`: merge playbook op logs per bullet (final and every prefix state).
+* :mod:`.stats`: mean/variance with a parallel merge, Beta-posterior rates, group variance,
+  latency quantiles.
+* :mod:`.similarity`: n-gram hashing embedder, blocked all-pairs and top-k over unit vectors,
+  near-duplicates and the retention measure.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "scan": (
+        "ADD",
+        "UPDATE",
+        "REMOVE",
+        "TAG",
+        "KIND_NAMES",
+        "OpBatch",
+        "SlotStates",
+        "PrefixStates",
+        "final_states",
+        "prefix_states",
+        "aggregate_counters",
+    ),
+    "stats": (
+        "Moments",
+        "moments",
+        "merge_moments",
+        "BetaRates",
+        "beta_rates",
+        "GroupMoments",
+        "group_moments",
+        "LatencyQuantiles",
+        "latency_quantiles",
+    ),
+    "similarity": (
+        "Embedder",
+        "HashingEmbedder",
+        "Pairs",
+        "Neighbours",
+        "pairs_above",
+        "top_k",
+        "near_duplicates",
+        "retention",
+    ),
+}
+_MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
+
+__all__ = sorted(_MODULE_OF) + ["warmup"]
+
+
+def __getattr__(name: str) -> Any:
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def warmup() -> None:
+    """Compile, or load from Numba's cache, every kernel for the dtypes the public API uses.
+
+    Call it once at start-up (off the event loop: it can take seconds the first time on a
+    machine, and milliseconds once the cache is warm). Afterwards no call compiles.
+    """
+    for module in _EXPORTS:
+        importlib.import_module(f"{__name__}.{module}").warmup()
