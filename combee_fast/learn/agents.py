@@ -16,7 +16,9 @@ from combee_fast.endpoint.client import ChatRequest, ChatResult, EndpointClient
 from combee_fast.engine.rng import derive_seed
 from combee_fast.playbook import Playbook
 from combee_fast.roles import curator, generator, reducer, reflector
-from combee_fast.roles.base import cited_bullets_text, playbook_stats_text
+from combee_fast.roles.ops import parse_ops
+from combee_fast.roles.curator import playbook_stats_text
+from combee_fast.roles.reflector import cited_bullets_text
 from combee_fast.schema import CallError, Example, Op, Reflection, Rollout, Usage
 from combee_fast.tasks.base import Task
 
@@ -175,7 +177,7 @@ class Agents:
             schema_name="operations",
         )
         result = await client.chat(request)
-        parsed = _parsed(result, curator.parse_ops)
+        parsed = _parsed(result, parse_ops)
         if isinstance(parsed, CallError):
             return Proposal(source=source, ops=(), usage=result.usage, error=parsed)
         return Proposal(source=source, ops=parsed, usage=result.usage)

@@ -1,0 +1,126 @@
+"""Online learning inside an agent server: callers submit finished rollouts, the learner batches
+them, runs Combee's reflect -> shuffle -> curate -> reduce on each batch and publishes a new playbook
+version. Reading :attr:`OnlineLearner.playbook` never blocks: it is a plain attribute holding an
+immutable snapshot, swapped in one assignment.
+
+    async with OnlineLearner(agents, Playbook.empty()) as learner:
+        ticket = await learner.submit(rollout)   # waits only for queue room (backpressure)
+        batch = await ticket                     # optional: the AppliedBatch that took it in
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+import msgspec
+
+from combee_fast.learn.agents import Agents
+from combee_fast.learn.methods import Combee, CombeeConfig, MapConfig, rollout_mapper
+from combee_fast.playbook import ApplyReport, Playbook
+from combee_fast.schema import Rollout
+
+
+class OnlineConfig(msgspec.Struct, frozen=True):
+    batch_size: int = 32  # a batch closes when it holds this many rollouts...
+    max_wait_s: float = 1.0  # ...or this long after its first rollout arrived
+    queue_size: int = 1024  # submitted rollouts waiting for a batch; submit() waits when full
+    duplicates: int = 2
+    max_fan_in: int = 8
+    concurrency: int = 64
+    seed: int = 0
+
+
+class AppliedBatch(msgspec.Struct, frozen=True):
+    number: int
+    rollout_ids: tuple[str, ...]
+    version: int
+    report: ApplyReport
+
+
+class OnlineLearner:
+    """Batches submitted rollouts and applies one Combee update per batch, one batch at a time."""
+
+    def __init__(self, agents: Agents, playbook: Playbook, config: OnlineConfig | None = None) -> None:
+        self.config = config or OnlineConfig()
+        if self.config.batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {self.config.batch_size}")
+        self.playbook = playbook
+        self.batches: list[AppliedBatch] = []
+        self._method = Combee(
+            agents,
+            rollout_mapper(agents),
+            MapConfig(concurrency=self.config.concurrency),
+            CombeeConfig(self.config.duplicates, self.config.max_fan_in, self.config.seed),
+        )
+        self._queue: asyncio.Queue[tuple[Rollout, asyncio.Future[AppliedBatch]]] = asyncio.Queue(
+            self.config.queue_size
+        )
+        self._worker: asyncio.Task[None] | None = None
+
+    async def __aenter__(self) -> OnlineLearner:
+        self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.stop()
+
+    def start(self) -> None:
+        if self._worker is None:
+            self._worker = asyncio.create_task(self._run(), name="combee-online-learner")
+
+    async def stop(self) -> None:
+        """Apply what was submitted, then stop the worker."""
+        if self._worker is None:
+            return
+        await self._queue.join()
+        self._worker.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._worker
+        self._worker = None
+
+    async def submit(self, rollout: Rollout) -> asyncio.Future[AppliedBatch]:
+        """Queue ``rollout``; returns a future resolving to the batch that applied it."""
+        if self._worker is None:
+            raise RuntimeError("OnlineLearner is not started: use 'async with' or start()")
+        ticket: asyncio.Future[AppliedBatch] = asyncio.get_running_loop().create_future()
+        await self._queue.put((rollout, ticket))
+        return ticket
+
+    async def _next_batch(self) -> list[tuple[Rollout, asyncio.Future[AppliedBatch]]]:
+        batch = [await self._queue.get()]
+        deadline = asyncio.get_running_loop().time() + self.config.max_wait_s
+        while len(batch) < self.config.batch_size:
+            remaining = deadline - asyncio.get_running_loop().time()
+            if remaining <= 0:
+                break
+            try:
+                batch.append(await asyncio.wait_for(self._queue.get(), remaining))
+            except TimeoutError:
+                break
+        return batch
+
+    async def _run(self) -> None:
+        while True:
+            batch = await self._next_batch()
+            number = len(self.batches)
+            try:
+                result = await self._method.step(
+                    [rollout for rollout, _ in batch], self.playbook, epoch=0, step=number
+                )
+            except Exception as exc:  # a bug, not a bad endpoint: those are recorded on the records
+                for _, ticket in batch:
+                    if not ticket.done():
+                        ticket.set_exception(exc)
+            else:
+                self.playbook = result.playbook
+                applied = AppliedBatch(
+                    number, tuple(r.id for r, _ in batch), result.playbook.version, result.reports[0]
+                )
+                self.batches.append(applied)
+                for _, ticket in batch:
+                    if not ticket.done():
+                        ticket.set_result(applied)
+            finally:
+                for _ in batch:
+                    self._queue.task_done()
