@@ -25,7 +25,7 @@ EMPTY_PLAYBOOK = "(the playbook is empty)"
 
 _PLACEHOLDER_LINE = re.compile(r"\$(?:(\w+)|\{(\w+)\})")
 _FENCE = re.compile(r"```[ \t]*(?:json|JSON)?[ \t]*\r?\n?(.*?)```", re.DOTALL)
-_MAX_OBJECT_STARTS = 64  # how many '{' positions of a prose reply are tried as JSON starts
+_MAX_OBJECT_STARTS = 64  # how many top-level '{' of a prose reply are tried as JSON starts
 _json_decoder = json.JSONDecoder()
 
 T = TypeVar("T")
@@ -77,11 +77,15 @@ def _json_type(value: Any) -> str:
     return "number" if isinstance(value, (int, float)) else type(value).__name__
 
 
-def _unclosed(text: str) -> bool:
-    """Whether ``text``, from its first '{', ends inside a string or with brackets still open."""
+def _scan_braces(text: str) -> tuple[list[int], bool]:
+    """Where top-level ``{`` start in ``text``, and whether the text ends inside an open object.
+
+    Quotes count only inside braces, so apostrophes and quotes in surrounding prose do not matter.
+    """
+    starts: list[int] = []
     depth = 0
     in_string = escaped = False
-    for char in text[text.find("{") :]:
+    for position, char in enumerate(text):
         if in_string:
             if escaped:
                 escaped = False
@@ -89,20 +93,22 @@ def _unclosed(text: str) -> bool:
                 escaped = True
             elif char == '"':
                 in_string = False
-        elif char == '"':
+        elif char == '"' and depth > 0:
             in_string = True
-        elif char in "{[":
+        elif char == "{":
+            if depth == 0:
+                starts.append(position)
             depth += 1
-        elif char in "}]":
+        elif char == "}" and depth > 0:
             depth -= 1
-    return in_string or depth > 0
+    return starts, depth > 0
 
 
 def decode_json_object(data: Any, text: str | None) -> dict[str, Any] | CallError:
     """The JSON object a model returned, from already-parsed ``data`` or from its raw ``text``.
 
     ``text`` may be bare JSON, JSON inside a ```json fence, or JSON surrounded by prose (the
-    first decodable object wins). Standard JSON only: trailing commas, single quotes and comments
+    first top-level ``{...}`` that decodes wins; objects nested in a broken one are never taken). Standard JSON only: trailing commas, single quotes and comments
     are malformed. Errors: ``malformed_json`` (nothing decodes), ``truncated`` (the object is cut
     off before its end), ``schema_mismatch`` (the JSON is not an object). ``raw`` keeps ``text``.
     """
@@ -125,21 +131,17 @@ def decode_json_object(data: Any, text: str | None) -> dict[str, Any] | CallErro
             return value
         if candidate is stripped:
             return CallError("schema_mismatch", f"expected a JSON object, got {_json_type(value)}", raw=text)
-    start = stripped.find("{")
-    for _ in range(_MAX_OBJECT_STARTS):
-        if start < 0:
-            break
+    starts, unclosed = _scan_braces(stripped)
+    for start in starts[:_MAX_OBJECT_STARTS]:
         try:
             value, _end = _json_decoder.raw_decode(stripped, start)
         except ValueError:
-            pass
-        else:
-            if isinstance(value, dict):
-                return value
-        start = stripped.find("{", start + 1)
-    if "{" not in stripped:
+            continue
+        if isinstance(value, dict):
+            return value
+    if not starts:
         return CallError("malformed_json", "no JSON object in the response", raw=text)
-    if _unclosed(stripped):
+    if unclosed:
         return CallError("truncated", "the JSON object is cut off before its end", raw=text)
     return CallError("malformed_json", f"invalid JSON: {first_error}", raw=text)
 

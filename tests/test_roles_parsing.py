@@ -1,0 +1,230 @@
+"""Role output parsing: good output in every shape real models produce, typed errors for the rest."""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+
+from combee_fast.playbook import Playbook
+from combee_fast.roles import (
+    CURATOR_SCHEMA,
+    GENERATOR_SCHEMA,
+    REDUCER_SCHEMA,
+    REFLECTOR_SCHEMA,
+    GeneratorOutput,
+    parse_generator,
+    parse_ops,
+    parse_reflector,
+)
+from combee_fast.roles.base import decode_json_object
+from combee_fast.schema import BulletTag, CallError, Delta, Op, OpKind, Reflection, Usage
+
+GOOD_GENERATOR = {"reasoning": "CA / CL = 2", "bullet_ids": ["form-00001"], "final_answer": "2.00"}
+GOOD_REFLECTOR = {
+    "reasoning": "r",
+    "error_identification": "e",
+    "root_cause": "c",
+    "correct_approach": "a",
+    "key_insight": "k",
+    "bullet_tags": [{"id": "form-00001", "tag": "helpful"}, {"id": "mist-00002", "tag": "harmful"}],
+}
+USAGE = Usage(role="reflector", model="m", prompt_tokens=10)
+
+
+def shapes(obj: dict) -> list[tuple[object, str]]:
+    """(data, text) pairs as endpoints deliver the same object."""
+    body = orjson.dumps(obj).decode()
+    pretty = orjson.dumps(obj, option=orjson.OPT_INDENT_2).decode()
+    return [
+        (obj, body),
+        (None, body),
+        (None, f"  {pretty}\n"),
+        (None, f"```json\n{pretty}\n```"),
+        (None, f"```\n{body}\n```"),
+        (None, f"Here is my answer:\n```json\n{pretty}\n```\nHope this helps."),
+        (None, f"Thinking... the set {{a, b}} matters.\nFinal: {body} -- done"),
+    ]
+
+
+@pytest.mark.parametrize(("data", "text"), shapes(GOOD_GENERATOR))
+def test_generator_accepts_good_output_in_every_shape(data, text):
+    assert parse_generator(data, text) == GeneratorOutput("CA / CL = 2", ("form-00001",), "2.00")
+
+
+def test_generator_cleans_bullet_ids_and_answer():
+    output = parse_generator({**GOOD_GENERATOR, "bullet_ids": ["[form-00001]", " form-00001", "", "mist-00002"], "final_answer": " 2.00\n"}, None)
+    assert output == GeneratorOutput("CA / CL = 2", ("form-00001", "mist-00002"), "2.00")
+
+
+@pytest.mark.parametrize(
+    ("data", "text", "kind", "words"),
+    [
+        (None, '{"reasoning": "x", "bullet_ids": [], "final_answer": "2",}', "malformed_json", "invalid JSON"),
+        (None, "{'reasoning': 'x', 'bullet_ids': [], 'final_answer': '2'}", "malformed_json", "invalid JSON"),
+        (None, '{"reasoning": "x", "bullet_ids": ["form-00001"], "final_ans', "truncated", "cut off"),
+        (None, '```json\n{"reasoning": "x", "bullet_ids": [\n```', "truncated", "cut off"),
+        (None, "The answer is 2.00", "malformed_json", "no JSON object"),
+        (None, "", "malformed_json", "empty response"),
+        (None, None, "malformed_json", "empty response"),
+        (None, '["2.00"]', "schema_mismatch", "expected a JSON object, got array"),
+        (["2.00"], '["2.00"]', "schema_mismatch", "expected a JSON object, got array"),
+        ({"reasoning": "x", "bullet_ids": []}, None, "schema_mismatch", "missing required field `final_answer`"),
+        ({**GOOD_GENERATOR, "final_answer": 2.0}, None, "schema_mismatch", "`$.final_answer`"),
+        ({**GOOD_GENERATOR, "bullet_ids": "form-00001"}, None, "schema_mismatch", "`$.bullet_ids`"),
+        ({**GOOD_GENERATOR, "bullet_ids": [1]}, None, "schema_mismatch", "`$.bullet_ids[0]`"),
+    ],
+)
+def test_generator_returns_typed_errors_keeping_the_raw_text(data, text, kind, words):
+    error = parse_generator(data, text)
+    assert isinstance(error, CallError)
+    assert error.kind == kind and words in error.message
+    assert error.raw == text
+
+
+def test_in_prose_the_first_decodable_object_wins_and_extra_keys_are_ignored():
+    text = 'Not this: {broken} but {"x": [1, 2]} and then {"reasoning": "r", "bullet_ids": [], "final_answer": "3"}'
+    assert decode_json_object(None, text) == {"x": [1, 2]}
+    error = parse_generator(None, text)
+    assert isinstance(error, CallError) and error.kind == "schema_mismatch"
+    assert parse_generator({**GOOD_GENERATOR, "confidence": 0.9}, None) == parse_generator(GOOD_GENERATOR, None)
+
+
+@pytest.mark.parametrize(("data", "text"), shapes(GOOD_REFLECTOR))
+def test_reflector_accepts_good_output_in_every_shape(data, text):
+    reflection = parse_reflector(data, text, rollout_id="train:3#r1", usage=USAGE)
+    assert reflection == Reflection(
+        rollout_id="train:3#r1",
+        reasoning="r",
+        error_identification="e",
+        root_cause="c",
+        correct_approach="a",
+        key_insight="k",
+        bullet_tags=(BulletTag("form-00001", "helpful"), BulletTag("mist-00002", "harmful")),
+        usage=USAGE,
+    )
+    assert reflection.error is None
+
+
+def test_reflector_normalises_tags_and_keeps_the_first_tag_per_bullet():
+    data = {
+        **GOOD_REFLECTOR,
+        "bullet_tags": [
+            {"id": "[form-00001]", "tag": " Helpful"},
+            {"id": "form-00001", "tag": "harmful"},
+            {"id": "mist-00002", "tag": "NEUTRAL"},
+        ],
+    }
+    reflection = parse_reflector(data, None, rollout_id="r", usage=USAGE)
+    assert reflection.bullet_tags == (BulletTag("form-00001", "helpful"), BulletTag("mist-00002", "neutral"))
+
+
+@pytest.mark.parametrize(
+    ("data", "text", "kind", "words"),
+    [
+        ({**GOOD_REFLECTOR, "bullet_tags": [{"id": "x", "tag": "great"}]}, None, "schema_mismatch", "`$.bullet_tags[0].tag`"),
+        ({key: value for key, value in GOOD_REFLECTOR.items() if key != "root_cause"}, None, "schema_mismatch", "`root_cause`"),
+        ({**GOOD_REFLECTOR, "key_insight": ["a", "b"]}, None, "schema_mismatch", "`$.key_insight`"),
+        (None, '{"reasoning": "r", "error_identification": "e", "root_cau', "truncated", "cut off"),
+        (None, "I could not decide.", "malformed_json", "no JSON object"),
+    ],
+)
+def test_reflector_failure_is_recorded_on_the_reflection(data, text, kind, words):
+    reflection = parse_reflector(data, text, rollout_id="train:3#r1", usage=USAGE)
+    assert reflection.error is not None and reflection.error.kind == kind and words in reflection.error.message
+    assert (reflection.rollout_id, reflection.usage, reflection.bullet_tags, reflection.key_insight) == ("train:3#r1", USAGE, (), "")
+    assert reflection.error.raw == text
+
+
+def ops_reply(*operations: dict) -> dict:
+    return {"reasoning": "because", "operations": list(operations)}
+
+
+@pytest.mark.parametrize(
+    ("data", "text"),
+    shapes(
+        ops_reply(
+            {"type": "ADD", "section": "formulas_and_calculations", "content": "ROI = gain / cost", "bullet_id": ""},
+            {"type": "UPDATE", "section": "common_mistakes", "content": "Give ratios as decimals.", "bullet_id": "mist-00002"},
+            {"type": "REMOVE", "section": "other", "content": "", "bullet_id": "othe-00003"},
+        )
+    ),
+)
+def test_ops_accept_good_output_in_every_shape(data, text):
+    assert parse_ops(data, text) == (
+        Op(OpKind.ADD, "formulas_and_calculations", "ROI = gain / cost"),
+        Op(OpKind.UPDATE, "common_mistakes", "Give ratios as decimals.", "mist-00002"),
+        Op(OpKind.REMOVE, "other", "", "othe-00003"),
+    )
+
+
+def test_ops_are_normalised_to_what_the_playbook_stores():
+    ops = parse_ops(
+        ops_reply(
+            {"type": "add", "section": " Common Mistakes ", "content": "  Check\n  the   units.\t", "bullet_id": "form-00001"},
+            {"type": "Update", "section": "formulas & calculations", "content": "x", "bullet_id": "[form-00001]"},
+            {"type": "REMOVE", "section": "", "content": "why it goes", "bullet_id": " mist-00002 "},
+        ),
+        None,
+    )
+    assert ops == (
+        Op(OpKind.ADD, "common_mistakes", "Check the units."),
+        Op(OpKind.UPDATE, "formulas_calculations", "x", "form-00001"),
+        Op(OpKind.REMOVE, "", "", "mist-00002"),
+    )
+
+
+def test_unusable_ops_are_dropped_and_invalid_ones_left_for_the_playbook_to_reject():
+    ops = parse_ops(
+        ops_reply(
+            {"type": "MERGE", "section": "other", "content": "x", "bullet_id": ""},
+            "ADD something",
+            {"type": "ADD", "section": "other", "content": 5, "bullet_id": ""},
+            {"type": "TAG", "bullet_id": "form-00001"},
+            {"type": "ADD", "section": "other", "content": "Keep me."},
+            {"type": "UPDATE", "section": "other", "content": "no id", "bullet_id": ""},
+            {"type": "REMOVE", "bullet_id": "nope-00099"},
+        ),
+        None,
+    )
+    assert ops == (
+        Op(OpKind.ADD, "other", "Keep me."),
+        Op(OpKind.UPDATE, "other", "no id", None),
+        Op(OpKind.REMOVE, "", "", "nope-00099"),
+    )
+    playbook, report = Playbook.empty().apply(Delta(ops=ops))
+    assert [bullet.content for bullet in playbook.bullets()] == ["Keep me."]
+    assert len(report.rejected) == 2 and all(rejected.reason for rejected in report.rejected)
+
+
+@pytest.mark.parametrize(
+    ("data", "text", "kind", "words"),
+    [
+        (ops_reply({"type": "MERGE"}, {"type": "ADD", "content": ["x"]}), None, "schema_mismatch", "no usable operation: operations[0]: unknown type 'MERGE'"),
+        ({"reasoning": "r"}, None, "schema_mismatch", "missing required field `operations`"),
+        ({"operations": []}, None, "schema_mismatch", "missing required field `reasoning`"),
+        ({"reasoning": "r", "operations": {"type": "ADD"}}, None, "schema_mismatch", "`$.operations`"),
+        (None, '{"reasoning": "r", "operations": [{"type": "ADD", "content": "x"},]}', "malformed_json", "invalid JSON"),
+        (None, '{"reasoning": "r", "operations": [{"type": "ADD", "content": "unfinished', "truncated", "cut off"),
+    ],
+)
+def test_ops_errors_are_typed(data, text, kind, words):
+    error = parse_ops(data, text)
+    assert isinstance(error, CallError) and error.kind == kind and words in error.message and error.raw == text
+
+
+def test_an_empty_operations_list_means_no_change():
+    assert parse_ops(None, '{"reasoning": "nothing new", "operations": []}') == ()
+
+
+@pytest.mark.parametrize(
+    ("schema", "keys"),
+    [
+        (GENERATOR_SCHEMA, set(GOOD_GENERATOR)),
+        (REFLECTOR_SCHEMA, set(GOOD_REFLECTOR)),
+        (CURATOR_SCHEMA, {"reasoning", "operations"}),
+        (REDUCER_SCHEMA, {"reasoning", "operations"}),
+    ],
+)
+def test_schemas_require_every_key_the_parsers_read(schema, keys):
+    assert set(schema["properties"]) == keys and set(schema["required"]) == keys
+    assert schema["additionalProperties"] is False
