@@ -1,0 +1,156 @@
+"""Throughput of our endpoint client vs plain ``httpx.AsyncClient()`` against the simulated server.
+
+The server runs in a separate process (``python -m combee_fast.endpoint.sim_cli sim-server
+--constant-latency L``) so client and server each get a core. For each client, ``concurrency``
+workers send chat requests back to back for ``--seconds`` after a warm-up; the fraction of
+ideal throughput is ``completed / seconds / (concurrency / latency)``, and CPU per request is
+this process's CPU time over the measured window divided by the requests completed.
+
+httpx runs with its default transport; its connection pool limit is raised to the concurrency
+so that the pool size is not what is measured.
+
+    python bench/throughput.py --concurrency 256 --latency 0.2
+
+The last line is ``throughput_ratio=<ours> httpx_default_ratio=<httpx> cpu_us_per_request=<ours>``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import subprocess
+import sys
+import time
+from collections.abc import Awaitable, Callable, Iterator
+
+import httpx
+import msgspec
+
+from combee_fast.endpoint.client import ChatRequest, EndpointClient, EndpointConfig
+from combee_fast.endpoint.runtime import run
+from combee_fast.endpoint.wire import CompletionRequest, CompletionResponse
+from combee_fast.schema import Message
+
+PROMPT = (Message(role="user", content="Say something short."),)
+
+
+class Measurement(msgspec.Struct, frozen=True):
+    client: str
+    concurrency: int
+    latency_s: float
+    seconds: float
+    completed: int
+    failed: int
+    cpu_s: float
+
+    @property
+    def ratio(self) -> float:
+        """Completed requests per second as a fraction of concurrency / latency."""
+        return self.completed / self.seconds / (self.concurrency / self.latency_s)
+
+    @property
+    def cpu_us_per_request(self) -> float:
+        return self.cpu_s / max(self.completed, 1) * 1e6
+
+
+@contextlib.contextmanager
+def sim_server_process(latency_s: float) -> Iterator[str]:
+    """A sim-server subprocess answering every request after ``latency_s``; yields its base URL."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "combee_fast.endpoint.sim_cli", "sim-server", "--port", "0",
+         "--constant-latency", str(latency_s)],
+        stdout=subprocess.PIPE, text=True,
+    )
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        if not line.startswith("listening on "):
+            raise RuntimeError(f"sim-server did not start (exit code {process.poll()}): {line!r}")
+        yield line.removeprefix("listening on ").strip()
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+async def _measure(name: str, send: Callable[[], Awaitable[bool]], concurrency: int, latency_s: float,
+                   seconds: float, warmup_s: float) -> Measurement:
+    counts = {"completed": 0, "failed": 0}
+
+    async def worker() -> None:
+        while True:
+            counts["completed" if await send() else "failed"] += 1
+
+    workers = [asyncio.create_task(worker()) for _ in range(concurrency)]
+    try:
+        await asyncio.sleep(warmup_s)
+        done0, failed0 = counts["completed"], counts["failed"]
+        wall0, cpu0 = time.perf_counter(), time.process_time()
+        await asyncio.sleep(seconds)
+        done1, failed1 = counts["completed"], counts["failed"]
+        wall1, cpu1 = time.perf_counter(), time.process_time()
+    finally:
+        for task in workers:
+            task.cancel()
+        await asyncio.gather(*workers, return_exceptions=True)
+    return Measurement(name, concurrency, latency_s, wall1 - wall0, done1 - done0, failed1 - failed0, cpu1 - cpu0)
+
+
+async def measure_ours(url: str, concurrency: int, latency_s: float, seconds: float,
+                       warmup_s: float = 1.0) -> Measurement:
+    """Our :class:`EndpointClient` (aiohttp transport) at ``concurrency`` requests in flight."""
+    config = EndpointConfig(name="sim", base_url=url, model="sim", max_concurrency=concurrency,
+                            timeout_s=60.0, max_retries=0)
+    request = ChatRequest(role="generator", messages=PROMPT, max_tokens=64)
+    async with EndpointClient(config) as client:
+        async def send() -> bool:
+            return (await client.chat(request)).error is None
+
+        return await _measure("ours", send, concurrency, latency_s, seconds, warmup_s)
+
+
+async def measure_httpx_default(url: str, concurrency: int, latency_s: float, seconds: float,
+                                warmup_s: float = 1.0) -> Measurement:
+    """Plain ``httpx.AsyncClient`` (default transport) doing the same requests."""
+    body = msgspec.json.encode(CompletionRequest(model="sim", messages=PROMPT, max_tokens=64, temperature=0.0))
+    decoder = msgspec.json.Decoder(CompletionResponse)
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    async with httpx.AsyncClient(timeout=60.0, limits=limits) as client:
+        async def send() -> bool:
+            try:
+                response = await client.post(f"{url}/chat/completions", content=body,
+                                             headers={"Content-Type": "application/json",
+                                                      "X-Combee-Role": "generator"})
+            except httpx.HTTPError:
+                return False
+            decoder.decode(response.content)
+            return response.status_code == 200
+
+        return await _measure("httpx-default", send, concurrency, latency_s, seconds, warmup_s)
+
+
+def _report(m: Measurement) -> str:
+    return (f"{m.client:>14}  concurrency={m.concurrency:<5} completed={m.completed:<6} failed={m.failed:<3} "
+            f"req/s={m.completed / m.seconds:8.1f}  ideal={m.concurrency / m.latency_s:8.1f}  "
+            f"ratio={m.ratio:.3f}  cpu_us/req={m.cpu_us_per_request:.0f}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--concurrency", type=int, default=256)
+    parser.add_argument("--latency", type=float, default=0.2, help="server latency in seconds")
+    parser.add_argument("--seconds", type=float, default=4.0, help="measured window per client")
+    parser.add_argument("--warmup", type=float, default=1.0)
+    args = parser.parse_args(argv)
+    with sim_server_process(args.latency) as url:
+        ours = run(measure_ours(url, args.concurrency, args.latency, args.seconds, args.warmup))
+        print(_report(ours), flush=True)
+        theirs = run(measure_httpx_default(url, args.concurrency, args.latency, args.seconds, args.warmup))
+        print(_report(theirs), flush=True)
+    print(f"throughput_ratio={ours.ratio:.3f} httpx_default_ratio={theirs.ratio:.3f} "
+          f"cpu_us_per_request={ours.cpu_us_per_request:.0f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,135 @@
+"""Record/replay cache of chat results in one append-only JSONL file.
+
+Each line is a :class:`CacheRecord`: the request key and the :class:`ChatResult` as returned.
+The key is a SHA-256 over the canonical JSON of (role, model, messages, max_tokens,
+temperature, seed, json_schema, schema_name): everything that can change an answer, including
+the role, which the simulated task world answers by. Later lines win, so re-recording a key
+appends instead of rewriting.
+
+Modes: ``off`` (no file), ``record`` (always call, append every result), ``replay`` (never
+call; a miss is a ``replay_miss`` error), ``record-missing`` (replay hits, call and append misses).
+Results of transport failures (timeout, connection, HTTP status) are not recorded, so a later
+``record-missing`` run retries them; content failures (malformed, truncated, schema mismatch) are.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import os
+from pathlib import Path
+from typing import IO
+
+import msgspec
+
+from combee_fast.endpoint.calls import ChatRequest, ChatResult
+from combee_fast.errors import CombeeError
+from combee_fast.schema import SCHEMA_VERSION, CallError
+
+TRANSPORT_ERRORS = frozenset({"timeout", "connection", "http_status", "cancelled", "replay_miss"})
+
+
+class CacheMode(enum.Enum):
+    OFF = "off"
+    RECORD = "record"
+    REPLAY = "replay"
+    RECORD_MISSING = "record-missing"
+
+
+class ReplayCacheError(CombeeError):
+    """The cache file is unreadable or holds a bad line: names the file and the line."""
+
+
+class CacheRecord(msgspec.Struct, frozen=True):
+    key: str
+    result: ChatResult
+    schema_version: int = SCHEMA_VERSION
+
+
+_key_encoder = msgspec.json.Encoder(order="sorted")
+_record_encoder = msgspec.json.Encoder()
+_record_decoder = msgspec.json.Decoder(CacheRecord)
+
+
+def request_key(model: str, request: ChatRequest) -> str:
+    """Stable hex key of everything in ``request`` (and ``model``) that can change the answer."""
+    canonical = _key_encoder.encode(
+        (request.role, model, [(m.role, m.content) for m in request.messages], request.max_tokens,
+         request.temperature, request.seed, request.json_schema, request.schema_name)
+    )
+    return hashlib.sha256(canonical).hexdigest()
+
+
+class ReplayCache:
+    """Results by request key, loaded from and appended to ``path`` (created if missing)."""
+
+    def __init__(self, path: str | os.PathLike[str], mode: CacheMode) -> None:
+        self.path = Path(path)
+        self.mode = mode
+        self._results: dict[str, ChatResult] = {}
+        self._file: IO[bytes] | None = None
+        if mode in (CacheMode.REPLAY, CacheMode.RECORD_MISSING):
+            self._load()
+        if mode in (CacheMode.RECORD, CacheMode.RECORD_MISSING):
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._file = self.path.open("ab")
+
+    def __len__(self) -> int:
+        return len(self._results)
+
+    def _load(self) -> None:
+        if not self.path.exists():
+            if self.mode is CacheMode.REPLAY:
+                raise ReplayCacheError(f"{self.path}: replay cache file does not exist")
+            return
+        with self.path.open("rb") as lines:
+            for number, line in enumerate(lines, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    record = _record_decoder.decode(line)
+                except msgspec.MsgspecError as exc:
+                    raise ReplayCacheError(f"{self.path}:{number}: bad cache record: {exc}") from None
+                if record.schema_version != SCHEMA_VERSION:
+                    raise ReplayCacheError(
+                        f"{self.path}:{number}: record has schema_version {record.schema_version}, "
+                        f"this build reads {SCHEMA_VERSION}"
+                    )
+                self._results[record.key] = record.result
+
+    def get(self, key: str) -> ChatResult | None:
+        """The recorded result for ``key`` marked ``usage.cached``; ``None`` on a miss."""
+        result = self._results.get(key)
+        if result is None:
+            return None
+        return msgspec.structs.replace(result, usage=msgspec.structs.replace(result.usage, cached=True))
+
+    def miss(self, key: str) -> CallError:
+        """The error a replay-only cache returns for a key it does not hold."""
+        return CallError(kind="replay_miss", message=f"{self.path}: no recorded result for request {key[:16]}")
+
+    def put(self, key: str, result: ChatResult) -> None:
+        """Append ``result`` (unless it is a transport failure) and flush it to the file."""
+        if self._file is None:
+            raise ReplayCacheError(f"{self.path}: cache opened in mode {self.mode.value!r} cannot record")
+        if result.error is not None and result.error.kind in TRANSPORT_ERRORS:
+            return
+        self._results[key] = result
+        self._file.write(_record_encoder.encode(CacheRecord(key=key, result=result)) + b"\n")
+        self._file.flush()
+
+    @property
+    def records(self) -> bool:
+        """Whether new results are written (modes record and record-missing)."""
+        return self._file is not None
+
+    @property
+    def replays(self) -> bool:
+        """Whether recorded results are answered (modes replay and record-missing)."""
+        return self.mode in (CacheMode.REPLAY, CacheMode.RECORD_MISSING)
+
+    def close(self) -> None:
+        """Flush and close the file; idempotent."""
+        if self._file is not None:
+            self._file.close()
+            self._file = None

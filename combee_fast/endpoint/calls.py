@@ -1,0 +1,37 @@
+"""One LLM call as the engine sees it: :class:`ChatRequest` in, :class:`ChatResult` out."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from combee_fast.schema import CallError, Message, Usage
+
+
+class ChatRequest(msgspec.Struct, frozen=True):
+    """A chat-completions call. ``role`` (generator, reflector, curator, reducer, ...) is sent as
+    header ``X-Combee-Role``; ``json_schema`` asks for a JSON object of that schema (``None``:
+    free text)."""
+
+    role: str
+    messages: tuple[Message, ...]
+    max_tokens: int = 1024
+    temperature: float = 0.0
+    seed: int | None = None
+    json_schema: dict[str, Any] | None = None
+    schema_name: str = "output"
+
+
+class ChatResult(msgspec.Struct, frozen=True, kw_only=True):
+    """The outcome of a call, never an exception.
+
+    ``text`` is the response content (``None`` if there was no response); ``data`` the parsed
+    JSON object when a schema was requested and it parsed; ``error`` the typed failure.
+    """
+
+    text: str | None
+    data: Any = None
+    usage: Usage
+    error: CallError | None = None
+    finish_reason: str | None = None

@@ -1,0 +1,375 @@
+"""Async client for OpenAI-compatible ``/chat/completions`` endpoints, one per endpoint.
+
+Transport: aiohttp directly, not httpx. On this project's 2-core yardstick (a loopback server
+answering after 200 ms) httpx 0.28's default transport reached ~5% of ideal throughput at 256
+concurrent requests, spending ~11 ms of CPU per request (encode/httpx#3215: its connection pool
+scans every connection on each request and its anyio/h11 stack is slow); aiohttp's C HTTP
+parser and simple per-host pool reach >90% at ~0.15-0.3 ms of CPU per request. aiohttp is
+already a dependency, so no new one is needed. ``python bench/throughput.py`` re-measures both.
+
+Behaviour:
+- At most ``max_concurrency`` requests are in flight (a semaphore around each attempt, and a
+  connection pool of the same size); a request waiting for its backoff does not hold a slot.
+- Each attempt has a ``timeout_s`` deadline. 408/409/429/5xx, connection errors and timeouts are
+  retried up to ``max_retries`` times with exponential backoff and jitter, or after the server's
+  ``Retry-After``/``retry-after-ms`` (capped at ``backoff_max_s``).
+- JSON output: with ``config.json_schema`` the schema goes in ``response_format``; the text is
+  parsed either way and, if unusable, ONE repair request is sent (the bad answer plus what was
+  wrong). A result that still fails carries a typed ``CallError``; :meth:`EndpointClient.chat`
+  never raises for endpoint or response failures. ``asyncio.CancelledError`` propagates, and
+  the connection of a cancelled request is closed, not returned to the pool.
+- A free-text answer cut at ``max_tokens`` keeps its text and carries a ``truncated`` error.
+- ``Usage.latency_s`` is the wall time of the whole call (slot wait, attempts, backoff, repair);
+  ``Usage.sim_latency_s`` sums the ``X-Combee-Sim-Latency`` headers of the answers used
+  (simulated server only); tokens and retries add up over the call and its repair.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import time
+
+import aiohttp
+import msgspec
+
+from combee_fast.endpoint.cache import ReplayCache, request_key
+from combee_fast.endpoint.calls import ChatRequest, ChatResult
+from combee_fast.endpoint.retry import RETRYABLE_STATUSES, backoff_s, retry_after_s
+from combee_fast.endpoint.structured import parse_structured, repair_messages
+from combee_fast.endpoint.wire import (
+    ROLE_HEADER,
+    SIM_LATENCY_HEADER,
+    CompletionRequest,
+    CompletionResponse,
+    JsonSchemaFormat,
+    ResponseFormat,
+)
+from combee_fast.errors import ConfigError, EndpointUnreachable
+from combee_fast.schema import CallError, Message, Usage
+from combee_fast.tokens import estimate_tokens
+
+__all__ = ["ChatRequest", "ChatResult", "EndpointClient", "EndpointConfig", "UsageTotals"]
+
+
+class EndpointConfig(msgspec.Struct, frozen=True):
+    """One endpoint: where it is, which model, and how hard to push it."""
+
+    name: str
+    base_url: str
+    model: str
+    max_concurrency: int = 64
+    timeout_s: float = 120.0
+    max_retries: int = 4
+    backoff_base_s: float = 0.25
+    backoff_max_s: float = 20.0
+    api_key_env: str | None = None
+    json_schema: bool = True
+
+    def __post_init__(self) -> None:
+        where = f"endpoint {self.name!r}"
+        if not self.base_url.startswith(("http://", "https://")):
+            raise ConfigError(f"{where}: base_url must start with http:// or https://, got {self.base_url!r}")
+        if self.max_concurrency < 1:
+            raise ConfigError(f"{where}: max_concurrency must be >= 1, got {self.max_concurrency}")
+        if not self.timeout_s > 0:
+            raise ConfigError(f"{where}: timeout_s must be > 0, got {self.timeout_s}")
+        if self.max_retries < 0:
+            raise ConfigError(f"{where}: max_retries must be >= 0, got {self.max_retries}")
+        if self.backoff_base_s < 0 or self.backoff_max_s < 0:
+            raise ConfigError(f"{where}: backoff_base_s and backoff_max_s must be >= 0")
+
+
+class UsageTotals(msgspec.Struct):
+    """Sums over calls of one (role, model, endpoint). ``cached`` counts calls answered by the
+    replay cache (their tokens and simulated seconds are included, as recorded)."""
+
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_s: float = 0.0
+    sim_latency_s: float = 0.0
+    retries: int = 0
+    errors: int = 0
+    cached: int = 0
+
+
+class _Answer(msgspec.Struct):
+    """The answer of one HTTP exchange that returned a chat completion."""
+
+    text: str | None
+    finish_reason: str | None
+    prompt_tokens: int
+    completion_tokens: int
+    sim_latency_s: float | None
+
+
+class _AttemptFailed(Exception):
+    def __init__(self, error: CallError, *, retryable: bool, retry_after: float | None = None) -> None:
+        super().__init__(error.message)
+        self.error = error
+        self.retryable = retryable
+        self.retry_after = retry_after
+
+
+class _Tally:
+    """Accumulates usage over the attempts and the repair of one call."""
+
+    __slots__ = ("prompt_tokens", "completion_tokens", "sim_latency_s", "retries")
+
+    def __init__(self) -> None:
+        self.prompt_tokens = 0
+        self.completion_tokens = 0
+        self.sim_latency_s: float | None = None
+        self.retries = 0
+
+    def add(self, answer: _Answer) -> None:
+        self.prompt_tokens += answer.prompt_tokens
+        self.completion_tokens += answer.completion_tokens
+        if answer.sim_latency_s is not None:
+            self.sim_latency_s = (self.sim_latency_s or 0.0) + answer.sim_latency_s
+
+
+_response_decoder = msgspec.json.Decoder(CompletionResponse)
+_request_encoder = msgspec.json.Encoder()
+
+
+class EndpointClient:
+    """Chat completions against one endpoint; use as ``async with EndpointClient(cfg) as c``."""
+
+    def __init__(self, config: EndpointConfig, *, cache: ReplayCache | None = None) -> None:
+        self.config = config
+        self._cache = cache
+        self._url = config.base_url.rstrip("/") + "/chat/completions"
+        self._headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        if config.api_key_env is not None:
+            key = os.environ.get(config.api_key_env)
+            if not key:
+                raise ConfigError(
+                    f"endpoint {config.name!r}: environment variable {config.api_key_env} "
+                    "(api_key_env) is not set"
+                )
+            self._headers["Authorization"] = f"Bearer {key}"
+        self._slots = asyncio.Semaphore(config.max_concurrency)
+        self._session: aiohttp.ClientSession | None = None
+        self._rng = random.Random(config.name)
+        self._totals: dict[tuple[str, str, str], UsageTotals] = {}
+        self._in_flight = 0
+
+    async def __aenter__(self) -> EndpointClient:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    @property
+    def in_flight(self) -> int:
+        """HTTP requests of this client currently on the wire."""
+        return self._in_flight
+
+    def _open_session(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            connector = aiohttp.TCPConnector(limit=self.config.max_concurrency, limit_per_host=0,
+                                             ttl_dns_cache=300)
+            self._session = aiohttp.ClientSession(
+                connector=connector, timeout=aiohttp.ClientTimeout(total=self.config.timeout_s)
+            )
+        return self._session
+
+    async def aclose(self) -> None:
+        """Close every pooled connection. The client may be used again afterwards."""
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    async def check(self) -> None:
+        """Probe ``GET {base_url}/models``; raises :class:`EndpointUnreachable` (one line) when
+        the endpoint does not answer, rejects the API key, or answers with a server error."""
+        where = f"endpoint {self.config.name!r} at {self.config.base_url}"
+        url = self.config.base_url.rstrip("/") + "/models"
+        timeout = aiohttp.ClientTimeout(total=min(10.0, self.config.timeout_s))
+        try:
+            async with self._open_session().get(url, headers=self._headers, timeout=timeout) as response:
+                status = response.status
+        except TimeoutError:
+            raise EndpointUnreachable(f"{where} is unreachable: no answer within {timeout.total:g} s") from None
+        except aiohttp.ClientError as exc:
+            raise EndpointUnreachable(f"{where} is unreachable: {_one_line(exc)}") from None
+        if status in (401, 403):
+            raise EndpointUnreachable(f"{where} rejected the credentials: HTTP {status} on GET {url}")
+        if status >= 500:
+            raise EndpointUnreachable(f"{where} is failing: HTTP {status} on GET {url}")
+
+    def usage_totals(self) -> dict[tuple[str, str, str], UsageTotals]:
+        """A copy of the running totals, keyed by (role, model, endpoint)."""
+        return {key: msgspec.structs.replace(totals) for key, totals in self._totals.items()}
+
+    async def chat(self, request: ChatRequest) -> ChatResult:
+        """One call, through the replay cache if any; failures come back in ``.error``."""
+        cache = self._cache
+        key = request_key(self.config.model, request) if cache is not None else None
+        if cache is not None and key is not None and cache.replays:
+            hit = cache.get(key)
+            if hit is not None:
+                self._account(hit)
+                return hit
+            if not cache.records:
+                missed = ChatResult(text=None, usage=self._usage(request, _Tally(), 0.0),
+                                    error=cache.miss(key))
+                self._account(missed)
+                return missed
+        result = await self._call(request)
+        if cache is not None and key is not None and cache.records:
+            cache.put(key, result)
+        self._account(result)
+        return result
+
+    async def _call(self, request: ChatRequest) -> ChatResult:
+        started = time.perf_counter()
+        tally = _Tally()
+        answer = await self._exchange(request, request.messages, tally)
+        if isinstance(answer, CallError):
+            return ChatResult(text=None, usage=self._usage(request, tally, started), error=answer)
+        if request.json_schema is None:
+            error = None
+            if answer.finish_reason == "length":
+                error = CallError(kind="truncated", message=f"answer cut at max_tokens={request.max_tokens}",
+                                  raw=answer.text)
+            return ChatResult(text=answer.text, usage=self._usage(request, tally, started),
+                              error=error, finish_reason=answer.finish_reason)
+        data, problem = parse_structured(answer.text, answer.finish_reason, request.json_schema)
+        if problem is None:
+            return ChatResult(text=answer.text, data=data, usage=self._usage(request, tally, started),
+                              finish_reason=answer.finish_reason)
+        repair = await self._exchange(request, repair_messages(request.messages, answer.text, problem), tally)
+        if isinstance(repair, CallError):
+            error = msgspec.structs.replace(problem, message=f"{problem.message}; repair request failed: {repair.message}")
+            return ChatResult(text=answer.text, usage=self._usage(request, tally, started),
+                              error=error, finish_reason=answer.finish_reason)
+        data, still = parse_structured(repair.text, repair.finish_reason, request.json_schema)
+        if still is not None:
+            still = msgspec.structs.replace(still, message=f"{still.message} (after one repair request)")
+        return ChatResult(text=repair.text, data=data, usage=self._usage(request, tally, started),
+                          error=still, finish_reason=repair.finish_reason)
+
+    def _usage(self, request: ChatRequest, tally: _Tally, started: float) -> Usage:
+        return Usage(
+            role=request.role,
+            model=self.config.model,
+            endpoint=self.config.name,
+            prompt_tokens=tally.prompt_tokens,
+            completion_tokens=tally.completion_tokens,
+            latency_s=time.perf_counter() - started if started else 0.0,
+            sim_latency_s=tally.sim_latency_s,
+            retries=tally.retries,
+        )
+
+    def _encode(self, request: ChatRequest, messages: tuple[Message, ...]) -> bytes:
+        response_format = None
+        if request.json_schema is not None and self.config.json_schema:
+            response_format = ResponseFormat(
+                type="json_schema",
+                json_schema=JsonSchemaFormat(name=request.schema_name, schema=request.json_schema),
+            )
+        return _request_encoder.encode(CompletionRequest(
+            model=self.config.model,
+            messages=messages,
+            max_tokens=request.max_tokens,
+            temperature=request.temperature,
+            seed=request.seed,
+            response_format=response_format,
+        ))
+
+    async def _exchange(self, request: ChatRequest, messages: tuple[Message, ...],
+                        tally: _Tally) -> _Answer | CallError:
+        """Send until answered or out of retries; adds to ``tally``."""
+        body = self._encode(request, messages)
+        headers = {**self._headers, ROLE_HEADER: request.role}
+        config = self.config
+        for attempt in range(config.max_retries + 1):
+            try:
+                async with self._slots:
+                    self._in_flight += 1
+                    try:
+                        answer = await self._post(body, headers)
+                    finally:
+                        self._in_flight -= 1
+            except _AttemptFailed as failure:
+                if not failure.retryable or attempt == config.max_retries:
+                    return failure.error
+                tally.retries += 1
+                await asyncio.sleep(backoff_s(attempt, base_s=config.backoff_base_s, max_s=config.backoff_max_s,
+                                              retry_after=failure.retry_after, rng=self._rng))
+                continue
+            if answer.prompt_tokens == 0 and answer.completion_tokens == 0:
+                answer.prompt_tokens = estimate_tokens("".join(m.content for m in messages))
+                answer.completion_tokens = estimate_tokens(answer.text or "")
+            tally.add(answer)
+            return answer
+        raise AssertionError("unreachable: the loop returns on its last attempt")
+
+    async def _post(self, body: bytes, headers: dict[str, str]) -> _Answer:
+        """One HTTP exchange; raises :class:`_AttemptFailed` for anything but a chat completion."""
+        try:
+            async with self._open_session().post(self._url, data=body, headers=headers) as response:
+                raw = await response.read()
+                status = response.status
+                sim_latency = response.headers.get(SIM_LATENCY_HEADER)
+                retry_after = retry_after_s(response.headers) if status != 200 else None
+        except TimeoutError:
+            raise _AttemptFailed(CallError(kind="timeout", message=f"no answer within {self.config.timeout_s:g} s"),
+                                 retryable=True) from None
+        except aiohttp.ClientError as exc:
+            raise _AttemptFailed(CallError(kind="connection", message=_one_line(exc)), retryable=True) from None
+        if status != 200:
+            text = raw.decode("utf-8", errors="replace")
+            raise _AttemptFailed(
+                CallError(kind="http_status", message=f"HTTP {status}: {text[:200]}", status=status, raw=text),
+                retryable=status in RETRYABLE_STATUSES, retry_after=retry_after,
+            )
+        try:
+            decoded = _response_decoder.decode(raw)
+            choice = decoded.choices[0]
+        except (msgspec.MsgspecError, IndexError) as exc:
+            raise _AttemptFailed(
+                CallError(kind="malformed_json", message=f"response is not a chat completion: {exc}",
+                          status=status, raw=raw.decode("utf-8", errors="replace")),
+                retryable=False,
+            ) from None
+        usage = decoded.usage
+        return _Answer(
+            text=choice.message.content,
+            finish_reason=choice.finish_reason,
+            prompt_tokens=usage.prompt_tokens if usage else 0,
+            completion_tokens=usage.completion_tokens if usage else 0,
+            sim_latency_s=_parse_float(sim_latency),
+        )
+
+    def _account(self, result: ChatResult) -> None:
+        usage = result.usage
+        totals = self._totals.setdefault((usage.role, usage.model, usage.endpoint), UsageTotals())
+        totals.calls += 1
+        totals.prompt_tokens += usage.prompt_tokens
+        totals.completion_tokens += usage.completion_tokens
+        totals.latency_s += usage.latency_s
+        totals.sim_latency_s += usage.sim_latency_s or 0.0
+        totals.retries += usage.retries
+        totals.errors += result.error is not None
+        totals.cached += usage.cached
+
+
+def _parse_float(value: str | None) -> float | None:
+    if value is None:
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        return None
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return f"{type(exc).__name__}: {text}"
+
+

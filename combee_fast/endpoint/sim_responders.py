@@ -1,0 +1,93 @@
+"""What the simulated server answers: the :class:`Responder` protocol and two simple responders.
+
+A responder is synchronous and should be fast (microseconds to a millisecond): the server calls
+it on the event loop and records how long each call took (``SimCounters.responder_max_s``).
+The learning issue adds a task-world responder; this module ships echo and template ones.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+import msgspec
+
+from combee_fast.schema import Message
+
+
+class SimRequest(msgspec.Struct, frozen=True):
+    """A chat request as the simulated server sees it (``role`` comes from ``X-Combee-Role``)."""
+
+    role: str
+    model: str
+    messages: tuple[Message, ...]
+    max_tokens: int
+    temperature: float
+    seed: int | None
+    json_schema: dict[str, Any] | None
+
+    @property
+    def last_user_content(self) -> str:
+        """Content of the last user message; empty if there is none."""
+        for message in reversed(self.messages):
+            if message.role == "user":
+                return message.content
+        return ""
+
+
+class Responder(Protocol):
+    def respond(self, request: SimRequest) -> str:
+        """The completion text; JSON text of an object matching ``request.json_schema`` if set."""
+        ...
+
+
+def example_for_schema(schema: dict[str, Any], text: str) -> Any:
+    """A small value that satisfies ``schema``'s declared types; strings are filled with ``text``."""
+    kind = schema.get("type")
+    if "enum" in schema and schema["enum"]:
+        return schema["enum"][0]
+    if kind == "object" or "properties" in schema:
+        properties: dict[str, Any] = schema.get("properties", {})
+        return {name: example_for_schema(sub, text) for name, sub in properties.items()}
+    if kind == "array":
+        return []
+    if kind == "integer":
+        return 0
+    if kind == "number":
+        return 0.0
+    if kind == "boolean":
+        return False
+    if kind == "null":
+        return None
+    return text
+
+
+class EchoResponder:
+    """Answers with the last user message; for a JSON schema, an object whose strings echo it."""
+
+    def respond(self, request: SimRequest) -> str:
+        text = request.last_user_content
+        if request.json_schema is None:
+            return text
+        return msgspec.json.encode(example_for_schema(request.json_schema, text)).decode()
+
+
+class TemplateResponder:
+    """Answers with a ``str.format`` template chosen by role (``default`` when the role has none).
+
+    Fields: ``{role}``, ``{model}``, ``{last_user}`` (last user message) and ``{n_messages}``.
+    For JSON-schema requests the formatted text is sent as is, so the template should be JSON
+    (double its literal braces).
+    """
+
+    def __init__(self, templates: dict[str, str], default: str = "{last_user}") -> None:
+        self._templates = dict(templates)
+        self._default = default
+
+    def respond(self, request: SimRequest) -> str:
+        template = self._templates.get(request.role, self._default)
+        return template.format(
+            role=request.role,
+            model=request.model,
+            last_user=request.last_user_content,
+            n_messages=len(request.messages),
+        )

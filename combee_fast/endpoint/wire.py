@@ -1,0 +1,79 @@
+"""The OpenAI chat-completions wire format, as msgspec Structs shared by client and simulator.
+
+Only the fields this project sends or reads are declared; unknown fields in a response are
+ignored, so any OpenAI-compatible server (vLLM, SGLang, llama.cpp, Ollama, OpenAI) decodes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from combee_fast.schema import Message
+
+ROLE_HEADER = "X-Combee-Role"
+"""Request header carrying the calling role; real servers ignore it."""
+
+SIM_LATENCY_HEADER = "X-Combee-Sim-Latency"
+"""Response header with the simulated seconds a request took (simulated server only)."""
+
+
+class JsonSchemaFormat(msgspec.Struct, frozen=True):
+    name: str
+    schema: dict[str, Any]
+    strict: bool = True
+
+
+class ResponseFormat(msgspec.Struct, frozen=True):
+    type: str
+    json_schema: JsonSchemaFormat | None = None
+
+
+class CompletionRequest(msgspec.Struct, frozen=True, omit_defaults=True):
+    """Body of ``POST /chat/completions``."""
+
+    model: str
+    messages: tuple[Message, ...]
+    max_tokens: int | None = None
+    temperature: float | None = None
+    seed: int | None = None
+    response_format: ResponseFormat | None = None
+
+
+class AssistantMessage(msgspec.Struct, frozen=True):
+    role: str = "assistant"
+    content: str | None = None
+
+
+class Choice(msgspec.Struct, frozen=True):
+    message: AssistantMessage
+    index: int = 0
+    finish_reason: str | None = None
+
+
+class CompletionUsage(msgspec.Struct, frozen=True):
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    total_tokens: int = 0
+
+
+class CompletionResponse(msgspec.Struct, frozen=True):
+    """Body of a successful chat-completions response."""
+
+    choices: tuple[Choice, ...]
+    model: str = ""
+    id: str = ""
+    object: str = "chat.completion"
+    usage: CompletionUsage | None = None
+
+
+class ModelCard(msgspec.Struct, frozen=True):
+    id: str
+    object: str = "model"
+    owned_by: str = "combee-sim"
+
+
+class ModelList(msgspec.Struct, frozen=True):
+    data: tuple[ModelCard, ...]
+    object: str = "list"
