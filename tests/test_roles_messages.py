@@ -16,6 +16,7 @@ from combee_fast.roles import (
     reflector_messages,
 )
 from combee_fast.roles.base import EMPTY_PLAYBOOK, fill
+from combee_fast.roles.generator import NO_REFLECTION
 from combee_fast.roles.reflector import REFLECTOR_NO_GROUND_TRUTH_SYSTEM_PROMPT, REFLECTOR_SYSTEM_PROMPT
 from combee_fast.schema import Bullet, BulletTag, CallError, Delta, Example, Op, OpKind, Reflection, Rollout, Usage
 
@@ -84,6 +85,13 @@ def test_generator_retry_round_adds_previous_attempt_and_reflection():
     assert shown is not None
     for part in ("divided the wrong way", "confused numerator", "assets / liabilities", "Use the current ratio formula."):
         assert part in shown
+
+
+def test_generator_retry_with_a_failed_reflection_says_so():
+    failed = Reflection("train:3#r0", "", "", "", "", "", (), Usage(), error=CallError("timeout", "no reply"))
+    _, user = generator_messages(QUESTION, PLAYBOOK, previous_answer="0.5", reflection=failed)
+    assert tag_content(user.content, "previous_attempt") == "0.5"
+    assert tag_content(user.content, "reflection") == NO_REFLECTION
 
 
 def test_generator_shows_an_empty_playbook_as_a_sentence():

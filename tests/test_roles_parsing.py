@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import orjson
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from combee_fast.playbook import Playbook
 from combee_fast.roles import (
@@ -228,3 +230,22 @@ def test_an_empty_operations_list_means_no_change():
 def test_schemas_require_every_key_the_parsers_read(schema, keys):
     assert set(schema["properties"]) == keys and set(schema["required"]) == keys
     assert schema["additionalProperties"] is False
+
+
+prose = st.text(alphabet=st.characters(blacklist_characters="{}`", blacklist_categories=("Cs",)), max_size=40)
+json_objects = st.dictionaries(st.text(max_size=8), st.one_of(st.text(max_size=20), st.integers(-(2**53), 2**53), st.lists(st.text(max_size=5), max_size=3)), min_size=1, max_size=5)
+
+
+@given(json_objects, prose, prose, st.booleans())
+def test_any_object_in_prose_or_fences_decodes_back(obj, before, after, fenced):
+    body = orjson.dumps(obj).decode()
+    text = f"{before}\n```json\n{body}\n```\n{after}" if fenced else f"{before} {body} {after}"
+    assert decode_json_object(None, text) == obj
+
+
+@given(json_objects, st.integers(min_value=1))
+def test_any_cut_off_object_is_a_typed_error_never_a_wrong_value(obj, cut):
+    body = orjson.dumps(obj).decode()
+    text = body[: max(1, len(body) - cut)]
+    result = decode_json_object(None, text)
+    assert isinstance(result, CallError) and result.kind in ("truncated", "malformed_json") and result.raw == text

@@ -17,6 +17,7 @@ GENERATOR_MAX_TOKENS = 1024
 GENERATOR_SYSTEM_PROMPT = load_prompt("generator.txt")
 GENERATOR_USER_TEMPLATE = load_prompt("generator_user.txt")
 GENERATOR_RETRY_TEMPLATE = load_prompt("generator_retry.txt")
+NO_REFLECTION = "(no analysis is available: find the mistake yourself)"
 
 GENERATOR_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -64,13 +65,18 @@ def generator_messages(
     previous_answer: str | None = None,
     reflection: Reflection | None = None,
 ) -> tuple[Message, ...]:
-    """System + user messages for one generator call; the retry block appears when either retry input is given."""
+    """System + user messages for one generator call.
+
+    The retry block (``<previous_attempt>``, ``<reflection>``) appears when either retry input is
+    given; a reflection that failed (``.error`` set) is shown as unavailable, not as empty fields.
+    """
     retry_block = ""
     if previous_answer is not None or reflection is not None:
+        usable = reflection is not None and reflection.error is None
         retry_block = fill(
             GENERATOR_RETRY_TEMPLATE,
             previous_attempt="(no answer)" if previous_answer is None else previous_answer,
-            reflection="(no reflection)" if reflection is None else reflection_text(reflection),
+            reflection=reflection_text(reflection) if usable else NO_REFLECTION,
         )
     user = fill(
         GENERATOR_USER_TEMPLATE,

@@ -58,7 +58,8 @@ class Task(Protocol):
     ``load(split)`` accepts a split name (one of :meth:`split_names`) optionally followed by a
     slice of its rows, e.g. ``"val[0:200]"``; sliced examples keep their row index within the
     named split, so example ids stay stable. ``score`` never raises for a bad answer: an
-    unusable answer (``None`` included) scores 0 with feedback saying why.
+    unusable answer (``None`` included) scores 0 with feedback saying why. It raises
+    ``ValueError`` only for an example without a target (e.g. a trace without ground truth).
     """
 
     name: str

@@ -19,8 +19,6 @@ _NUMBER = re.compile(
     r"(?P<exp>[eE][-+]?\d+)?"
     r"(?P<percent>\s*%)?"
 )
-
-
 _MAX_MAGNITUDE = 300  # decimal exponent bound: larger values are not answers, and are not parsed
 _EXACT = Context(prec=_MAX_MAGNITUDE + 50)
 
