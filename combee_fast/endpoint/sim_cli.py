@@ -17,7 +17,7 @@ from combee_fast.endpoint.sim import PRESETS, EchoResponder, FaultConfig, Latenc
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    """Add the ``sim-server`` subcommand; its handler is ``args.func(args) -> int``."""
+    """Add the ``sim-server`` subcommand; its handler is ``args.handler(args) -> int``."""
     parser = subparsers.add_parser(
         "sim-server",
         help="run the simulated OpenAI-compatible inference server on loopback",
@@ -37,7 +37,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         parser.add_argument(f"--rate-{kind}", type=float, default=0.0, help=f"probability of a {kind} fault")
     parser.add_argument("--retry-after", type=float, default=1.0, help="simulated seconds in Retry-After")
     parser.add_argument("--stall", type=float, default=600.0, help="simulated seconds a stalled request hangs")
-    parser.set_defaults(func=run_sim_server)
+    parser.set_defaults(handler=run_sim_server)
 
 
 def server_from_args(args: argparse.Namespace) -> SimServer:
@@ -80,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m combee_fast.endpoint.sim_cli")
     register(parser.add_subparsers(required=True))
     args = parser.parse_args(argv)
-    return int(args.func(args))
+    return int(args.handler(args))
 
 
 if __name__ == "__main__":
