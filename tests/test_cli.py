@@ -1,0 +1,80 @@
+"""The `combee` command in real processes: bad flags and dead endpoints give one line and exit 2."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+
+
+def _combee(*args: str, cwd=None, timeout: float = 240) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "combee_fast.cli", *args], capture_output=True, text=True, timeout=timeout, cwd=cwd
+    )
+
+
+def test_a_bad_flag_value_is_one_line_and_exit_2() -> None:
+    done = _combee("learn", "--batch-size", "lots")
+    assert done.returncode == 2
+    assert done.stderr.strip().count("\n") == 0
+    assert "--batch-size" in done.stderr and "'lots'" in done.stderr
+
+
+def test_an_unknown_flag_is_one_line_and_exit_2() -> None:
+    done = _combee("learn", "--bogus")
+    assert done.returncode == 2 and done.stderr.strip().count("\n") == 0 and "--bogus" in done.stderr
+
+
+def test_an_unreachable_endpoint_is_one_line_and_exit_2(tmp_path) -> None:
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    done = _combee("learn", "--endpoint", f"http://127.0.0.1:{port}/v1", "--model", "m", "--out", str(tmp_path / "r"))
+    assert done.returncode == 2
+    assert done.stderr.strip().count("\n") == 0
+    assert f"127.0.0.1:{port}" in done.stderr
+
+
+def test_learn_then_eval_on_the_simulated_endpoint(tmp_path) -> None:
+    out = tmp_path / "run"
+    done = _combee(
+        "learn", "--train-split", "train[0:30]", "--val-split", "val[0:20]", "--batch-size", "10",
+        "--sim-preset", "flat", "--time-scale", "0.0001", "--out", str(out), "--quiet",
+    )
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout.strip().splitlines()[-1])
+    assert summary["samples"] == 30 and summary["bullets"] > 0
+    for name in ("config.json", "splits.json", "ledger.jsonl", "final.json", "best.json", "summary.json"):
+        assert (out / name).exists(), name
+    assert list((out / "playbooks").glob("v*.json"))
+    evaluated = _combee("eval", "--split", "val[0:20]", "--playbook", str(out / "best.json"),
+                        "--sim-preset", "flat", "--time-scale", "0.0001")
+    assert evaluated.returncode == 0, evaluated.stderr
+    assert json.loads(evaluated.stdout)["examples"] == 20
+
+
+def test_eval_refuses_a_split_whose_recorded_hash_changed(tmp_path) -> None:
+    out = tmp_path / "run"
+    assert _combee("learn", "--train-split", "train[0:10]", "--val-split", "val[0:10]", "--batch-size", "10",
+                   "--sim-preset", "flat", "--time-scale", "0.0001", "--out", str(out), "--quiet").returncode == 0
+    manifests = json.loads((out / "splits.json").read_text())
+    manifests[1]["sha256"] = "0" * 64
+    (out / "splits.json").write_text(json.dumps(manifests))
+    done = _combee("eval", "--split", "val[0:10]", "--playbook", str(out / "final.json"),
+                   "--sim-preset", "flat", "--time-scale", "0.0001")
+    assert done.returncode == 2 and "val[0:10]" in done.stderr
+
+
+def test_a_corrupt_playbook_file_is_named(tmp_path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"schema_version": 2, "bullets": [')
+    done = _combee("eval", "--playbook", str(bad))
+    assert done.returncode == 2 and str(bad) in done.stderr
+
+
+def test_demo_prints_the_three_method_table() -> None:
+    done = _combee("demo", "--train-limit", "40")
+    assert done.returncode == 0, done.stderr
+    rows = done.stdout.strip().splitlines()
+    assert [row.split()[0] for row in rows[-3:]] == ["sequential", "naive", "combee"]

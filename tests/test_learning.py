@@ -1,0 +1,124 @@
+"""Learning runs end to end over real HTTP against the simulated endpoint playing the task world."""
+
+from __future__ import annotations
+
+import asyncio
+
+import msgspec
+import pytest
+
+from combee_fast.endpoint.sim import FaultConfig
+from combee_fast.learn.online import OnlineConfig, OnlineLearner
+from combee_fast.learn.rundir import RunDir
+from combee_fast.learn.train import FixedBatch
+from combee_fast.playbook import Playbook
+from combee_fast.session import SessionConfig, SimSpec, open_session
+
+SMALL = dict(task="formula", train_split="train[0:48]", val_split="val[0:30]")
+
+
+def _config(**changes: object) -> SessionConfig:
+    settings: dict[str, object] = {**SMALL, "sim": SimSpec("flat", 1e-4)}
+    settings.update(changes)
+    return SessionConfig(**settings)  # type: ignore[arg-type]
+
+
+async def _learn(config: SessionConfig, run_dir: RunDir | None = None, batch: int = 12):
+    async with open_session(config) as session:
+        result = await session.train(plan=FixedBatch(batch), run_dir=run_dir)
+        return result, session.server.counters() if session.server else None
+
+
+@pytest.mark.parametrize("method", ["sequential", "naive", "combee"])
+async def test_every_method_learns_a_playbook_that_beats_the_empty_one(method: str) -> None:
+    result, _ = await _learn(_config(method=method))
+    assert len(result.final) > 0
+    assert result.samples == 48
+    assert result.final_eval is not None and result.final_eval.examples == 30
+    async with open_session(_config()) as session:
+        from combee_fast.learn.evaluate import evaluate
+
+        empty = await evaluate(session.agents, Playbook.empty(), session.val_split.examples)
+    assert result.final_eval.accuracy > empty.accuracy
+
+
+async def test_combee_step_runs_sqrt_n_curators_and_one_reducer() -> None:
+    async with open_session(_config(train_split="train[0:25]")) as session:
+        step = await session.method("combee").step(
+            session.train_split.examples, Playbook.empty(), epoch=0, step=0
+        )
+    roles = [p.usage.role for p in step.proposals]
+    assert roles.count("curator") == 5  # floor(sqrt(25))
+    assert roles.count("reducer") == 1
+    assert step.playbook.version == 1  # tags and ops applied once
+
+
+async def test_combee_reduce_tree_respects_the_fan_in() -> None:
+    async with open_session(_config(train_split="train[0:100]", max_fan_in=4)) as session:
+        step = await session.method("combee").step(
+            session.train_split.examples, Playbook.empty(), epoch=0, step=0
+        )
+    reducers = [p for p in step.proposals if p.usage.role == "reducer"]
+    # 10 curator proposals -> 3 reducer calls (4+4+2) -> 1 call over 3
+    assert len(reducers) == 4
+    assert {p.source.split(".")[0] for p in reducers} == {"reducer[0", "reducer[1"}
+
+
+async def test_same_seed_and_replay_cache_give_a_byte_identical_playbook(tmp_path) -> None:
+    cache = str(tmp_path / "replay.jsonl")
+    files = []
+    for index, (mode, jitter) in enumerate([("record", 0.6), ("replay", 0.0), ("off", 0.9)]):
+        run_dir = RunDir(tmp_path / f"run{index}")
+        config = _config(cache_path=cache, cache_mode=mode, sim=SimSpec("flat", 2e-4, latency_jitter=jitter))
+        result, counters = await _learn(config, run_dir)
+        run_dir.close()
+        files.append((tmp_path / f"run{index}" / "final.json").read_bytes())
+        if mode == "replay":
+            assert counters is not None and counters.requests == 0  # nothing was sent
+    assert files[0] == files[1] == files[2]
+
+
+async def test_injected_faults_are_recorded_and_the_run_completes(tmp_path) -> None:
+    faults = FaultConfig(rate_429=0.05, rate_500=0.05, rate_malformed=0.3, retry_after_s=0.1)
+    run_dir = RunDir(tmp_path / "run")
+    config = _config(sim=SimSpec("flat", 1e-4, faults=faults), max_retries=6)
+    result, counters = await _learn(config, run_dir)
+    run_dir.close()
+    assert result.samples == 48
+    assert counters is not None and sum(counters.faults_injected.values()) > 0
+    errors = [e for row in result.ledger for e in row.errors]
+    assert errors, "with 30% malformed responses some calls fail even after the repair request"
+    assert {e.kind for e in errors} <= {"malformed_json", "schema_mismatch", "http_status", "connection", "truncated"}
+    versions = [0] + [row.playbook_version for row in result.ledger]
+    assert all(b - a in (0, 1) for a, b in zip(versions, versions[1:])), "one apply per step"
+    ledger = [msgspec.json.decode(line) for line in (tmp_path / "run" / "ledger.jsonl").read_bytes().splitlines()]
+    assert sum(len(row["errors"]) for row in ledger) == len(errors)
+
+
+async def test_online_mode_accounts_for_every_rollout_in_exactly_one_batch() -> None:
+    async with open_session(_config(train_split="train")) as session:
+        examples = session.train_split.examples
+        answers = [await session.agents.generate(e, "", epoch=0) for e in examples[:50]]
+        rollouts = [
+            msgspec.structs.replace(answers[i % 50], round=i // 50) for i in range(1000)
+        ]
+        config = OnlineConfig(batch_size=64, max_wait_s=0.05, queue_size=256)
+        async with OnlineLearner(session.agents, Playbook.empty(), config) as learner:
+            versions_seen: list[int] = []
+
+            async def reader() -> None:
+                while len(learner.batches) < 3:
+                    versions_seen.append(learner.playbook.version)
+                    await asyncio.sleep(0)
+
+            reading = asyncio.create_task(reader())
+            tickets = await asyncio.gather(*(learner.submit(r) for r in rollouts))
+            applied = await asyncio.gather(*tickets)
+            await reading
+    ids = [rid for batch in learner.batches for rid in batch.rollout_ids]
+    assert sorted(ids) == sorted(r.id for r in rollouts)
+    assert len(ids) == len(set(ids)) == 1000
+    for rollout, batch in zip(rollouts, applied):
+        assert rollout.id in batch.rollout_ids
+    assert all(len(b.rollout_ids) <= 64 for b in learner.batches)
+    assert learner.playbook.version > 0 and versions_seen == sorted(versions_seen)
