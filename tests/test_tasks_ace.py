@@ -249,3 +249,12 @@ def test_a_malformed_bundled_style_file_names_file_and_line(data_copy):
 def test_missing_data_file_is_named(tmp_path):
     with pytest.raises(TaskDataError, match="formula_train_subset_500.jsonl: cannot read file"):
         FormulaTask(data_dir=tmp_path).load("train")
+
+
+def test_finer_refuses_a_file_too_short_for_its_splits(tmp_path):
+    lines = file_lines(DATA_DIR / FINER_FILE)
+    (tmp_path / FINER_FILE).write_bytes(b"\n".join(lines[:350]) + b"\n")
+    task = FinerTask(data_dir=tmp_path)
+    assert task.load("train").manifest.rows == 300
+    with pytest.raises(TaskDataError, match=rf"{FINER_FILE}: split 'val' needs 500 rows but the file has 350"):
+        task.load("val")

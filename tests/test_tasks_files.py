@@ -179,3 +179,12 @@ def test_trace_errors_name_file_line_and_key(tmp_path, line, problem):
 def test_examples_are_plain_schema_values(qa_file):
     example = JsonlTask(path=qa_file, input_field="q", target_field="a").load("all").examples[2]
     assert example == Example(2, "Pi to two places?", "3.14", "all", {})
+
+
+def test_a_byte_order_mark_and_windows_line_endings_are_read_transparently(tmp_path):
+    plain = write_lines(tmp_path / "plain.jsonl", ['{"input": "x", "target": "1"}', '{"input": "y", "target": "2"}'])
+    marked = tmp_path / "marked.jsonl"
+    marked.write_bytes(b"\xef\xbb\xbf" + plain.read_bytes().replace(b"\n", b"\r\n"))
+    plain_split, marked_split = JsonlTask(path=plain).load("all"), JsonlTask(path=marked).load("all")
+    assert marked_split.examples == plain_split.examples
+    assert marked_split.manifest.sha256 == plain_split.manifest.sha256

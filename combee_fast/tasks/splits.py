@@ -6,7 +6,8 @@ within the split (no silent clamping: a pinned experiment must get exactly the r
 
 A row is one non-blank line of a JSONL file. Its pinned bytes are the line's exact bytes without
 the line terminator (``\\n`` or ``\\r\\n``); a split's SHA-256 is taken over its selected rows,
-each followed by ``\\n``. Blank lines are not rows and do not count.
+each followed by ``\\n``. Blank lines are not rows and do not count; a UTF-8 byte-order mark at
+the start of the file is not part of the first row.
 """
 
 from __future__ import annotations
@@ -69,6 +70,7 @@ def read_rows(path: Path) -> list[RawRow]:
         data = path.read_bytes()
     except OSError as exc:
         raise TaskDataError(str(path), None, f"cannot read file: {exc.strerror or exc}") from exc
+    data = data.removeprefix(b"\xef\xbb\xbf")
     rows: list[RawRow] = []
     for number, line in enumerate(data.split(b"\n"), start=1):
         if line.endswith(b"\r"):
