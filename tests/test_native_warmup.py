@@ -1,0 +1,91 @@
+"""Importing compiles nothing; warmup() compiles everything the API calls; then calls are fast.
+
+Each check runs in a fresh interpreter so that no other test has compiled anything first.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+KERNEL_MODULES = ("scan", "stats", "similarity")
+
+
+def run_python(code: str) -> dict[str, object]:
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=600, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+COMPILED_SIGNATURES = f"""
+def compiled_signatures():
+    import importlib
+    from numba.core.registry import CPUDispatcher
+    counts = {{}}
+    for module in {KERNEL_MODULES!r}:
+        namespace = vars(importlib.import_module("combee_fast.native." + module))
+        for name, value in namespace.items():
+            if isinstance(value, CPUDispatcher):
+                counts[module + "." + name] = len(value.signatures)
+    return counts
+"""
+
+
+def test_importing_the_package_does_not_import_numba() -> None:
+    found = run_python(
+        "import json, sys\n"
+        "import combee_fast, combee_fast.native\n"
+        'print(json.dumps({"numba": "numba" in sys.modules}))\n'
+    )
+    assert found == {"numba": False}
+
+
+def test_importing_kernel_modules_compiles_nothing() -> None:
+    counts = run_python(COMPILED_SIGNATURES + "\nimport json\nprint(json.dumps(compiled_signatures()))\n")
+    assert len(counts) >= 15  # the kernels were found ...
+    assert {name: n for name, n in counts.items() if n} == {}  # ... and none is compiled
+
+
+def test_after_warmup_no_call_compiles_and_calls_take_under_a_millisecond() -> None:
+    report = run_python(
+        COMPILED_SIGNATURES
+        + """
+import json, time
+import numpy as np
+import combee_fast.native as native
+
+native.warmup()
+before = compiled_signatures()
+ops = native.OpBatch.from_arrays([0, 1, 1], [native.ADD, native.TAG, native.REMOVE], [0, 1, 2], [0, 2, 0], [0, 1, 0], [0, -1, -1])
+vectors = native.HashingEmbedder().embed(["check the units", "check units", "retry later"])
+calls = {
+    "final_states": lambda: native.final_states(ops, 2),
+    "prefix_states": lambda: native.prefix_states(ops, 2).state_after(2),
+    "aggregate_counters": lambda: native.aggregate_counters(ops.slot, ops.helpful, ops.harmful, 2),
+    "moments": lambda: native.moments(np.arange(5.0)),
+    "beta_rates": lambda: native.beta_rates(np.array([3]), np.array([1])),
+    "group_moments": lambda: native.group_moments(np.arange(4.0), np.array([0, 1, 0, 1]), 2),
+    "latency_quantiles": lambda: native.latency_quantiles(np.arange(5.0)),
+    "pairs_above": lambda: native.pairs_above(vectors, 0.5),
+    "top_k": lambda: native.top_k(vectors, 1),
+    "embed": lambda: native.HashingEmbedder().embed(["one more text"]),
+}
+times = {}
+for name, call in calls.items():
+    runs = []
+    for _ in range(3):
+        start = time.perf_counter()
+        call()
+        runs.append(time.perf_counter() - start)
+    times[name] = runs
+after = compiled_signatures()
+print(json.dumps({"new": {k: after[k] - before[k] for k in after if after[k] != before[k]}, "times": times}))
+"""
+    )
+    assert report["new"] == {}, f"calls after warmup compiled new signatures: {report['new']}"
+    times: dict[str, list[float]] = report["times"]  # type: ignore[assignment]
+    slow = {name: runs for name, runs in times.items() if min(runs) >= 1e-3}
+    assert slow == {}, f"best of 3 calls took >= 1 ms: {slow}"
