@@ -1,0 +1,290 @@
+"""Dynamic batch size: the paper's profile-and-fit rule, re-planned live, with a quality guard.
+
+The paper (Combee, section on dynamic batch size) runs one trial iteration per candidate
+batch size, turns each into an epoch time ``T(bs) = iteration_seconds * N / bs``, fits
+``T(bs) = A * bs**-alpha`` by least squares in log space, sets ``tau`` to ``tau_fraction`` of
+the steepest slope ``|dT/dbs|`` among the candidates and picks
+``bs* = (alpha * A / tau) ** (1 / (alpha + 1))``: the batch size where one more sample per
+batch stops saving at least ``tau`` seconds per epoch.
+
+:class:`BatchSizeController` does that, then keeps going:
+
+* **Live re-planning.** After profiling, every measured iteration updates the scale ``A``
+  (a recency-weighted mean of ``log T + alpha * log bs``; a measurement one iteration older
+  weighs ``recency_decay`` times as much), so a slower or faster endpoint moves ``bs*`` within
+  a few iterations. ``alpha`` and ``tau`` stay as profiled: ``tau`` is the marginal saving the
+  run decided is worth a larger batch, in seconds per sample.
+* **Quality guard.** When an iteration's retention is below ``retention_floor``, or its
+  validation score falls more than ``validation_drop`` below the best seen, the batch is capped
+  at ``shrink_factor`` times the batch that produced it. After ``recover_after`` consecutive
+  healthy iterations the cap is lifted one step (divided by ``shrink_factor``).
+* **Bounds.** Every decision lies in ``[min_batch, min(max_batch, capacity, max_fan_in)]``.
+* **Hysteresis.** A re-plan changes the batch only if it moves by more than ``hysteresis``
+  (relative); shrinking and bounds are never delayed.
+
+Every decision is kept in :attr:`BatchSizeController.decisions` with its reason and inputs.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import msgspec
+
+from combee_fast.errors import ConfigError
+
+
+class ControllerConfig(msgspec.Struct, frozen=True):
+    """Settings of :class:`BatchSizeController`; see the module docstring for each rule."""
+
+    candidates: tuple[int, ...] = (5, 10, 20, 40, 80)
+    min_batch: int = 1
+    max_batch: int = 256
+    tau_fraction: float = 0.016
+    retention_floor: float = 0.6
+    validation_drop: float = 0.05
+    shrink_factor: float = 0.5
+    hysteresis: float = 0.15
+    recency_decay: float = 0.5
+    recover_after: int = 3
+
+    def __post_init__(self) -> None:
+        if not self.candidates or min(self.candidates) < 1:
+            raise ConfigError(f"candidates must be non-empty and >= 1, got {self.candidates}")
+        if not 1 <= self.min_batch <= self.max_batch:
+            raise ConfigError(f"need 1 <= min_batch <= max_batch, got {self.min_batch}, {self.max_batch}")
+        if not self.tau_fraction > 0:
+            raise ConfigError(f"tau_fraction must be > 0, got {self.tau_fraction}")
+        if not 0 < self.shrink_factor < 1:
+            raise ConfigError(f"shrink_factor must be in (0, 1), got {self.shrink_factor}")
+        if not self.hysteresis >= 0:
+            raise ConfigError(f"hysteresis must be >= 0, got {self.hysteresis}")
+        if not 0 < self.recency_decay < 1:
+            raise ConfigError(f"recency_decay must be in (0, 1), got {self.recency_decay}")
+        if self.recover_after < 1:
+            raise ConfigError(f"recover_after must be >= 1, got {self.recover_after}")
+
+
+class IterationMeasurement(msgspec.Struct, frozen=True):
+    """One finished iteration: its batch size, wall seconds, and the epoch size ``N``.
+
+    ``retention`` (fraction of distinct insights kept, see ``native.retention``) and
+    ``validation`` (any higher-is-better quality proxy) feed the quality guard when given.
+    """
+
+    batch_size: int
+    seconds: float
+    samples_in_epoch: int
+    retention: float | None = None
+    validation: float | None = None
+
+    @property
+    def epoch_seconds(self) -> float:
+        """The epoch time this iteration implies: ``seconds * samples_in_epoch / batch_size``."""
+        return self.seconds * self.samples_in_epoch / self.batch_size
+
+
+class Decision(msgspec.Struct, frozen=True):
+    """A batch size, why it was chosen, and the numbers it was chosen from."""
+
+    batch_size: int
+    reason: str
+    inputs: dict[str, float]
+
+
+class PowerLawFit(msgspec.Struct, frozen=True):
+    """The profiled epoch-time curve ``T(bs) = A * bs**-alpha`` and the threshold ``tau``."""
+
+    A: float
+    alpha: float
+    tau: float
+
+
+def fit_power_law(
+    batch_sizes: Sequence[float], epoch_times: Sequence[float], weights: Sequence[float] | None = None
+) -> tuple[float, float]:
+    """``(A, alpha)`` of ``T = A * bs**-alpha`` by (weighted) least squares on ``log T``.
+
+    Needs at least two distinct batch sizes and positive values.
+    """
+    if len(batch_sizes) != len(epoch_times):
+        raise ValueError(f"fit_power_law: {len(batch_sizes)} batch sizes but {len(epoch_times)} times")
+    if len(set(batch_sizes)) < 2:
+        raise ValueError("fit_power_law: needs at least two distinct batch sizes")
+    if min(batch_sizes) <= 0 or min(epoch_times) <= 0:
+        raise ValueError("fit_power_law: batch sizes and epoch times must be > 0")
+    w = [1.0] * len(batch_sizes) if weights is None else list(weights)
+    xs = [math.log(b) for b in batch_sizes]
+    ys = [math.log(t) for t in epoch_times]
+    total = math.fsum(w)
+    x_mean = math.fsum(wi * x for wi, x in zip(w, xs)) / total
+    y_mean = math.fsum(wi * y for wi, y in zip(w, ys)) / total
+    sxx = math.fsum(wi * (x - x_mean) ** 2 for wi, x in zip(w, xs))
+    sxy = math.fsum(wi * (x - x_mean) * (y - y_mean) for wi, x, y in zip(w, xs, ys))
+    slope = sxy / sxx
+    return math.exp(y_mean - slope * x_mean), -slope
+
+
+def optimal_batch_size(A: float, alpha: float, tau: float) -> float:
+    """``(alpha * A / tau) ** (1 / (alpha + 1))``: where ``|dT/dbs|`` falls to ``tau``."""
+    if not (A > 0 and alpha > 0 and tau > 0):
+        raise ValueError(f"optimal_batch_size: needs A, alpha, tau > 0, got {A}, {alpha}, {tau}")
+    return (alpha * A / tau) ** (1.0 / (alpha + 1.0))
+
+
+def steepest_slope(A: float, alpha: float, batch_sizes: Sequence[float]) -> float:
+    """``max |dT/dbs| = alpha * A * bs**-(alpha + 1)`` over ``batch_sizes``."""
+    return max(alpha * A * b ** -(alpha + 1.0) for b in batch_sizes)
+
+
+class BatchSizeController:
+    """Chooses each iteration's batch size; call :meth:`next_batch_size`, run, :meth:`record`.
+
+    ``capacity`` (the endpoint's running-sequence capacity) and ``max_fan_in`` (the largest
+    batch the reduce stage accepts, derived by the caller from its duplication factor and group
+    count) lower the upper bound when given.
+    """
+
+    def __init__(self, config: ControllerConfig, *, capacity: int | None = None, max_fan_in: int | None = None) -> None:
+        self.config = config
+        self.lower = config.min_batch
+        self.upper = min(b for b in (config.max_batch, capacity, max_fan_in) if b is not None)
+        if self.upper < self.lower:
+            raise ConfigError(
+                f"no batch size fits: min_batch {config.min_batch} > bound {self.upper} "
+                f"(max_batch {config.max_batch}, capacity {capacity}, max_fan_in {max_fan_in})"
+            )
+        self.profile = sorted({self._clamp(c, self.upper) for c in config.candidates})
+        self.decisions: list[Decision] = []
+        self.measurements: list[IterationMeasurement] = []
+        self.fit: PowerLawFit | None = None
+        self._profiled = 0
+        self._pending: Decision | None = None
+        self._current: int | None = None
+        self._cap = self.upper
+        self._healthy_streak = 0
+        self._best_validation = -math.inf
+        self._quality_problem: str | None = None
+        self._level_sum = 0.0  # recency-weighted sums for log A
+        self._level_weight = 0.0
+
+    @property
+    def profiling(self) -> bool:
+        """True while candidates remain to be profiled."""
+        return self._profiled < len(self.profile)
+
+    def next_batch_size(self) -> Decision:
+        """The batch size for the next iteration (the same decision until :meth:`record`)."""
+        if self._pending is None:
+            self._pending = self._decide()
+            self.decisions.append(self._pending)
+        return self._pending
+
+    def record(self, m: IterationMeasurement) -> None:
+        """Learn from a finished iteration (normally one run at the last decided batch size)."""
+        _check_measurement(m)
+        self.measurements.append(m)
+        self._pending = None
+        self._guard_quality(m)
+        if self.profiling:
+            self._profiled += 1
+            if not self.profiling and len(self.profile) >= 2:
+                self._fit_profile()
+        elif self.fit is not None:
+            self._add_to_level(m)
+
+    def _decide(self) -> Decision:
+        ceiling = min(self.upper, self._cap)
+        inputs: dict[str, float] = {"lower": self.lower, "upper": self.upper, "cap": self._cap}
+        if self._current is not None:
+            inputs["current"] = self._current
+        if self.measurements:
+            last = self.measurements[-1]
+            inputs["last_epoch_seconds"] = last.epoch_seconds
+            if last.retention is not None:
+                inputs["retention"] = last.retention
+            if last.validation is not None:
+                inputs["validation"] = last.validation
+        if self.profiling:
+            return self._choose(self.profile[self._profiled], "profile", inputs, commit=False)
+        if self.fit is None:
+            return self._choose(self._clamp(self.profile[0], ceiling), "fixed: one candidate within bounds", inputs)
+        A = math.exp(self._level_sum / self._level_weight)
+        inputs.update(A=A, alpha=self.fit.alpha, tau=self.fit.tau)
+        if self.fit.alpha > 0:
+            bs_star = optimal_batch_size(A, self.fit.alpha, self.fit.tau)
+            inputs["bs_star"] = bs_star
+            target = self._clamp(round(bs_star), ceiling)
+        else:  # epoch time does not fall with batch size: bigger batches buy nothing
+            target = self._clamp(self.profile[0], ceiling)
+        problem, self._quality_problem = self._quality_problem, None
+        current = self._current
+        if problem is not None and current is not None:
+            return self._choose(min(target, self._clamp(current, ceiling)), f"shrink: {problem}", inputs)
+        if current is None:
+            return self._choose(target, "plan" if self.fit.alpha > 0 else "plan: no speed-up from larger batches", inputs)
+        if current > ceiling:
+            return self._choose(ceiling, "bound", inputs)
+        if abs(target - current) <= self.config.hysteresis * current:
+            return self._choose(current, "hold", inputs)
+        return self._choose(target, "replan", inputs)
+
+    def _choose(self, batch_size: int, reason: str, inputs: dict[str, float], *, commit: bool = True) -> Decision:
+        if commit:
+            self._current = batch_size
+        return Decision(batch_size, reason, inputs)
+
+    def _clamp(self, batch_size: int, ceiling: int) -> int:
+        return max(self.lower, min(ceiling, int(batch_size)))
+
+    def _fit_profile(self) -> None:
+        sizes = [float(m.batch_size) for m in self.measurements]
+        times = [m.epoch_seconds for m in self.measurements]
+        A, alpha = fit_power_law(sizes, times)
+        tau = self.config.tau_fraction * steepest_slope(A, alpha, self.profile) if alpha > 0 else 0.0
+        self.fit = PowerLawFit(A, alpha, tau)
+        # Start the live scale at the fitted A, weighted like the profile measurements it came from.
+        weight = sum(self.config.recency_decay**age for age in range(len(self.measurements)))
+        self._level_sum = weight * math.log(A)
+        self._level_weight = weight
+
+    def _add_to_level(self, m: IterationMeasurement) -> None:
+        assert self.fit is not None
+        decay = self.config.recency_decay
+        self._level_sum = decay * self._level_sum + math.log(m.epoch_seconds) + self.fit.alpha * math.log(m.batch_size)
+        self._level_weight = decay * self._level_weight + 1.0
+
+    def _guard_quality(self, m: IterationMeasurement) -> None:
+        problem = None
+        if m.retention is not None and m.retention < self.config.retention_floor:
+            problem = f"retention {m.retention:.3g} < floor {self.config.retention_floor:.3g}"
+        if m.validation is not None:
+            if m.validation < self._best_validation - self.config.validation_drop:
+                problem = problem or (
+                    f"validation {m.validation:.3g} fell more than {self.config.validation_drop:.3g} "
+                    f"below best {self._best_validation:.3g}"
+                )
+            self._best_validation = max(self._best_validation, m.validation)
+        if problem is not None:
+            self._quality_problem = problem
+            self._healthy_streak = 0
+            self._cap = max(self.lower, min(self._cap, math.floor(m.batch_size * self.config.shrink_factor)))
+            return
+        self._healthy_streak += 1
+        if self._cap < self.upper and self._healthy_streak >= self.config.recover_after:
+            self._cap = min(self.upper, math.ceil(self._cap / self.config.shrink_factor))
+            self._healthy_streak = 0
+
+
+def _check_measurement(m: IterationMeasurement) -> None:
+    if m.batch_size < 1:
+        raise ValueError(f"IterationMeasurement.batch_size must be >= 1, got {m.batch_size}")
+    if not (m.seconds > 0 and math.isfinite(m.seconds)):
+        raise ValueError(f"IterationMeasurement.seconds must be finite and > 0, got {m.seconds}")
+    if m.samples_in_epoch < 1:
+        raise ValueError(f"IterationMeasurement.samples_in_epoch must be >= 1, got {m.samples_in_epoch}")
+    for name in ("retention", "validation"):
+        value = getattr(m, name)
+        if value is not None and not math.isfinite(value):
+            raise ValueError(f"IterationMeasurement.{name} must be finite, got {value}")
