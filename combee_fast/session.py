@@ -62,6 +62,7 @@ class SessionConfig(msgspec.Struct, frozen=True):
     duplicates: int = 2
     max_fan_in: int = 8
     max_rounds: int = 3
+    sync_rounds: int | None = 1  # Combee: rounds inside a step; the rest carry into the next (None: all)
     epochs: int = 1
     eval_every: int = 0
     seed: int = 0
@@ -119,6 +120,9 @@ class Session:
             return Sequential(self.agents, mapper)
         if name == "naive":
             return Naive(self.agents, mapper, map_config)
+        if not traces:
+            map_config = msgspec.structs.replace(map_config, sync_rounds=self.config.sync_rounds)
+            mapper = example_mapper(self.agents, map_config)
         return Combee(
             self.agents, mapper, map_config,
             CombeeConfig(self.config.duplicates, self.config.max_fan_in, self.config.seed),

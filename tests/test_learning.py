@@ -122,3 +122,26 @@ async def test_online_mode_accounts_for_every_rollout_in_exactly_one_batch() -> 
         assert rollout.id in batch.rollout_ids
     assert all(len(b.rollout_ids) <= 64 for b in learner.batches)
     assert learner.playbook.version > 0 and versions_seen == sorted(versions_seen)
+
+
+async def test_chains_still_retrying_are_carried_and_curated_in_the_next_step() -> None:
+    config = _config(train_split="train[0:60]", sync_rounds=0)  # every retry leaves its step
+    async with open_session(config) as session:
+        method = session.method("combee")
+        items = session.train_split.examples
+        first = await method.step(items[:30], Playbook.empty(), epoch=0, step=0)
+        carried = method.pending()
+        assert carried == sum(not t.rollouts[-1].correct and t.rollouts[-1].error is None for t in first.traces)
+        assert carried > 0 and all(len(t.rollouts) == 1 for t in first.traces)
+        second = await method.step(items[30:], first.playbook, epoch=0, step=1)
+        continued = [t for t in second.traces if t.rollouts and t.rollouts[0].round > 0]
+        assert len(continued) == carried
+        drained = await method.step([], second.playbook, epoch=0, step=2)
+        assert method.pending() == 0 and drained.playbook.version >= second.playbook.version
+
+
+async def test_training_drains_every_carried_chain() -> None:
+    result, _ = await _learn(_config(sync_rounds=0))
+    assert result.ledger[-1].batch_reason == "drain" or all(row.batch_reason == "fixed" for row in result.ledger)
+    retried = sum(row.calls.get("generator", 0) for row in result.ledger)
+    assert retried > result.samples  # the carried retries did run

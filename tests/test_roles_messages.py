@@ -148,7 +148,7 @@ def test_curator_message_has_one_reflection_json_per_line():
     )
 
 
-def test_reducer_message_has_one_proposal_json_per_line_in_curator_format():
+def test_reducer_message_has_one_proposal_json_per_line_with_op_references():
     proposals = [
         [Op(OpKind.ADD, "other", "Check units."), Op(OpKind.TAG, bullet_id="form-00001", helpful=1)],
         [Op(OpKind.UPDATE, "common_mistakes", "Percent as decimal.", "mist-00002"), Op(OpKind.REMOVE, bullet_id="form-00001")],
@@ -158,12 +158,12 @@ def test_reducer_message_has_one_proposal_json_per_line_in_curator_format():
     assert tag_content(user.content, "playbook") == PLAYBOOK
     records = [orjson.loads(line) for line in tag_content(user.content, "proposals").split("\n")]
     assert records == [
-        {"proposal": 1, "operations": [{"type": "ADD", "section": "other", "content": "Check units.", "bullet_id": ""}]},
+        {"proposal": 1, "operations": [{"ref": "P1.1", "type": "ADD", "section": "other", "content": "Check units.", "bullet_id": ""}]},
         {
             "proposal": 2,
             "operations": [
-                {"type": "UPDATE", "section": "common_mistakes", "content": "Percent as decimal.", "bullet_id": "mist-00002"},
-                {"type": "REMOVE", "section": "", "content": "", "bullet_id": "form-00001"},
+                {"ref": "P2.1", "type": "UPDATE", "section": "common_mistakes", "content": "Percent as decimal.", "bullet_id": "mist-00002"},
+                {"ref": "P2.2", "type": "REMOVE", "section": "", "content": "", "bullet_id": "form-00001"},
             ],
         },
     ]

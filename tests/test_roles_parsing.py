@@ -224,7 +224,7 @@ def test_an_empty_operations_list_means_no_change():
         (GENERATOR_SCHEMA, set(GOOD_GENERATOR)),
         (REFLECTOR_SCHEMA, set(GOOD_REFLECTOR)),
         (CURATOR_SCHEMA, {"reasoning", "operations"}),
-        (REDUCER_SCHEMA, {"reasoning", "operations"}),
+        (REDUCER_SCHEMA, {"reasoning", "keep", "operations"}),
     ],
 )
 def test_schemas_require_every_key_the_parsers_read(schema, keys):

@@ -8,7 +8,8 @@ the failure is recorded on the returned record.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import msgspec
 
@@ -139,10 +140,16 @@ class Agents:
         seed_path: tuple[int | str, ...],
     ) -> Proposal:
         """One curator call over ``reflections`` against ``playbook``."""
-        messages = curator.curator_messages(playbook_text, playbook_stats_text(playbook.bullets()), reflections)
-        return await self._propose(
-            self.clients.curator, "curator", messages, curator.CURATOR_MAX_TOKENS, source, seed_path
+        request = ChatRequest(
+            role="curator",
+            messages=curator.curator_messages(playbook_text, playbook_stats_text(playbook.bullets()), reflections),
+            max_tokens=curator.CURATOR_MAX_TOKENS,
+            temperature=self.temperature,
+            seed=derive_seed(self.seed, "curator", *seed_path),
+            json_schema=curator.CURATOR_SCHEMA,
+            schema_name="operations",
         )
+        return await self._propose(self.clients.curator, request, source, parse_ops)
 
     async def reduce(
         self,
@@ -153,37 +160,36 @@ class Agents:
         seed_path: tuple[int | str, ...],
     ) -> Proposal:
         """One reducer call merging ``proposals`` made against the same base playbook."""
-        messages = reducer.reducer_messages(playbook_text, proposals)
-        return await self._propose(
-            self.clients.reducer, "reducer", messages, reducer.REDUCER_MAX_TOKENS, source, seed_path
+        request = ChatRequest(
+            role="reducer",
+            messages=reducer.reducer_messages(playbook_text, proposals),
+            max_tokens=reducer.REDUCER_MAX_TOKENS,
+            temperature=self.temperature,
+            seed=derive_seed(self.seed, "reducer", *seed_path),
+            json_schema=reducer.REDUCER_SCHEMA,
+            schema_name="reduction",
         )
+
+        def parse(data: Any, text: str | None) -> tuple[Op, ...] | CallError:
+            return reducer.parse_reduction(data, text, proposals)
+
+        return await self._propose(self.clients.reducer, request, source, parse)
 
     async def _propose(
         self,
         client: EndpointClient,
-        role: str,
-        messages: tuple,
-        max_tokens: int,
+        request: ChatRequest,
         source: str,
-        seed_path: tuple[int | str, ...],
+        parse: Callable[[Any, str | None], tuple[Op, ...] | CallError],
     ) -> Proposal:
-        request = ChatRequest(
-            role=role,
-            messages=messages,
-            max_tokens=max_tokens,
-            temperature=self.temperature,
-            seed=derive_seed(self.seed, role, *seed_path),
-            json_schema=curator.CURATOR_SCHEMA,
-            schema_name="operations",
-        )
         result = await client.chat(request)
-        parsed = _parsed(result, parse_ops)
+        parsed = _parsed(result, parse)
         if isinstance(parsed, CallError):
             return Proposal(source=source, ops=(), usage=result.usage, error=parsed)
         return Proposal(source=source, ops=parsed, usage=result.usage)
 
 
-def _parsed(result: ChatResult, parse):  # type: ignore[no-untyped-def]
+def _parsed(result: ChatResult, parse: Callable[[Any, str | None], Any]) -> Any:
     """The call's error if it failed, else what ``parse(data, text)`` makes of the response."""
     if result.error is not None:
         return result.error

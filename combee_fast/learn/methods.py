@@ -23,7 +23,7 @@ from combee_fast.engine.rng import rng_at
 from combee_fast.engine.stream import IndexedStream
 from combee_fast.learn.agents import Agents, Proposal
 from combee_fast.learn.merge import augmented_groups, finish_times, reduce_tree, tag_ops
-from combee_fast.learn.sample import SampleTrace, reflect_only, run_sample
+from combee_fast.learn.sample import SampleTrace, can_continue, continue_sample, reflect_only, run_sample
 from combee_fast.playbook import ApplyReport, Playbook
 from combee_fast.schema import Delta, Example, Op, OpKind, Reflection, Rollout
 
@@ -55,18 +55,32 @@ class Method(Protocol):
         """Learn from ``items`` (examples, or rollouts for reflect-only tasks) starting at ``playbook``."""
         ...
 
+    def pending(self) -> int:
+        """Chains carried into the next step; a step with no items curates them."""
+        ...
+
 
 class MapConfig(msgspec.Struct, frozen=True):
-    """How the map runs: ACE regeneration rounds, parallel chains, per-chain timeout."""
+    """How the map runs: ACE regeneration rounds, parallel chains, per-chain timeout.
+
+    ``sync_rounds`` (Combee only): rounds a chain runs inside its step; a chain still wrong after
+    them finishes its remaining rounds in the background and is curated in the next step, so one
+    unlucky sample does not hold the whole batch. ``None``: every chain finishes in its step.
+    """
 
     max_rounds: int = 3
     concurrency: int = 256
     item_timeout_s: float | None = 3600.0
+    sync_rounds: int | None = None
+
+    @property
+    def rounds_in_step(self) -> int:
+        return self.max_rounds if self.sync_rounds is None else min(self.sync_rounds, self.max_rounds)
 
 
 def example_mapper(agents: Agents, config: MapConfig) -> Mapper:
     async def mapper(item: Example, playbook: Playbook, text: str, epoch: int) -> SampleTrace:
-        return await run_sample(agents, item, playbook, text, epoch=epoch, max_rounds=config.max_rounds)
+        return await run_sample(agents, item, playbook, text, epoch=epoch, max_rounds=config.rounds_in_step)
 
     return mapper
 
@@ -111,6 +125,9 @@ class _Batched:
         self.mapper = mapper
         self.config = config
 
+    def pending(self) -> int:
+        return 0
+
     def _stream(self, items: Sequence[Any], playbook: Playbook, text: str, epoch: int) -> IndexedStream:
         async def one(_: int, item: Any) -> SampleTrace:
             return await self.mapper(item, playbook, text, epoch)
@@ -131,6 +148,9 @@ class Sequential:
     def __init__(self, agents: Agents, mapper: Mapper) -> None:
         self.agents = agents
         self.mapper = mapper
+
+    def pending(self) -> int:
+        return 0
 
     async def step(self, items: Sequence[Any], playbook: Playbook, *, epoch: int, step: int) -> StepResult:
         started = time.perf_counter()
@@ -196,6 +216,15 @@ class CombeeConfig(msgspec.Struct, frozen=True):
     seed: int = 0
 
 
+class _Carried(msgspec.Struct, frozen=True):
+    """A chain that left its step still retrying. ``offset`` is when its step's part ended,
+    in simulated seconds relative to the end of that step (<= 0)."""
+
+    partial: SampleTrace
+    rest: asyncio.Task[SampleTrace]
+    offset: float
+
+
 class Combee(_Batched):
     """Parallel map, augmented shuffle, parallel curators, reduce tree, one apply."""
 
@@ -204,26 +233,58 @@ class Combee(_Batched):
     def __init__(self, agents: Agents, mapper: Mapper, config: MapConfig, combee: CombeeConfig) -> None:
         super().__init__(agents, mapper, config)
         self.combee = combee
+        self._carried: list[_Carried] = []
+
+    def pending(self) -> int:
+        return len(self._carried)
 
     async def step(self, items: Sequence[Any], playbook: Playbook, *, epoch: int, step: int) -> StepResult:
         started = time.perf_counter()
         text = playbook.render()
-        groups = augmented_groups(len(items), self.combee.duplicates, rng_at(self.combee.seed, "shuffle", epoch, step))
-        stream = self._stream(items, playbook, text, epoch)
+        carried, self._carried = self._carried, []
+        n = len(items)
+        groups = augmented_groups(n + len(carried), self.combee.duplicates, rng_at(self.combee.seed, "shuffle", epoch, step))
+        leaving: dict[int, asyncio.Task[SampleTrace]] = {}
+
+        async def one(index: int, item: Any) -> SampleTrace:
+            trace = await self.mapper(item, playbook, text, epoch)
+            if self.config.sync_rounds is not None and can_continue(trace, self.config.max_rounds):
+                leaving[index] = asyncio.create_task(
+                    continue_sample(self.agents, trace, playbook, text, epoch=epoch, max_rounds=self.config.max_rounds)
+                )
+            return trace
+
+        stream = IndexedStream(items, one, concurrency=self.config.concurrency, item_timeout_s=self.config.item_timeout_s)
+
+        async def record(index: int) -> Reflection | None:
+            """Record ``index``'s reflection for curation: None when it leaves with its chain."""
+            if index < n:
+                trace = await stream.future(index)
+                return None if index in leaving else trace.final_reflection
+            carry = carried[index - n]
+            rest = await carry.rest
+            return rest.final_reflection or carry.partial.final_reflection
 
         async def curate_group(index: int, members: tuple[int, ...]) -> Proposal | None:
-            traces = await asyncio.gather(*(stream.future(i) for i in members))
-            reflections = [r for r in _curation_input(traces) if r is not None]
+            reflections = [r for r in await asyncio.gather(*(record(i) for i in members)) if r is not None]
             if not reflections:
                 return None
             return await self.agents.curate(
                 reflections, playbook, text, source=f"curator[{index}]", seed_path=(epoch, step, index)
             )
 
-        async with asyncio.TaskGroup() as group:
-            curations = [group.create_task(curate_group(i, members)) for i, members in enumerate(groups)]
-            traces = await stream.run()
-        finished = self._map_finish_times(traces)
+        try:
+            async with asyncio.TaskGroup() as group:
+                curations = [group.create_task(curate_group(i, members)) for i, members in enumerate(groups)]
+                traces = await stream.run()
+                rests = [await carry.rest for carry in carried]
+        except BaseException:
+            for task in [*leaving.values(), *(c.rest for c in carried)]:
+                task.cancel()
+            raise
+        finished = self._map_finish_times(traces) + [
+            max(0.0, carry.offset + rest.sim_seconds) for carry, rest in zip(carried, rests)
+        ]
         curator_calls = [(members, task.result()) for members, task in zip(groups, curations)]
         curator_done = [
             max(finished[i] for i in members) + (call.usage.effective_latency_s if call is not None else 0.0)
@@ -238,9 +299,18 @@ class Combee(_Batched):
             seed_path=(epoch, step),
         )
         sim_seconds = max(curator_done + finished, default=0.0) + reduced.sim_seconds
-        new_playbook, report, delta = _apply(playbook, traces, reduced.ops, f"combee[{epoch}.{step}]")
-        insights = tuple(r.key_insight for r in _curation_input(traces) if r is not None)
+        all_traces = [*traces, *rests]
+        new_playbook, report, delta = _apply(playbook, all_traces, reduced.ops, f"combee[{epoch}.{step}]")
+        self._carried = [
+            _Carried(traces[i], task, finished[i] - sim_seconds) for i, task in sorted(leaving.items())
+        ]
+        insights = tuple(
+            r.key_insight
+            for r in [*(t.final_reflection for i, t in enumerate(traces) if i not in leaving),
+                      *(rest.final_reflection or c.partial.final_reflection for c, rest in zip(carried, rests))]
+            if r is not None
+        )
         return StepResult(
-            new_playbook, (report,), tuple(traces), tuple(proposals) + reduced.calls, sim_seconds,
+            new_playbook, (report,), tuple(all_traces), tuple(proposals) + reduced.calls, sim_seconds,
             time.perf_counter() - started, insights, _kept_contents(delta, report),
         )

@@ -65,19 +65,50 @@ async def run_sample(
     The chain stops at the first failed call: what it produced so far is kept, with the error.
     """
     rollout = await agents.generate(example, playbook_text, epoch=epoch)
-    rollouts = [rollout]
+    first = SampleTrace(example.id, (rollout,), ())
+    rest = await continue_sample(agents, first, playbook, playbook_text, epoch=epoch, max_rounds=max_rounds)
+    return SampleTrace(example.id, (rollout, *rest.rollouts), rest.reflections)
+
+
+def can_continue(trace: SampleTrace, max_rounds: int) -> bool:
+    """True when the chain's last attempt was wrong, reflected on, and rounds remain."""
+    last = trace.rollouts[-1]
+    reflected = bool(trace.reflections) and trace.reflections[-1].rollout_id == last.id
+    return (
+        last.error is None and not last.correct and last.round < max_rounds
+        and reflected and trace.reflections[-1].error is None
+    )
+
+
+async def continue_sample(
+    agents: Agents,
+    trace: SampleTrace,
+    playbook: Playbook,
+    playbook_text: str,
+    *,
+    epoch: int,
+    max_rounds: int,
+) -> SampleTrace:
+    """Run ``trace``'s chain on (reflect its last attempt if not yet done, then regenerate while
+    wrong) up to ``max_rounds``; returns only the calls made here, as a trace of its own."""
+    rollouts: list[Rollout] = []
     reflections: list[Reflection] = []
+    rollout = trace.rollouts[-1]
+    reflected = bool(trace.reflections) and trace.reflections[-1].rollout_id == rollout.id
+    reflection = trace.reflections[-1] if reflected else None
     while rollout.error is None:
-        reflection = await agents.reflect(rollout, playbook, epoch=epoch)
-        reflections.append(reflection)
+        if reflection is None:
+            reflection = await agents.reflect(rollout, playbook, epoch=epoch)
+            reflections.append(reflection)
         if rollout.correct or rollout.round >= max_rounds or reflection.error is not None:
             break
         rollout = await agents.generate(
-            example, playbook_text, epoch=epoch, round_=rollout.round + 1,
+            rollout.example, playbook_text, epoch=epoch, round_=rollout.round + 1,
             previous=rollout, reflection=reflection,
         )
         rollouts.append(rollout)
-    return SampleTrace(example.id, tuple(rollouts), tuple(reflections))
+        reflection = None
+    return SampleTrace(trace.item_id, tuple(rollouts), tuple(reflections))
 
 
 async def reflect_only(agents: Agents, rollout: Rollout, playbook: Playbook, *, epoch: int) -> SampleTrace:

@@ -110,10 +110,10 @@ def _ledger_row(
         completion[usage.role] += usage.completion_tokens
     errors = [ErrorRecord(item, e.kind, e.message) for t in result.traces for item, e in t.errors()]
     errors += [ErrorRecord(p.source, p.error.kind, p.error.message) for p in result.proposals if p.error]
-    traces = result.traces
+    fresh = [t for t in result.traces if t.rollouts and t.rollouts[0].round == 0]
     return LedgerRow(
-        method=method, epoch=epoch, step=step, batch_size=len(traces), batch_reason=reason,
-        first_try_accuracy=sum(t.first_correct for t in traces) / max(1, len(traces)),
+        method=method, epoch=epoch, step=step, batch_size=len(fresh), batch_reason=reason,
+        first_try_accuracy=sum(t.first_correct for t in fresh) / max(1, len(fresh)),
         calls=dict(calls), prompt_tokens=dict(prompt), completion_tokens=dict(completion),
         sim_seconds=result.sim_seconds, wall_seconds=result.wall_seconds,
         cumulative_sim_seconds=cumulative, playbook_version=result.playbook.version,
@@ -145,40 +145,47 @@ async def train(
     ledger: list[LedgerRow] = []
     sim_total = wall_total = 0.0
     calls = tokens = samples = 0
-    step_number = 0
     final_eval: EvalResult | None = None
+
+    async def run_step(batch: list[Any], reason: str, epoch: int, is_last: Callable[[], bool]) -> None:
+        nonlocal playbook, best, best_accuracy, sim_total, wall_total, calls, tokens, samples, final_eval
+        step_number = len(ledger)
+        started = time.perf_counter()
+        result = await method.step(batch, playbook, epoch=epoch, step=step_number)
+        wall_total += time.perf_counter() - started
+        if batch:
+            plan.observe(len(batch), result, len(train_items))
+        sim_total += result.sim_seconds
+        usages = _usages(result)
+        calls += len(usages)
+        tokens += sum(u.prompt_tokens + u.completion_tokens for u in usages)
+        samples += len(batch)
+        if run_dir is not None and result.playbook.version != playbook.version:
+            run_dir.save_version(result.playbook)
+        playbook = result.playbook
+        row = _ledger_row(method.name, epoch, step_number, reason, result, sim_total)
+        if val_examples and (is_last() or (config.eval_every and (step_number + 1) % config.eval_every == 0)):
+            final_eval = await evaluate(agents, playbook, val_examples, concurrency=config.eval_concurrency)
+            row = msgspec.structs.replace(row, val_accuracy=final_eval.accuracy)
+            if best_accuracy is None or final_eval.accuracy > best_accuracy:
+                best, best_accuracy = playbook, final_eval.accuracy
+        ledger.append(row)
+        if run_dir is not None:
+            run_dir.append_ledger(row)
+        if on_step is not None:
+            on_step(row)
+
     for epoch in range(config.epochs):
+        last_epoch = epoch == config.epochs - 1
         order = rng_at(config.seed, "order", epoch).permutation(len(train_items))
         position = 0
         while position < len(order):
             size, reason = plan.next_size()
             batch = [train_items[i] for i in order[position : position + size]]
             position += len(batch)
-            started = time.perf_counter()
-            result = await method.step(batch, playbook, epoch=epoch, step=step_number)
-            wall_total += time.perf_counter() - started
-            plan.observe(len(batch), result, len(train_items))
-            sim_total += result.sim_seconds
-            usages = _usages(result)
-            calls += len(usages)
-            tokens += sum(u.prompt_tokens + u.completion_tokens for u in usages)
-            samples += len(batch)
-            if run_dir is not None and result.playbook.version != playbook.version:
-                run_dir.save_version(result.playbook)
-            playbook = result.playbook
-            row = _ledger_row(method.name, epoch, step_number, reason, result, sim_total)
-            last = epoch == config.epochs - 1 and position >= len(order)
-            step_number += 1
-            if val_examples and (last or (config.eval_every and step_number % config.eval_every == 0)):
-                final_eval = await evaluate(agents, playbook, val_examples, concurrency=config.eval_concurrency)
-                row = msgspec.structs.replace(row, val_accuracy=final_eval.accuracy)
-                if best_accuracy is None or final_eval.accuracy > best_accuracy:
-                    best, best_accuracy = playbook, final_eval.accuracy
-            ledger.append(row)
-            if run_dir is not None:
-                run_dir.append_ledger(row)
-            if on_step is not None:
-                on_step(row)
+            await run_step(batch, reason, epoch, lambda: last_epoch and position >= len(order) and not method.pending())
+        while method.pending():  # chains carried past the last batch are curated before the epoch ends
+            await run_step([], "drain", epoch, lambda: last_epoch and not method.pending())
     if best_accuracy is None:
         best = playbook
     if run_dir is not None:

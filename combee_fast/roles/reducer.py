@@ -1,30 +1,88 @@
 """Reducer: merges k curator proposals made against the same base playbook into one set of ops.
 
 User message tags (each on its own line, content between): ``<playbook>``, ``<proposals>`` (one
-JSON object per line: ``{"proposal": i, "operations": [...]}``, ``i`` counting from 1, operations in
-the curator's output format). Output: the same format, parsed by :func:`combee_fast.roles.ops.parse_ops`.
+JSON object per line: ``{"proposal": i, "operations": [...]}``, ``i`` counting from 1, each
+operation in the curator's format plus a ``ref`` such as ``"P2.3"``: proposal 2, operation 3).
+
+The reply keeps proposed operations *by reference* and writes out only what it changes:
+``{"reasoning": str, "keep": ["P1.1", ...], "operations": [...]}``. Kept operations are applied
+verbatim, so a specific lesson survives the merge word for word, and the reducer decodes a few
+tokens per kept lesson instead of rewriting it: the reduce step's latency no longer grows with
+the length of what it keeps. ``operations`` holds merged rewrites and new UPDATEs.
 """
 
 from __future__ import annotations
 
 from typing import Any, Sequence
 
-from combee_fast.roles.base import EMPTY_PLAYBOOK, fill, load_prompt
-from combee_fast.roles.ops import OPS_SCHEMA, ops_json_line
-from combee_fast.schema import Message, Op
+import msgspec
+
+from combee_fast.roles.base import EMPTY_PLAYBOOK, convert, decode_json_object, fill, load_prompt
+from combee_fast.roles.ops import EDIT_KINDS, OPS_SCHEMA, op_json, parse_ops
+from combee_fast.schema import CallError, Message, Op
 
 REDUCER_MAX_TOKENS = 2048
-REDUCER_SCHEMA: dict[str, Any] = OPS_SCHEMA
+REDUCER_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "reasoning": {"type": "string"},
+        "keep": {"type": "array", "items": {"type": "string"}},
+        "operations": OPS_SCHEMA["properties"]["operations"],
+    },
+    "required": ["reasoning", "keep", "operations"],
+    "additionalProperties": False,
+}
+"""JSON Schema of a reducer reply, for ``response_format``. Do not mutate."""
+
 REDUCER_SYSTEM_PROMPT = load_prompt("reducer.txt")
 REDUCER_USER_TEMPLATE = load_prompt("reducer_user.txt")
 
 
+class _KeepReply(msgspec.Struct):
+    keep: list[str]
+
+
+def op_ref(proposal: int, position: int) -> str:
+    """The reference of operation ``position`` (from 0) of proposal ``proposal`` (from 0): "P1.1"."""
+    return f"P{proposal + 1}.{position + 1}"
+
+
+def _edits(ops: Sequence[Op]) -> list[Op]:
+    return [op for op in ops if op.kind in EDIT_KINDS]
+
+
 def reducer_messages(playbook_text: str, proposals: Sequence[Sequence[Op]]) -> tuple[Message, ...]:
     """System + user messages merging ``proposals`` (each one curator call's ops, in group order)."""
-    lines = [ops_json_line(ops, proposal=number) for number, ops in enumerate(proposals, start=1)]
+    lines = []
+    for number, ops in enumerate(proposals):
+        operations = [{"ref": op_ref(number, j), **op_json(op)} for j, op in enumerate(_edits(ops))]
+        lines.append(msgspec.json.encode({"proposal": number + 1, "operations": operations}).decode())
     user = fill(
         REDUCER_USER_TEMPLATE,
         playbook=playbook_text if playbook_text.strip() else EMPTY_PLAYBOOK,
         proposals="\n".join(lines) or "(no proposals)",
     )
     return (Message("system", REDUCER_SYSTEM_PROMPT), Message("user", user))
+
+
+def parse_reduction(data: Any, text: str | None, proposals: Sequence[Sequence[Op]]) -> tuple[Op, ...] | CallError:
+    """The merged ops: kept proposal ops (in ``keep`` order, each once) then the written ones.
+
+    References that name no proposed operation are ignored; a reply whose every reference is
+    unknown and which writes no operation is a ``schema_mismatch`` naming the references.
+    """
+    written = parse_ops(data, text)
+    if isinstance(written, CallError):
+        return written
+    obj = decode_json_object(data, text)
+    assert not isinstance(obj, CallError)  # parse_ops decoded the same reply
+    reply = convert(obj, _KeepReply, text, what="reduction")
+    if isinstance(reply, CallError):
+        return reply
+    by_ref = {op_ref(i, j): op for i, ops in enumerate(proposals) for j, op in enumerate(_edits(ops))}
+    refs = [ref.strip().upper() for ref in reply.keep]
+    kept = [by_ref[ref] for ref in dict.fromkeys(refs) if ref in by_ref]
+    unknown = [ref for ref in refs if ref not in by_ref]
+    if unknown and not kept and not written:
+        return CallError("schema_mismatch", f"keep names no proposed operation: {', '.join(unknown[:5])}", raw=text)
+    return tuple(kept) + tuple(written)

@@ -17,7 +17,8 @@ the task's data, which plays the part of the model's world knowledge.
 - **Curator**: its output saturates with the number of reflections in the call,
   ``ops(n) = C * (1 - exp(-r * n / C))``, keeping generic lessons before specific ones: that is
   context overload. It skips lessons the playbook already holds.
-- **Reducer**: merges proposals, dropping duplicates, specific lessons first, with a larger capacity.
+- **Reducer**: keeps proposed ADDs by reference, dropping duplicates, specific lessons first, with a
+  larger capacity.
 
 Calibrated (``python bench/calibrate_world.py``) so that naive batching on Formula train, one epoch,
 learns about 264/199/121/97/47/21 entries at batch 1/5/10/20/50/100 (paper Fig. 2).
@@ -245,15 +246,18 @@ class TaskWorld:
 
     def _reduce(self, prompt: str, seed: int) -> dict[str, object]:
         held = {_lesson_key(content) for _, content in _bullets(_section(prompt, "playbook") or "")}
-        proposed = [
-            op.get("content", "")
+        proposed = {
+            op.get("ref", ""): op.get("content", "")
             for row in _json_lines(_section(prompt, "proposals") or "")
             for op in row.get("operations", [])
             if op.get("type") == "ADD"
-        ]
-        fresh = _fresh(proposed, held)
+        }
+        first_ref = {text: ref for ref, text in reversed(list(proposed.items()))}
+        fresh = _fresh(proposed.values(), held)
         specific_first = sorted(fresh, key=lambda text: lesson_unit(text) == "General")
-        return _operations(specific_first[: int(self.params.reducer_capacity)], "reducer", seed)
+        keep = [first_ref[text] for text in specific_first[: int(self.params.reducer_capacity)]]
+        reasoning = f"Keeping {len(keep)} distinct lessons, dropping duplicates. " + _prose(3, "reducer", seed)
+        return {"reasoning": reasoning, "keep": keep, "operations": []}
 
     # -- answers -------------------------------------------------------------------------------
 
