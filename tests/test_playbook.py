@@ -287,6 +287,13 @@ def test_add_or_update_that_can_never_fit_is_rejected_not_evicting():
     assert all(reason.startswith("does not fit token_budget") for reason in reasons(report))
 
 
+def test_a_budget_rejected_add_consumes_no_counter():
+    playbook = four_scored_bullets()
+    after, report = apply(playbook, add("other", "x" * (FOUR_BULLETS_TOKENS * 4)), add("new_rules", "ok"))
+    assert report.applied == (1,) and report.added_ids == ("newrules-00005",)
+    assert after.sections[-1] == "new_rules" and after.next_id == 6
+
+
 # -- render and parse ---------------------------------------------------------------------------
 
 
