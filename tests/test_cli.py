@@ -78,3 +78,19 @@ def test_demo_prints_the_three_method_table() -> None:
     assert done.returncode == 0, done.stderr
     rows = done.stdout.strip().splitlines()
     assert [row.split()[0] for row in rows[-3:]] == ["sequential", "naive", "combee"]
+
+
+def test_auto_batch_size_profiles_then_plans_and_logs_every_decision(tmp_path) -> None:
+    out = tmp_path / "run"
+    done = _combee("learn", "--train-split", "train[0:220]", "--val-split", "val[0:10]", "--batch-size", "auto",
+                   "--sim-preset", "h200-70b", "--time-scale", "0.002", "--out", str(out), "--quiet")
+    assert done.returncode == 0, done.stderr
+    decisions = [json.loads(line) for line in (out / "controller.jsonl").read_text().splitlines()]
+    reasons = [d["reason"] for d in decisions]
+    assert reasons[:5] == ["profile"] * 5
+    assert [d["batch_size"] for d in decisions[:5]] == [5, 10, 20, 40, 80]
+    planned = decisions[5]
+    assert planned["reason"].startswith("plan") and {"A", "alpha", "tau", "bs_star"} <= planned["inputs"].keys()
+    assert 1 <= planned["batch_size"] <= 96  # the h200-70b preset runs at most 96 sequences
+    ledger = [json.loads(line) for line in (out / "ledger.jsonl").read_text().splitlines()]
+    assert sum(row["batch_size"] for row in ledger) == 220
