@@ -2,12 +2,13 @@
 
 The server runs in a separate process (``python -m combee_fast.endpoint.sim_cli sim-server
 --constant-latency L``) so client and server each get a core. For each client, ``concurrency``
-workers send chat requests back to back for ``--seconds`` after a warm-up; the fraction of
-ideal throughput is ``completed / seconds / (concurrency / latency)``, and CPU per request is
-this process's CPU time over the measured window divided by the requests completed.
+workers send chat requests back to back for ``--seconds`` after a warm-up; throughput is
+measured from the first to the last completion in that window, the fraction of ideal is
+``throughput / (concurrency / latency)``, and CPU per request is this process's CPU time over
+the window divided by the requests completed in it.
 
-httpx runs with its default transport; its connection pool limit is raised to the concurrency
-so that the pool size is not what is measured.
+httpx is ``httpx.AsyncClient(timeout=60.0)``: default transport and default pool limits (100
+connections); only the timeout is raised so that slow answers count as slow, not as failures.
 
     python bench/throughput.py --concurrency 256 --latency 0.2
 
@@ -36,18 +37,26 @@ PROMPT = (Message(role="user", content="Say something short."),)
 
 
 class Measurement(msgspec.Struct, frozen=True):
+    """Requests completed in the measured window. ``span_s`` runs from the first to the last
+    completion in the window, so the rate is exact even for a handful of requests."""
+
     client: str
     concurrency: int
     latency_s: float
-    seconds: float
     completed: int
     failed: int
+    span_s: float
     cpu_s: float
 
     @property
+    def rate(self) -> float:
+        """Completed requests per second."""
+        return (self.completed - 1) / self.span_s if self.completed > 1 and self.span_s > 0 else 0.0
+
+    @property
     def ratio(self) -> float:
-        """Completed requests per second as a fraction of concurrency / latency."""
-        return self.completed / self.seconds / (self.concurrency / self.latency_s)
+        """Throughput as a fraction of the ideal ``concurrency / latency``."""
+        return self.rate / (self.concurrency / self.latency_s)
 
     @property
     def cpu_us_per_request(self) -> float:
@@ -60,40 +69,44 @@ def sim_server_process(latency_s: float) -> Iterator[str]:
     process = subprocess.Popen(
         [sys.executable, "-m", "combee_fast.endpoint.sim_cli", "sim-server", "--port", "0",
          "--constant-latency", str(latency_s)],
-        stdout=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     try:
         assert process.stdout is not None
         line = process.stdout.readline()
         if not line.startswith("listening on "):
-            raise RuntimeError(f"sim-server did not start (exit code {process.poll()}): {line!r}")
+            _, errors = process.communicate(timeout=10)
+            raise RuntimeError(f"sim-server did not start (exit code {process.returncode}): {errors.strip()}")
         yield line.removeprefix("listening on ").strip()
     finally:
         process.terminate()
-        process.wait(timeout=10)
+        process.communicate(timeout=10)
 
 
 async def _measure(name: str, send: Callable[[], Awaitable[bool]], concurrency: int, latency_s: float,
                    seconds: float, warmup_s: float) -> Measurement:
-    counts = {"completed": 0, "failed": 0}
+    completions: list[float] = []
+    failures: list[float] = []
 
     async def worker() -> None:
         while True:
-            counts["completed" if await send() else "failed"] += 1
+            ok = await send()
+            (completions if ok else failures).append(time.perf_counter())
 
     workers = [asyncio.create_task(worker()) for _ in range(concurrency)]
     try:
         await asyncio.sleep(warmup_s)
-        done0, failed0 = counts["completed"], counts["failed"]
-        wall0, cpu0 = time.perf_counter(), time.process_time()
+        window_start, cpu_start = time.perf_counter(), time.process_time()
         await asyncio.sleep(seconds)
-        done1, failed1 = counts["completed"], counts["failed"]
-        wall1, cpu1 = time.perf_counter(), time.process_time()
+        window_end, cpu_end = time.perf_counter(), time.process_time()
     finally:
         for task in workers:
             task.cancel()
         await asyncio.gather(*workers, return_exceptions=True)
-    return Measurement(name, concurrency, latency_s, wall1 - wall0, done1 - done0, failed1 - failed0, cpu1 - cpu0)
+    done = [t for t in completions if window_start <= t <= window_end]
+    failed = sum(1 for t in failures if window_start <= t <= window_end)
+    span = done[-1] - done[0] if len(done) > 1 else 0.0
+    return Measurement(name, concurrency, latency_s, len(done), failed, span, cpu_end - cpu_start)
 
 
 async def measure_ours(url: str, concurrency: int, latency_s: float, seconds: float,
@@ -114,8 +127,7 @@ async def measure_httpx_default(url: str, concurrency: int, latency_s: float, se
     """Plain ``httpx.AsyncClient`` (default transport) doing the same requests."""
     body = msgspec.json.encode(CompletionRequest(model="sim", messages=PROMPT, max_tokens=64, temperature=0.0))
     decoder = msgspec.json.Decoder(CompletionResponse)
-    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
-    async with httpx.AsyncClient(timeout=60.0, limits=limits) as client:
+    async with httpx.AsyncClient(timeout=60.0) as client:
         async def send() -> bool:
             try:
                 response = await client.post(f"{url}/chat/completions", content=body,
@@ -131,7 +143,7 @@ async def measure_httpx_default(url: str, concurrency: int, latency_s: float, se
 
 def _report(m: Measurement) -> str:
     return (f"{m.client:>14}  concurrency={m.concurrency:<5} completed={m.completed:<6} failed={m.failed:<3} "
-            f"req/s={m.completed / m.seconds:8.1f}  ideal={m.concurrency / m.latency_s:8.1f}  "
+            f"req/s={m.rate:8.1f}  ideal={m.concurrency / m.latency_s:8.1f}  "
             f"ratio={m.ratio:.3f}  cpu_us/req={m.cpu_us_per_request:.0f}")
 
 

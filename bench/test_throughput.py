@@ -1,0 +1,50 @@
+"""pytest-benchmark: client throughput as a fraction of ideal, ours vs plain httpx, side by side.
+
+    /tmp/v1/bin/python -m pytest bench/test_throughput.py -p no:cacheprovider --benchmark-columns=min
+
+Each case runs ~2.5 s against one sim-server subprocess answering after 0.2 s; the fraction of
+ideal and CPU per request are in each benchmark's ``extra_info``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterator
+
+import pytest
+from throughput import Measurement, measure_httpx_default, measure_ours, sim_server_process
+
+from combee_fast.endpoint.runtime import run
+
+LATENCY_S = 0.2
+CLIENTS: dict[str, Callable[..., Awaitable[Measurement]]] = {
+    "ours": measure_ours,
+    "httpx_default": measure_httpx_default,
+}
+
+
+@pytest.fixture(scope="module")
+def server_url() -> Iterator[str]:
+    with sim_server_process(LATENCY_S) as url:
+        yield url
+
+
+@pytest.mark.parametrize("concurrency", [1, 64, 256, 1024])
+@pytest.mark.parametrize("client", sorted(CLIENTS))
+def test_throughput(benchmark, server_url: str, client: str, concurrency: int) -> None:  # type: ignore[no-untyped-def]
+    seconds = 3.0 if concurrency == 1 else 2.0
+    measure = CLIENTS[client]
+    measurement: Measurement = benchmark.pedantic(
+        lambda: run(measure(server_url, concurrency, LATENCY_S, seconds, warmup_s=0.5)), rounds=1, iterations=1
+    )
+    benchmark.extra_info.update(
+        fraction_of_ideal=round(measurement.ratio, 4),
+        requests_per_s=round(measurement.rate, 1),
+        cpu_us_per_request=round(measurement.cpu_us_per_request),
+        completed=measurement.completed,
+        failed=measurement.failed,
+    )
+    print(f"\n{client} concurrency={concurrency}: fraction_of_ideal={measurement.ratio:.3f} "
+          f"cpu_us_per_request={measurement.cpu_us_per_request:.0f}")
+    assert measurement.failed == 0
+    if client == "ours" and concurrency <= 256:
+        assert measurement.ratio >= 0.90, f"ours reached {measurement.ratio:.3f} of ideal at {concurrency}"
