@@ -115,6 +115,7 @@ def pairs_above(vectors: np.ndarray, threshold: float, *, max_block_bytes: int =
         r1 = min(n, r0 + rows)
         block = matrix[r0:r1] @ matrix[r0:].T
         left, right, sim = _extract_upper(block, r0, np.float32(threshold))
+        del block  # so the next block is not allocated while this one is alive
         lefts.append(left)
         rights.append(right)
         sims.append(sim)
@@ -149,6 +150,7 @@ def top_k(
         r1 = min(n, r0 + rows)
         block = query_matrix[r0:r1] @ corpus_matrix.T
         _rows_top_k(block, r0, exclude_self, index[r0:r1], similarity[r0:r1])
+        del block  # so the next block is not allocated while this one is alive
     return Neighbours(index, similarity)
 
 
