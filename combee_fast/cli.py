@@ -72,8 +72,18 @@ def _add_endpoint_options(parser: argparse.ArgumentParser) -> None:
         sim.add_argument(f"--fault-{kind}", type=float, default=0.0, help=f"rate of injected {kind} faults")
 
 
+def _task_option(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"must be KEY=VALUE, got {text!r}")
+    return key, value
+
+
 def _add_task_options(parser: argparse.ArgumentParser, *, split_flag: str) -> None:
     parser.add_argument("--task", default="formula", help="formula, finer, jsonl or traces")
+    parser.add_argument("--data", help="the data file of a jsonl or traces task (its split is 'all')")
+    parser.add_argument("--task-option", type=_task_option, action="append", default=[], metavar="KEY=VALUE",
+                        help="a task option, e.g. input_field=question or scorer=numeric (repeatable)")
     parser.add_argument(split_flag, default="val", help="split name, optionally sliced: val[0:100]")
     parser.add_argument("--seed", type=int, default=0)
 
@@ -124,8 +134,11 @@ def _session_config(args: argparse.Namespace, **overrides: object) -> SessionCon
         rate_malformed=args.fault_malformed, rate_truncated=args.fault_truncated, retry_after_s=0.5,
     )
     sim = SimSpec(args.sim_preset, args.time_scale, args.latency_jitter, faults)
+    task_options = dict(args.task_option)
+    if args.data:
+        task_options["path"] = args.data
     return SessionConfig(
-        task=args.task, seed=args.seed, concurrency=args.concurrency, timeout_s=args.timeout,
+        task=args.task, task_options=task_options, seed=args.seed, concurrency=args.concurrency, timeout_s=args.timeout,
         endpoints=endpoints, sim=sim, cache_path=args.cache, cache_mode=args.cache_mode, **overrides,
     )
 

@@ -55,6 +55,7 @@ class SimSpec(msgspec.Struct, frozen=True):
 
 class SessionConfig(msgspec.Struct, frozen=True):
     task: str = "formula"
+    task_options: dict[str, str] = msgspec.field(default_factory=dict)  # e.g. {"path": "traces.jsonl"}
     train_split: str = "train"
     val_split: str = "val"
     method: str = "combee"
@@ -169,7 +170,7 @@ async def open_session(config: SessionConfig, *, check: bool = True) -> AsyncIte
     With ``check``, every real endpoint is probed first: an unreachable one raises
     :class:`combee_fast.errors.EndpointUnreachable` before any work starts.
     """
-    task = get_task(config.task)
+    task = get_task(config.task, **config.task_options)
     train_split = task.load(config.train_split)
     val_split = task.load(config.val_split)
     cache = None

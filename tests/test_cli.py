@@ -94,3 +94,24 @@ def test_auto_batch_size_profiles_then_plans_and_logs_every_decision(tmp_path) -
     assert 1 <= planned["batch_size"] <= 96  # the h200-70b preset runs at most 96 sequences
     ledger = [json.loads(line) for line in (out / "ledger.jsonl").read_text().splitlines()]
     assert sum(row["batch_size"] for row in ledger) == 220
+
+
+def test_learning_from_collected_traces_sends_no_generator_call(tmp_path) -> None:
+    traces = tmp_path / "traces.jsonl"
+    lines = []
+    for i in range(30):
+        wrong = i % 3 == 0
+        lines.append(json.dumps({
+            "id": f"t{i}", "task": f"Use formula Current Ratio to answer. Question {i}: assets {i + 2}, liabilities 1.",
+            "trajectory": "Divided assets by liabilities.", "answer": "0.5" if wrong else f"{i + 2}.00",
+            "score": 0.0 if wrong else 1.0, "feedback": "wrong" if wrong else "right", "ground_truth": f"{i + 2}.00",
+        }))
+    traces.write_text("\n".join(lines) + "\n")
+    out = tmp_path / "run"
+    done = _combee("learn", "--task", "traces", "--data", str(traces), "--train-split", "all[0:30]",
+                   "--val-split", "all[0:0]", "--batch-size", "10", "--sim-preset", "flat",
+                   "--time-scale", "0.0001", "--out", str(out), "--quiet")
+    assert done.returncode == 0, done.stderr
+    ledger = [json.loads(line) for line in (out / "ledger.jsonl").read_text().splitlines()]
+    assert sum(row["calls"].get("reflector", 0) for row in ledger) == 30
+    assert all("generator" not in row["calls"] for row in ledger)
