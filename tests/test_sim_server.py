@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import signal
+import subprocess
+import sys
 import time
 from typing import Any
 
@@ -131,15 +134,17 @@ async def test_api_key_is_required_when_configured(start_sim_server: StartSimSer
     ({"time_scale": 0.0}, "time_scale must be a positive number"),
     ({"latency_jitter": 1.0}, r"latency_jitter must be in \[0, 1\)"),
     ({"preset": "tpu"}, "unknown latency preset 'tpu'"),
-    ({"faults": "x"}, None),
 ])
-def test_invalid_server_options_are_rejected(options: dict[str, Any], message: str | None) -> None:
-    if message is None:
-        with pytest.raises(ConfigError, match="sum to 1.5"):
-            FaultConfig(rate_500=0.9, rate_drop=0.6)
-        return
+def test_invalid_server_options_are_rejected(options: dict[str, Any], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         SimServer(TemplateResponder({}), **options)
+
+
+def test_invalid_fault_rates_are_rejected() -> None:
+    with pytest.raises(ConfigError, match="sum to 1.5"):
+        FaultConfig(rate_500=0.9, rate_drop=0.6)
+    with pytest.raises(ConfigError, match=r"rate_stall must be in \[0, 1\], got -0.1"):
+        FaultConfig(rate_stall=-0.1)
 
 
 def test_sim_request_last_user_content() -> None:
@@ -155,3 +160,29 @@ async def test_stopped_server_closes_every_connection(start_sim_server: StartSim
         assert server.counters().open_connections == 1  # kept alive
         await server.stop()
         assert server.counters().open_connections == 0
+
+
+async def test_sim_server_cli_serves_until_interrupted() -> None:
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "combee_fast.endpoint.sim_cli", "sim-server", "--port", "0",
+        "--preset", "h200-70b", "--time-scale", "0.001", "--rate-500", "0.0",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )
+    assert process.stdout is not None
+    line = (await asyncio.wait_for(process.stdout.readline(), 20)).decode()
+    assert line.startswith("listening on http://127.0.0.1:")
+    url = line.removeprefix("listening on ").strip()
+    async with aiohttp.ClientSession() as session:
+        async with session.post(f"{url}/chat/completions", json=body("hi")) as response:
+            assert response.status == 200 and float(response.headers["X-Combee-Sim-Latency"]) > 0.05
+    process.send_signal(signal.SIGINT)
+    _, errors = await asyncio.wait_for(process.communicate(), 20)
+    assert process.returncode == 0 and b"stopped after 1 requests" in errors
+
+
+def test_sim_server_cli_rejects_bad_fault_rates() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "combee_fast.endpoint.sim_cli", "sim-server", "--rate-429", "0.7", "--rate-drop", "0.7"],
+        capture_output=True, text=True, timeout=30,
+    )
+    assert done.returncode == 2 and "sim-server: fault rates sum to 1.4" in done.stderr

@@ -30,6 +30,7 @@ import asyncio
 import os
 import random
 import time
+from typing import Any
 
 import aiohttp
 import msgspec
@@ -228,39 +229,42 @@ class EndpointClient:
     async def _call(self, request: ChatRequest) -> ChatResult:
         started = time.perf_counter()
         tally = _Tally()
+        text, data, error, finish_reason = await self._answer(request, tally)
+        return ChatResult(text=text, data=data, usage=self._usage(request, tally, time.perf_counter() - started),
+                          error=error, finish_reason=finish_reason)
+
+    async def _answer(self, request: ChatRequest,
+                      tally: _Tally) -> tuple[str | None, Any, CallError | None, str | None]:
+        """``(text, data, error, finish_reason)`` of the call, with at most one repair request."""
         answer = await self._exchange(request, request.messages, tally)
         if isinstance(answer, CallError):
-            return ChatResult(text=None, usage=self._usage(request, tally, started), error=answer)
+            return None, None, answer, None
         if request.json_schema is None:
             error = None
             if answer.finish_reason == "length":
                 error = CallError(kind="truncated", message=f"answer cut at max_tokens={request.max_tokens}",
                                   raw=answer.text)
-            return ChatResult(text=answer.text, usage=self._usage(request, tally, started),
-                              error=error, finish_reason=answer.finish_reason)
+            return answer.text, None, error, answer.finish_reason
         data, problem = parse_structured(answer.text, answer.finish_reason, request.json_schema)
         if problem is None:
-            return ChatResult(text=answer.text, data=data, usage=self._usage(request, tally, started),
-                              finish_reason=answer.finish_reason)
+            return answer.text, data, None, answer.finish_reason
         repair = await self._exchange(request, repair_messages(request.messages, answer.text, problem), tally)
         if isinstance(repair, CallError):
-            error = msgspec.structs.replace(problem, message=f"{problem.message}; repair request failed: {repair.message}")
-            return ChatResult(text=answer.text, usage=self._usage(request, tally, started),
-                              error=error, finish_reason=answer.finish_reason)
+            message = f"{problem.message}; repair request failed: {repair.message}"
+            return answer.text, None, msgspec.structs.replace(problem, message=message), answer.finish_reason
         data, still = parse_structured(repair.text, repair.finish_reason, request.json_schema)
         if still is not None:
             still = msgspec.structs.replace(still, message=f"{still.message} (after one repair request)")
-        return ChatResult(text=repair.text, data=data, usage=self._usage(request, tally, started),
-                          error=still, finish_reason=repair.finish_reason)
+        return repair.text, data, still, repair.finish_reason
 
-    def _usage(self, request: ChatRequest, tally: _Tally, started: float) -> Usage:
+    def _usage(self, request: ChatRequest, tally: _Tally, latency_s: float) -> Usage:
         return Usage(
             role=request.role,
             model=self.config.model,
             endpoint=self.config.name,
             prompt_tokens=tally.prompt_tokens,
             completion_tokens=tally.completion_tokens,
-            latency_s=time.perf_counter() - started if started else 0.0,
+            latency_s=latency_s,
             sim_latency_s=tally.sim_latency_s,
             retries=tally.retries,
         )

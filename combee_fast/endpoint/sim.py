@@ -384,8 +384,8 @@ def _schema_of(wire: CompletionRequest) -> dict[str, Any] | None:
 
 
 def _dropped(request: web.BaseRequest) -> web.StreamResponse:
-    """Close the connection without answering (the client sees a disconnect)."""
+    """Abort the connection without answering; the returned response is never sent."""
     transport = request.transport
     if transport is not None:
         transport.abort()
-    raise asyncio.CancelledError
+    return web.Response(status=499)
