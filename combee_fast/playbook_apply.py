@@ -93,11 +93,13 @@ class _Working:
 
     # -- checks ------------------------------------------------------------------------------
 
-    def live_problem(self, bullet_id: str | None) -> str | None:
+    def find_live(self, bullet_id: str | None) -> Bullet | str:
+        """The live bullet with ``bullet_id``, or the reason there is none."""
         if bullet_id is None:
             return "missing bullet_id"
-        if bullet_id in self.bullets:
-            return None
+        bullet = self.bullets.get(bullet_id)
+        if bullet is not None:
+            return bullet
         if bullet_id in self.removed or bullet_id in self.base.removed:
             return f"removed: bullet {bullet_id} was removed"
         return f"unknown id {bullet_id!r}"
@@ -116,9 +118,9 @@ class _Working:
     def put(self, bullet: Bullet) -> None:
         old = self.bullets.get(bullet.id)
         if old is None:
-            if self.sizes.get(bullet.section, 0) == 0:
+            if self.sizes[bullet.section] == 0:
                 self.cost += section_cost(bullet.section)
-            self.sizes[bullet.section] = self.sizes.get(bullet.section, 0) + 1
+            self.sizes[bullet.section] += 1
         else:
             self.cost -= bullet_cost(old)
         self.bullets[bullet.id] = bullet
@@ -156,15 +158,16 @@ class _Working:
             return problem
         if section not in self.sizes:
             self.sections.append(section)
+            self.sizes[section] = 0
         self.next_id += 1
         self.put(bullet)
         added_ids.append(bullet.id)
         return None
 
     def update(self, op: Op) -> str | None:
-        if problem := self.live_problem(op.bullet_id):
-            return problem
-        current = self.bullets[op.bullet_id]  # type: ignore[index]
+        current = self.find_live(op.bullet_id)
+        if isinstance(current, str):
+            return current
         content, problem = clean_content(op.content, self.base.max_bullet_chars)
         if problem:
             return problem
@@ -179,14 +182,16 @@ class _Working:
         return None
 
     def remove(self, op: Op) -> str | None:
-        if problem := self.live_problem(op.bullet_id):
-            return problem
-        self.drop(op.bullet_id)  # type: ignore[arg-type]
+        found = self.find_live(op.bullet_id)
+        if isinstance(found, str):
+            return found
+        self.drop(found.id)
         return None
 
     def tag(self, op: Op) -> str | None:
-        if problem := self.live_problem(op.bullet_id):
-            return problem
+        found = self.find_live(op.bullet_id)
+        if isinstance(found, str):
+            return found
         if op.helpful < 0 or op.harmful < 0:
             return f"negative increment (helpful={op.helpful}, harmful={op.harmful})"
         if op.helpful == 0 and op.harmful == 0:

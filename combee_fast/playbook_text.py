@@ -6,8 +6,8 @@ tombstones, and ``next_id`` one above the highest id counter seen. Use save/load
 
 Section order is the order of the headers in the text; sections of ``sections`` that the text
 does not mention are merged in at their place in that sequence (after the nearest preceding one
-present), so ``render(parse(render(p))) == render(p)`` and later ADDs land where they would in
-``p``. Blank lines are ignored, lines are trimmed, a section header may repeat.
+present), so ``render(parse(render(p))) == render(p)`` and empty known sections keep their usual
+place for later ADDs. Blank lines are ignored, lines are trimmed, a section header may repeat.
 """
 
 from __future__ import annotations
@@ -29,6 +29,8 @@ from combee_fast.playbook_state import PlaybookState, build_state, options_probl
 from combee_fast.schema import Bullet
 from combee_fast.tokens import CHARS_PER_TOKEN
 
+PARSED_VERSION = 1
+"""Version of a playbook parsed from text with bullets (text carries no history)."""
 _EXPECTED = "expected '## <section>' or '[<id>] helpful=<n> harmful=<n> :: <content>'"
 
 
@@ -59,7 +61,6 @@ def parse_state(
     sizes: dict[str, int] = {}
     cost = 0
     char_limit = None if token_budget is None else token_budget * CHARS_PER_TOKEN
-    version = 1
     for number, raw in enumerate(text.splitlines(), start=1):
         line = raw.strip()
         if not line:
@@ -90,8 +91,8 @@ def parse_state(
             content=content,
             helpful=int(helpful),
             harmful=int(harmful),
-            created_version=version,
-            updated_version=version,
+            created_version=PARSED_VERSION,
+            updated_version=PARSED_VERSION,
         )
         if sizes.get(section, 0) == 0:
             cost += section_cost(section)
@@ -103,7 +104,7 @@ def parse_state(
         bullets.append(bullet)
     highest = max((id_counter(b.id) or 0 for b in bullets), default=0)
     return build_state(
-        version=version if bullets else 0,
+        version=PARSED_VERSION if bullets else 0,
         sections=merge_sections(seen_sections, sections),
         token_budget=token_budget,
         max_bullet_chars=max_bullet_chars,
