@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable, Iterator
 import pytest
 from throughput import Measurement, measure_httpx_default, measure_ours, sim_server_process
 
-from combee_fast.endpoint.runtime import run
+from combee_fast.engine.loop import run
 
 LATENCY_S = 0.2
 CLIENTS: dict[str, Callable[..., Awaitable[Measurement]]] = {

@@ -29,7 +29,7 @@ import httpx
 import msgspec
 
 from combee_fast.endpoint.client import ChatRequest, EndpointClient, EndpointConfig
-from combee_fast.endpoint.runtime import run
+from combee_fast.engine.loop import run
 from combee_fast.endpoint.wire import CompletionRequest, CompletionResponse
 from combee_fast.schema import Message
 

@@ -4,7 +4,7 @@
 - :mod:`.cache`: :class:`ReplayCache` (off / record / replay / record-missing).
 - :mod:`.sim`: :class:`SimServer`, a loopback server with a continuous-batching latency model
   (:mod:`.sim_latency`), pluggable responders (:mod:`.sim_responders`) and fault injection.
-- :mod:`.sim_cli`: the ``sim-server`` subcommand; :mod:`.runtime`: uvloop when available.
+- :mod:`.sim_cli`: the ``sim-server`` subcommand (runs on uvloop when available).
 """
 
 from combee_fast.endpoint.cache import CacheMode, ReplayCache

@@ -11,7 +11,7 @@ import asyncio
 import signal
 import sys
 
-from combee_fast.endpoint.runtime import run
+from combee_fast.engine.loop import run
 from combee_fast.errors import ConfigError
 from combee_fast.endpoint.sim import PRESETS, EchoResponder, FaultConfig, LatencyPreset, SimServer
 
