@@ -66,11 +66,15 @@ class ApplyReport(msgspec.Struct, frozen=True):
 
 
 def aggregate_tags(ops: Iterable[Op]) -> dict[str, tuple[int, int]]:
-    """Summed ``(helpful, harmful)`` increments per bullet id over already-accepted TAG ops."""
+    """Summed ``(helpful, harmful)`` increments per bullet id over already-accepted TAG ops.
+
+    The one place TAG counters are combined, so a vectorised kernel can take it over.
+    """
     totals: dict[str, tuple[int, int]] = {}
     for op in ops:
         key = op.bullet_id
-        assert key is not None
+        if key is None:
+            raise ValueError(f"TAG op without bullet_id: {op!r}")
         helpful, harmful = totals.get(key, (0, 0))
         totals[key] = (helpful + op.helpful, harmful + op.harmful)
     return totals
