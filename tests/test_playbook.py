@@ -220,6 +220,8 @@ def test_tag_then_remove_in_one_delta_drops_the_tagged_bullet(base):
 def test_aggregate_tags_sums_per_id():
     ops = [tag("a-1", 1, 0), tag("b-2", 0, 2), tag("a-1", 2, 3)]
     assert aggregate_tags(ops) == {"a-1": (3, 3), "b-2": (0, 2)}
+    with pytest.raises(ValueError, match="without bullet_id"):
+        aggregate_tags([Op(OpKind.TAG, helpful=1)])
 
 
 # -- versions and snapshots ---------------------------------------------------------------------
