@@ -87,6 +87,8 @@ async def test_retry_after_is_honoured(start_sim_server: StartSimServer) -> None
     assert result.error is not None and result.error.kind == "http_status" and result.error.status == 429
     assert result.usage.retries == 2 and server.counters().requests == 3
     assert elapsed >= 2 * 0.15  # exponential backoff alone would have waited ~3 ms
+    # the waits count in simulated seconds too (2 x 150 s, +10% jitter, + real overhead / 0.001)
+    assert result.usage.sim_latency_s is not None and 300 <= result.usage.sim_latency_s <= 330 + 100
 
 
 async def test_stalled_request_times_out_and_is_retried(start_sim_server: StartSimServer) -> None:

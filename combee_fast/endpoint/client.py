@@ -20,8 +20,10 @@ Behaviour:
   the connection of a cancelled request is closed, not returned to the pool.
 - A free-text answer cut at ``max_tokens`` keeps its text and carries a ``truncated`` error.
 - ``Usage.latency_s`` is the wall time of the whole call (slot wait, attempts, backoff, repair);
-  ``Usage.sim_latency_s`` sums the ``X-Combee-Sim-Latency`` headers of the answers used
-  (simulated server only); tokens and retries add up over the call and its repair.
+  ``Usage.sim_latency_s`` sums the ``X-Combee-Sim-Latency`` headers of the answers used plus,
+  once the server has sent ``X-Combee-Time-Scale``, the real time spent in failed attempts and
+  backoff converted to simulated seconds (simulated server only; ``None`` for real endpoints).
+  Tokens and retries add up over the call and its repair.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from combee_fast.endpoint.structured import parse_structured, repair_messages
 from combee_fast.endpoint.wire import (
     ROLE_HEADER,
     SIM_LATENCY_HEADER,
+    TIME_SCALE_HEADER,
     CompletionRequest,
     CompletionResponse,
     JsonSchemaFormat,
@@ -117,13 +120,14 @@ class _AttemptFailed(Exception):
 class _Tally:
     """Accumulates usage over the attempts and the repair of one call."""
 
-    __slots__ = ("prompt_tokens", "completion_tokens", "sim_latency_s", "retries")
+    __slots__ = ("prompt_tokens", "completion_tokens", "sim_latency_s", "retries", "failed_s")
 
     def __init__(self) -> None:
         self.prompt_tokens = 0
         self.completion_tokens = 0
         self.sim_latency_s: float | None = None
         self.retries = 0
+        self.failed_s = 0.0  # real seconds in failed attempts and their backoff
 
     def add(self, answer: _Answer) -> None:
         self.prompt_tokens += answer.prompt_tokens
@@ -157,6 +161,7 @@ class EndpointClient:
         self._rng = random.Random(config.name)
         self._totals: dict[tuple[str, str, str], UsageTotals] = {}
         self._in_flight = 0
+        self._time_scale: float | None = None  # real s per simulated s, if the server says
 
     async def __aenter__(self) -> EndpointClient:
         return self
@@ -258,6 +263,9 @@ class EndpointClient:
         return repair.text, data, still, repair.finish_reason
 
     def _usage(self, request: ChatRequest, tally: _Tally, latency_s: float) -> Usage:
+        sim_latency_s = tally.sim_latency_s
+        if self._time_scale and tally.failed_s:
+            sim_latency_s = (sim_latency_s or 0.0) + tally.failed_s / self._time_scale
         return Usage(
             role=request.role,
             model=self.config.model,
@@ -265,7 +273,7 @@ class EndpointClient:
             prompt_tokens=tally.prompt_tokens,
             completion_tokens=tally.completion_tokens,
             latency_s=latency_s,
-            sim_latency_s=tally.sim_latency_s,
+            sim_latency_s=sim_latency_s,
             retries=tally.retries,
         )
 
@@ -292,8 +300,10 @@ class EndpointClient:
         headers = {**self._headers, ROLE_HEADER: request.role}
         config = self.config
         for attempt in range(config.max_retries + 1):
+            attempt_started = 0.0
             try:
                 async with self._slots:
+                    attempt_started = time.perf_counter()
                     self._in_flight += 1
                     try:
                         answer = await self._post(body, headers)
@@ -301,10 +311,12 @@ class EndpointClient:
                         self._in_flight -= 1
             except _AttemptFailed as failure:
                 if not failure.retryable or attempt == config.max_retries:
+                    tally.failed_s += time.perf_counter() - attempt_started
                     return failure.error
                 tally.retries += 1
                 await asyncio.sleep(backoff_s(attempt, base_s=config.backoff_base_s, max_s=config.backoff_max_s,
                                               retry_after=failure.retry_after, rng=self._rng))
+                tally.failed_s += time.perf_counter() - attempt_started
                 continue
             if answer.prompt_tokens == 0 and answer.completion_tokens == 0:
                 answer.prompt_tokens = estimate_tokens("".join(m.content for m in messages))
@@ -320,6 +332,9 @@ class EndpointClient:
                 raw = await response.read()
                 status = response.status
                 sim_latency = response.headers.get(SIM_LATENCY_HEADER)
+                time_scale = _parse_float(response.headers.get(TIME_SCALE_HEADER))
+                if time_scale is not None and time_scale > 0:
+                    self._time_scale = time_scale
                 retry_after = retry_after_s(response.headers) if status != 200 else None
         except TimeoutError:
             raise _AttemptFailed(CallError(kind="timeout", message=f"no answer within {self.config.timeout_s:g} s"),

@@ -5,7 +5,8 @@ and ``GET /v1/models``; ``GET /v1/combee/counters`` returns :class:`SimCounters`
 Answers come from a :class:`Responder`; timing comes from the continuous-batching
 :class:`~combee_fast.endpoint.sim_latency.BatchModel`. The server sleeps ``simulated seconds *
 time_scale`` of real time and reports the simulated seconds of each request (queue wait +
-prefill + decode) in the ``X-Combee-Sim-Latency`` response header.
+prefill + decode) in the ``X-Combee-Sim-Latency`` response header, and its time scale in
+``X-Combee-Time-Scale`` (so a client can count its retry waits in simulated seconds).
 
 Token counts use :func:`combee_fast.tokens.estimate_tokens` over the concatenated message
 contents (prompt) and the completion text; a completion longer than ``max_tokens`` is cut to
@@ -43,6 +44,7 @@ from combee_fast.endpoint.sim_responders import (
 from combee_fast.endpoint.wire import (
     ROLE_HEADER,
     SIM_LATENCY_HEADER,
+    TIME_SCALE_HEADER,
     AssistantMessage,
     Choice,
     CompletionRequest,
@@ -229,7 +231,9 @@ class SimServer:
         if self._authorization is not None and request.headers.get("Authorization") != self._authorization:
             return _error_response(401, "missing or wrong API key", "invalid_api_key")
         if request.method == "POST" and request.path == "/v1/chat/completions":
-            return await self._chat(request)
+            response = await self._chat(request)
+            response.headers[TIME_SCALE_HEADER] = repr(self._time_scale)
+            return response
         if request.method == "GET" and request.path == "/v1/models":
             return web.Response(body=_encoder.encode(ModelList(data=(ModelCard(id="sim"),))),
                                 content_type="application/json")

@@ -18,6 +18,9 @@ ROLE_HEADER = "X-Combee-Role"
 SIM_LATENCY_HEADER = "X-Combee-Sim-Latency"
 """Response header with the simulated seconds a request took (simulated server only)."""
 
+TIME_SCALE_HEADER = "X-Combee-Time-Scale"
+"""Response header with the real seconds per simulated second (simulated server only)."""
+
 
 class JsonSchemaFormat(msgspec.Struct, frozen=True):
     name: str
