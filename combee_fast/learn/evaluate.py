@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import msgspec
 
 from combee_fast.engine.stream import indexed_map
@@ -23,7 +25,7 @@ async def evaluate(
     agents: Agents, playbook: Playbook, examples: tuple[Example, ...], *, concurrency: int = 256
 ) -> EvalResult:
     """Score ``playbook`` on ``examples``. Requests use the seed path ("eval", example id)."""
-    text = playbook.render()
+    text = await asyncio.to_thread(playbook.render)
 
     async def one(_: int, example: Example) -> Rollout:
         return await agents.generate(example, text, epoch="eval")

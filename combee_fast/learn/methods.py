@@ -102,10 +102,15 @@ def _kept_contents(delta: Delta, report: ApplyReport) -> tuple[str, ...]:
     )
 
 
-def _apply(
+async def _render(playbook: Playbook) -> str:
+    """The snapshot's prompt text, rendered off the event loop (milliseconds on large playbooks)."""
+    return await asyncio.to_thread(playbook.render)
+
+
+async def _apply(
     playbook: Playbook, traces: Sequence[SampleTrace], ops: Sequence[Op], source: str
 ) -> tuple[Playbook, ApplyReport, Delta]:
-    """Tags of all traces, then the curated ops, as one delta applied once."""
+    """Tags of all traces, then the curated ops, as one delta applied once, off the event loop."""
     reflections = [r for t in traces for r in t.reflections if r.error is None]
     delta = Delta(
         ops=tag_ops(traces, playbook) + tuple(ops),
@@ -113,7 +118,7 @@ def _apply(
         reflection_ids=tuple(r.id for r in reflections),
         rollout_ids=tuple(r.id for t in traces for r in t.rollouts),
     )
-    new_playbook, report = playbook.apply(delta)
+    new_playbook, report = await asyncio.to_thread(playbook.apply, delta)
     return new_playbook, report, delta
 
 
@@ -161,7 +166,7 @@ class Sequential:
         kept: list[str] = []
         sim_seconds = 0.0
         for offset, item in enumerate(items):
-            text = playbook.render()
+            text = await _render(playbook)
             trace = await self.mapper(item, playbook, text, epoch)
             traces.append(trace)
             sim_seconds += trace.sim_seconds
@@ -174,7 +179,7 @@ class Sequential:
                 proposals.append(proposal)
                 sim_seconds += proposal.usage.effective_latency_s
                 ops = proposal.ops
-            playbook, report, delta = _apply(playbook, [trace], ops, f"sequential[{epoch}.{step}.{offset}]")
+            playbook, report, delta = await _apply(playbook, [trace], ops, f"sequential[{epoch}.{step}.{offset}]")
             reports.append(report)
             kept.extend(_kept_contents(delta, report))
         return StepResult(
@@ -190,7 +195,7 @@ class Naive(_Batched):
 
     async def step(self, items: Sequence[Any], playbook: Playbook, *, epoch: int, step: int) -> StepResult:
         started = time.perf_counter()
-        text = playbook.render()
+        text = await _render(playbook)
         traces = await self._stream(items, playbook, text, epoch).run()
         reflections = [r for r in _curation_input(traces) if r is not None]
         sim_seconds = max(self._map_finish_times(traces), default=0.0)
@@ -203,7 +208,7 @@ class Naive(_Batched):
             proposals = (proposal,)
             ops = proposal.ops
             sim_seconds += proposal.usage.effective_latency_s
-        new_playbook, report, delta = _apply(playbook, traces, ops, f"naive[{epoch}.{step}]")
+        new_playbook, report, delta = await _apply(playbook, traces, ops, f"naive[{epoch}.{step}]")
         return StepResult(
             new_playbook, (report,), tuple(traces), proposals, sim_seconds, time.perf_counter() - started,
             tuple(r.key_insight for r in reflections), _kept_contents(delta, report),
@@ -240,7 +245,7 @@ class Combee(_Batched):
 
     async def step(self, items: Sequence[Any], playbook: Playbook, *, epoch: int, step: int) -> StepResult:
         started = time.perf_counter()
-        text = playbook.render()
+        text = await _render(playbook)
         carried, self._carried = self._carried, []
         n = len(items)
         groups = augmented_groups(n + len(carried), self.combee.duplicates, rng_at(self.combee.seed, "shuffle", epoch, step))
@@ -300,7 +305,7 @@ class Combee(_Batched):
         )
         sim_seconds = max(curator_done + finished, default=0.0) + reduced.sim_seconds
         all_traces = [*traces, *rests]
-        new_playbook, report, delta = _apply(playbook, all_traces, reduced.ops, f"combee[{epoch}.{step}]")
+        new_playbook, report, delta = await _apply(playbook, all_traces, reduced.ops, f"combee[{epoch}.{step}]")
         self._carried = [
             _Carried(traces[i], task, finished[i] - sim_seconds) for i, task in sorted(leaving.items())
         ]

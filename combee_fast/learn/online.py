@@ -57,6 +57,7 @@ class OnlineLearner:
             self.config.queue_size
         )
         self._worker: asyncio.Task[None] | None = None
+        self._steps = 0  # batches attempted, applied or not: each gets its own seed path
 
     async def __aenter__(self) -> OnlineLearner:
         self.start()
@@ -103,7 +104,7 @@ class OnlineLearner:
     async def _run(self) -> None:
         while True:
             batch = await self._next_batch()
-            number = len(self.batches)
+            number, self._steps = self._steps, self._steps + 1
             try:
                 result = await self._method.step(
                     [rollout for rollout, _ in batch], self.playbook, epoch=0, step=number
