@@ -138,7 +138,7 @@ async def test_truncated_answers_are_typed_errors(start_sim_server: StartSimServ
 
 async def test_cancelling_mid_run_leaves_no_tasks_and_no_connections(start_sim_server: StartSimServer) -> None:
     """Cancelled requests close their connections (the server sees them go) without aclose()."""
-    server = await start_sim_server(time_scale=0.5)  # every call takes >= 0.2 real seconds
+    server = await start_sim_server(time_scale=2.0)  # every call takes >= 0.8 real seconds
     client = EndpointClient(config(server, max_concurrency=16))
     batch = asyncio.gather(*(client.chat(ask(f"q{i}")) for i in range(64)))
     await asyncio.sleep(0.05)

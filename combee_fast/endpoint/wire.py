@@ -22,13 +22,16 @@ TIME_SCALE_HEADER = "X-Combee-Time-Scale"
 """Response header with the real seconds per simulated second (simulated server only)."""
 
 
-class JsonSchemaFormat(msgspec.Struct, frozen=True):
+class JsonSchemaFormat(msgspec.Struct, frozen=True, omit_defaults=True):
+    """``strict`` is left off (false): OpenAI rejects strict schemas that leave any property
+    optional, and vLLM/SGLang enforce the schema either way."""
+
     name: str
     schema: dict[str, Any]
-    strict: bool = True
+    strict: bool = False
 
 
-class ResponseFormat(msgspec.Struct, frozen=True):
+class ResponseFormat(msgspec.Struct, frozen=True, omit_defaults=True):
     type: str
     json_schema: JsonSchemaFormat | None = None
 
