@@ -17,7 +17,7 @@ import numba
 F = TypeVar("F", bound=Callable[..., Any])
 
 MIN_ITEMS_PER_CHUNK = 16_384
-"""Below this many items per thread a parallel kernel runs as one chunk: threads cost more."""
+"""Default least number of items per chunk: below it, threads cost more than they save."""
 
 
 def kernel(*, parallel: bool = False, fastmath: bool | set[str] = False) -> Callable[[F], F]:
@@ -30,11 +30,16 @@ def helper() -> Callable[[F], F]:
     return numba.njit(cache=True, nogil=True)  # type: ignore[no-any-return]
 
 
-def chunk_count(n_items: int, chunks: int | None = None) -> int:
-    """Chunks for a parallel pass over ``n_items``: ``chunks`` if given, else one per thread,
-    but never so many that a chunk holds fewer than :data:`MIN_ITEMS_PER_CHUNK` items."""
+def chunk_count(n_items: int, chunks: int | None = None, min_items: int = MIN_ITEMS_PER_CHUNK) -> int:
+    """Chunks for a pass over ``n_items``: ``chunks`` if given, else one per thread, but never
+    so many that a chunk holds fewer than ``min_items`` items.
+
+    Every entry point runs a serial kernel when this is 1: a parallel kernel wakes all its
+    threads even for one chunk, which costs a scheduler time slice (milliseconds) whenever the
+    other cores are busy.
+    """
     if chunks is not None:
         if chunks < 1:
             raise ValueError(f"chunks must be >= 1, got {chunks}")
         return chunks
-    return max(1, min(numba.get_num_threads(), n_items // MIN_ITEMS_PER_CHUNK))
+    return max(1, min(numba.get_num_threads(), n_items // min_items))

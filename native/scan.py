@@ -156,7 +156,9 @@ def final_states(ops: OpBatch, n_slots: int, *, chunks: int | None = None) -> Sl
     """
     _check_slots(ops, n_slots)
     n_chunks = chunk_count(len(ops), chunks)
-    return SlotStates(*_final_states_kernel(*_columns(ops), n_slots, n_chunks))
+    if n_chunks == 1:
+        return SlotStates(*_final_states_serial(*_columns(ops), n_slots))
+    return SlotStates(*_final_states_parallel(*_columns(ops), n_slots, n_chunks))
 
 
 def prefix_states(ops: OpBatch, n_slots: int, *, chunks: int | None = None) -> PrefixStates:
@@ -168,11 +170,13 @@ def prefix_states(ops: OpBatch, n_slots: int, *, chunks: int | None = None) -> P
     """
     _check_slots(ops, n_slots)
     n_chunks = chunk_count(len(ops), chunks)
-    return PrefixStates(ops.slot, n_slots, *_prefix_states_kernel(*_columns(ops), n_slots, n_chunks))
+    if n_chunks == 1:
+        return PrefixStates(ops.slot, n_slots, *_prefix_states_serial(*_columns(ops), n_slots))
+    return PrefixStates(ops.slot, n_slots, *_prefix_states_parallel(*_columns(ops), n_slots, n_chunks))
 
 
 def aggregate_counters(
-    slots: np.ndarray, helpful: np.ndarray, harmful: np.ndarray, n_slots: int
+    slots: np.ndarray, helpful: np.ndarray, harmful: np.ndarray, n_slots: int, *, chunks: int | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
     """Sum TAG increments per slot: returns ``(helpful_sum, harmful_sum)``, int64, length ``n_slots``."""
     slot_array = _as_array(slots, np.int32, "slots")
@@ -184,8 +188,10 @@ def aggregate_counters(
             f"({len(slot_array)}, {len(helpful_array)}, {len(harmful_array)})"
         )
     _check_slot_range(slot_array, n_slots, "aggregate_counters")
-    n_chunks = chunk_count(len(slot_array))
-    return _aggregate_counters_kernel(slot_array, helpful_array, harmful_array, n_slots, n_chunks)
+    n_chunks = chunk_count(len(slot_array), chunks)
+    if n_chunks == 1:
+        return _aggregate_counters_serial(slot_array, helpful_array, harmful_array, n_slots)
+    return _aggregate_counters_parallel(slot_array, helpful_array, harmful_array, n_slots, n_chunks)
 
 
 def warmup() -> None:
@@ -198,9 +204,10 @@ def warmup() -> None:
         np.array([0, 0, 0], np.int32),
         np.array([0, -1, -1], np.int32),
     )
-    final_states(ops, 2)
-    prefix_states(ops, 2).state_after(2)
-    aggregate_counters(ops.slot, ops.helpful, ops.harmful, 2)
+    for chunks in (1, 2):  # the serial and the parallel kernel of each entry point
+        final_states(ops, 2, chunks=chunks)
+        prefix_states(ops, 2, chunks=chunks).state_after(2)
+        aggregate_counters(ops.slot, ops.helpful, ops.harmful, 2, chunks=chunks)
 
 
 # --- input checks ---------------------------------------------------------------------------
@@ -359,85 +366,122 @@ def _split_columns(rows):  # type: ignore[no-untyped-def]
     )
 
 
-@kernel(parallel=True)
-def _final_states_kernel(slot, kind, seq, helpful, harmful, content_ref, n_slots, n_chunks):  # type: ignore[no-untyped-def]
-    n = len(slot)
-    table = _new_table(n_chunks, n_slots)
-    for c in prange(n_chunks):
-        rows = table[c]
-        for i in range(c * n // n_chunks, (c + 1) * n // n_chunks):
-            _fold_op(rows, slot[i], kind[i], seq[i], helpful[i], harmful[i], content_ref[i])
-    if n_chunks > 1:
-        for s in prange(n_slots):
-            for c in range(1, n_chunks):
-                _combine_into(table[0, s], table[c, s], table[0, s])
+@kernel()
+def _fold_range(rows, slot, kind, seq, helpful, harmful, content_ref, lo, hi):  # type: ignore[no-untyped-def]
+    """Fold ops ``lo:hi`` into the state rows of one table."""
+    for i in range(lo, hi):
+        _fold_op(rows, slot[i], kind[i], seq[i], helpful[i], harmful[i], content_ref[i])
+
+
+@kernel()
+def _final_states_serial(slot, kind, seq, helpful, harmful, content_ref, n_slots):  # type: ignore[no-untyped-def]
+    table = _new_table(1, n_slots)
+    _fold_range(table[0], slot, kind, seq, helpful, harmful, content_ref, 0, len(slot))
     return _split_columns(table[0])
 
 
 @kernel(parallel=True)
-def _prefix_states_kernel(slot, kind, seq, helpful, harmful, content_ref, n_slots, n_chunks):  # type: ignore[no-untyped-def]
+def _final_states_parallel(slot, kind, seq, helpful, harmful, content_ref, n_slots, n_chunks):  # type: ignore[no-untyped-def]
     n = len(slot)
-    out_h = np.empty(n, np.int64)
-    out_hm = np.empty(n, np.int64)
-    out_ref = np.empty(n, np.int32)
-    out_cseq = np.empty(n, np.int64)
-    out_last = np.empty(n, np.int64)
-    out_removed = np.empty(n, np.bool_)
-    out_applied = np.empty(n, np.int32)
-    out_rejected = np.empty(n, np.int32)
-    accepted = np.empty(n, np.bool_)
+    table = _new_table(n_chunks, n_slots)
+    for c in prange(n_chunks):
+        _fold_range(table[c], slot, kind, seq, helpful, harmful, content_ref, c * n // n_chunks, (c + 1) * n // n_chunks)
+    for s in prange(n_slots):
+        for c in range(1, n_chunks):
+            _combine_into(table[0, s], table[c, s], table[0, s])
+    return _split_columns(table[0])
+
+
+@kernel()
+def _new_prefix_columns(n):  # type: ignore[no-untyped-def]
+    return (
+        np.empty(n, np.int64),
+        np.empty(n, np.int64),
+        np.empty(n, np.int32),
+        np.empty(n, np.int64),
+        np.empty(n, np.int64),
+        np.empty(n, np.bool_),
+        np.empty(n, np.int32),
+        np.empty(n, np.int32),
+        np.empty(n, np.bool_),
+    )
+
+
+@kernel()
+def _record_range(rows, slot, kind, seq, helpful, harmful, content_ref, lo, hi, out):  # type: ignore[no-untyped-def]
+    """Fold ops ``lo:hi`` into ``rows``, writing each op's inclusive state to the ``out`` columns."""
+    out_h, out_hm, out_ref, out_cseq, out_last, out_removed, out_applied, out_rejected, accepted = out
+    for i in range(lo, hi):
+        s = slot[i]
+        accepted[i] = _fold_op(rows, s, kind[i], seq[i], helpful[i], harmful[i], content_ref[i])
+        out_h[i] = rows[s, _H]
+        out_hm[i] = rows[s, _HM]
+        out_ref[i] = rows[s, _REF]
+        out_cseq[i] = rows[s, _CSEQ]
+        out_last[i] = rows[s, _LAST]
+        out_removed[i] = rows[s, _REMOVED] != 0
+        out_applied[i] = rows[s, _APPLIED]
+        out_rejected[i] = rows[s, _REJECTED]
+
+
+@kernel()
+def _carry_range(carries, slot, lo, hi, out):  # type: ignore[no-untyped-def]
+    """Prepend each op's carry-in state (from ``carries``) to its recorded local state."""
+    out_h, out_hm, out_ref, out_cseq, out_last, out_removed, out_applied, out_rejected, accepted = out
+    state = np.empty(8, np.int64)
+    for i in range(lo, hi):
+        carry = carries[slot[i]]
+        if carry[_APPLIED] == 0 and carry[_REJECTED] == 0:
+            continue  # identity carry: the local state is already the global one
+        state[_H] = out_h[i]
+        state[_HM] = out_hm[i]
+        state[_REF] = out_ref[i]
+        state[_CSEQ] = out_cseq[i]
+        state[_LAST] = out_last[i]
+        state[_REMOVED] = out_removed[i]
+        state[_APPLIED] = out_applied[i]
+        state[_REJECTED] = out_rejected[i]
+        if carry[_REMOVED]:
+            accepted[i] = False
+        _combine_into(carry, state, state)
+        out_h[i] = state[_H]
+        out_hm[i] = state[_HM]
+        out_ref[i] = state[_REF]
+        out_cseq[i] = state[_CSEQ]
+        out_last[i] = state[_LAST]
+        out_removed[i] = state[_REMOVED] != 0
+        out_applied[i] = state[_APPLIED]
+        out_rejected[i] = state[_REJECTED]
+
+
+@kernel()
+def _prefix_states_serial(slot, kind, seq, helpful, harmful, content_ref, n_slots):  # type: ignore[no-untyped-def]
+    out = _new_prefix_columns(len(slot))
+    table = _new_table(1, n_slots)
+    _record_range(table[0], slot, kind, seq, helpful, harmful, content_ref, 0, len(slot), out)
+    return out
+
+
+@kernel(parallel=True)
+def _prefix_states_parallel(slot, kind, seq, helpful, harmful, content_ref, n_slots, n_chunks):  # type: ignore[no-untyped-def]
+    n = len(slot)
+    out = _new_prefix_columns(n)
     table = _new_table(n_chunks, n_slots)
     # Phase 1: fold every chunk from the identity, recording each op's local inclusive state.
     for c in prange(n_chunks):
-        rows = table[c]
-        for i in range(c * n // n_chunks, (c + 1) * n // n_chunks):
-            s = slot[i]
-            accepted[i] = _fold_op(rows, s, kind[i], seq[i], helpful[i], harmful[i], content_ref[i])
-            out_h[i] = rows[s, _H]
-            out_hm[i] = rows[s, _HM]
-            out_ref[i] = rows[s, _REF]
-            out_cseq[i] = rows[s, _CSEQ]
-            out_last[i] = rows[s, _LAST]
-            out_removed[i] = rows[s, _REMOVED] != 0
-            out_applied[i] = rows[s, _APPLIED]
-            out_rejected[i] = rows[s, _REJECTED]
-    if n_chunks > 1:
-        # Phase 2: exclusive scan of the chunk totals per slot; row c becomes chunk c's carry-in.
-        for s in prange(n_slots):
-            carry = _IDENTITY.copy()
-            total = np.empty(8, np.int64)
-            for c in range(n_chunks):
-                total[:] = table[c, s]
-                table[c, s, :] = carry
-                _combine_into(carry, total, carry)
-        # Phase 3: prepend each chunk's carry-in to its local states.
-        for c in prange(1, n_chunks):
-            rows = table[c]
-            state = np.empty(8, np.int64)
-            for i in range(c * n // n_chunks, (c + 1) * n // n_chunks):
-                carry = rows[slot[i]]
-                if carry[_APPLIED] == 0 and carry[_REJECTED] == 0:
-                    continue  # identity carry: the local state is already global
-                state[_H] = out_h[i]
-                state[_HM] = out_hm[i]
-                state[_REF] = out_ref[i]
-                state[_CSEQ] = out_cseq[i]
-                state[_LAST] = out_last[i]
-                state[_REMOVED] = out_removed[i]
-                state[_APPLIED] = out_applied[i]
-                state[_REJECTED] = out_rejected[i]
-                if carry[_REMOVED]:
-                    accepted[i] = False
-                _combine_into(carry, state, state)
-                out_h[i] = state[_H]
-                out_hm[i] = state[_HM]
-                out_ref[i] = state[_REF]
-                out_cseq[i] = state[_CSEQ]
-                out_last[i] = state[_LAST]
-                out_removed[i] = state[_REMOVED] != 0
-                out_applied[i] = state[_APPLIED]
-                out_rejected[i] = state[_REJECTED]
-    return out_h, out_hm, out_ref, out_cseq, out_last, out_removed, out_applied, out_rejected, accepted
+        _record_range(table[c], slot, kind, seq, helpful, harmful, content_ref, c * n // n_chunks, (c + 1) * n // n_chunks, out)
+    # Phase 2: exclusive scan of the chunk totals per slot; row c becomes chunk c's carry-in.
+    for s in prange(n_slots):
+        carry = _IDENTITY.copy()
+        total = np.empty(8, np.int64)
+        for c in range(n_chunks):
+            total[:] = table[c, s]
+            table[c, s, :] = carry
+            _combine_into(carry, total, carry)
+    # Phase 3: prepend each chunk's carry-in to its local states.
+    for c in prange(1, n_chunks):
+        _carry_range(table[c], slot, c * n // n_chunks, (c + 1) * n // n_chunks, out)
+    return out
 
 
 @kernel()
@@ -461,15 +505,28 @@ def _gather_last(slot, n_ops, n_slots, helpful, harmful, content_ref, content_se
     return _split_columns(rows)
 
 
+@kernel()
+def _add_range(helpful_sum, harmful_sum, slot, helpful, harmful, lo, hi):  # type: ignore[no-untyped-def]
+    for i in range(lo, hi):
+        helpful_sum[slot[i]] += helpful[i]
+        harmful_sum[slot[i]] += harmful[i]
+
+
+@kernel()
+def _aggregate_counters_serial(slot, helpful, harmful, n_slots):  # type: ignore[no-untyped-def]
+    helpful_sum = np.zeros(n_slots, np.int64)
+    harmful_sum = np.zeros(n_slots, np.int64)
+    _add_range(helpful_sum, harmful_sum, slot, helpful, harmful, 0, len(slot))
+    return helpful_sum, harmful_sum
+
+
 @kernel(parallel=True)
-def _aggregate_counters_kernel(slot, helpful, harmful, n_slots, n_chunks):  # type: ignore[no-untyped-def]
+def _aggregate_counters_parallel(slot, helpful, harmful, n_slots, n_chunks):  # type: ignore[no-untyped-def]
     n = len(slot)
     helpful_sum = np.zeros((n_chunks, n_slots), np.int64)
     harmful_sum = np.zeros((n_chunks, n_slots), np.int64)
     for c in prange(n_chunks):
-        for i in range(c * n // n_chunks, (c + 1) * n // n_chunks):
-            helpful_sum[c, slot[i]] += helpful[i]
-            harmful_sum[c, slot[i]] += harmful[i]
+        _add_range(helpful_sum[c], harmful_sum[c], slot, helpful, harmful, c * n // n_chunks, (c + 1) * n // n_chunks)
     for c in range(1, n_chunks):
         helpful_sum[0] += helpful_sum[c]
         harmful_sum[0] += harmful_sum[c]

@@ -20,10 +20,15 @@ import msgspec
 import numpy as np
 from numba import prange
 
-from ._jit import kernel
+from ._jit import chunk_count, kernel
 
 DEFAULT_BLOCK_BYTES = 32 * 1024 * 1024
 """Default bound on the similarity block held at once (32 MiB)."""
+
+_CODES_PER_CHUNK = 1 << 16
+"""Least characters per thread when embedding."""
+_SIMILARITIES_PER_CHUNK = 1 << 18
+"""Least block entries per thread when scanning similarities."""
 
 _FNV_OFFSET = 2166136261
 _FNV_PRIME = 16777619
@@ -69,7 +74,13 @@ class HashingEmbedder(msgspec.Struct, frozen=True):
         offsets = np.zeros(len(padded) + 1, dtype=np.int64)
         np.cumsum(lengths, out=offsets[1:])
         codes = np.frombuffer("".join(padded).encode("utf-32-le"), dtype=np.uint32).astype(np.int64)
-        return _hash_ngrams(codes, offsets, self.ngram, self.dims)
+        out = np.zeros((len(padded), self.dims), np.float32)
+        n_chunks = chunk_count(len(codes), min_items=_CODES_PER_CHUNK)
+        if n_chunks == 1:
+            _hash_range(codes, offsets, self.ngram, out, 0, len(padded))
+        else:
+            _hash_parallel(codes, offsets, self.ngram, out, min(n_chunks, len(padded)))
+        return out
 
 
 def normalise_text(text: str) -> str:
@@ -114,7 +125,11 @@ def pairs_above(vectors: np.ndarray, threshold: float, *, max_block_bytes: int =
     for r0 in range(0, n, rows):
         r1 = min(n, r0 + rows)
         block = matrix[r0:r1] @ matrix[r0:].T
-        left, right, sim = _extract_upper(block, r0, np.float32(threshold))
+        n_chunks = min(r1 - r0, chunk_count(block.size, min_items=_SIMILARITIES_PER_CHUNK))
+        if n_chunks == 1:
+            left, right, sim = _extract_upper_serial(block, r0, np.float32(threshold))
+        else:
+            left, right, sim = _extract_upper_parallel(block, r0, np.float32(threshold), n_chunks)
         del block  # so the next block is not allocated while this one is alive
         lefts.append(left)
         rights.append(right)
@@ -149,7 +164,11 @@ def top_k(
     for r0 in range(0, n, rows):
         r1 = min(n, r0 + rows)
         block = query_matrix[r0:r1] @ corpus_matrix.T
-        _rows_top_k(block, r0, exclude_self, index[r0:r1], similarity[r0:r1])
+        n_chunks = min(r1 - r0, chunk_count(block.size, min_items=_SIMILARITIES_PER_CHUNK))
+        if n_chunks == 1:
+            _top_k_range(block, r0, exclude_self, index[r0:r1], similarity[r0:r1], 0, r1 - r0)
+        else:
+            _top_k_parallel(block, r0, exclude_self, index[r0:r1], similarity[r0:r1], n_chunks)
         del block  # so the next block is not allocated while this one is alive
     return Neighbours(index, similarity)
 
@@ -188,10 +207,17 @@ def retention(
 
 def warmup() -> None:
     """Compile (or load from cache) every kernel in this module for the dtypes the API uses."""
-    vectors = HashingEmbedder().embed(["warm up", "warm up the kernels", ""])
+    texts = ["warm up", "warm up the kernels", ""]
+    vectors = HashingEmbedder().embed(texts)
     pairs_above(vectors, 0.5)
     top_k(vectors, 2)
     retention(["warm up"], ["warm up the kernels"])
+    # The parallel kernels, on inputs just big enough to be split.
+    codes = np.zeros(2 * _CODES_PER_CHUNK, np.int64)
+    _hash_parallel(codes, np.array([0, _CODES_PER_CHUNK, len(codes)]), 3, np.zeros((2, 8), np.float32), 2)
+    block = np.zeros((2, 4), np.float32)
+    _extract_upper_parallel(block, 0, np.float32(0.5), 2)
+    _top_k_parallel(block, 0, True, np.zeros((2, 1), np.int64), np.zeros((2, 1), np.float32), 2)
 
 
 def _embed(texts: Sequence[str], embedder: Embedder | None) -> np.ndarray:
@@ -239,12 +265,11 @@ def _leaders(n: int, pairs: Pairs) -> np.ndarray:
 # --- kernels --------------------------------------------------------------------------------
 
 
-@kernel(parallel=True)
-def _hash_ngrams(codes, offsets, ngram, dims):  # type: ignore[no-untyped-def]
-    n = len(offsets) - 1
-    out = np.zeros((n, dims), np.float32)
-    mask = dims - 1
-    for t in prange(n):
+@kernel()
+def _hash_range(codes, offsets, ngram, out, lo, hi):  # type: ignore[no-untyped-def]
+    """Embed texts ``lo:hi`` into the rows of ``out``."""
+    mask = out.shape[1] - 1
+    for t in range(lo, hi):
         row = out[t]
         for start in range(offsets[t], offsets[t + 1] - ngram + 1):
             h = _FNV_OFFSET
@@ -252,33 +277,37 @@ def _hash_ngrams(codes, offsets, ngram, dims):  # type: ignore[no-untyped-def]
                 h = ((h ^ codes[c]) * _FNV_PRIME) & 0xFFFFFFFF
             row[h & mask] += 1.0
         norm = 0.0
-        for d in range(dims):
+        for d in range(len(row)):
             norm += row[d] * row[d]
         if norm > 0.0:
             scale = 1.0 / np.sqrt(norm)
-            for d in range(dims):
+            for d in range(len(row)):
                 row[d] *= scale
-    return out
 
 
 @kernel(parallel=True)
-def _extract_upper(block, row0, threshold):  # type: ignore[no-untyped-def]
-    """Entries ``block[r, c] >= threshold`` with ``c > r`` (block column c is row ``row0 + c``)."""
-    n_rows = block.shape[0]
-    counts = np.zeros(n_rows + 1, np.int64)
-    for r in prange(n_rows):
-        found = 0
+def _hash_parallel(codes, offsets, ngram, out, n_chunks):  # type: ignore[no-untyped-def]
+    n = len(offsets) - 1
+    for c in prange(n_chunks):
+        _hash_range(codes, offsets, ngram, out, c * n // n_chunks, (c + 1) * n // n_chunks)
+
+
+@kernel()
+def _count_upper(block, threshold, counts, lo, hi):  # type: ignore[no-untyped-def]
+    """``counts[r + 1]``: entries ``>= threshold`` right of the diagonal in block rows ``lo:hi``."""
+    for r in range(lo, hi):
         values = block[r]
+        found = 0
         for c in range(r + 1, len(values)):
             if values[c] >= threshold:
                 found += 1
         counts[r + 1] = found
-    starts = np.cumsum(counts)
-    total = starts[n_rows]
-    left = np.empty(total, np.int64)
-    right = np.empty(total, np.int64)
-    sim = np.empty(total, np.float32)
-    for r in prange(n_rows):
+
+
+@kernel()
+def _fill_upper(block, row0, threshold, starts, left, right, sim, lo, hi):  # type: ignore[no-untyped-def]
+    """Write the entries counted by :func:`_count_upper` from their rows' start offsets."""
+    for r in range(lo, hi):
         at = starts[r]
         values = block[r]
         for c in range(r + 1, len(values)):
@@ -287,14 +316,41 @@ def _extract_upper(block, row0, threshold):  # type: ignore[no-untyped-def]
                 right[at] = row0 + c
                 sim[at] = values[c]
                 at += 1
-    return left, right, sim
 
 
 @kernel(parallel=True)
-def _rows_top_k(block, row0, exclude_self, index, similarity):  # type: ignore[no-untyped-def]
-    """Fill ``index``/``similarity`` rows with each block row's top ``k`` (insertion, stable)."""
+def _extract_upper_parallel(block, row0, threshold, n_chunks):  # type: ignore[no-untyped-def]
+    n_rows = block.shape[0]
+    counts = np.zeros(n_rows + 1, np.int64)
+    for c in prange(n_chunks):
+        _count_upper(block, threshold, counts, c * n_rows // n_chunks, (c + 1) * n_rows // n_chunks)
+    starts = np.cumsum(counts)
+    left = np.empty(starts[n_rows], np.int64)
+    right = np.empty(starts[n_rows], np.int64)
+    sim = np.empty(starts[n_rows], np.float32)
+    for c in prange(n_chunks):
+        _fill_upper(block, row0, threshold, starts, left, right, sim, c * n_rows // n_chunks, (c + 1) * n_rows // n_chunks)
+    return left, right, sim
+
+
+@kernel()
+def _extract_upper_serial(block, row0, threshold):  # type: ignore[no-untyped-def]
+    n_rows = block.shape[0]
+    counts = np.zeros(n_rows + 1, np.int64)
+    _count_upper(block, threshold, counts, 0, n_rows)
+    starts = np.cumsum(counts)
+    left = np.empty(starts[n_rows], np.int64)
+    right = np.empty(starts[n_rows], np.int64)
+    sim = np.empty(starts[n_rows], np.float32)
+    _fill_upper(block, row0, threshold, starts, left, right, sim, 0, n_rows)
+    return left, right, sim
+
+
+@kernel()
+def _top_k_range(block, row0, exclude_self, index, similarity, lo, hi):  # type: ignore[no-untyped-def]
+    """Each block row's top ``k`` by insertion (stable: equal values keep the lower index)."""
     k = index.shape[1]
-    for r in prange(block.shape[0]):
+    for r in range(lo, hi):
         best_index = index[r]
         best = similarity[r]
         best_index[:] = -1
@@ -313,4 +369,10 @@ def _rows_top_k(block, row0, exclude_self, index, similarity):  # type: ignore[n
                 p -= 1
             best[p] = v
             best_index[p] = c
-    return None
+
+
+@kernel(parallel=True)
+def _top_k_parallel(block, row0, exclude_self, index, similarity, n_chunks):  # type: ignore[no-untyped-def]
+    n_rows = block.shape[0]
+    for c in prange(n_chunks):
+        _top_k_range(block, row0, exclude_self, index, similarity, c * n_rows // n_chunks, (c + 1) * n_rows // n_chunks)

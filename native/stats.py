@@ -26,6 +26,9 @@ from ._jit import chunk_count, helper, kernel
 BLOCK = 8192
 """Values per block in :func:`moments`."""
 
+_BULLETS_PER_CHUNK = 32
+"""Least bullets per thread in :func:`beta_rates` (each costs ~120 incomplete-beta evaluations)."""
+
 _SUMS = {"reassoc", "nsz", "contract"}
 """Fast-math flags that let LLVM vectorise sums (reordering only: NaN and inf still propagate).
 Numba compiles a called kernel with its caller's flags, so the caller carries them too."""
@@ -80,7 +83,11 @@ def moments(values: np.ndarray, *, block: int = BLOCK, chunks: int | None = None
     array = _float_vector(values, "values")
     if block < 1:
         raise ValueError(f"moments: block must be >= 1, got {block}")
-    count, mean, m2 = _moments_kernel(array, block, chunk_count(len(array), chunks))
+    n_chunks = chunk_count(len(array), chunks)
+    if n_chunks == 1:
+        count, mean, m2 = _moments_serial(array, block)
+    else:
+        count, mean, m2 = _moments_parallel(array, block, n_chunks)
     return Moments(int(count), float(mean), float(m2))
 
 
@@ -113,7 +120,12 @@ def beta_rates(
         raise ValueError(f"beta_rates: priors must be > 0, got a={prior_a}, b={prior_b}")
     if not 0 < level < 1:
         raise ValueError(f"beta_rates: level must be in (0, 1), got {level}")
-    mean, lower, upper = _beta_rates_kernel(h + prior_a, hm + prior_b, (1.0 - level) / 2.0)
+    a, b, tail = h + prior_a, hm + prior_b, (1.0 - level) / 2.0
+    n_chunks = chunk_count(len(a), min_items=_BULLETS_PER_CHUNK)
+    if n_chunks == 1:
+        mean, lower, upper = _beta_rates_serial(a, b, tail)
+    else:
+        mean, lower, upper = _beta_rates_parallel(a, b, tail, n_chunks)
     return BetaRates(mean, lower, upper, level)
 
 
@@ -144,9 +156,11 @@ def latency_quantiles(latencies: np.ndarray) -> LatencyQuantiles:
 def warmup() -> None:
     """Compile (or load from cache) every kernel in this module for the dtypes the API uses."""
     values = np.arange(8, dtype=np.float64)
-    moments(values)
+    moments(values, chunks=1)
+    moments(values, chunks=2)
     merge_moments(Moments(1, 0.0, 0.0), Moments(1, 1.0, 0.0))
     beta_rates(np.array([1, 0]), np.array([0, 2]))
+    beta_rates(np.ones(2 * _BULLETS_PER_CHUNK), np.ones(2 * _BULLETS_PER_CHUNK))
     group_moments(values, np.zeros(8, np.int64), 1)
     latency_quantiles(values)
 
@@ -173,7 +187,7 @@ def _merge(n_a, mean_a, m2_a, n_b, mean_b, m2_b):  # type: ignore[no-untyped-def
     return n, mean_a + delta * (n_b / n), m2_a + m2_b + delta * delta * (n_a * (n_b / n))
 
 
-@helper()
+@kernel(fastmath=_SUMS)
 def _block_moments(block, shift):  # type: ignore[no-untyped-def]
     """Mean and M2 of ``block - shift`` from deviations from the block's first value."""
     first = block[0]
@@ -187,8 +201,29 @@ def _block_moments(block, shift):  # type: ignore[no-untyped-def]
     return (first - shift) + s1 / n, s2 - s1 * (s1 / n)
 
 
+@kernel(fastmath=_SUMS)
+def _moments_range(x, block, shift, first_block, end_block):  # type: ignore[no-untyped-def]
+    """Merged moments of ``x - shift`` over blocks ``first_block:end_block``."""
+    n = len(x)
+    count, mean, m2 = 0, 0.0, 0.0
+    for b in range(first_block, end_block):
+        lo = b * block
+        hi = min(n, lo + block)
+        block_mean, block_m2 = _block_moments(x[lo:hi], shift)
+        count, mean, m2 = _merge(count, mean, m2, hi - lo, block_mean, block_m2)
+    return count, mean, m2
+
+
+@kernel(fastmath=_SUMS)
+def _moments_serial(x, block):  # type: ignore[no-untyped-def]
+    if len(x) == 0:
+        return 0, 0.0, 0.0
+    count, mean, m2 = _moments_range(x, block, x[0], 0, (len(x) + block - 1) // block)
+    return count, x[0] + mean, m2
+
+
 @kernel(parallel=True, fastmath=_SUMS)
-def _moments_kernel(x, block, n_chunks):  # type: ignore[no-untyped-def]
+def _moments_parallel(x, block, n_chunks):  # type: ignore[no-untyped-def]
     n = len(x)
     if n == 0:
         return 0, 0.0, 0.0
@@ -198,13 +233,9 @@ def _moments_kernel(x, block, n_chunks):  # type: ignore[no-untyped-def]
     means = np.zeros(n_chunks)
     m2s = np.zeros(n_chunks)
     for c in prange(n_chunks):
-        count, mean, m2 = 0, 0.0, 0.0
-        for b in range(c * n_blocks // n_chunks, (c + 1) * n_blocks // n_chunks):
-            lo = b * block
-            hi = min(n, lo + block)
-            block_mean, block_m2 = _block_moments(x[lo:hi], shift)
-            count, mean, m2 = _merge(count, mean, m2, hi - lo, block_mean, block_m2)
-        counts[c], means[c], m2s[c] = count, mean, m2
+        counts[c], means[c], m2s[c] = _moments_range(
+            x, block, shift, c * n_blocks // n_chunks, (c + 1) * n_blocks // n_chunks
+        )
     count, mean, m2 = 0, 0.0, 0.0
     for c in range(n_chunks):
         count, mean, m2 = _merge(count, mean, m2, counts[c], means[c], m2s[c])
@@ -308,14 +339,26 @@ def _beta_quantile(a, b, p):  # type: ignore[no-untyped-def]
     return 0.5 * (lo + hi)
 
 
-@kernel(parallel=True)
-def _beta_rates_kernel(a, b, tail):  # type: ignore[no-untyped-def]
-    n = len(a)
-    mean = np.empty(n)
-    lower = np.empty(n)
-    upper = np.empty(n)
-    for i in prange(n):
+@kernel()
+def _beta_rates_range(a, b, tail, mean, lower, upper, lo, hi):  # type: ignore[no-untyped-def]
+    for i in range(lo, hi):
         mean[i] = a[i] / (a[i] + b[i])
         lower[i] = _beta_quantile(a[i], b[i], tail)
         upper[i] = _beta_quantile(a[i], b[i], 1.0 - tail)
+
+
+@kernel()
+def _beta_rates_serial(a, b, tail):  # type: ignore[no-untyped-def]
+    n = len(a)
+    mean, lower, upper = np.empty(n), np.empty(n), np.empty(n)
+    _beta_rates_range(a, b, tail, mean, lower, upper, 0, n)
+    return mean, lower, upper
+
+
+@kernel(parallel=True)
+def _beta_rates_parallel(a, b, tail, n_chunks):  # type: ignore[no-untyped-def]
+    n = len(a)
+    mean, lower, upper = np.empty(n), np.empty(n), np.empty(n)
+    for c in prange(n_chunks):
+        _beta_rates_range(a, b, tail, mean, lower, upper, c * n // n_chunks, (c + 1) * n // n_chunks)
     return mean, lower, upper

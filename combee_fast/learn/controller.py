@@ -94,11 +94,20 @@ class Decision(msgspec.Struct, frozen=True):
 
 
 class PowerLawFit(msgspec.Struct, frozen=True):
-    """The profiled epoch-time curve ``T(bs) = A * bs**-alpha`` and the threshold ``tau``."""
+    """The profiled curve ``T(bs) = A * bs**-alpha`` and threshold ``tau``, kept as logarithms
+    so that extreme profiles (two close candidates, wild timings) cannot overflow."""
 
-    A: float
+    log_A: float
     alpha: float
-    tau: float
+    log_tau: float
+
+    @property
+    def A(self) -> float:
+        return _exp(self.log_A)
+
+    @property
+    def tau(self) -> float:
+        return _exp(self.log_tau)
 
 
 def fit_power_law(
@@ -108,6 +117,16 @@ def fit_power_law(
 
     Needs at least two distinct batch sizes and positive values.
     """
+    log_A, alpha = fit_log_power_law(batch_sizes, epoch_times, weights)
+    if log_A > _MAX_LOG:
+        raise ValueError(f"fit_power_law: A = exp({log_A:.4g}) overflows (alpha = {alpha:.4g})")
+    return math.exp(log_A), alpha
+
+
+def fit_log_power_law(
+    batch_sizes: Sequence[float], epoch_times: Sequence[float], weights: Sequence[float] | None = None
+) -> tuple[float, float]:
+    """``(log A, alpha)``: :func:`fit_power_law` without leaving log space."""
     if len(batch_sizes) != len(epoch_times):
         raise ValueError(f"fit_power_law: {len(batch_sizes)} batch sizes but {len(epoch_times)} times")
     if len(set(batch_sizes)) < 2:
@@ -123,19 +142,35 @@ def fit_power_law(
     sxx = math.fsum(wi * (x - x_mean) ** 2 for wi, x in zip(w, xs))
     sxy = math.fsum(wi * (x - x_mean) * (y - y_mean) for wi, x, y in zip(w, xs, ys))
     slope = sxy / sxx
-    return math.exp(y_mean - slope * x_mean), -slope
+    return y_mean - slope * x_mean, -slope
 
 
 def optimal_batch_size(A: float, alpha: float, tau: float) -> float:
     """``(alpha * A / tau) ** (1 / (alpha + 1))``: where ``|dT/dbs|`` falls to ``tau``."""
     if not (A > 0 and alpha > 0 and tau > 0):
         raise ValueError(f"optimal_batch_size: needs A, alpha, tau > 0, got {A}, {alpha}, {tau}")
-    return (alpha * A / tau) ** (1.0 / (alpha + 1.0))
+    return _exp(_log_optimal_batch_size(math.log(A), alpha, math.log(tau)))
 
 
 def steepest_slope(A: float, alpha: float, batch_sizes: Sequence[float]) -> float:
-    """``max |dT/dbs| = alpha * A * bs**-(alpha + 1)`` over ``batch_sizes``."""
-    return max(alpha * A * b ** -(alpha + 1.0) for b in batch_sizes)
+    """``max |dT/dbs| = alpha * A * bs**-(alpha + 1)`` over ``batch_sizes`` (``alpha > 0``)."""
+    return _exp(_log_steepest_slope(math.log(A), alpha, batch_sizes))
+
+
+_MAX_LOG = math.log(1.7e308)
+
+
+def _exp(x: float) -> float:
+    return math.exp(x) if x < _MAX_LOG else math.inf
+
+
+def _log_optimal_batch_size(log_A: float, alpha: float, log_tau: float) -> float:
+    return (math.log(alpha) + log_A - log_tau) / (alpha + 1.0)
+
+
+def _log_steepest_slope(log_A: float, alpha: float, batch_sizes: Sequence[float]) -> float:
+    # |dT/dbs| falls with bs when alpha > 0: the steepest is at the smallest batch size.
+    return math.log(alpha) + log_A - (alpha + 1.0) * math.log(min(batch_sizes))
 
 
 class BatchSizeController:
@@ -210,12 +245,12 @@ class BatchSizeController:
             return self._choose(self.profile[self._profiled], "profile", inputs, commit=False)
         if self.fit is None:
             return self._choose(self._clamp(self.profile[0], ceiling), "fixed: one candidate within bounds", inputs)
-        A = math.exp(self._level_sum / self._level_weight)
-        inputs.update(A=A, alpha=self.fit.alpha, tau=self.fit.tau)
+        log_A = self._level_sum / self._level_weight
+        inputs.update(A=_exp(log_A), log_A=log_A, alpha=self.fit.alpha, tau=self.fit.tau)
         if self.fit.alpha > 0:
-            bs_star = optimal_batch_size(A, self.fit.alpha, self.fit.tau)
-            inputs["bs_star"] = bs_star
-            target = self._clamp(round(bs_star), ceiling)
+            log_bs_star = _log_optimal_batch_size(log_A, self.fit.alpha, self.fit.log_tau)
+            inputs["bs_star"] = _exp(log_bs_star)
+            target = self._clamp(round(min(inputs["bs_star"], self.upper)), ceiling)
         else:  # epoch time does not fall with batch size: bigger batches buy nothing
             target = self._clamp(self.profile[0], ceiling)
         problem, self._quality_problem = self._quality_problem, None
@@ -241,12 +276,16 @@ class BatchSizeController:
     def _fit_profile(self) -> None:
         sizes = [float(m.batch_size) for m in self.measurements]
         times = [m.epoch_seconds for m in self.measurements]
-        A, alpha = fit_power_law(sizes, times)
-        tau = self.config.tau_fraction * steepest_slope(A, alpha, self.profile) if alpha > 0 else 0.0
-        self.fit = PowerLawFit(A, alpha, tau)
+        log_A, alpha = fit_log_power_law(sizes, times)
+        log_tau = (
+            math.log(self.config.tau_fraction) + _log_steepest_slope(log_A, alpha, self.profile)
+            if alpha > 0
+            else -math.inf
+        )
+        self.fit = PowerLawFit(log_A, alpha, log_tau)
         # Start the live scale at the fitted A, weighted like the profile measurements it came from.
         weight = sum(self.config.recency_decay**age for age in range(len(self.measurements)))
-        self._level_sum = weight * math.log(A)
+        self._level_sum = weight * log_A
         self._level_weight = weight
 
     def _add_to_level(self, m: IterationMeasurement) -> None:
