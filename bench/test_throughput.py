@@ -3,7 +3,9 @@
     /tmp/v1/bin/python -m pytest bench/test_throughput.py -p no:cacheprovider --benchmark-columns=min
 
 Each case runs ~2.5 s against one sim-server subprocess answering after 0.2 s; the fraction of
-ideal and CPU per request are in each benchmark's ``extra_info``.
+ideal and CPU per request are in each benchmark's ``extra_info``. Ours must reach 0.90 of
+ideal up to 256 concurrent requests; that needs the two cores mostly free of other work.
+(httpx at 1024 starves its own event loop and takes ~30 s.)
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ LATENCY_S = 0.2
 CLIENTS: dict[str, Callable[..., Awaitable[Measurement]]] = {
     "ours": measure_ours,
     "httpx_default": measure_httpx_default,
-}
+}  # run side by side: for each concurrency, ours then httpx
 
 
 @pytest.fixture(scope="module")
@@ -28,8 +30,8 @@ def server_url() -> Iterator[str]:
         yield url
 
 
+@pytest.mark.parametrize("client", list(CLIENTS))
 @pytest.mark.parametrize("concurrency", [1, 64, 256, 1024])
-@pytest.mark.parametrize("client", sorted(CLIENTS))
 def test_throughput(benchmark, server_url: str, client: str, concurrency: int) -> None:  # type: ignore[no-untyped-def]
     seconds = 3.0 if concurrency == 1 else 2.0
     measure = CLIENTS[client]

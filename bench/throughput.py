@@ -2,10 +2,10 @@
 
 The server runs in a separate process (``python -m combee_fast.endpoint.sim_cli sim-server
 --constant-latency L``) so client and server each get a core. For each client, ``concurrency``
-workers send chat requests back to back for ``--seconds`` after a warm-up; throughput is
-measured from the first to the last completion in that window, the fraction of ideal is
-``throughput / (concurrency / latency)``, and CPU per request is this process's CPU time over
-the window divided by the requests completed in it.
+workers send chat requests back to back for ``--seconds`` after a warm-up; throughput is the
+sum of the workers' own rates in that window (see :class:`Measurement`), the fraction of ideal
+is ``throughput / (concurrency / latency)``, and CPU per request is this process's CPU time
+over the window divided by the requests completed in it.
 
 httpx is ``httpx.AsyncClient(timeout=60.0)``: default transport and default pool limits (100
 connections); only the timeout is raised so that slow answers count as slow, not as failures.
@@ -37,21 +37,22 @@ PROMPT = (Message(role="user", content="Say something short."),)
 
 
 class Measurement(msgspec.Struct, frozen=True):
-    """Requests completed in the measured window. ``span_s`` runs from the first to the last
-    completion in the window, so the rate is exact even for a handful of requests."""
+    """What one client achieved in the measured window.
+
+    ``rate`` sums each worker's own rate: (completions - 1) over the time from its first to its
+    last completion in the window (a worker with fewer than two completions counts
+    ``completions / window``). Unlike ``completed / window`` this is exact for one worker and
+    is not skewed by requests that finish in waves.
+    """
 
     client: str
     concurrency: int
     latency_s: float
+    window_s: float
     completed: int
     failed: int
-    span_s: float
+    rate: float
     cpu_s: float
-
-    @property
-    def rate(self) -> float:
-        """Completed requests per second."""
-        return (self.completed - 1) / self.span_s if self.completed > 1 and self.span_s > 0 else 0.0
 
     @property
     def ratio(self) -> float:
@@ -61,6 +62,13 @@ class Measurement(msgspec.Struct, frozen=True):
     @property
     def cpu_us_per_request(self) -> float:
         return self.cpu_s / max(self.completed, 1) * 1e6
+
+
+def worker_rate(completions: list[float], window_s: float) -> float:
+    """Requests per second of one worker from its completion times inside the window."""
+    if len(completions) < 2:
+        return len(completions) / window_s
+    return (len(completions) - 1) / (completions[-1] - completions[0])
 
 
 @contextlib.contextmanager
@@ -85,15 +93,15 @@ def sim_server_process(latency_s: float) -> Iterator[str]:
 
 async def _measure(name: str, send: Callable[[], Awaitable[bool]], concurrency: int, latency_s: float,
                    seconds: float, warmup_s: float) -> Measurement:
-    completions: list[float] = []
+    completions: list[list[float]] = [[] for _ in range(concurrency)]
     failures: list[float] = []
 
-    async def worker() -> None:
+    async def worker(mine: list[float]) -> None:
         while True:
             ok = await send()
-            (completions if ok else failures).append(time.perf_counter())
+            (mine if ok else failures).append(time.perf_counter())
 
-    workers = [asyncio.create_task(worker()) for _ in range(concurrency)]
+    workers = [asyncio.create_task(worker(mine)) for mine in completions]
     try:
         await asyncio.sleep(warmup_s)
         window_start, cpu_start = time.perf_counter(), time.process_time()
@@ -103,10 +111,15 @@ async def _measure(name: str, send: Callable[[], Awaitable[bool]], concurrency: 
         for task in workers:
             task.cancel()
         await asyncio.gather(*workers, return_exceptions=True)
-    done = [t for t in completions if window_start <= t <= window_end]
-    failed = sum(1 for t in failures if window_start <= t <= window_end)
-    span = done[-1] - done[0] if len(done) > 1 else 0.0
-    return Measurement(name, concurrency, latency_s, len(done), failed, span, cpu_end - cpu_start)
+    window = window_end - window_start
+    in_window = [[t for t in mine if window_start <= t <= window_end] for mine in completions]
+    return Measurement(
+        client=name, concurrency=concurrency, latency_s=latency_s, window_s=window,
+        completed=sum(len(mine) for mine in in_window),
+        failed=sum(1 for t in failures if window_start <= t <= window_end),
+        rate=sum(worker_rate(mine, window) for mine in in_window),
+        cpu_s=cpu_end - cpu_start,
+    )
 
 
 async def measure_ours(url: str, concurrency: int, latency_s: float, seconds: float,
