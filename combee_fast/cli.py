@@ -143,10 +143,11 @@ def _session_config(args: argparse.Namespace, **overrides: object) -> SessionCon
 
 def _progress(row: LedgerRow) -> None:
     val = "" if row.val_accuracy is None else f"  val {100 * row.val_accuracy:.1f}%"
+    first_try = f"  first-try {100 * row.first_try_accuracy:.0f}%" if row.batch_size else ""
+    errors = f"  errors {len(row.errors)}" if row.errors else ""
     print(
         f"[{row.method}] epoch {row.epoch + 1} step {row.step + 1}  batch {row.batch_size} ({row.batch_reason})"
-        f"  sim {row.cumulative_sim_seconds:,.0f} s  bullets {row.bullets}"
-        f"  first-try {100 * row.first_try_accuracy:.0f}%{val}",
+        f"  sim {row.cumulative_sim_seconds:,.0f} s  bullets {row.bullets}{first_try}{errors}{val}",
         file=sys.stderr,
         flush=True,
     )
