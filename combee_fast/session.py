@@ -168,7 +168,8 @@ async def open_session(config: SessionConfig, *, check: bool = True) -> AsyncIte
     """Load the task, start the simulated endpoint if a role needs it, open one client per role.
 
     With ``check``, every real endpoint is probed first: an unreachable one raises
-    :class:`combee_fast.errors.EndpointUnreachable` before any work starts.
+    :class:`combee_fast.errors.EndpointUnreachable` before any work starts. Roles that name the
+    same URL and model share one client, and so one concurrency cap.
     """
     task = get_task(config.task, **config.task_options)
     train_split = task.load(config.train_split)
@@ -187,20 +188,24 @@ async def open_session(config: SessionConfig, *, check: bool = True) -> AsyncIte
                 )
             )
         clients: dict[str, EndpointClient] = {}
+        shared: dict[tuple[str | None, str | None, str | None], EndpointClient] = {}
         for role in ROLES:
             spec = config.endpoint_for(role)
-            endpoint = EndpointConfig(
-                name=spec.url or f"sim:{config.sim.preset}",
-                base_url=spec.url or server.url,  # type: ignore[union-attr]
-                model=spec.model or f"sim-{role}",
-                max_concurrency=config.concurrency,
-                timeout_s=config.timeout_s,
-                max_retries=config.max_retries,
-                api_key_env=spec.api_key_env,
-            )
-            clients[role] = await stack.enter_async_context(EndpointClient(endpoint, cache=cache))
-            if check and spec.url is not None:
-                await clients[role].check()
+            key = (spec.url, spec.model, spec.api_key_env)
+            if key not in shared:  # roles on one endpoint and model share one client, so one cap
+                endpoint = EndpointConfig(
+                    name=spec.url or f"sim:{config.sim.preset}",
+                    base_url=spec.url or server.url,  # type: ignore[union-attr]
+                    model=spec.model or "sim",
+                    max_concurrency=config.concurrency,
+                    timeout_s=config.timeout_s,
+                    max_retries=config.max_retries,
+                    api_key_env=spec.api_key_env,
+                )
+                shared[key] = await stack.enter_async_context(EndpointClient(endpoint, cache=cache))
+                if check and spec.url is not None:
+                    await shared[key].check()
+            clients[role] = shared[key]
         if cache is not None:
             stack.callback(cache.close)
         role_clients = RoleClients(**clients)

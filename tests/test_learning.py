@@ -145,3 +145,10 @@ async def test_training_drains_every_carried_chain() -> None:
     assert result.ledger[-1].batch_reason == "drain" or all(row.batch_reason == "fixed" for row in result.ledger)
     retried = sum(row.calls.get("generator", 0) for row in result.ledger)
     assert retried > result.samples  # the carried retries did run
+
+
+async def test_roles_on_one_endpoint_share_one_concurrency_cap() -> None:
+    async with open_session(_config(concurrency=8, train_split="train[0:60]")) as session:
+        assert len(session.clients.distinct()) == 1
+        await session.train(plan=FixedBatch(60))
+        assert session.server is not None and session.server.counters().peak_in_flight <= 8
