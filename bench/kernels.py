@@ -8,6 +8,7 @@ Prints what it measured, then as its last line::
 
 * delta scan: 1,000,000 ops over 20,000 bullet slots (84% TAG, 10% UPDATE, 5% ADD, 1% REMOVE);
   kernel times are the best of 5 runs; the pure-Python reference runs once on the same ops.
+  Also printed (not in the last line): one-thread figures and a 2,000-slot playbook.
 * variance: 10,000,000 float64 values 1e9 + N(0, 1); best of 5 for the kernel and numpy.var.
 * similarity: 20,000 synthetic bullets embedded with the built-in hashing embedder (1024
   dims); all pairs with cosine >= 0.9 in blocks of 32 MiB; the peak is tracemalloc's peak
@@ -91,14 +92,21 @@ def main() -> None:
     assert final.helpful.tolist() == [s.helpful for s in expected], "kernel and reference disagree"
     print(f"scan: {N_OPS} ops, {N_SLOTS} slots: final {final_s * 1e3:.2f} ms, prefix {prefix_s * 1e3:.2f} ms, "
           f"python reference (once) {reference_s:.2f} s")
+    serial_final_s = best_of(lambda: native.final_states(ops, N_SLOTS, chunks=1))
+    serial_prefix_s = best_of(lambda: native.prefix_states(ops, N_SLOTS, chunks=1))
+    small_ops = make_ops(N_OPS, 2_000)
+    small_final_s = best_of(lambda: native.final_states(small_ops, 2_000))
+    print(f"scan, one thread: final {N_OPS / serial_final_s / 1e6:.1f} M ops/s, prefix {N_OPS / serial_prefix_s / 1e6:.1f} M ops/s; "
+          f"2,000 slots, all threads: final {N_OPS / small_final_s / 1e6:.1f} M ops/s")
 
     values = 1e9 + np.random.default_rng(1).standard_normal(N_VALUES)
     kernel_var_s = best_of(lambda: native.moments(values))
     numpy_var_s = best_of(lambda: np.var(values))
+    serial_var_s = best_of(lambda: native.moments(values, chunks=1))
     exact = np.var(values - 1e9)
     error = abs(native.moments(values).variance() - exact) / exact
-    print(f"variance: {N_VALUES} values: kernel {kernel_var_s * 1e3:.2f} ms, numpy.var {numpy_var_s * 1e3:.2f} ms, "
-          f"relative error {error:.1e}")
+    print(f"variance: {N_VALUES} values: kernel {kernel_var_s * 1e3:.2f} ms (one thread {serial_var_s * 1e3:.2f} ms), "
+          f"numpy.var {numpy_var_s * 1e3:.2f} ms, relative error {error:.1e}")
 
     bullets = make_bullets(N_BULLETS)
     start = time.perf_counter()

@@ -291,69 +291,76 @@ def _first_out_of_range(slot, n_slots):  # type: ignore[no-untyped-def]
 # --- kernels --------------------------------------------------------------------------------
 
 
-# A state table is int64[rows, n_slots, 8]: one 64-byte row per slot state, so folding an op
-# touches one cache line. Field positions:
+# A state table is int64[chunks, n_slots, 8]: one 64-byte row per slot state, so folding an op
+# touches one cache line. Hot loops index it with scalars only: an array view per op or per
+# slot would update the table's shared reference count from every thread. Field positions:
 _H, _HM, _REF, _CSEQ, _LAST, _REMOVED, _APPLIED, _REJECTED = range(8)
-_IDENTITY = np.array([0, 0, -1, -1, -1, 0, 0, 0], np.int64)
+_IDENTITY = (0, 0, -1, -1, -1, 0, 0, 0)
 
 
 @kernel()
-def _new_table(n_rows, n_slots):  # type: ignore[no-untyped-def]
-    table = np.empty((n_rows, n_slots, 8), np.int64)
-    for r in range(n_rows):
-        for s in range(n_slots):
-            table[r, s, :] = _IDENTITY
+def _new_table(n_chunks, n_slots):  # type: ignore[no-untyped-def]
+    table = np.zeros((n_chunks, n_slots, 8), np.int64)
+    table[:, :, _REF] = -1
+    table[:, :, _CSEQ] = -1
+    table[:, :, _LAST] = -1
     return table
 
 
 @helper()
-def _fold_op(rows, s, k, q, h, hm, ref):  # type: ignore[no-untyped-def]
-    """Apply one op to slot ``s`` of ``rows`` (a table's rows) in place; True if accepted."""
-    if rows[s, _REMOVED]:
-        rows[s, _REJECTED] += 1
+def _fold_op(table, c, s, k, q, h, hm, ref):  # type: ignore[no-untyped-def]
+    """Apply one op to slot ``s`` of chunk table ``c`` in place; True if it was accepted."""
+    if table[c, s, _REMOVED]:
+        table[c, s, _REJECTED] += 1
         return False
-    rows[s, _APPLIED] += 1
-    rows[s, _H] += h
-    rows[s, _HM] += hm
-    if q > rows[s, _LAST]:
-        rows[s, _LAST] = q
+    table[c, s, _APPLIED] += 1
+    table[c, s, _H] += h
+    table[c, s, _HM] += hm
+    if q > table[c, s, _LAST]:
+        table[c, s, _LAST] = q
     if k == REMOVE:
-        rows[s, _REMOVED] = 1
-    elif k <= UPDATE and q >= rows[s, _CSEQ]:
-        rows[s, _REF] = ref
-        rows[s, _CSEQ] = q
+        table[c, s, _REMOVED] = 1
+    elif k <= UPDATE and q >= table[c, s, _CSEQ]:
+        table[c, s, _REF] = ref
+        table[c, s, _CSEQ] = q
     return True
 
 
 @helper()
-def _combine_into(a, b, out):  # type: ignore[no-untyped-def]
-    """``out = combine(a, b)``, ``a`` earlier in the log; ``out`` may alias ``a`` or ``b``."""
+def _combine(a, b):  # type: ignore[no-untyped-def]
+    """The combine of two states (8-tuples of int64), ``a`` earlier in the log."""
     if a[_REMOVED]:
-        rejected = a[_REJECTED] + b[_APPLIED] + b[_REJECTED]
-        out[:] = a
-        out[_REJECTED] = rejected
-        return
-    if b[_CSEQ] >= a[_CSEQ]:
-        ref, cseq = b[_REF], b[_CSEQ]
-    else:
-        ref, cseq = a[_REF], a[_CSEQ]
-    h, hm = a[_H] + b[_H], a[_HM] + b[_HM]
-    last = max(a[_LAST], b[_LAST])
-    removed = b[_REMOVED]
-    applied, rejected = a[_APPLIED] + b[_APPLIED], a[_REJECTED] + b[_REJECTED]
-    out[_H] = h
-    out[_HM] = hm
-    out[_REF] = ref
-    out[_CSEQ] = cseq
-    out[_LAST] = last
-    out[_REMOVED] = removed
-    out[_APPLIED] = applied
-    out[_REJECTED] = rejected
+        return (a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[_REJECTED] + b[_APPLIED] + b[_REJECTED])
+    newer = b[_CSEQ] >= a[_CSEQ]
+    return (
+        a[_H] + b[_H],
+        a[_HM] + b[_HM],
+        b[_REF] if newer else a[_REF],
+        b[_CSEQ] if newer else a[_CSEQ],
+        max(a[_LAST], b[_LAST]),
+        b[_REMOVED],
+        a[_APPLIED] + b[_APPLIED],
+        a[_REJECTED] + b[_REJECTED],
+    )
+
+
+@helper()
+def _get(table, c, s):  # type: ignore[no-untyped-def]
+    return (
+        table[c, s, 0], table[c, s, 1], table[c, s, 2], table[c, s, 3],
+        table[c, s, 4], table[c, s, 5], table[c, s, 6], table[c, s, 7],
+    )  # fmt: skip
+
+
+@helper()
+def _put(table, c, s, state):  # type: ignore[no-untyped-def]
+    for f in range(8):
+        table[c, s, f] = state[f]
 
 
 @kernel()
 def _split_columns(rows):  # type: ignore[no-untyped-def]
-    """Struct-of-arrays view of ``rows`` (int64[n, 8]) with the public dtypes."""
+    """Struct of arrays with the public dtypes from ``rows`` (int64[n, 8])."""
     return (
         rows[:, _H].copy(),
         rows[:, _HM].copy(),
@@ -367,16 +374,16 @@ def _split_columns(rows):  # type: ignore[no-untyped-def]
 
 
 @kernel()
-def _fold_range(rows, slot, kind, seq, helpful, harmful, content_ref, lo, hi):  # type: ignore[no-untyped-def]
-    """Fold ops ``lo:hi`` into the state rows of one table."""
+def _fold_range(table, c, slot, kind, seq, helpful, harmful, content_ref, lo, hi):  # type: ignore[no-untyped-def]
+    """Fold ops ``lo:hi`` into chunk table ``c``."""
     for i in range(lo, hi):
-        _fold_op(rows, slot[i], kind[i], seq[i], helpful[i], harmful[i], content_ref[i])
+        _fold_op(table, c, slot[i], kind[i], seq[i], helpful[i], harmful[i], content_ref[i])
 
 
 @kernel()
 def _final_states_serial(slot, kind, seq, helpful, harmful, content_ref, n_slots):  # type: ignore[no-untyped-def]
     table = _new_table(1, n_slots)
-    _fold_range(table[0], slot, kind, seq, helpful, harmful, content_ref, 0, len(slot))
+    _fold_range(table, 0, slot, kind, seq, helpful, harmful, content_ref, 0, len(slot))
     return _split_columns(table[0])
 
 
@@ -385,10 +392,12 @@ def _final_states_parallel(slot, kind, seq, helpful, harmful, content_ref, n_slo
     n = len(slot)
     table = _new_table(n_chunks, n_slots)
     for c in prange(n_chunks):
-        _fold_range(table[c], slot, kind, seq, helpful, harmful, content_ref, c * n // n_chunks, (c + 1) * n // n_chunks)
+        _fold_range(table, c, slot, kind, seq, helpful, harmful, content_ref, c * n // n_chunks, (c + 1) * n // n_chunks)
     for s in prange(n_slots):
+        state = _get(table, 0, s)
         for c in range(1, n_chunks):
-            _combine_into(table[0, s], table[c, s], table[0, s])
+            state = _combine(state, _get(table, c, s))
+        _put(table, 0, s, state)
     return _split_columns(table[0])
 
 
@@ -408,42 +417,37 @@ def _new_prefix_columns(n):  # type: ignore[no-untyped-def]
 
 
 @kernel()
-def _record_range(rows, slot, kind, seq, helpful, harmful, content_ref, lo, hi, out):  # type: ignore[no-untyped-def]
-    """Fold ops ``lo:hi`` into ``rows``, writing each op's inclusive state to the ``out`` columns."""
+def _record_range(table, c, slot, kind, seq, helpful, harmful, content_ref, lo, hi, out):  # type: ignore[no-untyped-def]
+    """Fold ops ``lo:hi`` into chunk table ``c``, writing each op's inclusive state to ``out``."""
     out_h, out_hm, out_ref, out_cseq, out_last, out_removed, out_applied, out_rejected, accepted = out
     for i in range(lo, hi):
         s = slot[i]
-        accepted[i] = _fold_op(rows, s, kind[i], seq[i], helpful[i], harmful[i], content_ref[i])
-        out_h[i] = rows[s, _H]
-        out_hm[i] = rows[s, _HM]
-        out_ref[i] = rows[s, _REF]
-        out_cseq[i] = rows[s, _CSEQ]
-        out_last[i] = rows[s, _LAST]
-        out_removed[i] = rows[s, _REMOVED] != 0
-        out_applied[i] = rows[s, _APPLIED]
-        out_rejected[i] = rows[s, _REJECTED]
+        accepted[i] = _fold_op(table, c, s, kind[i], seq[i], helpful[i], harmful[i], content_ref[i])
+        out_h[i] = table[c, s, _H]
+        out_hm[i] = table[c, s, _HM]
+        out_ref[i] = table[c, s, _REF]
+        out_cseq[i] = table[c, s, _CSEQ]
+        out_last[i] = table[c, s, _LAST]
+        out_removed[i] = table[c, s, _REMOVED] != 0
+        out_applied[i] = table[c, s, _APPLIED]
+        out_rejected[i] = table[c, s, _REJECTED]
 
 
 @kernel()
-def _carry_range(carries, slot, lo, hi, out):  # type: ignore[no-untyped-def]
-    """Prepend each op's carry-in state (from ``carries``) to its recorded local state."""
+def _carry_range(table, c, slot, lo, hi, out):  # type: ignore[no-untyped-def]
+    """Prepend each op's carry-in (chunk table ``c``) to its recorded local state."""
     out_h, out_hm, out_ref, out_cseq, out_last, out_removed, out_applied, out_rejected, accepted = out
-    state = np.empty(8, np.int64)
     for i in range(lo, hi):
-        carry = carries[slot[i]]
+        carry = _get(table, c, slot[i])
         if carry[_APPLIED] == 0 and carry[_REJECTED] == 0:
             continue  # identity carry: the local state is already the global one
-        state[_H] = out_h[i]
-        state[_HM] = out_hm[i]
-        state[_REF] = out_ref[i]
-        state[_CSEQ] = out_cseq[i]
-        state[_LAST] = out_last[i]
-        state[_REMOVED] = out_removed[i]
-        state[_APPLIED] = out_applied[i]
-        state[_REJECTED] = out_rejected[i]
         if carry[_REMOVED]:
             accepted[i] = False
-        _combine_into(carry, state, state)
+        local = (
+            out_h[i], out_hm[i], np.int64(out_ref[i]), out_cseq[i],
+            out_last[i], np.int64(out_removed[i]), np.int64(out_applied[i]), np.int64(out_rejected[i]),
+        )  # fmt: skip
+        state = _combine(carry, local)
         out_h[i] = state[_H]
         out_hm[i] = state[_HM]
         out_ref[i] = state[_REF]
@@ -458,7 +462,7 @@ def _carry_range(carries, slot, lo, hi, out):  # type: ignore[no-untyped-def]
 def _prefix_states_serial(slot, kind, seq, helpful, harmful, content_ref, n_slots):  # type: ignore[no-untyped-def]
     out = _new_prefix_columns(len(slot))
     table = _new_table(1, n_slots)
-    _record_range(table[0], slot, kind, seq, helpful, harmful, content_ref, 0, len(slot), out)
+    _record_range(table, 0, slot, kind, seq, helpful, harmful, content_ref, 0, len(slot), out)
     return out
 
 
@@ -469,18 +473,17 @@ def _prefix_states_parallel(slot, kind, seq, helpful, harmful, content_ref, n_sl
     table = _new_table(n_chunks, n_slots)
     # Phase 1: fold every chunk from the identity, recording each op's local inclusive state.
     for c in prange(n_chunks):
-        _record_range(table[c], slot, kind, seq, helpful, harmful, content_ref, c * n // n_chunks, (c + 1) * n // n_chunks, out)
+        _record_range(table, c, slot, kind, seq, helpful, harmful, content_ref, c * n // n_chunks, (c + 1) * n // n_chunks, out)
     # Phase 2: exclusive scan of the chunk totals per slot; row c becomes chunk c's carry-in.
     for s in prange(n_slots):
-        carry = _IDENTITY.copy()
-        total = np.empty(8, np.int64)
+        carry = _IDENTITY
         for c in range(n_chunks):
-            total[:] = table[c, s]
-            table[c, s, :] = carry
-            _combine_into(carry, total, carry)
+            total = _get(table, c, s)
+            _put(table, c, s, carry)
+            carry = _combine(carry, total)
     # Phase 3: prepend each chunk's carry-in to its local states.
     for c in prange(1, n_chunks):
-        _carry_range(table[c], slot, c * n // n_chunks, (c + 1) * n // n_chunks, out)
+        _carry_range(table, c, slot, c * n // n_chunks, (c + 1) * n // n_chunks, out)
     return out
 
 
@@ -489,20 +492,16 @@ def _gather_last(slot, n_ops, n_slots, helpful, harmful, content_ref, content_se
     last = np.full(n_slots, -1, np.int64)
     for i in range(n_ops):
         last[slot[i]] = i
-    rows = _new_table(1, n_slots)[0]
+    table = _new_table(1, n_slots)
     for s in range(n_slots):
         i = last[s]
         if i >= 0:
-            row = rows[s]
-            row[_H] = helpful[i]
-            row[_HM] = harmful[i]
-            row[_REF] = content_ref[i]
-            row[_CSEQ] = content_seq[i]
-            row[_LAST] = last_seq[i]
-            row[_REMOVED] = removed[i]
-            row[_APPLIED] = applied[i]
-            row[_REJECTED] = rejected[i]
-    return _split_columns(rows)
+            state = (
+                helpful[i], harmful[i], np.int64(content_ref[i]), content_seq[i],
+                last_seq[i], np.int64(removed[i]), np.int64(applied[i]), np.int64(rejected[i]),
+            )  # fmt: skip
+            _put(table, 0, s, state)
+    return _split_columns(table[0])
 
 
 @kernel()
