@@ -143,6 +143,17 @@ def test_capacity_and_fan_in_bound_profiling_and_plans() -> None:
     assert max(sizes) <= 24
 
 
+def test_without_two_distinct_measured_sizes_the_batch_stays_fixed() -> None:
+    single = BatchSizeController(ControllerConfig(candidates=(8, 16)), capacity=6)
+    assert run(single, DelayCurve(A=100.0, alpha=0.5), 3) == [6, 6, 6]
+    assert single.decisions[-1].reason.startswith("fixed: fewer than two distinct batch sizes")
+    short = BatchSizeController(ControllerConfig(candidates=(4, 8)))
+    for _ in range(2):  # the caller ran smaller batches than asked (the end of an epoch)
+        short.next_batch_size()
+        short.record(IterationMeasurement(3, 1.0, 100))
+    assert short.fit is None and short.next_batch_size().batch_size == 4
+
+
 def test_flat_curve_plans_the_smallest_candidate() -> None:
     controller = BatchSizeController(ControllerConfig())
     sizes = run(controller, DelayCurve(A=100.0, alpha=-0.2, seed=7), 7)

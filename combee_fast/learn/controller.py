@@ -18,7 +18,9 @@ batch stops saving at least ``tau`` seconds per epoch.
   validation score falls more than ``validation_drop`` below the best seen, the batch is capped
   at ``shrink_factor`` times the batch that produced it. After ``recover_after`` consecutive
   healthy iterations the cap is lifted one step (divided by ``shrink_factor``).
-* **Bounds.** Every decision lies in ``[min_batch, min(max_batch, capacity, max_fan_in)]``.
+* **Bounds.** Every decision lies in ``[min_batch, min(max_batch, capacity, max_fan_in)]``;
+  candidates outside are clamped (and profiled once). Profiling runs every candidate once
+  whatever the quality cap; the cap applies from the first plan on.
 * **Hysteresis.** A re-plan changes the batch only if it moves by more than ``hysteresis``
   (relative); shrinking and bounds are never delayed.
 
@@ -224,7 +226,7 @@ class BatchSizeController:
         self._guard_quality(m)
         if self.profiling:
             self._profiled += 1
-            if not self.profiling and len(self.profile) >= 2:
+            if not self.profiling and len({m.batch_size for m in self.measurements}) >= 2:
                 self._fit_profile()
         elif self.fit is not None:
             self._add_to_level(m)
@@ -244,7 +246,8 @@ class BatchSizeController:
         if self.profiling:
             return self._choose(self.profile[self._profiled], "profile", inputs, commit=False)
         if self.fit is None:
-            return self._choose(self._clamp(self.profile[0], ceiling), "fixed: one candidate within bounds", inputs)
+            reason = "fixed: fewer than two distinct batch sizes were measured, nothing to fit"
+            return self._choose(self._clamp(self.profile[0], ceiling), reason, inputs)
         log_A = self._level_sum / self._level_weight
         inputs.update(A=_exp(log_A), log_A=log_A, alpha=self.fit.alpha, tau=self.fit.tau)
         if self.fit.alpha > 0:
