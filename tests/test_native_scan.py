@@ -165,3 +165,18 @@ def test_slot_beyond_n_slots_and_content_beyond_table_are_named() -> None:
         OpBatch.from_arrays([0.5], [TAG], [0], [0], [0], [-1])
     with pytest.raises(ValueError, match="helpful values .* do not fit int32"):
         OpBatch.from_arrays([0], [TAG], [0], [2**40], [0], [-1])
+
+
+def test_parallel_kernels_run_concurrently_from_executor_threads() -> None:
+    """Kernels release the GIL; callers run them in executors, several at a time."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    rng = np.random.default_rng(11)
+    n, n_slots = 100_000, 500
+    ops = OpBatch.from_arrays(
+        rng.integers(0, n_slots, n), np.full(n, TAG), np.arange(n), rng.integers(0, 3, n), rng.integers(0, 2, n), np.full(n, -1)
+    )
+    expected = rows(scan.final_states(ops, n_slots, chunks=1))
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(lambda _: rows(scan.final_states(ops, n_slots, chunks=2)), range(8)))
+    assert all(result == expected for result in results)
