@@ -127,7 +127,11 @@ class PrefixStates(msgspec.Struct, frozen=True):
     accepted: np.ndarray  # bool
 
     def state_after(self, n_ops: int) -> SlotStates:
-        """The state of every slot after the first ``n_ops`` ops (playbook version ``n_ops``)."""
+        """The state of every slot after the first ``n_ops`` ops (playbook version ``n_ops``).
+
+        One pass over ``n_ops`` ops and ``n_slots`` slots. To walk many versions in order,
+        overwrite a running state with the rows of the ops in between instead.
+        """
         if not 0 <= n_ops <= len(self.slot):
             raise ValueError(f"state_after: n_ops must be in [0, {len(self.slot)}], got {n_ops}")
         return SlotStates(
@@ -150,9 +154,10 @@ class PrefixStates(msgspec.Struct, frozen=True):
 def final_states(ops: OpBatch, n_slots: int, *, chunks: int | None = None) -> SlotStates:
     """The state of every slot after all ``ops``.
 
-    Runs in parallel over ``chunks`` slices of the log (default: one per Numba thread), each
-    folded into its own slot table, then joins the tables per slot. Memory: ``chunks * n_slots``
-    states. Raises ``ValueError`` if a slot is outside ``[0, n_slots)``.
+    Runs in parallel over ``chunks`` slices of the log (default: one per Numba thread, one in
+    all for fewer than 16,384 ops per thread), each folded into its own dense slot table (no
+    sort: slots index the table), then joins the tables per slot. Extra memory:
+    ``chunks * n_slots * 64`` bytes. Raises ``ValueError`` if a slot is outside ``[0, n_slots)``.
     """
     _check_slots(ops, n_slots)
     n_chunks = chunk_count(len(ops), chunks)
@@ -164,9 +169,10 @@ def final_states(ops: OpBatch, n_slots: int, *, chunks: int | None = None) -> Sl
 def prefix_states(ops: OpBatch, n_slots: int, *, chunks: int | None = None) -> PrefixStates:
     """Inclusive prefix states after every op (see :class:`PrefixStates`).
 
-    Work-efficient three-phase scan: fold each chunk locally, scan the chunk totals per slot,
-    then add each chunk's carry-in to its rows. Two passes over the ops, ``chunks * n_slots``
-    extra states. Raises ``ValueError`` if a slot is outside ``[0, n_slots)``.
+    Work-efficient three-phase scan: fold each chunk locally (recording every op's local
+    state), scan the chunk totals per slot, then combine each chunk's carry-in into its rows.
+    Two passes over the ops; output 46 bytes per op; extra memory ``chunks * n_slots * 64``
+    bytes. Raises ``ValueError`` if a slot is outside ``[0, n_slots)``.
     """
     _check_slots(ops, n_slots)
     n_chunks = chunk_count(len(ops), chunks)
