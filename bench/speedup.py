@@ -37,7 +37,8 @@ def _row(name: str, batch: int, result: TrainResult) -> str:
 
 async def compare(args: argparse.Namespace) -> dict[str, TrainResult]:
     def config(time_scale: float) -> SessionConfig:
-        return SessionConfig(task=args.task, seed=args.seed, sim=SimSpec(args.preset, time_scale))
+        sync_rounds = None if args.sync_rounds == "all" else int(args.sync_rounds)
+        return SessionConfig(task=args.task, seed=args.seed, sync_rounds=sync_rounds, sim=SimSpec(args.preset, time_scale))
 
     runs = {
         "sequential": await _train(config(SERIAL_TIME_SCALE), "sequential", 1),
@@ -60,6 +61,8 @@ def main() -> None:
     parser.add_argument("--preset", default="h200-70b")
     parser.add_argument("--time-scale", type=float, default=0.01, help="for the batched methods")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--sync-rounds", default="1",
+                        help="Combee: ACE rounds inside a step, the rest carried to the next; 'all' carries none")
     args = parser.parse_args()
     runs = run(compare(args))
     seq, comb, naive = runs["sequential"], runs["combee"], runs["naive"]
