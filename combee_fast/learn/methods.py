@@ -22,6 +22,7 @@ import msgspec
 from combee_fast.engine.rng import rng_at
 from combee_fast.engine.stream import IndexedStream
 from combee_fast.learn.agents import Agents, Proposal
+from combee_fast.learn.deltalog import LoggedDelta, logged_delta
 from combee_fast.learn.merge import augmented_groups, finish_times, reduce_tree, tag_ops
 from combee_fast.learn.sample import SampleTrace, can_continue, continue_sample, reflect_only, run_sample
 from combee_fast.playbook import ApplyReport, Playbook
@@ -42,6 +43,7 @@ class StepResult(msgspec.Struct, frozen=True):
     wall_seconds: float
     insights: tuple[str, ...]
     kept: tuple[str, ...]
+    log: tuple[LoggedDelta, ...] = ()  # the applies that changed the playbook, replayable
 
     @property
     def calls(self) -> int:
@@ -109,7 +111,7 @@ async def _render(playbook: Playbook) -> str:
 
 async def _apply(
     playbook: Playbook, traces: Sequence[SampleTrace], ops: Sequence[Op], source: str
-) -> tuple[Playbook, ApplyReport, Delta]:
+) -> tuple[Playbook, ApplyReport, Delta, tuple[LoggedDelta, ...]]:
     """Tags of all traces, then the curated ops, as one delta applied once, off the event loop."""
     reflections = [r for t in traces for r in t.reflections if r.error is None]
     delta = Delta(
@@ -119,7 +121,9 @@ async def _apply(
         rollout_ids=tuple(r.id for t in traces for r in t.rollouts),
     )
     new_playbook, report = await asyncio.to_thread(playbook.apply, delta)
-    return new_playbook, report, delta
+    changed = new_playbook.version != playbook.version
+    log = (logged_delta(delta, report, new_playbook.version),) if changed else ()
+    return new_playbook, report, delta, log
 
 
 class _Batched:
@@ -160,6 +164,7 @@ class Sequential:
     async def step(self, items: Sequence[Any], playbook: Playbook, *, epoch: int, step: int) -> StepResult:
         started = time.perf_counter()
         reports: list[ApplyReport] = []
+        log: list[LoggedDelta] = []
         traces: list[SampleTrace] = []
         proposals: list[Proposal] = []
         insights: list[str] = []
@@ -179,12 +184,15 @@ class Sequential:
                 proposals.append(proposal)
                 sim_seconds += proposal.usage.effective_latency_s
                 ops = proposal.ops
-            playbook, report, delta = await _apply(playbook, [trace], ops, f"sequential[{epoch}.{step}.{offset}]")
+            playbook, report, delta, logged = await _apply(
+                playbook, [trace], ops, f"sequential[{epoch}.{step}.{offset}]"
+            )
             reports.append(report)
+            log.extend(logged)
             kept.extend(_kept_contents(delta, report))
         return StepResult(
             playbook, tuple(reports), tuple(traces), tuple(proposals), sim_seconds,
-            time.perf_counter() - started, tuple(insights), tuple(kept),
+            time.perf_counter() - started, tuple(insights), tuple(kept), tuple(log),
         )
 
 
@@ -208,10 +216,10 @@ class Naive(_Batched):
             proposals = (proposal,)
             ops = proposal.ops
             sim_seconds += proposal.usage.effective_latency_s
-        new_playbook, report, delta = await _apply(playbook, traces, ops, f"naive[{epoch}.{step}]")
+        new_playbook, report, delta, log = await _apply(playbook, traces, ops, f"naive[{epoch}.{step}]")
         return StepResult(
             new_playbook, (report,), tuple(traces), proposals, sim_seconds, time.perf_counter() - started,
-            tuple(r.key_insight for r in reflections), _kept_contents(delta, report),
+            tuple(r.key_insight for r in reflections), _kept_contents(delta, report), log,
         )
 
 
@@ -305,7 +313,7 @@ class Combee(_Batched):
         )
         sim_seconds = max(curator_done + finished, default=0.0) + reduced.sim_seconds
         all_traces = [*traces, *rests]
-        new_playbook, report, delta = await _apply(playbook, all_traces, reduced.ops, f"combee[{epoch}.{step}]")
+        new_playbook, report, delta, log = await _apply(playbook, all_traces, reduced.ops, f"combee[{epoch}.{step}]")
         self._carried = [
             _Carried(traces[i], task, finished[i] - sim_seconds) for i, task in sorted(leaving.items())
         ]
@@ -317,5 +325,5 @@ class Combee(_Batched):
         )
         return StepResult(
             new_playbook, (report,), tuple(all_traces), tuple(proposals) + reduced.calls, sim_seconds,
-            time.perf_counter() - started, insights, _kept_contents(delta, report),
+            time.perf_counter() - started, insights, _kept_contents(delta, report), log,
         )

@@ -4,6 +4,7 @@
     splits.json        the manifest (content hash) of every split used
     ledger.jsonl       one row per step: time, calls, tokens per role, accuracy, playbook size
     controller.jsonl   batch-size decisions with their inputs and reasons (auto batch size only)
+    deltas.jsonl       every apply that changed the playbook, replayable (learn/deltalog.py)
     playbooks/v*.json  every playbook version
     final.json, best.json, summary.json
 """
@@ -35,6 +36,7 @@ class RunDir:
         (self.root / "playbooks").mkdir(parents=True, exist_ok=True)
         self._ledger = open(self.root / "ledger.jsonl", "ab")
         self._decisions = open(self.root / "controller.jsonl", "ab")
+        self._deltas = open(self.root / "deltas.jsonl", "ab")
 
     def write_json(self, name: str, value: Any) -> None:
         _write_atomic(self.root / name, msgspec.json.format(_encoder.encode(value), indent=2))
@@ -47,6 +49,10 @@ class RunDir:
         self._decisions.write(_encoder.encode(row) + b"\n")
         self._decisions.flush()
 
+    def append_deltas(self, entries: Any) -> None:
+        self._deltas.writelines(_encoder.encode(entry) + b"\n" for entry in entries)
+        self._deltas.flush()
+
     def save_version(self, playbook: Playbook) -> None:
         playbook.save(self.root / "playbooks" / f"v{playbook.version:05d}.json")
 
@@ -56,3 +62,4 @@ class RunDir:
     def close(self) -> None:
         self._ledger.close()
         self._decisions.close()
+        self._deltas.close()

@@ -162,6 +162,7 @@ async def train(
         samples += len(batch)
         if run_dir is not None and result.playbook.version != playbook.version:
             run_dir.save_version(result.playbook)
+            run_dir.append_deltas(result.log)
         playbook = result.playbook
         row = _ledger_row(method.name, epoch, step_number, reason, result, sim_total)
         if val_examples and (is_last() or (config.eval_every and (step_number + 1) % config.eval_every == 0)):
