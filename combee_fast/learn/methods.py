@@ -262,9 +262,8 @@ class Combee(_Batched):
         async def one(index: int, item: Any) -> SampleTrace:
             trace = await self.mapper(item, playbook, text, epoch)
             if self.config.sync_rounds is not None and can_continue(trace, self.config.max_rounds):
-                leaving[index] = asyncio.create_task(
-                    continue_sample(self.agents, trace, playbook, text, epoch=epoch, max_rounds=self.config.max_rounds)
-                )
+                rest = continue_sample(self.agents, trace, playbook, text, epoch=epoch, max_rounds=self.config.max_rounds)
+                leaving[index] = asyncio.create_task(asyncio.wait_for(rest, self.config.item_timeout_s))
             return trace
 
         stream = IndexedStream(items, one, concurrency=self.config.concurrency, item_timeout_s=self.config.item_timeout_s)
