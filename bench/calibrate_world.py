@@ -8,7 +8,6 @@ Last line: entries_b<N>=<learned> ... max_rel_error=<worst |learned/paper - 1|>
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 
 from combee_fast.engine.loop import run

@@ -6,7 +6,6 @@ Bad flags and unreachable endpoints print one line naming the problem and exit w
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 from collections.abc import Sequence
 from pathlib import Path

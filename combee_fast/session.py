@@ -110,27 +110,35 @@ class Session:
         self.clients = clients
         self.server = server
 
+    @property
+    def learns_from_traces(self) -> bool:
+        """True for tasks whose rollouts already exist (the map only reflects)."""
+        return hasattr(self.task, "load_rollouts")
+
     def method(self, name: str | None = None) -> Method:
+        """The learning method ``name`` (default: the configured one) on this session's roles.
+
+        Only Combee carries retrying chains across steps (``sync_rounds``); collected traces have
+        no rounds to carry.
+        """
         name = name or self.config.method
-        traces = hasattr(self.task, "load_rollouts")
-        mapper = rollout_mapper(self.agents) if traces else example_mapper(
-            self.agents, MapConfig(max_rounds=self.config.max_rounds)
+        map_config = MapConfig(
+            max_rounds=self.config.max_rounds,
+            concurrency=self.config.concurrency,
+            sync_rounds=self.config.sync_rounds if name == "combee" and not self.learns_from_traces else None,
         )
-        map_config = MapConfig(max_rounds=self.config.max_rounds, concurrency=self.config.concurrency)
+        mapper = rollout_mapper(self.agents) if self.learns_from_traces else example_mapper(self.agents, map_config)
         if name == "sequential":
             return Sequential(self.agents, mapper)
         if name == "naive":
             return Naive(self.agents, mapper, map_config)
-        if not traces:
-            map_config = msgspec.structs.replace(map_config, sync_rounds=self.config.sync_rounds)
-            mapper = example_mapper(self.agents, map_config)
         return Combee(
             self.agents, mapper, map_config,
             CombeeConfig(self.config.duplicates, self.config.max_fan_in, self.config.seed),
         )
 
     def train_items(self) -> tuple:
-        if hasattr(self.task, "load_rollouts"):
+        if self.learns_from_traces:
             return tuple(self.task.load_rollouts(self.config.train_split))
         return self.train_split.examples
 

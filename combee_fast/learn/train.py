@@ -184,9 +184,10 @@ async def train(
             size, reason = plan.next_size()
             batch = [train_items[i] for i in order[position : position + size]]
             position += len(batch)
-            await run_step(batch, reason, epoch, lambda: last_epoch and position >= len(order) and not method.pending())
+            epoch_done = position >= len(order)
+            await run_step(batch, reason, epoch, lambda done=last_epoch and epoch_done: done and not method.pending())
         while method.pending():  # chains carried past the last batch are curated before the epoch ends
-            await run_step([], "drain", epoch, lambda: last_epoch and not method.pending())
+            await run_step([], "drain", epoch, lambda done=last_epoch: done and not method.pending())
     if best_accuracy is None:
         best = playbook
     if run_dir is not None:
