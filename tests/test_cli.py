@@ -115,3 +115,21 @@ def test_learning_from_collected_traces_sends_no_generator_call(tmp_path) -> Non
     ledger = [json.loads(line) for line in (out / "ledger.jsonl").read_text().splitlines()]
     assert sum(row["calls"].get("reflector", 0) for row in ledger) == 30
     assert all("generator" not in row["calls"] for row in ledger)
+
+
+def test_learn_against_a_separate_sim_server_process(tmp_path) -> None:
+    server = subprocess.Popen(
+        [sys.executable, "-m", "combee_fast.cli", "sim-server", "--port", "0", "--world", "formula",
+         "--preset", "flat", "--time-scale", "0.0001"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        first = server.stdout.readline().split()
+        assert first[:2] == ["listening", "on"], first
+        done = _combee("learn", "--endpoint", first[2], "--model", "sim", "--train-split", "train[0:20]",
+                       "--val-split", "val[0:10]", "--batch-size", "10", "--out", str(tmp_path / "r"), "--quiet")
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout.strip().splitlines()[-1])["bullets"] > 0
+    finally:
+        server.terminate()
+        server.wait(timeout=30)

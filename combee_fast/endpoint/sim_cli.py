@@ -13,7 +13,7 @@ import sys
 
 from combee_fast.engine.loop import run
 from combee_fast.errors import ConfigError
-from combee_fast.endpoint.sim import PRESETS, EchoResponder, FaultConfig, LatencyPreset, SimServer
+from combee_fast.endpoint.sim import PRESETS, EchoResponder, FaultConfig, LatencyPreset, Responder, SimServer
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -21,7 +21,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     parser = subparsers.add_parser(
         "sim-server",
         help="run the simulated OpenAI-compatible inference server on loopback",
-        description="Simulated continuous-batching inference server (echo responder).",
+        description="Simulated continuous-batching inference server (echo responder, or a task world).",
     )
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8000, help="0 picks a free port")
@@ -33,6 +33,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     parser.add_argument("--latency-jitter", type=float, default=0.0,
                         help="+-fraction of random per-request latency change")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--world", metavar="TASK",
+                        help="answer as the task world of TASK (formula, finer) instead of echoing")
     for kind in ("429", "500", "drop", "stall", "malformed", "truncated"):
         parser.add_argument(f"--rate-{kind}", type=float, default=0.0, help=f"probability of a {kind} fault")
     parser.add_argument("--retry-after", type=float, default=1.0, help="simulated seconds in Retry-After")
@@ -48,8 +50,17 @@ def server_from_args(args: argparse.Namespace) -> SimServer:
         rate_truncated=args.rate_truncated, retry_after_s=args.retry_after, stall_s=args.stall,
     )
     preset = args.preset if args.constant_latency is None else LatencyPreset.constant(args.constant_latency)
-    return SimServer(EchoResponder(), preset=preset, time_scale=args.time_scale, faults=faults,
+    return SimServer(_responder(args.world), preset=preset, time_scale=args.time_scale, faults=faults,
                      seed=args.seed, latency_jitter=args.latency_jitter, host=args.host, port=args.port)
+
+
+def _responder(world: str | None) -> Responder:
+    if world is None:
+        return EchoResponder()
+    from combee_fast.tasks.registry import get_task  # the endpoint package does not need tasks otherwise
+    from combee_fast.tasks.world import TaskWorld
+
+    return TaskWorld.for_task(get_task(world))
 
 
 async def _serve(server: SimServer) -> None:
