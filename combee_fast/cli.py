@@ -169,7 +169,7 @@ async def _learn(args: argparse.Namespace) -> int:
             if config.batch_size is None:
                 from combee_fast.learn.autobatch import ControllerPlan
 
-                plan = ControllerPlan.for_session(session, run_dir)
+                plan = await ControllerPlan.for_session(session, run_dir)
             result = await session.train(plan=plan, run_dir=run_dir, on_step=None if args.quiet else _progress)
     finally:
         run_dir.close()

@@ -8,6 +8,7 @@ Every decision goes to the run directory's ``controller.jsonl`` with its inputs 
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING
 
 from combee_fast.learn.controller import BatchSizeController, ControllerConfig, IterationMeasurement
@@ -38,8 +39,14 @@ class ControllerPlan:
         self.run_dir = run_dir
 
     @classmethod
-    def for_session(cls, session: Session, run_dir: RunDir | None = None) -> ControllerPlan:
-        """Bounded by the simulated server's running-sequence capacity, or the concurrency cap."""
+    async def for_session(cls, session: Session, run_dir: RunDir | None = None) -> ControllerPlan:
+        """Bounded by the simulated server's running-sequence capacity, or the concurrency cap.
+
+        Compiles (or loads from cache) the similarity kernels off the event loop first.
+        """
+        from combee_fast.native.similarity import warmup
+
+        await asyncio.to_thread(warmup)
         capacity = session.config.concurrency
         if session.server is not None and session.server.preset.max_running is not None:
             capacity = min(capacity, session.server.preset.max_running)
@@ -51,12 +58,13 @@ class ControllerPlan:
             self.run_dir.append_decision(decision)
         return decision.batch_size, decision.reason
 
-    def observe(self, batch_size: int, result: StepResult, samples_in_epoch: int) -> None:
+    async def observe(self, batch_size: int, result: StepResult, samples_in_epoch: int) -> None:
+        retention = await asyncio.to_thread(step_retention, result)
         self.controller.record(
             IterationMeasurement(
                 batch_size=batch_size,
                 seconds=max(result.sim_seconds, 1e-9),
                 samples_in_epoch=samples_in_epoch,
-                retention=step_retention(result),
+                retention=retention,
             )
         )

@@ -34,7 +34,7 @@ class BatchPlan(Protocol):
         """The next batch size and the reason for it."""
         ...
 
-    def observe(self, batch_size: int, result: StepResult, samples_in_epoch: int) -> None: ...
+    async def observe(self, batch_size: int, result: StepResult, samples_in_epoch: int) -> None: ...
 
 
 class FixedBatch:
@@ -46,7 +46,7 @@ class FixedBatch:
     def next_size(self) -> tuple[int, str]:
         return self.size, "fixed"
 
-    def observe(self, batch_size: int, result: StepResult, samples_in_epoch: int) -> None:
+    async def observe(self, batch_size: int, result: StepResult, samples_in_epoch: int) -> None:
         return None
 
 
@@ -154,7 +154,7 @@ async def train(
         result = await method.step(batch, playbook, epoch=epoch, step=step_number)
         wall_total += time.perf_counter() - started
         if batch:
-            plan.observe(len(batch), result, len(train_items))
+            await plan.observe(len(batch), result, len(train_items))
         sim_total += result.sim_seconds
         usages = _usages(result)
         calls += len(usages)
