@@ -50,7 +50,20 @@ def test_the_curator_keeps_generic_lessons_first_and_saturates() -> None:
     lessons = [specific_lesson(f"Unit {i}", 0) for i in range(40)] + [generic_lesson(0)]
     many = [reflection(text, i) for i, text in enumerate(lessons)]
     ops = _ask("curator", curator_messages("", "", many), 1)["operations"]
-    assert len(ops) <= FORMULA_PARAMS.curator_capacity + 1
+    assert len(ops) <= max(ops for _, ops in FORMULA_PARAMS.curator_curve) + 1
     assert ops[0]["content"] == generic_lesson(0)
     one = _ask("curator", curator_messages("", "", many[:1]), 1)["operations"]
     assert len(one) <= 1
+
+
+async def test_naive_batching_learns_the_paper_fig2_entry_counts_within_25_percent() -> None:
+    from combee_fast.learn.train import FixedBatch
+    from combee_fast.session import SessionConfig, SimSpec, open_session
+    from combee_fast.tasks.world import PAPER_CURATOR_CURVE
+
+    config = SessionConfig(task="formula", val_split="val[0:1]", sim=SimSpec("flat", 1e-4))
+    async with open_session(config) as session:
+        for batch, per_call in PAPER_CURATOR_CURVE:
+            paper_entries = round(per_call * 500 / batch)
+            result = await session.train(method="naive", plan=FixedBatch(int(batch)))
+            assert abs(len(result.final) / paper_entries - 1) <= 0.25, (batch, len(result.final), paper_entries)

@@ -14,9 +14,9 @@ the task's data, which plays the part of the model's world knowledge.
   same epoch and round get the same draw (common random numbers).
 - **Reflector**: names the missing unit's lesson with some probability (lower without ground truth),
   otherwise a generic lesson; tags the cited bullets.
-- **Curator**: its output saturates with the number of reflections in the call,
-  ``ops(n) = C * (1 - exp(-r * n / C))``, keeping generic lessons before specific ones: that is
-  context overload. It skips lessons the playbook already holds.
+- **Curator**: its output saturates with the number of reflections in the call, following the
+  entries per curator call the paper measured (:data:`PAPER_CURATOR_CURVE`), keeping generic
+  lessons before specific ones: that is context overload. It skips lessons the playbook holds.
 - **Reducer**: keeps proposed ADDs by reference, dropping duplicates, specific lessons first, with a
   larger capacity.
 
@@ -27,7 +27,6 @@ learns about 264/199/121/97/47/21 entries at batch 1/5/10/20/50/100 (paper Fig. 
 from __future__ import annotations
 
 import hashlib
-import math
 import re
 from collections.abc import Iterable, Sequence
 
@@ -39,6 +38,22 @@ from combee_fast.schema import Example
 from combee_fast.tasks.base import Task
 
 
+PAPER_CURATOR_CURVE = ((1, 264 / 500), (5, 199 / 100), (10, 121 / 50), (20, 97 / 25), (50, 47 / 10), (100, 21 / 5))
+"""Entries per curator call against reflections per call, from the paper's Fig. 2 (Formula train,
+one epoch, naive batching: entries learned / curator calls at batch 1, 5, 10, 20, 50, 100)."""
+
+
+def curator_output(reflections: int, curve: Sequence[tuple[float, float]]) -> float:
+    """Expected ops one curator call writes for ``reflections`` reflections: ``curve``
+    interpolated linearly, flat past its last point, proportional below its first."""
+    if reflections <= curve[0][0]:
+        return curve[0][1] * reflections / curve[0][0]
+    for (n0, ops0), (n1, ops1) in zip(curve, curve[1:]):
+        if reflections <= n1:
+            return ops0 + (ops1 - ops0) * (reflections - n0) / (n1 - n0)
+    return curve[-1][1]
+
+
 class WorldParams(msgspec.Struct, frozen=True):
     base_accuracy: float
     known_accuracy: float = 0.88
@@ -48,8 +63,7 @@ class WorldParams(msgspec.Struct, frozen=True):
     name_unit_after_wrong: float = 0.95  # P(reflector names a lesson about the unit) after a wrong answer
     name_unit_after_right: float = 0.85  # ... after a right one
     no_ground_truth_factor: float = 0.6  # multiplies both when the reflector gets no ground truth
-    curator_capacity: float = 4.6  # C: the most ops one curator call writes
-    curator_rate: float = 0.5  # r: ops per reflection at light load
+    curator_curve: tuple[tuple[float, float], ...] = PAPER_CURATOR_CURVE
     reducer_capacity: float = 32.0
 
 
@@ -238,8 +252,7 @@ class TaskWorld:
         held = {_lesson_key(content) for _, content in _bullets(_section(prompt, "playbook") or "")}
         lessons = [row.get("key_insight", "") for row in _json_lines(_section(prompt, "reflections") or "")]
         fresh = _fresh(lessons, held)
-        capacity = self.params.curator_capacity
-        expected = capacity * (1.0 - math.exp(-self.params.curator_rate * len(lessons) / capacity))
+        expected = curator_output(len(lessons), self.params.curator_curve)
         count = int(expected) + (_uniform("curate", seed) < expected - int(expected))
         generic_first = sorted(fresh, key=lambda text: lesson_unit(text) != "General")
         return _operations(generic_first[:count], "curator", seed)
