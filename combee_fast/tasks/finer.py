@@ -15,10 +15,10 @@ from pathlib import Path
 import orjson
 
 from combee_fast.schema import Example
-from combee_fast.tasks.ace_format import DATA_DIR, decode_ace_row
-from combee_fast.tasks.base import Score, Split, TaskDataError
+from combee_fast.tasks.ace_format import DATA_DIR, AceRow, load_ace_split
+from combee_fast.tasks.base import Score, Split
 from combee_fast.tasks.scorers import quote
-from combee_fast.tasks.splits import SplitFile, select_rows
+from combee_fast.tasks.splits import SplitFile
 
 FINER_FILE = "finer_val_batched_500_samples.jsonl"
 FINER_SPLITS = {"train": (0, 300), "val": (300, 500)}
@@ -38,6 +38,16 @@ def split_tags(text: str) -> list[str]:
     return [part.strip(_TAG_PUNCTUATION) for part in parts if part.strip(_TAG_PUNCTUATION)]
 
 
+def _meta(row: AceRow) -> dict[str, str] | str:
+    tags = split_tags(row.target)
+    entities = finer_entities(row.context)
+    if not tags:
+        return "empty target: no tags"
+    if len(entities) != len(tags):
+        return f"the question names {len(entities)} entities but the target has {len(tags)} tags"
+    return {"tags": ",".join(tags), "entities": orjson.dumps(entities).decode()}
+
+
 class FinerTask:
     """The ACE FiNER task. ``data_dir`` holds the FiNER file (default: the bundled copy)."""
 
@@ -51,22 +61,7 @@ class FinerTask:
         return tuple(self._files)
 
     def load(self, split: str) -> Split:
-        selected = select_rows(self.name, split, self._files)
-        examples = []
-        for index, row in selected.rows:
-            ace = decode_ace_row(selected.path, row)
-            tags = split_tags(ace.target)
-            entities = finer_entities(ace.context)
-            if not tags:
-                raise TaskDataError(str(selected.path), row.line, "empty target: no tags")
-            if len(entities) != len(tags):
-                raise TaskDataError(
-                    str(selected.path), row.line,
-                    f"the question names {len(entities)} entities but the target has {len(tags)} tags",
-                )
-            meta = {"tags": ",".join(tags), "entities": orjson.dumps(entities).decode()}
-            examples.append(Example(index, ace.context, ace.target, selected.name, meta))
-        return Split(selected.manifest, tuple(examples))
+        return load_ace_split(self.name, split, self._files, _meta)
 
     def score(self, example: Example, answer: str | None) -> Score:
         if example.target is None:

@@ -10,10 +10,10 @@ import re
 from pathlib import Path
 
 from combee_fast.schema import Example
-from combee_fast.tasks.ace_format import DATA_DIR, decode_ace_row
-from combee_fast.tasks.base import Score, Split, TaskDataError
+from combee_fast.tasks.ace_format import DATA_DIR, AceRow, load_ace_split
+from combee_fast.tasks.base import Score, Split
 from combee_fast.tasks.scorers import NumericScorer
-from combee_fast.tasks.splits import SplitFile, select_rows
+from combee_fast.tasks.splits import SplitFile
 
 FORMULA_FILES = {"train": "formula_train_subset_500.jsonl", "val": "formula_val_subset_300.jsonl"}
 FORMULA_DECIMALS = 2
@@ -43,18 +43,13 @@ class FormulaTask:
         return tuple(self._files)
 
     def load(self, split: str) -> Split:
-        selected = select_rows(self.name, split, self._files)
-        examples = []
-        for index, row in selected.rows:
-            ace = decode_ace_row(selected.path, row)
-            name = formula_name(ace.context)
-            if name is None:
-                raise TaskDataError(str(selected.path), row.line, "no 'Use formula <NAME> to answer' in the context")
-            problem = self._scorer.target_problem(ace.target)
-            if problem is not None:
-                raise TaskDataError(str(selected.path), row.line, problem)
-            examples.append(Example(index, ace.context, ace.target, selected.name, {"formula": name}))
-        return Split(selected.manifest, tuple(examples))
+        return load_ace_split(self.name, split, self._files, self._meta)
+
+    def _meta(self, row: AceRow) -> dict[str, str] | str:
+        name = formula_name(row.context)
+        if name is None:
+            return "no 'Use formula <NAME> to answer' in the context"
+        return self._scorer.target_problem(row.target) or {"formula": name}
 
     def score(self, example: Example, answer: str | None) -> Score:
         if example.target is None:
