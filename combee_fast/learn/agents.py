@@ -20,8 +20,17 @@ from combee_fast.roles import curator, generator, reducer, reflector
 from combee_fast.roles.ops import parse_ops
 from combee_fast.roles.curator import playbook_stats_text
 from combee_fast.roles.reflector import cited_bullets_text
-from combee_fast.schema import CallError, Example, Op, Reflection, Rollout, Usage
+from combee_fast.schema import CallError, Example, Message, Op, Reflection, Rollout, Usage
 from combee_fast.tasks.base import Task
+
+
+_ROLE_OUTPUT: dict[str, tuple[int, dict[str, Any], str]] = {
+    "generator": (generator.GENERATOR_MAX_TOKENS, generator.GENERATOR_SCHEMA, "generator_output"),
+    "reflector": (reflector.REFLECTOR_MAX_TOKENS, reflector.REFLECTOR_SCHEMA, "reflection"),
+    "curator": (curator.CURATOR_MAX_TOKENS, curator.CURATOR_SCHEMA, "operations"),
+    "reducer": (reducer.REDUCER_MAX_TOKENS, reducer.REDUCER_SCHEMA, "reduction"),
+}
+"""Per role: completion token limit, JSON Schema of the reply, and the schema's name."""
 
 
 class RoleClients(msgspec.Struct, frozen=True):
@@ -87,15 +96,7 @@ class Agents:
             previous_answer=previous.answer if previous is not None else None,
             reflection=reflection,
         )
-        request = ChatRequest(
-            role="generator",
-            messages=messages,
-            max_tokens=generator.GENERATOR_MAX_TOKENS,
-            temperature=self.temperature,
-            seed=derive_seed(self.seed, "generator", epoch, example.id, round_),
-            json_schema=generator.GENERATOR_SCHEMA,
-            schema_name="generator_output",
-        )
+        request = self._request("generator", messages, epoch, example.id, round_)
         result = await self.clients.generator.chat(request)
         parsed = _parsed(result, generator.parse_generator)
         if isinstance(parsed, CallError):
@@ -116,16 +117,8 @@ class Agents:
         """Diagnose one rollout. A failed call gives a reflection with ``error`` and no tags."""
         cited = [bullet for bid in rollout.bullet_ids if (bullet := playbook.get(bid)) is not None]
         ground_truth = rollout.example.target if self.use_ground_truth else None
-        request = ChatRequest(
-            role="reflector",
-            messages=reflector.reflector_messages(rollout, cited_bullets_text(cited), ground_truth=ground_truth),
-            max_tokens=reflector.REFLECTOR_MAX_TOKENS,
-            temperature=self.temperature,
-            seed=derive_seed(self.seed, "reflector", epoch, rollout.id),
-            json_schema=reflector.REFLECTOR_SCHEMA,
-            schema_name="reflection",
-        )
-        result = await self.clients.reflector.chat(request)
+        messages = reflector.reflector_messages(rollout, cited_bullets_text(cited), ground_truth=ground_truth)
+        result = await self.clients.reflector.chat(self._request("reflector", messages, epoch, rollout.id))
         if result.error is not None:
             return _failed_reflection(rollout.id, result.usage, result.error)
         return reflector.parse_reflector(result.data, result.text, rollout_id=rollout.id, usage=result.usage)
@@ -140,15 +133,8 @@ class Agents:
         seed_path: tuple[int | str, ...],
     ) -> Proposal:
         """One curator call over ``reflections`` against ``playbook``."""
-        request = ChatRequest(
-            role="curator",
-            messages=curator.curator_messages(playbook_text, playbook_stats_text(playbook.bullets()), reflections),
-            max_tokens=curator.CURATOR_MAX_TOKENS,
-            temperature=self.temperature,
-            seed=derive_seed(self.seed, "curator", *seed_path),
-            json_schema=curator.CURATOR_SCHEMA,
-            schema_name="operations",
-        )
+        messages = curator.curator_messages(playbook_text, playbook_stats_text(playbook.bullets()), reflections)
+        request = self._request("curator", messages, *seed_path)
         return await self._propose(self.clients.curator, request, source, parse_ops)
 
     async def reduce(
@@ -160,20 +146,25 @@ class Agents:
         seed_path: tuple[int | str, ...],
     ) -> Proposal:
         """One reducer call merging ``proposals`` made against the same base playbook."""
-        request = ChatRequest(
-            role="reducer",
-            messages=reducer.reducer_messages(playbook_text, proposals),
-            max_tokens=reducer.REDUCER_MAX_TOKENS,
-            temperature=self.temperature,
-            seed=derive_seed(self.seed, "reducer", *seed_path),
-            json_schema=reducer.REDUCER_SCHEMA,
-            schema_name="reduction",
-        )
+        request = self._request("reducer", reducer.reducer_messages(playbook_text, proposals), *seed_path)
 
         def parse(data: Any, text: str | None) -> tuple[Op, ...] | CallError:
             return reducer.parse_reduction(data, text, proposals)
 
         return await self._propose(self.clients.reducer, request, source, parse)
+
+    def _request(self, role: str, messages: tuple[Message, ...], *seed_path: int | str) -> ChatRequest:
+        """A request for ``role`` whose seed is the node ``(role, *seed_path)`` of the run's seed tree."""
+        max_tokens, schema, schema_name = _ROLE_OUTPUT[role]
+        return ChatRequest(
+            role=role,
+            messages=messages,
+            max_tokens=max_tokens,
+            temperature=self.temperature,
+            seed=derive_seed(self.seed, role, *seed_path),
+            json_schema=schema,
+            schema_name=schema_name,
+        )
 
     async def _propose(
         self,
