@@ -54,6 +54,8 @@ def _add_endpoint_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--endpoint", help="OpenAI-compatible base URL for every role, e.g. http://127.0.0.1:8000/v1")
     group.add_argument("--model", help="model name for every role")
     group.add_argument("--api-key-env", help="environment variable holding the API key")
+    group.add_argument("--no-json-schema", action="store_true",
+                       help="do not send response_format json_schema (for servers that reject it)")
     for role in ROLES:
         group.add_argument(f"--{role}-endpoint", help=f"base URL for the {role} role")
         group.add_argument(f"--{role}-model", help=f"model for the {role} role")
@@ -119,13 +121,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _session_config(args: argparse.Namespace, **overrides: object) -> SessionConfig:
     endpoints: dict[str, EndpointSpec] = {}
+    json_schema = not args.no_json_schema
     if args.endpoint or args.model:
-        endpoints["default"] = EndpointSpec(args.endpoint, args.model, args.api_key_env)
+        endpoints["default"] = EndpointSpec(args.endpoint, args.model, args.api_key_env, json_schema)
     for role in ROLES:
         url, model = getattr(args, f"{role}_endpoint"), getattr(args, f"{role}_model")
         if url or model:
             fallback = endpoints.get("default", EndpointSpec())
-            endpoints[role] = EndpointSpec(url or fallback.url, model or fallback.model, args.api_key_env)
+            endpoints[role] = EndpointSpec(url or fallback.url, model or fallback.model, args.api_key_env, json_schema)
     faults = FaultConfig(
         rate_429=args.fault_429, rate_500=args.fault_500, rate_drop=args.fault_drop,
         rate_malformed=args.fault_malformed, rate_truncated=args.fault_truncated, retry_after_s=0.5,

@@ -44,6 +44,7 @@ class EndpointSpec(msgspec.Struct, frozen=True):
     url: str | None = None
     model: str | None = None
     api_key_env: str | None = None
+    json_schema: bool = True  # the server accepts response_format json_schema
 
 
 class SimSpec(msgspec.Struct, frozen=True):
@@ -196,10 +197,10 @@ async def open_session(config: SessionConfig, *, check: bool = True) -> AsyncIte
                 )
             )
         clients: dict[str, EndpointClient] = {}
-        shared: dict[tuple[str | None, str | None, str | None], EndpointClient] = {}
+        shared: dict[tuple[str | None, str | None, str | None, bool], EndpointClient] = {}
         for role in ROLES:
             spec = config.endpoint_for(role)
-            key = (spec.url, spec.model, spec.api_key_env)
+            key = (spec.url, spec.model, spec.api_key_env, spec.json_schema)
             if key not in shared:  # roles on one endpoint and model share one client, so one cap
                 endpoint = EndpointConfig(
                     name=spec.url or f"sim:{config.sim.preset}",
@@ -209,6 +210,7 @@ async def open_session(config: SessionConfig, *, check: bool = True) -> AsyncIte
                     timeout_s=config.timeout_s,
                     max_retries=config.max_retries,
                     api_key_env=spec.api_key_env,
+                    json_schema=spec.json_schema,
                 )
                 shared[key] = await stack.enter_async_context(EndpointClient(endpoint, cache=cache))
                 if check and spec.url is not None:

@@ -22,6 +22,11 @@ from combee_fast.roles.base import decode_json_object
 from combee_fast.schema import BulletTag, CallError, Delta, Op, OpKind, Reflection, Usage
 
 GOOD_GENERATOR = {"reasoning": "CA / CL = 2", "bullet_ids": ["form-00001"], "final_answer": "2.00"}
+
+
+def test_a_bare_number_as_final_answer_is_read_as_its_json_text():
+    assert parse_generator(None, '{"reasoning": "r", "bullet_ids": [], "final_answer": 2.5}').final_answer == "2.5"
+    assert parse_generator({**GOOD_GENERATOR, "final_answer": 7}, None).final_answer == "7"
 GOOD_REFLECTOR = {
     "reasoning": "r",
     "error_identification": "e",
@@ -71,7 +76,7 @@ def test_generator_cleans_bullet_ids_and_answer():
         (None, '["2.00"]', "schema_mismatch", "expected a JSON object, got array"),
         (["2.00"], '["2.00"]', "schema_mismatch", "expected a JSON object, got array"),
         ({"reasoning": "x", "bullet_ids": []}, None, "schema_mismatch", "missing required field `final_answer`"),
-        ({**GOOD_GENERATOR, "final_answer": 2.0}, None, "schema_mismatch", "`$.final_answer`"),
+        ({**GOOD_GENERATOR, "final_answer": [2.0]}, None, "schema_mismatch", "`$.final_answer`"),
         ({**GOOD_GENERATOR, "bullet_ids": "form-00001"}, None, "schema_mismatch", "`$.bullet_ids`"),
         ({**GOOD_GENERATOR, "bullet_ids": [1]}, None, "schema_mismatch", "`$.bullet_ids[0]`"),
     ],

@@ -43,7 +43,7 @@ class GeneratorOutput(msgspec.Struct, frozen=True):
 class _GeneratorReply(msgspec.Struct):
     reasoning: str
     bullet_ids: list[str]
-    final_answer: str
+    final_answer: str | int | float  # models often write a bare number; it is read as its JSON text
 
 
 def reflection_text(reflection: Reflection) -> str:
@@ -96,4 +96,5 @@ def parse_generator(data: Any, text: str | None) -> GeneratorOutput | CallError:
     if isinstance(reply, CallError):
         return reply
     ids = dict.fromkeys(cleaned for cleaned in map(clean_bullet_id, reply.bullet_ids) if cleaned)
-    return GeneratorOutput(reply.reasoning, tuple(ids), reply.final_answer.strip())
+    answer = reply.final_answer if isinstance(reply.final_answer, str) else str(reply.final_answer)
+    return GeneratorOutput(reply.reasoning, tuple(ids), answer.strip())
