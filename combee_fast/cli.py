@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
@@ -103,7 +104,8 @@ def build_parser() -> argparse.ArgumentParser:
     learn.add_argument("--eval-every", type=int, default=0, help="validate every N steps (0: at the end)")
     learn.add_argument("--token-budget", type=_positive_int, help="playbook token budget")
     learn.add_argument("--no-ground-truth", action="store_true", help="reflect without the target answer")
-    learn.add_argument("--out", default="runs/latest", help="run directory")
+    learn.add_argument("--out", help="run directory (default: runs/<task>-<method>-<date-time>)")
+    learn.add_argument("--overwrite", action="store_true", help="replace the run already in --out")
     learn.add_argument("--quiet", action="store_true", help="no progress lines")
     _add_endpoint_options(learn)
 
@@ -165,7 +167,8 @@ async def _learn(args: argparse.Namespace) -> int:
         max_rounds=args.max_rounds, epochs=args.epochs, eval_every=args.eval_every,
         token_budget=args.token_budget, use_ground_truth=not args.no_ground_truth,
     )
-    run_dir = RunDir(args.out)
+    out = args.out or f"runs/{args.task}-{args.method}-{time.strftime('%Y%m%d-%H%M%S')}"
+    run_dir = RunDir(out, overwrite=args.overwrite)
     try:
         async with open_session(config) as session:
             plan = None
@@ -182,9 +185,9 @@ async def _learn(args: argparse.Namespace) -> int:
         "train_wall_seconds": round(result.train_wall_seconds, 3),
         "final_val_accuracy": None if result.final_eval is None else result.final_eval.accuracy,
         "best_val_accuracy": result.best_val_accuracy, "bullets": len(result.final),
-        "run_dir": str(args.out),
+        "run_dir": out,
     }
-    RunDir(args.out).write_json("summary.json", summary)
+    run_dir.write_json("summary.json", summary)
     print(msgspec.json.encode(summary).decode())
     return 0
 

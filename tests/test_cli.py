@@ -133,3 +133,20 @@ def test_learn_against_a_separate_sim_server_process(tmp_path) -> None:
     finally:
         server.terminate()
         server.wait(timeout=30)
+
+
+def test_a_run_directory_is_never_mixed_with_a_previous_run(tmp_path) -> None:
+    args = ["learn", "--train-split", "train[0:10]", "--val-split", "val[0:5]", "--batch-size", "10",
+            "--sim-preset", "flat", "--time-scale", "0.0001", "--out", str(tmp_path / "r"), "--quiet"]
+    ledger = tmp_path / "r" / "ledger.jsonl"
+
+    def rows() -> list[dict]:
+        return [{k: v for k, v in json.loads(line).items() if k != "wall_seconds"}
+                for line in ledger.read_text().splitlines()]
+
+    assert _combee(*args).returncode == 0
+    first = rows()
+    again = _combee(*args)
+    assert again.returncode == 2 and "--overwrite" in again.stderr and again.stderr.count("\n") == 1
+    assert _combee(*args, "--overwrite").returncode == 0
+    assert rows() == first  # the same seed gives the same ledger, once

@@ -17,6 +17,7 @@ from typing import Any
 
 import msgspec
 
+from combee_fast.errors import ConfigError
 from combee_fast.playbook import Playbook
 
 _encoder = msgspec.json.Encoder(order="deterministic")
@@ -28,11 +29,25 @@ def _write_atomic(path: Path, data: bytes) -> None:
     os.replace(tmp, path)
 
 
-class RunDir:
-    """Writes one run's files under ``root`` (created if missing)."""
+_RUN_FILES = ("config.json", "splits.json", "ledger.jsonl", "controller.jsonl", "deltas.jsonl",
+              "final.json", "best.json", "summary.json")
 
-    def __init__(self, root: str | os.PathLike[str]) -> None:
+
+class RunDir:
+    """Writes one run's files under ``root`` (created if missing).
+
+    A folder that already holds a run is refused (:class:`ConfigError` naming it) unless
+    ``overwrite``, which deletes that run's files first: two runs never mix in one ledger.
+    """
+
+    def __init__(self, root: str | os.PathLike[str], *, overwrite: bool = False) -> None:
         self.root = Path(root)
+        previous = [self.root / name for name in _RUN_FILES if (self.root / name).exists()]
+        previous += sorted((self.root / "playbooks").glob("v*.json"))
+        if previous and not overwrite:
+            raise ConfigError(f"run directory {self.root} already holds a run; choose another --out or pass --overwrite")
+        for path in previous:
+            path.unlink()
         (self.root / "playbooks").mkdir(parents=True, exist_ok=True)
         self._ledger = open(self.root / "ledger.jsonl", "ab")
         self._decisions = open(self.root / "controller.jsonl", "ab")

@@ -64,6 +64,7 @@ class LedgerRow(msgspec.Struct, frozen=True):
     batch_reason: str
     first_try_accuracy: float
     calls: dict[str, int]
+    models: dict[str, str]  # role -> "model @ endpoint" that served it
     prompt_tokens: dict[str, int]
     completion_tokens: dict[str, int]
     sim_seconds: float
@@ -104,8 +105,10 @@ def _ledger_row(
     calls: Counter[str] = Counter()
     prompt: Counter[str] = Counter()
     completion: Counter[str] = Counter()
+    models: dict[str, str] = {}
     for usage in _usages(result):
         calls[usage.role] += 1
+        models.setdefault(usage.role, f"{usage.model} @ {usage.endpoint}")
         prompt[usage.role] += usage.prompt_tokens
         completion[usage.role] += usage.completion_tokens
     errors = [ErrorRecord(item, e.kind, e.message) for t in result.traces for item, e in t.errors()]
@@ -114,7 +117,7 @@ def _ledger_row(
     return LedgerRow(
         method=method, epoch=epoch, step=step, batch_size=len(fresh), batch_reason=reason,
         first_try_accuracy=sum(t.first_correct for t in fresh) / max(1, len(fresh)),
-        calls=dict(calls), prompt_tokens=dict(prompt), completion_tokens=dict(completion),
+        calls=dict(calls), models=models, prompt_tokens=dict(prompt), completion_tokens=dict(completion),
         sim_seconds=result.sim_seconds, wall_seconds=result.wall_seconds,
         cumulative_sim_seconds=cumulative, playbook_version=result.playbook.version,
         bullets=len(result.playbook), added=sum(len(r.added_ids) for r in result.reports),
