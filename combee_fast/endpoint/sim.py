@@ -286,7 +286,7 @@ class SimServer:
             )
             counters.completed += 1
             return web.Response(body=_encoder.encode(body), content_type="application/json",
-                                headers={SIM_LATENCY_HEADER: repr(sim_latency)})
+                                headers={SIM_LATENCY_HEADER: _microseconds(sim_latency)})
         finally:
             counters.in_flight -= 1
 
@@ -385,6 +385,12 @@ def _schema_of(wire: CompletionRequest) -> dict[str, Any] | None:
     if fmt is None or fmt.type != "json_schema" or fmt.json_schema is None:
         return None
     return fmt.json_schema.schema
+
+
+def _microseconds(seconds: float) -> str:
+    """Simulated seconds to the microsecond: the model's clock runs on real time, so its float
+    noise (1e-13 s) would otherwise make equal latencies differ from run to run."""
+    return f"{seconds:.6f}"
 
 
 def _dropped(request: web.BaseRequest) -> web.StreamResponse:
