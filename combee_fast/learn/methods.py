@@ -290,37 +290,41 @@ class Combee(_Batched):
                 curations = [group.create_task(curate_group(i, members)) for i, members in enumerate(groups)]
                 traces = await stream.run()
                 rests = [await carry.rest for carry in carried]
+            finished = self._map_finish_times(traces) + [
+                max(0.0, carry.offset + rest.sim_seconds) for carry, rest in zip(carried, rests)
+            ]
+            curator_calls = [(members, task.result()) for members, task in zip(groups, curations)]
+            curator_done = [
+                max(finished[i] for i in members) + (call.usage.effective_latency_s if call is not None else 0.0)
+                for members, call in curator_calls
+            ]
+            proposals = [call for _, call in curator_calls if call is not None]
+            reduced = await reduce_tree(
+                self.agents,
+                [p.ops for p in proposals if p.error is None],
+                text,
+                fan_in=self.combee.max_fan_in,
+                seed_path=(epoch, step),
+            )
+            sim_seconds = max(curator_done + finished, default=0.0) + reduced.sim_seconds
+            all_traces = [*traces, *rests]
+            new_playbook, report, delta, log = await _apply(
+                playbook, all_traces, reduced.ops, f"combee[{epoch}.{step}]"
+            )
         except BaseException:
             for task in [*leaving.values(), *(c.rest for c in carried)]:
                 task.cancel()
             raise
-        finished = self._map_finish_times(traces) + [
-            max(0.0, carry.offset + rest.sim_seconds) for carry, rest in zip(carried, rests)
-        ]
-        curator_calls = [(members, task.result()) for members, task in zip(groups, curations)]
-        curator_done = [
-            max(finished[i] for i in members) + (call.usage.effective_latency_s if call is not None else 0.0)
-            for members, call in curator_calls
-        ]
-        proposals = [call for _, call in curator_calls if call is not None]
-        reduced = await reduce_tree(
-            self.agents,
-            [p.ops for p in proposals if p.error is None],
-            text,
-            fan_in=self.combee.max_fan_in,
-            seed_path=(epoch, step),
-        )
-        sim_seconds = max(curator_done + finished, default=0.0) + reduced.sim_seconds
-        all_traces = [*traces, *rests]
-        new_playbook, report, delta, log = await _apply(playbook, all_traces, reduced.ops, f"combee[{epoch}.{step}]")
         self._carried = [
             _Carried(traces[i], task, finished[i] - sim_seconds) for i, task in sorted(leaving.items())
         ]
         insights = tuple(
-            r.key_insight
-            for r in [*(t.final_reflection for i, t in enumerate(traces) if i not in leaving),
-                      *(rest.final_reflection or c.partial.final_reflection for c, rest in zip(carried, rests))]
-            if r is not None
+            reflection.key_insight
+            for reflection in [
+                *(t.final_reflection for i, t in enumerate(traces) if i not in leaving),
+                *(rest.final_reflection or c.partial.final_reflection for c, rest in zip(carried, rests)),
+            ]
+            if reflection is not None
         )
         return StepResult(
             new_playbook, (report,), tuple(all_traces), tuple(proposals) + reduced.calls, sim_seconds,
