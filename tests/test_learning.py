@@ -103,7 +103,12 @@ async def test_online_mode_accounts_for_every_rollout_in_exactly_one_batch() -> 
             msgspec.structs.replace(answers[i % 50], round=i // 50) for i in range(1000)
         ]
         config = OnlineConfig(batch_size=64, max_wait_s=0.05, queue_size=256)
-        async with OnlineLearner(session.agents, Playbook.empty(), config) as learner:
+        published: list[int] = []
+
+        async def on_publish(playbook: Playbook, batch) -> None:
+            published.append(playbook.version)
+
+        async with OnlineLearner(session.agents, Playbook.empty(), config, on_publish=on_publish) as learner:
             versions_seen: list[int] = []
 
             async def reader() -> None:
@@ -122,6 +127,7 @@ async def test_online_mode_accounts_for_every_rollout_in_exactly_one_batch() -> 
         assert rollout.id in batch.rollout_ids
     assert all(len(b.rollout_ids) <= 64 for b in learner.batches)
     assert learner.playbook.version > 0 and versions_seen == sorted(versions_seen)
+    assert published == [b.version for b in learner.batches]
 
 
 async def test_chains_still_retrying_are_carried_and_curated_in_the_next_step() -> None:
@@ -152,3 +158,15 @@ async def test_roles_on_one_endpoint_share_one_concurrency_cap() -> None:
         assert len(session.clients.distinct()) == 1
         await session.train(plan=FixedBatch(60))
         assert session.server is not None and session.server.counters().peak_in_flight <= 8
+
+
+async def test_a_run_whose_endpoint_stops_answering_stops_with_what_it_learned(tmp_path) -> None:
+    from combee_fast.errors import EndpointUnreachable
+
+    dead = SimSpec("flat", 1e-4, faults=FaultConfig(rate_drop=1.0))
+    run_dir = RunDir(tmp_path)
+    with pytest.raises(EndpointUnreachable, match="step 1 failed to reach its endpoint"):
+        await _learn(_config(sim=dead, max_retries=1), run_dir)
+    run_dir.close()
+    assert Playbook.load(tmp_path / "final.json").version == 0
+    assert len((tmp_path / "ledger.jsonl").read_text().splitlines()) == 1

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Awaitable, Callable
 
 import msgspec
 
@@ -41,8 +42,18 @@ class AppliedBatch(msgspec.Struct, frozen=True):
 class OnlineLearner:
     """Batches submitted rollouts and applies one Combee update per batch, one batch at a time."""
 
-    def __init__(self, agents: Agents, playbook: Playbook, config: OnlineConfig | None = None) -> None:
+    def __init__(
+        self,
+        agents: Agents,
+        playbook: Playbook,
+        config: OnlineConfig | None = None,
+        *,
+        on_publish: Callable[[Playbook, AppliedBatch], Awaitable[None]] | None = None,
+    ) -> None:
+        """``on_publish(playbook, batch)`` is awaited after each new version is published (to
+        save it, push it to other workers...); an exception it raises fails that batch's tickets."""
         self.config = config or OnlineConfig()
+        self._on_publish = on_publish
         if self.config.batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {self.config.batch_size}")
         self.playbook = playbook
@@ -119,6 +130,13 @@ class OnlineLearner:
                     number, tuple(r.id for r, _ in batch), result.playbook.version, result.reports[0]
                 )
                 self.batches.append(applied)
+                try:
+                    if self._on_publish is not None:
+                        await self._on_publish(result.playbook, applied)
+                except Exception as exc:
+                    for _, ticket in batch:
+                        if not ticket.done():
+                            ticket.set_exception(exc)
                 for _, ticket in batch:
                     if not ticket.done():
                         ticket.set_result(applied)

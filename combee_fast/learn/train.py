@@ -12,6 +12,7 @@ from typing import Any, Protocol
 import msgspec
 
 from combee_fast.engine.rng import rng_at
+from combee_fast.errors import EndpointUnreachable
 from combee_fast.learn.agents import Agents
 from combee_fast.learn.evaluate import EvalResult, evaluate
 from combee_fast.learn.methods import Method, StepResult
@@ -126,6 +127,25 @@ def _ledger_row(
     )
 
 
+UNREACHABLE_KINDS = frozenset({"connection", "timeout"})
+
+
+def _stop_if_unreachable(row: LedgerRow, playbook: Playbook, run_dir: RunDir | None) -> None:
+    """Stop a run whose step could not reach its endpoints at all: every call failed in transport
+    (after its retries). What was learned so far is saved first, as final.json."""
+    calls = sum(row.calls.values())
+    lost = [e for e in row.errors if e.kind in UNREACHABLE_KINDS]
+    if calls == 0 or len(lost) < calls:
+        return
+    where = ""
+    if run_dir is not None:
+        run_dir.save_playbook("final.json", playbook)
+        where = f"; {run_dir.root / 'final.json'} holds playbook version {playbook.version}"
+    raise EndpointUnreachable(
+        f"every call of step {row.step + 1} failed to reach its endpoint ({lost[0].message}){where}"
+    )
+
+
 async def train(
     method: Method,
     agents: Agents,
@@ -178,6 +198,7 @@ async def train(
             run_dir.append_ledger(row)
         if on_step is not None:
             on_step(row)
+        _stop_if_unreachable(row, playbook, run_dir)
 
     for epoch in range(config.epochs):
         last_epoch = epoch == config.epochs - 1
