@@ -91,6 +91,12 @@ class SessionConfig(msgspec.Struct, frozen=True):
         unknown = set(self.endpoints) - {*ROLES, "default"}
         if unknown:
             raise ConfigError(f"endpoints for unknown roles: {', '.join(sorted(unknown))}")
+        simulated = [role for role in ROLES if self.endpoint_for(role).url is None]
+        if simulated and len(simulated) < len(ROLES):  # never fall back to the simulator silently
+            raise ConfigError(
+                f"no endpoint for role {', '.join(simulated)}: give --endpoint (every role) or "
+                + " ".join(f"--{role}-endpoint" for role in simulated)
+            )
 
     def endpoint_for(self, role: str) -> EndpointSpec:
         return self.endpoints.get(role) or self.endpoints.get("default") or EndpointSpec()

@@ -150,3 +150,9 @@ def test_a_run_directory_is_never_mixed_with_a_previous_run(tmp_path) -> None:
     assert again.returncode == 2 and "--overwrite" in again.stderr and again.stderr.count("\n") == 1
     assert _combee(*args, "--overwrite").returncode == 0
     assert rows() == first  # the same seed gives the same ledger, once
+
+
+def test_a_role_without_an_endpoint_never_falls_back_to_the_simulator() -> None:
+    done = _combee("learn", "--generator-endpoint", "http://127.0.0.1:9/v1", "--generator-model", "m")
+    assert done.returncode == 2 and done.stderr.count("\n") == 1
+    assert "reflector" in done.stderr and "--reflector-endpoint" in done.stderr
