@@ -99,6 +99,8 @@ def build_parser() -> argparse.ArgumentParser:
     learn.add_argument("--batch-size", type=_batch_size, default=40, help="an integer or 'auto'")
     learn.add_argument("--duplicates", "-p", type=_positive_int, default=2, help="augmented-shuffle copies p")
     learn.add_argument("--max-fan-in", type=_positive_int, default=8, help="most proposals per reducer call")
+    learn.add_argument("--max-reduce-ops", type=_positive_int, default=32,
+                       help="most proposed ops one reducer reads; more are split by topic across reducers")
     learn.add_argument("--max-rounds", type=int, default=3, help="ACE regenerations after a wrong answer")
     learn.add_argument("--epochs", type=_positive_int, default=1)
     learn.add_argument("--eval-every", type=int, default=0, help="validate every N steps (0: at the end)")
@@ -164,6 +166,7 @@ async def _learn(args: argparse.Namespace) -> int:
     config = _session_config(
         args, train_split=args.train_split, val_split=args.val_split, method=args.method,
         batch_size=args.batch_size, duplicates=args.duplicates, max_fan_in=args.max_fan_in,
+        max_reduce_ops=args.max_reduce_ops,
         max_rounds=args.max_rounds, epochs=args.epochs, eval_every=args.eval_every,
         token_budget=args.token_budget, use_ground_truth=not args.no_ground_truth,
     )

@@ -63,6 +63,7 @@ class SessionConfig(msgspec.Struct, frozen=True):
     batch_size: int | None = 40  # None: the dynamic batch-size controller
     duplicates: int = 2
     max_fan_in: int = 8
+    max_reduce_ops: int | None = 32  # most proposed ops one reducer reads (None: one tree, no split)
     max_rounds: int = 3
     sync_rounds: int | None = 1  # Combee: rounds inside a step; the rest carry into the next (None: all)
     epochs: int = 1
@@ -141,7 +142,7 @@ class Session:
             return Naive(self.agents, mapper, map_config)
         return Combee(
             self.agents, mapper, map_config,
-            CombeeConfig(self.config.duplicates, self.config.max_fan_in, self.config.seed),
+            CombeeConfig(self.config.duplicates, self.config.max_fan_in, self.config.seed, self.config.max_reduce_ops),
         )
 
     def train_items(self) -> tuple:

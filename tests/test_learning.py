@@ -54,7 +54,7 @@ async def test_combee_step_runs_sqrt_n_curators_and_one_reducer() -> None:
 
 
 async def test_combee_reduce_tree_respects_the_fan_in() -> None:
-    async with open_session(_config(train_split="train[0:100]", max_fan_in=4)) as session:
+    async with open_session(_config(train_split="train[0:100]", max_fan_in=4, max_reduce_ops=None)) as session:
         step = await session.method("combee").step(
             session.train_split.examples, Playbook.empty(), epoch=0, step=0
         )
@@ -170,3 +170,12 @@ async def test_a_run_whose_endpoint_stops_answering_stops_with_what_it_learned(t
     run_dir.close()
     assert Playbook.load(tmp_path / "final.json").version == 0
     assert len((tmp_path / "ledger.jsonl").read_text().splitlines()) == 1
+
+
+async def test_a_large_reduce_is_split_by_topic_so_no_reducer_reads_more_than_its_bound() -> None:
+    async with open_session(_config(train_split="train[0:100]", max_reduce_ops=6)) as session:
+        step = await session.method("combee").step(session.train_split.examples, Playbook.empty(), epoch=0, step=0)
+    curated = sum(len(p.ops) for p in step.proposals if p.usage.role == "curator")
+    reducers = [p for p in step.proposals if p.usage.role == "reducer"]
+    assert curated > 6 and len({p.source for p in reducers}) == len(reducers) > 1
+    assert step.playbook.version == 1 and len(step.playbook) > 0

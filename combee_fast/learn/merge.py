@@ -81,6 +81,7 @@ async def reduce_tree(
     *,
     fan_in: int,
     seed_path: tuple[int | str, ...],
+    label: str = "reducer",
 ) -> ReduceOutcome:
     """Merge proposals with reducer calls of at most ``fan_in`` proposals each, level by level,
     until one remains. Empty proposals are dropped; one proposal needs no call. A failed reducer
@@ -96,7 +97,7 @@ async def reduce_tree(
         results = await asyncio.gather(
             *(
                 agents.reduce(
-                    chunk, playbook_text, source=f"reducer[{level}.{index}]", seed_path=(*seed_path, level, index)
+                    chunk, playbook_text, source=f"{label}[{level}.{index}]", seed_path=(*seed_path, level, index)
                 )
                 for index, chunk in enumerate(chunks)
                 if len(chunk) > 1
@@ -115,3 +116,84 @@ async def reduce_tree(
         current = next_level
         level += 1
     return ReduceOutcome(ops=current[0] if current else (), calls=tuple(calls), sim_seconds=sim_seconds)
+
+
+def partition_proposals(
+    proposals: Sequence[Sequence[Op]], max_ops: int, *, threshold: float = 0.8
+) -> list[list[tuple[Op, ...]]]:
+    """Split ``proposals`` into parts of at most ``max_ops`` ops each, for separate reducers.
+
+    Ops whose texts are near-duplicates (similarity >= ``threshold``, or the same bullet id) land
+    in the same part, so each reducer still sees every version of a lesson it must merge; parts
+    are filled largest group first. Each part keeps the proposal structure (one tuple per
+    proposal that has ops in it, in proposal order, ops in their original order).
+    """
+    flat = [(number, position, op) for number, ops in enumerate(proposals) for position, op in enumerate(ops)]
+    if len(flat) <= max_ops:
+        return [[tuple(ops) for ops in proposals if ops]]
+    from combee_fast.native.similarity import near_duplicates
+
+    parent = list(range(len(flat)))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    first_by_id: dict[str, int] = {}
+    for i, (_, _, op) in enumerate(flat):
+        if op.bullet_id is not None:
+            parent[root(i)] = root(first_by_id.setdefault(op.bullet_id, i))
+    for i, j, _ in near_duplicates([op.content for _, _, op in flat], threshold):
+        parent[root(i)] = root(j)
+    groups: dict[int, list[int]] = {}
+    for i in range(len(flat)):
+        groups.setdefault(root(i), []).append(i)
+    pieces = [g[k : k + max_ops] for g in groups.values() for k in range(0, len(g), max_ops)]
+    parts: list[list[int]] = []
+    for piece in sorted(pieces, key=lambda g: (-len(g), g[0])):
+        home = next((part for part in parts if len(part) + len(piece) <= max_ops), None)
+        if home is None:
+            parts.append(home := [])
+        home.extend(piece)
+    return [_as_proposals(sorted(part), flat) for part in parts]
+
+
+def _as_proposals(members: list[int], flat: list[tuple[int, int, Op]]) -> list[tuple[Op, ...]]:
+    by_proposal: dict[int, list[Op]] = {}
+    for i in members:
+        number, _, op = flat[i]
+        by_proposal.setdefault(number, []).append(op)
+    return [tuple(by_proposal[number]) for number in sorted(by_proposal)]
+
+
+async def reduce_partitioned(
+    agents: Agents,
+    proposals: Sequence[Sequence[Op]],
+    playbook_text: str,
+    *,
+    fan_in: int,
+    max_ops: int,
+    seed_path: tuple[int | str, ...],
+) -> ReduceOutcome:
+    """Reduce with no call reading more than ``max_ops`` proposed ops: the proposals are split by
+    topic (:func:`partition_proposals`, off the event loop), each part is reduced by its own tree
+    in parallel, and the parts' results are concatenated. One part is exactly :func:`reduce_tree`."""
+    parts = await asyncio.to_thread(partition_proposals, proposals, max_ops)
+    if len(parts) == 1:
+        return await reduce_tree(agents, parts[0], playbook_text, fan_in=fan_in, seed_path=seed_path)
+    outcomes = await asyncio.gather(
+        *(
+            reduce_tree(
+                agents, part, playbook_text, fan_in=fan_in, seed_path=(*seed_path, "part", index),
+                label=f"reducer.part{index}",
+            )
+            for index, part in enumerate(parts)
+        )
+    )
+    return ReduceOutcome(
+        ops=tuple(op for outcome in outcomes for op in outcome.ops),
+        calls=tuple(call for outcome in outcomes for call in outcome.calls),
+        sim_seconds=max((outcome.sim_seconds for outcome in outcomes), default=0.0),
+    )

@@ -23,7 +23,7 @@ from combee_fast.engine.rng import rng_at
 from combee_fast.engine.stream import IndexedStream
 from combee_fast.learn.agents import Agents, Proposal
 from combee_fast.learn.deltalog import LoggedDelta, logged_delta
-from combee_fast.learn.merge import augmented_groups, finish_times, reduce_tree, tag_ops
+from combee_fast.learn.merge import augmented_groups, finish_times, reduce_partitioned, reduce_tree, tag_ops
 from combee_fast.learn.sample import SampleTrace, can_continue, continue_sample, reflect_only, run_sample
 from combee_fast.playbook import ApplyReport, Playbook
 from combee_fast.schema import Delta, Example, Op, OpKind, Reflection, Rollout
@@ -227,6 +227,7 @@ class CombeeConfig(msgspec.Struct, frozen=True):
     duplicates: int = 2  # p: copies of each reflection in the augmented shuffle
     max_fan_in: int = 8  # most proposals one reducer call merges
     seed: int = 0
+    max_reduce_ops: int | None = 32  # most proposed ops one reducer reads; more are split by topic
 
 
 class _Carried(msgspec.Struct, frozen=True):
@@ -299,13 +300,16 @@ class Combee(_Batched):
                 for members, call in curator_calls
             ]
             proposals = [call for _, call in curator_calls if call is not None]
-            reduced = await reduce_tree(
-                self.agents,
-                [p.ops for p in proposals if p.error is None],
-                text,
-                fan_in=self.combee.max_fan_in,
-                seed_path=(epoch, step),
-            )
+            proposed = [p.ops for p in proposals if p.error is None]
+            if self.combee.max_reduce_ops is None:
+                reduced = await reduce_tree(
+                    self.agents, proposed, text, fan_in=self.combee.max_fan_in, seed_path=(epoch, step)
+                )
+            else:
+                reduced = await reduce_partitioned(
+                    self.agents, proposed, text, fan_in=self.combee.max_fan_in,
+                    max_ops=self.combee.max_reduce_ops, seed_path=(epoch, step),
+                )
             sim_seconds = max(curator_done + finished, default=0.0) + reduced.sim_seconds
             all_traces = [*traces, *rests]
             new_playbook, report, delta, log = await _apply(
