@@ -101,6 +101,9 @@ def build_parser() -> argparse.ArgumentParser:
     learn.add_argument("--max-fan-in", type=_positive_int, default=8, help="most proposals per reducer call")
     learn.add_argument("--max-reduce-ops", type=_positive_int, default=32,
                        help="most proposed ops one reducer reads; more are split by topic across reducers")
+    learn.add_argument("--max-group", type=_positive_int,
+                       help="most reflection records one curator reads (default: the paper's sqrt(n) groups);"
+                            " 16 keeps large batches accurate")
     learn.add_argument("--max-rounds", type=int, default=3, help="ACE regenerations after a wrong answer")
     learn.add_argument("--epochs", type=_positive_int, default=1)
     learn.add_argument("--eval-every", type=int, default=0, help="validate every N steps (0: at the end)")
@@ -166,7 +169,7 @@ async def _learn(args: argparse.Namespace) -> int:
     config = _session_config(
         args, train_split=args.train_split, val_split=args.val_split, method=args.method,
         batch_size=args.batch_size, duplicates=args.duplicates, max_fan_in=args.max_fan_in,
-        max_reduce_ops=args.max_reduce_ops,
+        max_reduce_ops=args.max_reduce_ops, max_group=args.max_group,
         max_rounds=args.max_rounds, epochs=args.epochs, eval_every=args.eval_every,
         token_budget=args.token_budget, use_ground_truth=not args.no_ground_truth,
     )

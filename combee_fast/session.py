@@ -64,6 +64,7 @@ class SessionConfig(msgspec.Struct, frozen=True):
     duplicates: int = 2
     max_fan_in: int = 8
     max_reduce_ops: int | None = 32  # most proposed ops one reducer reads (None: one tree, no split)
+    max_group: int | None = None  # most records one curator reads (None: the paper's sqrt(n) groups)
     max_rounds: int = 3
     sync_rounds: int | None = 1  # Combee: rounds inside a step; the rest carry into the next (None: all)
     epochs: int = 1
@@ -142,7 +143,10 @@ class Session:
             return Naive(self.agents, mapper, map_config)
         return Combee(
             self.agents, mapper, map_config,
-            CombeeConfig(self.config.duplicates, self.config.max_fan_in, self.config.seed, self.config.max_reduce_ops),
+            CombeeConfig(
+                self.config.duplicates, self.config.max_fan_in, self.config.seed,
+                self.config.max_reduce_ops, self.config.max_group,
+            ),
         )
 
     def train_items(self) -> tuple:

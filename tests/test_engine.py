@@ -91,6 +91,14 @@ def test_augmented_shuffle_covers_every_record_p_times_in_sqrt_n_groups(n: int, 
     assert max(sizes) <= -(-n * p // len(groups))
 
 
+@given(st.integers(1, 600), st.integers(1, 3), st.integers(2, 40))
+def test_a_group_bound_adds_groups_and_keeps_every_record(n: int, p: int, max_group: int) -> None:
+    groups = augmented_groups(n, p, np.random.default_rng(n), max_group=max_group)
+    assert len(groups) >= int(np.floor(np.sqrt(n)))
+    assert all(len(g) <= max_group for g in groups)
+    assert set().union(*groups) == set(range(n))
+
+
 def test_finish_times_model_the_worker_pool() -> None:
     assert finish_times([3.0, 1.0, 1.0, 1.0], workers=2) == [3.0, 1.0, 2.0, 3.0]
     assert finish_times([2.0] * 4, workers=8) == [2.0] * 4

@@ -39,15 +39,20 @@ def tag_ops(traces: Sequence[SampleTrace], playbook: Playbook) -> tuple[Op, ...]
     )
 
 
-def augmented_groups(n: int, duplicates: int, rng: np.random.Generator) -> list[tuple[int, ...]]:
+def augmented_groups(
+    n: int, duplicates: int, rng: np.random.Generator, *, max_group: int | None = None
+) -> list[tuple[int, ...]]:
     """Augmented shuffle: ``duplicates`` copies of each of ``n`` records, shuffled, cut into
-    ``k = floor(sqrt(n))`` groups of near-equal size. A copy landing twice in one group is kept
-    once (it would tell that curator nothing new). Group members keep their shuffled order."""
+    ``k = floor(sqrt(n))`` groups of near-equal size (the paper's rule), or into more groups when
+    that is needed to keep every group at most ``max_group`` records. A copy landing twice in one
+    group is kept once (it would tell that curator nothing new). Members keep their shuffled order."""
     if n == 0:
         return []
     records = np.repeat(np.arange(n), duplicates)
     rng.shuffle(records)
     k = max(1, math.isqrt(n))
+    if max_group is not None:
+        k = max(k, -(-len(records) // max_group))
     return [tuple(dict.fromkeys(int(i) for i in chunk)) for chunk in np.array_split(records, k)]
 
 

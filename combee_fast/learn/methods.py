@@ -228,6 +228,7 @@ class CombeeConfig(msgspec.Struct, frozen=True):
     max_fan_in: int = 8  # most proposals one reducer call merges
     seed: int = 0
     max_reduce_ops: int | None = 32  # most proposed ops one reducer reads; more are split by topic
+    max_group: int | None = None  # most records one curator reads (None: the paper's sqrt(n) groups)
 
 
 class _Carried(msgspec.Struct, frozen=True):
@@ -257,7 +258,10 @@ class Combee(_Batched):
         text = await _render(playbook)
         carried, self._carried = self._carried, []
         n = len(items)
-        groups = augmented_groups(n + len(carried), self.combee.duplicates, rng_at(self.combee.seed, "shuffle", epoch, step))
+        groups = augmented_groups(
+            n + len(carried), self.combee.duplicates, rng_at(self.combee.seed, "shuffle", epoch, step),
+            max_group=self.combee.max_group,
+        )
         leaving: dict[int, asyncio.Task[SampleTrace]] = {}
 
         async def one(index: int, item: Any) -> SampleTrace:
