@@ -66,7 +66,7 @@ async def test_json_schema_response_format_gets_a_matching_object(sim_server: Si
 
 
 async def test_h200_preset_queues_requests_beyond_max_running(start_sim_server: StartSimServer) -> None:
-    server = await start_sim_server(preset="h200-70b", time_scale=0.02)
+    server = await start_sim_server(preset="h200-70b", time_scale=0.05)  # ~1 s real per wave: all arrive first
     capacity = server.preset.max_running
     long_answer = "z" * 1600  # 400 completion tokens: the first wave runs ~20 simulated seconds
     results = await asyncio.gather(*(post(server, body(long_answer)) for _ in range(capacity + 4)))
