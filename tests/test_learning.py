@@ -179,3 +179,15 @@ async def test_a_large_reduce_is_split_by_topic_so_no_reducer_reads_more_than_it
     reducers = [p for p in step.proposals if p.usage.role == "reducer"]
     assert curated > 6 and len({p.source for p in reducers}) == len(reducers) > 1
     assert step.playbook.version == 1 and len(step.playbook) > 0
+
+
+async def test_validation_every_step_keeps_the_best_playbook(tmp_path) -> None:
+    run_dir = RunDir(tmp_path)
+    result, _ = await _learn(_config(eval_every=1), run_dir, batch=8)
+    run_dir.close()
+    scored = [(row.val_accuracy, row.playbook_version) for row in result.ledger if row.val_accuracy is not None]
+    assert len(scored) == len(result.ledger)
+    best_accuracy = max(accuracy for accuracy, _ in scored)
+    first_best_version = next(version for accuracy, version in scored if accuracy == best_accuracy)
+    assert result.best_val_accuracy == best_accuracy
+    assert Playbook.load(tmp_path / "best.json").version == result.best.version == first_best_version
