@@ -94,10 +94,6 @@ def rollout_mapper(agents: Agents) -> Mapper:
     return mapper
 
 
-def _curation_input(traces: Sequence[SampleTrace]) -> list[Reflection | None]:
-    return [trace.final_reflection for trace in traces]
-
-
 def _kept_contents(delta: Delta, report: ApplyReport) -> tuple[str, ...]:
     return tuple(
         delta.ops[i].content for i in report.applied if delta.ops[i].kind in (OpKind.ADD, OpKind.UPDATE)
@@ -137,13 +133,9 @@ class _Batched:
     def pending(self) -> int:
         return 0
 
-    def _stream(self, items: Sequence[Any], playbook: Playbook, text: str, epoch: int) -> IndexedStream:
-        async def one(_: int, item: Any) -> SampleTrace:
-            return await self.mapper(item, playbook, text, epoch)
-
-        return IndexedStream(
-            items, one, concurrency=self.config.concurrency, item_timeout_s=self.config.item_timeout_s
-        )
+    def _stream(self, items: Sequence[Any], fn: Callable[[int, Any], Awaitable[SampleTrace]]) -> IndexedStream:
+        """The map over ``items`` with this method's concurrency and per-chain timeout."""
+        return IndexedStream(items, fn, concurrency=self.config.concurrency, item_timeout_s=self.config.item_timeout_s)
 
     def _map_finish_times(self, traces: Sequence[SampleTrace]) -> list[float]:
         return finish_times([t.sim_seconds for t in traces], self.config.concurrency)
@@ -204,8 +196,11 @@ class Naive(_Batched):
     async def step(self, items: Sequence[Any], playbook: Playbook, *, epoch: int, step: int) -> StepResult:
         started = time.perf_counter()
         text = await _render(playbook)
-        traces = await self._stream(items, playbook, text, epoch).run()
-        reflections = [r for r in _curation_input(traces) if r is not None]
+        async def one(_: int, item: Any) -> SampleTrace:
+            return await self.mapper(item, playbook, text, epoch)
+
+        traces = await self._stream(items, one).run()
+        reflections = [r for t in traces if (r := t.final_reflection) is not None]
         sim_seconds = max(self._map_finish_times(traces), default=0.0)
         proposals: tuple[Proposal, ...] = ()
         ops: tuple[Op, ...] = ()
@@ -271,7 +266,7 @@ class Combee(_Batched):
                 leaving[index] = asyncio.create_task(asyncio.wait_for(rest, self.config.item_timeout_s))
             return trace
 
-        stream = IndexedStream(items, one, concurrency=self.config.concurrency, item_timeout_s=self.config.item_timeout_s)
+        stream = self._stream(items, one)
 
         async def record(index: int) -> Reflection | None:
             """Record ``index``'s reflection for curation: None when it leaves with its chain."""

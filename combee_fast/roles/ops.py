@@ -21,10 +21,9 @@ Parsing contract of :func:`parse_ops`:
 from __future__ import annotations
 
 import re
-from typing import Any, Sequence
+from typing import Any
 
 import msgspec
-import orjson
 
 from combee_fast.roles.base import clean_bullet_id, convert, decode_json_object, one_line
 from combee_fast.schema import CallError, Op, OpKind
@@ -120,9 +119,3 @@ def parse_ops(data: Any, text: str | None) -> tuple[Op, ...] | CallError:
 def op_json(op: Op) -> dict[str, str]:
     """``op`` in the operations format models read and write."""
     return {"type": op.kind.value, "section": op.section, "content": op.content, "bullet_id": op.bullet_id or ""}
-
-
-def ops_json_line(ops: Sequence[Op], **extra: Any) -> str:
-    """One JSON line ``{**extra, "operations": [...]}``; TAG ops are not part of the format and are left out."""
-    operations = [op_json(op) for op in ops if op.kind in EDIT_KINDS]
-    return orjson.dumps({**extra, "operations": operations}).decode()

@@ -8,11 +8,12 @@ split whose content changed since.
 
 from __future__ import annotations
 
-from typing import Protocol, runtime_checkable
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import msgspec
 
-from combee_fast.errors import CombeeError, SplitChangedError
+from combee_fast.errors import CombeeError, ConfigError, SplitChangedError
 from combee_fast.schema import Example
 
 
@@ -85,3 +86,18 @@ def verify_split(split: Split, recorded: SplitManifest) -> None:
             f"recorded sha256 {recorded.sha256} ({recorded.rows} rows), "
             f"now sha256 {current.sha256} ({current.rows} rows) from {current.source}"
         )
+
+
+T = TypeVar("T")
+
+
+def build_named(kind: str, name: str, factories: Mapping[str, Callable[..., T]], options: Mapping[str, Any]) -> T:
+    """``factories[name](**options)``; :class:`ConfigError` naming the ``kind`` for an unknown
+    name or options the factory does not take."""
+    factory = factories.get(name)
+    if factory is None:
+        raise ConfigError(f"unknown {kind} {name!r}; choose one of: {', '.join(factories)}")
+    try:
+        return factory(**options)
+    except TypeError as exc:
+        raise ConfigError(f"{kind} {name!r}: bad options {sorted(options)}: {exc}") from None

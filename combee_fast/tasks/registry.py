@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from combee_fast.errors import ConfigError
-from combee_fast.tasks.base import Task
+from combee_fast.tasks.base import Task, build_named
 from combee_fast.tasks.finer import FinerTask
 from combee_fast.tasks.formula import FormulaTask
 from combee_fast.tasks.jsonl import JsonlTask
@@ -27,10 +26,4 @@ def get_task(name: str, **options: Any) -> Task:
     (``case_sensitive``; ``decimals``/``tolerance``; ``ignore_case``). ``traces``: ``path`` or
     ``splits``, ``scorer`` and its options.
     """
-    factory = TASKS.get(name)
-    if factory is None:
-        raise ConfigError(f"unknown task {name!r}; choose one of: {', '.join(TASKS)}")
-    try:
-        return factory(**options)
-    except TypeError as exc:
-        raise ConfigError(f"task {name!r}: bad options {sorted(options)}: {exc}") from None
+    return build_named("task", name, TASKS, options)

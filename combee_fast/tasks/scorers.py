@@ -14,7 +14,7 @@ from decimal import Decimal
 from typing import Any, Protocol
 
 from combee_fast.errors import ConfigError
-from combee_fast.tasks.base import Score
+from combee_fast.tasks.base import Score, build_named
 from combee_fast.tasks.numbers import parse_number, round_decimal
 
 _SHOWN_CHARS = 200  # how much of an answer the feedback quotes
@@ -146,10 +146,4 @@ class RegexScorer:
 def make_scorer(name: str, **options: Any) -> Scorer:
     """A scorer by name (``exact``, ``numeric``, ``regex``) with its keyword options."""
     factories: dict[str, Any] = {"exact": ExactScorer, "numeric": NumericScorer, "regex": RegexScorer}
-    factory = factories.get(name)
-    if factory is None:
-        raise ConfigError(f"unknown scorer {name!r}; choose one of: {', '.join(factories)}")
-    try:
-        return factory(**options)
-    except TypeError as exc:
-        raise ConfigError(f"scorer {name!r}: bad options {sorted(options)}: {exc}") from None
+    return build_named("scorer", name, factories, options)
