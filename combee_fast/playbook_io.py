@@ -23,12 +23,12 @@ order) and no source rollout ids (migrated as empty).
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 
 import msgspec
 
 from combee_fast.errors import PlaybookFileError
+from combee_fast.files import write_atomic
 from combee_fast.playbook_format import MAX_BULLET_CHARS
 from combee_fast.playbook_state import PlaybookState, build_state, bullets_in_order
 from combee_fast.schema import SCHEMA_VERSION, Bullet
@@ -141,17 +141,5 @@ def encode_state(state: PlaybookState) -> bytes:
 
 
 def save_state(state: PlaybookState, path: str | os.PathLike[str]) -> None:
-    """Write ``state`` to ``path`` atomically: a temporary file in the same folder, flushed to
-    disk, then renamed over ``path``. A crash leaves either the old file or the new one."""
-    target = Path(path)
-    data = encode_state(state)
-    fd, tmp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as tmp:
-            tmp.write(data)
-            tmp.flush()
-            os.fsync(tmp.fileno())
-        os.replace(tmp_name, target)
-    except BaseException:
-        Path(tmp_name).unlink(missing_ok=True)
-        raise
+    """Write ``state`` to ``path`` atomically (a crash leaves either the old file or the new one)."""
+    write_atomic(path, encode_state(state))

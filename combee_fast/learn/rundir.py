@@ -18,15 +18,10 @@ from typing import Any
 import msgspec
 
 from combee_fast.errors import ConfigError
+from combee_fast.files import write_atomic
 from combee_fast.playbook import Playbook
 
 _encoder = msgspec.json.Encoder(order="deterministic")
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
 
 
 _RUN_FILES = ("config.json", "splits.json", "ledger.jsonl", "controller.jsonl", "deltas.jsonl",
@@ -54,7 +49,7 @@ class RunDir:
         self._deltas = open(self.root / "deltas.jsonl", "ab")
 
     def write_json(self, name: str, value: Any) -> None:
-        _write_atomic(self.root / name, msgspec.json.format(_encoder.encode(value), indent=2))
+        write_atomic(self.root / name, msgspec.json.format(_encoder.encode(value), indent=2))
 
     def append_ledger(self, row: Any) -> None:
         self._ledger.write(_encoder.encode(row) + b"\n")
