@@ -45,10 +45,6 @@ class StepResult(msgspec.Struct, frozen=True):
     kept: tuple[str, ...]
     log: tuple[LoggedDelta, ...] = ()  # the applies that changed the playbook, replayable
 
-    @property
-    def calls(self) -> int:
-        return sum(t.calls for t in self.traces) + len(self.proposals)
-
 
 class Method(Protocol):
     name: str

@@ -36,10 +36,9 @@ class SampleTrace(msgspec.Struct, frozen=True):
     def usages(self) -> list[Usage]:
         return [r.usage for r in self.rollouts] + [r.usage for r in self.reflections]
 
-    @property
-    def calls(self) -> int:
-        """LLM calls made (collected traces carry role "trace" and cost no call)."""
-        return sum(usage.role != "trace" for usage in self.usages())
+    def call_usages(self) -> list[Usage]:
+        """Usage of the LLM calls made (collected traces carry role "trace" and cost no call)."""
+        return [usage for usage in self.usages() if usage.role != "trace"]
 
     @property
     def sim_seconds(self) -> float:

@@ -95,7 +95,7 @@ class TrainResult(msgspec.Struct, frozen=True):
 
 
 def _usages(result: StepResult) -> list[Usage]:
-    return [u for t in result.traces for u in t.usages() if u.role != "trace"] + [
+    return [u for t in result.traces for u in t.call_usages()] + [
         p.usage for p in result.proposals
     ]
 
