@@ -11,14 +11,15 @@ import argparse
 import sys
 
 from combee_fast.engine.loop import run
-from combee_fast.learn.train import FixedBatch
-from combee_fast.session import SessionConfig, SimSpec, open_session
+from combee_fast.config import SessionConfig, SimConfig
+from combee_fast.run.batch_plans import FixedBatch
+from combee_fast.session import open_session
 
 PAPER_ENTRIES = {1: 264, 5: 199, 10: 121, 20: 97, 50: 47, 100: 21}
 
 
 async def calibrate(seed: int) -> dict[int, tuple[int, float]]:
-    config = SessionConfig(task="formula", seed=seed, sim=SimSpec(preset="flat", time_scale=1e-4))
+    config = SessionConfig(seed=seed, sim=SimConfig(preset="flat", time_scale=1e-4))
     learned = {}
     async with open_session(config) as session:
         for batch, paper in PAPER_ENTRIES.items():

@@ -22,9 +22,10 @@ import time
 import msgspec
 
 from combee_fast.engine.loop import run
-from combee_fast.learn.online import OnlineConfig, OnlineLearner
+from combee_fast.config import EndpointSpec, OnlineConfig, SessionConfig
+from combee_fast.run.online import OnlineLearner
 from combee_fast.playbook import Playbook
-from combee_fast.session import EndpointSpec, SessionConfig, open_session
+from combee_fast.session import open_session
 
 
 class _GcPauses:
@@ -41,7 +42,7 @@ class _GcPauses:
 
 async def measure(url: str, rollouts: int, *, freeze: bool) -> tuple[list[float], float]:
     pauses = _GcPauses()
-    async with open_session(SessionConfig(train_split="train", endpoints={"default": EndpointSpec(url, "sim")})) as session:
+    async with open_session(SessionConfig(endpoints={"default": EndpointSpec(url, "sim")})) as session:
         seeds = [await session.agents.generate(e, "", epoch=0) for e in session.train_split.examples[:100]]
         batch = [msgspec.structs.replace(seeds[i % 100], round=i // 100) for i in range(rollouts)]
         if freeze:

@@ -16,8 +16,10 @@ import argparse
 import sys
 
 from combee_fast.engine.loop import run
-from combee_fast.learn.train import FixedBatch, TrainResult
-from combee_fast.session import SessionConfig, SimSpec, open_session
+from combee_fast.config import MapConfig, SessionConfig, SimConfig, TaskConfig
+from combee_fast.run.batch_plans import FixedBatch
+from combee_fast.run.train import TrainResult
+from combee_fast.session import open_session
 
 SERIAL_TIME_SCALE = 1e-3
 
@@ -38,7 +40,8 @@ def _row(name: str, batch: int, result: TrainResult) -> str:
 async def compare(args: argparse.Namespace) -> dict[str, TrainResult]:
     def config(time_scale: float) -> SessionConfig:
         sync_rounds = None if args.sync_rounds == "all" else int(args.sync_rounds)
-        return SessionConfig(task=args.task, seed=args.seed, sync_rounds=sync_rounds, sim=SimSpec(args.preset, time_scale))
+        return SessionConfig(task=TaskConfig(name=args.task), seed=args.seed, map=MapConfig(sync_rounds=sync_rounds),
+                             sim=SimConfig(args.preset, time_scale))
 
     runs = {
         "sequential": await _train(config(SERIAL_TIME_SCALE), "sequential", 1),

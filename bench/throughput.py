@@ -1,6 +1,6 @@
 """Throughput of our endpoint client vs plain ``httpx.AsyncClient()`` against the simulated server.
 
-The server runs in a separate process (``python -m combee_fast.endpoint.sim_cli sim-server
+The server runs in a separate process (``python -m combee_fast.sim.cli sim-server
 --constant-latency L``) so client and server each get a core. For each client, ``concurrency``
 workers send chat requests back to back for ``--seconds`` after a warm-up; throughput is the
 sum of the workers' own rates in that window (see :class:`Measurement`), the fraction of ideal
@@ -28,6 +28,7 @@ from collections.abc import Awaitable, Callable, Iterator
 import httpx
 import msgspec
 
+from combee_fast.config import TransportConfig
 from combee_fast.endpoint.client import ChatRequest, EndpointClient, EndpointConfig
 from combee_fast.engine.loop import run
 from combee_fast.endpoint.wire import CompletionRequest, CompletionResponse
@@ -75,7 +76,7 @@ def worker_rate(completions: list[float], window_s: float) -> float:
 def sim_server_process(latency_s: float) -> Iterator[str]:
     """A sim-server subprocess answering every request after ``latency_s``; yields its base URL."""
     process = subprocess.Popen(
-        [sys.executable, "-m", "combee_fast.endpoint.sim_cli", "sim-server", "--port", "0",
+        [sys.executable, "-m", "combee_fast.sim.cli", "sim-server", "--port", "0",
          "--constant-latency", str(latency_s)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
@@ -125,8 +126,8 @@ async def _measure(name: str, send: Callable[[], Awaitable[bool]], concurrency: 
 async def measure_ours(url: str, concurrency: int, latency_s: float, seconds: float,
                        warmup_s: float = 1.0) -> Measurement:
     """Our :class:`EndpointClient` (aiohttp transport) at ``concurrency`` requests in flight."""
-    config = EndpointConfig(name="sim", base_url=url, model="sim", max_concurrency=concurrency,
-                            timeout_s=60.0, max_retries=0)
+    config = EndpointConfig(name="sim", base_url=url, model="sim",
+                            transport=TransportConfig(concurrency=concurrency, timeout_s=60.0, max_retries=0))
     request = ChatRequest(role="generator", messages=PROMPT, max_tokens=64)
     async with EndpointClient(config) as client:
         async def send() -> bool:

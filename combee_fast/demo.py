@@ -10,8 +10,10 @@ from __future__ import annotations
 import sys
 import time
 
-from combee_fast.learn.train import FixedBatch, TrainResult
-from combee_fast.session import SessionConfig, SimSpec, open_session
+from combee_fast.config import SessionConfig, SimConfig, TaskConfig
+from combee_fast.run.batch_plans import FixedBatch
+from combee_fast.run.train import TrainResult
+from combee_fast.session import open_session
 
 DEMO_RUNS = (("sequential", 1), ("naive", 100), ("combee", 40))
 
@@ -33,8 +35,7 @@ def _table(results: list[tuple[str, int, TrainResult]]) -> str:
 async def run_demo(*, train_limit: int = 500, time_scale: float = 2e-4) -> list[tuple[str, int, TrainResult]]:
     """Train each demo method on the first ``train_limit`` Formula train rows; print the table."""
     config = SessionConfig(
-        task="formula", train_split=f"train[0:{train_limit}]", val_split="val",
-        sim=SimSpec(preset="flat", time_scale=time_scale),
+        task=TaskConfig(train_split=f"train[0:{train_limit}]"), sim=SimConfig(preset="flat", time_scale=time_scale)
     )
     results = []
     started = time.perf_counter()

@@ -38,3 +38,22 @@ class ConfigError(CombeeError):
 
 class SplitChangedError(CombeeError):
     """A data split's content hash differs from the one the run recorded."""
+
+
+class TaskDataError(CombeeError):
+    """A task's data file is unusable: names the file, the line (1-based) and the problem."""
+
+    def __init__(self, path: str, line: int | None, problem: str) -> None:
+        where = path if line is None else f"{path}:{line}"
+        super().__init__(f"{where}: {problem}")
+        self.path = path
+        self.line = line
+        self.problem = problem
+
+
+class ReplayCacheError(CombeeError):
+    """The cache file is unreadable or holds a bad line: names the file and the line."""
+
+
+class StageTimeout(TimeoutError):
+    """An item did not finish within its stage's timeout."""

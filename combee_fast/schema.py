@@ -178,3 +178,13 @@ class Bullet(msgspec.Struct, frozen=True):
     created_version: int = 0
     updated_version: int = 0
     source_rollout_ids: tuple[str, ...] = ()
+
+
+class Proposal(msgspec.Struct, frozen=True):
+    """Edits proposed by one curator or reducer call (ACE: playbook ops), or the error that call
+    ended in. ``source`` names the call, e.g. ``curator[3]`` or ``reducer[0.1]``."""
+
+    source: str
+    ops: tuple[Op, ...]
+    usage: Usage
+    error: CallError | None = None

@@ -1,8 +1,10 @@
-"""A learning session: one configuration object in, endpoints opened, a method trained, out.
+"""A learning session: one :class:`~combee_fast.config.SessionConfig` in, endpoints opened, a
+method trained, out.
 
-``SessionConfig`` is everything a run needs. Roles without an endpoint URL are served by the
-in-process simulated endpoint playing the task world (so a run needs no GPU, network or key).
-The CLI, the demo and the benchmarks all go through :func:`open_session`.
+Roles without an endpoint URL are served by the in-process simulated endpoint playing the task
+world (so a run needs no GPU, network or key). The CLI, the demo and the benchmarks all go
+through :func:`open_session` and :meth:`Session.train`: a library user gets exactly what the CLI
+does, the batch-size controller included (``TrainConfig.batch_size=None``).
 """
 
 from __future__ import annotations
@@ -12,96 +14,23 @@ from collections.abc import AsyncIterator, Callable
 
 import msgspec
 
+from combee_fast.ace.learner import AceLearner
+from combee_fast.config import ROLES, SessionConfig, config_to_dict
 from combee_fast.endpoint.cache import CacheMode, ReplayCache
 from combee_fast.endpoint.client import EndpointClient, EndpointConfig
-from combee_fast.endpoint.sim import FaultConfig, SimServer
 from combee_fast.errors import ConfigError
-from combee_fast.learn.agents import Agents, RoleClients
-from combee_fast.learn.methods import (
-    Combee,
-    CombeeConfig,
-    MapConfig,
-    Method,
-    Naive,
-    Sequential,
-    example_mapper,
-    rollout_mapper,
-)
-from combee_fast.learn.rundir import RunDir
-from combee_fast.learn.train import BatchPlan, FixedBatch, LedgerRow, TrainConfig, TrainResult, train
+from combee_fast.methods import METHODS, build_method
 from combee_fast.playbook import Playbook
-from combee_fast.tasks.base import Split, Task
+from combee_fast.protocols import BatchPlan, Method, Task
+from combee_fast.roles.agents import Agents, RoleClients
+from combee_fast.run.batch_plans import ControllerPlan, FixedBatch
+from combee_fast.run.ledger import LedgerRow
+from combee_fast.run.rundir import RunDir
+from combee_fast.run.train import TrainResult, train
+from combee_fast.sim.server import SimServer
+from combee_fast.sim.world import TaskWorld
+from combee_fast.tasks.base import Split
 from combee_fast.tasks.registry import get_task
-from combee_fast.tasks.world import TaskWorld
-
-ROLES = ("generator", "reflector", "curator", "reducer")
-METHODS = ("sequential", "naive", "combee")
-
-
-class EndpointSpec(msgspec.Struct, frozen=True):
-    """Where one role's requests go. ``url`` None: the in-process simulated endpoint."""
-
-    url: str | None = None
-    model: str | None = None
-    api_key_env: str | None = None
-    json_schema: bool = True  # the server accepts response_format json_schema
-
-
-class SimSpec(msgspec.Struct, frozen=True):
-    preset: str = "h200-70b"
-    time_scale: float = 0.01
-    latency_jitter: float = 0.0
-    faults: FaultConfig = msgspec.field(default_factory=FaultConfig)
-
-
-class SessionConfig(msgspec.Struct, frozen=True):
-    task: str = "formula"
-    task_options: dict[str, str] = msgspec.field(default_factory=dict)  # e.g. {"path": "traces.jsonl"}
-    train_split: str = "train"
-    val_split: str = "val"
-    method: str = "combee"
-    batch_size: int | None = 40  # None: the dynamic batch-size controller
-    duplicates: int = 2
-    max_fan_in: int = 8
-    max_reduce_ops: int | None = 32  # most proposed ops one reducer reads (None: one tree, no split)
-    max_group: int | None = None  # most records one curator reads (None: the paper's sqrt(n) groups)
-    max_rounds: int = 3
-    sync_rounds: int | None = 1  # Combee: rounds inside a step; the rest carry into the next (None: all)
-    epochs: int = 1
-    eval_every: int = 0
-    seed: int = 0
-    concurrency: int = 256
-    timeout_s: float = 600.0
-    max_retries: int = 4
-    token_budget: int | None = None
-    use_ground_truth: bool = True
-    endpoints: dict[str, EndpointSpec] = msgspec.field(default_factory=dict)  # role or "default"
-    sim: SimSpec = msgspec.field(default_factory=SimSpec)
-    cache_path: str | None = None
-    cache_mode: str = "off"
-
-    def __post_init__(self) -> None:
-        if self.method not in METHODS:
-            raise ConfigError(f"method must be one of {', '.join(METHODS)}, got {self.method!r}")
-        if self.batch_size is not None and self.batch_size < 1:
-            raise ConfigError(f"batch size must be >= 1 or auto, got {self.batch_size}")
-        for name, value in (("duplicates", self.duplicates), ("epochs", self.epochs), ("concurrency", self.concurrency)):
-            if value < 1:
-                raise ConfigError(f"{name} must be >= 1, got {value}")
-        if self.max_fan_in < 2:
-            raise ConfigError(f"max fan-in must be >= 2, got {self.max_fan_in}")
-        unknown = set(self.endpoints) - {*ROLES, "default"}
-        if unknown:
-            raise ConfigError(f"endpoints for unknown roles: {', '.join(sorted(unknown))}")
-        simulated = [role for role in ROLES if self.endpoint_for(role).url is None]
-        if simulated and len(simulated) < len(ROLES):  # never fall back to the simulator silently
-            raise ConfigError(
-                f"no endpoint for role {', '.join(simulated)}: give --endpoint (every role) or "
-                + " ".join(f"--{role}-endpoint" for role in simulated)
-            )
-
-    def endpoint_for(self, role: str) -> EndpointSpec:
-        return self.endpoints.get(role) or self.endpoints.get("default") or EndpointSpec()
 
 
 class Session:
@@ -122,37 +51,40 @@ class Session:
     @property
     def learns_from_traces(self) -> bool:
         """True for tasks whose rollouts already exist (the map only reflects)."""
-        return hasattr(self.task, "load_rollouts")
+        return self.task.rollout_source() is not None
 
     def method(self, name: str | None = None) -> Method:
         """The learning method ``name`` (default: the configured one) on this session's roles.
 
-        Only Combee carries retrying chains across steps (``sync_rounds``); collected traces have
-        no rounds to carry.
+        Collected traces have no rounds to carry across steps.
         """
-        name = name or self.config.method
-        map_config = MapConfig(
-            max_rounds=self.config.max_rounds,
-            concurrency=self.config.concurrency,
-            sync_rounds=self.config.sync_rounds if name == "combee" and not self.learns_from_traces else None,
-        )
-        mapper = rollout_mapper(self.agents) if self.learns_from_traces else example_mapper(self.agents, map_config)
-        if name == "sequential":
-            return Sequential(self.agents, mapper)
-        if name == "naive":
-            return Naive(self.agents, mapper, map_config)
-        return Combee(
-            self.agents, mapper, map_config,
-            CombeeConfig(
-                self.config.duplicates, self.config.max_fan_in, self.config.seed,
-                self.config.max_reduce_ops, self.config.max_group,
-            ),
+        config = self.config
+        map_config = config.map
+        if self.learns_from_traces:
+            map_config = msgspec.structs.replace(map_config, sync_rounds=None)
+        learner = AceLearner(self.agents, max_rounds=map_config.max_rounds, from_rollouts=self.learns_from_traces)
+        return build_method(
+            name or config.method, learner, map_config, config.combee,
+            workers=config.transport.concurrency, seed=config.seed,
         )
 
     def train_items(self) -> tuple:
-        if self.learns_from_traces:
-            return tuple(self.task.load_rollouts(self.config.train_split))
+        """The items a step learns from: the train split's examples, or its collected rollouts."""
+        source = self.task.rollout_source()
+        if source is not None:
+            return tuple(source.load_rollouts(self.config.task.train_split))
         return self.train_split.examples
+
+    async def batch_plan(self, run_dir: RunDir | None = None) -> BatchPlan:
+        """The configured plan: a fixed batch size, or (``batch_size`` None) the controller,
+        bounded by the simulated server's running-sequence capacity or the concurrency cap."""
+        config = self.config
+        if config.train.batch_size is not None:
+            return FixedBatch(config.train.batch_size)
+        capacity = config.transport.concurrency
+        if self.server is not None and self.server.preset.max_running is not None:
+            capacity = min(capacity, self.server.preset.max_running)
+        return await ControllerPlan.start(config.controller, capacity=capacity, run_dir=run_dir)
 
     async def train(
         self,
@@ -163,11 +95,12 @@ class Session:
         on_step: Callable[[LedgerRow], None] | None = None,
         playbook: Playbook | None = None,
     ) -> TrainResult:
+        """Train the configured (or named) method; ``plan`` overrides the configured batch plan."""
         config = self.config
         if plan is None:
-            plan = FixedBatch(config.batch_size or 1)
+            plan = await self.batch_plan(run_dir)
         if run_dir is not None:
-            run_dir.write_json("config.json", config)
+            run_dir.write_json("config.json", config_to_dict(config))
             run_dir.write_json("splits.json", [self.train_split.manifest, self.val_split.manifest])
         return await train(
             self.method(method),
@@ -176,8 +109,9 @@ class Session:
             self.train_items(),
             self.val_split.examples,
             plan=plan,
-            config=TrainConfig(epochs=config.epochs, eval_every=config.eval_every, seed=config.seed,
-                               eval_concurrency=config.concurrency),
+            config=config.train,
+            seed=config.seed,
+            eval_concurrency=config.transport.concurrency,
             run_dir=run_dir,
             on_step=on_step,
         )
@@ -191,20 +125,22 @@ async def open_session(config: SessionConfig, *, check: bool = True) -> AsyncIte
     :class:`combee_fast.errors.EndpointUnreachable` before any work starts. Roles that name the
     same URL and model share one client, and so one concurrency cap.
     """
-    task = get_task(config.task, **config.task_options)
-    train_split = task.load(config.train_split)
-    val_split = task.load(config.val_split)
+    if config.method not in METHODS:
+        raise ConfigError(f"unknown method {config.method!r}; choose one of: {', '.join(METHODS)}")
+    task = get_task(config.task.name, **config.task.options)
+    train_split = task.load(config.task.train_split)
+    val_split = task.load(config.task.val_split)
     cache = None
-    if config.cache_path is not None and config.cache_mode != "off":
-        cache = ReplayCache(config.cache_path, CacheMode(config.cache_mode))
+    if config.cache.path is not None and config.cache.mode != "off":
+        cache = ReplayCache(config.cache.path, CacheMode(config.cache.mode))
     async with contextlib.AsyncExitStack() as stack:
         server = None
         if any(config.endpoint_for(role).url is None for role in ROLES):
-            world = TaskWorld.for_task(task)
+            sim = config.sim
             server = await stack.enter_async_context(
                 SimServer(
-                    world, preset=config.sim.preset, time_scale=config.sim.time_scale,
-                    faults=config.sim.faults, seed=config.seed, latency_jitter=config.sim.latency_jitter,
+                    TaskWorld.for_task(task), preset=sim.preset, time_scale=sim.time_scale,
+                    faults=sim.faults, seed=config.seed, latency_jitter=sim.latency_jitter,
                 )
             )
         clients: dict[str, EndpointClient] = {}
@@ -217,11 +153,9 @@ async def open_session(config: SessionConfig, *, check: bool = True) -> AsyncIte
                     name=spec.url or f"sim:{config.sim.preset}",
                     base_url=spec.url or server.url,  # type: ignore[union-attr]
                     model=spec.model or "sim",
-                    max_concurrency=config.concurrency,
-                    timeout_s=config.timeout_s,
-                    max_retries=config.max_retries,
                     api_key_env=spec.api_key_env,
                     json_schema=spec.json_schema,
+                    transport=config.transport,
                 )
                 shared[key] = await stack.enter_async_context(EndpointClient(endpoint, cache=cache))
                 if check and spec.url is not None:

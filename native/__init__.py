@@ -9,6 +9,19 @@ all at once with :func:`warmup`.
   latency quantiles.
 * :mod:`.similarity`: n-gram hashing embedder, blocked all-pairs and top-k over unit vectors,
   near-duplicates and the retention measure.
+
+Who calls which kernel:
+
+* ``prefix_states``: :func:`combee_fast.playbook.deltalog.replay` (every version of a run from its
+  ``deltas.jsonl``); ``final_states``: :func:`combee_fast.playbook.deltalog.final_bullets`.
+* ``near_duplicates`` (``pairs_above``): :func:`combee_fast.combee.reduce.partition_proposals`,
+  the topic split of the reduce.
+* ``retention`` (``top_k``): :func:`combee_fast.run.batch_plans.step_retention`, the controller's
+  quality guard.
+* :mod:`.stats` has no caller yet: it is kept for the live batch-shape controller (issue 10),
+  which reads reward and latency statistics from it.
+
+Plain reference implementations, used only by tests, are in ``tests/native/reference/``.
 """
 
 from __future__ import annotations
@@ -28,7 +41,6 @@ _EXPORTS = {
         "PrefixStates",
         "final_states",
         "prefix_states",
-        "aggregate_counters",
     ),
     "stats": (
         "Moments",

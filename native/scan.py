@@ -181,25 +181,6 @@ def prefix_states(ops: OpBatch, n_slots: int, *, chunks: int | None = None) -> P
     return PrefixStates(ops.slot, n_slots, *_prefix_states_parallel(*_columns(ops), n_slots, n_chunks))
 
 
-def aggregate_counters(
-    slots: np.ndarray, helpful: np.ndarray, harmful: np.ndarray, n_slots: int, *, chunks: int | None = None
-) -> tuple[np.ndarray, np.ndarray]:
-    """Sum TAG increments per slot: returns ``(helpful_sum, harmful_sum)``, int64, length ``n_slots``."""
-    slot_array = _as_array(slots, np.int32, "slots")
-    helpful_array = _as_array(helpful, np.int32, "helpful")
-    harmful_array = _as_array(harmful, np.int32, "harmful")
-    if not len(slot_array) == len(helpful_array) == len(harmful_array):
-        raise ValueError(
-            "aggregate_counters: slots, helpful, harmful differ in length "
-            f"({len(slot_array)}, {len(helpful_array)}, {len(harmful_array)})"
-        )
-    _check_slot_range(slot_array, n_slots, "aggregate_counters")
-    n_chunks = chunk_count(len(slot_array), chunks)
-    if n_chunks == 1:
-        return _aggregate_counters_serial(slot_array, helpful_array, harmful_array, n_slots)
-    return _aggregate_counters_parallel(slot_array, helpful_array, harmful_array, n_slots, n_chunks)
-
-
 def warmup() -> None:
     """Compile (or load from cache) every kernel in this module for the dtypes the API uses."""
     ops = OpBatch.from_arrays(
@@ -213,7 +194,6 @@ def warmup() -> None:
     for chunks in (1, 2):  # the serial and the parallel kernel of each entry point
         final_states(ops, 2, chunks=chunks)
         prefix_states(ops, 2, chunks=chunks).state_after(2)
-        aggregate_counters(ops.slot, ops.helpful, ops.harmful, 2, chunks=chunks)
 
 
 # --- input checks ---------------------------------------------------------------------------
@@ -515,24 +495,3 @@ def _add_range(helpful_sum, harmful_sum, slot, helpful, harmful, lo, hi):  # typ
     for i in range(lo, hi):
         helpful_sum[slot[i]] += helpful[i]
         harmful_sum[slot[i]] += harmful[i]
-
-
-@kernel()
-def _aggregate_counters_serial(slot, helpful, harmful, n_slots):  # type: ignore[no-untyped-def]
-    helpful_sum = np.zeros(n_slots, np.int64)
-    harmful_sum = np.zeros(n_slots, np.int64)
-    _add_range(helpful_sum, harmful_sum, slot, helpful, harmful, 0, len(slot))
-    return helpful_sum, harmful_sum
-
-
-@kernel(parallel=True)
-def _aggregate_counters_parallel(slot, helpful, harmful, n_slots, n_chunks):  # type: ignore[no-untyped-def]
-    n = len(slot)
-    helpful_sum = np.zeros((n_chunks, n_slots), np.int64)
-    harmful_sum = np.zeros((n_chunks, n_slots), np.int64)
-    for c in prange(n_chunks):
-        _add_range(helpful_sum[c], harmful_sum[c], slot, helpful, harmful, c * n // n_chunks, (c + 1) * n // n_chunks)
-    for c in range(1, n_chunks):
-        helpful_sum[0] += helpful_sum[c]
-        harmful_sum[0] += harmful_sum[c]
-    return helpful_sum[0].copy(), harmful_sum[0].copy()

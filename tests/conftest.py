@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from combee_fast.endpoint.sim import EchoResponder, Responder, SimServer
+from combee_fast.sim.server import EchoResponder, Responder, SimServer
 
 StartSimServer = Callable[..., Awaitable[SimServer]]
 

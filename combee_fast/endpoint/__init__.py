@@ -1,10 +1,11 @@
-"""Talking to inference servers: the async client, the record/replay cache, the simulated server.
+"""Talking to inference servers: the async client and the record/replay cache.
 
 - :mod:`.client`: :class:`EndpointClient` for OpenAI-compatible ``/chat/completions``.
 - :mod:`.cache`: :class:`ReplayCache` (off / record / replay / record-missing).
-- :mod:`.sim`: :class:`SimServer`, a loopback server with a continuous-batching latency model
-  (:mod:`.sim_latency`), pluggable responders (:mod:`.sim_responders`) and fault injection.
-- :mod:`.sim_cli`: the ``sim-server`` subcommand (runs on uvloop when available).
+- :mod:`.wire`: the request and response records on the wire; :mod:`.structured`: JSON replies
+  and the repair request; :mod:`.retry`: backoff and Retry-After.
+
+The simulated server is in :mod:`combee_fast.sim`.
 """
 
 from combee_fast.endpoint.cache import CacheMode, ReplayCache

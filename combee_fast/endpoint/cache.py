@@ -23,7 +23,7 @@ from typing import IO
 import msgspec
 
 from combee_fast.endpoint.calls import ChatRequest, ChatResult
-from combee_fast.errors import CombeeError
+from combee_fast.errors import ReplayCacheError
 from combee_fast.schema import SCHEMA_VERSION, CallError
 
 TRANSPORT_ERRORS = frozenset({"timeout", "connection", "http_status", "cancelled", "replay_miss"})
@@ -34,10 +34,6 @@ class CacheMode(enum.Enum):
     RECORD = "record"
     REPLAY = "replay"
     RECORD_MISSING = "record-missing"
-
-
-class ReplayCacheError(CombeeError):
-    """The cache file is unreadable or holds a bad line: names the file and the line."""
 
 
 class CacheRecord(msgspec.Struct, frozen=True):

@@ -8,9 +8,9 @@ parser and simple per-host pool reach >90% at ~0.15-0.3 ms of CPU per request. a
 already a dependency, so no new one is needed. ``python bench/throughput.py`` re-measures both.
 
 Behaviour:
-- At most ``max_concurrency`` requests are in flight (a semaphore around each attempt, and a
+- At most ``transport.concurrency`` requests are in flight (a semaphore around each attempt, and a
   connection pool of the same size); a request waiting for its backoff does not hold a slot.
-- Each attempt has a ``timeout_s`` deadline. 408/409/429/5xx, connection errors and timeouts are
+- Each attempt has a ``transport.timeout_s`` deadline. 408/409/429/5xx, connection errors and timeouts are
   retried up to ``max_retries`` times with exponential backoff and jitter, or after the server's
   ``Retry-After``/``retry-after-ms`` (capped at ``backoff_max_s``).
 - JSON output: with ``config.json_schema`` the schema goes in ``response_format``; the text is
@@ -50,6 +50,7 @@ from combee_fast.endpoint.wire import (
     JsonSchemaFormat,
     ResponseFormat,
 )
+from combee_fast.config import TransportConfig
 from combee_fast.errors import ConfigError, EndpointUnreachable
 from combee_fast.schema import CallError, Message, Usage
 from combee_fast.tokens import estimate_tokens
@@ -58,31 +59,18 @@ __all__ = ["ChatRequest", "ChatResult", "EndpointClient", "EndpointConfig", "Usa
 
 
 class EndpointConfig(msgspec.Struct, frozen=True):
-    """One endpoint: where it is, which model, and how hard to push it."""
+    """One endpoint: where it is, which model, and how hard to push it (``transport``)."""
 
     name: str
     base_url: str
     model: str
-    max_concurrency: int = 64
-    timeout_s: float = 120.0
-    max_retries: int = 4
-    backoff_base_s: float = 0.25
-    backoff_max_s: float = 20.0
     api_key_env: str | None = None
     json_schema: bool = True
+    transport: TransportConfig = msgspec.field(default_factory=TransportConfig)
 
     def __post_init__(self) -> None:
-        where = f"endpoint {self.name!r}"
         if not self.base_url.startswith(("http://", "https://")):
-            raise ConfigError(f"{where}: base_url must start with http:// or https://, got {self.base_url!r}")
-        if self.max_concurrency < 1:
-            raise ConfigError(f"{where}: max_concurrency must be >= 1, got {self.max_concurrency}")
-        if not self.timeout_s > 0:
-            raise ConfigError(f"{where}: timeout_s must be > 0, got {self.timeout_s}")
-        if self.max_retries < 0:
-            raise ConfigError(f"{where}: max_retries must be >= 0, got {self.max_retries}")
-        if self.backoff_base_s < 0 or self.backoff_max_s < 0:
-            raise ConfigError(f"{where}: backoff_base_s and backoff_max_s must be >= 0")
+            raise ConfigError(f"endpoint {self.name!r}: base_url must start with http:// or https://, got {self.base_url!r}")
 
 
 class UsageTotals(msgspec.Struct):
@@ -156,7 +144,7 @@ class EndpointClient:
                     "(api_key_env) is not set"
                 )
             self._headers["Authorization"] = f"Bearer {key}"
-        self._slots = asyncio.Semaphore(config.max_concurrency)
+        self._slots = asyncio.Semaphore(config.transport.concurrency)
         self._session: aiohttp.ClientSession | None = None
         self._rng = random.Random(config.name)
         self._totals: dict[tuple[str, str, str], UsageTotals] = {}
@@ -176,10 +164,10 @@ class EndpointClient:
 
     def _open_session(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
-            connector = aiohttp.TCPConnector(limit=self.config.max_concurrency, limit_per_host=0,
+            connector = aiohttp.TCPConnector(limit=self.config.transport.concurrency, limit_per_host=0,
                                              ttl_dns_cache=300)
             self._session = aiohttp.ClientSession(
-                connector=connector, timeout=aiohttp.ClientTimeout(total=self.config.timeout_s)
+                connector=connector, timeout=aiohttp.ClientTimeout(total=self.config.transport.timeout_s)
             )
         return self._session
 
@@ -194,7 +182,7 @@ class EndpointClient:
         the endpoint does not answer, rejects the API key, or answers with a server error."""
         where = f"endpoint {self.config.name!r} at {self.config.base_url}"
         url = self.config.base_url.rstrip("/") + "/models"
-        timeout = aiohttp.ClientTimeout(total=min(10.0, self.config.timeout_s))
+        timeout = aiohttp.ClientTimeout(total=min(10.0, self.config.transport.timeout_s))
         try:
             async with self._open_session().get(url, headers=self._headers, timeout=timeout) as response:
                 status = response.status
@@ -299,7 +287,7 @@ class EndpointClient:
         body = self._encode(request, messages)
         headers = {**self._headers, ROLE_HEADER: request.role}
         config = self.config
-        for attempt in range(config.max_retries + 1):
+        for attempt in range(config.transport.max_retries + 1):
             attempt_started = 0.0
             try:
                 async with self._slots:
@@ -310,11 +298,12 @@ class EndpointClient:
                     finally:
                         self._in_flight -= 1
             except _AttemptFailed as failure:
-                if not failure.retryable or attempt == config.max_retries:
+                if not failure.retryable or attempt == config.transport.max_retries:
                     tally.failed_s += time.perf_counter() - attempt_started
                     return failure.error
                 tally.retries += 1
-                await asyncio.sleep(backoff_s(attempt, base_s=config.backoff_base_s, max_s=config.backoff_max_s,
+                transport = config.transport
+                await asyncio.sleep(backoff_s(attempt, base_s=transport.backoff_base_s, max_s=transport.backoff_max_s,
                                               retry_after=failure.retry_after, rng=self._rng))
                 tally.failed_s += time.perf_counter() - attempt_started
                 continue
@@ -337,7 +326,7 @@ class EndpointClient:
                     self._time_scale = time_scale
                 retry_after = retry_after_s(response.headers) if status != 200 else None
         except TimeoutError:
-            raise _AttemptFailed(CallError(kind="timeout", message=f"no answer within {self.config.timeout_s:g} s"),
+            raise _AttemptFailed(CallError(kind="timeout", message=f"no answer within {self.config.transport.timeout_s:g} s"),
                                  retryable=True) from None
         except aiohttp.ClientError as exc:
             raise _AttemptFailed(CallError(kind="connection", message=_one_line(exc)), retryable=True) from None

@@ -12,14 +12,12 @@ import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Generic, TypeVar
 
+from combee_fast.errors import StageTimeout
+
 T = TypeVar("T")
 R = TypeVar("R")
 
 _DONE = object()
-
-
-class StageTimeout(TimeoutError):
-    """An item did not finish within its stage's timeout."""
 
 
 class IndexedStream(Generic[T, R]):

@@ -4,7 +4,9 @@ Built in: ``formula`` and ``finer`` (ACE's finance splits, bundled), ``jsonl`` (
 and ``traces`` (already-collected agent trajectories). Every split is pinned by a content hash.
 """
 
-from combee_fast.tasks.base import Score, Split, SplitManifest, Task, TaskDataError, verify_split
+from combee_fast.errors import TaskDataError
+from combee_fast.protocols import Task
+from combee_fast.tasks.base import Score, Split, SplitManifest, verify_split
 from combee_fast.tasks.finer import FinerTask
 from combee_fast.tasks.formula import FormulaTask
 from combee_fast.tasks.jsonl import JsonlTask

@@ -12,7 +12,8 @@ from pathlib import Path
 import msgspec
 
 from combee_fast.schema import Example
-from combee_fast.tasks.base import Split, TaskDataError
+from combee_fast.errors import TaskDataError
+from combee_fast.tasks.base import Split
 from combee_fast.tasks.splits import RawRow, SplitFile, select_rows
 
 DATA_DIR = Path(__file__).parent / "data"

@@ -1,4 +1,4 @@
-"""The Task protocol and the pinned-split records every task returns.
+"""The pinned-split records every task returns (the Task protocol is in :mod:`combee_fast.protocols`).
 
 A task loads named splits of examples and scores an answer to one example. A split's content is
 pinned by a SHA-256 over the exact bytes of its selected rows (see :mod:`combee_fast.tasks.splits`);
@@ -9,11 +9,11 @@ split whose content changed since.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol, TypeVar, runtime_checkable
+from typing import Any, TypeVar
 
 import msgspec
 
-from combee_fast.errors import CombeeError, ConfigError, SplitChangedError
+from combee_fast.errors import ConfigError, SplitChangedError
 from combee_fast.schema import Example
 
 
@@ -39,37 +39,6 @@ class Split(msgspec.Struct, frozen=True):
 
     manifest: SplitManifest
     examples: tuple[Example, ...]
-
-
-class TaskDataError(CombeeError):
-    """A task's data file is unusable: names the file, the line (1-based) and the problem."""
-
-    def __init__(self, path: str, line: int | None, problem: str) -> None:
-        where = path if line is None else f"{path}:{line}"
-        super().__init__(f"{where}: {problem}")
-        self.path = path
-        self.line = line
-        self.problem = problem
-
-
-@runtime_checkable
-class Task(Protocol):
-    """A source of examples and a grader of answers.
-
-    ``load(split)`` accepts a split name (one of :meth:`split_names`) optionally followed by a
-    slice of its rows, e.g. ``"val[0:200]"``; sliced examples keep their row index within the
-    named split, so example ids stay stable. ``score`` never raises for a bad answer: an
-    unusable answer (``None`` included) scores 0 with feedback saying why. It raises
-    ``ValueError`` only for an example without a target (e.g. a trace without ground truth).
-    """
-
-    name: str
-
-    def split_names(self) -> tuple[str, ...]: ...
-
-    def load(self, split: str) -> Split: ...
-
-    def score(self, example: Example, answer: str | None) -> Score: ...
 
 
 def verify_split(split: Split, recorded: SplitManifest) -> None:

@@ -63,6 +63,10 @@ class FinerTask:
     def load(self, split: str) -> Split:
         return load_ace_split(self.name, split, self._files, _meta)
 
+    def rollout_source(self) -> None:
+        """Examples only: the learner generates its own rollouts."""
+        return None
+
     def score(self, example: Example, answer: str | None) -> Score:
         if example.target is None:
             raise ValueError(f"finer example {example.id} has no target")

@@ -51,6 +51,10 @@ class FormulaTask:
             return "no 'Use formula <NAME> to answer' in the context"
         return self._scorer.target_problem(row.target) or {"formula": name}
 
+    def rollout_source(self) -> None:
+        """Examples only: the learner generates its own rollouts."""
+        return None
+
     def score(self, example: Example, answer: str | None) -> Score:
         if example.target is None:
             raise ValueError(f"formula example {example.id} has no target")

@@ -18,7 +18,8 @@ import orjson
 
 from combee_fast.errors import ConfigError
 from combee_fast.schema import Example
-from combee_fast.tasks.base import Score, Split, TaskDataError
+from combee_fast.errors import TaskDataError
+from combee_fast.tasks.base import Score, Split
 from combee_fast.tasks.scorers import Scorer, make_scorer
 from combee_fast.tasks.splits import RawRow, SplitFile, select_rows
 
@@ -112,6 +113,10 @@ class JsonlTask:
         selected = select_rows(self.name, split, self._files)
         examples = tuple(self._example(selected.path, row, index, selected.name) for index, row in selected.rows)
         return Split(selected.manifest, examples)
+
+    def rollout_source(self) -> None:
+        """Examples only: the learner generates its own rollouts."""
+        return None
 
     def score(self, example: Example, answer: str | None) -> Score:
         if example.target is None:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from combee_fast.tasks.base import Task, build_named
+from combee_fast.protocols import Task
+from combee_fast.tasks.base import build_named
 from combee_fast.tasks.finer import FinerTask
 from combee_fast.tasks.formula import FormulaTask
 from combee_fast.tasks.jsonl import JsonlTask

@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Mapping, NamedTuple
 
 from combee_fast.errors import ConfigError
-from combee_fast.tasks.base import SplitManifest, TaskDataError
+from combee_fast.errors import TaskDataError
+from combee_fast.tasks.base import SplitManifest
 
 _SPEC = re.compile(r"(?P<name>[A-Za-z0-9_.\-]+)(?:\[(?P<start>\d*):(?P<stop>\d*)\])?")
 

@@ -26,7 +26,8 @@ from typing import Any, Mapping
 import msgspec
 
 from combee_fast.schema import Example, Message, Rollout, Usage
-from combee_fast.tasks.base import Score, Split, SplitManifest, TaskDataError
+from combee_fast.errors import TaskDataError
+from combee_fast.tasks.base import Score, Split, SplitManifest
 from combee_fast.tasks.jsonl import split_files
 from combee_fast.tasks.scorers import Scorer, make_scorer
 from combee_fast.tasks.splits import select_rows
@@ -95,6 +96,10 @@ class TracesTask:
     def load(self, split: str) -> Split:
         manifest, name, records = self._records(split)
         return Split(manifest, tuple(self._example(index, record, name) for index, record in records))
+
+    def rollout_source(self) -> TracesTask:
+        """This task learns from its collected rollouts (no generation)."""
+        return self
 
     def load_rollouts(self, split: str) -> tuple[Rollout, ...]:
         """Every trace of ``split`` as a scored round-0 rollout, in file order."""

@@ -1,0 +1,116 @@
+"""The per-sample ACE chain: generate, reflect, and on failure regenerate with the reflection.
+
+This is the "map" of every method: it runs against one frozen playbook snapshot and touches no
+shared state, so many chains run in parallel. A chain's simulated duration is the sum of its calls'
+latencies (they are strictly sequential).
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from combee_fast.roles.agents import Agents
+from combee_fast.playbook import Playbook
+from combee_fast.schema import CallError, Example, Reflection, Rollout, Usage
+
+
+class SampleTrace(msgspec.Struct, frozen=True):
+    """Everything one chain produced, in call order."""
+
+    item_id: str
+    rollouts: tuple[Rollout, ...]
+    reflections: tuple[Reflection, ...]
+
+    @property
+    def final_reflection(self) -> Reflection | None:
+        """The last usable reflection: the one the curator learns from."""
+        for reflection in reversed(self.reflections):
+            if reflection.error is None:
+                return reflection
+        return None
+
+    @property
+    def first_correct(self) -> bool:
+        return bool(self.rollouts) and self.rollouts[0].correct
+
+    def usages(self) -> list[Usage]:
+        return [r.usage for r in self.rollouts] + [r.usage for r in self.reflections]
+
+    def call_usages(self) -> list[Usage]:
+        """Usage of the LLM calls made (collected traces carry role "trace" and cost no call)."""
+        return [usage for usage in self.usages() if usage.role != "trace"]
+
+    @property
+    def sim_seconds(self) -> float:
+        return sum(usage.effective_latency_s for usage in self.usages())
+
+    def errors(self) -> list[tuple[str, CallError]]:
+        found = [(r.id, r.error) for r in self.rollouts if r.error is not None]
+        found += [(r.id, r.error) for r in self.reflections if r.error is not None]
+        return found
+
+
+async def run_sample(
+    agents: Agents,
+    example: Example,
+    playbook: Playbook,
+    playbook_text: str,
+    *,
+    epoch: int,
+    max_rounds: int,
+) -> SampleTrace:
+    """ACE's generator-reflector loop on one example (``max_rounds`` regenerations at most).
+
+    The chain stops at the first failed call: what it produced so far is kept, with the error.
+    """
+    rollout = await agents.generate(example, playbook_text, epoch=epoch)
+    first = SampleTrace(example.id, (rollout,), ())
+    rest = await continue_sample(agents, first, playbook, playbook_text, epoch=epoch, max_rounds=max_rounds)
+    return SampleTrace(example.id, (rollout, *rest.rollouts), rest.reflections)
+
+
+def can_continue(trace: SampleTrace, max_rounds: int) -> bool:
+    """True when the chain's last attempt was wrong, reflected on, and rounds remain."""
+    last = trace.rollouts[-1]
+    reflected = bool(trace.reflections) and trace.reflections[-1].rollout_id == last.id
+    return (
+        last.error is None and not last.correct and last.round < max_rounds
+        and reflected and trace.reflections[-1].error is None
+    )
+
+
+async def continue_sample(
+    agents: Agents,
+    trace: SampleTrace,
+    playbook: Playbook,
+    playbook_text: str,
+    *,
+    epoch: int,
+    max_rounds: int,
+) -> SampleTrace:
+    """Run ``trace``'s chain on (reflect its last attempt if not yet done, then regenerate while
+    wrong) up to ``max_rounds``; returns only the calls made here, as a trace of its own."""
+    rollouts: list[Rollout] = []
+    reflections: list[Reflection] = []
+    rollout = trace.rollouts[-1]
+    reflected = bool(trace.reflections) and trace.reflections[-1].rollout_id == rollout.id
+    reflection = trace.reflections[-1] if reflected else None
+    while rollout.error is None:
+        if reflection is None:
+            reflection = await agents.reflect(rollout, playbook, epoch=epoch)
+            reflections.append(reflection)
+        if rollout.correct or rollout.round >= max_rounds or reflection.error is not None:
+            break
+        rollout = await agents.generate(
+            rollout.example, playbook_text, epoch=epoch, round_=rollout.round + 1,
+            previous=rollout, reflection=reflection,
+        )
+        rollouts.append(rollout)
+        reflection = None
+    return SampleTrace(trace.item_id, tuple(rollouts), tuple(reflections))
+
+
+async def reflect_only(agents: Agents, rollout: Rollout, playbook: Playbook, *, epoch: int) -> SampleTrace:
+    """The map for rollouts that already exist (collected traces, online submissions)."""
+    reflection = await agents.reflect(rollout, playbook, epoch=epoch)
+    return SampleTrace(rollout.id, (rollout,), (reflection,))

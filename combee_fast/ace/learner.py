@@ -1,0 +1,105 @@
+"""ACE's playbook as what Combee learns: the :class:`~combee_fast.protocols.Learner` of a playbook.
+
+- map: the generate/reflect/regenerate chain (:mod:`combee_fast.ace.chain`) per example, or one
+  reflection per collected rollout (tasks whose rollouts already exist);
+- record: a chain's last usable reflection; propose: one curator call; merge: one reducer call;
+- apply: every reflection's helpful/harmful tags summed into one TAG op per bullet, then the
+  merged ops, as one :class:`~combee_fast.schema.Delta` applied once, off the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Sequence
+from typing import Any
+
+from combee_fast.ace.chain import SampleTrace, can_continue, continue_sample, reflect_only, run_sample
+from combee_fast.methods.base import Applied
+from combee_fast.playbook import Playbook
+from combee_fast.playbook.deltalog import logged_delta
+from combee_fast.roles.agents import Agents
+from combee_fast.schema import Delta, Op, OpKind, Proposal, Reflection
+
+
+def tag_ops(traces: Sequence[SampleTrace], playbook: Playbook) -> tuple[Op, ...]:
+    """One TAG op per bullet, summing the helpful/harmful tags of every reflection in ``traces``.
+
+    Tags naming ids not in ``playbook`` (hallucinated citations) are dropped here. Sorted by id.
+    """
+    counts: dict[str, list[int]] = {}
+    for trace in traces:
+        for reflection in trace.reflections:
+            for tag in reflection.bullet_tags:
+                if tag.tag == "neutral" or tag.bullet_id not in playbook:
+                    continue
+                pair = counts.setdefault(tag.bullet_id, [0, 0])
+                pair[0 if tag.tag == "helpful" else 1] += 1
+    return tuple(
+        Op(OpKind.TAG, bullet_id=bullet_id, helpful=helpful, harmful=harmful)
+        for bullet_id, (helpful, harmful) in sorted(counts.items())
+    )
+
+
+class AceLearner:
+    """The playbook learner on ``agents``' role calls. A chain regenerates ``max_rounds`` times at
+    most. ``from_rollouts``: items are collected rollouts (reflect only, nothing to regenerate)."""
+
+    def __init__(self, agents: Agents, *, max_rounds: int, from_rollouts: bool = False) -> None:
+        self.agents = agents
+        self.max_rounds = max_rounds
+        self.from_rollouts = from_rollouts
+
+    async def render(self, artifact: Playbook) -> str:
+        return await asyncio.to_thread(artifact.render)
+
+    async def run_item(self, item: Any, artifact: Playbook, text: str, *, epoch: int, rounds: int) -> SampleTrace:
+        if self.from_rollouts:
+            return await reflect_only(self.agents, item, artifact, epoch=epoch)
+        return await run_sample(self.agents, item, artifact, text, epoch=epoch, max_rounds=rounds)
+
+    def continuation(
+        self, trace: SampleTrace, artifact: Playbook, text: str, *, epoch: int
+    ) -> Awaitable[SampleTrace] | None:
+        if self.from_rollouts or not can_continue(trace, self.max_rounds):
+            return None
+        return continue_sample(self.agents, trace, artifact, text, epoch=epoch, max_rounds=self.max_rounds)
+
+    def record(self, trace: SampleTrace) -> Reflection | None:
+        return trace.final_reflection
+
+    def insight(self, record: Reflection) -> str:
+        return record.key_insight
+
+    async def propose(
+        self, records: Sequence[Reflection], artifact: Playbook, text: str, *, source: str,
+        seed_path: tuple[int | str, ...],
+    ) -> Proposal:
+        return await self.agents.curate(records, artifact, text, source=source, seed_path=seed_path)
+
+    async def merge(
+        self, proposals: Sequence[Sequence[Op]], text: str, *, source: str, seed_path: tuple[int | str, ...]
+    ) -> Proposal:
+        return await self.agents.reduce(proposals, text, source=source, seed_path=seed_path)
+
+    def edit_text(self, edit: Op) -> str:
+        return edit.content
+
+    def edit_target(self, edit: Op) -> str | None:
+        return edit.bullet_id
+
+    async def apply(self, artifact: Playbook, traces: Sequence[SampleTrace], edits: Sequence[Op], source: str) -> Applied:
+        """Tags of all traces, then ``edits``, as one delta applied once, off the event loop."""
+        reflections = [r for t in traces for r in t.reflections if r.error is None]
+        delta = Delta(
+            ops=tag_ops(traces, artifact) + tuple(edits),
+            source=source,
+            reflection_ids=tuple(r.id for r in reflections),
+            rollout_ids=tuple(r.id for t in traces for r in t.rollouts),
+        )
+        playbook, report = await asyncio.to_thread(artifact.apply, delta)
+        changed = playbook.version != artifact.version
+        kept = tuple(
+            delta.ops[i].content for i in report.applied if delta.ops[i].kind in (OpKind.ADD, OpKind.UPDATE)
+        )
+        log = (logged_delta(delta, report, playbook.version),) if changed else ()
+        return Applied(playbook, report, kept, log)

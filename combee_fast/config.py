@@ -1,0 +1,297 @@
+"""The configuration tree: every setting of a run, each default defined here and only here.
+
+    SessionConfig
+    ├── task:        TaskConfig        which task, its options, which splits
+    ├── map:         MapConfig         the per-sample chain (ACE rounds, carried chains, timeout)
+    ├── combee:      CombeeConfig      augmented shuffle and reduce shape
+    ├── controller:  ControllerConfig  the dynamic batch-size controller (--batch-size auto)
+    ├── train:       TrainConfig       epochs, batch size, validation cadence
+    ├── transport:   TransportConfig   in-flight cap, timeouts, retries (every endpoint)
+    ├── endpoints:   {role | "default": EndpointSpec}
+    ├── sim:         SimConfig         the in-process simulated endpoint (faults: FaultConfig)
+    └── cache:       CacheConfig       record/replay
+    OnlineConfig embeds the same CombeeConfig, so online and offline learning cannot drift apart.
+
+The parts of the engine take their own sub-config; nothing copies a value by hand. A run is
+described by keyword (``SessionConfig(train=TrainConfig(batch_size=None))``), by a TOML or JSON
+file (:func:`load_config`; the run directory's ``config.json`` is such a file), or by CLI flags
+over either. Invalid values raise :class:`~combee_fast.errors.ConfigError` naming the option.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from combee_fast.errors import ConfigError
+
+ROLES = ("generator", "reflector", "curator", "reducer")
+"""The four ACE roles, in call order. Each may have its own endpoint and model."""
+
+FAULT_KINDS = ("429", "500", "drop", "stall", "malformed", "truncated")
+
+
+def _at_least(owner: str, minimum: int | float, **values: int | float | None) -> None:
+    for name, value in values.items():
+        if value is not None and value < minimum:
+            raise ConfigError(f"{owner}.{name} must be >= {minimum}, got {value}")
+
+
+class TaskConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """Which task (see :mod:`combee_fast.tasks`), its keyword options, and the split specs."""
+
+    name: str = "formula"
+    options: dict[str, str] = msgspec.field(default_factory=dict)  # e.g. {"path": "traces.jsonl"}
+    train_split: str = "train"
+    val_split: str = "val"
+
+
+class MapConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """The per-sample ACE chain run by the map.
+
+    ``max_rounds``: regenerations after a wrong answer. ``sync_rounds`` (Combee only): rounds a
+    chain runs inside its step; a chain still wrong after them finishes in the background and is
+    curated in the next step (``None``: every chain finishes in its step). ``item_timeout_s``:
+    one chain's deadline.
+    """
+
+    max_rounds: int = 3
+    sync_rounds: int | None = 1
+    item_timeout_s: float | None = 3600.0
+
+    def __post_init__(self) -> None:
+        _at_least("map", 0, max_rounds=self.max_rounds, sync_rounds=self.sync_rounds)
+
+    @property
+    def rounds_in_step(self) -> int:
+        """Rounds a chain runs before its step ends."""
+        return self.max_rounds if self.sync_rounds is None else min(self.sync_rounds, self.max_rounds)
+
+
+class CombeeConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """Shape of Combee's shuffle and reduce (paper section 3)."""
+
+    duplicates: int = 2  # p: copies of each record in the augmented shuffle
+    max_fan_in: int = 8  # most proposals one reducer call merges
+    max_reduce_ops: int | None = 32  # most proposed ops one reducer reads; more are split by topic
+    max_group: int | None = None  # most records one curator reads (None: the paper's sqrt(n) groups)
+
+    def __post_init__(self) -> None:
+        _at_least("combee", 1, duplicates=self.duplicates, max_reduce_ops=self.max_reduce_ops,
+                  max_group=self.max_group)
+        _at_least("combee", 2, max_fan_in=self.max_fan_in)
+
+
+class ControllerConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """Settings of the batch-size controller; :mod:`combee_fast.combee.controller` explains each.
+
+    ``retention_floor``: even a lightly loaded curator keeps only about half of the insights it
+    reads (ACE at batch 1 adds ~0.5 entries per sample), so overload shows as retention well
+    under one half, not as a drop below ~1.
+    """
+
+    candidates: tuple[int, ...] = (5, 10, 20, 40, 80)
+    min_batch: int = 1
+    max_batch: int = 256
+    tau_fraction: float = 0.016
+    retention_floor: float = 0.35
+    validation_drop: float = 0.05
+    shrink_factor: float = 0.5
+    hysteresis: float = 0.15
+    recency_decay: float = 0.5
+    recover_after: int = 3
+
+    def __post_init__(self) -> None:
+        if not self.candidates or min(self.candidates) < 1:
+            raise ConfigError(f"controller.candidates must be non-empty and >= 1, got {self.candidates}")
+        if not 1 <= self.min_batch <= self.max_batch:
+            raise ConfigError(f"controller: need 1 <= min_batch <= max_batch, got {self.min_batch}, {self.max_batch}")
+        if not self.tau_fraction > 0:
+            raise ConfigError(f"controller.tau_fraction must be > 0, got {self.tau_fraction}")
+        if not 0 < self.shrink_factor < 1:
+            raise ConfigError(f"controller.shrink_factor must be in (0, 1), got {self.shrink_factor}")
+        if not self.hysteresis >= 0:
+            raise ConfigError(f"controller.hysteresis must be >= 0, got {self.hysteresis}")
+        if not 0 < self.recency_decay < 1:
+            raise ConfigError(f"controller.recency_decay must be in (0, 1), got {self.recency_decay}")
+        _at_least("controller", 1, recover_after=self.recover_after)
+
+
+class TrainConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """Offline training. ``batch_size`` None: the dynamic batch-size controller plans each step."""
+
+    batch_size: int | None = 40
+    epochs: int = 1
+    eval_every: int = 0  # validate every N steps (0: only after the last step)
+
+    def __post_init__(self) -> None:
+        _at_least("train", 1, batch_size=self.batch_size, epochs=self.epochs)
+        _at_least("train", 0, eval_every=self.eval_every)
+
+
+class TransportConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """How hard to push an endpoint: requests in flight (also the map's parallel chains),
+    per-attempt timeout, retries with exponential backoff and jitter."""
+
+    concurrency: int = 256
+    timeout_s: float = 600.0
+    max_retries: int = 4
+    backoff_base_s: float = 0.25
+    backoff_max_s: float = 20.0
+
+    def __post_init__(self) -> None:
+        _at_least("transport", 1, concurrency=self.concurrency)
+        _at_least("transport", 0, max_retries=self.max_retries, backoff_base_s=self.backoff_base_s,
+                  backoff_max_s=self.backoff_max_s)
+        if not self.timeout_s > 0:
+            raise ConfigError(f"transport.timeout_s must be > 0, got {self.timeout_s}")
+
+
+class EndpointSpec(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """Where one role's requests go. ``url`` None: the in-process simulated endpoint."""
+
+    url: str | None = None
+    model: str | None = None
+    api_key_env: str | None = None
+    json_schema: bool = True  # the server accepts response_format json_schema
+
+
+class FaultConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """Per-request fault probabilities of the simulated server (sum <= 1), one seeded stream.
+
+    ``rate_429`` answers 429 with ``Retry-After`` (``retry_after_s`` simulated seconds, sent
+    also as ``retry-after-ms``); ``rate_500`` answers 500; ``rate_drop`` closes the connection
+    without an answer; ``rate_stall`` holds the request ``stall_s`` simulated seconds, then
+    drops it; ``rate_malformed`` sends invalid JSON as the content of a JSON-schema request
+    (free-text requests are unaffected); ``rate_truncated`` cuts the completion to a random
+    fraction of itself with ``finish_reason="length"``.
+    """
+
+    rate_429: float = 0.0
+    rate_500: float = 0.0
+    rate_drop: float = 0.0
+    rate_stall: float = 0.0
+    rate_malformed: float = 0.0
+    rate_truncated: float = 0.0
+    retry_after_s: float = 1.0
+    stall_s: float = 600.0
+
+    def __post_init__(self) -> None:
+        rates = self.rates()
+        for kind, rate in zip(FAULT_KINDS, rates):
+            if not 0.0 <= rate <= 1.0:
+                raise ConfigError(f"fault rate_{kind} must be in [0, 1], got {rate!r}")
+        if sum(rates) > 1.0 + 1e-9:
+            raise ConfigError(f"fault rates sum to {sum(rates):g}; they must sum to <= 1")
+        if self.retry_after_s < 0 or self.stall_s < 0:
+            raise ConfigError("fault retry_after_s and stall_s must be >= 0")
+
+    def rates(self) -> tuple[float, ...]:
+        return (self.rate_429, self.rate_500, self.rate_drop, self.rate_stall,
+                self.rate_malformed, self.rate_truncated)
+
+
+class SimConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """The in-process simulated endpoint: latency preset, real seconds per simulated second,
+    random latency jitter, injected faults."""
+
+    preset: str = "h200-70b"
+    time_scale: float = 0.01
+    latency_jitter: float = 0.0
+    faults: FaultConfig = msgspec.field(default_factory=FaultConfig)
+
+
+class CacheConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """The record/replay cache: a file and a mode (off, record, replay, record-missing)."""
+
+    path: str | None = None
+    mode: str = "off"
+
+
+class SessionConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """Everything a learning run needs. Roles without an endpoint URL are served by the
+    in-process simulated endpoint; either every role has one or none has."""
+
+    method: str = "combee"
+    seed: int = 0
+    token_budget: int | None = None
+    use_ground_truth: bool = True
+    task: TaskConfig = msgspec.field(default_factory=TaskConfig)
+    map: MapConfig = msgspec.field(default_factory=MapConfig)
+    combee: CombeeConfig = msgspec.field(default_factory=CombeeConfig)
+    controller: ControllerConfig = msgspec.field(default_factory=ControllerConfig)
+    train: TrainConfig = msgspec.field(default_factory=TrainConfig)
+    transport: TransportConfig = msgspec.field(default_factory=TransportConfig)
+    endpoints: dict[str, EndpointSpec] = msgspec.field(default_factory=dict)  # role or "default"
+    sim: SimConfig = msgspec.field(default_factory=SimConfig)
+    cache: CacheConfig = msgspec.field(default_factory=CacheConfig)
+
+    def __post_init__(self) -> None:
+        _at_least("session", 1, token_budget=self.token_budget)
+        unknown = set(self.endpoints) - {*ROLES, "default"}
+        if unknown:
+            raise ConfigError(f"endpoints for unknown roles: {', '.join(sorted(unknown))}")
+        simulated = [role for role in ROLES if self.endpoint_for(role).url is None]
+        if simulated and len(simulated) < len(ROLES):  # never fall back to the simulator silently
+            raise ConfigError(
+                f"no endpoint for role {', '.join(simulated)}: give --endpoint (every role) or "
+                + " ".join(f"--{role}-endpoint" for role in simulated)
+            )
+
+    def endpoint_for(self, role: str) -> EndpointSpec:
+        """The endpoint serving ``role``: its own, else the default, else the simulator."""
+        return self.endpoints.get(role) or self.endpoints.get("default") or EndpointSpec()
+
+
+class OnlineConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """The online learner: a batch closes at ``batch_size`` rollouts or ``max_wait_s`` after its
+    first; ``queue_size`` rollouts wait at most (``submit`` waits when full); ``workers``
+    reflections run at once. Shuffle and reduce follow ``combee``, as offline."""
+
+    batch_size: int = 32
+    max_wait_s: float = 1.0
+    queue_size: int = 1024
+    workers: int = 64
+    seed: int = 0
+    combee: CombeeConfig = msgspec.field(default_factory=CombeeConfig)
+
+    def __post_init__(self) -> None:
+        _at_least("online", 1, batch_size=self.batch_size, queue_size=self.queue_size, workers=self.workers)
+
+
+def load_config(path: str | Path) -> SessionConfig:
+    """A :class:`SessionConfig` from a TOML (``.toml``) or JSON file (e.g. a run's ``config.json``).
+
+    Missing fields keep their defaults; an unknown field or a wrong type raises
+    :class:`ConfigError` naming the file and the field.
+    """
+    return config_from_dict(read_config_file(path), source=str(path))
+
+
+def read_config_file(path: str | Path) -> dict[str, Any]:
+    """The raw table of a TOML or JSON config file; :class:`ConfigError` if unreadable."""
+    file = Path(path)
+    try:
+        data = file.read_bytes()
+        table = tomllib.loads(data.decode()) if file.suffix == ".toml" else msgspec.json.decode(data)
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, msgspec.DecodeError) as exc:
+        raise ConfigError(f"{path}: not a readable config file: {exc}") from None
+    if not isinstance(table, dict):
+        raise ConfigError(f"{path}: a config file holds one table, got {type(table).__name__}")
+    return table
+
+
+def config_from_dict(table: dict[str, Any], *, source: str = "config") -> SessionConfig:
+    """Build a :class:`SessionConfig` from nested builtins; errors name ``source`` and the field."""
+    try:
+        return msgspec.convert(table, SessionConfig)
+    except msgspec.ValidationError as exc:
+        raise ConfigError(f"{source}: {exc}") from None
+
+
+def config_to_dict(config: SessionConfig) -> dict[str, Any]:
+    """Nested builtins that :func:`config_from_dict` turns back into ``config``."""
+    return msgspec.to_builtins(config)

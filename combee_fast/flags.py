@@ -1,0 +1,199 @@
+"""Command-line flags as overrides of the configuration tree.
+
+Every ``learn``/``eval`` flag names one field of :class:`~combee_fast.config.SessionConfig` (its
+help shows that field's default, read from the config itself: no default is repeated here). A
+run is the config file given with ``--config`` (TOML or JSON, e.g. a previous run's
+``config.json``), or the defaults, with each flag given on the command line written over it.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from combee_fast.config import FAULT_KINDS, ROLES, SessionConfig, config_from_dict, config_to_dict, read_config_file
+
+_DEFAULTS = config_to_dict(SessionConfig())
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
+    return value
+
+
+def _batch_size(text: str) -> int | None:
+    """A positive integer, or None for 'auto' (the controller)."""
+    if text == "auto":
+        return None
+    try:
+        return positive_int(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"must be a positive integer or 'auto', got {text!r}") from None
+
+
+def _task_option(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"must be KEY=VALUE, got {text!r}")
+    return key, value
+
+
+class Flag:
+    """One flag: its names, the config field it sets (a path), how to parse it, its help."""
+
+    def __init__(self, *names: str, path: tuple[str, ...], help: str, type: Callable[[str], Any] | None = None,
+                 value: Any = None, **options: Any) -> None:
+        self.names = names
+        self.path = path
+        self.type = type
+        self.value = value  # for store_const flags
+        self.help = help
+        self.options = options
+
+    @property
+    def dest(self) -> str:
+        return "cfg__" + "__".join(self.path)
+
+    def add_to(self, parser: argparse._ActionsContainer) -> None:
+        default = _lookup(_DEFAULTS, self.path)
+        shown = "auto" if self.path == ("train", "batch_size") and default is None else default
+        kwargs: dict[str, Any] = dict(dest=self.dest, default=argparse.SUPPRESS, **self.options)
+        if self.value is not None:
+            kwargs.update(action="store_const", const=self.value, help=self.help)
+        else:
+            kwargs.update(type=self.type, help=f"{self.help} (default: {shown})")
+        parser.add_argument(*self.names, **kwargs)
+
+
+def _lookup(table: dict[str, Any], path: tuple[str, ...]) -> Any:
+    for key in path:
+        table = table.get(key) if isinstance(table, dict) else None  # type: ignore[assignment]
+    return table
+
+
+def _assign(table: dict[str, Any], path: tuple[str, ...], value: Any) -> None:
+    for key in path[:-1]:
+        table = table.setdefault(key, {})
+    table[path[-1]] = value
+
+
+TASK_FLAGS = (
+    Flag("--task", path=("task", "name"), help="formula, finer, jsonl or traces"),
+    Flag("--seed", path=("seed",), type=int, help="root of every random draw and request seed"),
+)
+
+LEARN_FLAGS = (
+    Flag("--train-split", path=("task", "train_split"), help="split name, optionally sliced: train[0:100]"),
+    Flag("--val-split", path=("task", "val_split"), help="validation split, optionally sliced: val[0:100]"),
+    Flag("--method", path=("method",), help="sequential, naive or combee"),
+    Flag("--batch-size", path=("train", "batch_size"), type=_batch_size, help="an integer or 'auto'"),
+    Flag("--epochs", path=("train", "epochs"), type=positive_int, help="passes over the train split"),
+    Flag("--eval-every", path=("train", "eval_every"), type=int, help="validate every N steps (0: at the end)"),
+    Flag("--duplicates", "-p", path=("combee", "duplicates"), type=positive_int, help="augmented-shuffle copies p"),
+    Flag("--max-fan-in", path=("combee", "max_fan_in"), type=positive_int, help="most proposals per reducer call"),
+    Flag("--max-reduce-ops", path=("combee", "max_reduce_ops"), type=positive_int,
+         help="most proposed ops one reducer reads; more are split by topic across reducers"),
+    Flag("--max-group", path=("combee", "max_group"), type=positive_int,
+         help="most reflection records one curator reads (none: the paper's sqrt(n) groups); 16 keeps large "
+              "batches accurate"),
+    Flag("--max-rounds", path=("map", "max_rounds"), type=int, help="ACE regenerations after a wrong answer"),
+    Flag("--token-budget", path=("token_budget",), type=positive_int, help="playbook token budget"),
+    Flag("--no-ground-truth", path=("use_ground_truth",), value=False, help="reflect without the target answer"),
+)
+
+ENDPOINT_FLAGS = (
+    Flag("--concurrency", path=("transport", "concurrency"), type=positive_int, help="requests in flight per endpoint"),
+    Flag("--timeout", path=("transport", "timeout_s"), type=float, help="seconds per request attempt"),
+    Flag("--cache", path=("cache", "path"), help="record/replay cache file"),
+    Flag("--cache-mode", path=("cache", "mode"), choices=("off", "record", "replay", "record-missing"),
+         help="what the cache does"),
+)
+
+SIM_FLAGS = (
+    Flag("--sim-preset", path=("sim", "preset"), help="flat, h200-70b or hosted-api"),
+    Flag("--time-scale", path=("sim", "time_scale"), type=float, help="real seconds per simulated second"),
+    Flag("--latency-jitter", path=("sim", "latency_jitter"), type=float, help="random +- fraction per request"),
+    *(
+        Flag(f"--fault-{kind}", path=("sim", "faults", f"rate_{kind}"), type=float, help=f"rate of injected {kind} faults")
+        for kind in FAULT_KINDS
+    ),
+    Flag("--fault-retry-after", path=("sim", "faults", "retry_after_s"), type=float,
+         help="simulated seconds an injected 429 asks to wait"),
+)
+
+
+def add_task_flags(parser: argparse.ArgumentParser) -> None:
+    """``--config``, the task flags, ``--data`` and ``--task-option``."""
+    parser.add_argument("--config", metavar="FILE",
+                        help="a TOML or JSON run description (e.g. a run's config.json); flags override it")
+    for flag in TASK_FLAGS:
+        flag.add_to(parser)
+    parser.add_argument("--data", help="the data file of a jsonl or traces task (its split is 'all')")
+    parser.add_argument("--task-option", type=_task_option, action="append", default=[], metavar="KEY=VALUE",
+                        help="a task option, e.g. input_field=question or scorer=numeric (repeatable)")
+
+
+def add_learn_flags(parser: argparse.ArgumentParser) -> None:
+    for flag in LEARN_FLAGS:
+        flag.add_to(parser)
+
+
+def add_endpoint_flags(parser: argparse.ArgumentParser) -> None:
+    """Endpoints per role, transport, cache, and the simulated endpoint."""
+    group = parser.add_argument_group("endpoints (default: the in-process simulated endpoint)")
+    group.add_argument("--endpoint", help="OpenAI-compatible base URL for every role, e.g. http://127.0.0.1:8000/v1")
+    group.add_argument("--model", help="model name for every role")
+    group.add_argument("--api-key-env", help="environment variable holding the API key")
+    group.add_argument("--no-json-schema", action="store_true",
+                       help="do not send response_format json_schema (for servers that reject it)")
+    for role in ROLES:
+        group.add_argument(f"--{role}-endpoint", help=f"base URL for the {role} role")
+        group.add_argument(f"--{role}-model", help=f"model for the {role} role")
+    for flag in ENDPOINT_FLAGS:
+        flag.add_to(group)
+    sim = parser.add_argument_group("simulated endpoint")
+    for flag in SIM_FLAGS:
+        flag.add_to(sim)
+
+
+def session_config(
+    args: argparse.Namespace, fixed: Sequence[tuple[tuple[str, ...], Any]] = ()
+) -> SessionConfig:
+    """The config file (or the defaults) with every given flag written over it, then the
+    ``(path, value)`` pairs the command itself sets (e.g. ``eval``'s split)."""
+    table = read_config_file(args.config) if getattr(args, "config", None) else {}
+    for name, value in vars(args).items():
+        if name.startswith("cfg__"):
+            _assign(table, tuple(name[len("cfg__"):].split("__")), value)
+    for path, value in fixed:
+        _assign(table, path, value)
+    options = dict(_lookup(table, ("task", "options")) or {})
+    options.update(args.task_option)
+    if args.data:
+        options["path"] = args.data
+    if options:
+        _assign(table, ("task", "options"), options)
+    endpoints = _endpoint_flags(args)
+    if endpoints:
+        table["endpoints"] = {**table.get("endpoints", {}), **endpoints}
+    return config_from_dict(table, source=args.config or "command line")
+
+
+def _endpoint_flags(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
+    endpoints: dict[str, dict[str, Any]] = {}
+    common = {"api_key_env": args.api_key_env, "json_schema": not args.no_json_schema}
+    if args.endpoint or args.model:
+        endpoints["default"] = {"url": args.endpoint, "model": args.model, **common}
+    for role in ROLES:
+        url, model = getattr(args, f"{role}_endpoint"), getattr(args, f"{role}_model")
+        if url or model:
+            fallback = endpoints.get("default", {})
+            endpoints[role] = {"url": url or fallback.get("url"), "model": model or fallback.get("model"), **common}
+    return endpoints

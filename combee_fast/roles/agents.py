@@ -1,0 +1,185 @@
+"""The four ACE roles as async calls: prompt -> endpoint -> parsed record.
+
+Every call carries its role, and its seed is derived from the run's seed tree by the call's
+identity (role, epoch, example, round), never by call order, so a replayed run sends the same
+requests whatever order they complete in. No call raises for a bad endpoint or a bad response:
+the failure is recorded on the returned record.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import msgspec
+
+from combee_fast.endpoint.client import ChatRequest, ChatResult, EndpointClient
+from combee_fast.engine.rng import derive_seed
+from combee_fast.playbook import Playbook
+from combee_fast.roles import curator, generator, reducer, reflector
+from combee_fast.roles.ops import parse_ops
+from combee_fast.roles.curator import playbook_stats_text
+from combee_fast.roles.reflector import cited_bullets_text
+from combee_fast.schema import CallError, Example, Message, Op, Proposal, Reflection, Rollout, Usage
+from combee_fast.protocols import Task
+
+
+_ROLE_OUTPUT: dict[str, tuple[int, dict[str, Any], str]] = {
+    "generator": (generator.GENERATOR_MAX_TOKENS, generator.GENERATOR_SCHEMA, "generator_output"),
+    "reflector": (reflector.REFLECTOR_MAX_TOKENS, reflector.REFLECTOR_SCHEMA, "reflection"),
+    "curator": (curator.CURATOR_MAX_TOKENS, curator.CURATOR_SCHEMA, "operations"),
+    "reducer": (reducer.REDUCER_MAX_TOKENS, reducer.REDUCER_SCHEMA, "reduction"),
+}
+"""Per role: completion token limit, JSON Schema of the reply, and the schema's name."""
+
+
+class RoleClients(msgspec.Struct, frozen=True):
+    """Which endpoint serves which role. One client may serve several roles."""
+
+    generator: EndpointClient
+    reflector: EndpointClient
+    curator: EndpointClient
+    reducer: EndpointClient
+
+    @classmethod
+    def single(cls, client: EndpointClient) -> RoleClients:
+        return cls(client, client, client, client)
+
+    def distinct(self) -> tuple[EndpointClient, ...]:
+        seen: dict[int, EndpointClient] = {}
+        for client in (self.generator, self.reflector, self.curator, self.reducer):
+            seen.setdefault(id(client), client)
+        return tuple(seen.values())
+
+
+class Agents:
+    """Calls the roles for one run: ``task`` scores answers, ``seed`` roots the request seeds."""
+
+    def __init__(
+        self,
+        task: Task,
+        clients: RoleClients,
+        *,
+        seed: int,
+        temperature: float = 0.0,
+        use_ground_truth: bool = True,
+    ) -> None:
+        self.task = task
+        self.clients = clients
+        self.seed = seed
+        self.temperature = temperature
+        self.use_ground_truth = use_ground_truth
+
+    async def generate(
+        self,
+        example: Example,
+        playbook_text: str,
+        *,
+        epoch: int | str,
+        round_: int = 0,
+        previous: Rollout | None = None,
+        reflection: Reflection | None = None,
+    ) -> Rollout:
+        """One generator attempt, scored by the task. A failed call gives a rollout with ``error``."""
+        messages = generator.generator_messages(
+            example.input,
+            playbook_text,
+            previous_answer=previous.answer if previous is not None else None,
+            reflection=reflection,
+        )
+        request = self._request("generator", messages, epoch, example.id, round_)
+        result = await self.clients.generator.chat(request)
+        parsed = _parsed(result, generator.parse_generator)
+        if isinstance(parsed, CallError):
+            score = self.task.score(example, None)
+            return Rollout(
+                example=example, round=round_, messages=messages, answer=None, reasoning="",
+                bullet_ids=(), score=score.value, feedback=score.feedback, usage=result.usage,
+                error=parsed, raw=result.text,
+            )
+        score = self.task.score(example, parsed.final_answer)
+        return Rollout(
+            example=example, round=round_, messages=messages, answer=parsed.final_answer,
+            reasoning=parsed.reasoning, bullet_ids=parsed.bullet_ids, score=score.value,
+            feedback=score.feedback, usage=result.usage, raw=result.text,
+        )
+
+    async def reflect(self, rollout: Rollout, playbook: Playbook, *, epoch: int) -> Reflection:
+        """Diagnose one rollout. A failed call gives a reflection with ``error`` and no tags."""
+        cited = [bullet for bid in rollout.bullet_ids if (bullet := playbook.get(bid)) is not None]
+        ground_truth = rollout.example.target if self.use_ground_truth else None
+        messages = reflector.reflector_messages(rollout, cited_bullets_text(cited), ground_truth=ground_truth)
+        result = await self.clients.reflector.chat(self._request("reflector", messages, epoch, rollout.id))
+        if result.error is not None:
+            return _failed_reflection(rollout.id, result.usage, result.error)
+        return reflector.parse_reflector(result.data, result.text, rollout_id=rollout.id, usage=result.usage)
+
+    async def curate(
+        self,
+        reflections: Sequence[Reflection],
+        playbook: Playbook,
+        playbook_text: str,
+        *,
+        source: str,
+        seed_path: tuple[int | str, ...],
+    ) -> Proposal:
+        """One curator call over ``reflections`` against ``playbook``."""
+        messages = curator.curator_messages(playbook_text, playbook_stats_text(playbook.bullets()), reflections)
+        request = self._request("curator", messages, *seed_path)
+        return await self._propose(self.clients.curator, request, source, parse_ops)
+
+    async def reduce(
+        self,
+        proposals: Sequence[Sequence[Op]],
+        playbook_text: str,
+        *,
+        source: str,
+        seed_path: tuple[int | str, ...],
+    ) -> Proposal:
+        """One reducer call merging ``proposals`` made against the same base playbook."""
+        request = self._request("reducer", reducer.reducer_messages(playbook_text, proposals), *seed_path)
+
+        def parse(data: Any, text: str | None) -> tuple[Op, ...] | CallError:
+            return reducer.parse_reduction(data, text, proposals)
+
+        return await self._propose(self.clients.reducer, request, source, parse)
+
+    def _request(self, role: str, messages: tuple[Message, ...], *seed_path: int | str) -> ChatRequest:
+        """A request for ``role`` whose seed is the node ``(role, *seed_path)`` of the run's seed tree."""
+        max_tokens, schema, schema_name = _ROLE_OUTPUT[role]
+        return ChatRequest(
+            role=role,
+            messages=messages,
+            max_tokens=max_tokens,
+            temperature=self.temperature,
+            seed=derive_seed(self.seed, role, *seed_path),
+            json_schema=schema,
+            schema_name=schema_name,
+        )
+
+    async def _propose(
+        self,
+        client: EndpointClient,
+        request: ChatRequest,
+        source: str,
+        parse: Callable[[Any, str | None], tuple[Op, ...] | CallError],
+    ) -> Proposal:
+        result = await client.chat(request)
+        parsed = _parsed(result, parse)
+        if isinstance(parsed, CallError):
+            return Proposal(source=source, ops=(), usage=result.usage, error=parsed)
+        return Proposal(source=source, ops=parsed, usage=result.usage)
+
+
+def _parsed(result: ChatResult, parse: Callable[[Any, str | None], Any]) -> Any:
+    """The call's error if it failed, else what ``parse(data, text)`` makes of the response."""
+    if result.error is not None:
+        return result.error
+    return parse(result.data, result.text)
+
+
+def _failed_reflection(rollout_id: str, usage: Usage, error: CallError) -> Reflection:
+    return Reflection(
+        rollout_id=rollout_id, reasoning="", error_identification="", root_cause="",
+        correct_approach="", key_insight="", bullet_tags=(), usage=usage, error=error,
+    )

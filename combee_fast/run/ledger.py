@@ -1,0 +1,84 @@
+"""The ledger: one row per learning step, with time, calls and tokens per role, errors, accuracy.
+
+Every row names the model and endpoint that served each role, so the model that proposes edits,
+the one that answers and the one being evaluated can always be told apart.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import msgspec
+
+from combee_fast.methods.base import StepResult
+from combee_fast.schema import Usage
+
+
+class ErrorRecord(msgspec.Struct, frozen=True):
+    """One failed call of a step: which item or call, its error kind and message."""
+
+    item: str
+    kind: str
+    message: str
+
+
+class LedgerRow(msgspec.Struct, frozen=True):
+    """One step of a run, as written to ``ledger.jsonl``."""
+
+    method: str
+    epoch: int
+    step: int
+    batch_size: int
+    batch_reason: str
+    first_try_accuracy: float
+    calls: dict[str, int]
+    models: dict[str, str]  # role -> "model @ endpoint" that served it
+    prompt_tokens: dict[str, int]
+    completion_tokens: dict[str, int]
+    sim_seconds: float
+    wall_seconds: float
+    cumulative_sim_seconds: float
+    playbook_version: int
+    bullets: int
+    added: int
+    rejected: int
+    evicted: int
+    errors: tuple[ErrorRecord, ...]
+    val_accuracy: float | None = None
+
+
+
+
+def step_usages(result: StepResult) -> list[Usage]:
+    """Usage of every LLM call the step made (collected traces cost no call)."""
+    return [u for t in result.traces for u in t.call_usages()] + [
+        p.usage for p in result.proposals
+    ]
+
+
+def ledger_row(
+    method: str, epoch: int, step: int, reason: str, result: StepResult, cumulative: float
+) -> LedgerRow:
+    """The ledger row of one step; ``cumulative`` is the run's simulated seconds so far."""
+    calls: Counter[str] = Counter()
+    prompt: Counter[str] = Counter()
+    completion: Counter[str] = Counter()
+    models: dict[str, str] = {}
+    for usage in step_usages(result):
+        calls[usage.role] += 1
+        models.setdefault(usage.role, f"{usage.model} @ {usage.endpoint}")
+        prompt[usage.role] += usage.prompt_tokens
+        completion[usage.role] += usage.completion_tokens
+    errors = [ErrorRecord(item, e.kind, e.message) for t in result.traces for item, e in t.errors()]
+    errors += [ErrorRecord(p.source, p.error.kind, p.error.message) for p in result.proposals if p.error]
+    fresh = [t for t in result.traces if t.rollouts and t.rollouts[0].round == 0]
+    return LedgerRow(
+        method=method, epoch=epoch, step=step, batch_size=len(fresh), batch_reason=reason,
+        first_try_accuracy=sum(t.first_correct for t in fresh) / max(1, len(fresh)),
+        calls=dict(calls), models=models, prompt_tokens=dict(prompt), completion_tokens=dict(completion),
+        sim_seconds=result.sim_seconds, wall_seconds=result.wall_seconds,
+        cumulative_sim_seconds=cumulative, playbook_version=result.playbook.version,
+        bullets=len(result.playbook), added=sum(len(r.added_ids) for r in result.reports),
+        rejected=sum(len(r.rejected) for r in result.reports),
+        evicted=sum(len(r.evicted) for r in result.reports), errors=tuple(errors),
+    )

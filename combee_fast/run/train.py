@@ -1,0 +1,136 @@
+"""Offline training, as in ACE's offline mode: epochs over a train split, batches planned by a
+fixed size or the controller, validation every N steps with best-playbook tracking, a ledger row
+per step."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import msgspec
+
+from combee_fast.engine.rng import rng_at
+from combee_fast.errors import EndpointUnreachable
+from combee_fast.config import TrainConfig
+from combee_fast.playbook import Playbook
+from combee_fast.protocols import BatchPlan, Method
+from combee_fast.roles.agents import Agents
+from combee_fast.run.evaluate import EvalResult, evaluate
+from combee_fast.run.ledger import LedgerRow, ledger_row, step_usages
+from combee_fast.run.rundir import RunDir
+
+
+class TrainResult(msgspec.Struct, frozen=True):
+    """What a training run produced: final and best playbooks, time, calls, tokens, ledger."""
+
+    method: str
+    final: Playbook
+    best: Playbook
+    best_val_accuracy: float | None
+    final_eval: EvalResult | None
+    train_sim_seconds: float
+    train_wall_seconds: float
+    samples: int
+    calls: int
+    tokens: int
+    ledger: tuple[LedgerRow, ...]
+
+
+UNREACHABLE_KINDS = frozenset({"connection", "timeout"})
+
+
+def _stop_if_unreachable(row: LedgerRow, playbook: Playbook, run_dir: RunDir | None) -> None:
+    """Stop a run whose step could not reach its endpoints at all: every call failed in transport
+    (after its retries). What was learned so far is saved first, as final.json."""
+    calls = sum(row.calls.values())
+    lost = [e for e in row.errors if e.kind in UNREACHABLE_KINDS]
+    if calls == 0 or len(lost) < calls:
+        return
+    where = ""
+    if run_dir is not None:
+        run_dir.save_playbook("final.json", playbook)
+        where = f"; {run_dir.root / 'final.json'} holds playbook version {playbook.version}"
+    raise EndpointUnreachable(
+        f"every call of step {row.step + 1} failed to reach its endpoint ({lost[0].message}){where}"
+    )
+
+
+async def train(
+    method: Method,
+    agents: Agents,
+    playbook: Playbook,
+    train_items: Sequence[Any],
+    val_examples: tuple,
+    *,
+    plan: BatchPlan,
+    config: TrainConfig,
+    seed: int,
+    eval_concurrency: int,
+    run_dir: RunDir | None = None,
+    on_step: Callable[[LedgerRow], None] | None = None,
+) -> TrainResult:
+    """Train ``playbook`` on ``train_items`` for ``config.epochs`` epochs.
+
+    Each epoch visits the items in an order drawn from the seed tree ("order", epoch), the same for
+    every method. Validation (when ``val_examples`` is non-empty) runs every ``eval_every`` steps
+    and after the last one; its time is not counted as training time.
+    """
+    best, best_accuracy = playbook, None
+    ledger: list[LedgerRow] = []
+    sim_total = wall_total = 0.0
+    calls = tokens = samples = 0
+    final_eval: EvalResult | None = None
+
+    async def run_step(batch: list[Any], reason: str, epoch: int, is_last: Callable[[], bool]) -> None:
+        nonlocal playbook, best, best_accuracy, sim_total, wall_total, calls, tokens, samples, final_eval
+        step_number = len(ledger)
+        started = time.perf_counter()
+        result = await method.step(batch, playbook, epoch=epoch, step=step_number)
+        wall_total += time.perf_counter() - started
+        if batch:
+            await plan.observe(len(batch), result, len(train_items))
+        sim_total += result.sim_seconds
+        usages = step_usages(result)
+        calls += len(usages)
+        tokens += sum(u.prompt_tokens + u.completion_tokens for u in usages)
+        samples += len(batch)
+        if run_dir is not None and result.playbook.version != playbook.version:
+            run_dir.save_version(result.playbook)
+            run_dir.append_deltas(result.log)
+        playbook = result.playbook
+        row = ledger_row(method.name, epoch, step_number, reason, result, sim_total)
+        if val_examples and (is_last() or (config.eval_every and (step_number + 1) % config.eval_every == 0)):
+            final_eval = await evaluate(agents, playbook, val_examples, concurrency=eval_concurrency)
+            row = msgspec.structs.replace(row, val_accuracy=final_eval.accuracy)
+            if best_accuracy is None or final_eval.accuracy > best_accuracy:
+                best, best_accuracy = playbook, final_eval.accuracy
+        ledger.append(row)
+        if run_dir is not None:
+            run_dir.append_ledger(row)
+        if on_step is not None:
+            on_step(row)
+        _stop_if_unreachable(row, playbook, run_dir)
+
+    for epoch in range(config.epochs):
+        last_epoch = epoch == config.epochs - 1
+        order = rng_at(seed, "order", epoch).permutation(len(train_items))
+        position = 0
+        while position < len(order):
+            size, reason = plan.next_size()
+            batch = [train_items[i] for i in order[position : position + size]]
+            position += len(batch)
+            epoch_done = position >= len(order)
+            await run_step(batch, reason, epoch, lambda done=last_epoch and epoch_done: done and not method.pending())
+        while method.pending():  # chains carried past the last batch are curated before the epoch ends
+            await run_step([], "drain", epoch, lambda done=last_epoch: done and not method.pending())
+    if best_accuracy is None:
+        best = playbook
+    if run_dir is not None:
+        run_dir.save_playbook("final.json", playbook)
+        run_dir.save_playbook("best.json", best)
+    return TrainResult(
+        method=method.name, final=playbook, best=best, best_val_accuracy=best_accuracy,
+        final_eval=final_eval, train_sim_seconds=sim_total, train_wall_seconds=wall_total,
+        samples=samples, calls=calls, tokens=tokens, ledger=tuple(ledger),
+    )

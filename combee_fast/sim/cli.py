@@ -1,0 +1,100 @@
+"""The ``sim-server`` subcommand: run a :class:`~combee_fast.sim.server.SimServer` until Ctrl-C.
+
+``combee_fast/cli.py`` calls :func:`register`; ``python -m combee_fast.sim.cli
+sim-server ...`` runs it standalone. The first line on stdout is ``listening on <url>``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import sys
+
+from combee_fast.engine.loop import run
+from combee_fast.errors import ConfigError
+from combee_fast.config import FaultConfig
+from combee_fast.sim.server import PRESETS, REAL_TIME, EchoResponder, LatencyPreset, Responder, SimServer
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Add the ``sim-server`` subcommand; its handler is ``args.handler(args) -> int``."""
+    parser = subparsers.add_parser(
+        "sim-server",
+        help="run the simulated OpenAI-compatible inference server on loopback",
+        description="Simulated continuous-batching inference server (echo responder, or a task world).",
+    )
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8000, help="0 picks a free port")
+    parser.add_argument("--preset", choices=sorted(PRESETS), default="flat", help="latency model")
+    parser.add_argument("--constant-latency", type=float, metavar="SECONDS",
+                        help="every request takes exactly SECONDS (overrides --preset)")
+    parser.add_argument("--time-scale", type=float, default=REAL_TIME,
+                        help="real seconds slept per simulated second")
+    parser.add_argument("--latency-jitter", type=float, default=0.0,
+                        help="+-fraction of random per-request latency change")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--world", metavar="TASK",
+                        help="answer as the task world of TASK (formula, finer) instead of echoing")
+    for kind in ("429", "500", "drop", "stall", "malformed", "truncated"):
+        parser.add_argument(f"--rate-{kind}", type=float, default=0.0, help=f"probability of a {kind} fault")
+    faults = FaultConfig()
+    parser.add_argument("--retry-after", type=float, default=faults.retry_after_s, help="simulated seconds in Retry-After")
+    parser.add_argument("--stall", type=float, default=faults.stall_s, help="simulated seconds a stalled request hangs")
+    parser.set_defaults(handler=run_sim_server)
+
+
+def server_from_args(args: argparse.Namespace) -> SimServer:
+    """The server the parsed ``sim-server`` arguments describe."""
+    faults = FaultConfig(
+        rate_429=args.rate_429, rate_500=args.rate_500, rate_drop=args.rate_drop,
+        rate_stall=args.rate_stall, rate_malformed=args.rate_malformed,
+        rate_truncated=args.rate_truncated, retry_after_s=args.retry_after, stall_s=args.stall,
+    )
+    preset = args.preset if args.constant_latency is None else LatencyPreset.constant(args.constant_latency)
+    return SimServer(_responder(args.world), preset=preset, time_scale=args.time_scale, faults=faults,
+                     seed=args.seed, latency_jitter=args.latency_jitter, host=args.host, port=args.port)
+
+
+def _responder(world: str | None) -> Responder:
+    if world is None:
+        return EchoResponder()
+    from combee_fast.sim.world import TaskWorld
+    from combee_fast.tasks.registry import get_task
+
+    return TaskWorld.for_task(get_task(world))
+
+
+async def _serve(server: SimServer) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
+    async with server:
+        print(f"listening on {server.url}", flush=True)
+        await stop.wait()
+        counters = server.counters()
+    print(f"stopped after {counters.requests} requests (peak in flight {counters.peak_in_flight})",
+          file=sys.stderr)
+
+
+def run_sim_server(args: argparse.Namespace) -> int:
+    """Serve until SIGINT/SIGTERM; returns the exit status (2 for a bad option value)."""
+    try:
+        server = server_from_args(args)
+    except ConfigError as exc:
+        print(f"sim-server: {exc}", file=sys.stderr)
+        return 2
+    run(_serve(server))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m combee_fast.sim.cli")
+    register(parser.add_subparsers(required=True))
+    args = parser.parse_args(argv)
+    return int(args.handler(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

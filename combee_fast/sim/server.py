@@ -1,0 +1,368 @@
+"""A simulated OpenAI-compatible inference server on loopback, for tests and benchmarks.
+
+It speaks ``POST /v1/chat/completions`` (with ``usage`` and ``response_format`` JSON schema)
+and ``GET /v1/models``; ``GET /v1/combee/counters`` returns :class:`SimCounters` as JSON.
+Answers come from a :class:`Responder`; timing comes from the continuous-batching
+:class:`~combee_fast.sim.latency.BatchModel`. The server sleeps ``simulated seconds *
+time_scale`` of real time and reports the simulated seconds of each request (queue wait +
+prefill + decode) in the ``X-Combee-Sim-Latency`` response header, and its time scale in
+``X-Combee-Time-Scale`` (so a client can count its retry waits in simulated seconds).
+
+Token counts use :func:`combee_fast.tokens.estimate_tokens` over the concatenated message
+contents (prompt) and the completion text; a completion longer than ``max_tokens`` is cut to
+``max_tokens`` tokens with ``finish_reason="length"``.
+
+Built on aiohttp's low-level ``web.Server`` (no router, no middlewares): one handler coroutine
+per request, with handler cancellation on so a client that goes away frees its slot.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import random
+import time
+from typing import Any
+
+import msgspec
+from aiohttp import web
+
+from combee_fast.sim.latency import (
+    PRESETS,
+    BatchModel,
+    Job,
+    LatencyPreset,
+    job_for,
+    resolve_preset,
+)
+from combee_fast.sim.responders import (
+    EchoResponder,
+    Responder,
+    SimRequest,
+    TemplateResponder,
+)
+from combee_fast.endpoint.wire import (
+    ROLE_HEADER,
+    SIM_LATENCY_HEADER,
+    TIME_SCALE_HEADER,
+    AssistantMessage,
+    Choice,
+    CompletionRequest,
+    CompletionResponse,
+    CompletionUsage,
+    ModelCard,
+    ModelList,
+)
+from combee_fast.config import FAULT_KINDS, FaultConfig
+from combee_fast.errors import ConfigError
+from combee_fast.tokens import CHARS_PER_TOKEN, estimate_tokens
+
+__all__ = [
+    "PRESETS",
+    "EchoResponder",
+    "FaultConfig",
+    "LatencyPreset",
+    "Responder",
+    "SimCounters",
+    "SimRequest",
+    "SimServer",
+    "TemplateResponder",
+]
+
+REAL_TIME = 1.0
+"""Time scale of a standalone server: one real second per simulated second."""
+
+
+class SimCounters(msgspec.Struct):
+    """Server-side counters. ``in_flight`` counts HTTP requests inside the handler; ``running``
+    and ``queued`` are the latency model's sequence slots and FIFO queue."""
+
+    requests: int = 0
+    completed: int = 0
+    in_flight: int = 0
+    peak_in_flight: int = 0
+    running: int = 0
+    queued: int = 0
+    queue_peak: int = 0
+    open_connections: int = 0
+    requests_by_role: dict[str, int] = msgspec.field(default_factory=dict)
+    faults_injected: dict[str, int] = msgspec.field(default_factory=dict)
+    responder_calls: int = 0
+    responder_total_s: float = 0.0
+    responder_max_s: float = 0.0
+
+
+_request_decoder = msgspec.json.Decoder(CompletionRequest)
+_encoder = msgspec.json.Encoder()
+
+
+def _error_response(status: int, message: str, kind: str,
+                    headers: dict[str, str] | None = None) -> web.Response:
+    body = _encoder.encode({"error": {"message": message, "type": kind, "code": status}})
+    return web.Response(status=status, body=body, content_type="application/json", headers=headers)
+
+
+class SimServer:
+    """A loopback HTTP server simulating a continuous-batching GPU inference server.
+
+    Use ``async with SimServer(responder) as server:`` and point a client at ``server.url``.
+    With ``api_key`` set, requests without ``Authorization: Bearer <api_key>`` get a 401.
+    """
+
+    def __init__(
+        self,
+        responder: Responder,
+        *,
+        preset: str | LatencyPreset = "flat",
+        time_scale: float = REAL_TIME,
+        faults: FaultConfig | None = None,
+        seed: int = 0,
+        latency_jitter: float = 0.0,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        api_key: str | None = None,
+    ) -> None:
+        if not (math.isfinite(time_scale) and time_scale > 0):
+            raise ConfigError(f"time_scale must be a positive number, got {time_scale!r}")
+        if not 0.0 <= latency_jitter < 1.0:
+            raise ConfigError(f"latency_jitter must be in [0, 1), got {latency_jitter!r}")
+        self._responder = responder
+        self.preset = resolve_preset(preset)
+        self._time_scale = time_scale
+        self._faults = faults or FaultConfig()
+        self._latency_jitter = latency_jitter
+        self._fault_rng = random.Random(f"{seed}/faults")
+        self._jitter_rng = random.Random(f"{seed}/jitter")
+        self._host = host
+        self._port = port
+        self._authorization = None if api_key is None else f"Bearer {api_key}"
+        self._model = BatchModel(self.preset)
+        self._counters = SimCounters()
+        self._waiters: dict[Job, asyncio.Future[None]] = {}
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at = 0.0
+        self._t0 = 0.0
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._web_server: web.Server | None = None
+        self._runner: web.ServerRunner | None = None
+        self._url: str | None = None
+
+    async def __aenter__(self) -> SimServer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.stop()
+
+    @property
+    def url(self) -> str:
+        """Base URL ending in ``/v1``; only after :meth:`start`."""
+        if self._url is None:
+            raise RuntimeError("SimServer.url is only known after start()")
+        return self._url
+
+    async def start(self) -> None:
+        """Bind and start serving; ``port=0`` picks a free port (see :attr:`url`)."""
+        self._loop = asyncio.get_running_loop()
+        self._t0 = self._loop.time()
+        self._web_server = web.Server(self._handle, handler_cancellation=True, access_log=None)
+        self._runner = web.ServerRunner(self._web_server)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self._host, self._port, backlog=4096)
+        await site.start()
+        host, port = self._runner.addresses[0][:2]
+        self._url = f"http://{host}:{port}/v1"
+
+    async def stop(self) -> None:
+        """Close every connection and stop listening."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    def counters(self) -> SimCounters:
+        """A snapshot of the server-side counters."""
+        snapshot = msgspec.structs.replace(
+            self._counters,
+            running=self._model.running,
+            queued=self._model.queued,
+            open_connections=len(self._web_server.connections) if self._web_server else 0,
+            requests_by_role=dict(self._counters.requests_by_role),
+            faults_injected=dict(self._counters.faults_injected),
+        )
+        return snapshot
+
+    async def _handle(self, request: web.BaseRequest) -> web.StreamResponse:
+        if self._authorization is not None and request.headers.get("Authorization") != self._authorization:
+            return _error_response(401, "missing or wrong API key", "invalid_api_key")
+        if request.method == "POST" and request.path == "/v1/chat/completions":
+            response = await self._chat(request)
+            response.headers[TIME_SCALE_HEADER] = repr(self._time_scale)
+            return response
+        if request.method == "GET" and request.path == "/v1/models":
+            return web.Response(body=_encoder.encode(ModelList(data=(ModelCard(id="sim"),))),
+                                content_type="application/json")
+        if request.method == "GET" and request.path == "/v1/combee/counters":
+            return web.Response(body=_encoder.encode(self.counters()), content_type="application/json")
+        return _error_response(404, f"no route for {request.method} {request.path}", "not_found")
+
+    async def _chat(self, request: web.BaseRequest) -> web.StreamResponse:
+        counters = self._counters
+        counters.requests += 1
+        counters.in_flight += 1
+        counters.peak_in_flight = max(counters.peak_in_flight, counters.in_flight)
+        role = request.headers.get(ROLE_HEADER, "")
+        counters.requests_by_role[role] = counters.requests_by_role.get(role, 0) + 1
+        try:
+            try:
+                wire = _request_decoder.decode(await request.read())
+            except msgspec.MsgspecError as exc:
+                return _error_response(400, f"invalid chat-completions body: {exc}",
+                                       "invalid_request_error")
+            json_schema = _schema_of(wire)
+            fault = self._draw_fault(json_schema is not None)
+            if fault == "429":
+                return self._rate_limited()
+            if fault == "500":
+                return _error_response(500, "injected internal error", "server_error")
+            if fault in ("drop", "stall"):
+                if fault == "stall":
+                    await asyncio.sleep(self._faults.stall_s * self._time_scale)
+                return _dropped(request)
+            sim_request = SimRequest(
+                role=role,
+                model=wire.model,
+                messages=wire.messages,
+                max_tokens=wire.max_tokens if wire.max_tokens is not None else 1 << 30,
+                temperature=wire.temperature if wire.temperature is not None else 1.0,
+                seed=wire.seed,
+                json_schema=json_schema,
+            )
+            text = self._call_responder(sim_request)
+            text, finish_reason = self._shape_completion(text, sim_request.max_tokens, fault)
+            prompt_tokens = estimate_tokens("".join(m.content for m in wire.messages))
+            completion_tokens = estimate_tokens(text)
+            sim_latency = await self._run_in_model(prompt_tokens, completion_tokens)
+            body = CompletionResponse(
+                id=f"sim-{counters.requests}",
+                model=wire.model,
+                choices=(Choice(message=AssistantMessage(content=text), finish_reason=finish_reason),),
+                usage=CompletionUsage(prompt_tokens, completion_tokens, prompt_tokens + completion_tokens),
+            )
+            counters.completed += 1
+            return web.Response(body=_encoder.encode(body), content_type="application/json",
+                                headers={SIM_LATENCY_HEADER: _microseconds(sim_latency)})
+        finally:
+            counters.in_flight -= 1
+
+    def _draw_fault(self, is_json: bool) -> str | None:
+        draw = self._fault_rng.random()
+        for kind, rate in zip(FAULT_KINDS, self._faults.rates()):
+            if draw < rate:
+                if kind == "malformed" and not is_json:
+                    return None
+                faults = self._counters.faults_injected
+                faults[kind] = faults.get(kind, 0) + 1
+                return kind
+            draw -= rate
+        return None
+
+    def _rate_limited(self) -> web.Response:
+        seconds = self._faults.retry_after_s * self._time_scale
+        headers = {"Retry-After": str(math.ceil(seconds)), "retry-after-ms": f"{seconds * 1000:.0f}"}
+        return _error_response(429, "injected rate limit", "rate_limit_exceeded", headers)
+
+    def _call_responder(self, sim_request: SimRequest) -> str:
+        started = time.perf_counter()
+        text = self._responder.respond(sim_request)
+        elapsed = time.perf_counter() - started
+        counters = self._counters
+        counters.responder_calls += 1
+        counters.responder_total_s += elapsed
+        counters.responder_max_s = max(counters.responder_max_s, elapsed)
+        return text
+
+    def _shape_completion(self, text: str, max_tokens: int, fault: str | None) -> tuple[str, str]:
+        finish_reason = "stop"
+        if fault == "truncated":
+            keep = int(len(text) * self._fault_rng.uniform(0.2, 0.8))
+            text, finish_reason = text[:keep], "length"
+        elif fault == "malformed":
+            text = "Sure! Here it is: " + text[: len(text) // 2]
+        if estimate_tokens(text) > max_tokens:
+            text, finish_reason = text[: max_tokens * CHARS_PER_TOKEN], "length"
+        return text, finish_reason
+
+    async def _run_in_model(self, prompt_tokens: int, completion_tokens: int) -> float:
+        """Wait until the latency model finishes this request; its simulated seconds."""
+        assert self._loop is not None
+        scale = 1.0
+        if self._latency_jitter:
+            scale += self._jitter_rng.uniform(-self._latency_jitter, self._latency_jitter)
+        now = max(self._sim_now(), self._model.now)
+        job = job_for(self.preset, now, prompt_tokens, completion_tokens, scale)
+        done: asyncio.Future[None] = self._loop.create_future()
+        self._waiters[job] = done
+        try:
+            self._wake(self._model.submit(job, now))
+            self._counters.queue_peak = max(self._counters.queue_peak, self._model.queued)
+            self._reschedule()
+            await done
+        except asyncio.CancelledError:
+            self._wake(self._model.cancel(job, max(self._sim_now(), self._model.now)))
+            self._reschedule()
+            raise
+        finally:
+            del self._waiters[job]
+        assert job.finished_at is not None
+        return job.finished_at - job.arrival
+
+    def _sim_now(self) -> float:
+        assert self._loop is not None
+        return (self._loop.time() - self._t0) / self._time_scale
+
+    def _wake(self, finished: list[Job]) -> None:
+        for job in finished:
+            waiter = self._waiters.get(job)
+            if waiter is not None and not waiter.done():
+                waiter.set_result(None)
+
+    def _reschedule(self) -> None:
+        assert self._loop is not None
+        next_time = self._model.next_event_time()
+        if self._timer is not None:
+            if next_time == self._timer_at:
+                return
+            self._timer.cancel()
+            self._timer = None
+        if next_time is not None:
+            self._timer_at = next_time
+            self._timer = self._loop.call_at(self._t0 + next_time * self._time_scale, self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        self._wake(self._model.advance(max(self._sim_now(), self._timer_at)))
+        self._reschedule()
+
+
+def _schema_of(wire: CompletionRequest) -> dict[str, Any] | None:
+    fmt = wire.response_format
+    if fmt is None or fmt.type != "json_schema" or fmt.json_schema is None:
+        return None
+    return fmt.json_schema.schema
+
+
+def _microseconds(seconds: float) -> str:
+    """Simulated seconds to the microsecond: the model's clock runs on real time, so its float
+    noise (1e-13 s) would otherwise make equal latencies differ from run to run."""
+    return f"{seconds:.6f}"
+
+
+def _dropped(request: web.BaseRequest) -> web.StreamResponse:
+    """Abort the connection without answering; the returned response is never sent."""
+    transport = request.transport
+    if transport is not None:
+        transport.abort()
+    return web.Response(status=499)

@@ -1,0 +1,357 @@
+"""The task world: a deterministic stand-in for an LLM that plays all four ACE roles.
+
+It is a *model of the failure Combee fixes*, not evidence about real LLMs. It reads only what a
+real model would see, the prompt (by the tags the role templates use) and the role header, plus
+the task's data, which plays the part of the model's world knowledge.
+
+- **Knowledge units** come from the data: one per Formula formula (50 in train), one per FiNER tag.
+  Each unit has a few *facets* (distinct lessons about it), so the same unit can yield several
+  playbook entries, as real curators write several bullets about one formula.
+- **Generator**: an answer (a FiNER entity) is right with ``known_accuracy`` when the playbook holds a
+  bullet for its unit (or the retry's reflection names the unit), otherwise with the base accuracy
+  (Formula 0.64, FiNER 0.665: the paper's no-learning accuracies) plus a small gain from generic
+  bullets. Draws are seeded by the request seed, so two methods that ask the same question in the
+  same epoch and round get the same draw (common random numbers).
+- **Reflector**: names the missing unit's lesson with some probability (lower without ground truth),
+  otherwise a generic lesson; tags the cited bullets.
+- **Curator**: its output saturates with the number of reflections in the call, following the
+  entries per curator call the paper measured (:data:`PAPER_CURATOR_CURVE`), keeping generic
+  lessons before specific ones: that is context overload. It skips lessons the playbook holds.
+- **Reducer**: keeps proposed ADDs by reference, dropping duplicates, specific lessons first, with a
+  larger capacity.
+
+Calibrated (``python bench/calibrate_world.py``) so that naive batching on Formula train, one epoch,
+learns about 264/199/121/97/47/21 entries at batch 1/5/10/20/50/100 (paper Fig. 2).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterable, Sequence
+
+import msgspec
+import orjson
+
+from combee_fast.sim.server import SimRequest
+from combee_fast.schema import Example
+from combee_fast.protocols import Task
+
+
+PAPER_CURATOR_CURVE = ((1, 264 / 500), (5, 199 / 100), (10, 121 / 50), (20, 97 / 25), (50, 47 / 10), (100, 21 / 5))
+"""Entries per curator call against reflections per call, from the paper's Fig. 2 (Formula train,
+one epoch, naive batching: entries learned / curator calls at batch 1, 5, 10, 20, 50, 100)."""
+
+
+def curator_output(reflections: int, curve: Sequence[tuple[float, float]]) -> float:
+    """Expected ops one curator call writes for ``reflections`` reflections: ``curve``
+    interpolated linearly, flat past its last point, proportional below its first."""
+    if reflections <= curve[0][0]:
+        return curve[0][1] * reflections / curve[0][0]
+    for (n0, ops0), (n1, ops1) in zip(curve, curve[1:]):
+        if reflections <= n1:
+            return ops0 + (ops1 - ops0) * (reflections - n0) / (n1 - n0)
+    return curve[-1][1]
+
+
+class WorldParams(msgspec.Struct, frozen=True):
+    base_accuracy: float
+    known_accuracy: float = 0.88
+    generic_gain: float = 0.02  # added to the base accuracy once `generic_saturation` generic bullets exist
+    generic_saturation: int = 8
+    facets_per_unit: int = 40
+    name_unit_after_wrong: float = 0.95  # P(reflector names a lesson about the unit) after a wrong answer
+    name_unit_after_right: float = 0.85  # ... after a right one
+    no_ground_truth_factor: float = 0.6  # multiplies both when the reflector gets no ground truth
+    curator_curve: tuple[tuple[float, float], ...] = PAPER_CURATOR_CURVE
+    reducer_capacity: float = 32.0
+
+
+FORMULA_PARAMS = WorldParams(base_accuracy=0.64)
+FINER_PARAMS = WorldParams(base_accuracy=0.665, facets_per_unit=8)
+
+FACETS = (
+    "map each figure in the question to the formula input it stands for; ignore distractor numbers",
+    "convert percentages to decimals before substituting and convert back only if asked",
+    "keep the formula's sign convention: outflows negative, inflows positive",
+    "round only the final result to two decimals; keep full precision in intermediate steps",
+    "check the period: annualise or de-annualise rates so every input uses the same period",
+    "state the result in the unit the question asks for (ratio, percentage, days, currency)",
+    "use averages of opening and closing balances where the formula calls for an average",
+    "re-derive the result with a rough estimate to catch an order-of-magnitude slip",
+)
+
+GENERIC_LESSONS = (
+    "Restate which quantity the question asks for before computing anything.",
+    "List every given figure with its unit before choosing a formula.",
+    "Write the formula symbolically first, then substitute the numbers.",
+    "Prefer the definitions stated in the question over remembered variants.",
+    "Check that the answer's magnitude is plausible for the quantity asked.",
+    "Answer in exactly the format requested, with no extra words.",
+    "When two readings of the question are possible, pick the one the wording states literally.",
+    "Do not reuse numbers from a previous question; read every input afresh.",
+    "Verify the arithmetic of the final step once more before answering.",
+    "Keep units consistent across all inputs before combining them.",
+)
+
+FILLER = (
+    "The inputs are read off the question one by one and matched to the formula's terms.",
+    "Each intermediate value is kept at full precision until the final step.",
+    "The result is then compared with a rough estimate to make sure the magnitude is right.",
+    "Where the question mixes periods or units, they are aligned before any arithmetic.",
+    "Finally the answer is formatted exactly as the question requests.",
+    "The playbook entries that apply to this kind of question are checked before answering.",
+    "Distractor figures that the formula does not use are set aside explicitly.",
+    "The computation is short, so every step is written out rather than skipped.",
+)
+
+_TAG = {name: re.compile(rf"<{name}>\n(.*?)\n?</{name}>", re.DOTALL) for name in (
+    "playbook", "question", "reflection", "model_answer", "ground_truth", "cited_bullets",
+    "reflections", "proposals",
+)}
+_BULLET = re.compile(r"^\[([^\]]+)\] helpful=\d+ harmful=\d+ :: (.*)$", re.MULTILINE)
+_LESSON_KEY = re.compile(r"^(.+?) — ")
+
+
+def _section(prompt: str, name: str) -> str | None:
+    match = _TAG[name].search(prompt)
+    return match[1] if match else None
+
+
+def _uniform(*parts: object) -> float:
+    digest = hashlib.blake2b(repr(parts).encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little") / 2**64
+
+
+def _prose(sentences: int, *seed: object) -> str:
+    start = int(_uniform("prose", *seed) * len(FILLER))
+    return " ".join(FILLER[(start + i) % len(FILLER)] for i in range(sentences))
+
+
+class _Question(msgspec.Struct, frozen=True):
+    example: Example
+    units: tuple[str, ...]  # one per graded entity: the formula, or each FiNER tag
+
+
+def specific_lesson(unit: str, facet: int) -> str:
+    return f"{unit} — lesson {facet + 1}: {FACETS[facet % len(FACETS)]}."
+
+
+def generic_lesson(index: int) -> str:
+    return f"General — lesson {index + 1}: {GENERIC_LESSONS[index]}"
+
+
+def lesson_unit(text: str) -> str | None:
+    """The unit a lesson or bullet is about ("General" for generic ones); None if neither."""
+    match = _LESSON_KEY.match(text)
+    return match[1] if match else None
+
+
+def _lesson_key(text: str) -> str | None:
+    """A lesson's identity: its unit and lesson number ("Current Ratio — lesson 3")."""
+    head = text.split(":", 1)[0]
+    return head if " — lesson " in head else None
+
+
+class TaskWorld:
+    """A :class:`combee_fast.sim.server.Responder` for one task's examples."""
+
+    def __init__(self, task: Task, examples: Iterable[Example], params: WorldParams) -> None:
+        self.task = task
+        self.params = params
+        self._questions: dict[str, _Question] = {}
+        for example in examples:
+            units = _units(example)
+            self._questions[example.input.strip()] = _Question(example, units)
+        self._all_units = sorted({u for q in self._questions.values() for u in q.units})
+
+    @classmethod
+    def for_task(cls, task: Task, splits: Sequence[str] = ()) -> TaskWorld:
+        """The world of ``task`` knowing the examples of ``splits`` (default: all of them)."""
+        params = FINER_PARAMS if task.name == "finer" else FORMULA_PARAMS
+        examples = [e for s in (splits or task.split_names()) for e in task.load(s).examples]
+        return cls(task, examples, params)
+
+    def respond(self, request: SimRequest) -> str:
+        prompt = request.messages[-1].content if request.messages else ""
+        seed = request.seed if request.seed is not None else 0
+        handler = {
+            "generator": self._generate,
+            "reflector": self._reflect,
+            "curator": self._curate,
+            "reducer": self._reduce,
+        }.get(request.role)
+        if handler is None:
+            return orjson.dumps({"error": f"the task world plays no role {request.role!r}"}).decode()
+        return orjson.dumps(handler(prompt, seed)).decode()
+
+    # -- roles ---------------------------------------------------------------------------------
+
+    def _question(self, prompt: str) -> _Question | None:
+        text = _section(prompt, "question")
+        return self._questions.get(text.strip()) if text is not None else None
+
+    def _generate(self, prompt: str, seed: int) -> dict[str, object]:
+        question = self._question(prompt)
+        bullets = _bullets(_section(prompt, "playbook") or "")
+        if question is None:
+            return {"reasoning": "The question is not one I can answer.", "bullet_ids": [], "final_answer": ""}
+        reflection = _section(prompt, "reflection") or ""
+        generic = [bid for bid, content in bullets if lesson_unit(content) == "General"]
+        base = self.params.base_accuracy + self.params.generic_gain * min(
+            1.0, len(generic) / self.params.generic_saturation
+        )
+        answers, cited = [], list(generic[:2])
+        for position, unit in enumerate(question.units):
+            unit_bullets = [bid for bid, content in bullets if lesson_unit(content) == unit]
+            known = bool(unit_bullets) or f"{unit} — " in reflection
+            cited.extend(unit_bullets[:2])
+            right = _uniform("generate", seed, question.example.input, position) < (
+                self.params.known_accuracy if known else base
+            )
+            answers.append(self._truth(question, position) if right else self._wrong(question, position))
+        return {
+            "reasoning": f"The question asks for {', '.join(dict.fromkeys(question.units))}. "
+            + _prose(6, "generate", seed),
+            "bullet_ids": cited,
+            "final_answer": ",".join(answers),
+        }
+
+    def _reflect(self, prompt: str, seed: int) -> dict[str, object]:
+        question = self._question(prompt)
+        answer = _section(prompt, "model_answer") or ""
+        has_truth = _section(prompt, "ground_truth") is not None
+        cited = [bid for bid, _ in _bullets(_section(prompt, "cited_bullets") or "")]
+        if question is None:
+            return _reflection("The question is unknown to me.", "", "", "", "", [])
+        score = self.task.score(question.example, answer).value
+        right = score >= 1.0
+        wrong_units = [u for i, u in enumerate(question.units) if not self._entity_right(question, answer, i)]
+        unit = (wrong_units or list(question.units))[0]
+        naming = self.params.name_unit_after_right if right else self.params.name_unit_after_wrong
+        if not has_truth:
+            naming *= self.params.no_ground_truth_factor
+        draw = _uniform("reflect", seed, question.example.input)
+        if draw < naming:
+            facet = int(_uniform("facet", seed, question.example.input) * self.params.facets_per_unit)
+            lesson = specific_lesson(unit, facet)
+        else:
+            lesson = generic_lesson(int(_uniform("generic", seed) * len(GENERIC_LESSONS)))
+        tags = [{"id": bid, "tag": "helpful" if right else "harmful"} for bid in cited]
+        verdict = "The answer was correct." if right else f"The answer {answer!r} was wrong."
+        return _reflection(
+            f"{verdict} " + _prose(4, "reflect-reasoning", seed),
+            "No error." if right else f"The step that handles {unit} went wrong. " + _prose(2, "err", seed),
+            "Nothing failed." if right else f"The lesson about {unit} was not applied. " + _prose(2, "root", seed),
+            f"Apply the lesson about {unit} explicitly. " + _prose(3, "approach", seed),
+            lesson,
+            tags,
+        )
+
+    def _curate(self, prompt: str, seed: int) -> dict[str, object]:
+        held = {_lesson_key(content) for _, content in _bullets(_section(prompt, "playbook") or "")}
+        lessons = [row.get("key_insight", "") for row in _json_lines(_section(prompt, "reflections") or "")]
+        fresh = _fresh(lessons, held)
+        expected = curator_output(len(lessons), self.params.curator_curve)
+        count = int(expected) + (_uniform("curate", seed) < expected - int(expected))
+        generic_first = sorted(fresh, key=lambda text: lesson_unit(text) != "General")
+        return _operations(generic_first[:count], "curator", seed)
+
+    def _reduce(self, prompt: str, seed: int) -> dict[str, object]:
+        held = {_lesson_key(content) for _, content in _bullets(_section(prompt, "playbook") or "")}
+        proposed = {
+            op.get("ref", ""): op.get("content", "")
+            for row in _json_lines(_section(prompt, "proposals") or "")
+            for op in row.get("operations", [])
+            if op.get("type") == "ADD"
+        }
+        first_ref = {text: ref for ref, text in reversed(list(proposed.items()))}
+        fresh = _fresh(proposed.values(), held)
+        specific_first = sorted(fresh, key=lambda text: lesson_unit(text) == "General")
+        keep = [first_ref[text] for text in specific_first[: int(self.params.reducer_capacity)]]
+        reasoning = f"Keeping {len(keep)} distinct lessons, dropping duplicates. " + _prose(3, "reducer", seed)
+        return {"reasoning": reasoning, "keep": keep, "operations": []}
+
+    # -- answers -------------------------------------------------------------------------------
+
+    def _truth(self, question: _Question, position: int) -> str:
+        target = question.example.target or ""
+        return target.split(",")[position].strip() if len(question.units) > 1 else target
+
+    def _wrong(self, question: _Question, position: int) -> str:
+        truth = self._truth(question, position)
+        if len(question.units) > 1:
+            pick = int(_uniform("confuse", truth) * len(self._all_units))
+            other = self._all_units[pick]
+            return other if other != truth else self._all_units[(pick + 1) % len(self._all_units)]
+        try:
+            return f"{float(truth) * 1.1 + 0.37:.2f}"
+        except ValueError:
+            return truth + " (unsure)"
+
+    def _entity_right(self, question: _Question, answer: str, position: int) -> bool:
+        if len(question.units) == 1:
+            return self.task.score(question.example, answer).value >= 1.0
+        parts = [p.strip() for p in answer.split(",")]
+        return position < len(parts) and parts[position] == self._truth(question, position)
+
+
+def _units(example: Example) -> tuple[str, ...]:
+    if "formula" in example.meta:
+        return (example.meta["formula"],)
+    if "tags" in example.meta:
+        return tuple(t.strip() for t in example.meta["tags"].split(","))
+    return (example.target or "",)
+
+
+def _bullets(playbook_text: str) -> list[tuple[str, str]]:
+    return [(m[1], m[2]) for m in _BULLET.finditer(playbook_text)]
+
+
+def _json_lines(text: str) -> list[dict]:
+    rows = []
+    for line in text.splitlines():
+        try:
+            value = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            continue
+        if isinstance(value, dict):
+            rows.append(value)
+    return rows
+
+
+def _fresh(lessons: Iterable[str], held: set[str | None]) -> list[str]:
+    """Distinct lessons (by key) not already held, in first-seen order."""
+    seen: dict[str, str] = {}
+    for text in lessons:
+        key = _lesson_key(text)
+        if key is not None and key not in held:
+            seen.setdefault(key, text)
+    return list(seen.values())
+
+
+def _operations(lessons: Sequence[str], role: str, seed: int) -> dict[str, object]:
+    operations = [
+        {
+            "type": "ADD",
+            "section": "strategies_and_hard_rules" if lesson_unit(text) == "General" else "formulas_and_calculations",
+            "content": text,
+            "bullet_id": "",
+        }
+        for text in lessons
+    ]
+    reasoning = f"{len(operations)} new lessons are worth recording. " + _prose(3, role, seed)
+    return {"reasoning": reasoning, "operations": operations}
+
+
+def _reflection(
+    reasoning: str, error: str, root: str, approach: str, lesson: str, tags: list[dict[str, str]]
+) -> dict[str, object]:
+    return {
+        "reasoning": reasoning,
+        "error_identification": error,
+        "root_cause": root,
+        "correct_approach": approach,
+        "key_insight": lesson,
+        "bullet_tags": tags,
+    }

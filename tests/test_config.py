@@ -1,0 +1,100 @@
+"""The config tree: TOML and JSON files, flags over them, the run's config.json round trip, and the
+library taking the CLI's path for ``batch_size=None`` (the controller)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import msgspec
+import pytest
+
+from combee_fast.config import (
+    SessionConfig,
+    SimConfig,
+    TaskConfig,
+    TrainConfig,
+    config_to_dict,
+    load_config,
+)
+from combee_fast.errors import ConfigError
+from combee_fast.run.rundir import RunDir
+from combee_fast.session import open_session
+
+RUN_TOML = """\
+method = "naive"
+seed = 3
+
+[task]
+train_split = "train[0:20]"
+val_split = "val[0:10]"
+
+[train]
+batch_size = 10
+
+[combee]
+max_group = 16
+
+[sim]
+preset = "flat"
+time_scale = 0.0001
+"""
+
+
+def test_a_toml_file_describes_a_run_and_missing_fields_keep_their_defaults(tmp_path) -> None:
+    path = tmp_path / "run.toml"
+    path.write_text(RUN_TOML)
+    config = load_config(path)
+    assert (config.method, config.seed, config.train.batch_size, config.combee.max_group) == ("naive", 3, 10, 16)
+    assert config.combee.duplicates == SessionConfig().combee.duplicates
+    assert config.map == SessionConfig().map
+
+
+def test_an_unknown_or_mistyped_field_is_refused_naming_it(tmp_path) -> None:
+    path = tmp_path / "bad.toml"
+    path.write_text('[combee]\nmax_groop = 4\n')
+    with pytest.raises(ConfigError, match=r"bad.toml.*max_groop"):
+        load_config(path)
+    path.write_text('[train]\nbatch_size = "big"\n')
+    with pytest.raises(ConfigError, match=r"batch_size"):
+        load_config(path)
+    path.write_text('[train]\nepochs = 0\n')
+    with pytest.raises(ConfigError, match=r"train.epochs must be >= 1"):
+        load_config(path)
+
+
+def test_flags_override_the_file_and_config_json_round_trips(tmp_path) -> None:
+    path = tmp_path / "run.toml"
+    path.write_text(RUN_TOML)
+    out = tmp_path / "out"
+    done = subprocess.run(
+        [sys.executable, "-m", "combee_fast.cli", "learn", "--config", str(path), "--batch-size", "5",
+         "--out", str(out), "--quiet"],
+        capture_output=True, text=True, timeout=240,
+    )
+    assert done.returncode == 0, done.stderr
+    recorded = load_config(out / "config.json")
+    assert recorded.train.batch_size == 5  # the flag won
+    assert recorded.method == "naive" and recorded.combee.max_group == 16  # the file's values stayed
+    assert msgspec.structs.replace(load_config(path), train=TrainConfig(batch_size=5)) == recorded
+    assert json.loads((out / "config.json").read_text()) == json.loads(msgspec.json.encode(config_to_dict(recorded)))
+
+
+async def test_the_library_runs_the_controller_when_batch_size_is_none(tmp_path) -> None:
+    """``TrainConfig(batch_size=None)`` must plan with the controller, as ``--batch-size auto``
+    does, and log its decisions (it once silently ran batch size 1)."""
+    config = SessionConfig(
+        task=TaskConfig(train_split="train[0:200]", val_split="val[0:10]"),
+        train=TrainConfig(batch_size=None), sim=SimConfig("flat", 1e-4),
+    )
+    run_dir = RunDir(tmp_path)
+    async with open_session(config) as session:
+        result = await session.train(run_dir=run_dir)
+    run_dir.close()
+    decisions = [json.loads(line) for line in (tmp_path / "controller.jsonl").read_text().splitlines()]
+    reasons = [d["reason"] for d in decisions]
+    assert reasons[:2] == ["profile", "profile"]
+    assert [row.batch_reason for row in result.ledger][:2] == ["profile", "profile"]
+    assert [row.batch_size for row in result.ledger][:2] == [d["batch_size"] for d in decisions][:2] == [5, 10]
+    assert result.samples == 200

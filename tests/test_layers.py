@@ -1,0 +1,116 @@
+"""The package's shape: no module imports from a layer above it; every config default is defined once."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import msgspec
+
+import combee_fast
+from combee_fast import config
+
+PACKAGE = Path(combee_fast.__file__).parent
+
+LAYERS = [
+    {"errors", "tokens", "files", "schema", "config"},
+    {"engine", "native"},
+    {"protocols"},
+    {"endpoint", "playbook", "tasks"},
+    {"roles"},
+    {"sim", "combee"},
+    {"methods"},
+    {"ace"},
+    {"run"},
+    {"session"},
+    {"flags", "demo", "cli"},
+]
+LAYER_OF = {name: level for level, names in enumerate(LAYERS) for name in names}
+
+
+def _part(dotted: str) -> str | None:
+    parts = dotted.split(".")
+    return parts[1] if parts[0] == "combee_fast" and len(parts) > 1 else None
+
+
+def _runtime_imports(tree: ast.Module) -> list[str]:
+    """Modules imported at run time (``if TYPE_CHECKING:`` blocks are type hints, not imports)."""
+    skipped: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and getattr(node.test, "id", None) == "TYPE_CHECKING":
+            skipped.update(id(child) for child in ast.walk(node))
+    found = []
+    for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
+        if isinstance(node, ast.ImportFrom) and node.module:
+            found.append(node.module)
+            found.extend(f"{node.module}.{alias.name}" for alias in node.names if node.module == "combee_fast")
+        elif isinstance(node, ast.Import):
+            found.extend(alias.name for alias in node.names)
+    return found
+
+
+def test_no_module_imports_from_a_layer_above_it() -> None:
+    problems = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        relative = path.relative_to(PACKAGE)
+        own = relative.parts[0].removesuffix(".py")
+        if own == "__init__":
+            continue
+        assert own in LAYER_OF, f"{relative}: top-level part {own!r} has no layer in LAYERS"
+        for imported in _runtime_imports(ast.parse(path.read_text())):
+            part = _part(imported)
+            if part is not None and part != own and LAYER_OF.get(part, -1) > LAYER_OF[own]:
+                problems.append(f"{relative} imports {imported}")
+    assert not problems, "\n".join(problems)
+
+
+def _config_structs() -> list[type[msgspec.Struct]]:
+    return [
+        value for value in vars(config).values()
+        if isinstance(value, type) and issubclass(value, msgspec.Struct) and value.__module__ == config.__name__
+    ]
+
+
+def _numeric(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value != 0
+
+
+def test_every_numeric_default_is_declared_once_in_the_config_tree() -> None:
+    """No two config structs carry the same setting with the same default (a hand-made copy)."""
+    seen: dict[tuple[str, object], str] = {}
+    repeated = []
+    for struct in _config_structs():
+        for field in msgspec.structs.fields(struct):
+            if not _numeric(field.default):
+                continue
+            key = (field.name, field.default)
+            if key in seen:
+                repeated.append(f"{field.name}={field.default!r}: {seen[key]} and {struct.__name__}")
+            seen.setdefault(key, struct.__name__)
+    assert not repeated, repeated
+
+
+def test_no_numeric_setting_of_the_config_tree_is_redeclared_elsewhere() -> None:
+    """No struct field or CLI flag outside config.py gives a config setting a literal default."""
+    owned = {field.name for struct in _config_structs() for field in msgspec.structs.fields(struct)}
+    defaults = {field.default for struct in _config_structs() for field in msgspec.structs.fields(struct)
+                if _numeric(field.default)}
+    problems = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path.name == "config.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef):
+                for item in node.body:
+                    if (isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name)
+                            and item.target.id in owned and isinstance(item.value, ast.Constant)
+                            and _numeric(item.value.value)):
+                        problems.append(f"{path.relative_to(PACKAGE)}: {node.name}.{item.target.id}")
+            if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "add_argument":
+                for keyword in node.keywords:
+                    if (keyword.arg == "default" and isinstance(keyword.value, ast.Constant)
+                            and _numeric(keyword.value.value) and keyword.value.value in defaults):
+                        problems.append(f"{path.relative_to(PACKAGE)}:{node.lineno}: flag default {keyword.value.value!r}")
+    assert not problems, problems
