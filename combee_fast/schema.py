@@ -55,6 +55,7 @@ ErrorKind = Literal[
     "schema_mismatch",
     "replay_miss",
     "cancelled",
+    "placeholder",
 ]
 
 

@@ -8,6 +8,7 @@ the types of present properties); the roles validate meaning.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import msgspec
@@ -28,18 +29,24 @@ _JSON_TYPES: dict[str, tuple[type, ...]] = {
 def extract_json(text: str) -> Any:
     """The JSON value in ``text``: the whole text, else its outermost ``{...}``.
 
-    Raises ``ValueError`` naming the problem when neither parses.
+    Control characters inside strings (raw newlines, which llama.cpp's JSON grammar lets through)
+    are accepted. Raises ``ValueError`` naming the problem when neither parses.
     """
-    try:
-        return msgspec.json.decode(text)
-    except msgspec.DecodeError as whole_error:
-        start, end = text.find("{"), text.rfind("}")
-        if start == -1 or end <= start:
-            raise ValueError(f"not JSON and no {{...}} object in the text ({whole_error})") from None
+    start, end = text.find("{"), text.rfind("}")
+    candidates = [text] + ([text[start : end + 1]] if start != -1 and end > start else [])
+    first_error: Exception | None = None
+    for candidate in candidates:
         try:
-            return msgspec.json.decode(text[start : end + 1])
-        except msgspec.DecodeError as inner_error:
-            raise ValueError(f"not valid JSON: {inner_error}") from None
+            return msgspec.json.decode(candidate)
+        except msgspec.DecodeError as exc:
+            first_error = first_error or exc
+        try:
+            return json.loads(candidate, strict=False)
+        except ValueError:
+            continue
+    if len(candidates) == 1:
+        raise ValueError(f"not JSON and no {{...}} object in the text ({first_error})")
+    raise ValueError(f"not valid JSON: {first_error}")
 
 
 def _has_type(value: Any, type_name: str) -> bool:

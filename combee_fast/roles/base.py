@@ -26,7 +26,7 @@ EMPTY_PLAYBOOK = "(the playbook is empty)"
 _PLACEHOLDER_LINE = re.compile(r"\$(?:(\w+)|\{(\w+)\})")
 _FENCE = re.compile(r"```[ \t]*(?:json|JSON)?[ \t]*\r?\n?(.*?)```", re.DOTALL)
 _MAX_OBJECT_STARTS = 64  # how many top-level '{' of a prose reply are tried as JSON starts
-_json_decoder = json.JSONDecoder()
+_json_decoder = json.JSONDecoder(strict=False)  # raw newlines/tabs inside strings are accepted
 
 T = TypeVar("T")
 
@@ -50,6 +50,16 @@ def fill(template: str, **values: str) -> str:
 def one_line(text: str) -> str:
     """``text`` with every run of whitespace (newlines included) collapsed to one space, trimmed."""
     return " ".join(text.split())
+
+
+_PLACEHOLDER = re.compile(r"<[^<>]*>?")
+PLACEHOLDER_PROBLEM = "a copy of the prompt's placeholder, not content"
+
+
+def is_placeholder(text: str) -> bool:
+    """True when ``text`` is a copy of a prompt slot such as ``<the lesson>`` (or one cut before
+    its ``>``) rather than content: small models copy the reply format's examples verbatim."""
+    return _PLACEHOLDER.fullmatch(text.strip()) is not None
 
 
 def clean_bullet_id(text: str) -> str:
@@ -108,8 +118,9 @@ def decode_json_object(data: Any, text: str | None) -> dict[str, Any] | CallErro
     """The JSON object a model returned, from already-parsed ``data`` or from its raw ``text``.
 
     ``text`` may be bare JSON, JSON inside a ```json fence, or JSON surrounded by prose (the
-    first top-level ``{...}`` that decodes wins; objects nested in a broken one are never taken). Standard JSON only: trailing commas, single quotes and comments
-    are malformed. Errors: ``malformed_json`` (nothing decodes), ``truncated`` (the object is cut
+    first top-level ``{...}`` that decodes wins; objects nested in a broken one are never taken).
+    Control characters inside strings (raw newlines, as llama.cpp grammars allow) are accepted;
+    otherwise standard JSON only: trailing commas, single quotes and comments are malformed. Errors: ``malformed_json`` (nothing decodes), ``truncated`` (the object is cut
     off before its end), ``schema_mismatch`` (the JSON is not an object). ``raw`` keeps ``text``.
     """
     if data is not None:
@@ -123,7 +134,7 @@ def decode_json_object(data: Any, text: str | None) -> dict[str, Any] | CallErro
     first_error: str | None = None
     for candidate in candidates:
         try:
-            value = json.loads(candidate)
+            value = json.loads(candidate, strict=False)
         except ValueError as exc:
             first_error = first_error or str(exc)
             continue

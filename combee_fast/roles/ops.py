@@ -25,7 +25,7 @@ from typing import Any
 
 import msgspec
 
-from combee_fast.roles.base import clean_bullet_id, convert, decode_json_object, one_line
+from combee_fast.roles.base import PLACEHOLDER_PROBLEM, clean_bullet_id, convert, decode_json_object, is_placeholder, one_line
 from combee_fast.schema import CallError, Op, OpKind
 
 EDIT_KINDS = (OpKind.ADD, OpKind.UPDATE, OpKind.REMOVE)
@@ -86,6 +86,8 @@ def _to_op(raw: Any, position: int) -> Op | str:
         return f"operations[{position}]: unknown type {reply.type!r} (expected ADD, UPDATE or REMOVE)"
     bullet_id = clean_bullet_id(reply.bullet_id or "") or None
     content = one_line(reply.content)
+    if kind is not OpKind.REMOVE and (is_placeholder(content) or is_placeholder(reply.section)):
+        return f"operations[{position}]: {PLACEHOLDER_PROBLEM}"
     if kind is OpKind.ADD:
         bullet_id = None
     elif kind is OpKind.REMOVE:
@@ -112,7 +114,8 @@ def parse_ops(data: Any, text: str | None) -> tuple[Op, ...] | CallError:
     if reply.operations and not ops:
         shown = "; ".join(problems[:_SHOWN_PROBLEMS])
         more = f" (and {len(problems) - _SHOWN_PROBLEMS} more)" if len(problems) > _SHOWN_PROBLEMS else ""
-        return CallError("schema_mismatch", f"no usable operation: {shown}{more}", raw=text)
+        kind = "placeholder" if all(p.endswith(PLACEHOLDER_PROBLEM) for p in problems) else "schema_mismatch"
+        return CallError(kind, f"no usable operation: {shown}{more}", raw=text)
     return tuple(ops)
 
 

@@ -11,7 +11,16 @@ from typing import Any, Literal, Sequence
 
 import msgspec
 
-from combee_fast.roles.base import bullet_line, clean_bullet_id, convert, decode_json_object, fill, load_prompt
+from combee_fast.roles.base import (
+    PLACEHOLDER_PROBLEM,
+    bullet_line,
+    clean_bullet_id,
+    convert,
+    decode_json_object,
+    fill,
+    is_placeholder,
+    load_prompt,
+)
 from combee_fast.schema import Bullet, BulletTag, CallError, Message, Reflection, Rollout, Usage
 
 REFLECTOR_MAX_TOKENS = 1024
@@ -124,6 +133,9 @@ def parse_reflector(data: Any, text: str | None, *, rollout_id: str, usage: Usag
     reply = convert(_normalise_tags(obj), _ReflectorReply, text, what="reflector")
     if isinstance(reply, CallError):
         return failed_reflection(rollout_id, usage, reply)
+    if is_placeholder(reply.key_insight):
+        problem = CallError("placeholder", f"key_insight is {PLACEHOLDER_PROBLEM}: {reply.key_insight[:80]!r}", raw=text)
+        return failed_reflection(rollout_id, usage, problem)
     tags: dict[str, BulletTag] = {}
     for tag in reply.bullet_tags:
         bullet_id = clean_bullet_id(tag.id)

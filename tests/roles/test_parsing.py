@@ -254,3 +254,17 @@ def test_any_cut_off_object_is_a_typed_error_never_a_wrong_value(obj, cut):
     text = body[: max(1, len(body) - cut)]
     result = decode_json_object(None, text)
     assert isinstance(result, CallError) and result.kind in ("truncated", "malformed_json") and result.raw == text
+
+
+def test_placeholder_copies_are_their_own_error_kind_and_real_ops_survive() -> None:
+    from combee_fast.roles.base import is_placeholder
+
+    assert is_placeholder("<the lesson>") and is_placeholder(" <one reusable, specific lesson") and is_placeholder("<>")
+    assert not is_placeholder("Use <= when the bound is inclusive") and not is_placeholder("x < y > z")
+    copied = '{"reasoning": "r", "operations": [{"type": "ADD", "section": "<section>", "content": "<the lesson>"}]}'
+    error = parse_ops(None, copied)
+    assert isinstance(error, CallError) and error.kind == "placeholder"
+    mixed = ('{"reasoning": "r", "operations": [{"type": "ADD", "section": "formulas", "content": "<the lesson>"},'
+             ' {"type": "ADD", "section": "formulas", "content": "Divide by 100 before compounding"}]}')
+    ops = parse_ops(None, mixed)
+    assert not isinstance(ops, CallError) and [op.content for op in ops] == ["Divide by 100 before compounding"]
