@@ -83,7 +83,7 @@ async def _learn(args: argparse.Namespace) -> int:
         "train_sim_seconds": round(result.train_sim_seconds, 3),
         "train_wall_seconds": round(result.train_wall_seconds, 3),
         "final_val_accuracy": None if result.final_eval is None else result.final_eval.accuracy,
-        "best_val_accuracy": result.best_val_accuracy, "bullets": len(result.final),
+        "best_val_accuracy": result.best_val_accuracy, **result.artifact_summary(),
         "run_dir": out,
     }
     run_dir.write_json("summary.json", summary)
