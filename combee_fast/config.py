@@ -92,16 +92,20 @@ class GepaConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     ``minibatch``: examples per reflection in serial ``gepa`` (GEPA's default); ``combee-gepa``
     takes ``train.batch_size`` instead. ``max_metric_calls``: the budget; every evaluation of a
     candidate on one example (minibatch or validation) is one metric call, as GEPA counts them,
-    and no iteration starts once it is spent. ``skip_perfect``: no reflection when the parent
-    already scores 1 on the whole minibatch (GEPA's default).
+    and no iteration starts once it is spent. ``max_epochs``: also stop before the first
+    minibatch of that pass over the train split (None: the budget alone stops the search).
+    ``skip_perfect``: no reflection when the parent already scores 1 on the whole minibatch
+    (GEPA's default).
     """
 
     minibatch: int = 3
     max_metric_calls: int = 3000
+    max_epochs: int | None = None
     skip_perfect: bool = True
 
     def __post_init__(self) -> None:
-        _at_least("gepa", 1, minibatch=self.minibatch, max_metric_calls=self.max_metric_calls)
+        _at_least("gepa", 1, minibatch=self.minibatch, max_metric_calls=self.max_metric_calls,
+                  max_epochs=self.max_epochs)
 
 
 class ControllerConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):

@@ -13,9 +13,10 @@ One iteration:
 
 Every grading of a candidate on one example is one metric call. The search starts by grading the
 seed candidate on the validation set, and starts no iteration once ``max_metric_calls`` are spent
-(the last one may overshoot, as in GEPA). Gradings of one set run in parallel (``concurrency`` at
-once); a phase's time is its critical path in simulated seconds, and an iteration's time is the
-sum of its phases. Deterministic given the seed and the endpoint's answers.
+(the last one may overshoot, as in GEPA), nor (with ``max_epochs``) one whose minibatch would
+start pass ``max_epochs`` over the train split. Gradings of one set run in parallel
+(``concurrency`` at once); a phase's time is its critical path in simulated seconds, and an
+iteration's time is the sum of its phases. Deterministic given the seed and the endpoint's answers.
 """
 
 from __future__ import annotations
@@ -135,6 +136,10 @@ class GepaSearch:
         self.concurrency = concurrency
         self.metric_calls = 0
 
+    def _spent(self, next_epoch: int) -> bool:
+        epochs = self.config.max_epochs
+        return self.metric_calls >= self.config.max_metric_calls or (epochs is not None and next_epoch >= epochs)
+
     async def grade(self, candidate: Candidate, examples: Sequence[Example]) -> Graded:
         """``candidate`` on every example, in parallel: ``len(examples)`` metric calls."""
         text = candidate.render()
@@ -154,12 +159,13 @@ class GepaSearch:
         """Search from ``seed_candidate`` until the budget is spent."""
         if not val:
             raise ValueError("GEPA needs at least one validation example")
+        self.metric_calls = 0
         pool: ParetoPool[Candidate] = ParetoPool(len(val))
         seeded = await self.grade(seed_candidate, val)
         pool.add(seed_candidate, seeded.scores)
         batches = minibatches(train, self.minibatch, self.seed)
         iterations: list[Iteration] = []
-        while self.metric_calls < self.config.max_metric_calls:
+        while not self._spent((len(iterations) * self.minibatch) // len(train)):
             record = await self._iterate(len(iterations), pool, batches, val)
             iterations.append(record)
             if on_iteration is not None:

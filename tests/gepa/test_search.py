@@ -145,3 +145,11 @@ def test_minibatches_follow_the_engines_epoch_order_and_span_epochs() -> None:
     assert [x for _, b in batches[:2] for x in b] == first_epoch[:6]
     assert batches[2][0] == 0 and batches[2][1][0] == first_epoch[6]
     assert [e for e, _ in batches] == [0, 0, 0, 1, 1]
+
+
+async def test_max_epochs_stops_the_search_after_whole_passes_over_the_train_split() -> None:
+    config = _config(task=TaskConfig(train_split="train[0:30]", val_split="val[0:10]"),
+                     gepa=GepaConfig(max_metric_calls=100_000, max_epochs=1))
+    result, _, _ = await _search(config, SerialReflection(), 3)
+    assert len(result.iterations) == 10 and {i.epoch for i in result.iterations} == {0}
+    assert result.metric_calls == _expected_metric_calls(result, 10) < 100_000
