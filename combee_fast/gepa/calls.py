@@ -5,7 +5,9 @@
 - **propose** (``gepa_proposer``, on the reflector's endpoint): the reflection that rewrites one
   component from graded examples.
 - **aggregate** (``gepa_aggregator``, on the reducer's endpoint): several proposed rewrites of
-  one component, made from the same parent, merged into one.
+  one component, made from the same parent, merged into one. It reads each rewrite's line changes
+  and keeps added lines by reference (:mod:`combee_fast.gepa.revisions`); the merged text is
+  composed here, so its reply stays short however long the instruction grows.
 
 Seeds come from the run's seed tree by the call's identity: a solve by the example alone (every
 candidate is graded with the same draw on the same example: common random numbers, as a
@@ -24,6 +26,7 @@ import orjson
 from combee_fast.endpoint.calls import ChatRequest, ChatResult
 from combee_fast.engine.rng import derive_seed
 from combee_fast.gepa.candidate import load_prompt
+from combee_fast.gepa.revisions import changes_text, compose
 from combee_fast.protocols import Task
 from combee_fast.roles.agents import RoleClients
 from combee_fast.roles.base import convert, decode_json_object, fill
@@ -34,7 +37,8 @@ PROPOSER_ROLE = "gepa_proposer"
 AGGREGATOR_ROLE = "gepa_aggregator"
 
 SOLVER_MAX_TOKENS = 1024
-REWRITE_MAX_TOKENS = 4096
+REWRITE_MAX_TOKENS = 8192
+AGGREGATE_MAX_TOKENS = 2048
 
 SOLVER_USER_TEMPLATE = load_prompt("solver_user.txt")
 PROPOSER_SYSTEM_PROMPT = load_prompt("proposer.txt")
@@ -52,6 +56,17 @@ REWRITE_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {"reasoning": {"type": "string"}, "instruction": {"type": "string"}},
     "required": ["reasoning", "instruction"],
+    "additionalProperties": False,
+}
+AGGREGATE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "reasoning": {"type": "string"},
+        "remove": {"type": "array", "items": {"type": "integer"}},
+        "keep": {"type": "array", "items": {"type": "string"}},
+        "add": {"type": "array", "items": {"type": "string"}},
+    },
+    "required": ["reasoning", "remove", "keep", "add"],
     "additionalProperties": False,
 }
 """JSON Schemas of the replies, for ``response_format``. Do not mutate."""
@@ -86,6 +101,13 @@ class _RewriteReply(msgspec.Struct):
     instruction: str
 
 
+class _AggregateReply(msgspec.Struct):
+    reasoning: str
+    remove: list[int]
+    keep: list[str]
+    add: list[str]
+
+
 def examples_text(evaluations: Sequence[Evaluation]) -> str:
     """Graded examples as the proposer reads them: one JSON object per line."""
     return "\n".join(
@@ -95,11 +117,6 @@ def examples_text(evaluations: Sequence[Evaluation]) -> str:
         }).decode()
         for e in evaluations
     )
-
-
-def proposals_text(texts: Sequence[str]) -> str:
-    """Proposed rewrites as the aggregator reads them, each under its own header."""
-    return "\n\n".join(f"### Revision {n + 1}\n{text}" for n, text in enumerate(texts))
 
 
 class GepaCalls:
@@ -135,14 +152,22 @@ class GepaCalls:
         return await self._rewrite(self.clients.reflector, PROPOSER_ROLE, messages, seed_path)
 
     async def aggregate(self, current: str, texts: Sequence[str], *, seed_path: tuple[int | str, ...]) -> Rewrite:
-        """One aggregation call: the rewrites ``texts`` of ``current`` merged into one."""
-        user = fill(AGGREGATOR_USER_TEMPLATE, instruction=current, proposals=proposals_text(texts))
+        """One aggregation call: the rewrites ``texts`` of ``current`` merged into one, composed
+        from the lines it removes, keeps by reference and writes anew."""
+        user = fill(AGGREGATOR_USER_TEMPLATE, instruction=current, proposals=changes_text(current, texts))
         messages = (Message("system", AGGREGATOR_SYSTEM_PROMPT), Message("user", user))
-        return await self._rewrite(self.clients.reducer, AGGREGATOR_ROLE, messages, seed_path)
+        result = await self.clients.reducer.chat(
+            self._request(AGGREGATOR_ROLE, messages, AGGREGATE_MAX_TOKENS, AGGREGATE_SCHEMA, "aggregation", *seed_path)
+        )
+        reply = _parsed(result, _AggregateReply, AGGREGATOR_ROLE)
+        if isinstance(reply, CallError):
+            return Rewrite(None, result.usage, reply)
+        return Rewrite(compose(current, texts, reply.remove, reply.keep, reply.add), result.usage)
 
     async def _rewrite(
         self, client: Any, role: str, messages: tuple[Message, ...], seed_path: tuple[int | str, ...]
     ) -> Rewrite:
+        """One call replying with a whole new text (the proposer's reflection)."""
         result = await client.chat(self._request(role, messages, REWRITE_MAX_TOKENS, REWRITE_SCHEMA, "rewrite", *seed_path))
         reply = _parsed(result, _RewriteReply, role)
         if isinstance(reply, CallError):

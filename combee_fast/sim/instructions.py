@@ -11,17 +11,21 @@ answered exactly as there, nothing changed) plus the three roles of a GEPA run:
 - **gepa_proposer** (reflection): reads the current instruction and graded examples (one JSON
   line each, ``question``/``answer``). Per example it names the unit's lesson with the ACE
   reflector's probabilities (after a wrong or a right answer), else a generic lesson. Like the
-  curator it overloads: of the lessons the instruction lacks it keeps ``capacity(m)`` for ``m``
-  examples read, generic ones first, and returns the instruction with them appended.
-- **gepa_aggregator**: reads the current instruction and several proposed instructions; of the
-  distinct lessons they add it keeps ``capacity(m)`` for ``m`` lessons read, specific ones first
-  (its prompt asks to keep complementary details and prefer the more specific guidance).
+  curator it overloads: of the lessons the instruction lacks it keeps the fraction
+  ``capacity(m) / m`` for ``m`` examples read, generic ones first, and returns the instruction
+  with them appended.
+- **gepa_aggregator**: reads the current instruction and the lines each of ``m`` revisions adds
+  (``[r.n] line``); of the distinct lessons they add that the instruction lacks it keeps the
+  fraction ``capacity(m) / m``, specific ones first (its prompt asks to keep complementary details
+  and prefer the more specific guidance), by reference; it removes and writes nothing.
 
-``capacity(m)`` is the curator's calibration curve
-(:data:`~combee_fast.sim.world.PAPER_CURATOR_CURVE`, via the world's ``curator_curve``) relative
-to one input, ``curator_output(m) / curator_output(1)``: a call reading one thing keeps it, a call
-reading many keeps a saturating number, exactly the shape of the paper's Fig. 2. Fractional
-capacities are rounded by a seeded draw. No world parameter is added or changed.
+Overload is modelled on the number of items a call reads (examples for the proposer, revisions
+for the aggregator), as the curator's is on the reflections it reads: a call reading ``m`` items
+keeps the fraction ``capacity(m) / m`` of the fresh lessons in them, where ``capacity(m)`` is the
+curator's calibration curve (:data:`~combee_fast.sim.world.PAPER_CURATOR_CURVE`, via the world's
+``curator_curve``) relative to one input, ``curator_output(m) / curator_output(1)``: one item read
+is kept whole, many saturate, the shape of the paper's Fig. 2. Fractional counts are rounded by a
+seeded draw. No world parameter is added or changed.
 """
 
 from __future__ import annotations
@@ -44,6 +48,10 @@ AGGREGATOR_ROLE = "gepa_aggregator"
 _SECTION = {name: re.compile(rf"<{name}>\n(.*?)\n?</{name}>", re.DOTALL) for name in (
     "question", "current_instruction", "examples", "proposals",
 )}
+
+
+_REVISION = re.compile(r"^### Revision \d+$", re.MULTILINE)
+_ADDED = re.compile(r"^\[(\d+\.\d+)\] (.*)$", re.MULTILINE)
 
 
 def _section(text: str, name: str) -> str:
@@ -119,7 +127,8 @@ class InstructionWorld(TaskWorld):
             else:
                 lessons.append(generic_lesson(int(_uniform("generic", seed, question.example.input) * len(GENERIC_LESSONS))))
         fresh = sorted(_fresh(lessons, held), key=lambda text: lesson_unit(text) != "General")
-        kept = fresh[: self._kept(capacity(len(rows), self.params.curator_curve), "propose", seed)]
+        expected = len(fresh) * capacity(len(rows), self.params.curator_curve) / max(1, len(rows))
+        kept = fresh[: self._kept(expected, "propose", seed)]
         return {
             "reasoning": f"{len(kept)} lessons from {len(rows)} graded examples. " + _prose(3, "proposer", seed),
             "instruction": with_lessons(current, kept),
@@ -127,12 +136,21 @@ class InstructionWorld(TaskWorld):
 
     def _aggregate(self, request: SimRequest, seed: int) -> dict[str, object]:
         prompt = request.messages[-1].content if request.messages else ""
-        current = _section(prompt, "current_instruction")
-        held = {_lesson_key(line) for line in instruction_lessons(current)}
-        fresh = _fresh(instruction_lessons(_section(prompt, "proposals")), held)
+        held = {_lesson_key(line) for line in instruction_lessons(_section(prompt, "current_instruction"))}
+        proposals = _section(prompt, "proposals")
+        read = max(1, len(_REVISION.findall(proposals)))
+        first_ref: dict[str, str] = {}
+        for ref, line in _ADDED.findall(proposals):
+            lesson = line.strip().removeprefix("- ").strip()
+            first_ref.setdefault(lesson, ref)
+        fresh = _fresh(instruction_lessons("\n".join(first_ref)), held)
         specific_first = sorted(fresh, key=lambda text: lesson_unit(text) == "General")
-        kept = specific_first[: self._kept(capacity(len(fresh), self.params.curator_curve), "aggregate", seed)]
+        expected = len(fresh) * capacity(read, self.params.curator_curve) / read
+        keep = [first_ref[text] for text in specific_first[: self._kept(expected, "aggregate", seed)]]
         return {
-            "reasoning": f"Merging {len(fresh)} new lessons, keeping {len(kept)}. " + _prose(3, "aggregator", seed),
-            "instruction": with_lessons(current, kept),
+            "reasoning": f"Merging {len(fresh)} new lessons from {read} revisions, keeping {len(keep)}. "
+            + _prose(3, "aggregator", seed),
+            "remove": [],
+            "keep": keep,
+            "add": [],
         }

@@ -6,9 +6,10 @@ from __future__ import annotations
 import orjson
 
 from combee_fast.gepa.calls import (
-    AGGREGATOR_ROLE, PROPOSER_ROLE, SOLVER_ROLE, Evaluation, examples_text, proposals_text,
+    AGGREGATOR_ROLE, PROPOSER_ROLE, SOLVER_ROLE, Evaluation, examples_text,
 )
 from combee_fast.gepa.candidate import Candidate, load_prompt
+from combee_fast.gepa.revisions import changes_text, compose
 from combee_fast.playbook import Playbook
 from combee_fast.roles.base import fill
 from combee_fast.roles.generator import generator_messages
@@ -93,17 +94,26 @@ def test_the_proposer_keeps_the_instruction_and_overloads_like_the_curator() -> 
     assert kept[0] == held
 
 
-def test_the_aggregator_keeps_specific_lessons_first_up_to_its_capacity() -> None:
+def _aggregate(revisions: list[str], seed: int) -> list[str]:
+    user = fill(load_prompt("aggregator_user.txt"), instruction=SEED, proposals=changes_text(SEED, revisions))
+    reply = _ask(AGGREGATOR_ROLE, (Message("system", "a"), Message("user", user)), seed)
+    assert reply["remove"] == [] and reply["add"] == []
+    return instruction_lessons(compose(SEED, revisions, reply["remove"], reply["keep"], reply["add"]))
+
+
+def test_the_aggregator_keeps_specific_lessons_by_reference_and_overloads_with_the_revisions_it_reads() -> None:
     units = sorted({e.meta["formula"] for e in EXAMPLES})
-    revisions = [with_lessons(SEED, [specific_lesson(u, 0), "General — lesson 1: Restate the question."]) for u in units[:30]]
-    user = fill(load_prompt("aggregator_user.txt"), instruction=SEED, proposals=proposals_text(revisions))
-    merged = instruction_lessons(_ask(AGGREGATOR_ROLE, (Message("system", "a"), Message("user", user)), 3)["instruction"])
-    assert 1 <= len(merged) <= int(capacity(31, PAPER_CURATOR_CURVE)) + 1 < 31
-    assert all(not lesson.startswith("General") for lesson in merged)
+    general = "General — lesson 1: Restate which quantity the question asks for before computing anything."
+    revisions = [with_lessons(SEED, [specific_lesson(u, 0), general]) for u in units[:30]]
+    merged = _aggregate(revisions, 3)
+    fresh = 31
+    assert len(merged) <= int(fresh * capacity(30, PAPER_CURATOR_CURVE) / 30) + 1 < fresh
+    assert merged and all(not lesson.startswith("General") for lesson in merged)
+    few = sum(len(_aggregate(revisions[i : i + 2], i)) for i in range(0, 30, 2)) / (15 * 3)  # 3 fresh each
+    many = sum(len(_aggregate(revisions, seed)) for seed in range(10)) / (10 * fresh)
+    assert few > 2 * many  # fewer revisions read: a larger share of their lessons kept
     one = with_lessons(SEED, [specific_lesson(units[0], 2)])
-    alone = fill(load_prompt("aggregator_user.txt"), instruction=SEED, proposals=proposals_text([one, one]))
-    reply = _ask(AGGREGATOR_ROLE, (Message("system", "a"), Message("user", alone)), 3)["instruction"]
-    assert reply == one  # one distinct lesson read: kept whole, the duplicate once
+    assert _aggregate([one], 5) == [specific_lesson(units[0], 2)]  # one revision read: kept whole
 
 
 def test_ace_roles_are_answered_exactly_as_by_the_task_world() -> None:
