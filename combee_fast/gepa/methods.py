@@ -8,7 +8,7 @@ Candidate selection, acceptance and the budget are the same for both (:mod:`.sea
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from combee_fast.config import SessionConfig
@@ -22,7 +22,7 @@ class Reflection(Protocol):
     """Proposes one component's new text from the parent's graded minibatch."""
 
     async def reflect(
-        self, learner: GepaLearner, current: str, evaluations: list[Evaluation], *, iteration: int
+        self, learner: GepaLearner, current: str, evaluations: Sequence[Evaluation], *, iteration: int
     ) -> Reflected: ...
 
 

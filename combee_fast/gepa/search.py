@@ -73,7 +73,7 @@ class Iteration(msgspec.Struct, frozen=True):
     best_val_accuracy: float
     usages: tuple[Usage, ...]
     proposals: tuple[Proposal, ...]
-    solve_errors: int
+    errors: tuple[tuple[str, str, str], ...]  # (example id or call, error kind, message) of failed calls
 
 
 class SearchResult(msgspec.Struct, frozen=True):
@@ -214,5 +214,7 @@ class GepaSearch:
             metric_calls=self.metric_calls, sim_seconds=sum(g.sim_seconds for g in graded) + reflect_seconds,
             wall_seconds=time.perf_counter() - started, best=pool.best(), best_val_accuracy=pool.mean(pool.best()),
             usages=tuple(e.usage for e in evaluations) + tuple(p.usage for p in proposals),
-            proposals=proposals, solve_errors=sum(e.error is not None for e in evaluations),
+            proposals=proposals,
+            errors=tuple((e.example.id, e.error.kind, e.error.message) for e in evaluations if e.error is not None)
+            + tuple((p.source, p.error.kind, p.error.message) for p in proposals if p.error is not None),
         )

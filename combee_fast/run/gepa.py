@@ -74,7 +74,7 @@ def iteration_row(method: str, record: Iteration, cumulative: float, candidates:
         models.setdefault(usage.role, f"{usage.model} @ {usage.endpoint}")
         prompt[usage.role] += usage.prompt_tokens
         completion[usage.role] += usage.completion_tokens
-    errors = tuple(ErrorRecord(p.source, p.error.kind, p.error.message) for p in record.proposals if p.error)
+    errors = tuple(ErrorRecord(item, kind, message) for item, kind, message in record.errors)
     return LedgerRow(
         method=method, epoch=record.epoch, step=record.iteration, batch_size=record.minibatch,
         batch_reason=record.outcome, first_try_accuracy=record.parent_total / max(1, record.minibatch),

@@ -6,9 +6,10 @@ import asyncio
 from collections.abc import Sequence
 
 import msgspec
+import pytest
 
 from combee_fast.combee.shuffle import augmented_groups
-from combee_fast.config import CacheConfig, GepaConfig, SessionConfig, SimConfig, TaskConfig, TrainConfig, TransportConfig
+from combee_fast.config import CacheConfig, FaultConfig, GepaConfig, SessionConfig, SimConfig, TaskConfig, TrainConfig, TransportConfig
 from combee_fast.engine.rng import rng_at
 from combee_fast.gepa.calls import Evaluation, GepaCalls, Rewrite
 from combee_fast.gepa.candidate import SYSTEM_PROMPT, Candidate
@@ -86,14 +87,16 @@ async def test_a_child_that_only_ties_its_parent_is_rejected() -> None:
     assert counters.requests_by_role["gepa_solver"] == _expected_metric_calls(result, 20)
 
 
-async def test_the_same_seed_replayed_from_the_cache_gives_the_identical_final_candidate(tmp_path) -> None:
+@pytest.mark.parametrize("method", ["gepa", "combee-gepa"])
+async def test_the_same_seed_replayed_from_the_cache_gives_the_identical_final_candidate(tmp_path, method: str) -> None:
     cache = str(tmp_path / "cache.jsonl")
-    async with open_session(_config(cache=CacheConfig(cache, "record"))) as session:
+    config = _config(method=method, train=TrainConfig(batch_size=12))
+    async with open_session(msgspec.structs.replace(config, cache=CacheConfig(cache, "record"))) as session:
         recorded = await session.train()
-    async with open_session(_config(cache=CacheConfig(cache, "replay"))) as session:
+    async with open_session(msgspec.structs.replace(config, cache=CacheConfig(cache, "replay"))) as session:
         replayed = await session.train()
         assert session.server.counters().requests == 0  # every answer came from the cache
-    async with open_session(_config(transport=TransportConfig(concurrency=3))) as session:
+    async with open_session(msgspec.structs.replace(config, transport=TransportConfig(concurrency=3))) as session:
         reordered = await session.train()  # another completion order, the same draws
     assert recorded.final == replayed.final == reordered.final
     assert recorded.final.render() != Candidate.seed().render()
@@ -153,3 +156,14 @@ async def test_max_epochs_stops_the_search_after_whole_passes_over_the_train_spl
     result, _, _ = await _search(config, SerialReflection(), 3)
     assert len(result.iterations) == 10 and {i.epoch for i in result.iterations} == {0}
     assert result.metric_calls == _expected_metric_calls(result, 10) < 100_000
+
+
+async def test_injected_faults_are_retried_or_repaired_and_each_grading_counts_once() -> None:
+    faults = FaultConfig(rate_500=0.1, rate_malformed=0.1)
+    config = _config(method="combee-gepa", sim=SimConfig("flat", 1e-4, faults=faults), train=TrainConfig(batch_size=12))
+    async with open_session(config) as session:
+        result = await session.train()
+        counters = session.server.counters()
+    assert result.metric_calls >= 150 and result.candidates == 1 + result.accepted >= 2
+    assert counters.faults_injected.get("500", 0) > 0 and counters.faults_injected.get("malformed", 0) > 0
+    assert counters.requests_by_role["gepa_solver"] > result.metric_calls  # retries and repairs are no metric calls
