@@ -7,6 +7,7 @@ from pathlib import Path
 
 import msgspec
 
+from combee_fast.errors import ConfigError
 from combee_fast.files import write_atomic
 
 SYSTEM_PROMPT = "system_prompt"
@@ -54,4 +55,18 @@ class Candidate(msgspec.Struct, frozen=True):
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> Candidate:
-        return msgspec.json.decode(Path(path).read_bytes(), type=cls)
+        """The candidate saved at ``path``; :class:`~combee_fast.errors.ConfigError` naming the
+        path when it cannot be read or is not a candidate."""
+        try:
+            return msgspec.json.decode(Path(path).read_bytes(), type=cls)
+        except (OSError, msgspec.DecodeError, msgspec.ValidationError) as exc:
+            raise ConfigError(f"{path}: not a candidate file: {exc}") from None
+
+
+def is_candidate_file(path: str | os.PathLike[str]) -> bool:
+    """True when ``path`` holds a JSON object with ``components`` (a GEPA run's final/best.json)."""
+    try:
+        data = msgspec.json.decode(Path(path).read_bytes())
+    except (OSError, msgspec.DecodeError):
+        return False
+    return isinstance(data, dict) and "components" in data

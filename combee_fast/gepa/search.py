@@ -121,6 +121,18 @@ def minibatches(items: Sequence[Example], size: int, seed: int) -> Iterator[tupl
         yield start_epoch, batch
 
 
+async def grade(calls: GepaCalls, candidate: Candidate, examples: Sequence[Example], *, concurrency: int) -> Graded:
+    """``candidate`` graded on every example, ``concurrency`` solves at once, in example order."""
+    text = candidate.render()
+
+    async def one(_: int, example: Example) -> Evaluation:
+        return await calls.solve(example, text)
+
+    evaluations = await indexed_map(examples, one, concurrency=concurrency)
+    finished = finish_times([e.usage.effective_latency_s for e in evaluations], concurrency)
+    return Graded(tuple(evaluations), max(finished, default=0.0))
+
+
 class GepaSearch:
     """GEPA over ``calls`` with one reflection strategy and minibatch size."""
 
@@ -142,15 +154,9 @@ class GepaSearch:
 
     async def grade(self, candidate: Candidate, examples: Sequence[Example]) -> Graded:
         """``candidate`` on every example, in parallel: ``len(examples)`` metric calls."""
-        text = candidate.render()
-
-        async def one(_: int, example: Example) -> Evaluation:
-            return await self.calls.solve(example, text)
-
-        evaluations = await indexed_map(examples, one, concurrency=self.concurrency)
-        self.metric_calls += len(evaluations)
-        finished = finish_times([e.usage.effective_latency_s for e in evaluations], self.concurrency)
-        return Graded(tuple(evaluations), max(finished, default=0.0))
+        graded = await grade(self.calls, candidate, examples, concurrency=self.concurrency)
+        self.metric_calls += len(graded.evaluations)
+        return graded
 
     async def run(
         self, train: Sequence[Example], val: Sequence[Example], seed_candidate: Candidate, *,

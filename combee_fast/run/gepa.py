@@ -22,7 +22,7 @@ from combee_fast.config import SessionConfig
 from combee_fast.gepa.calls import GepaCalls
 from combee_fast.gepa.candidate import Candidate
 from combee_fast.gepa.methods import build_reflection
-from combee_fast.gepa.search import GepaSearch, Iteration
+from combee_fast.gepa.search import GepaSearch, Iteration, grade
 from combee_fast.protocols import Task
 from combee_fast.roles.agents import RoleClients
 from combee_fast.run.ledger import ErrorRecord, LedgerRow
@@ -142,3 +142,12 @@ async def train_gepa(
         metric_calls=outcome.metric_calls, candidates=len(outcome.candidates),
         accepted=sum(record.outcome == "accepted" for record in outcome.iterations), ledger=tuple(ledger),
     )
+
+
+async def evaluate_candidate(
+    task: Task, clients: RoleClients, candidate: Candidate, examples: Sequence[Example], *, seed: int,
+    concurrency: int,
+) -> tuple[float, int]:
+    """``candidate``'s accuracy on ``examples`` (solves seeded as in the search) and its failed calls."""
+    graded = await grade(GepaCalls(task, clients, seed=seed), candidate, examples, concurrency=concurrency)
+    return graded.total / max(1, len(examples)), sum(e.error is not None for e in graded.evaluations)

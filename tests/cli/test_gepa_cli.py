@@ -36,3 +36,12 @@ def test_learn_a_system_prompt_with_a_gepa_method(tmp_path, method: str, minibat
     assert len(list((out / "candidates").glob("c*.json"))) == summary["candidates"]
     config = msgspec.json.decode((out / "config.json").read_bytes())
     assert config["method"] == method and config["gepa"]["max_metric_calls"] == 120
+    scored = subprocess.run(
+        [sys.executable, "-m", "combee_fast.cli", "eval", "--split", "val[0:15]", "--playbook", str(out / "best.json"),
+         "--sim-preset", "flat", "--time-scale", "0.0001"],
+        capture_output=True, text=True, timeout=240,
+    )
+    assert scored.returncode == 0, scored.stderr
+    assert json.loads(scored.stdout) == {
+        "split": "val[0:15]", "examples": 15, "accuracy": summary["best_val_accuracy"], "errors": 0,
+    }  # the search's validation score, reproduced
