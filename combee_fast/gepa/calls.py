@@ -130,7 +130,8 @@ class GepaCalls:
 
     async def solve(self, example: Example, system_prompt: str) -> Evaluation:
         """One metric call: ``example`` answered under ``system_prompt``, graded."""
-        messages = (Message("system", system_prompt), Message("user", fill(SOLVER_USER_TEMPLATE, question=example.input)))
+        user = fill(SOLVER_USER_TEMPLATE, question=example.input)
+        messages = (Message("system", system_prompt), Message("user", user))
         result = await self.clients.generator.chat(
             self._request(SOLVER_ROLE, messages, SOLVER_MAX_TOKENS, SOLVER_SCHEMA, "answer", example.id)
         )
@@ -168,7 +169,8 @@ class GepaCalls:
         self, client: Any, role: str, messages: tuple[Message, ...], seed_path: tuple[int | str, ...]
     ) -> Rewrite:
         """One call replying with a whole new text (the proposer's reflection)."""
-        result = await client.chat(self._request(role, messages, REWRITE_MAX_TOKENS, REWRITE_SCHEMA, "rewrite", *seed_path))
+        request = self._request(role, messages, REWRITE_MAX_TOKENS, REWRITE_SCHEMA, "rewrite", *seed_path)
+        result = await client.chat(request)
         reply = _parsed(result, _RewriteReply, role)
         if isinstance(reply, CallError):
             return Rewrite(None, result.usage, reply)

@@ -67,8 +67,9 @@ class ParetoPool(Generic[T]):
 
     def dominated(self) -> frozenset[int]:
         """Candidates some other candidate of the pool dominates."""
+        scores = self.scores
         return frozenset(
-            b for b in range(len(self)) if any(dominates(self.scores[a], self.scores[b]) for a in range(len(self)) if a != b)
+            b for b in range(len(self)) if any(dominates(scores[a], scores[b]) for a in range(len(self)) if a != b)
         )
 
     def front_counts(self) -> list[int]:

@@ -48,7 +48,11 @@ def compose(base: str, revisions: Sequence[str], remove: Sequence[int], keep: Se
     """The merged text: ``base`` without the ``remove`` line numbers, then the added lines of
     ``keep`` (unknown references are ignored; each line once), then the ``add`` lines."""
     base_lines = base.split("\n")
-    added = {ref: line for number, revision in enumerate(revisions, start=1) for ref, line in changes(base, revision, number).added}
+    added = {
+        ref: line
+        for number, revision in enumerate(revisions, start=1)
+        for ref, line in changes(base, revision, number).added
+    }
     dropped = set(remove)
     lines = [line for i, line in enumerate(base_lines, start=1) if i not in dropped]
     extra = [added[ref] for ref in keep if ref in added] + [line for line in add if line.strip()]

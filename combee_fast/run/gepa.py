@@ -80,7 +80,8 @@ def iteration_row(method: str, record: Iteration, cumulative: float, candidates:
         batch_reason=record.outcome, first_try_accuracy=record.parent_total / max(1, record.minibatch),
         calls=dict(calls), models=models, prompt_tokens=dict(prompt), completion_tokens=dict(completion),
         sim_seconds=record.sim_seconds, wall_seconds=record.wall_seconds, cumulative_sim_seconds=cumulative,
-        playbook_version=record.best, bullets=candidates, added=int(record.outcome == "accepted"), rejected=0, evicted=0,
+        playbook_version=record.best, bullets=candidates, added=int(record.outcome == "accepted"),
+        rejected=0, evicted=0,
         errors=errors, val_accuracy=record.best_val_accuracy,
     )
 

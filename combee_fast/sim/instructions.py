@@ -125,7 +125,8 @@ class InstructionWorld(TaskWorld):
                 facet = int(_uniform("facet", seed, question.example.input) * self.params.facets_per_unit)
                 lessons.append(specific_lesson(unit, facet))
             else:
-                lessons.append(generic_lesson(int(_uniform("generic", seed, question.example.input) * len(GENERIC_LESSONS))))
+                pick = int(_uniform("generic", seed, question.example.input) * len(GENERIC_LESSONS))
+                lessons.append(generic_lesson(pick))
         fresh = sorted(_fresh(lessons, held), key=lambda text: lesson_unit(text) != "General")
         expected = len(fresh) * capacity(len(rows), self.params.curator_curve) / max(1, len(rows))
         kept = fresh[: self._kept(expected, "propose", seed)]

@@ -9,10 +9,12 @@ import msgspec
 import pytest
 
 from combee_fast.combee.shuffle import augmented_groups
-from combee_fast.config import CacheConfig, FaultConfig, GepaConfig, SessionConfig, SimConfig, TaskConfig, TrainConfig, TransportConfig
+from combee_fast.config import (
+    CacheConfig, FaultConfig, GepaConfig, SessionConfig, SimConfig, TaskConfig, TrainConfig, TransportConfig,
+)
 from combee_fast.engine.rng import rng_at
 from combee_fast.gepa.calls import Evaluation, GepaCalls, Rewrite
-from combee_fast.gepa.candidate import SYSTEM_PROMPT, Candidate
+from combee_fast.gepa.candidate import Candidate
 from combee_fast.gepa.learner import GepaLearner
 from combee_fast.gepa.reflection import CombeeReflection, Reflected, SerialReflection
 from combee_fast.gepa.search import GepaSearch, SearchResult, minibatches
