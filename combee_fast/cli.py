@@ -41,10 +41,11 @@ def build_parser() -> argparse.ArgumentParser:
     learn.add_argument("--quiet", action="store_true", help="no progress lines")
     flags.add_endpoint_flags(learn)
 
-    evaluate = commands.add_parser("eval", help="score a saved playbook on a split")
+    evaluate = commands.add_parser("eval", help="score a saved playbook (or a GEPA run's candidate) on a split")
     flags.add_task_flags(evaluate)
     evaluate.add_argument("--split", default="val", help="split name, optionally sliced: val[0:100]")
-    evaluate.add_argument("--playbook", required=True, help="a playbook JSON file (e.g. runs/x/best.json)")
+    evaluate.add_argument("--playbook", required=True,
+                          help="a playbook or GEPA candidate JSON file (e.g. runs/x/best.json)")
     flags.add_endpoint_flags(evaluate)
 
     demo = commands.add_parser("demo", help="sequential vs naive vs combee on Formula, simulated endpoint")
@@ -83,7 +84,7 @@ async def _learn(args: argparse.Namespace) -> int:
         "train_sim_seconds": round(result.train_sim_seconds, 3),
         "train_wall_seconds": round(result.train_wall_seconds, 3),
         "final_val_accuracy": None if result.final_eval is None else result.final_eval.accuracy,
-        "best_val_accuracy": result.best_val_accuracy, "bullets": len(result.final),
+        "best_val_accuracy": result.best_val_accuracy, **result.artifact_summary(),
         "run_dir": out,
     }
     run_dir.write_json("summary.json", summary)
@@ -92,12 +93,15 @@ async def _learn(args: argparse.Namespace) -> int:
 
 
 async def _eval(args: argparse.Namespace) -> int:
+    from combee_fast.gepa.candidate import Candidate, is_candidate_file
     from combee_fast.playbook import Playbook
     from combee_fast.run.evaluate import evaluate
+    from combee_fast.run.gepa import evaluate_candidate
     from combee_fast.session import open_session
     from combee_fast.tasks.base import SplitManifest, verify_split
 
-    playbook = Playbook.load(args.playbook)
+    gepa = is_candidate_file(args.playbook)
+    playbook = Candidate.load(args.playbook) if gepa else Playbook.load(args.playbook)
     config = flags.session_config(args, [(("task", "val_split"), args.split), (("task", "train_split"), args.split)])
     async with open_session(config) as session:
         manifests_file = Path(args.playbook).with_name("splits.json")
@@ -106,11 +110,17 @@ async def _eval(args: argparse.Namespace) -> int:
             for manifest in recorded:
                 if (manifest.task, manifest.split) == (session.task.name, args.split):
                     verify_split(session.val_split, manifest)
-        result = await evaluate(
-            session.agents, playbook, session.val_split.examples, concurrency=config.transport.concurrency
-        )
+        examples = session.val_split.examples
+        if gepa:
+            accuracy, errors = await evaluate_candidate(
+                session.task, session.clients, playbook, examples, seed=config.seed,
+                concurrency=config.transport.concurrency,
+            )
+        else:
+            result = await evaluate(session.agents, playbook, examples, concurrency=config.transport.concurrency)
+            accuracy, errors = result.accuracy, result.errors
     print(msgspec.json.encode({
-        "split": args.split, "examples": result.examples, "accuracy": result.accuracy, "errors": result.errors,
+        "split": args.split, "examples": len(examples), "accuracy": accuracy, "errors": errors,
     }).decode())
     return 0
 

@@ -4,6 +4,7 @@
     ├── task:        TaskConfig        which task, its options, which splits
     ├── map:         MapConfig         the per-sample chain (ACE rounds, carried chains, timeout)
     ├── combee:      CombeeConfig      augmented shuffle and reduce shape
+    ├── gepa:        GepaConfig        GEPA's search (methods gepa, combee-gepa)
     ├── controller:  ControllerConfig  the dynamic batch-size controller (--batch-size auto)
     ├── train:       TrainConfig       epochs, batch size, validation cadence
     ├── transport:   TransportConfig   in-flight cap, timeouts, retries (every endpoint)
@@ -83,6 +84,28 @@ class CombeeConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
         _at_least("combee", 1, duplicates=self.duplicates, max_reduce_ops=self.max_reduce_ops,
                   max_group=self.max_group)
         _at_least("combee", 2, max_fan_in=self.max_fan_in)
+
+
+class GepaConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """GEPA's evolutionary search over a system prompt (methods ``gepa`` and ``combee-gepa``).
+
+    ``minibatch``: examples per reflection in serial ``gepa`` (GEPA's default); ``combee-gepa``
+    takes ``train.batch_size`` instead. ``max_metric_calls``: the budget; every evaluation of a
+    candidate on one example (minibatch or validation) is one metric call, as GEPA counts them,
+    and no iteration starts once it is spent. ``max_epochs``: also stop before the first
+    minibatch of that pass over the train split (None: the budget alone stops the search).
+    ``skip_perfect``: no reflection when the parent already scores 1 on the whole minibatch
+    (GEPA's default).
+    """
+
+    minibatch: int = 3
+    max_metric_calls: int = 3000
+    max_epochs: int | None = None
+    skip_perfect: bool = True
+
+    def __post_init__(self) -> None:
+        _at_least("gepa", 1, minibatch=self.minibatch, max_metric_calls=self.max_metric_calls,
+                  max_epochs=self.max_epochs)
 
 
 class ControllerConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -222,6 +245,7 @@ class SessionConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     task: TaskConfig = msgspec.field(default_factory=TaskConfig)
     map: MapConfig = msgspec.field(default_factory=MapConfig)
     combee: CombeeConfig = msgspec.field(default_factory=CombeeConfig)
+    gepa: GepaConfig = msgspec.field(default_factory=GepaConfig)
     controller: ControllerConfig = msgspec.field(default_factory=ControllerConfig)
     train: TrainConfig = msgspec.field(default_factory=TrainConfig)
     transport: TransportConfig = msgspec.field(default_factory=TransportConfig)

@@ -92,7 +92,7 @@ TASK_FLAGS = (
 LEARN_FLAGS = (
     Flag("--train-split", path=("task", "train_split"), help="split name, optionally sliced: train[0:100]"),
     Flag("--val-split", path=("task", "val_split"), help="validation split, optionally sliced: val[0:100]"),
-    Flag("--method", path=("method",), help="sequential, naive or combee"),
+    Flag("--method", path=("method",), help="sequential, naive, combee, gepa or combee-gepa"),
     Flag("--batch-size", path=("train", "batch_size"), type=_batch_size, help="an integer or 'auto'"),
     Flag("--epochs", path=("train", "epochs"), type=positive_int, help="passes over the train split"),
     Flag("--eval-every", path=("train", "eval_every"), type=int, help="validate every N steps (0: at the end)"),
@@ -104,6 +104,8 @@ LEARN_FLAGS = (
          help="most reflection records one curator reads (none: the paper's sqrt(n) groups); 16 keeps large "
               "batches accurate"),
     Flag("--max-rounds", path=("map", "max_rounds"), type=int, help="ACE regenerations after a wrong answer"),
+    Flag("--max-metric-calls", path=("gepa", "max_metric_calls"), type=positive_int,
+         help="GEPA methods: budget of metric calls (one per candidate graded on one example)"),
     Flag("--token-budget", path=("token_budget",), type=positive_int, help="playbook token budget"),
     Flag("--no-ground-truth", path=("use_ground_truth",), value=False, help="reflect without the target answer"),
 )

@@ -5,7 +5,9 @@
   reflects. A task says so by returning itself from :meth:`Task.rollout_source`.
 - :class:`Learner`: what is learned. Combee's mechanisms (``combee_fast.combee``) are generic;
   the learner says which role calls produce a proposal, how proposals merge, and how merged
-  edits are applied to the artifact. ACE's playbook learner is :mod:`combee_fast.ace.learner`.
+  edits are applied to the artifact. ACE's playbook learner is :mod:`combee_fast.ace.learner`;
+  GEPA's rewrite learner (:mod:`combee_fast.gepa.learner`) implements the parts that the shuffle
+  and the reduce tree call (propose, merge, record, insight, edit_text, edit_target).
 - :class:`Method`: one learning step over a batch (sequential, naive, combee), looked up by name
   in :data:`combee_fast.methods.METHODS`.
 - :class:`BatchPlan`: chooses each step's batch size (fixed, or the controller).

@@ -19,16 +19,18 @@ from combee_fast.config import ROLES, SessionConfig, config_to_dict
 from combee_fast.endpoint.cache import CacheMode, ReplayCache
 from combee_fast.endpoint.client import EndpointClient, EndpointConfig
 from combee_fast.errors import ConfigError
+from combee_fast.gepa.methods import GEPA_METHODS
 from combee_fast.methods import METHODS, build_method
 from combee_fast.playbook import Playbook
 from combee_fast.protocols import BatchPlan, Method, Task
 from combee_fast.roles.agents import Agents, RoleClients
 from combee_fast.run.batch_plans import ControllerPlan, FixedBatch
+from combee_fast.run.gepa import GepaTrainResult, train_gepa
 from combee_fast.run.ledger import LedgerRow
 from combee_fast.run.rundir import RunDir
 from combee_fast.run.train import TrainResult, train
 from combee_fast.sim.server import SimServer
-from combee_fast.sim.world import TaskWorld
+from combee_fast.sim.instructions import InstructionWorld
 from combee_fast.tasks.base import Split
 from combee_fast.tasks.registry import get_task
 
@@ -94,9 +96,15 @@ class Session:
         run_dir: RunDir | None = None,
         on_step: Callable[[LedgerRow], None] | None = None,
         playbook: Playbook | None = None,
-    ) -> TrainResult:
-        """Train the configured (or named) method; ``plan`` overrides the configured batch plan."""
+    ) -> TrainResult | GepaTrainResult:
+        """Train the configured (or named) method; ``plan`` overrides the configured batch plan.
+
+        The GEPA methods (``gepa``, ``combee-gepa``) search a system prompt instead of a playbook
+        (:func:`combee_fast.run.gepa.train_gepa`); they take no plan and no starting playbook."""
         config = self.config
+        name = method or config.method
+        if name in GEPA_METHODS:
+            return await self._train_gepa(name, run_dir, on_step)
         if plan is None:
             plan = await self.batch_plan(run_dir)
         if run_dir is not None:
@@ -116,6 +124,19 @@ class Session:
             on_step=on_step,
         )
 
+    async def _train_gepa(
+        self, name: str, run_dir: RunDir | None, on_step: Callable[[LedgerRow], None] | None
+    ) -> GepaTrainResult:
+        if self.learns_from_traces:
+            raise ConfigError(f"method {name} grades its own answers; it cannot learn from collected traces")
+        if run_dir is not None:
+            run_dir.write_json("config.json", config_to_dict(self.config))
+            run_dir.write_json("splits.json", [self.train_split.manifest, self.val_split.manifest])
+        return await train_gepa(
+            name, self.config, self.task, self.clients, self.train_split.examples, self.val_split.examples,
+            run_dir=run_dir, on_step=on_step,
+        )
+
 
 @contextlib.asynccontextmanager
 async def open_session(config: SessionConfig, *, check: bool = True) -> AsyncIterator[Session]:
@@ -125,8 +146,10 @@ async def open_session(config: SessionConfig, *, check: bool = True) -> AsyncIte
     :class:`combee_fast.errors.EndpointUnreachable` before any work starts. Roles that name the
     same URL and model share one client, and so one concurrency cap.
     """
-    if config.method not in METHODS:
-        raise ConfigError(f"unknown method {config.method!r}; choose one of: {', '.join(METHODS)}")
+    if config.method not in METHODS and config.method not in GEPA_METHODS:
+        raise ConfigError(
+            f"unknown method {config.method!r}; choose one of: {', '.join([*METHODS, *GEPA_METHODS])}"
+        )
     task = get_task(config.task.name, **config.task.options)
     train_split = task.load(config.task.train_split)
     val_split = task.load(config.task.val_split)
@@ -139,7 +162,7 @@ async def open_session(config: SessionConfig, *, check: bool = True) -> AsyncIte
             sim = config.sim
             server = await stack.enter_async_context(
                 SimServer(
-                    TaskWorld.for_task(task), preset=sim.preset, time_scale=sim.time_scale,
+                    InstructionWorld.for_task(task), preset=sim.preset, time_scale=sim.time_scale,
                     faults=sim.faults, seed=config.seed, latency_jitter=sim.latency_jitter,
                 )
             )

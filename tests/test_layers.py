@@ -20,7 +20,7 @@ LAYERS = [
     {"roles"},
     {"sim", "combee"},
     {"methods"},
-    {"ace"},
+    {"ace", "gepa"},
     {"run"},
     {"session"},
     {"flags", "demo", "cli"},

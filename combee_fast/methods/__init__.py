@@ -5,6 +5,9 @@
 - ``combee`` (:mod:`.combee`): the paper's map, shuffle, parallel curators, reduce tree.
 
 Each factory takes ``(learner, map_config, combee_config, workers=, seed=)``.
+
+The GEPA methods (``gepa``, ``combee-gepa``) search a system prompt rather than step a playbook;
+they are named in :data:`combee_fast.gepa.methods.GEPA_METHODS` and run by the session.
 """
 
 from __future__ import annotations

@@ -6,6 +6,7 @@
     controller.jsonl   batch-size decisions with their inputs and reasons (auto batch size only)
     deltas.jsonl       every apply that changed the playbook, replayable (playbook/deltalog.py)
     playbooks/v*.json  every playbook version
+    candidates/c*.json every candidate of a GEPA run's pool
     final.json, best.json, summary.json
 """
 
@@ -39,6 +40,7 @@ class RunDir:
         self.root = Path(root)
         previous = [self.root / name for name in _RUN_FILES if (self.root / name).exists()]
         previous += sorted((self.root / "playbooks").glob("v*.json"))
+        previous += sorted((self.root / "candidates").glob("c*.json"))  # a GEPA run's pool
         if previous and not overwrite:
             raise ConfigError(f"run directory {self.root} already holds a run; choose another --out or pass --overwrite")
         for path in previous:

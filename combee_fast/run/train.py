@@ -36,6 +36,10 @@ class TrainResult(msgspec.Struct, frozen=True):
     tokens: int
     ledger: tuple[LedgerRow, ...]
 
+    def artifact_summary(self) -> dict[str, Any]:
+        """What the run summary says about the learned artifact."""
+        return {"bullets": len(self.final)}
+
 
 UNREACHABLE_KINDS = frozenset({"connection", "timeout"})
 

@@ -196,7 +196,14 @@ class TaskWorld:
         bullets = _bullets(_section(prompt, "playbook") or "")
         if question is None:
             return {"reasoning": "The question is not one I can answer.", "bullet_ids": [], "final_answer": ""}
-        reflection = _section(prompt, "reflection") or ""
+        return self.answer(question, bullets, _section(prompt, "reflection") or "", seed)
+
+    def answer(
+        self, question: _Question, bullets: Sequence[tuple[str, str]], reflection: str, seed: int
+    ) -> dict[str, object]:
+        """The generator's reply to ``question`` given the lessons it reads, as ``(id, text)``
+        pairs, and a retry's reflection text: right with ``known_accuracy`` for a unit some
+        lesson (or the reflection) is about, else with the base accuracy plus the generic gain."""
         generic = [bid for bid, content in bullets if lesson_unit(content) == "General"]
         base = self.params.base_accuracy + self.params.generic_gain * min(
             1.0, len(generic) / self.params.generic_saturation

@@ -1,0 +1,72 @@
+"""The artifact GEPA learns: named text components (e.g. a system prompt), immutable."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import msgspec
+
+from combee_fast.errors import ConfigError
+from combee_fast.files import write_atomic
+
+SYSTEM_PROMPT = "system_prompt"
+"""The component name of a single-prompt candidate."""
+
+_PROMPTS_DIR = Path(__file__).parent / "prompts"
+
+
+def load_prompt(name: str) -> str:
+    """The text of ``gepa/prompts/<name>`` without its final newline."""
+    return (_PROMPTS_DIR / name).read_text(encoding="utf-8").rstrip("\n")
+
+
+class Candidate(msgspec.Struct, frozen=True):
+    """Named text components and the pool indices of the candidates it was derived from.
+
+    ``render()`` is the system prompt a solver call sends: the one component's text alone, or
+    every component under a ``## <name>`` header, in name order.
+    """
+
+    components: dict[str, str]
+    parents: tuple[int, ...] = ()
+
+    @classmethod
+    def seed(cls) -> Candidate:
+        """The starting candidate: our seed instruction as the system prompt."""
+        return cls({SYSTEM_PROMPT: load_prompt("seed_instruction.txt")})
+
+    def names(self) -> tuple[str, ...]:
+        return tuple(sorted(self.components))
+
+    def render(self) -> str:
+        if len(self.components) == 1:
+            return next(iter(self.components.values()))
+        return "\n\n".join(f"## {name}\n{self.components[name]}" for name in self.names())
+
+    def replaced(self, name: str, text: str, *, parent: int) -> Candidate:
+        """A child: this candidate with component ``name`` set to ``text``, derived from ``parent``."""
+        if name not in self.components:
+            raise KeyError(f"no component {name!r}; have {', '.join(self.names())}")
+        return Candidate({**self.components, name: text}, (parent,))
+
+    def save(self, path: str | os.PathLike[str]) -> None:
+        write_atomic(Path(path), msgspec.json.format(msgspec.json.encode(self), indent=2))
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> Candidate:
+        """The candidate saved at ``path``; :class:`~combee_fast.errors.ConfigError` naming the
+        path when it cannot be read or is not a candidate."""
+        try:
+            return msgspec.json.decode(Path(path).read_bytes(), type=cls)
+        except (OSError, msgspec.DecodeError, msgspec.ValidationError) as exc:
+            raise ConfigError(f"{path}: not a candidate file: {exc}") from None
+
+
+def is_candidate_file(path: str | os.PathLike[str]) -> bool:
+    """True when ``path`` holds a JSON object with ``components`` (a GEPA run's final/best.json)."""
+    try:
+        data = msgspec.json.decode(Path(path).read_bytes())
+    except (OSError, msgspec.DecodeError):
+        return False
+    return isinstance(data, dict) and "components" in data

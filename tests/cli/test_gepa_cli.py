@@ -1,0 +1,47 @@
+"""`combee learn --method gepa|combee-gepa` end to end in a real process, simulated endpoint."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import msgspec
+import pytest
+
+from combee_fast.gepa.candidate import Candidate
+
+
+@pytest.mark.parametrize(("method", "minibatch"), [("gepa", 3), ("combee-gepa", 12)])
+def test_learn_a_system_prompt_with_a_gepa_method(tmp_path, method: str, minibatch: int) -> None:
+    out = tmp_path / method
+    done = subprocess.run(
+        [sys.executable, "-m", "combee_fast.cli", "learn", "--method", method, "--batch-size", "12",
+         "--train-split", "train[0:36]", "--val-split", "val[0:15]", "--max-metric-calls", "120",
+         "--sim-preset", "flat", "--time-scale", "0.0001", "--out", str(out)],
+        capture_output=True, text=True, timeout=240,
+    )
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout.strip().splitlines()[-1])
+    assert summary["method"] == method and summary["metric_calls"] >= 120
+    assert summary["accepted"] == summary["candidates"] - 1 >= 1
+    assert summary["best_val_accuracy"] > 0
+    final = Candidate.load(out / "final.json")
+    assert final == Candidate.load(out / "best.json")  # GEPA's answer: the best candidate on validation
+    child = Candidate.load(out / "candidates" / "c00001.json")
+    assert child.parents == (0,) and child.render().startswith(Candidate.seed().render()) and child != Candidate.seed()
+    rows = [json.loads(line) for line in (out / "ledger.jsonl").read_text().splitlines()]
+    assert rows and all(row["method"] == method and row["batch_size"] == minibatch for row in rows)
+    assert f"[{method}]" in done.stderr  # progress lines
+    assert len(list((out / "candidates").glob("c*.json"))) == summary["candidates"]
+    config = msgspec.json.decode((out / "config.json").read_bytes())
+    assert config["method"] == method and config["gepa"]["max_metric_calls"] == 120
+    scored = subprocess.run(
+        [sys.executable, "-m", "combee_fast.cli", "eval", "--split", "val[0:15]", "--playbook", str(out / "best.json"),
+         "--sim-preset", "flat", "--time-scale", "0.0001"],
+        capture_output=True, text=True, timeout=240,
+    )
+    assert scored.returncode == 0, scored.stderr
+    assert json.loads(scored.stdout) == {
+        "split": "val[0:15]", "examples": 15, "accuracy": summary["best_val_accuracy"], "errors": 0,
+    }  # the search's validation score, reproduced
