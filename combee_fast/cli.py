@@ -18,6 +18,7 @@ from combee_fast import flags
 from combee_fast.errors import CombeeError
 from combee_fast.run.ledger import LedgerRow
 from combee_fast.sim import cli as sim_cli
+from combee_fast.verify import cli as verify_cli
 
 EXIT_USAGE = 2
 
@@ -39,18 +40,22 @@ def build_parser() -> argparse.ArgumentParser:
     learn.add_argument("--out", help="run directory (default: runs/<task>-<method>-<date-time>)")
     learn.add_argument("--overwrite", action="store_true", help="replace the run already in --out")
     learn.add_argument("--quiet", action="store_true", help="no progress lines")
+    learn.add_argument("--card", help="an experiment card: learn on its train split, select on its selection split, "
+                                      "record the uses beside it")
     flags.add_endpoint_flags(learn)
 
     evaluate = commands.add_parser("eval", help="score a saved playbook on a split")
     flags.add_task_flags(evaluate)
     evaluate.add_argument("--split", default="val", help="split name, optionally sliced: val[0:100]")
     evaluate.add_argument("--playbook", required=True, help="a playbook JSON file (e.g. runs/x/best.json)")
+    evaluate.add_argument("--card", help="an experiment card: record this report in its usage record")
     flags.add_endpoint_flags(evaluate)
 
     demo = commands.add_parser("demo", help="sequential vs naive vs combee on Formula, simulated endpoint")
     demo.add_argument("--train-limit", type=flags.positive_int, default=500, help="train examples to learn from")
 
     sim_cli.register(commands)
+    verify_cli.register(commands)
     return parser
 
 
@@ -72,10 +77,15 @@ async def _learn(args: argparse.Namespace) -> int:
 
     config = flags.session_config(args)
     out = args.out or f"runs/{config.task.name}-{config.method}-{time.strftime('%Y%m%d-%H%M%S')}"
+    usage = None
+    if args.card:
+        from combee_fast.verify.discipline import learn_usage
+
+        usage = learn_usage(args.card, config, run=out)
     run_dir = RunDir(out, overwrite=args.overwrite)
     try:
         async with open_session(config) as session:
-            result = await session.train(run_dir=run_dir, on_step=None if args.quiet else _progress)
+            result = await session.train(run_dir=run_dir, on_step=None if args.quiet else _progress, usage=usage)
     finally:
         run_dir.close()
     summary = {
@@ -109,6 +119,10 @@ async def _eval(args: argparse.Namespace) -> int:
         result = await evaluate(
             session.agents, playbook, session.val_split.examples, concurrency=config.transport.concurrency
         )
+        if args.card:
+            from combee_fast.verify.discipline import record_report
+
+            record_report(args.card, config, session.task, session.val_split, run=f"eval {args.playbook}")
     print(msgspec.json.encode({
         "split": args.split, "examples": result.examples, "accuracy": result.accuracy, "errors": result.errors,
     }).decode())

@@ -10,7 +10,7 @@ does, the batch-size controller included (``TrainConfig.batch_size=None``).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 
 import msgspec
 
@@ -27,9 +27,11 @@ from combee_fast.run.batch_plans import ControllerPlan, FixedBatch
 from combee_fast.run.ledger import LedgerRow
 from combee_fast.run.rundir import RunDir
 from combee_fast.run.train import TrainResult, train
+from combee_fast.run.usage import SplitUsage, append_usage, usage_entry
 from combee_fast.sim.server import SimServer
 from combee_fast.sim.world import TaskWorld
 from combee_fast.tasks.base import Split
+from combee_fast.tasks.heldout import check_use
 from combee_fast.tasks.registry import get_task
 
 
@@ -75,6 +77,19 @@ class Session:
             return tuple(source.load_rollouts(self.config.task.train_split))
         return self.train_split.examples
 
+    def split_uses(self, declared: Mapping[str, str] | None = None) -> list[tuple[Split, str, str]]:
+        """``(split, role, use)`` for every use training makes of a split: the train split is
+        learned from (and, with the controller, the batch size is tuned on its steps); the
+        validation split selects the best playbook. :class:`ConfigError` (from
+        :func:`~combee_fast.tasks.heldout.check_use`) when a use falls on a test split.
+        ``declared``: split roles an experiment card declares over the task's own."""
+        task, names = self.task, self.config.task
+        uses = [(self.train_split, check_use(task, names.train_split, "train", declared), "train")]
+        if self.config.train.batch_size is None:
+            uses.append((self.train_split, check_use(task, names.train_split, "tune", declared), "tune"))
+        uses.append((self.val_split, check_use(task, names.val_split, "select", declared), "select"))
+        return uses
+
     async def batch_plan(self, run_dir: RunDir | None = None) -> BatchPlan:
         """The configured plan: a fixed batch size, or (``batch_size`` None) the controller,
         bounded by the simulated server's running-sequence capacity or the concurrency cap."""
@@ -94,14 +109,29 @@ class Session:
         run_dir: RunDir | None = None,
         on_step: Callable[[LedgerRow], None] | None = None,
         playbook: Playbook | None = None,
+        usage: SplitUsage | None = None,
     ) -> TrainResult:
-        """Train the configured (or named) method; ``plan`` overrides the configured batch plan."""
+        """Train the configured (or named) method; ``plan`` overrides the configured batch plan.
+
+        Refuses (:class:`ConfigError`) to learn, select or tune on a test split (see
+        :meth:`split_uses`). With ``usage`` (a run under an experiment card) the card's split
+        roles apply, every use is appended to the card's usage record before training starts,
+        and the card is copied into ``run_dir`` as ``card.toml``.
+        """
         config = self.config
+        uses = self.split_uses(usage.roles if usage is not None else None)
+        if usage is not None:
+            append_usage(usage.record, [
+                usage_entry(split.manifest, role=role, use=use, run=usage.run, command=usage.command)
+                for split, role, use in uses
+            ])
         if plan is None:
             plan = await self.batch_plan(run_dir)
         if run_dir is not None:
             run_dir.write_json("config.json", config_to_dict(config))
             run_dir.write_json("splits.json", [self.train_split.manifest, self.val_split.manifest])
+            if usage is not None:
+                run_dir.write_text("card.toml", usage.card_text)
         return await train(
             self.method(method),
             self.agents,

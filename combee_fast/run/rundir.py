@@ -7,6 +7,7 @@
     deltas.jsonl       every apply that changed the playbook, replayable (playbook/deltalog.py)
     playbooks/v*.json  every playbook version
     final.json, best.json, summary.json
+    card.toml          the experiment card the run was made under (``learn --card``), if any
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ _encoder = msgspec.json.Encoder(order="deterministic")
 
 
 _RUN_FILES = ("config.json", "splits.json", "ledger.jsonl", "controller.jsonl", "deltas.jsonl",
-              "final.json", "best.json", "summary.json")
+              "final.json", "best.json", "summary.json", "card.toml")
 
 
 class RunDir:
@@ -50,6 +51,9 @@ class RunDir:
 
     def write_json(self, name: str, value: Any) -> None:
         write_atomic(self.root / name, msgspec.json.format(_encoder.encode(value), indent=2))
+
+    def write_text(self, name: str, text: str) -> None:
+        write_atomic(self.root / name, text.encode())
 
     def append_ledger(self, row: Any) -> None:
         self._ledger.write(_encoder.encode(row) + b"\n")
