@@ -40,6 +40,9 @@ def build_parser() -> argparse.ArgumentParser:
     learn.add_argument("--out", help="run directory (default: runs/<task>-<method>-<date-time>)")
     learn.add_argument("--overwrite", action="store_true", help="replace the run already in --out")
     learn.add_argument("--quiet", action="store_true", help="no progress lines")
+    learn.add_argument("--gpus", type=flags.positive_int,
+                       help="GPUs serving the endpoints, for GPU-seconds (default: 1 on the simulated endpoint, "
+                            "unknown on a real one)")
     learn.add_argument("--card", help="an experiment card: learn on its train split, select on its selection split, "
                                       "record the uses beside it")
     flags.add_endpoint_flags(learn)
@@ -85,11 +88,14 @@ async def _learn(args: argparse.Namespace) -> int:
     run_dir = RunDir(out, overwrite=args.overwrite)
     try:
         async with open_session(config) as session:
-            result = await session.train(run_dir=run_dir, on_step=None if args.quiet else _progress, usage=usage)
+            result = await session.train(run_dir=run_dir, on_step=None if args.quiet else _progress, usage=usage,
+                                         gpus=args.gpus)
     finally:
         run_dir.close()
     summary = {
         "method": result.method, "samples": result.samples, "calls": result.calls, "tokens": result.tokens,
+        "rollouts": result.rollouts,
+        "gpu_seconds": None if result.gpu_seconds is None else round(result.gpu_seconds, 3),
         "train_sim_seconds": round(result.train_sim_seconds, 3),
         "train_wall_seconds": round(result.train_wall_seconds, 3),
         "final_val_accuracy": None if result.final_eval is None else result.final_eval.accuracy,

@@ -24,6 +24,7 @@ from combee_fast.playbook import Playbook
 from combee_fast.protocols import BatchPlan, Method, Task
 from combee_fast.roles.agents import Agents, RoleClients
 from combee_fast.run.batch_plans import ControllerPlan, FixedBatch
+from combee_fast.run.cost import SIMULATED_GPUS, GpuClock
 from combee_fast.run.ledger import LedgerRow
 from combee_fast.run.rundir import RunDir
 from combee_fast.run.train import TrainResult, train
@@ -110,6 +111,7 @@ class Session:
         on_step: Callable[[LedgerRow], None] | None = None,
         playbook: Playbook | None = None,
         usage: SplitUsage | None = None,
+        gpus: int | None = None,
     ) -> TrainResult:
         """Train the configured (or named) method; ``plan`` overrides the configured batch plan.
 
@@ -117,6 +119,10 @@ class Session:
         :meth:`split_uses`). With ``usage`` (a run under an experiment card) the card's split
         roles apply, every use is appended to the card's usage record before training starts,
         and the card is copied into ``run_dir`` as ``card.toml``.
+
+        Each ledger row holds its step's GPU-seconds: the simulated server's busy time times
+        ``gpus`` (default :data:`~combee_fast.run.cost.SIMULATED_GPUS`), or on real endpoints the
+        step's wall time times ``gpus`` (unknown, ``None``, when ``gpus`` is not given).
         """
         config = self.config
         uses = self.split_uses(usage.roles if usage is not None else None)
@@ -144,7 +150,14 @@ class Session:
             eval_concurrency=config.transport.concurrency,
             run_dir=run_dir,
             on_step=on_step,
+            gpu_clock=self.gpu_clock(gpus),
         )
+
+    def gpu_clock(self, gpus: int | None = None) -> GpuClock | None:
+        """The clock of this session's GPU-seconds (see :meth:`train`); None when unknown."""
+        if self.server is not None:
+            return GpuClock(gpus or SIMULATED_GPUS, busy_s=self.server.busy_s)
+        return GpuClock(gpus) if gpus is not None else None
 
 
 @contextlib.asynccontextmanager

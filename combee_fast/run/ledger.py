@@ -1,4 +1,5 @@
-"""The ledger: one row per learning step, with time, calls and tokens per role, errors, accuracy.
+"""The ledger: one row per learning step, with time, calls and tokens per role, rollouts,
+GPU-seconds, errors, accuracy.
 
 Every row names the model and endpoint that served each role, so the model that proposes edits,
 the one that answers and the one being evaluated can always be told apart.
@@ -45,8 +46,10 @@ class LedgerRow(msgspec.Struct, frozen=True):
     evicted: int
     errors: tuple[ErrorRecord, ...]
     val_accuracy: float | None = None
-
-
+    rollouts: int = 0  # generator calls the step made (collected traces: none)
+    gpu_seconds: float | None = None  # what the step cost the hardware (run/cost.py); None: unknown.
+    # Measured like wall_seconds (the simulator's busy time follows real arrival times), so two
+    # runs of one seed may differ in it while every other field is identical.
 
 
 def step_usages(result: StepResult) -> list[Usage]:
@@ -81,4 +84,5 @@ def ledger_row(
         bullets=len(result.playbook), added=sum(len(r.added_ids) for r in result.reports),
         rejected=sum(len(r.rejected) for r in result.reports),
         evicted=sum(len(r.evicted) for r in result.reports), errors=tuple(errors),
+        rollouts=calls["generator"],
     )

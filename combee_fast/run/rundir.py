@@ -2,7 +2,8 @@
 
     config.json        the run's configuration
     splits.json        the manifest (content hash) of every split used
-    ledger.jsonl       one row per step: time, calls, tokens per role, accuracy, playbook size
+    ledger.jsonl       one row per step: time, calls, tokens per role, rollouts, GPU-seconds, accuracy,
+                       playbook size
     controller.jsonl   batch-size decisions with their inputs and reasons (auto batch size only)
     deltas.jsonl       every apply that changed the playbook, replayable (playbook/deltalog.py)
     playbooks/v*.json  every playbook version
