@@ -85,13 +85,14 @@ async def _learn(args: argparse.Namespace) -> int:
         from combee_fast.verify.discipline import learn_usage
 
         usage = learn_usage(args.card, config, run=out)
-    run_dir = RunDir(out, overwrite=args.overwrite)
-    try:
-        async with open_session(config) as session:
+    async with open_session(config) as session:
+        session.split_uses(usage.roles if usage else None)  # a test-split use is refused before --out is made
+        run_dir = RunDir(out, overwrite=args.overwrite)
+        try:
             result = await session.train(run_dir=run_dir, on_step=None if args.quiet else _progress, usage=usage,
                                          gpus=args.gpus)
-    finally:
-        run_dir.close()
+        finally:
+            run_dir.close()
     summary = {
         "method": result.method, "samples": result.samples, "calls": result.calls, "tokens": result.tokens,
         "rollouts": result.rollouts,

@@ -52,13 +52,17 @@ def _meta(row: AceRow) -> dict[str, str] | str:
 
 
 class FinerTask:
-    """The ACE FiNER task. ``data_dir`` holds the FiNER file (default: the bundled copy)."""
+    """The ACE FiNER task. ``data_dir`` holds the FiNER file (default: the bundled copy);
+    ``test_file`` (a JSONL file in the same format, e.g. held-out data kept outside the project)
+    replaces the bundled ``test`` split, whole."""
 
     name = "finer"
 
-    def __init__(self, *, data_dir: str | Path = DATA_DIR) -> None:
+    def __init__(self, *, data_dir: str | Path = DATA_DIR, test_file: str | Path | None = None) -> None:
         path = Path(data_dir) / FINER_FILE
         self._files = {split: SplitFile(path, first, stop) for split, (first, stop) in FINER_SPLITS.items()}
+        if test_file is not None:
+            self._files["test"] = SplitFile(Path(test_file))
         self.split_roles = FINER_ROLES
 
     def split_names(self) -> tuple[str, ...]:

@@ -37,15 +37,19 @@ def formula_name(question: str) -> str | None:
 
 
 class FormulaTask:
-    """The ACE Formula task. ``data_dir`` holds the two split files (default: the bundled copy)."""
+    """The ACE Formula task. ``data_dir`` holds the two split files (default: the bundled copy);
+    ``test_file`` (a JSONL file in the same format, e.g. held-out data kept outside the project)
+    replaces the bundled ``test`` split, whole."""
 
     name = "formula"
 
-    def __init__(self, *, data_dir: str | Path = DATA_DIR) -> None:
+    def __init__(self, *, data_dir: str | Path = DATA_DIR, test_file: str | Path | None = None) -> None:
         folder = Path(data_dir)
         self._files = {split: SplitFile(folder / file) for split, file in FORMULA_FILES.items()}
         for split, (key, first, stop) in FORMULA_HELD_OUT.items():
             self._files[split] = SplitFile(folder / FORMULA_FILES[key], first, stop)
+        if test_file is not None:
+            self._files["test"] = SplitFile(Path(test_file))
         self.split_roles = FORMULA_ROLES
         self._scorer = NumericScorer(decimals=FORMULA_DECIMALS)
 

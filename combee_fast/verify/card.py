@@ -4,7 +4,9 @@ A card is a TOML file with these tables (every field is required; :func:`check_c
 missing or invalid one at once and never fills one in):
 
     name = "formula-combee-b40"              the claim's name
-    [task]            name, options (optional table), input_shape, output_shape,
+    [task]            name, options (optional table, e.g. {test_file = "heldout.jsonl"}: an
+                      external test split in the task's format, path relative to the working
+                      directory), input_shape, output_shape,
                       success_metric, baseline_test_score (a score in [0, 1] or "unknown")
     [serial_baseline] method, version, rollouts_to_converge (int or "unknown"),
                       converged_score (score or "unknown"): "unknown" is filled in by `diagnose`

@@ -48,3 +48,19 @@ def test_only_a_report_may_use_a_test_split(use, doing):
     assert "\n" not in str(caught.value)
     assert check_use(formula, "test", "report") == "test"
     assert check_use(formula, "selection", use) == "selection"
+
+
+@pytest.mark.parametrize("task_class", [FormulaTask, FinerTask], ids=["formula", "finer"])
+def test_an_external_test_file_replaces_the_bundled_test_split(tmp_path, task_class):
+    from combee_fast.tasks.ace_format import DATA_DIR
+    from combee_fast.tasks.finer import FINER_FILE
+    from combee_fast.tasks.formula import FORMULA_FILES
+
+    source = DATA_DIR / (FORMULA_FILES["val"] if task_class is FormulaTask else FINER_FILE)
+    external = tmp_path / "heldout.jsonl"
+    external.write_bytes(b"\n".join(source.read_bytes().splitlines()[-7:]) + b"\n")
+    task = task_class(test_file=str(external))
+    test = task.load("test")
+    assert test.manifest.rows == 7 and test.manifest.source == str(external)
+    assert split_role(task, "test") == "test"
+    assert task.load("train").manifest == task_class().load("train").manifest  # nothing else moves

@@ -158,3 +158,22 @@ def test_an_endpoint_set_is_a_hardware_class(tmp_path, table):
 def test_field_problems_of_an_empty_table_name_every_required_field():
     missing, invalid = field_problems({}, Card)
     assert invalid == [] and len(missing) == 33 and "task.options" not in missing
+
+
+def test_a_card_may_name_an_external_test_file_and_its_overlap_is_checked(tmp_path, table):
+    from combee_fast.tasks.ace_format import DATA_DIR
+    from combee_fast.tasks.formula import FORMULA_FILES, FormulaTask
+
+    held_out = tmp_path / "heldout.jsonl"
+    held_out.write_bytes(b"\n".join((DATA_DIR / FORMULA_FILES["val"]).read_bytes().splitlines()[240:300]) + b"\n")
+    manifest = FormulaTask(test_file=str(held_out)).load("test").manifest
+    table["task"]["options"] = {"test_file": str(held_out)}
+    table["eval_set"]["splits"][2].update(rows=60, sha256=manifest.sha256)
+    card = load_card(write_card(tmp_path / "c.toml", table))
+    assert card.task.options == {"test_file": str(held_out)} and card.eval_set.splits[2].rows == 60
+    leaked = tmp_path / "leaked.jsonl"
+    leaked.write_bytes(b"\n".join((DATA_DIR / FORMULA_FILES["train"]).read_bytes().splitlines()[:5]) + b"\n")
+    table["task"]["options"] = {"test_file": str(leaked)}
+    table["eval_set"]["splits"][2].update(rows=5, sha256=FormulaTask(test_file=str(leaked)).load("test").manifest.sha256)
+    with pytest.raises(CardError, match="train split 'train' shares 5 examples with test split 'test'"):
+        load_card(write_card(tmp_path / "d.toml", table))

@@ -52,7 +52,7 @@ def test_learn_refuses_to_select_on_the_test_split(tmp_path):
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1
     assert "split 'test[0:10]' has role test" in done.stderr and "select the best playbook" in done.stderr
-    assert not (tmp_path / "run" / "final.json").exists()
+    assert not (tmp_path / "run").exists()
 
 
 def test_learn_under_a_card_records_its_uses_and_keeps_the_card(tmp_path):
@@ -72,6 +72,30 @@ def test_learn_under_a_card_records_its_uses_and_keeps_the_card(tmp_path):
     assert (record[-1]["split"], record[-1]["role"], record[-1]["use"], record[-1]["rows"]) == ("test", "test", "report", 100)
     plan = _combee("plan", str(card))
     assert plan.returncode == 0 and "test report x1" in plan.stdout.splitlines()[-1]
+
+
+def test_eval_under_a_card_with_an_external_test_file(tmp_path):
+    from combee_fast.tasks.ace_format import DATA_DIR
+    from combee_fast.tasks.formula import FORMULA_FILES, FormulaTask
+
+    held_out = tmp_path / "heldout.jsonl"
+    held_out.write_bytes(b"\n".join((DATA_DIR / FORMULA_FILES["val"]).read_bytes().splitlines()[250:270]) + b"\n")
+    card = card_copy(tmp_path)
+    sha = FormulaTask(test_file=str(held_out)).load("test").manifest.sha256
+    text = card.read_text().replace("options = {}", f'options = {{test_file = "{held_out}"}}')
+    text = text.replace("rows = 100", "rows = 20").replace("3ac33fda31cdec0c707f01e11c44d219b5d470d44bea7944e73295a12d28b7ae", sha)
+    card.write_text(text)
+    assert _combee("plan", str(card)).returncode == 0
+    from combee_fast.playbook import Playbook
+
+    empty = tmp_path / "empty.json"
+    Playbook.empty().save(empty)
+    done = _combee("eval", "--card", str(card), "--task-option", f"test_file={held_out}", "--split", "test",
+                   "--playbook", str(empty), "--sim-preset", "flat", "--time-scale", "0.0001")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["examples"] == 20
+    record = json.loads((card.parent / "formula.usage.json").read_text())
+    assert [(e["split"], e["use"], e["rows"], e["sha256"]) for e in record] == [("test", "report", 20, sha)]
 
 
 def test_learn_under_a_card_refuses_splits_the_card_does_not_name(tmp_path):
