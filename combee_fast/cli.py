@@ -41,8 +41,8 @@ def build_parser() -> argparse.ArgumentParser:
     learn.add_argument("--overwrite", action="store_true", help="replace the run already in --out")
     learn.add_argument("--quiet", action="store_true", help="no progress lines")
     learn.add_argument("--gpus", type=flags.positive_int,
-                       help="GPUs serving the endpoints, for GPU-seconds (default: 1 on the simulated endpoint, "
-                            "unknown on a real one)")
+                       help="GPUs serving the endpoints, for GPU-seconds (default: the --card's hardware class the run "
+                            "is on, else 1 on the simulated endpoint and unknown on a real one)")
     learn.add_argument("--card", help="an experiment card: learn on its train split, select on its selection split, "
                                       "record the uses beside it")
     flags.add_endpoint_flags(learn)
@@ -80,17 +80,18 @@ async def _learn(args: argparse.Namespace) -> int:
 
     config = flags.session_config(args)
     out = args.out or f"runs/{config.task.name}-{config.method}-{time.strftime('%Y%m%d-%H%M%S')}"
-    usage = None
+    usage, gpus = None, args.gpus
     if args.card:
-        from combee_fast.verify.discipline import learn_usage
+        from combee_fast.verify.discipline import learn_under_card
 
-        usage = learn_usage(args.card, config, run=out)
+        usage, card_gpus = learn_under_card(args.card, config, run=out)
+        gpus = gpus or card_gpus
     async with open_session(config) as session:
         session.split_uses(usage.roles if usage else None)  # a test-split use is refused before --out is made
         run_dir = RunDir(out, overwrite=args.overwrite)
         try:
             result = await session.train(run_dir=run_dir, on_step=None if args.quiet else _progress, usage=usage,
-                                         gpus=args.gpus)
+                                         gpus=gpus)
         finally:
             run_dir.close()
     summary = {

@@ -40,7 +40,7 @@ from typing import Any, ClassVar, Literal
 
 import msgspec
 
-from combee_fast.config import EndpointSpec
+from combee_fast.config import ROLES, EndpointSpec, SessionConfig
 from combee_fast.errors import CombeeError, ConfigError
 from combee_fast.sim.latency import PRESETS
 from combee_fast.tasks.heldout import SPLIT_ROLES, split_role
@@ -98,6 +98,15 @@ class HardwareClass(_Table, kw_only=True):
     gpu_type: str
     gpu_count: int
     shared: bool  # the optimiser models (reflector, curator, reducer) share the task model's hardware
+
+    def serves(self, config: SessionConfig) -> bool:
+        """True when ``config`` runs on this class: the same simulator preset (a simulated run),
+        or the same endpoint URL for every role."""
+        if self.sim_preset is not None:
+            return all(config.endpoint_for(role).url is None for role in ROLES) and config.sim.preset == self.sim_preset
+        endpoints = self.endpoints or {}
+        mine = {role: (endpoints.get(role) or endpoints.get("default") or EndpointSpec()).url for role in ROLES}
+        return all(mine[role] is not None and mine[role] == config.endpoint_for(role).url for role in ROLES)
 
 
 class Budget(_Table):
@@ -159,6 +168,10 @@ class Card(_Table):
     def roles(self) -> dict[str, str]:
         """Split name (as written in the card) -> role."""
         return {split.name: split.role for split in self.eval_set.splits}
+
+    def hardware_for(self, config: SessionConfig) -> HardwareClass | None:
+        """The card's hardware class ``config`` runs on (the first that :meth:`HardwareClass.serves` it)."""
+        return next((hardware for hardware in self.hardware if hardware.serves(config)), None)
 
     def split_of_role(self, role: str) -> EvalSplit:
         """The card's (only) split of ``role``."""

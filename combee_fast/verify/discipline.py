@@ -2,7 +2,8 @@
 a split is appended to the usage record beside the card.
 
 ``learn --card CARD`` learns on the card's train split and selects on its selection split (a run
-naming any other split is refused); ``eval --card CARD`` records that it reported a score on a
+naming any other split is refused) and counts GPU-seconds with the GPU count of the card's
+hardware class it runs on; ``eval --card CARD`` records that it reported a score on a
 split. The engine itself (:meth:`combee_fast.session.Session.train`) refuses test-split use and
 writes the record; this module turns a card into what the engine takes.
 """
@@ -10,6 +11,7 @@ writes the record; this module turns a card into what the engine takes.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import NamedTuple
 
 from combee_fast.config import SessionConfig
 from combee_fast.errors import ConfigError
@@ -29,7 +31,15 @@ def _check_task(card: Card, config: SessionConfig, path: str | Path) -> None:
         )
 
 
-def learn_usage(path: str | Path, config: SessionConfig, *, run: str) -> SplitUsage:
+class CardRun(NamedTuple):
+    """What :meth:`Session.train` takes for a run under a card: its usage record and roles, and
+    the GPU count of the card's hardware class the run is on (None: the run is on none of them)."""
+
+    usage: SplitUsage
+    gpus: int | None
+
+
+def learn_under_card(path: str | Path, config: SessionConfig, *, run: str) -> CardRun:
     """What :meth:`Session.train` takes for a ``learn`` run of ``config`` under the card at ``path``.
 
     :class:`ConfigError` when the card is incomplete or inconsistent, names another task, or the
@@ -43,8 +53,10 @@ def learn_usage(path: str | Path, config: SessionConfig, *, run: str) -> SplitUs
         declared = card.split_of_role(role).name
         if spec != declared and parse_split_spec(spec, task=config.task.name).name != declared:
             raise ConfigError(f"card {path}: its {role} split is {declared!r}; the run names {flag} {spec!r}")
-    return SplitUsage(record=str(usage_path(path)), roles=card.roles(), card_text=Path(path).read_text(),
-                      run=run, command="learn")
+    usage = SplitUsage(record=str(usage_path(path)), roles=card.roles(), card_text=Path(path).read_text(),
+                       run=run, command="learn")
+    hardware = card.hardware_for(config)
+    return CardRun(usage, None if hardware is None else hardware.gpu_count)
 
 
 def record_report(path: str | Path, config: SessionConfig, task: Task, split: Split, *, run: str) -> str:

@@ -177,3 +177,27 @@ def test_a_card_may_name_an_external_test_file_and_its_overlap_is_checked(tmp_pa
     table["eval_set"]["splits"][2].update(rows=5, sha256=FormulaTask(test_file=str(leaked)).load("test").manifest.sha256)
     with pytest.raises(CardError, match="train split 'train' shares 5 examples with test split 'test'"):
         load_card(write_card(tmp_path / "d.toml", table))
+
+
+def test_a_run_finds_the_hardware_class_it_runs_on(tmp_path, table):
+    from combee_fast.config import EndpointSpec, SessionConfig, SimConfig
+    from combee_fast.verify.discipline import learn_under_card
+
+    card = load_card(CARD)
+    assert card.hardware_for(SessionConfig(sim=SimConfig("h200-70b"))).name == "h200"
+    assert card.hardware_for(SessionConfig(sim=SimConfig("hosted-api"))).name == "hosted"
+    assert card.hardware_for(SessionConfig(sim=SimConfig("flat"))) is None
+    real = {"default": EndpointSpec("http://gpu1:8000/v1", "llama")}
+    assert card.hardware_for(SessionConfig(endpoints=real)) is None
+    del table["hardware"][0]["sim_preset"]
+    table["hardware"][0]["endpoints"] = {"default": {"url": "http://gpu1:8000/v1", "model": "llama"},
+                                         "generator": {"url": "http://gpu2:8000/v1", "model": "small"}}
+    (tmp_path / "cards").mkdir()
+    written = write_card(tmp_path / "cards" / "c.toml", table)
+    split = load_card(written)
+    assert split.hardware_for(SessionConfig(endpoints=real)) is None  # the generator runs elsewhere
+    both = {**real, "generator": EndpointSpec("http://gpu2:8000/v1", "small")}
+    assert split.hardware_for(SessionConfig(endpoints=both)).gpu_count == 8
+    run = learn_under_card(written, SessionConfig(endpoints=both, task=msgspec.structs.replace(
+        SessionConfig().task, train_split="train", val_split="selection")), run="runs/x")
+    assert run.gpus == 8 and run.usage.roles["test"] == "test" and run.usage.record == str(tmp_path / "cards" / "c.usage.json")
