@@ -87,7 +87,7 @@ async def _learn(args: argparse.Namespace) -> int:
         usage, card_gpus = learn_under_card(args.card, config, run=out)
         gpus = gpus or card_gpus
     async with open_session(config) as session:
-        session.split_uses(usage.roles if usage else None)  # a test-split use is refused before --out is made
+        session.split_uses(usage.roles if usage is not None else None)  # a test-split use is refused before --out is made
         run_dir = RunDir(out, overwrite=args.overwrite)
         try:
             result = await session.train(run_dir=run_dir, on_step=None if args.quiet else _progress, usage=usage,

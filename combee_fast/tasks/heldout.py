@@ -47,10 +47,13 @@ def check_use(task: Task, spec: str, use: str, declared: Mapping[str, str] | Non
         raise ValueError(f"unknown split use {use!r}; one of {', '.join(USES)}")
     role = split_role(task, spec, declared)
     if role == "test" and use != "report":
-        doing = {"train": "learn from", "select": "select the best playbook on",
-                 "tune": "tune the batch size on"}[use]
+        doing, instead = {
+            "train": ("learn from", "a train split (e.g. --train-split train)"),
+            "tune": ("tune the batch size on", "a train split (e.g. --train-split train)"),
+            "select": ("select the best playbook on", "a selection split (e.g. --val-split selection)"),
+        }[use]
         raise ConfigError(
             f"task {task.name!r}: split {spec!r} has role test (report only); the engine does not {doing} it: "
-            f"name a selection split instead (e.g. --val-split selection)"
+            f"name {instead}"
         )
     return role

@@ -39,11 +39,14 @@ def test_roles_come_from_the_task_then_the_name_and_a_card_overrides(tmp_path):
     assert split_role(files, "dev", {"dev": "test"}) == "test"
 
 
-@pytest.mark.parametrize(("use", "doing"), [("select", "select the best playbook on"),
-                                            ("tune", "tune the batch size on"), ("train", "learn from")])
-def test_only_a_report_may_use_a_test_split(use, doing):
+@pytest.mark.parametrize(("use", "doing", "instead"), [
+    ("select", "select the best playbook on", "--val-split selection"),
+    ("tune", "tune the batch size on", "--train-split train"),
+    ("train", "learn from", "--train-split train"),
+])
+def test_only_a_report_may_use_a_test_split(use, doing, instead):
     formula = FormulaTask()
-    with pytest.raises(ConfigError, match=f"split 'test\\[0:5\\]' has role test.*does not {doing} it") as caught:
+    with pytest.raises(ConfigError, match=f"split 'test\\[0:5\\]' has role test.*does not {doing} it.*{instead}") as caught:
         check_use(formula, "test[0:5]", use)
     assert "\n" not in str(caught.value)
     assert check_use(formula, "test", "report") == "test"

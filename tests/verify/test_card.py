@@ -8,6 +8,8 @@ from pathlib import Path
 
 import msgspec
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from combee_fast.verify.card import CANARY_POLICIES, Card, CardError, card_summary, field_problems, load_card
 
@@ -201,3 +203,38 @@ def test_a_run_finds_the_hardware_class_it_runs_on(tmp_path, table):
     run = learn_under_card(written, SessionConfig(endpoints=both, task=msgspec.structs.replace(
         SessionConfig().task, train_split="train", val_split="selection")), run="runs/x")
     assert run.gpus == 8 and run.usage.roles["test"] == "test" and run.usage.record == str(tmp_path / "cards" / "c.usage.json")
+
+
+def _leaf_paths(table: dict, prefix: str = "") -> list[tuple[str, tuple]]:
+    """(printed path, key path) of every scalar field of a card table (options excluded)."""
+    found: list[tuple[str, tuple]] = []
+    for key, value in table.items():
+        where = f"{prefix}{'.' if prefix else ''}{key}"
+        if key == "options":
+            continue
+        if isinstance(value, dict):
+            found += [(p, (key, *k)) for p, k in _leaf_paths(value, where)]
+        elif isinstance(value, list) and value and isinstance(value[0], dict):
+            for index, item in enumerate(value):
+                found += [(p, (key, index, *k)) for p, k in _leaf_paths(item, f"{where}[{index}]")]
+        else:
+            found.append((where, (key,)))
+    return found
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_any_set_of_deleted_fields_is_reported_exactly(data, table) -> None:
+    import copy
+
+    card = copy.deepcopy(table)
+    leaves = _leaf_paths(card)
+    chosen = data.draw(st.lists(st.sampled_from(leaves), unique=True, max_size=12))
+    for _, keys in chosen:
+        holder = card
+        for key in keys[:-1]:
+            holder = holder[key]
+        del holder[keys[-1]]
+    missing, invalid = field_problems(card, Card)
+    expected = {path.replace(".sim_preset", ".sim_preset|endpoints") for path, _ in chosen}
+    assert invalid == [] and set(missing) == expected and len(missing) == len(expected)
