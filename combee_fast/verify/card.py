@@ -1,7 +1,7 @@
 """The experiment card: a pre-registered description of one claim, checked before anything runs.
 
-A card is a TOML file with these tables (every field is required; :func:`check_card` lists every
-missing or invalid one at once and never fills one in):
+A card is a TOML file with these tables (every field but ``task.options`` is required;
+:func:`load_card` lists every missing or invalid one at once and never fills one in):
 
     name = "formula-combee-b40"              the claim's name
     [task]            name, options (optional table, e.g. {test_file = "heldout.jsonl"}: an
@@ -21,14 +21,15 @@ missing or invalid one at once and never fills one in):
                       test), rows and sha256 (the content hash the task pins the split by)
     [failure_cost]    sentence (what a wrong answer costs, one sentence) and canary_policy,
                       one of :data:`CANARY_POLICIES`, which that sentence selects
-    [claim]           speedup (the speedup claimed over the serial baseline), margin (accuracy
-                      points the claim may lose on test and still hold), target_score (score
-                      or "unknown": the baseline's plateau minus the margin)
+    [claim]           speedup (the speedup claimed over the serial baseline), margin (the test
+                      accuracy the claim may lose and still hold, a fraction: 0.02 is 2 points),
+                      target_score (score or "unknown": the baseline's plateau minus the margin)
 
 Beyond the fields, a card must be consistent: one split of each role, split hashes equal to the
 data's, no example shared by the test split and a train or selection split, and a test split the
 task does not itself call anything but test. ``diagnose`` and ``verify`` read the serial
-baseline, hardware classes, budget and claim; ``learn --card`` reads the splits and roles.
+baseline, hardware classes, budget and claim; ``learn --card`` reads the splits, their roles and
+the hardware classes (:mod:`combee_fast.verify.discipline`).
 """
 
 from __future__ import annotations
