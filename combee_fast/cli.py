@@ -18,6 +18,7 @@ from combee_fast import flags
 from combee_fast.errors import CombeeError
 from combee_fast.run.ledger import LedgerRow
 from combee_fast.sim import cli as sim_cli
+from combee_fast.verify import cli as verify_cli
 
 EXIT_USAGE = 2
 
@@ -39,6 +40,11 @@ def build_parser() -> argparse.ArgumentParser:
     learn.add_argument("--out", help="run directory (default: runs/<task>-<method>-<date-time>)")
     learn.add_argument("--overwrite", action="store_true", help="replace the run already in --out")
     learn.add_argument("--quiet", action="store_true", help="no progress lines")
+    learn.add_argument("--gpus", type=flags.positive_int,
+                       help="GPUs serving the endpoints, for GPU-seconds (default: the --card's hardware class the run "
+                            "is on, else 1 on the simulated endpoint and unknown on a real one)")
+    learn.add_argument("--card", help="an experiment card: learn on its train split, select on its selection split, "
+                                      "record the uses beside it")
     flags.add_endpoint_flags(learn)
 
     evaluate = commands.add_parser("eval", help="score a saved playbook (or a GEPA run's candidate) on a split")
@@ -46,12 +52,14 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--split", default="val", help="split name, optionally sliced: val[0:100]")
     evaluate.add_argument("--playbook", required=True,
                           help="a playbook or GEPA candidate JSON file (e.g. runs/x/best.json)")
+    evaluate.add_argument("--card", help="an experiment card: record this report in its usage record")
     flags.add_endpoint_flags(evaluate)
 
     demo = commands.add_parser("demo", help="sequential vs naive vs combee on Formula, simulated endpoint")
     demo.add_argument("--train-limit", type=flags.positive_int, default=500, help="train examples to learn from")
 
     sim_cli.register(commands)
+    verify_cli.register(commands)
     return parser
 
 
@@ -73,14 +81,24 @@ async def _learn(args: argparse.Namespace) -> int:
 
     config = flags.session_config(args)
     out = args.out or f"runs/{config.task.name}-{config.method}-{time.strftime('%Y%m%d-%H%M%S')}"
-    run_dir = RunDir(out, overwrite=args.overwrite)
-    try:
-        async with open_session(config) as session:
-            result = await session.train(run_dir=run_dir, on_step=None if args.quiet else _progress)
-    finally:
-        run_dir.close()
+    usage, gpus = None, args.gpus
+    if args.card:
+        from combee_fast.verify.discipline import learn_under_card
+
+        usage, card_gpus = learn_under_card(args.card, config, run=out)
+        gpus = gpus or card_gpus
+    async with open_session(config) as session:
+        session.split_uses(usage.roles if usage is not None else None)  # a test-split use is refused before --out is made
+        run_dir = RunDir(out, overwrite=args.overwrite)
+        try:
+            result = await session.train(run_dir=run_dir, on_step=None if args.quiet else _progress, usage=usage,
+                                         gpus=gpus)
+        finally:
+            run_dir.close()
     summary = {
         "method": result.method, "samples": result.samples, "calls": result.calls, "tokens": result.tokens,
+        "rollouts": result.rollouts,
+        "gpu_seconds": None if result.gpu_seconds is None else round(result.gpu_seconds, 3),
         "train_sim_seconds": round(result.train_sim_seconds, 3),
         "train_wall_seconds": round(result.train_wall_seconds, 3),
         "final_val_accuracy": None if result.final_eval is None else result.final_eval.accuracy,
@@ -119,6 +137,10 @@ async def _eval(args: argparse.Namespace) -> int:
         else:
             result = await evaluate(session.agents, playbook, examples, concurrency=config.transport.concurrency)
             accuracy, errors = result.accuracy, result.errors
+        if args.card:
+            from combee_fast.verify.discipline import record_report
+
+            record_report(args.card, config, session.task, session.val_split, run=f"eval {args.playbook}")
     print(msgspec.json.encode({
         "split": args.split, "examples": len(examples), "accuracy": accuracy, "errors": errors,
     }).decode())

@@ -10,7 +10,7 @@ does, the batch-size controller included (``TrainConfig.batch_size=None``).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 
 import msgspec
 
@@ -26,12 +26,15 @@ from combee_fast.protocols import BatchPlan, Method, Task
 from combee_fast.roles.agents import Agents, RoleClients
 from combee_fast.run.batch_plans import ControllerPlan, FixedBatch
 from combee_fast.run.gepa import GepaTrainResult, train_gepa
+from combee_fast.run.cost import SIMULATED_GPUS, GpuClock
 from combee_fast.run.ledger import LedgerRow
 from combee_fast.run.rundir import RunDir
 from combee_fast.run.train import TrainResult, train
+from combee_fast.run.usage import SplitUsage, append_usage, usage_entry
 from combee_fast.sim.server import SimServer
 from combee_fast.sim.instructions import InstructionWorld
 from combee_fast.tasks.base import Split
+from combee_fast.tasks.heldout import check_use
 from combee_fast.tasks.registry import get_task
 
 
@@ -77,6 +80,19 @@ class Session:
             return tuple(source.load_rollouts(self.config.task.train_split))
         return self.train_split.examples
 
+    def split_uses(self, declared: Mapping[str, str] | None = None) -> list[tuple[Split, str, str]]:
+        """``(split, role, use)`` for every use training makes of a split: the train split is
+        learned from (and, with the controller, the batch size is tuned on its steps); the
+        validation split selects the best playbook. :class:`ConfigError` (from
+        :func:`~combee_fast.tasks.heldout.check_use`) when a use falls on a test split.
+        ``declared``: split roles an experiment card declares over the task's own."""
+        task, names = self.task, self.config.task
+        uses = [(self.train_split, check_use(task, names.train_split, "train", declared), "train")]
+        if self.config.train.batch_size is None:
+            uses.append((self.train_split, check_use(task, names.train_split, "tune", declared), "tune"))
+        uses.append((self.val_split, check_use(task, names.val_split, "select", declared), "select"))
+        return uses
+
     async def batch_plan(self, run_dir: RunDir | None = None) -> BatchPlan:
         """The configured plan: a fixed batch size, or (``batch_size`` None) the controller,
         bounded by the simulated server's running-sequence capacity or the concurrency cap."""
@@ -96,12 +112,30 @@ class Session:
         run_dir: RunDir | None = None,
         on_step: Callable[[LedgerRow], None] | None = None,
         playbook: Playbook | None = None,
+        usage: SplitUsage | None = None,
+        gpus: int | None = None,
     ) -> TrainResult | GepaTrainResult:
         """Train the configured (or named) method; ``plan`` overrides the configured batch plan.
 
+        Refuses (:class:`ConfigError`) to learn, select or tune on a test split (see
+        :meth:`split_uses`). With ``usage`` (a run under an experiment card) the card's split
+        roles apply, every use is appended to the card's usage record before training starts,
+        and the card is copied into ``run_dir`` as ``card.toml``.
+
+        Each ledger row holds its step's GPU-seconds: the simulated server's busy time times
+        ``gpus`` (default :data:`~combee_fast.run.cost.SIMULATED_GPUS`), or on real endpoints the
+        step's wall time times ``gpus`` (unknown, ``None``, when ``gpus`` is not given).
+
         The GEPA methods (``gepa``, ``combee-gepa``) search a system prompt instead of a playbook
-        (:func:`combee_fast.run.gepa.train_gepa`); they take no plan and no starting playbook."""
+        (:func:`combee_fast.run.gepa.train_gepa`); they take no plan and no starting playbook.
+        """
         config = self.config
+        uses = self.split_uses(usage.roles if usage is not None else None)
+        if usage is not None:
+            append_usage(usage.record, [
+                usage_entry(split.manifest, role=role, use=use, run=usage.run, command=usage.command)
+                for split, role, use in uses
+            ])
         name = method or config.method
         if name in GEPA_METHODS:
             return await self._train_gepa(name, run_dir, on_step)
@@ -110,6 +144,8 @@ class Session:
         if run_dir is not None:
             run_dir.write_json("config.json", config_to_dict(config))
             run_dir.write_json("splits.json", [self.train_split.manifest, self.val_split.manifest])
+            if usage is not None:
+                run_dir.write_text("card.toml", usage.card_text)
         return await train(
             self.method(method),
             self.agents,
@@ -122,6 +158,7 @@ class Session:
             eval_concurrency=config.transport.concurrency,
             run_dir=run_dir,
             on_step=on_step,
+            gpu_clock=self.gpu_clock(gpus),
         )
 
     async def _train_gepa(
@@ -136,6 +173,12 @@ class Session:
             name, self.config, self.task, self.clients, self.train_split.examples, self.val_split.examples,
             run_dir=run_dir, on_step=on_step,
         )
+
+    def gpu_clock(self, gpus: int | None = None) -> GpuClock | None:
+        """The clock of this session's GPU-seconds (see :meth:`train`); None when unknown."""
+        if self.server is not None:
+            return GpuClock(gpus or SIMULATED_GPUS, busy_s=self.server.busy_s)
+        return GpuClock(gpus) if gpus is not None else None
 
 
 @contextlib.asynccontextmanager

@@ -7,6 +7,8 @@ all at once with :func:`warmup`.
 * :mod:`.scan`: merge playbook op logs per bullet (final and every prefix state).
 * :mod:`.stats`: mean/variance with a parallel merge, Beta-posterior rates, group variance,
   latency quantiles.
+* :mod:`.bootstrap`: percentile bootstrap interval of a mean, and the per-example paired
+  bootstrap of the difference of two methods' mean scores (seeded, thread-count independent).
 * :mod:`.similarity`: n-gram hashing embedder, blocked all-pairs and top-k over unit vectors,
   near-duplicates and the retention measure.
 
@@ -18,6 +20,8 @@ Who calls which kernel:
   the topic split of the reduce.
 * ``retention`` (``top_k``): :func:`combee_fast.run.batch_plans.step_retention`, the controller's
   quality guard.
+* :mod:`.bootstrap` has no caller yet: it is kept for ``combee diagnose`` and ``combee verify``
+  (issue 9), which compare held-out scores with it.
 * :mod:`.stats` has no caller yet: it is kept for the live batch-shape controller (issue 10),
   which reads reward and latency statistics from it.
 
@@ -52,6 +56,13 @@ _EXPORTS = {
         "group_moments",
         "LatencyQuantiles",
         "latency_quantiles",
+    ),
+    "bootstrap": (
+        "MeanInterval",
+        "PairedDifference",
+        "bootstrap_means",
+        "mean_interval",
+        "paired_bootstrap",
     ),
     "similarity": (
         "Embedder",

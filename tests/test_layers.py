@@ -23,6 +23,7 @@ LAYERS = [
     {"ace", "gepa"},
     {"run"},
     {"session"},
+    {"verify"},
     {"flags", "demo", "cli"},
 ]
 LAYER_OF = {name: level for level, names in enumerate(LAYERS) for name in names}

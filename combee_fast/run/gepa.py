@@ -12,20 +12,19 @@ accuracy (GEPA's answer; a search has no separate final artifact).
 from __future__ import annotations
 
 import time
-from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import msgspec
 
 from combee_fast.config import SessionConfig
-from combee_fast.gepa.calls import GepaCalls
+from combee_fast.gepa.calls import SOLVER_ROLE, GepaCalls
 from combee_fast.gepa.candidate import Candidate
 from combee_fast.gepa.methods import build_reflection
 from combee_fast.gepa.search import GepaSearch, Iteration, grade
 from combee_fast.protocols import Task
 from combee_fast.roles.agents import RoleClients
-from combee_fast.run.ledger import ErrorRecord, LedgerRow
+from combee_fast.run.ledger import ErrorRecord, LedgerRow, usage_columns
 from combee_fast.run.rundir import RunDir
 from combee_fast.schema import Example
 
@@ -54,6 +53,8 @@ class GepaTrainResult(msgspec.Struct, frozen=True):
     candidates: int
     accepted: int
     ledger: tuple[LedgerRow, ...]
+    rollouts: int = 0  # solver calls (every metric call is one)
+    gpu_seconds: float | None = None  # not measured for GEPA runs yet
 
     def artifact_summary(self) -> dict[str, Any]:
         """What the run summary says about the learned artifact."""
@@ -65,24 +66,16 @@ class GepaTrainResult(msgspec.Struct, frozen=True):
 
 def iteration_row(method: str, record: Iteration, cumulative: float, candidates: int) -> LedgerRow:
     """The ledger row of one GEPA iteration (module docstring)."""
-    calls: Counter[str] = Counter()
-    prompt: Counter[str] = Counter()
-    completion: Counter[str] = Counter()
-    models: dict[str, str] = {}
-    for usage in record.usages:
-        calls[usage.role] += 1
-        models.setdefault(usage.role, f"{usage.model} @ {usage.endpoint}")
-        prompt[usage.role] += usage.prompt_tokens
-        completion[usage.role] += usage.completion_tokens
+    calls, models, prompt, completion = usage_columns(record.usages)
     errors = tuple(ErrorRecord(item, kind, message) for item, kind, message in record.errors)
     return LedgerRow(
         method=method, epoch=record.epoch, step=record.iteration, batch_size=record.minibatch,
         batch_reason=record.outcome, first_try_accuracy=record.parent_total / max(1, record.minibatch),
-        calls=dict(calls), models=models, prompt_tokens=dict(prompt), completion_tokens=dict(completion),
+        calls=dict(calls), models=models, prompt_tokens=prompt, completion_tokens=completion,
         sim_seconds=record.sim_seconds, wall_seconds=record.wall_seconds, cumulative_sim_seconds=cumulative,
         playbook_version=record.best, bullets=candidates, added=int(record.outcome == "accepted"),
         rejected=0, evicted=0,
-        errors=errors, val_accuracy=record.best_val_accuracy,
+        errors=errors, val_accuracy=record.best_val_accuracy, rollouts=calls[SOLVER_ROLE],
     )
 
 
@@ -142,6 +135,7 @@ async def train_gepa(
         calls=len(usages), tokens=sum(u.prompt_tokens + u.completion_tokens for u in usages),
         metric_calls=outcome.metric_calls, candidates=len(outcome.candidates),
         accepted=sum(record.outcome == "accepted" for record in outcome.iterations), ledger=tuple(ledger),
+        rollouts=sum(row.rollouts for row in ledger),
     )
 
 

@@ -2,12 +2,14 @@
 
     config.json        the run's configuration
     splits.json        the manifest (content hash) of every split used
-    ledger.jsonl       one row per step: time, calls, tokens per role, accuracy, playbook size
+    ledger.jsonl       one row per step: time, calls, tokens per role, rollouts, GPU-seconds, accuracy,
+                       playbook size
     controller.jsonl   batch-size decisions with their inputs and reasons (auto batch size only)
     deltas.jsonl       every apply that changed the playbook, replayable (playbook/deltalog.py)
     playbooks/v*.json  every playbook version
     candidates/c*.json every candidate of a GEPA run's pool
     final.json, best.json, summary.json
+    card.toml          the experiment card the run was made under (``learn --card``), if any
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ _encoder = msgspec.json.Encoder(order="deterministic")
 
 
 _RUN_FILES = ("config.json", "splits.json", "ledger.jsonl", "controller.jsonl", "deltas.jsonl",
-              "final.json", "best.json", "summary.json")
+              "final.json", "best.json", "summary.json", "card.toml")
 
 
 class RunDir:
@@ -52,6 +54,9 @@ class RunDir:
 
     def write_json(self, name: str, value: Any) -> None:
         write_atomic(self.root / name, msgspec.json.format(_encoder.encode(value), indent=2))
+
+    def write_text(self, name: str, text: str) -> None:
+        write_atomic(self.root / name, text.encode())
 
     def append_ledger(self, row: Any) -> None:
         self._ledger.write(_encoder.encode(row) + b"\n")

@@ -16,6 +16,7 @@ from combee_fast.config import TrainConfig
 from combee_fast.playbook import Playbook
 from combee_fast.protocols import BatchPlan, Method
 from combee_fast.roles.agents import Agents
+from combee_fast.run.cost import GpuClock
 from combee_fast.run.evaluate import EvalResult, evaluate
 from combee_fast.run.ledger import LedgerRow, ledger_row, step_usages
 from combee_fast.run.rundir import RunDir
@@ -35,6 +36,8 @@ class TrainResult(msgspec.Struct, frozen=True):
     calls: int
     tokens: int
     ledger: tuple[LedgerRow, ...]
+    rollouts: int = 0  # generator calls of every step
+    gpu_seconds: float | None = None  # None: no GPU clock (unknown)
 
     def artifact_summary(self) -> dict[str, Any]:
         """What the run summary says about the learned artifact."""
@@ -73,25 +76,30 @@ async def train(
     eval_concurrency: int,
     run_dir: RunDir | None = None,
     on_step: Callable[[LedgerRow], None] | None = None,
+    gpu_clock: GpuClock | None = None,
 ) -> TrainResult:
     """Train ``playbook`` on ``train_items`` for ``config.epochs`` epochs.
 
     Each epoch visits the items in an order drawn from the seed tree ("order", epoch), the same for
     every method. Validation (when ``val_examples`` is non-empty) runs every ``eval_every`` steps
-    and after the last one; its time is not counted as training time.
+    and after the last one; its time is not counted as training time. With ``gpu_clock`` each
+    ledger row holds the GPU-seconds read across its step (validation not included).
     """
     best, best_accuracy = playbook, None
     ledger: list[LedgerRow] = []
-    sim_total = wall_total = 0.0
-    calls = tokens = samples = 0
+    sim_total = wall_total = gpu_total = 0.0
+    calls = tokens = samples = rollouts = 0
     final_eval: EvalResult | None = None
 
     async def run_step(batch: list[Any], reason: str, epoch: int, is_last: Callable[[], bool]) -> None:
-        nonlocal playbook, best, best_accuracy, sim_total, wall_total, calls, tokens, samples, final_eval
+        nonlocal playbook, best, best_accuracy, sim_total, wall_total, gpu_total, calls, tokens, samples, final_eval
+        nonlocal rollouts
         step_number = len(ledger)
+        gpu_before = gpu_clock.read(wall_total) if gpu_clock is not None else 0.0
         started = time.perf_counter()
         result = await method.step(batch, playbook, epoch=epoch, step=step_number)
         wall_total += time.perf_counter() - started
+        step_gpu = gpu_clock.read(wall_total) - gpu_before if gpu_clock is not None else None
         if batch:
             await plan.observe(len(batch), result, len(train_items))
         sim_total += result.sim_seconds
@@ -104,6 +112,10 @@ async def train(
             run_dir.append_deltas(result.log)
         playbook = result.playbook
         row = ledger_row(method.name, epoch, step_number, reason, result, sim_total)
+        rollouts += row.rollouts
+        if step_gpu is not None:
+            gpu_total += step_gpu
+            row = msgspec.structs.replace(row, gpu_seconds=step_gpu)
         if val_examples and (is_last() or (config.eval_every and (step_number + 1) % config.eval_every == 0)):
             final_eval = await evaluate(agents, playbook, val_examples, concurrency=eval_concurrency)
             row = msgspec.structs.replace(row, val_accuracy=final_eval.accuracy)
@@ -136,5 +148,6 @@ async def train(
     return TrainResult(
         method=method.name, final=playbook, best=best, best_val_accuracy=best_accuracy,
         final_eval=final_eval, train_sim_seconds=sim_total, train_wall_seconds=wall_total,
-        samples=samples, calls=calls, tokens=tokens, ledger=tuple(ledger),
+        samples=samples, calls=calls, tokens=tokens, ledger=tuple(ledger), rollouts=rollouts,
+        gpu_seconds=gpu_total if gpu_clock is not None else None,
     )

@@ -139,6 +139,7 @@ class BatchModel:
     def __init__(self, preset: LatencyPreset) -> None:
         self.preset = preset
         self._now = 0.0
+        self._busy = 0.0
         self._progress = 0.0
         self._running = 0
         self._queued = 0
@@ -154,6 +155,11 @@ class BatchModel:
     @property
     def running(self) -> int:
         return self._running
+
+    def busy_until(self, now: float) -> float:
+        """Simulated seconds up to ``now`` during which at least one sequence held a slot (its
+        first-token phase or decode): the server's GPU busy time. Reading it changes nothing."""
+        return self._busy + (max(now - self._now, 0.0) if self._running else 0.0)
 
     @property
     def queued(self) -> int:
@@ -203,6 +209,8 @@ class BatchModel:
                 self._start_decode(job, finished)
             else:
                 target, _, job = heapq.heappop(self._decode_heap)
+                if self._running:
+                    self._busy += event_time - self._now
                 self._now = event_time
                 self._progress = max(self._progress, target)
                 self._finish(job, finished)
@@ -214,6 +222,8 @@ class BatchModel:
         rate_time = self.preset.time_per_token(self._running)
         if rate_time > 0 and self._running:
             self._progress += (time - self._now) / rate_time
+        if self._running:
+            self._busy += time - self._now
         self._now = time
 
     def _start_decode(self, job: Job, finished: list[Job]) -> None:

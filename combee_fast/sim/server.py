@@ -75,7 +75,9 @@ REAL_TIME = 1.0
 
 class SimCounters(msgspec.Struct):
     """Server-side counters. ``in_flight`` counts HTTP requests inside the handler; ``running``
-    and ``queued`` are the latency model's sequence slots and FIFO queue."""
+    and ``queued`` are the latency model's sequence slots and FIFO queue; ``busy_s`` is the
+    simulated seconds so far during which the latency model had a sequence running (the GPU's
+    busy time)."""
 
     requests: int = 0
     completed: int = 0
@@ -90,6 +92,7 @@ class SimCounters(msgspec.Struct):
     responder_calls: int = 0
     responder_total_s: float = 0.0
     responder_max_s: float = 0.0
+    busy_s: float = 0.0
 
 
 _request_decoder = msgspec.json.Decoder(CompletionRequest)
@@ -191,8 +194,14 @@ class SimServer:
             open_connections=len(self._web_server.connections) if self._web_server else 0,
             requests_by_role=dict(self._counters.requests_by_role),
             faults_injected=dict(self._counters.faults_injected),
+            busy_s=self.busy_s(),
         )
         return snapshot
+
+    def busy_s(self) -> float:
+        """Simulated seconds so far during which the latency model had a sequence running."""
+        now = self._model.now if self._loop is None else max(self._sim_now(), self._model.now)
+        return self._model.busy_until(now)
 
     async def _handle(self, request: web.BaseRequest) -> web.StreamResponse:
         if self._authorization is not None and request.headers.get("Authorization") != self._authorization:

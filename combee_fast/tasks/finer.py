@@ -1,8 +1,10 @@
 """FiNER: XBRL tagging from ACE; each example asks for the US-GAAP tags of 4 numeric entities.
 
 Only ACE's FiNER *validation* file (500 rows) is bundled, so this task cuts it in two:
-``train`` = file rows [0:300] and ``val`` = file rows [300:500]. Example indices count within
-the split (``val`` row 0 is file row 300). Scores are per-entity tag accuracy (fraction of the
+``train`` = file rows [0:300] and ``val`` = file rows [300:500]. ``val`` is further cut in two
+held-out roles: ``selection`` = file rows [300:400] (pick the best playbook, tune) and ``test`` =
+file rows [400:500] (report only); ``val`` stays as it was and overlaps ``test``. Example indices
+count within the split (``val`` row 0 is file row 300). Scores are per-entity tag accuracy (fraction of the
 entities whose tag is right). ``meta["tags"]`` is the target (comma-separated tags, one per entity)
 and ``meta["entities"]`` a JSON array of the entity strings in question order.
 """
@@ -21,7 +23,8 @@ from combee_fast.tasks.scorers import quote
 from combee_fast.tasks.splits import SplitFile
 
 FINER_FILE = "finer_val_batched_500_samples.jsonl"
-FINER_SPLITS = {"train": (0, 300), "val": (300, 500)}
+FINER_SPLITS = {"train": (0, 300), "val": (300, 500), "selection": (300, 400), "test": (400, 500)}
+FINER_ROLES = {"train": "train", "val": "selection", "selection": "selection", "test": "test"}
 
 _ENTITY = re.compile(r'^\s*\d+\.\s*What is (?:the )?best tag for entity "(.*?)" in sentence:', re.MULTILINE)
 _TAG_PUNCTUATION = " \t\r\n\"'`.;[]"
@@ -49,13 +52,18 @@ def _meta(row: AceRow) -> dict[str, str] | str:
 
 
 class FinerTask:
-    """The ACE FiNER task. ``data_dir`` holds the FiNER file (default: the bundled copy)."""
+    """The ACE FiNER task. ``data_dir`` holds the FiNER file (default: the bundled copy);
+    ``test_file`` (a JSONL file in the same format, e.g. held-out data kept outside the project)
+    replaces the bundled ``test`` split, whole."""
 
     name = "finer"
 
-    def __init__(self, *, data_dir: str | Path = DATA_DIR) -> None:
+    def __init__(self, *, data_dir: str | Path = DATA_DIR, test_file: str | Path | None = None) -> None:
         path = Path(data_dir) / FINER_FILE
         self._files = {split: SplitFile(path, first, stop) for split, (first, stop) in FINER_SPLITS.items()}
+        if test_file is not None:
+            self._files["test"] = SplitFile(Path(test_file))
+        self.split_roles = FINER_ROLES
 
     def split_names(self) -> tuple[str, ...]:
         return tuple(self._files)

@@ -22,7 +22,7 @@ TASKS: dict[str, Callable[..., Task]] = {
 def get_task(name: str, **options: Any) -> Task:
     """The built-in task ``name`` built with its keyword ``options``; :class:`ConfigError` if unknown or bad.
 
-    ``formula``/``finer``: ``data_dir``. ``jsonl``: ``path`` or ``splits``, ``input_field``,
+    ``formula``/``finer``: ``data_dir``, ``test_file`` (an external test split in the same format). ``jsonl``: ``path`` or ``splits``, ``input_field``,
     ``target_field``, ``scorer`` (``exact``/``numeric``/``regex``) and the scorer's options
     (``case_sensitive``; ``decimals``/``tolerance``; ``ignore_case``). ``traces``: ``path`` or
     ``splits``, ``scorer`` and its options.

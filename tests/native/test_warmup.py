@@ -11,7 +11,7 @@ import json
 import subprocess
 import sys
 
-KERNEL_MODULES = ("scan", "stats", "similarity")
+KERNEL_MODULES = ("scan", "stats", "similarity", "bootstrap")
 
 
 def run_python(code: str) -> dict[str, object]:
@@ -74,6 +74,8 @@ calls = {
     "pairs_above": lambda: native.pairs_above(vectors, 0.5),
     "top_k": lambda: native.top_k(vectors, 1),
     "embed": lambda: native.HashingEmbedder().embed(["one more text"]),
+    "mean_interval": lambda: native.mean_interval(np.arange(5.0), resamples=50),
+    "paired_bootstrap": lambda: native.paired_bootstrap(np.arange(5.0), np.ones(5), resamples=50),
 }
 times = {}
 for name, call in calls.items():
@@ -92,6 +94,8 @@ native.beta_rates(np.arange(100), np.arange(100))
 many = native.HashingEmbedder().embed([f"bullet number {i} says check the units" for i in range(6_000)])
 native.pairs_above(many[:800], 0.9)
 native.top_k(many[:800], 3)
+native.paired_bootstrap(np.arange(300.0), np.arange(300), resamples=2_000)
+native.mean_interval(np.arange(300), resamples=2_000)
 after = compiled_signatures()
 print(json.dumps({"new": {k: after[k] - before[k] for k in after if after[k] != before[k]}, "times": times}))
 """

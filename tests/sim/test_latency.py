@@ -149,3 +149,38 @@ def test_every_job_finishes_fifo_within_capacity_and_no_faster_than_alone(
         assert job.admitted_at is not None
         overlapping = sum(1 for other in jobs if other.admitted_at <= job.admitted_at < other.finished_at)
         assert overlapping <= capacity
+
+
+def test_busy_time_counts_only_time_with_a_sequence_running() -> None:
+    model = BatchModel(FLAT)
+    first = job_for(FLAT, 0.0, prompt_tokens=10, completion_tokens=40)  # 0.4 + 1.0 s
+    model.submit(first, 0.0)
+    assert model.busy_until(0.5) == pytest.approx(0.5)  # read mid-job, changes nothing
+    run_to_end(model)
+    assert first.finished_at == pytest.approx(1.4) and model.busy_until(1.4) == pytest.approx(1.4)
+    assert model.busy_until(3.0) == pytest.approx(1.4)  # idle from 1.4 s to 3 s
+    overlapping = [job_for(FLAT, 3.0, 10, 40), job_for(FLAT, 3.0, 10, 20)]  # 1.4 s and 0.9 s, together
+    for job in overlapping:
+        model.submit(job, 3.0)
+    run_to_end(model)
+    assert model.busy_until(10.0) == pytest.approx(1.4 + 1.4)  # concurrent work is one busy interval
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.floats(0, 50), st.integers(0, 300)), min_size=1, max_size=30))
+def test_busy_time_is_the_union_of_the_jobs_intervals_under_load(arrivals: list[tuple[float, int]]) -> None:
+    preset = H200_70B
+    model = BatchModel(preset)
+    jobs = []
+    for arrival, tokens in sorted(arrivals):
+        job = job_for(preset, arrival, prompt_tokens=200, completion_tokens=tokens)
+        model.submit(job, arrival)
+        jobs.append(job)
+    run_to_end(model)
+    intervals = sorted((j.admitted_at, j.finished_at) for j in jobs)
+    union, end = 0.0, -1.0
+    for start, stop in intervals:
+        if stop > end:
+            union += stop - max(start, end)
+            end = stop
+    assert model.busy_until(model.now) == pytest.approx(union, rel=1e-9, abs=1e-9)

@@ -187,3 +187,13 @@ def test_sim_server_cli_rejects_bad_fault_rates() -> None:
         capture_output=True, text=True, timeout=30,
     )
     assert done.returncode == 2 and "sim-server: fault rates sum to 1.4" in done.stderr
+
+
+async def test_counters_report_busy_simulated_seconds(start_sim_server: StartSimServer) -> None:
+    server = await start_sim_server(time_scale=0.01)
+    assert server.counters().busy_s == 0.0
+    await asyncio.gather(post(server, body("x" * 203)), post(server, body("x" * 203)))  # 1.675 s each, together
+    busy = server.counters().busy_s
+    assert busy == pytest.approx(0.4 + 0.025 * 51, rel=0.05)
+    await asyncio.sleep(0.02)  # two idle simulated seconds
+    assert server.counters().busy_s == busy

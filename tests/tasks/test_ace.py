@@ -176,7 +176,7 @@ def test_slices_keep_row_indices_and_are_pinned_separately(formula):
 @pytest.mark.parametrize(
     ("spec", "message"),
     [
-        ("test", "has no split 'test'; splits: train, val"),
+        ("holdout", "has no split 'holdout'; splits: train, val, selection, test"),
         ("val[0:301]", r"slice \[0:301\] of split 'val' is out of range \(the split has 300 rows\)"),
         ("val[20:10]", "out of range"),
         ("val[-5:]", "bad split spec"),
