@@ -1,6 +1,8 @@
 """``combee``: learn, evaluate, demo, and the simulated endpoint.
 
-Bad flags and unreachable endpoints print one line naming the problem and exit with code 2.
+Bad flags and unreachable endpoints print one line naming the problem and exit with code 2; a
+run stopped because its calls mostly failed prints one line and exits 3 (the exit codes are
+defined in :mod:`combee_fast.errors`).
 """
 
 from __future__ import annotations
@@ -15,11 +17,9 @@ from typing import NoReturn
 import msgspec
 
 from combee_fast import flags
-from combee_fast.errors import CombeeError
+from combee_fast.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, CallsFailed, CombeeError
 from combee_fast.run.ledger import LedgerRow
 from combee_fast.sim import cli as sim_cli
-
-EXIT_USAGE = 2
 
 
 class _Parser(argparse.ArgumentParser):
@@ -58,6 +58,8 @@ def _progress(row: LedgerRow) -> None:
     val = "" if row.val_accuracy is None else f"  val {100 * row.val_accuracy:.1f}%"
     first_try = f"  first-try {100 * row.first_try_accuracy:.0f}%" if row.batch_size else ""
     errors = f"  errors {len(row.errors)}" if row.errors else ""
+    if row.val_unanswered:
+        val += f" of {row.val_answered} answered ({row.val_unanswered} unanswered)"
     print(
         f"[{row.method}] epoch {row.epoch + 1} step {row.step + 1}  batch {row.batch_size} ({row.batch_reason})"
         f"  sim {row.cumulative_sim_seconds:,.0f} s  bullets {row.bullets}{first_try}{errors}{val}",
@@ -85,10 +87,14 @@ async def _learn(args: argparse.Namespace) -> int:
         "final_val_accuracy": None if result.final_eval is None else result.final_eval.accuracy,
         "best_val_accuracy": result.best_val_accuracy, "bullets": len(result.final),
         "run_dir": out,
+        "final_val_answered": None if result.final_eval is None else result.final_eval.answered,
+        "final_val_unanswered": None if result.final_eval is None else result.final_eval.unanswered,
+        "accounting": {"train": msgspec.to_builtins(result.counts),
+                       "validation": msgspec.to_builtins(result.val_counts)},
     }
     run_dir.write_json("summary.json", summary)
     print(msgspec.json.encode(summary).decode())
-    return 0
+    return EXIT_OK
 
 
 async def _eval(args: argparse.Namespace) -> int:
@@ -110,16 +116,22 @@ async def _eval(args: argparse.Namespace) -> int:
             session.agents, playbook, session.val_split.examples, concurrency=config.transport.concurrency
         )
     print(msgspec.json.encode({
-        "split": args.split, "examples": result.examples, "accuracy": result.accuracy, "errors": result.errors,
+        "split": args.split, "examples": result.examples, "accuracy": result.accuracy,
+        "answered": result.answered, "unanswered": result.unanswered,
+        "unanswered_by_kind": result.unanswered_by_kind,
     }).decode())
-    return 0
+    if result.unanswered > config.train.max_failed_fraction * result.examples:
+        kinds = ", ".join(f"{kind} {n}" for kind, n in result.unanswered_by_kind.items())
+        raise CallsFailed(f"{result.unanswered} of {result.examples} examples of {args.split} unanswered ({kinds}); "
+                          f"the accuracy covers only the {result.answered} answered")
+    return EXIT_OK
 
 
 async def _demo(args: argparse.Namespace) -> int:
     from combee_fast.demo import run_demo
 
     await run_demo(train_limit=args.train_limit)
-    return 0
+    return EXIT_OK
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -134,10 +146,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run(handlers[args.command](args))
     except CombeeError as exc:
         print(f"combee {args.command}: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return exc.exit_code
     except KeyboardInterrupt:
         print(f"combee {args.command}: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

@@ -48,6 +48,7 @@ from combee_fast.endpoint.wire import (
     CompletionRequest,
     CompletionResponse,
     JsonSchemaFormat,
+    ModelList,
     ResponseFormat,
 )
 from combee_fast.config import TransportConfig
@@ -108,13 +109,13 @@ class _AttemptFailed(Exception):
 class _Tally:
     """Accumulates usage over the attempts and the repair of one call."""
 
-    __slots__ = ("prompt_tokens", "completion_tokens", "sim_latency_s", "retries", "failed_s")
+    __slots__ = ("prompt_tokens", "completion_tokens", "sim_latency_s", "retry_kinds", "failed_s")
 
     def __init__(self) -> None:
         self.prompt_tokens = 0
         self.completion_tokens = 0
         self.sim_latency_s: float | None = None
-        self.retries = 0
+        self.retry_kinds: list[str] = []  # label of each retried attempt
         self.failed_s = 0.0  # real seconds in failed attempts and their backoff
 
     def add(self, answer: _Answer) -> None:
@@ -123,6 +124,9 @@ class _Tally:
         if answer.sim_latency_s is not None:
             self.sim_latency_s = (self.sim_latency_s or 0.0) + answer.sim_latency_s
 
+
+CHECK_TIMEOUT_S = 10.0
+"""Most seconds each request of the start-up check waits (never more than the transport timeout)."""
 
 _response_decoder = msgspec.json.Decoder(CompletionResponse)
 _request_encoder = msgspec.json.Encoder()
@@ -178,22 +182,57 @@ class EndpointClient:
             self._session = None
 
     async def check(self) -> None:
-        """Probe ``GET {base_url}/models``; raises :class:`EndpointUnreachable` (one line) when
-        the endpoint does not answer, rejects the API key, or answers with a server error."""
+        """Prove the endpoint serves :attr:`EndpointConfig.model`, or raise
+        :class:`EndpointUnreachable` with one line saying why.
+
+        Proof is ``GET {base_url}/models`` answering 200 with JSON that lists the model (OpenAI's
+        ``{"data": [{"id": ...}]}``), or else one chat completion of at most one token answering
+        200 with a chat-completion body. A 404/501, an HTML page, prose or a model list without
+        the model fails both; 401/403 on either is reported as rejected credentials.
+        """
         where = f"endpoint {self.config.name!r} at {self.config.base_url}"
-        url = self.config.base_url.rstrip("/") + "/models"
-        timeout = aiohttp.ClientTimeout(total=min(10.0, self.config.transport.timeout_s))
+        model = self.config.model
+        timeout = aiohttp.ClientTimeout(total=min(CHECK_TIMEOUT_S, self.config.transport.timeout_s))
+        session = self._open_session()
+        models_url = self.config.base_url.rstrip("/") + "/models"
         try:
-            async with self._open_session().get(url, headers=self._headers, timeout=timeout) as response:
-                status = response.status
+            async with session.get(models_url, headers=self._headers, timeout=timeout) as response:
+                status, body = response.status, await response.read()
         except TimeoutError:
             raise EndpointUnreachable(f"{where} is unreachable: no answer within {timeout.total:g} s") from None
         except aiohttp.ClientError as exc:
             raise EndpointUnreachable(f"{where} is unreachable: {_one_line(exc)}") from None
         if status in (401, 403):
-            raise EndpointUnreachable(f"{where} rejected the credentials: HTTP {status} on GET {url}")
-        if status >= 500:
-            raise EndpointUnreachable(f"{where} is failing: HTTP {status} on GET {url}")
+            raise EndpointUnreachable(f"{where} rejected the credentials: HTTP {status} on GET /models")
+        listed = _listed_models(body) if status == 200 else None
+        if listed is not None and model in listed:
+            return
+        if status != 200:
+            models_problem = f"GET /models answered HTTP {status}"
+        elif listed is None:
+            models_problem = "GET /models answered no JSON model list"
+        else:
+            models_problem = f"GET /models does not list model {model!r}"
+        probe = _request_encoder.encode(CompletionRequest(
+            model=model, messages=(Message(role="user", content="ping"),), max_tokens=1, temperature=0.0))
+        try:
+            async with session.post(self._url, data=probe, headers={**self._headers, ROLE_HEADER: "check"},
+                                    timeout=timeout) as response:
+                status, body = response.status, await response.read()
+        except TimeoutError:
+            raise EndpointUnreachable(f"{where}: {models_problem}, and a one-token chat completion got no answer "
+                                      f"within {timeout.total:g} s") from None
+        except aiohttp.ClientError as exc:
+            raise EndpointUnreachable(f"{where} is unreachable: {_one_line(exc)}") from None
+        if status in (401, 403):
+            raise EndpointUnreachable(f"{where} rejected the credentials: HTTP {status} on POST /chat/completions")
+        if status == 200 and _is_completion(body):
+            return
+        answer = f"HTTP {status}" if status != 200 else "a body that is not a chat completion"
+        raise EndpointUnreachable(
+            f"{where} does not serve model {model!r}: {models_problem}, and a one-token chat completion "
+            f"answered {answer}"
+        )
 
     def usage_totals(self) -> dict[tuple[str, str, str], UsageTotals]:
         """A copy of the running totals, keyed by (role, model, endpoint)."""
@@ -262,7 +301,8 @@ class EndpointClient:
             completion_tokens=tally.completion_tokens,
             latency_s=latency_s,
             sim_latency_s=sim_latency_s,
-            retries=tally.retries,
+            retries=len(tally.retry_kinds),
+            retry_kinds=tuple(tally.retry_kinds),
         )
 
     def _encode(self, request: ChatRequest, messages: tuple[Message, ...]) -> bytes:
@@ -301,7 +341,7 @@ class EndpointClient:
                 if not failure.retryable or attempt == config.transport.max_retries:
                     tally.failed_s += time.perf_counter() - attempt_started
                     return failure.error
-                tally.retries += 1
+                tally.retry_kinds.append(failure.error.label)
                 transport = config.transport
                 await asyncio.sleep(backoff_s(attempt, base_s=transport.backoff_base_s, max_s=transport.backoff_max_s,
                                               retry_after=failure.retry_after, rng=self._rng))
@@ -365,6 +405,22 @@ class EndpointClient:
         totals.retries += usage.retries
         totals.errors += result.error is not None
         totals.cached += usage.cached
+
+
+def _listed_models(body: bytes) -> set[str] | None:
+    """The model ids of an OpenAI ``/models`` answer; ``None`` if ``body`` is not one."""
+    try:
+        listing = msgspec.json.decode(body, type=ModelList)
+    except msgspec.MsgspecError:
+        return None
+    return {card.id for card in listing.data}
+
+
+def _is_completion(body: bytes) -> bool:
+    try:
+        return bool(_response_decoder.decode(body).choices)
+    except msgspec.MsgspecError:
+        return False
 
 
 def _parse_float(value: str | None) -> float | None:
