@@ -69,17 +69,18 @@ def _progress(row: LedgerRow) -> None:
 
 
 async def _learn(args: argparse.Namespace) -> int:
-    from combee_fast.run.rundir import RunDir
+    from combee_fast.run.rundir import RunDir, check_run_target
     from combee_fast.session import open_session
 
     config = flags.session_config(args)
     out = args.out or f"runs/{config.task.name}-{config.method}-{time.strftime('%Y%m%d-%H%M%S')}"
-    run_dir = RunDir(out, overwrite=args.overwrite)
-    try:
-        async with open_session(config) as session:
+    check_run_target(out, overwrite=args.overwrite)
+    async with open_session(config) as session:  # config, data and endpoints validated first
+        run_dir = RunDir(out, overwrite=args.overwrite)
+        try:
             result = await session.train(run_dir=run_dir, on_step=None if args.quiet else _progress)
-    finally:
-        run_dir.close()
+        finally:
+            run_dir.close()
     summary = {
         "method": result.method, "samples": result.samples, "calls": result.calls, "tokens": result.tokens,
         "train_sim_seconds": round(result.train_sim_seconds, 3),

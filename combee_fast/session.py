@@ -95,13 +95,17 @@ class Session:
         on_step: Callable[[LedgerRow], None] | None = None,
         playbook: Playbook | None = None,
     ) -> TrainResult:
-        """Train the configured (or named) method; ``plan`` overrides the configured batch plan."""
+        """Train the configured (or named) method; ``plan`` overrides the configured batch plan.
+
+        With ``run_dir``, ``config.json`` and ``splits.json`` are written and the run directory
+        is moved into place (:meth:`RunDir.start`) before the first step."""
         config = self.config
         if plan is None:
             plan = await self.batch_plan(run_dir)
-        if run_dir is not None:
+        if run_dir is not None:  # the run has started: its directory replaces any previous run now
             run_dir.write_json("config.json", config_to_dict(config))
             run_dir.write_json("splits.json", [self.train_split.manifest, self.val_split.manifest])
+            run_dir.start()
         return await train(
             self.method(method),
             self.agents,
