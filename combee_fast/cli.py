@@ -17,7 +17,7 @@ from typing import NoReturn
 import msgspec
 
 from combee_fast import flags
-from combee_fast.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, CallsFailed, CombeeError
+from combee_fast.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, CallsFailed, CombeeError, SplitChangedError
 from combee_fast.run.ledger import LedgerRow
 from combee_fast.sim import cli as sim_cli
 
@@ -109,7 +109,11 @@ async def _eval(args: argparse.Namespace) -> int:
     async with open_session(config) as session:
         manifests_file = Path(args.playbook).with_name("splits.json")
         if manifests_file.exists():
-            recorded = msgspec.json.decode(manifests_file.read_bytes(), type=list[SplitManifest])
+            try:
+                recorded = msgspec.json.decode(manifests_file.read_bytes(), type=list[SplitManifest])
+            except (OSError, msgspec.MsgspecError) as exc:
+                raise SplitChangedError(f"{manifests_file} (the split hashes of {args.playbook}) is unreadable: "
+                                        f"{exc}; move it away to evaluate without the check") from None
             for manifest in recorded:
                 if (manifest.task, manifest.split) == (session.task.name, args.split):
                     verify_split(session.val_split, manifest)

@@ -20,6 +20,7 @@ over either. Invalid values raise :class:`~combee_fast.errors.ConfigError` namin
 
 from __future__ import annotations
 
+import math
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -154,8 +155,10 @@ class TransportConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
         _at_least("transport", 1, concurrency=self.concurrency)
         _at_least("transport", 0, max_retries=self.max_retries, backoff_base_s=self.backoff_base_s,
                   backoff_max_s=self.backoff_max_s)
-        if not self.timeout_s > 0:
-            raise ConfigError(f"transport.timeout_s must be > 0, got {self.timeout_s}")
+        if not (self.timeout_s > 0 and math.isfinite(self.timeout_s)):
+            raise ConfigError(f"transport.timeout_s must be > 0 and finite, got {self.timeout_s}")
+        if not (math.isfinite(self.backoff_base_s) and math.isfinite(self.backoff_max_s)):
+            raise ConfigError("transport.backoff_base_s and backoff_max_s must be finite")
 
 
 class EndpointSpec(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -242,6 +245,10 @@ class SessionConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
         unknown = set(self.endpoints) - {*ROLES, "default"}
         if unknown:
             raise ConfigError(f"endpoints for unknown roles: {', '.join(sorted(unknown))}")
+        for name, spec in self.endpoints.items():
+            if spec.url is None and spec.model is not None:  # a model without a server: not the simulator
+                flag = "--endpoint" if name == "default" else f"--{name}-endpoint"
+                raise ConfigError(f"endpoint {name!r} names model {spec.model!r} but no URL: give {flag} too")
         simulated = [role for role in ROLES if self.endpoint_for(role).url is None]
         if simulated and len(simulated) < len(ROLES):  # never fall back to the simulator silently
             raise ConfigError(

@@ -125,7 +125,8 @@ class Session:
 async def open_session(config: SessionConfig, *, check: bool = True) -> AsyncIterator[Session]:
     """Load the task, start the simulated endpoint if a role needs it, open one client per role.
 
-    With ``check``, every real endpoint is probed first: an unreachable one raises
+    An empty train split raises :class:`ConfigError`. With ``check``, every real endpoint is
+    proved to serve its model first (:meth:`EndpointClient.check`): an unreachable one raises
     :class:`combee_fast.errors.EndpointUnreachable` before any work starts. Roles that name the
     same URL and model share one client, and so one concurrency cap.
     """
@@ -134,6 +135,8 @@ async def open_session(config: SessionConfig, *, check: bool = True) -> AsyncIte
     task = get_task(config.task.name, **config.task.options)
     train_split = task.load(config.task.train_split)
     val_split = task.load(config.task.val_split)
+    if not train_split.examples:  # nothing to learn from (or to evaluate): never a silent "success"
+        raise ConfigError(f"task {task.name!r}: split {config.task.train_split!r} is empty")
     cache = None
     if config.cache.path is not None and config.cache.mode != "off":
         cache = ReplayCache(config.cache.path, CacheMode(config.cache.mode))
