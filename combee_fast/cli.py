@@ -18,6 +18,7 @@ import msgspec
 
 from combee_fast import flags
 from combee_fast.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, CallsFailed, CombeeError, SplitChangedError
+from combee_fast.redact import escape_control, scrub
 from combee_fast.run.ledger import LedgerRow
 from combee_fast.sim import cli as sim_cli
 
@@ -26,7 +27,7 @@ class _Parser(argparse.ArgumentParser):
     """Reports a bad flag in one line (no usage dump) and exits 2."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {escape_control(scrub(message))} (see {self.prog} --help)\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -149,8 +150,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         from combee_fast.engine.loop import run
 
         return run(handlers[args.command](args))
-    except CombeeError as exc:
-        print(f"combee {args.command}: error: {exc}", file=sys.stderr)
+    except CombeeError as exc:  # user text escaped (ESC, BEL...), URL credentials dropped
+        print(f"combee {args.command}: error: {escape_control(scrub(str(exc)))}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print(f"combee {args.command}: interrupted", file=sys.stderr)

@@ -28,6 +28,7 @@ from typing import Any
 import msgspec
 
 from combee_fast.errors import ConfigError
+from combee_fast.redact import strip_userinfo
 
 ROLES = ("generator", "reflector", "curator", "reducer")
 """The four ACE roles, in call order. Each may have its own endpoint and model."""
@@ -307,6 +308,13 @@ def config_from_dict(table: dict[str, Any], *, source: str = "config") -> Sessio
         raise ConfigError(f"{source}: {exc}") from None
 
 
-def config_to_dict(config: SessionConfig) -> dict[str, Any]:
-    """Nested builtins that :func:`config_from_dict` turns back into ``config``."""
-    return msgspec.to_builtins(config)
+def config_to_dict(config: SessionConfig, *, public: bool = False) -> dict[str, Any]:
+    """Nested builtins that :func:`config_from_dict` turns back into ``config``. ``public`` (what
+    files get): endpoint URLs without ``user:password@`` (the key itself is never in the config,
+    only the name of its environment variable)."""
+    table = msgspec.to_builtins(config)
+    if public:
+        for spec in table.get("endpoints", {}).values():
+            if spec.get("url"):
+                spec["url"] = strip_userinfo(spec["url"])
+    return table

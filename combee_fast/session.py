@@ -19,6 +19,7 @@ from combee_fast.config import ROLES, SessionConfig, config_to_dict
 from combee_fast.endpoint.cache import CacheMode, ReplayCache
 from combee_fast.endpoint.client import EndpointClient, EndpointConfig
 from combee_fast.errors import ConfigError
+from combee_fast.redact import strip_userinfo
 from combee_fast.methods import METHODS, build_method
 from combee_fast.playbook import Playbook
 from combee_fast.protocols import BatchPlan, Method, Task
@@ -103,7 +104,7 @@ class Session:
         if plan is None:
             plan = await self.batch_plan(run_dir)
         if run_dir is not None:  # the run has started: its directory replaces any previous run now
-            run_dir.write_json("config.json", config_to_dict(config))
+            run_dir.write_json("config.json", config_to_dict(config, public=True))
             run_dir.write_json("splits.json", [self.train_split.manifest, self.val_split.manifest])
             run_dir.start()
         return await train(
@@ -156,8 +157,8 @@ async def open_session(config: SessionConfig, *, check: bool = True) -> AsyncIte
             spec = config.endpoint_for(role)
             key = (spec.url, spec.model, spec.api_key_env, spec.json_schema)
             if key not in shared:  # roles on one endpoint and model share one client, so one cap
-                endpoint = EndpointConfig(
-                    name=spec.url or f"sim:{config.sim.preset}",
+                endpoint = EndpointConfig(  # the name (ledgers, messages) never shows URL credentials
+                    name=strip_userinfo(spec.url) if spec.url else f"sim:{config.sim.preset}",
                     base_url=spec.url or server.url,  # type: ignore[union-attr]
                     model=spec.model or "sim",
                     api_key_env=spec.api_key_env,

@@ -33,6 +33,7 @@ import os
 import random
 import time
 from typing import Any
+from urllib.parse import urlsplit
 
 import aiohttp
 import msgspec
@@ -53,6 +54,7 @@ from combee_fast.endpoint.wire import (
 )
 from combee_fast.config import TransportConfig
 from combee_fast.errors import ConfigError, EndpointUnreachable
+from combee_fast.redact import scrub, strip_userinfo
 from combee_fast.schema import CallError, Message, Usage
 from combee_fast.tokens import estimate_tokens
 
@@ -71,7 +73,8 @@ class EndpointConfig(msgspec.Struct, frozen=True):
 
     def __post_init__(self) -> None:
         if not self.base_url.startswith(("http://", "https://")):
-            raise ConfigError(f"endpoint {self.name!r}: base_url must start with http:// or https://, got {self.base_url!r}")
+            raise ConfigError(f"endpoint {self.name!r}: base_url must start with http:// or https://, "
+                              f"got {strip_userinfo(self.base_url)!r}")
 
 
 class UsageTotals(msgspec.Struct):
@@ -140,6 +143,8 @@ class EndpointClient:
         self._cache = cache
         self._url = config.base_url.rstrip("/") + "/chat/completions"
         self._headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        password = urlsplit(config.base_url).password
+        self._secrets: tuple[str, ...] = (password,) if password else ()  # scrubbed from every error kept
         if config.api_key_env is not None:
             key = os.environ.get(config.api_key_env)
             if not key:
@@ -147,7 +152,11 @@ class EndpointClient:
                     f"endpoint {config.name!r}: environment variable {config.api_key_env} "
                     "(api_key_env) is not set"
                 )
+            if password is not None or urlsplit(config.base_url).username is not None:
+                raise ConfigError(f"endpoint {config.name!r}: credentials in the URL and api_key_env "
+                                  f"({config.api_key_env}) both authenticate; give one of them")
             self._headers["Authorization"] = f"Bearer {key}"
+            self._secrets += (key,)
         self._slots = asyncio.Semaphore(config.transport.concurrency)
         self._session: aiohttp.ClientSession | None = None
         self._rng = random.Random(config.name)
@@ -190,7 +199,7 @@ class EndpointClient:
         200 with a chat-completion body. A 404/501, an HTML page, prose or a model list without
         the model fails both; 401/403 on either is reported as rejected credentials.
         """
-        where = f"endpoint {self.config.name!r} at {self.config.base_url}"
+        where = f"endpoint {self.config.name!r} at {strip_userinfo(self.config.base_url)}"
         model = self.config.model
         timeout = aiohttp.ClientTimeout(total=min(CHECK_TIMEOUT_S, self.config.transport.timeout_s))
         session = self._open_session()
@@ -201,7 +210,7 @@ class EndpointClient:
         except TimeoutError:
             raise EndpointUnreachable(f"{where} is unreachable: no answer within {timeout.total:g} s") from None
         except aiohttp.ClientError as exc:
-            raise EndpointUnreachable(f"{where} is unreachable: {_one_line(exc)}") from None
+            raise EndpointUnreachable(f"{where} is unreachable: {scrub(_one_line(exc), self._secrets)}") from None
         if status in (401, 403):
             raise EndpointUnreachable(f"{where} rejected the credentials: HTTP {status} on GET /models")
         listed = _listed_models(body) if status == 200 else None
@@ -223,7 +232,7 @@ class EndpointClient:
             raise EndpointUnreachable(f"{where}: {models_problem}, and a one-token chat completion got no answer "
                                       f"within {timeout.total:g} s") from None
         except aiohttp.ClientError as exc:
-            raise EndpointUnreachable(f"{where} is unreachable: {_one_line(exc)}") from None
+            raise EndpointUnreachable(f"{where} is unreachable: {scrub(_one_line(exc), self._secrets)}") from None
         if status in (401, 403):
             raise EndpointUnreachable(f"{where} rejected the credentials: HTTP {status} on POST /chat/completions")
         if status == 200 and _is_completion(body):
@@ -262,6 +271,9 @@ class EndpointClient:
         started = time.perf_counter()
         tally = _Tally()
         text, data, error, finish_reason = await self._answer(request, tally)
+        if error is not None:  # error bodies may echo the request's headers; URLs may carry credentials
+            error = msgspec.structs.replace(error, message=scrub(error.message, self._secrets),
+                                            raw=None if error.raw is None else scrub(error.raw, self._secrets))
         return ChatResult(text=text, data=data, usage=self._usage(request, tally, time.perf_counter() - started),
                           error=error, finish_reason=finish_reason)
 

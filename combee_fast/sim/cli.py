@@ -13,6 +13,7 @@ import sys
 
 from combee_fast.engine.loop import run
 from combee_fast.errors import EXIT_OK, EXIT_USAGE, ConfigError
+from combee_fast.redact import escape_control
 from combee_fast.config import FaultConfig
 from combee_fast.sim.server import PRESETS, REAL_TIME, EchoResponder, LatencyPreset, Responder, SimServer
 
@@ -85,7 +86,7 @@ def run_sim_server(args: argparse.Namespace) -> int:
         server = server_from_args(args)
         run(_serve(server))
     except ConfigError as exc:
-        print(f"sim-server: {exc}", file=sys.stderr)
+        print(f"sim-server: {escape_control(str(exc))}", file=sys.stderr)
         return EXIT_USAGE
     except OSError as exc:  # the port is taken, the host is not ours...
         print(f"sim-server: cannot listen on {args.host}:{args.port}: {exc.strerror or exc}", file=sys.stderr)
