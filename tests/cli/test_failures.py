@@ -84,3 +84,13 @@ def test_summary_and_ledger_count_calls_retries_and_errors_per_role_and_kind(tmp
     assert validation["calls"] == {"generator": 20}
     unanswered = sum(validation["errors"].get("generator", {}).values())
     assert (summary["final_val_answered"], summary["final_val_unanswered"]) == (20 - unanswered, unanswered)
+
+
+def test_a_replay_cache_that_misses_everything_exits_3(tmp_path) -> None:
+    cache = tmp_path / "cache.jsonl"
+    cache.write_text("")
+    out = tmp_path / "run"
+    done = _combee("learn", "--train-split", "train[0:10]", "--val-split", "val[0:5]", "--batch-size", "10", *FAST,
+                   "--cache", str(cache), "--cache-mode", "replay", "--out", str(out), "--quiet")
+    assert done.returncode == EXIT_CALLS_FAILED and done.stderr.count("\n") == 1, done.stderr
+    assert "step 1: 10 of 10 calls failed (replay_miss 10; e.g. " in done.stderr and str(out / "final.json") in done.stderr

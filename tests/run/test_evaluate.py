@@ -35,3 +35,16 @@ async def test_an_empty_playbook_on_a_dead_generator_has_no_accuracy_to_report()
     async with open_session(_config(FaultConfig(rate_500=1.0))) as session:
         result = await evaluate(session.agents, Playbook.empty(), session.val_split.examples[:5], concurrency=4)
     assert (result.accuracy, result.answered, result.unanswered) == (0.0, 0, 5)
+
+
+async def test_a_repaired_answer_is_the_answer_a_clean_endpoint_gives() -> None:
+    """Malformed replies get one repair request; the simulator answers it as the original prompt
+    (it once read only the repair instruction and answered nothing, a silent wrong answer)."""
+    async with open_session(_config(FaultConfig())) as session:
+        clean = await evaluate(session.agents, Playbook.empty(), session.val_split.examples, concurrency=16)
+    async with open_session(_config(FaultConfig(rate_malformed=0.4))) as session:
+        faulty = await evaluate(session.agents, Playbook.empty(), session.val_split.examples, concurrency=16)
+        repaired = session.server.counters().faults_injected["malformed"]
+    assert repaired > 5 and faulty.answered > clean.answered - repaired
+    answers = {r.example.index: r.answer for r in clean.rollouts}
+    assert all(r.answer == answers[r.example.index] for r in faulty.rollouts if r.error is None)
