@@ -12,7 +12,8 @@ Behaviour:
   connection pool of the same size); a request waiting for its backoff does not hold a slot.
 - Each attempt has a ``transport.timeout_s`` deadline. 408/409/429/5xx, connection errors and timeouts are
   retried up to ``max_retries`` times with exponential backoff and jitter, or after the server's
-  ``Retry-After``/``retry-after-ms`` (capped at ``backoff_max_s``).
+  ``Retry-After``/``retry-after-ms``. A server asking to wait longer than ``backoff_max_s`` (the
+  run's patience) is not retried: the call fails at once, saying how long it was asked to wait.
 - JSON output: with ``config.json_schema`` the schema goes in ``response_format``; the text is
   parsed either way and, if unusable, ONE repair request is sent (the bad answer plus what was
   wrong). A result that still fails carries a typed ``CallError``; :meth:`EndpointClient.chat`
@@ -353,6 +354,12 @@ class EndpointClient:
                 if not failure.retryable or attempt == config.transport.max_retries:
                     tally.failed_s += time.perf_counter() - attempt_started
                     return failure.error
+                patience = config.transport.backoff_max_s
+                if failure.retry_after is not None and failure.retry_after > patience:  # not worth waiting for
+                    tally.failed_s += time.perf_counter() - attempt_started
+                    return msgspec.structs.replace(failure.error, message=(
+                        f"{failure.error.message} (not retried: the server asked to wait {failure.retry_after:g} s, "
+                        f"more than transport.backoff_max_s={patience:g} s)"))
                 tally.retry_kinds.append(failure.error.label)
                 transport = config.transport
                 await asyncio.sleep(backoff_s(attempt, base_s=transport.backoff_base_s, max_s=transport.backoff_max_s,

@@ -94,3 +94,17 @@ def test_a_replay_cache_that_misses_everything_exits_3(tmp_path) -> None:
                    "--cache", str(cache), "--cache-mode", "replay", "--out", str(out), "--quiet")
     assert done.returncode == EXIT_CALLS_FAILED and done.stderr.count("\n") == 1, done.stderr
     assert "step 1: 10 of 10 calls failed (replay_miss 10; e.g. " in done.stderr and str(out / "final.json") in done.stderr
+
+
+def test_a_server_asking_to_come_back_in_an_hour_stops_the_run_at_once(tmp_path) -> None:
+    async def limited(request: web.BaseRequest) -> web.Response:
+        if request.path.endswith("/models"):
+            return web.json_response({"object": "list", "data": [{"id": "m"}]})
+        return web.json_response({"error": "rate limited"}, status=429, headers={"Retry-After": "3600"})
+
+    with ThreadedServer(limited) as server:
+        done = _combee("learn", "--endpoint", server.url, "--model", "m", "--train-split", "train[0:3]",
+                       "--val-split", "val[0:2]", "--batch-size", "3", "--out", str(tmp_path / "r"), "--quiet",
+                       timeout=60)
+    assert done.returncode == EXIT_CALLS_FAILED and done.stderr.count("\n") == 1, done.stderr
+    assert "step 1: 3 of 3 calls failed (429 3; e.g. HTTP 429" in done.stderr and "asked to wait 3600 s" in done.stderr
