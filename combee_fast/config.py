@@ -125,18 +125,20 @@ class ControllerConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 class TrainConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """Offline training. ``batch_size`` None: the dynamic batch-size controller plans each step.
 
-    ``max_failed_fraction``: a step in which more than this fraction of the calls failed (after
-    their retries and repair), or a validation leaving more than this fraction of its examples
-    unanswered, stops the run (:class:`~combee_fast.errors.CallsFailed`).
+    ``max_failed_fraction``: when more than this fraction of the calls of the latest steps failed
+    (after their retries and repair), judged once those steps hold ``min_judged_calls`` calls
+    (or at the last step), or a validation leaves more than this fraction of its examples
+    unanswered, the run stops (:mod:`combee_fast.run.stops`).
     """
 
     batch_size: int | None = 40
     epochs: int = 1
     eval_every: int = 0  # validate every N steps (0: only after the last step)
     max_failed_fraction: float = 0.5
+    min_judged_calls: int = 10
 
     def __post_init__(self) -> None:
-        _at_least("train", 1, batch_size=self.batch_size, epochs=self.epochs)
+        _at_least("train", 1, batch_size=self.batch_size, epochs=self.epochs, min_judged_calls=self.min_judged_calls)
         _at_least("train", 0, eval_every=self.eval_every)
         if not 0.0 <= self.max_failed_fraction < 1.0:
             raise ConfigError(f"train.max_failed_fraction must be in [0, 1), got {self.max_failed_fraction!r}")

@@ -1,20 +1,27 @@
 """When a training run stops because its calls fail, and the one line that says so.
 
 A run never ends "successfully" on calls that did not happen. After each step (and each
-validation) the train loop asks this module whether to stop:
+validation) the train loop asks this module whether to stop. Calls are judged over a window: the
+latest steps holding at least ``min_judged_calls`` calls (one step of a batch of 10 or more; a
+few steps of sequential ACE, so one unlucky call never stops a run), or whatever the run made
+when its last step ends. The run stops when in that window
 
-- every call of the step failed in transport (connection refused or reset, timeout, after the
-  retries): :class:`~combee_fast.errors.EndpointUnreachable`;
-- more than ``max_failed_fraction`` of the step's calls failed for any reason (HTTP errors,
-  unparseable answers, replay-cache misses...), or a validation left more than that fraction of
-  its examples unanswered: :class:`~combee_fast.errors.CallsFailed`.
+- every call failed in transport (connection refused or reset, timeout, after the retries):
+  :class:`~combee_fast.errors.EndpointUnreachable`;
+- more than ``max_failed_fraction`` of the calls failed for any reason (HTTP errors,
+  unparseable answers, replay-cache misses...): :class:`~combee_fast.errors.CallsFailed`;
+
+and when a validation leaves more than ``max_failed_fraction`` of its examples unanswered
+(:class:`~combee_fast.errors.CallsFailed`).
 
 Before raising, the playbook learned so far is saved as ``final.json`` in the run directory;
-the message names the step, how many calls failed of how many, the count of each kind, one
+the message names the step(s), how many calls failed of how many, the count of each kind, one
 example message, and that file.
 """
 
 from __future__ import annotations
+
+from collections import deque
 
 from combee_fast.errors import CallsFailed, EndpointUnreachable
 from combee_fast.playbook import Playbook
@@ -28,23 +35,40 @@ UNREACHABLE_KINDS = frozenset({"connection", "timeout"})
 _EXAMPLE_CHARS = 160
 
 
-def check_step(row: LedgerRow, counts: CallCounts, playbook: Playbook, run_dir: RunDir | None,
-               *, max_failed_fraction: float) -> None:
-    """Raise if the step of ``row`` (whose calls ``counts`` counts) failed too often."""
-    calls, failed = counts.total_calls, counts.total_errors
-    if calls == 0 or failed <= max_failed_fraction * calls:
-        return
-    kinds = counts.errors_by_kind()
-    example = next((e.message for e in row.errors), "")
-    if set(kinds) <= UNREACHABLE_KINDS and failed == calls:
-        raise EndpointUnreachable(
-            f"every call of step {row.step + 1} failed to reach its endpoint ({_short(example)})"
+class FailureWatch:
+    """Judges the calls of the latest steps (see the module docstring); one per training run."""
+
+    def __init__(self, *, max_failed_fraction: float, min_judged_calls: int) -> None:
+        self.max_failed_fraction = max_failed_fraction
+        self.min_judged_calls = min_judged_calls
+        self._window: deque[tuple[LedgerRow, CallCounts]] = deque()
+
+    def observe(self, row: LedgerRow, counts: CallCounts, playbook: Playbook, run_dir: RunDir | None,
+                *, last: bool) -> None:
+        """Add the step of ``row`` (its calls counted in ``counts``); raise if the window failed."""
+        if counts.total_calls == 0:
+            return
+        self._window.append((row, counts))
+        while len(self._window) > 1 and sum(c.total_calls for _, c in list(self._window)[1:]) >= self.min_judged_calls:
+            self._window.popleft()
+        judged = CallCounts()
+        for _, step_counts in self._window:
+            judged.add_counts(step_counts)
+        calls, failed = judged.total_calls, judged.total_errors
+        if (calls < self.min_judged_calls and not last) or failed <= self.max_failed_fraction * calls:
+            return
+        first, latest = self._window[0][0].step + 1, row.step + 1
+        steps = f"step {latest}" if first == latest else f"steps {first}-{latest}"
+        kinds = judged.errors_by_kind()
+        example = next((e.message for r, _ in reversed(self._window) for e in r.errors), "")
+        if set(kinds) <= UNREACHABLE_KINDS and failed == calls:
+            raise EndpointUnreachable(
+                f"every call of {steps} failed to reach its endpoint ({_short(example)}){_saved(playbook, run_dir)}"
+            )
+        raise CallsFailed(
+            f"{steps}: {failed} of {calls} calls failed ({_kinds(kinds)}; e.g. {_short(example)})"
             f"{_saved(playbook, run_dir)}"
         )
-    raise CallsFailed(
-        f"step {row.step + 1}: {failed} of {calls} calls failed ({_kinds(kinds)}; e.g. {_short(example)})"
-        f"{_saved(playbook, run_dir)}"
-    )
 
 
 def check_validation(row: LedgerRow, result: EvalResult, playbook: Playbook, run_dir: RunDir | None,

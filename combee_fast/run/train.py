@@ -18,7 +18,7 @@ from combee_fast.roles.agents import Agents
 from combee_fast.run.evaluate import EvalResult, evaluate
 from combee_fast.run.ledger import CallCounts, LedgerRow, ledger_row, step_usages
 from combee_fast.run.rundir import RunDir
-from combee_fast.run.stops import check_step, check_validation
+from combee_fast.run.stops import FailureWatch, check_validation
 
 
 class TrainResult(msgspec.Struct, frozen=True):
@@ -64,8 +64,9 @@ async def train(
     and after the last one; its time is not counted as training time. Its accuracy is over the
     answered examples, and the best playbook is the one with the highest such accuracy.
 
-    A step whose calls mostly fail, or a validation leaving most examples unanswered, stops the
-    run after its ledger row is written (:mod:`combee_fast.run.stops`; ``final.json`` is saved).
+    When the calls of the latest steps mostly fail, or a validation leaves most examples
+    unanswered, the run stops after the ledger row is written (:mod:`combee_fast.run.stops`;
+    ``final.json`` is saved).
     """
     best, best_accuracy = playbook, None
     ledger: list[LedgerRow] = []
@@ -73,6 +74,7 @@ async def train(
     calls = tokens = samples = 0
     final_eval: EvalResult | None = None
     counts, val_counts = CallCounts(), CallCounts()
+    watch = FailureWatch(max_failed_fraction=config.max_failed_fraction, min_judged_calls=config.min_judged_calls)
 
     async def run_step(batch: list[Any], reason: str, epoch: int, is_last: Callable[[], bool]) -> None:
         nonlocal playbook, best, best_accuracy, sim_total, wall_total, calls, tokens, samples, final_eval
@@ -96,7 +98,8 @@ async def train(
                                  errors={r: dict(k) for r, k in row.failures.items()})
         counts.add_counts(step_counts)
         validation = None
-        if val_examples and (is_last() or (config.eval_every and (step_number + 1) % config.eval_every == 0)):
+        last = is_last()
+        if val_examples and (last or (config.eval_every and (step_number + 1) % config.eval_every == 0)):
             validation = final_eval = await evaluate(agents, playbook, val_examples, concurrency=eval_concurrency)
             for rollout in validation.rollouts:
                 val_counts.add(rollout.usage, rollout.error)
@@ -109,7 +112,7 @@ async def train(
             run_dir.append_ledger(row)
         if on_step is not None:
             on_step(row)
-        check_step(row, step_counts, playbook, run_dir, max_failed_fraction=config.max_failed_fraction)
+        watch.observe(row, step_counts, playbook, run_dir, last=last)
         if validation is not None:
             check_validation(row, validation, playbook, run_dir, max_failed_fraction=config.max_failed_fraction)
 

@@ -95,3 +95,23 @@ async def test_a_few_failures_do_not_stop_the_run() -> None:
     async with open_session(config) as session:
         result = await session.train(plan=FixedBatch(12))
     assert result.samples == 24 and result.counts.total_calls > 0
+
+
+async def test_one_unlucky_call_of_a_small_step_does_not_stop_sequential_ace() -> None:
+    """Sequential ACE makes 1-4 calls per step: failures are judged over the latest steps holding
+    at least min_judged_calls calls, so a failed call alone never stops it."""
+    config = _config(method="sequential", sim=SimConfig("flat", 1e-4, faults=FaultConfig(rate_malformed=0.5)))
+    async with open_session(config) as session:
+        result = await session.train(plan=FixedBatch(1))
+    lone_failures = [row for row in result.ledger if sum(row.calls.values()) and
+                     sum(n for k in row.failures.values() for n in k.values()) * 2 > sum(row.calls.values())]
+    assert lone_failures, "some step failed on its own"
+    assert result.samples == 24
+
+
+async def test_sequential_ace_whose_calls_all_fail_stops_once_enough_calls_are_judged() -> None:
+    config = _config(method="sequential", sim=SimConfig("flat", 1e-4, faults=FaultConfig(rate_malformed=1.0)),
+                     train=TrainConfig(min_judged_calls=5))
+    with pytest.raises(CallsFailed, match=r"^steps 1-5: 5 of 5 calls failed \(malformed 5; "):
+        async with open_session(config) as session:
+            await session.train(plan=FixedBatch(1))
