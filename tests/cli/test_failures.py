@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from aiohttp import web
 
 from combee_fast.errors import EXIT_CALLS_FAILED, EXIT_USAGE
@@ -23,12 +24,28 @@ async def _prose_completions(request: web.BaseRequest) -> web.Response:
     return web.Response(text="I'm sorry, I can't help with that.", content_type="text/plain")
 
 
-def test_an_endpoint_answering_404_fails_the_start_up_check_with_exit_2(tmp_path) -> None:
-    with ThreadedServer(_not_found) as server:
+async def _not_implemented(request: web.BaseRequest) -> web.Response:
+    return web.Response(status=501, text="Not Implemented")
+
+
+async def _html(request: web.BaseRequest) -> web.Response:
+    return web.Response(text="<!doctype html><title>Welcome to nginx!</title>", content_type="text/html")
+
+
+async def _prose(request: web.BaseRequest) -> web.Response:
+    return web.Response(text="Hello! I am a friendly server.", content_type="text/plain")
+
+
+@pytest.mark.parametrize("handler, why", [
+    (_not_found, "HTTP 404"), (_not_implemented, "HTTP 501"), (_html, "not a chat completion"),
+    (_prose, "not a chat completion"),
+])
+def test_an_endpoint_not_serving_the_model_fails_the_start_up_check_with_exit_2(tmp_path, handler, why) -> None:
+    with ThreadedServer(handler) as server:
         done = _combee("learn", "--endpoint", server.url, "--model", "m", "--out", str(tmp_path / "r"))
     assert done.returncode == EXIT_USAGE
-    assert done.stderr.count("\n") == 1 and "does not serve model 'm'" in done.stderr and "HTTP 404" in done.stderr
-    assert done.stdout == ""
+    assert done.stderr.count("\n") == 1 and "does not serve model 'm'" in done.stderr and why in done.stderr
+    assert done.stdout == "" and not (tmp_path / "r").exists()
 
 
 def test_a_run_whose_every_call_fails_exits_3_naming_the_failure_and_the_playbook(tmp_path) -> None:
