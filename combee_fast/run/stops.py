@@ -46,9 +46,10 @@ class FailureWatch:
     def observe(self, row: LedgerRow, counts: CallCounts, playbook: Playbook, run_dir: RunDir | None,
                 *, last: bool) -> None:
         """Add the step of ``row`` (its calls counted in ``counts``); raise if the window failed."""
-        if counts.total_calls == 0:
+        if counts.total_calls:
+            self._window.append((row, counts))
+        if not self._window:
             return
-        self._window.append((row, counts))
         while len(self._window) > 1 and sum(c.total_calls for _, c in list(self._window)[1:]) >= self.min_judged_calls:
             self._window.popleft()
         judged = CallCounts()
