@@ -32,7 +32,10 @@ def tag_delta(playbook: Playbook, n_ops: int, seed: int = 0) -> Delta:
     return Delta(ops=tuple(Op(OpKind.TAG, bullet_id=rng.choice(ids), helpful=1, harmful=rng.randint(0, 1)) for _ in range(n_ops)))
 
 
-def best_seconds(playbook: Playbook, delta: Delta, repeats: int = 7) -> float:
+def best_seconds(playbook: Playbook, delta: Delta, repeats: int = 25) -> float:
+    """The fastest of ``repeats`` applies, the collector off: on a loaded machine (2 shared cores)
+    a longer apply is more often preempted, so the minimum needs many samples to be the cost."""
+    gc.collect()
     gc.disable()
     try:
         times = []

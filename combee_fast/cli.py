@@ -1,6 +1,8 @@
 """``combee``: learn, evaluate, demo, and the simulated endpoint.
 
-Bad flags and unreachable endpoints print one line naming the problem and exit with code 2.
+Bad flags and unreachable endpoints print one line naming the problem and exit with code 2; a
+run stopped because its calls mostly failed prints one line and exits 3 (the exit codes are
+defined in :mod:`combee_fast.errors`).
 """
 
 from __future__ import annotations
@@ -15,19 +17,18 @@ from typing import NoReturn
 import msgspec
 
 from combee_fast import flags
-from combee_fast.errors import CombeeError
+from combee_fast.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, CallsFailed, CombeeError, SplitChangedError
+from combee_fast.redact import escape_control, scrub
 from combee_fast.run.ledger import LedgerRow
 from combee_fast.sim import cli as sim_cli
 from combee_fast.verify import cli as verify_cli
-
-EXIT_USAGE = 2
 
 
 class _Parser(argparse.ArgumentParser):
     """Reports a bad flag in one line (no usage dump) and exits 2."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {escape_control(scrub(message))} (see {self.prog} --help)\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -67,6 +68,8 @@ def _progress(row: LedgerRow) -> None:
     val = "" if row.val_accuracy is None else f"  val {100 * row.val_accuracy:.1f}%"
     first_try = f"  first-try {100 * row.first_try_accuracy:.0f}%" if row.batch_size else ""
     errors = f"  errors {len(row.errors)}" if row.errors else ""
+    if row.val_unanswered:
+        val += f" of {row.val_answered} answered ({row.val_unanswered} unanswered)"
     print(
         f"[{row.method}] epoch {row.epoch + 1} step {row.step + 1}  batch {row.batch_size} ({row.batch_reason})"
         f"  sim {row.cumulative_sim_seconds:,.0f} s  bullets {row.bullets}{first_try}{errors}{val}",
@@ -76,18 +79,19 @@ def _progress(row: LedgerRow) -> None:
 
 
 async def _learn(args: argparse.Namespace) -> int:
-    from combee_fast.run.rundir import RunDir
+    from combee_fast.run.rundir import RunDir, check_run_target
     from combee_fast.session import open_session
 
     config = flags.session_config(args)
     out = args.out or f"runs/{config.task.name}-{config.method}-{time.strftime('%Y%m%d-%H%M%S')}"
+    check_run_target(out, overwrite=args.overwrite)
     usage, gpus = None, args.gpus
     if args.card:
         from combee_fast.verify.discipline import learn_under_card
 
         usage, card_gpus = learn_under_card(args.card, config, run=out)
         gpus = gpus or card_gpus
-    async with open_session(config) as session:
+    async with open_session(config) as session:  # config, data and endpoints validated first
         session.split_uses(usage.roles if usage is not None else None)  # a test-split use is refused before --out is made
         run_dir = RunDir(out, overwrite=args.overwrite)
         try:
@@ -104,10 +108,14 @@ async def _learn(args: argparse.Namespace) -> int:
         "final_val_accuracy": None if result.final_eval is None else result.final_eval.accuracy,
         "best_val_accuracy": result.best_val_accuracy, **result.artifact_summary(),
         "run_dir": out,
+        "final_val_answered": None if result.final_eval is None else result.final_eval.answered,
+        "final_val_unanswered": None if result.final_eval is None else result.final_eval.unanswered,
+        "accounting": {"train": msgspec.to_builtins(result.counts),
+                       "validation": msgspec.to_builtins(result.val_counts)},
     }
     run_dir.write_json("summary.json", summary)
     print(msgspec.json.encode(summary).decode())
-    return 0
+    return EXIT_OK
 
 
 async def _eval(args: argparse.Namespace) -> int:
@@ -124,34 +132,43 @@ async def _eval(args: argparse.Namespace) -> int:
     async with open_session(config) as session:
         manifests_file = Path(args.playbook).with_name("splits.json")
         if manifests_file.exists():
-            recorded = msgspec.json.decode(manifests_file.read_bytes(), type=list[SplitManifest])
+            try:
+                recorded = msgspec.json.decode(manifests_file.read_bytes(), type=list[SplitManifest])
+            except (OSError, msgspec.MsgspecError) as exc:
+                raise SplitChangedError(f"{manifests_file} (the split hashes of {args.playbook}) is unreadable: "
+                                        f"{exc}; move it away to evaluate without the check") from None
             for manifest in recorded:
                 if (manifest.task, manifest.split) == (session.task.name, args.split):
                     verify_split(session.val_split, manifest)
         examples = session.val_split.examples
         if gepa:
-            accuracy, errors = await evaluate_candidate(
+            accuracy, failed = await evaluate_candidate(
                 session.task, session.clients, playbook, examples, seed=config.seed,
                 concurrency=config.transport.concurrency,
-            )
+            )  # a GEPA candidate's accuracy still counts a failed call as a wrong answer
+            report = {"examples": len(examples), "accuracy": accuracy, "answered": len(examples) - failed,
+                      "unanswered": failed, "unanswered_by_kind": {}}
         else:
             result = await evaluate(session.agents, playbook, examples, concurrency=config.transport.concurrency)
-            accuracy, errors = result.accuracy, result.errors
+            report = {"examples": result.examples, "accuracy": result.accuracy, "answered": result.answered,
+                      "unanswered": result.unanswered, "unanswered_by_kind": result.unanswered_by_kind}
         if args.card:
             from combee_fast.verify.discipline import record_report
 
             record_report(args.card, config, session.task, session.val_split, run=f"eval {args.playbook}")
-    print(msgspec.json.encode({
-        "split": args.split, "examples": len(examples), "accuracy": accuracy, "errors": errors,
-    }).decode())
-    return 0
+    print(msgspec.json.encode({"split": args.split, **report}).decode())
+    if report["unanswered"] > config.train.max_failed_fraction * report["examples"]:
+        kinds = ", ".join(f"{kind} {n}" for kind, n in report["unanswered_by_kind"].items())
+        raise CallsFailed(f"{report['unanswered']} of {report['examples']} examples of {args.split} unanswered "
+                          f"({kinds}); the accuracy covers only the {report['answered']} answered")
+    return EXIT_OK
 
 
 async def _demo(args: argparse.Namespace) -> int:
     from combee_fast.demo import run_demo
 
     await run_demo(train_limit=args.train_limit)
-    return 0
+    return EXIT_OK
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -164,12 +181,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         from combee_fast.engine.loop import run
 
         return run(handlers[args.command](args))
-    except CombeeError as exc:
-        print(f"combee {args.command}: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+    except CombeeError as exc:  # user text escaped (ESC, BEL...), URL credentials dropped
+        print(f"combee {args.command}: error: {escape_control(scrub(str(exc)))}", file=sys.stderr)
+        return exc.exit_code
     except KeyboardInterrupt:
         print(f"combee {args.command}: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

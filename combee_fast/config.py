@@ -21,6 +21,7 @@ over either. Invalid values raise :class:`~combee_fast.errors.ConfigError` namin
 
 from __future__ import annotations
 
+import math
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ from typing import Any
 import msgspec
 
 from combee_fast.errors import ConfigError
+from combee_fast.redact import strip_userinfo
 
 ROLES = ("generator", "reflector", "curator", "reducer")
 """The four ACE roles, in call order. Each may have its own endpoint and model."""
@@ -144,15 +146,25 @@ class ControllerConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
 
 class TrainConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """Offline training. ``batch_size`` None: the dynamic batch-size controller plans each step."""
+    """Offline training. ``batch_size`` None: the dynamic batch-size controller plans each step.
+
+    ``max_failed_fraction``: when more than this fraction of the calls of the latest steps failed
+    (after their retries and repair), judged once those steps hold ``min_judged_calls`` calls
+    (or at the last step), or a validation leaves more than this fraction of its examples
+    unanswered, the run stops (:mod:`combee_fast.run.stops`).
+    """
 
     batch_size: int | None = 40
     epochs: int = 1
     eval_every: int = 0  # validate every N steps (0: only after the last step)
+    max_failed_fraction: float = 0.5
+    min_judged_calls: int = 10
 
     def __post_init__(self) -> None:
-        _at_least("train", 1, batch_size=self.batch_size, epochs=self.epochs)
+        _at_least("train", 1, batch_size=self.batch_size, epochs=self.epochs, min_judged_calls=self.min_judged_calls)
         _at_least("train", 0, eval_every=self.eval_every)
+        if not 0.0 <= self.max_failed_fraction < 1.0:
+            raise ConfigError(f"train.max_failed_fraction must be in [0, 1), got {self.max_failed_fraction!r}")
 
 
 class TransportConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -169,8 +181,10 @@ class TransportConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
         _at_least("transport", 1, concurrency=self.concurrency)
         _at_least("transport", 0, max_retries=self.max_retries, backoff_base_s=self.backoff_base_s,
                   backoff_max_s=self.backoff_max_s)
-        if not self.timeout_s > 0:
-            raise ConfigError(f"transport.timeout_s must be > 0, got {self.timeout_s}")
+        if not (self.timeout_s > 0 and math.isfinite(self.timeout_s)):
+            raise ConfigError(f"transport.timeout_s must be > 0 and finite, got {self.timeout_s}")
+        if not (math.isfinite(self.backoff_base_s) and math.isfinite(self.backoff_max_s)):
+            raise ConfigError("transport.backoff_base_s and backoff_max_s must be finite")
 
 
 class EndpointSpec(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -258,6 +272,10 @@ class SessionConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
         unknown = set(self.endpoints) - {*ROLES, "default"}
         if unknown:
             raise ConfigError(f"endpoints for unknown roles: {', '.join(sorted(unknown))}")
+        for name, spec in self.endpoints.items():
+            if spec.url is None and spec.model is not None:  # a model without a server: not the simulator
+                flag = "--endpoint" if name == "default" else f"--{name}-endpoint"
+                raise ConfigError(f"endpoint {name!r} names model {spec.model!r} but no URL: give {flag} too")
         simulated = [role for role in ROLES if self.endpoint_for(role).url is None]
         if simulated and len(simulated) < len(ROLES):  # never fall back to the simulator silently
             raise ConfigError(
@@ -316,6 +334,13 @@ def config_from_dict(table: dict[str, Any], *, source: str = "config") -> Sessio
         raise ConfigError(f"{source}: {exc}") from None
 
 
-def config_to_dict(config: SessionConfig) -> dict[str, Any]:
-    """Nested builtins that :func:`config_from_dict` turns back into ``config``."""
-    return msgspec.to_builtins(config)
+def config_to_dict(config: SessionConfig, *, public: bool = False) -> dict[str, Any]:
+    """Nested builtins that :func:`config_from_dict` turns back into ``config``. ``public`` (what
+    files get): endpoint URLs without ``user:password@`` (the key itself is never in the config,
+    only the name of its environment variable)."""
+    table = msgspec.to_builtins(config)
+    if public:
+        for spec in table.get("endpoints", {}).values():
+            if spec.get("url"):
+                spec["url"] = strip_userinfo(spec["url"])
+    return table

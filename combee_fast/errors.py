@@ -1,12 +1,28 @@
-"""Exceptions raised to callers. Each names what was wrong and where.
+"""Exceptions raised to callers, and the process exit codes they map to. Each names what was
+wrong and where.
 
 Failures of single LLM calls are not exceptions: they are :class:`combee_fast.schema.CallError`
-values recorded on the rollout or reflection they belong to, so a batch goes on.
+values recorded on the rollout or reflection they belong to, so a batch goes on. Only when most
+calls of a step fail does the run stop (:class:`CallsFailed`).
 """
+
+EXIT_OK = 0
+"""The run or command finished."""
+EXIT_USAGE = 2
+"""A bad flag, file, configuration or endpoint, found before any work was done (or an endpoint
+that stopped answering altogether)."""
+EXIT_CALLS_FAILED = 3
+"""The run stopped because most calls of a step (or of a validation) failed for a reason other
+than an unreachable endpoint: HTTP errors, unparseable answers, replay-cache misses."""
+EXIT_INTERRUPTED = 130
+"""Stopped by SIGINT (Ctrl-C)."""
 
 
 class CombeeError(Exception):
-    """Base class of every error this package raises on purpose."""
+    """Base class of every error this package raises on purpose; ``exit_code`` is what the
+    command line exits with when it ends a command."""
+
+    exit_code = EXIT_USAGE
 
 
 class PlaybookFileError(CombeeError):
@@ -53,6 +69,13 @@ class TaskDataError(CombeeError):
 
 class ReplayCacheError(CombeeError):
     """The cache file is unreadable or holds a bad line: names the file and the line."""
+
+
+class CallsFailed(CombeeError):
+    """Most calls of a step (or of a validation) failed: names the step, the failure kinds and
+    counts, and where the playbook learned so far was saved."""
+
+    exit_code = EXIT_CALLS_FAILED
 
 
 class StageTimeout(TimeoutError):

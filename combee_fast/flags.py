@@ -184,7 +184,16 @@ def session_config(
         _assign(table, ("task", "options"), options)
     endpoints = _endpoint_flags(args)
     if endpoints:
-        table["endpoints"] = {**table.get("endpoints", {}), **endpoints}
+        recorded = table.get("endpoints", {})
+        merged = {**recorded, **{  # a flag left out keeps the config file's value (its URL, its key)
+            role: {**recorded.get(role, {}), **{k: v for k, v in spec.items() if v is not None}}
+            for role, spec in endpoints.items()
+        }}
+        default_url = merged.get("default", {}).get("url")
+        for role, spec in merged.items():
+            if role != "default" and spec.get("url") is None and default_url is not None:
+                spec["url"] = default_url
+        table["endpoints"] = merged
     return config_from_dict(table, source=args.config or "command line")
 
 

@@ -28,6 +28,8 @@ class Usage(msgspec.Struct, frozen=True):
 
     ``latency_s`` is wall-clock seconds measured by the client. ``sim_latency_s`` is the latency
     the simulated server reports in its own (simulated) seconds; ``None`` for real endpoints.
+    ``retry_kinds`` holds the :attr:`CallError.label` of each failed attempt that was retried
+    (``len(retry_kinds) == retries``).
     """
 
     role: str = ""
@@ -39,6 +41,7 @@ class Usage(msgspec.Struct, frozen=True):
     sim_latency_s: float | None = None
     retries: int = 0
     cached: bool = False
+    retry_kinds: tuple[str, ...] = ()
 
     @property
     def effective_latency_s(self) -> float:
@@ -66,6 +69,20 @@ class CallError(msgspec.Struct, frozen=True):
     message: str
     status: int | None = None
     raw: str | None = None  # the offending response text, kept so nothing is lost
+
+    @property
+    def label(self) -> str:
+        """The failure kind as counted in ledgers and summaries: ``429``, ``5xx``, ``http_<status>``
+        for other HTTP statuses, ``malformed`` for unparseable JSON, else :attr:`kind`."""
+        if self.kind == "http_status":
+            if self.status == 429:
+                return "429"
+            if self.status is not None and 500 <= self.status <= 599:
+                return "5xx"
+            return f"http_{self.status}"
+        if self.kind == "malformed_json":
+            return "malformed"
+        return self.kind
 
 
 class Example(msgspec.Struct, frozen=True):

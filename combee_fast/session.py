@@ -20,6 +20,7 @@ from combee_fast.endpoint.cache import CacheMode, ReplayCache
 from combee_fast.endpoint.client import EndpointClient, EndpointConfig
 from combee_fast.errors import ConfigError
 from combee_fast.gepa.methods import GEPA_METHODS
+from combee_fast.redact import strip_userinfo
 from combee_fast.methods import METHODS, build_method
 from combee_fast.playbook import Playbook
 from combee_fast.protocols import BatchPlan, Method, Task
@@ -128,6 +129,9 @@ class Session:
 
         The GEPA methods (``gepa``, ``combee-gepa``) search a system prompt instead of a playbook
         (:func:`combee_fast.run.gepa.train_gepa`); they take no plan and no starting playbook.
+
+        With ``run_dir``, ``config.json`` and ``splits.json`` are written and the run directory
+        is moved into place (:meth:`RunDir.start`) before the first step.
         """
         config = self.config
         uses = self.split_uses(usage.roles if usage is not None else None)
@@ -138,14 +142,11 @@ class Session:
             ])
         name = method or config.method
         if name in GEPA_METHODS:
+            self._start_run(run_dir, usage)
             return await self._train_gepa(name, run_dir, on_step)
         if plan is None:
             plan = await self.batch_plan(run_dir)
-        if run_dir is not None:
-            run_dir.write_json("config.json", config_to_dict(config))
-            run_dir.write_json("splits.json", [self.train_split.manifest, self.val_split.manifest])
-            if usage is not None:
-                run_dir.write_text("card.toml", usage.card_text)
+        self._start_run(run_dir, usage)
         return await train(
             self.method(method),
             self.agents,
@@ -161,14 +162,22 @@ class Session:
             gpu_clock=self.gpu_clock(gpus),
         )
 
+    def _start_run(self, run_dir: RunDir | None, usage: SplitUsage | None) -> None:
+        """The run has started: write its config, split manifests and card, and move its
+        directory into place (replacing any previous run only now)."""
+        if run_dir is None:
+            return
+        run_dir.write_json("config.json", config_to_dict(self.config, public=True))
+        run_dir.write_json("splits.json", [self.train_split.manifest, self.val_split.manifest])
+        if usage is not None:
+            run_dir.write_text("card.toml", usage.card_text)
+        run_dir.start()
+
     async def _train_gepa(
         self, name: str, run_dir: RunDir | None, on_step: Callable[[LedgerRow], None] | None
     ) -> GepaTrainResult:
         if self.learns_from_traces:
             raise ConfigError(f"method {name} grades its own answers; it cannot learn from collected traces")
-        if run_dir is not None:
-            run_dir.write_json("config.json", config_to_dict(self.config))
-            run_dir.write_json("splits.json", [self.train_split.manifest, self.val_split.manifest])
         return await train_gepa(
             name, self.config, self.task, self.clients, self.train_split.examples, self.val_split.examples,
             run_dir=run_dir, on_step=on_step,
@@ -185,7 +194,8 @@ class Session:
 async def open_session(config: SessionConfig, *, check: bool = True) -> AsyncIterator[Session]:
     """Load the task, start the simulated endpoint if a role needs it, open one client per role.
 
-    With ``check``, every real endpoint is probed first: an unreachable one raises
+    An empty train split raises :class:`ConfigError`. With ``check``, every real endpoint is
+    proved to serve its model first (:meth:`EndpointClient.check`): an unreachable one raises
     :class:`combee_fast.errors.EndpointUnreachable` before any work starts. Roles that name the
     same URL and model share one client, and so one concurrency cap.
     """
@@ -196,6 +206,8 @@ async def open_session(config: SessionConfig, *, check: bool = True) -> AsyncIte
     task = get_task(config.task.name, **config.task.options)
     train_split = task.load(config.task.train_split)
     val_split = task.load(config.task.val_split)
+    if not train_split.examples:  # nothing to learn from (or to evaluate): never a silent "success"
+        raise ConfigError(f"task {task.name!r}: split {config.task.train_split!r} is empty")
     cache = None
     if config.cache.path is not None and config.cache.mode != "off":
         cache = ReplayCache(config.cache.path, CacheMode(config.cache.mode))
@@ -215,8 +227,8 @@ async def open_session(config: SessionConfig, *, check: bool = True) -> AsyncIte
             spec = config.endpoint_for(role)
             key = (spec.url, spec.model, spec.api_key_env, spec.json_schema)
             if key not in shared:  # roles on one endpoint and model share one client, so one cap
-                endpoint = EndpointConfig(
-                    name=spec.url or f"sim:{config.sim.preset}",
+                endpoint = EndpointConfig(  # the name (ledgers, messages) never shows URL credentials
+                    name=strip_userinfo(spec.url) if spec.url else f"sim:{config.sim.preset}",
                     base_url=spec.url or server.url,  # type: ignore[union-attr]
                     model=spec.model or "sim",
                     api_key_env=spec.api_key_env,

@@ -33,3 +33,53 @@ async def start_sim_server() -> AsyncIterator[StartSimServer]:
 async def sim_server(start_sim_server: StartSimServer) -> SimServer:
     """A fault-free ``flat`` server running 1000x faster than simulated time."""
     return await start_sim_server(time_scale=0.001)
+
+
+Handler = Callable[[Any], Awaitable[Any]]
+
+
+class ThreadedServer:
+    """A real aiohttp server on loopback, run by its own event loop in a thread, so a test can
+    point a subprocess (or a client on another loop) at it. ``handler(request) -> web.Response``
+    answers every request; ``url`` is the base URL ending in ``/v1``; ``requests`` lists
+    ``(method, path)`` of every request received."""
+
+    def __init__(self, handler: Handler) -> None:
+        import asyncio
+        import threading
+
+        self._handler = handler
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self._runner: Any = None
+        self.requests: list[tuple[str, str]] = []
+        self.url = ""
+
+    async def _handle(self, request: Any) -> Any:
+        self.requests.append((request.method, request.path))
+        return await self._handler(request)
+
+    async def _start(self) -> None:
+        from aiohttp import web
+
+        self._runner = web.ServerRunner(web.Server(self._handle, access_log=None))
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        host, port = self._runner.addresses[0][:2]
+        self.url = f"http://{host}:{port}/v1"
+
+    def __enter__(self) -> ThreadedServer:
+        import asyncio
+
+        self._thread.start()
+        asyncio.run_coroutine_threadsafe(self._start(), self._loop).result(timeout=10)
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        import asyncio
+
+        asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop).result(timeout=10)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=10)
+        self._loop.close()

@@ -13,7 +13,7 @@ from combee_fast import config
 PACKAGE = Path(combee_fast.__file__).parent
 
 LAYERS = [
-    {"errors", "tokens", "files", "schema", "config"},
+    {"errors", "tokens", "files", "schema", "config", "redact"},
     {"engine", "native"},
     {"protocols"},
     {"endpoint", "playbook", "tasks"},

@@ -38,7 +38,12 @@ class SampleTrace(msgspec.Struct, frozen=True):
 
     def call_usages(self) -> list[Usage]:
         """Usage of the LLM calls made (collected traces carry role "trace" and cost no call)."""
-        return [usage for usage in self.usages() if usage.role != "trace"]
+        return [usage for usage, _ in self.call_outcomes()]
+
+    def call_outcomes(self) -> list[tuple[Usage, CallError | None]]:
+        """``(usage, error)`` of each LLM call made, in the order of :meth:`usages`."""
+        records = [*self.rollouts, *self.reflections]
+        return [(r.usage, r.error) for r in records if r.usage.role != "trace"]
 
     @property
     def sim_seconds(self) -> float:

@@ -57,18 +57,25 @@ def request_key(model: str, request: ChatRequest) -> str:
 
 
 class ReplayCache:
-    """Results by request key, loaded from and appended to ``path`` (created if missing)."""
+    """Results by request key, loaded from and appended to ``path`` (created if missing).
+
+    A folder, an unreadable or unwritable path raises :class:`ReplayCacheError` naming it."""
 
     def __init__(self, path: str | os.PathLike[str], mode: CacheMode) -> None:
         self.path = Path(path)
         self.mode = mode
         self._results: dict[str, ChatResult] = {}
         self._file: IO[bytes] | None = None
-        if mode in (CacheMode.REPLAY, CacheMode.RECORD_MISSING):
-            self._load()
-        if mode in (CacheMode.RECORD, CacheMode.RECORD_MISSING):
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._file = self.path.open("ab")
+        if self.path.is_dir():
+            raise ReplayCacheError(f"{self.path}: the cache must be a file, this is a folder")
+        try:
+            if mode in (CacheMode.REPLAY, CacheMode.RECORD_MISSING):
+                self._load()
+            if mode in (CacheMode.RECORD, CacheMode.RECORD_MISSING):
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                self._file = self.path.open("ab")
+        except OSError as exc:
+            raise ReplayCacheError(f"{self.path}: cannot open the cache file: {exc.strerror or exc}") from None
 
     def __len__(self) -> int:
         return len(self._results)

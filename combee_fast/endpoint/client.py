@@ -12,7 +12,8 @@ Behaviour:
   connection pool of the same size); a request waiting for its backoff does not hold a slot.
 - Each attempt has a ``transport.timeout_s`` deadline. 408/409/429/5xx, connection errors and timeouts are
   retried up to ``max_retries`` times with exponential backoff and jitter, or after the server's
-  ``Retry-After``/``retry-after-ms`` (capped at ``backoff_max_s``).
+  ``Retry-After``/``retry-after-ms``. A server asking to wait longer than ``backoff_max_s`` (the
+  run's patience) is not retried: the call fails at once, saying how long it was asked to wait.
 - JSON output: with ``config.json_schema`` the schema goes in ``response_format``; the text is
   parsed either way and, if unusable, ONE repair request is sent (the bad answer plus what was
   wrong). A result that still fails carries a typed ``CallError``; :meth:`EndpointClient.chat`
@@ -33,6 +34,7 @@ import os
 import random
 import time
 from typing import Any
+from urllib.parse import urlsplit
 
 import aiohttp
 import msgspec
@@ -48,10 +50,12 @@ from combee_fast.endpoint.wire import (
     CompletionRequest,
     CompletionResponse,
     JsonSchemaFormat,
+    ModelList,
     ResponseFormat,
 )
 from combee_fast.config import TransportConfig
 from combee_fast.errors import ConfigError, EndpointUnreachable
+from combee_fast.redact import scrub, strip_userinfo
 from combee_fast.schema import CallError, Message, Usage
 from combee_fast.tokens import estimate_tokens
 
@@ -70,7 +74,8 @@ class EndpointConfig(msgspec.Struct, frozen=True):
 
     def __post_init__(self) -> None:
         if not self.base_url.startswith(("http://", "https://")):
-            raise ConfigError(f"endpoint {self.name!r}: base_url must start with http:// or https://, got {self.base_url!r}")
+            raise ConfigError(f"endpoint {self.name!r}: base_url must start with http:// or https://, "
+                              f"got {strip_userinfo(self.base_url)!r}")
 
 
 class UsageTotals(msgspec.Struct):
@@ -108,13 +113,13 @@ class _AttemptFailed(Exception):
 class _Tally:
     """Accumulates usage over the attempts and the repair of one call."""
 
-    __slots__ = ("prompt_tokens", "completion_tokens", "sim_latency_s", "retries", "failed_s")
+    __slots__ = ("prompt_tokens", "completion_tokens", "sim_latency_s", "retry_kinds", "failed_s")
 
     def __init__(self) -> None:
         self.prompt_tokens = 0
         self.completion_tokens = 0
         self.sim_latency_s: float | None = None
-        self.retries = 0
+        self.retry_kinds: list[str] = []  # label of each retried attempt
         self.failed_s = 0.0  # real seconds in failed attempts and their backoff
 
     def add(self, answer: _Answer) -> None:
@@ -123,6 +128,9 @@ class _Tally:
         if answer.sim_latency_s is not None:
             self.sim_latency_s = (self.sim_latency_s or 0.0) + answer.sim_latency_s
 
+
+CHECK_TIMEOUT_S = 10.0
+"""Most seconds each request of the start-up check waits (never more than the transport timeout)."""
 
 _response_decoder = msgspec.json.Decoder(CompletionResponse)
 _request_encoder = msgspec.json.Encoder()
@@ -136,6 +144,8 @@ class EndpointClient:
         self._cache = cache
         self._url = config.base_url.rstrip("/") + "/chat/completions"
         self._headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        password = urlsplit(config.base_url).password
+        self._secrets: tuple[str, ...] = (password,) if password else ()  # scrubbed from every error kept
         if config.api_key_env is not None:
             key = os.environ.get(config.api_key_env)
             if not key:
@@ -143,7 +153,11 @@ class EndpointClient:
                     f"endpoint {config.name!r}: environment variable {config.api_key_env} "
                     "(api_key_env) is not set"
                 )
+            if password is not None or urlsplit(config.base_url).username is not None:
+                raise ConfigError(f"endpoint {config.name!r}: credentials in the URL and api_key_env "
+                                  f"({config.api_key_env}) both authenticate; give one of them")
             self._headers["Authorization"] = f"Bearer {key}"
+            self._secrets += (key,)
         self._slots = asyncio.Semaphore(config.transport.concurrency)
         self._session: aiohttp.ClientSession | None = None
         self._rng = random.Random(config.name)
@@ -178,22 +192,57 @@ class EndpointClient:
             self._session = None
 
     async def check(self) -> None:
-        """Probe ``GET {base_url}/models``; raises :class:`EndpointUnreachable` (one line) when
-        the endpoint does not answer, rejects the API key, or answers with a server error."""
-        where = f"endpoint {self.config.name!r} at {self.config.base_url}"
-        url = self.config.base_url.rstrip("/") + "/models"
-        timeout = aiohttp.ClientTimeout(total=min(10.0, self.config.transport.timeout_s))
+        """Prove the endpoint serves :attr:`EndpointConfig.model`, or raise
+        :class:`EndpointUnreachable` with one line saying why.
+
+        Proof is ``GET {base_url}/models`` answering 200 with JSON that lists the model (OpenAI's
+        ``{"data": [{"id": ...}]}``), or else one chat completion of at most one token answering
+        200 with a chat-completion body. A 404/501, an HTML page, prose or a model list without
+        the model fails both; 401/403 on either is reported as rejected credentials.
+        """
+        where = f"endpoint {self.config.name!r} at {strip_userinfo(self.config.base_url)}"
+        model = self.config.model
+        timeout = aiohttp.ClientTimeout(total=min(CHECK_TIMEOUT_S, self.config.transport.timeout_s))
+        session = self._open_session()
+        models_url = self.config.base_url.rstrip("/") + "/models"
         try:
-            async with self._open_session().get(url, headers=self._headers, timeout=timeout) as response:
-                status = response.status
+            async with session.get(models_url, headers=self._headers, timeout=timeout) as response:
+                status, body = response.status, await response.read()
         except TimeoutError:
             raise EndpointUnreachable(f"{where} is unreachable: no answer within {timeout.total:g} s") from None
         except aiohttp.ClientError as exc:
-            raise EndpointUnreachable(f"{where} is unreachable: {_one_line(exc)}") from None
+            raise EndpointUnreachable(f"{where} is unreachable: {scrub(_one_line(exc), self._secrets)}") from None
         if status in (401, 403):
-            raise EndpointUnreachable(f"{where} rejected the credentials: HTTP {status} on GET {url}")
-        if status >= 500:
-            raise EndpointUnreachable(f"{where} is failing: HTTP {status} on GET {url}")
+            raise EndpointUnreachable(f"{where} rejected the credentials: HTTP {status} on GET /models")
+        listed = _listed_models(body) if status == 200 else None
+        if listed is not None and model in listed:
+            return
+        if status != 200:
+            models_problem = f"GET /models answered HTTP {status}"
+        elif listed is None:
+            models_problem = "GET /models answered no JSON model list"
+        else:
+            models_problem = f"GET /models does not list model {model!r}"
+        probe = _request_encoder.encode(CompletionRequest(
+            model=model, messages=(Message(role="user", content="ping"),), max_tokens=1, temperature=0.0))
+        try:
+            async with session.post(self._url, data=probe, headers={**self._headers, ROLE_HEADER: "check"},
+                                    timeout=timeout) as response:
+                status, body = response.status, await response.read()
+        except TimeoutError:
+            raise EndpointUnreachable(f"{where}: {models_problem}, and a one-token chat completion got no answer "
+                                      f"within {timeout.total:g} s") from None
+        except aiohttp.ClientError as exc:
+            raise EndpointUnreachable(f"{where} is unreachable: {scrub(_one_line(exc), self._secrets)}") from None
+        if status in (401, 403):
+            raise EndpointUnreachable(f"{where} rejected the credentials: HTTP {status} on POST /chat/completions")
+        if status == 200 and _is_completion(body):
+            return
+        answer = f"HTTP {status}" if status != 200 else "a body that is not a chat completion"
+        raise EndpointUnreachable(
+            f"{where} does not serve model {model!r}: {models_problem}, and a one-token chat completion "
+            f"answered {answer}"
+        )
 
     def usage_totals(self) -> dict[tuple[str, str, str], UsageTotals]:
         """A copy of the running totals, keyed by (role, model, endpoint)."""
@@ -223,6 +272,9 @@ class EndpointClient:
         started = time.perf_counter()
         tally = _Tally()
         text, data, error, finish_reason = await self._answer(request, tally)
+        if error is not None:  # error bodies may echo the request's headers; URLs may carry credentials
+            error = msgspec.structs.replace(error, message=scrub(error.message, self._secrets),
+                                            raw=None if error.raw is None else scrub(error.raw, self._secrets))
         return ChatResult(text=text, data=data, usage=self._usage(request, tally, time.perf_counter() - started),
                           error=error, finish_reason=finish_reason)
 
@@ -262,7 +314,8 @@ class EndpointClient:
             completion_tokens=tally.completion_tokens,
             latency_s=latency_s,
             sim_latency_s=sim_latency_s,
-            retries=tally.retries,
+            retries=len(tally.retry_kinds),
+            retry_kinds=tuple(tally.retry_kinds),
         )
 
     def _encode(self, request: ChatRequest, messages: tuple[Message, ...]) -> bytes:
@@ -301,7 +354,13 @@ class EndpointClient:
                 if not failure.retryable or attempt == config.transport.max_retries:
                     tally.failed_s += time.perf_counter() - attempt_started
                     return failure.error
-                tally.retries += 1
+                patience = config.transport.backoff_max_s
+                if failure.retry_after is not None and failure.retry_after > patience:  # not worth waiting for
+                    tally.failed_s += time.perf_counter() - attempt_started
+                    return msgspec.structs.replace(failure.error, message=(
+                        f"{failure.error.message} (not retried: the server asked to wait {failure.retry_after:g} s, "
+                        f"more than transport.backoff_max_s={patience:g} s)"))
+                tally.retry_kinds.append(failure.error.label)
                 transport = config.transport
                 await asyncio.sleep(backoff_s(attempt, base_s=transport.backoff_base_s, max_s=transport.backoff_max_s,
                                               retry_after=failure.retry_after, rng=self._rng))
@@ -365,6 +424,22 @@ class EndpointClient:
         totals.retries += usage.retries
         totals.errors += result.error is not None
         totals.cached += usage.cached
+
+
+def _listed_models(body: bytes) -> set[str] | None:
+    """The model ids of an OpenAI ``/models`` answer; ``None`` if ``body`` is not one."""
+    try:
+        listing = msgspec.json.decode(body, type=ModelList)
+    except msgspec.MsgspecError:
+        return None
+    return {card.id for card in listing.data}
+
+
+def _is_completion(body: bytes) -> bool:
+    try:
+        return bool(_response_decoder.decode(body).choices)
+    except msgspec.MsgspecError:
+        return False
 
 
 def _parse_float(value: str | None) -> float | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 
 import msgspec
 
@@ -14,11 +15,20 @@ from combee_fast.schema import Example, Rollout
 
 
 class EvalResult(msgspec.Struct, frozen=True):
-    """Accuracy of one playbook on one split, with every rollout and the critical-path time."""
+    """Accuracy of one playbook on one split, with every rollout and the critical-path time.
 
-    accuracy: float  # mean score in [0, 1]; a failed call scores 0
+    ``accuracy`` is the mean score over the *answered* examples (0.0 when none was): an example
+    whose generator call failed (``rollout.error`` set: HTTP error, timeout, unparseable reply,
+    replay miss...) is not a wrong answer but an unanswered one, counted in ``unanswered`` and
+    by failure kind (:attr:`~combee_fast.schema.CallError.label`) in ``unanswered_by_kind``.
+    ``answered + unanswered == examples``.
+    """
+
+    accuracy: float
     examples: int
-    errors: int
+    answered: int
+    unanswered: int
+    unanswered_by_kind: dict[str, int]
     sim_seconds: float
     rollouts: tuple[Rollout, ...]
 
@@ -33,12 +43,15 @@ async def evaluate(
         return await agents.generate(example, text, epoch="eval")
 
     rollouts = await indexed_map(examples, one, concurrency=concurrency)
-    scores = [r.score or 0.0 for r in rollouts]
+    scores = [r.score or 0.0 for r in rollouts if r.error is None]
+    failed = Counter(r.error.label for r in rollouts if r.error is not None)
     finished = finish_times([r.usage.effective_latency_s for r in rollouts], concurrency)
     return EvalResult(
         accuracy=sum(scores) / len(scores) if scores else 0.0,
         examples=len(rollouts),
-        errors=sum(r.error is not None for r in rollouts),
+        answered=len(scores),
+        unanswered=len(rollouts) - len(scores),
+        unanswered_by_kind=dict(sorted(failed.items())),
         sim_seconds=max(finished, default=0.0),
         rollouts=tuple(rollouts),
     )

@@ -12,6 +12,7 @@ accuracy (GEPA's answer; a search has no separate final artifact).
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -24,7 +25,7 @@ from combee_fast.gepa.methods import build_reflection
 from combee_fast.gepa.search import GepaSearch, Iteration, grade
 from combee_fast.protocols import Task
 from combee_fast.roles.agents import RoleClients
-from combee_fast.run.ledger import ErrorRecord, LedgerRow, usage_columns
+from combee_fast.run.ledger import CallCounts, ErrorRecord, LedgerRow, usage_columns
 from combee_fast.run.rundir import RunDir
 from combee_fast.schema import Example
 
@@ -34,6 +35,8 @@ class CandidateEval(msgspec.Struct, frozen=True):
 
     accuracy: float
     examples: int
+    answered: int | None = None  # the search counts a failed validation call as a wrong answer;
+    unanswered: int | None = None  # answered/unanswered are not tracked for GEPA runs yet
 
 
 class GepaTrainResult(msgspec.Struct, frozen=True):
@@ -55,6 +58,8 @@ class GepaTrainResult(msgspec.Struct, frozen=True):
     ledger: tuple[LedgerRow, ...]
     rollouts: int = 0  # solver calls (every metric call is one)
     gpu_seconds: float | None = None  # not measured for GEPA runs yet
+    counts: CallCounts = msgspec.field(default_factory=CallCounts)  # train calls, retries, failures
+    val_counts: CallCounts = msgspec.field(default_factory=CallCounts)  # not split out for GEPA yet
 
     def artifact_summary(self) -> dict[str, Any]:
         """What the run summary says about the learned artifact."""
@@ -66,7 +71,8 @@ class GepaTrainResult(msgspec.Struct, frozen=True):
 
 def iteration_row(method: str, record: Iteration, cumulative: float, candidates: int) -> LedgerRow:
     """The ledger row of one GEPA iteration (module docstring)."""
-    calls, models, prompt, completion = usage_columns(record.usages)
+    calls = Counter(usage.role for usage in record.usages)
+    models, prompt, completion = usage_columns(record.usages)
     errors = tuple(ErrorRecord(item, kind, message) for item, kind, message in record.errors)
     return LedgerRow(
         method=method, epoch=record.epoch, step=record.iteration, batch_size=record.minibatch,
@@ -135,8 +141,16 @@ async def train_gepa(
         calls=len(usages), tokens=sum(u.prompt_tokens + u.completion_tokens for u in usages),
         metric_calls=outcome.metric_calls, candidates=len(outcome.candidates),
         accepted=sum(record.outcome == "accepted" for record in outcome.iterations), ledger=tuple(ledger),
-        rollouts=sum(row.rollouts for row in ledger),
+        rollouts=sum(row.rollouts for row in ledger), counts=_counts(ledger),
     )
+
+
+def _counts(ledger: Sequence[LedgerRow]) -> CallCounts:
+    """The run's calls, retries and failures, summed over its ledger rows."""
+    total = CallCounts()
+    for row in ledger:
+        total.add_counts(CallCounts.of_row(row))
+    return total
 
 
 async def evaluate_candidate(

@@ -2,7 +2,10 @@
 GPU-seconds, errors, accuracy.
 
 Every row names the model and endpoint that served each role, so the model that proposes edits,
-the one that answers and the one being evaluated can always be told apart.
+the one that answers and the one being evaluated can always be told apart. Calls, retried
+attempts and failed calls are counted per role, and retries and failures per kind
+(:attr:`~combee_fast.schema.CallError.label`: ``429``, ``5xx``, ``timeout``, ``connection``,
+``malformed``, ``schema_mismatch``, ``truncated``, ``replay_miss``...), in :class:`CallCounts`.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from collections.abc import Iterable
 import msgspec
 
 from combee_fast.methods.base import StepResult
-from combee_fast.schema import Usage
+from combee_fast.schema import CallError, Usage
 
 
 class ErrorRecord(msgspec.Struct, frozen=True):
@@ -46,52 +49,117 @@ class LedgerRow(msgspec.Struct, frozen=True):
     rejected: int
     evicted: int
     errors: tuple[ErrorRecord, ...]
-    val_accuracy: float | None = None
+    retries: dict[str, dict[str, int]] = msgspec.field(default_factory=dict)  # role -> kind -> retried attempts
+    failures: dict[str, dict[str, int]] = msgspec.field(default_factory=dict)  # role -> kind -> failed calls
+    val_accuracy: float | None = None  # over the answered validation examples
+    val_answered: int | None = None
+    val_unanswered: int | None = None
     rollouts: int = 0  # generator calls the step made (collected traces: none)
     gpu_seconds: float | None = None  # what the step cost the hardware (run/cost.py); None: unknown.
     # Measured like wall_seconds (the simulator's busy time follows real arrival times), so two
     # runs of one seed may differ in it while every other field is identical.
 
 
-def step_usages(result: StepResult) -> list[Usage]:
-    """Usage of every LLM call the step made (collected traces cost no call)."""
-    return [u for t in result.traces for u in t.call_usages()] + [
-        p.usage for p in result.proposals
+class CallCounts(msgspec.Struct):
+    """Calls per role; retried attempts and failed calls per role and kind. Adds up over steps."""
+
+    calls: dict[str, int] = msgspec.field(default_factory=dict)
+    retries: dict[str, dict[str, int]] = msgspec.field(default_factory=dict)
+    errors: dict[str, dict[str, int]] = msgspec.field(default_factory=dict)
+
+    def add(self, usage: Usage, error: CallError | None) -> None:
+        """Count one call (after its retries) and how it ended."""
+        self.calls[usage.role] = self.calls.get(usage.role, 0) + 1
+        for kind in usage.retry_kinds:
+            _bump(self.retries, usage.role, kind, 1)
+        if error is not None:
+            _bump(self.errors, usage.role, error.label, 1)
+
+    @classmethod
+    def of_row(cls, row: LedgerRow) -> CallCounts:
+        """The counts one ledger row holds (copied: adding to them leaves the row as it is)."""
+        return cls(calls=dict(row.calls), retries={r: dict(k) for r, k in row.retries.items()},
+                   errors={r: dict(k) for r, k in row.failures.items()})
+
+    def add_counts(self, other: CallCounts) -> None:
+        """Add every count of ``other``."""
+        for role, n in other.calls.items():
+            self.calls[role] = self.calls.get(role, 0) + n
+        for mine, theirs in ((self.retries, other.retries), (self.errors, other.errors)):
+            for role, kinds in theirs.items():
+                for kind, n in kinds.items():
+                    _bump(mine, role, kind, n)
+
+    @property
+    def total_calls(self) -> int:
+        return sum(self.calls.values())
+
+    @property
+    def total_errors(self) -> int:
+        return sum(n for kinds in self.errors.values() for n in kinds.values())
+
+    def errors_by_kind(self) -> dict[str, int]:
+        """Failed calls per kind over every role, most frequent first."""
+        totals: Counter[str] = Counter()
+        for kinds in self.errors.values():
+            totals.update(kinds)
+        return dict(sorted(totals.items(), key=lambda item: (-item[1], item[0])))
+
+
+def _bump(table: dict[str, dict[str, int]], role: str, kind: str, n: int) -> None:
+    kinds = table.setdefault(role, {})
+    kinds[kind] = kinds.get(kind, 0) + n
+
+
+def step_outcomes(result: StepResult) -> list[tuple[Usage, CallError | None]]:
+    """``(usage, error)`` of every LLM call the step made (collected traces cost no call)."""
+    return [o for t in result.traces for o in t.call_outcomes()] + [
+        (p.usage, p.error) for p in result.proposals
     ]
 
 
-def usage_columns(
-    usages: Iterable[Usage],
-) -> tuple[Counter[str], dict[str, str], dict[str, int], dict[str, int]]:
-    """Per role: calls, the "model @ endpoint" that served it, prompt and completion tokens."""
-    calls: Counter[str] = Counter()
+def step_usages(result: StepResult) -> list[Usage]:
+    """Usage of every LLM call the step made (collected traces cost no call)."""
+    return [usage for usage, _ in step_outcomes(result)]
+
+
+def step_counts(result: StepResult) -> CallCounts:
+    """Calls, retries and failures of one step."""
+    counts = CallCounts()
+    for usage, error in step_outcomes(result):
+        counts.add(usage, error)
+    return counts
+
+
+def usage_columns(usages: Iterable[Usage]) -> tuple[dict[str, str], dict[str, int], dict[str, int]]:
+    """Per role: the "model @ endpoint" that served it, prompt tokens and completion tokens."""
     prompt: Counter[str] = Counter()
     completion: Counter[str] = Counter()
     models: dict[str, str] = {}
     for usage in usages:
-        calls[usage.role] += 1
         models.setdefault(usage.role, f"{usage.model} @ {usage.endpoint}")
         prompt[usage.role] += usage.prompt_tokens
         completion[usage.role] += usage.completion_tokens
-    return calls, models, dict(prompt), dict(completion)
+    return models, dict(prompt), dict(completion)
 
 
 def ledger_row(
     method: str, epoch: int, step: int, reason: str, result: StepResult, cumulative: float
 ) -> LedgerRow:
     """The ledger row of one step; ``cumulative`` is the run's simulated seconds so far."""
-    calls, models, prompt, completion = usage_columns(step_usages(result))
+    counts = step_counts(result)
+    models, prompt, completion = usage_columns(step_usages(result))
     errors = [ErrorRecord(item, e.kind, e.message) for t in result.traces for item, e in t.errors()]
     errors += [ErrorRecord(p.source, p.error.kind, p.error.message) for p in result.proposals if p.error]
     fresh = [t for t in result.traces if t.rollouts and t.rollouts[0].round == 0]
     return LedgerRow(
         method=method, epoch=epoch, step=step, batch_size=len(fresh), batch_reason=reason,
         first_try_accuracy=sum(t.first_correct for t in fresh) / max(1, len(fresh)),
-        calls=dict(calls), models=models, prompt_tokens=prompt, completion_tokens=completion,
+        calls=counts.calls, models=models, prompt_tokens=prompt, completion_tokens=completion,
         sim_seconds=result.sim_seconds, wall_seconds=result.wall_seconds,
         cumulative_sim_seconds=cumulative, playbook_version=result.playbook.version,
         bullets=len(result.playbook), added=sum(len(r.added_ids) for r in result.reports),
         rejected=sum(len(r.rejected) for r in result.reports),
         evicted=sum(len(r.evicted) for r in result.reports), errors=tuple(errors),
-        rollouts=calls["generator"],
+        retries=counts.retries, failures=counts.errors, rollouts=counts.calls.get("generator", 0),
     )

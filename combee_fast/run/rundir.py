@@ -10,18 +10,27 @@
     candidates/c*.json every candidate of a GEPA run's pool
     final.json, best.json, summary.json
     card.toml          the experiment card the run was made under (``learn --card``), if any
+
+A run is written first into a hidden staging folder beside its directory
+(``.<name>.starting-*``). :meth:`RunDir.start`, called once the run has started (configuration,
+data and endpoints validated, ``config.json`` written), moves it into place, replacing a previous
+run only then (``overwrite``); a run that fails before :meth:`RunDir.start` leaves nothing behind
+(:meth:`RunDir.close` removes the staging folder and any parent folder it had to create). Files
+get mode :data:`~combee_fast.files.FILE_MODE`, folders :data:`~combee_fast.files.DIR_MODE`.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import msgspec
 
 from combee_fast.errors import ConfigError
-from combee_fast.files import write_atomic
+from combee_fast.files import DIR_MODE, open_append, write_atomic
 from combee_fast.playbook import Playbook
 
 _encoder = msgspec.json.Encoder(order="deterministic")
@@ -29,28 +38,95 @@ _encoder = msgspec.json.Encoder(order="deterministic")
 
 _RUN_FILES = ("config.json", "splits.json", "ledger.jsonl", "controller.jsonl", "deltas.jsonl",
               "final.json", "best.json", "summary.json", "card.toml")
+_RUN_FOLDERS = {"playbooks": "v*.json", "candidates": "c*.json"}  # a GEPA run's pool in candidates/
+
+
+def check_run_target(root: str | os.PathLike[str], *, overwrite: bool = False) -> Path:
+    """``root`` as a path, if a run can be written there; else :class:`ConfigError` in one line.
+
+    Refused: a path naming an existing file, a folder that already holds a run (unless
+    ``overwrite``), and a place this process cannot write (a read-only folder, or one under a file).
+    Nothing is left behind (writability is probed with an empty folder, removed at once).
+    """
+    path = Path(root)
+    if path.exists() and not path.is_dir():
+        raise ConfigError(f"run directory {path} exists and is not a folder; choose another --out")
+    if _holds_a_run(path) and not overwrite:
+        raise ConfigError(f"run directory {path} already holds a run; choose another --out or pass --overwrite")
+    existing = path.parent  # the staging folder is created there (after its missing parents)
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir():
+        raise ConfigError(f"run directory {path}: {existing} is not a folder")
+    for folder in (existing, *([path] if path.is_dir() else [])):
+        try:  # a real probe: permissions, read-only file systems and root's special folders alike
+            os.rmdir(tempfile.mkdtemp(dir=folder, prefix=".combee-write-check-"))
+        except OSError as exc:
+            raise ConfigError(f"run directory {path}: cannot write in {folder} ({exc.strerror or exc})") from None
+    return path
+
+
+def _holds_a_run(path: Path) -> bool:
+    return path.is_dir() and (any((path / name).exists() for name in _RUN_FILES)
+                              or any(any((path / folder).glob(pattern)) for folder, pattern in _RUN_FOLDERS.items()))
 
 
 class RunDir:
-    """Writes one run's files under ``root`` (created if missing).
+    """Writes one run's files; see the module docstring for staging, :meth:`start` and modes.
 
     A folder that already holds a run is refused (:class:`ConfigError` naming it) unless
-    ``overwrite``, which deletes that run's files first: two runs never mix in one ledger.
+    ``overwrite``; its files are then replaced by the new run's at :meth:`start`, never earlier:
+    two runs never mix in one ledger, and a run that fails to start leaves the old one intact.
+    Until :meth:`start`, :attr:`root` is the staging folder.
     """
 
     def __init__(self, root: str | os.PathLike[str], *, overwrite: bool = False) -> None:
-        self.root = Path(root)
-        previous = [self.root / name for name in _RUN_FILES if (self.root / name).exists()]
-        previous += sorted((self.root / "playbooks").glob("v*.json"))
-        previous += sorted((self.root / "candidates").glob("c*.json"))  # a GEPA run's pool
-        if previous and not overwrite:
-            raise ConfigError(f"run directory {self.root} already holds a run; choose another --out or pass --overwrite")
-        for path in previous:
-            path.unlink()
-        (self.root / "playbooks").mkdir(parents=True, exist_ok=True)
-        self._ledger = open(self.root / "ledger.jsonl", "ab")
-        self._decisions = open(self.root / "controller.jsonl", "ab")
-        self._deltas = open(self.root / "deltas.jsonl", "ab")
+        self.target = check_run_target(root, overwrite=overwrite)
+        self._created: list[Path] = []  # parent folders made for the staging folder, outermost last
+        parent = self.target.parent
+        while not parent.exists():
+            self._created.append(parent)
+            parent = parent.parent
+        self._started = False
+        try:
+            for folder in reversed(self._created):
+                folder.mkdir()
+                os.chmod(folder, DIR_MODE)
+            self.root = Path(tempfile.mkdtemp(dir=self.target.parent, prefix=f".{self.target.name}.starting-"))
+            os.chmod(self.root, DIR_MODE)
+            (self.root / "playbooks").mkdir()
+            os.chmod(self.root / "playbooks", DIR_MODE)
+            self._ledger = open_append(self.root / "ledger.jsonl")
+            self._decisions = open_append(self.root / "controller.jsonl")
+            self._deltas = open_append(self.root / "deltas.jsonl")
+        except OSError as exc:
+            self._discard()
+            raise ConfigError(f"run directory {self.target}: cannot create it: {exc.strerror or exc}") from None
+
+    @property
+    def started(self) -> bool:
+        return self._started
+
+    def start(self) -> None:
+        """Move the staged run into place (idempotent): the folder is renamed to the run
+        directory, or, when that folder exists, the previous run's files are replaced by the
+        new run's (other files in it are kept)."""
+        if self._started:
+            return
+        staging, target = self.root, self.target
+        if not target.exists():
+            os.rename(staging, target)
+        else:
+            trash = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.replaced-"))
+            for name in (*_RUN_FILES, *_RUN_FOLDERS):
+                if (target / name).exists():
+                    os.replace(target / name, trash / name)
+            for entry in staging.iterdir():
+                os.replace(entry, target / entry.name)
+            staging.rmdir()
+            shutil.rmtree(trash, ignore_errors=True)
+        self.root = target
+        self._started = True
 
     def write_json(self, name: str, value: Any) -> None:
         write_atomic(self.root / name, msgspec.json.format(_encoder.encode(value), indent=2))
@@ -59,16 +135,19 @@ class RunDir:
         write_atomic(self.root / name, text.encode())
 
     def append_ledger(self, row: Any) -> None:
-        self._ledger.write(_encoder.encode(row) + b"\n")
-        self._ledger.flush()
+        self._append(self._ledger, row)
 
     def append_decision(self, row: Any) -> None:
-        self._decisions.write(_encoder.encode(row) + b"\n")
-        self._decisions.flush()
+        self._append(self._decisions, row)
 
     def append_deltas(self, entries: Any) -> None:
         self._deltas.writelines(_encoder.encode(entry) + b"\n" for entry in entries)
         self._deltas.flush()
+
+    @staticmethod
+    def _append(file: IO[bytes], row: Any) -> None:
+        file.write(_encoder.encode(row) + b"\n")
+        file.flush()
 
     def save_version(self, playbook: Playbook) -> None:
         playbook.save(self.root / "playbooks" / f"v{playbook.version:05d}.json")
@@ -77,6 +156,20 @@ class RunDir:
         playbook.save(self.root / name)
 
     def close(self) -> None:
-        self._ledger.close()
-        self._decisions.close()
-        self._deltas.close()
+        """Close the files; a run that never started is removed (the previous run stays)."""
+        for name in ("_ledger", "_decisions", "_deltas"):
+            file = getattr(self, name, None)
+            if file is not None:
+                file.close()
+        if not self._started:
+            self._discard()
+
+    def _discard(self) -> None:
+        root = getattr(self, "root", None)
+        if root is not None and root != self.target:
+            shutil.rmtree(root, ignore_errors=True)
+        for folder in self._created:  # innermost first
+            try:
+                folder.rmdir()
+            except OSError:
+                break

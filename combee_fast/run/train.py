@@ -11,19 +11,23 @@ from typing import Any
 import msgspec
 
 from combee_fast.engine.rng import rng_at
-from combee_fast.errors import EndpointUnreachable
 from combee_fast.config import TrainConfig
 from combee_fast.playbook import Playbook
 from combee_fast.protocols import BatchPlan, Method
 from combee_fast.roles.agents import Agents
 from combee_fast.run.cost import GpuClock
 from combee_fast.run.evaluate import EvalResult, evaluate
-from combee_fast.run.ledger import LedgerRow, ledger_row, step_usages
+from combee_fast.run.ledger import CallCounts, LedgerRow, ledger_row, step_usages
 from combee_fast.run.rundir import RunDir
+from combee_fast.run.stops import FailureWatch, check_validation
 
 
 class TrainResult(msgspec.Struct, frozen=True):
-    """What a training run produced: final and best playbooks, time, calls, tokens, ledger."""
+    """What a training run produced: final and best playbooks, time, calls, tokens, ledger.
+
+    ``counts``: calls, retries and failures of the learning steps, per role and kind;
+    ``val_counts``: the same for every validation call (generator role).
+    """
 
     method: str
     final: Playbook
@@ -38,29 +42,12 @@ class TrainResult(msgspec.Struct, frozen=True):
     ledger: tuple[LedgerRow, ...]
     rollouts: int = 0  # generator calls of every step
     gpu_seconds: float | None = None  # None: no GPU clock (unknown)
+    counts: CallCounts = msgspec.field(default_factory=CallCounts)
+    val_counts: CallCounts = msgspec.field(default_factory=CallCounts)
 
     def artifact_summary(self) -> dict[str, Any]:
         """What the run summary says about the learned artifact."""
         return {"bullets": len(self.final)}
-
-
-UNREACHABLE_KINDS = frozenset({"connection", "timeout"})
-
-
-def _stop_if_unreachable(row: LedgerRow, playbook: Playbook, run_dir: RunDir | None) -> None:
-    """Stop a run whose step could not reach its endpoints at all: every call failed in transport
-    (after its retries). What was learned so far is saved first, as final.json."""
-    calls = sum(row.calls.values())
-    lost = [e for e in row.errors if e.kind in UNREACHABLE_KINDS]
-    if calls == 0 or len(lost) < calls:
-        return
-    where = ""
-    if run_dir is not None:
-        run_dir.save_playbook("final.json", playbook)
-        where = f"; {run_dir.root / 'final.json'} holds playbook version {playbook.version}"
-    raise EndpointUnreachable(
-        f"every call of step {row.step + 1} failed to reach its endpoint ({lost[0].message}){where}"
-    )
 
 
 async def train(
@@ -82,14 +69,21 @@ async def train(
 
     Each epoch visits the items in an order drawn from the seed tree ("order", epoch), the same for
     every method. Validation (when ``val_examples`` is non-empty) runs every ``eval_every`` steps
-    and after the last one; its time is not counted as training time. With ``gpu_clock`` each
-    ledger row holds the GPU-seconds read across its step (validation not included).
+    and after the last one; its time is not counted as training time. Its accuracy is over the
+    answered examples, and the best playbook is the one with the highest such accuracy. With
+    ``gpu_clock`` each ledger row holds the GPU-seconds read across its step (validation not included).
+
+    When the calls of the latest steps mostly fail, or a validation leaves most examples
+    unanswered, the run stops after the ledger row is written (:mod:`combee_fast.run.stops`;
+    ``final.json`` is saved).
     """
     best, best_accuracy = playbook, None
     ledger: list[LedgerRow] = []
     sim_total = wall_total = gpu_total = 0.0
     calls = tokens = samples = rollouts = 0
     final_eval: EvalResult | None = None
+    counts, val_counts = CallCounts(), CallCounts()
+    watch = FailureWatch(max_failed_fraction=config.max_failed_fraction, min_judged_calls=config.min_judged_calls)
 
     async def run_step(batch: list[Any], reason: str, epoch: int, is_last: Callable[[], bool]) -> None:
         nonlocal playbook, best, best_accuracy, sim_total, wall_total, gpu_total, calls, tokens, samples, final_eval
@@ -116,17 +110,26 @@ async def train(
         if step_gpu is not None:
             gpu_total += step_gpu
             row = msgspec.structs.replace(row, gpu_seconds=step_gpu)
-        if val_examples and (is_last() or (config.eval_every and (step_number + 1) % config.eval_every == 0)):
-            final_eval = await evaluate(agents, playbook, val_examples, concurrency=eval_concurrency)
-            row = msgspec.structs.replace(row, val_accuracy=final_eval.accuracy)
-            if best_accuracy is None or final_eval.accuracy > best_accuracy:
-                best, best_accuracy = playbook, final_eval.accuracy
+        step_counts = CallCounts.of_row(row)
+        counts.add_counts(step_counts)
+        validation = None
+        last = is_last()
+        if val_examples and (last or (config.eval_every and (step_number + 1) % config.eval_every == 0)):
+            validation = final_eval = await evaluate(agents, playbook, val_examples, concurrency=eval_concurrency)
+            for rollout in validation.rollouts:
+                val_counts.add(rollout.usage, rollout.error)
+            row = msgspec.structs.replace(row, val_accuracy=validation.accuracy, val_answered=validation.answered,
+                                          val_unanswered=validation.unanswered)
+            if validation.answered and (best_accuracy is None or validation.accuracy > best_accuracy):
+                best, best_accuracy = playbook, validation.accuracy
         ledger.append(row)
         if run_dir is not None:
             run_dir.append_ledger(row)
         if on_step is not None:
             on_step(row)
-        _stop_if_unreachable(row, playbook, run_dir)
+        watch.observe(row, step_counts, playbook, run_dir, last=last)
+        if validation is not None:
+            check_validation(row, validation, playbook, run_dir, max_failed_fraction=config.max_failed_fraction)
 
     for epoch in range(config.epochs):
         last_epoch = epoch == config.epochs - 1
@@ -149,5 +152,5 @@ async def train(
         method=method.name, final=playbook, best=best, best_val_accuracy=best_accuracy,
         final_eval=final_eval, train_sim_seconds=sim_total, train_wall_seconds=wall_total,
         samples=samples, calls=calls, tokens=tokens, ledger=tuple(ledger), rollouts=rollouts,
-        gpu_seconds=gpu_total if gpu_clock is not None else None,
+        gpu_seconds=gpu_total if gpu_clock is not None else None, counts=counts, val_counts=val_counts,
     )

@@ -12,7 +12,8 @@ import signal
 import sys
 
 from combee_fast.engine.loop import run
-from combee_fast.errors import ConfigError
+from combee_fast.errors import EXIT_OK, EXIT_USAGE, ConfigError
+from combee_fast.redact import escape_control
 from combee_fast.config import FaultConfig
 from combee_fast.sim.server import PRESETS, REAL_TIME, EchoResponder, LatencyPreset, Responder, SimServer
 
@@ -79,14 +80,18 @@ async def _serve(server: SimServer) -> None:
 
 
 def run_sim_server(args: argparse.Namespace) -> int:
-    """Serve until SIGINT/SIGTERM; returns the exit status (2 for a bad option value)."""
+    """Serve until SIGINT/SIGTERM; returns the exit status (2, with one line, for a bad option
+    value or an address it cannot listen on)."""
     try:
         server = server_from_args(args)
+        run(_serve(server))
     except ConfigError as exc:
-        print(f"sim-server: {exc}", file=sys.stderr)
-        return 2
-    run(_serve(server))
-    return 0
+        print(f"sim-server: {escape_control(str(exc))}", file=sys.stderr)
+        return EXIT_USAGE
+    except OSError as exc:  # the port is taken, the host is not ours...
+        print(f"sim-server: cannot listen on {args.host}:{args.port}: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_USAGE
+    return EXIT_OK
 
 
 def main(argv: list[str] | None = None) -> int:

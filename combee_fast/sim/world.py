@@ -34,7 +34,7 @@ import msgspec
 import orjson
 
 from combee_fast.sim.server import SimRequest
-from combee_fast.schema import Example
+from combee_fast.schema import Example, Message
 from combee_fast.protocols import Task
 
 
@@ -173,7 +173,9 @@ class TaskWorld:
         return cls(task, examples, params)
 
     def respond(self, request: SimRequest) -> str:
-        prompt = request.messages[-1].content if request.messages else ""
+        """The role's answer to the request's prompt: its last message, or, in a repair
+        conversation (prompt, bad assistant reply, repair instruction), the prompt it repairs."""
+        prompt = _prompt_of(request.messages)
         seed = request.seed if request.seed is not None else 0
         handler = {
             "generator": self._generate,
@@ -362,3 +364,12 @@ def _reflection(
         "key_insight": lesson,
         "bullet_tags": tags,
     }
+
+
+def _prompt_of(messages: Sequence[Message]) -> str:
+    """The prompt a conversation asks about: the last message before the first assistant reply
+    (a repair request restates no question; it asks to answer the earlier prompt again)."""
+    for index, message in enumerate(messages):
+        if message.role == "assistant":
+            return messages[index - 1].content if index else ""
+    return messages[-1].content if messages else ""

@@ -43,5 +43,6 @@ def test_learn_a_system_prompt_with_a_gepa_method(tmp_path, method: str, minibat
     )
     assert scored.returncode == 0, scored.stderr
     assert json.loads(scored.stdout) == {
-        "split": "val[0:15]", "examples": 15, "accuracy": summary["best_val_accuracy"], "errors": 0,
+        "split": "val[0:15]", "examples": 15, "accuracy": summary["best_val_accuracy"],
+        "answered": 15, "unanswered": 0, "unanswered_by_kind": {},
     }  # the search's validation score, reproduced

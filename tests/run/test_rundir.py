@@ -1,0 +1,94 @@
+"""The run directory: staged until the run starts, replacing a previous run only then, one file mode."""
+
+from __future__ import annotations
+
+import os
+import stat
+
+import pytest
+
+from combee_fast.errors import ConfigError
+from combee_fast.playbook import Playbook
+from combee_fast.run.rundir import RunDir, check_run_target
+
+
+def _tree(root) -> list[str]:
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*"))
+
+
+def test_a_run_that_never_starts_leaves_nothing_not_even_the_parents_it_made(tmp_path) -> None:
+    run_dir = RunDir(tmp_path / "a" / "b" / "run")
+    run_dir.write_json("config.json", {"x": 1})
+    run_dir.close()
+    assert _tree(tmp_path) == []
+
+
+def test_overwrite_replaces_the_previous_run_only_at_start(tmp_path) -> None:
+    root = tmp_path / "run"
+    first = RunDir(root)
+    first.start()
+    first.write_json("config.json", {"run": 1})
+    first.save_version(Playbook.empty())
+    first.close()
+    (root / "notes.txt").write_text("mine")  # not a run file: kept
+    second = RunDir(root, overwrite=True)
+    second.write_json("config.json", {"run": 2})
+    assert (root / "config.json").read_text().count("1") == 1 and (root / "playbooks" / "v00000.json").exists()
+    second.start()
+    second.append_ledger({"step": 0})
+    second.close()
+    assert (root / "config.json").read_text().count("2") == 1
+    assert not (root / "playbooks" / "v00000.json").exists()
+    assert (root / "ledger.jsonl").read_text() == '{"step":0}\n'
+    assert (root / "notes.txt").read_text() == "mine"
+    assert _tree(tmp_path) == ["run", *(f"run/{name}" for name in sorted(
+        ["config.json", "controller.jsonl", "deltas.jsonl", "ledger.jsonl", "notes.txt", "playbooks"]))]
+
+
+def test_overwrite_that_fails_to_start_keeps_the_previous_run(tmp_path) -> None:
+    root = tmp_path / "run"
+    first = RunDir(root)
+    first.write_json("config.json", {"run": 1})
+    first.start()
+    first.close()
+    second = RunDir(root, overwrite=True)
+    second.close()
+    assert (root / "config.json").read_text().count("1") == 1 and _tree(tmp_path)[0] == "run"
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+
+
+def test_every_run_file_gets_one_mode_whatever_the_umask(tmp_path) -> None:
+    old = os.umask(0o077)
+    try:
+        run_dir = RunDir(tmp_path / "run")
+        run_dir.write_json("config.json", {})
+        run_dir.save_version(Playbook.empty())
+        run_dir.save_playbook("final.json", Playbook.empty())
+        run_dir.start()
+        run_dir.append_ledger({})
+        run_dir.close()
+    finally:
+        os.umask(old)
+    modes = {str(p.relative_to(tmp_path)): stat.S_IMODE(p.stat().st_mode) for p in (tmp_path / "run").rglob("*")}
+    modes["run"] = stat.S_IMODE((tmp_path / "run").stat().st_mode)
+    assert {name: mode for name, mode in modes.items() if (tmp_path / name).is_file()} == {
+        name: 0o644 for name in ("run/config.json", "run/controller.jsonl", "run/deltas.jsonl", "run/final.json",
+                                 "run/ledger.jsonl", "run/playbooks/v00000.json")}
+    assert modes["run"] == modes["run/playbooks"] == 0o755
+
+
+def test_bad_targets_are_refused_in_one_line_before_anything_is_made(tmp_path) -> None:
+    a_file = tmp_path / "file"
+    a_file.write_text("")
+    with pytest.raises(ConfigError, match="exists and is not a folder"):
+        check_run_target(a_file)
+    with pytest.raises(ConfigError, match="is not a folder"):
+        check_run_target(a_file / "run")
+    with pytest.raises(ConfigError, match=r"run directory /proc/combee-run: cannot write in /proc \("):
+        check_run_target("/proc/combee-run")  # not writable even by root
+    if os.geteuid() != 0:  # root writes anywhere else
+        locked = tmp_path / "locked"
+        locked.mkdir(mode=0o555)
+        with pytest.raises(ConfigError, match="Permission denied"):
+            check_run_target(locked / "run")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file", *(["locked"] if os.geteuid() != 0 else [])]
