@@ -1,13 +1,23 @@
-"""How long does online learning stall the host's event loop?
+"""How long does online learning stall the host's event loop, and what do submit and read cost?
 
-An agent server embeds :class:`OnlineLearner`; its own requests wait whenever our work holds the
-event loop. This submits ``--rollouts`` rollouts to an online learner (the simulated endpoint
-runs in a separate process, as a real server would) while a ticker coroutine measures how late
-its 1 ms sleeps wake up. It runs twice side by side: as is, and after ``gc.freeze()`` (which moves
-the objects alive after start-up, task data included, out of the collector's reach).
+An agent server embeds the online learner; its own requests wait whenever our work holds its
+event loop. This submits ``--rollouts`` rollouts (in chunks of ``--chunk``, yielding between
+chunks, as a server finishing rollouts would) while a ticker coroutine measures how late its 1 ms
+sleeps wake up and, at each tick, times one read of the current playbook. Every ``submit`` is
+timed too. The simulated endpoint runs in a separate process, as a real server would. The
+learner's work is the same in every mode: batches of 64 closing after 50 ms, and a queue large
+enough that no submit waits for room (so ``submit`` times its cost, not backpressure).
+
+Modes, run side by side in one process (never ``gc.freeze()``):
+    threaded  :class:`~combee_fast.run.threaded.ThreadedLearner` (the learner on its own loop and
+              thread); the read is ``learner.text``, the rendered latest version
+    inloop    :class:`~combee_fast.run.online.OnlineLearner` on the host's loop (before issue 14);
+              the read is ``learner.playbook``
 
     python bench/loop_lag.py --rollouts 2000
-Last line: ``lag_p99_ms=<> lag_max_ms=<> lag_max_ms_frozen=<> gc_max_ms=<> gc_max_ms_frozen=<>``
+Last line (threaded figures first, then the in-loop ones):
+``lag_p99_ms=<> lag_max_ms=<> read_p99_us=<> submit_p99_us=<> gc_max_ms=<> inloop_lag_p99_ms=<>
+inloop_lag_max_ms=<> inloop_read_p99_us=<> inloop_submit_p99_us=<> inloop_gc_max_ms=<>``
 """
 
 from __future__ import annotations
@@ -18,14 +28,18 @@ import gc
 import subprocess
 import sys
 import time
+from typing import Any
 
 import msgspec
 
-from combee_fast.engine.loop import run
 from combee_fast.config import EndpointSpec, OnlineConfig, SessionConfig
-from combee_fast.run.online import OnlineLearner
+from combee_fast.engine.loop import run
 from combee_fast.playbook import Playbook
+from combee_fast.run.online import OnlineLearner
+from combee_fast.run.threaded import ThreadedLearner
 from combee_fast.session import open_session
+
+MODES = ("threaded", "inloop")
 
 
 class _GcPauses:
@@ -40,39 +54,76 @@ class _GcPauses:
             self.pauses.append(time.perf_counter() - self._started)
 
 
-async def measure(url: str, rollouts: int, *, freeze: bool) -> tuple[list[float], float]:
+class Figures(msgspec.Struct):
+    """Sorted samples of one mode, in seconds."""
+
+    mode: str
+    lags: list[float]
+    reads: list[float]
+    submits: list[float]
+    gc_max: float
+    batches: int
+
+    @staticmethod
+    def p(values: list[float], q: float) -> float:
+        return values[min(len(values) - 1, int(len(values) * q))] if values else float("nan")
+
+
+async def measure(url: str, rollouts: int, mode: str, chunk: int) -> Figures:
     pauses = _GcPauses()
     async with open_session(SessionConfig(endpoints={"default": EndpointSpec(url, "sim")})) as session:
         seeds = [await session.agents.generate(e, "", epoch=0) for e in session.train_split.examples[:100]]
         batch = [msgspec.structs.replace(seeds[i % 100], round=i // 100) for i in range(rollouts)]
-        if freeze:
-            gc.freeze()
+        config = OnlineConfig(batch_size=64, max_wait_s=0.05, queue_size=max(rollouts, 1))
+        learner: Any
+        if mode == "threaded":
+            learner = ThreadedLearner(session.agents, Playbook.empty(), config)
+        else:
+            learner = OnlineLearner(session.agents, Playbook.empty(), config)
         gc.callbacks.append(pauses)
         lags: list[float] = []
+        reads: list[float] = []
+        submits: list[float] = []
         done = asyncio.Event()
 
-        async def ticker() -> None:
-            while not done.is_set():
-                started = time.perf_counter()
-                await asyncio.sleep(0.001)
-                lags.append(time.perf_counter() - started - 0.001)
+        def read() -> object:
+            return learner.text if mode == "threaded" else learner.playbook
 
-        ticking = asyncio.create_task(ticker())
-        async with OnlineLearner(session.agents, Playbook.empty(), OnlineConfig(batch_size=64, max_wait_s=0.05)) as learner:
-            tickets = await asyncio.gather(*(learner.submit(r) for r in batch))
+        async def ticker() -> None:
+            clock = time.perf_counter
+            while not done.is_set():
+                started = clock()
+                await asyncio.sleep(0.001)
+                lags.append(clock() - started - 0.001)
+                before = clock()
+                read()
+                reads.append(clock() - before)
+
+        async with learner:
+            ticking = asyncio.create_task(ticker())
+            tickets = []
+            clock = time.perf_counter
+            for start in range(0, len(batch), chunk):
+                for rollout in batch[start:start + chunk]:
+                    before = clock()
+                    tickets.append(await learner.submit(rollout))
+                    submits.append(clock() - before)
+                await asyncio.sleep(0)
             await asyncio.gather(*tickets)
         done.set()
         await ticking
         gc.callbacks.remove(pauses)
-    if freeze:
-        gc.unfreeze()
-    return sorted(lags), max(pauses.pauses, default=0.0)
+    return Figures(mode, sorted(lags), sorted(reads), sorted(submits), max(pauses.pauses, default=0.0),
+                   len(learner.batches))
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description="event-loop stalls during online learning")
+    parser = argparse.ArgumentParser(description="event-loop stalls, read and submit cost during online learning")
     parser.add_argument("--rollouts", type=int, default=2000)
+    parser.add_argument("--chunk", type=int, default=32, help="submits between two yields of the host")
+    parser.add_argument("--modes", default=",".join(MODES), help="comma-separated: threaded,inloop")
     args = parser.parse_args()
+    modes = [m for m in args.modes.split(",") if m]
     server = subprocess.Popen(
         [sys.executable, "-m", "combee_fast.cli", "sim-server", "--port", "0", "--world", "formula",
          "--preset", "flat", "--time-scale", "0.001"],
@@ -80,16 +131,22 @@ def main() -> None:
     )
     try:
         url = server.stdout.readline().split()[2]  # type: ignore[union-attr]
-        lags, gc_max = run(measure(url, args.rollouts, freeze=False))
-        frozen, gc_frozen = run(measure(url, args.rollouts, freeze=True))
+        figures = {mode: run(measure(url, args.rollouts, mode, args.chunk)) for mode in modes}
     finally:
         server.terminate()
         server.wait(timeout=30)
-    for name, values in (("as is", lags), ("gc.freeze()", frozen)):
-        print(f"{name:>12}: {len(values)} ticks, lag p50 {1e3 * values[len(values) // 2]:.2f} ms, "
-              f"p99 {1e3 * values[int(len(values) * 0.99)]:.2f} ms, max {1e3 * values[-1]:.2f} ms")
-    print(f"lag_p99_ms={1e3 * lags[int(len(lags) * 0.99)]:.2f} lag_max_ms={1e3 * lags[-1]:.2f} "
-          f"lag_max_ms_frozen={1e3 * frozen[-1]:.2f} gc_max_ms={1e3 * gc_max:.2f} gc_max_ms_frozen={1e3 * gc_frozen:.2f}")
+    p = Figures.p
+    keys = []
+    for mode, f in figures.items():
+        print(f"{mode:>9}: {len(f.lags)} ticks, lag p50 {1e3 * p(f.lags, 0.5):.2f} ms, p99 {1e3 * p(f.lags, 0.99):.2f} ms, "
+              f"max {1e3 * f.lags[-1]:.2f} ms; read p99 {1e6 * p(f.reads, 0.99):.2f} us; "
+              f"submit p50 {1e6 * p(f.submits, 0.5):.1f} us, p99 {1e6 * p(f.submits, 0.99):.1f} us, "
+              f"max {1e6 * f.submits[-1]:.0f} us; gc max {1e3 * f.gc_max:.2f} ms; {f.batches} batches")
+        prefix = "" if mode == "threaded" else f"{mode}_"
+        keys += [f"{prefix}lag_p99_ms={1e3 * p(f.lags, 0.99):.2f}", f"{prefix}lag_max_ms={1e3 * f.lags[-1]:.2f}",
+                 f"{prefix}read_p99_us={1e6 * p(f.reads, 0.99):.2f}", f"{prefix}submit_p99_us={1e6 * p(f.submits, 0.99):.1f}",
+                 f"{prefix}gc_max_ms={1e3 * f.gc_max:.2f}"]
+    print(" ".join(keys))
 
 
 if __name__ == "__main__":

@@ -262,6 +262,31 @@ class OnlineConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
         _at_least("online", 1, batch_size=self.batch_size, queue_size=self.queue_size, workers=self.workers)
 
 
+class ThreadConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """The learner thread of :class:`~combee_fast.run.threaded.ThreadedLearner`.
+
+    ``switch_interval_s``: :func:`sys.setswitchinterval` while the learner runs (process-wide;
+    the previous value is restored at stop). A thread waiting for the GIL gets it after at most
+    about this long, so it bounds how late the host's loop wakes while the learner computes;
+    ``None`` leaves the interpreter's setting (5 ms by default). ``gc_threshold0``: the young
+    generation's threshold while the learner runs (process-wide, restored at stop): a larger one
+    lets request-sized garbage die before it is promoted, so the long full collections that stop
+    every thread come rarely; ``None`` leaves it. ``start_timeout_s``: how long ``start`` waits
+    for the thread's loop.
+    """
+
+    switch_interval_s: float | None = 0.0002
+    gc_threshold0: int | None = 20_000
+    start_timeout_s: float = 30.0
+
+    def __post_init__(self) -> None:
+        if self.switch_interval_s is not None and not self.switch_interval_s > 0:
+            raise ConfigError(f"thread.switch_interval_s must be > 0, got {self.switch_interval_s}")
+        _at_least("thread", 1, gc_threshold0=self.gc_threshold0)
+        if not self.start_timeout_s > 0:
+            raise ConfigError(f"thread.start_timeout_s must be > 0, got {self.start_timeout_s}")
+
+
 def load_config(path: str | Path) -> SessionConfig:
     """A :class:`SessionConfig` from a TOML (``.toml``) or JSON file (e.g. a run's ``config.json``).
 

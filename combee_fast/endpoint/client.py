@@ -199,6 +199,11 @@ class EndpointClient:
         """A copy of the running totals, keyed by (role, model, endpoint)."""
         return {key: msgspec.structs.replace(totals) for key, totals in self._totals.items()}
 
+    def clone(self) -> EndpointClient:
+        """A client with the same config and replay cache but its own connections, slots and
+        totals: what another event loop (another thread) uses to reach the same endpoint."""
+        return EndpointClient(self.config, cache=self._cache)
+
     async def chat(self, request: ChatRequest) -> ChatResult:
         """One call, through the replay cache if any; failures come back in ``.error``."""
         cache = self._cache
