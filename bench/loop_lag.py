@@ -13,11 +13,14 @@ Modes, run side by side in one process (never ``gc.freeze()``):
               thread); the read is ``learner.text``, the rendered latest version
     inloop    :class:`~combee_fast.run.online.OnlineLearner` on the host's loop (before issue 14);
               the read is ``learner.playbook``
+    idle      the ticker alone (``--idle-seconds``), no learner: the lag floor of the machine as
+              loaded at that moment (other processes, the CPU scheduler), for comparison
 
     python bench/loop_lag.py --rollouts 2000
 Last line (threaded figures first, then the in-loop ones):
 ``lag_p99_ms=<> lag_max_ms=<> read_p99_us=<> submit_p99_us=<> gc_max_ms=<> inloop_lag_p99_ms=<>
-inloop_lag_max_ms=<> inloop_read_p99_us=<> inloop_submit_p99_us=<> inloop_gc_max_ms=<>``
+inloop_lag_max_ms=<> inloop_read_p99_us=<> inloop_submit_p99_us=<> inloop_gc_max_ms=<>
+idle_lag_p99_ms=<> idle_lag_max_ms=<>``
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ from combee_fast.run.online import OnlineLearner
 from combee_fast.run.threaded import ThreadedLearner
 from combee_fast.session import open_session
 
-MODES = ("threaded", "inloop")
+MODES = ("threaded", "inloop", "idle")
 
 
 class _GcPauses:
@@ -67,6 +70,18 @@ class Figures(msgspec.Struct):
     @staticmethod
     def p(values: list[float], q: float) -> float:
         return values[min(len(values) - 1, int(len(values) * q))] if values else float("nan")
+
+
+async def measure_idle(seconds: float) -> Figures:
+    """The ticker alone for ``seconds``: the lag floor of the machine as loaded right now."""
+    lags: list[float] = []
+    clock = time.perf_counter
+    end = clock() + seconds
+    while clock() < end:
+        started = clock()
+        await asyncio.sleep(0.001)
+        lags.append(clock() - started - 0.001)
+    return Figures("idle", sorted(lags), [], [], 0.0, 0)
 
 
 async def measure(url: str, rollouts: int, mode: str, chunk: int) -> Figures:
@@ -121,7 +136,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description="event-loop stalls, read and submit cost during online learning")
     parser.add_argument("--rollouts", type=int, default=2000)
     parser.add_argument("--chunk", type=int, default=32, help="submits between two yields of the host")
-    parser.add_argument("--modes", default=",".join(MODES), help="comma-separated: threaded,inloop")
+    parser.add_argument("--modes", default=",".join(MODES), help="comma-separated: threaded,inloop,idle")
+    parser.add_argument("--idle-seconds", type=float, default=3.0, help="length of the idle mode's run")
     args = parser.parse_args()
     modes = [m for m in args.modes.split(",") if m]
     server = subprocess.Popen(
@@ -131,13 +147,19 @@ def main() -> None:
     )
     try:
         url = server.stdout.readline().split()[2]  # type: ignore[union-attr]
-        figures = {mode: run(measure(url, args.rollouts, mode, args.chunk)) for mode in modes}
+        figures = {mode: run(measure_idle(args.idle_seconds) if mode == "idle" else
+                             measure(url, args.rollouts, mode, args.chunk)) for mode in modes}
     finally:
         server.terminate()
         server.wait(timeout=30)
     p = Figures.p
     keys = []
     for mode, f in figures.items():
+        if mode == "idle":
+            print(f"{mode:>9}: {len(f.lags)} ticks, lag p50 {1e3 * p(f.lags, 0.5):.2f} ms, "
+                  f"p99 {1e3 * p(f.lags, 0.99):.2f} ms, max {1e3 * f.lags[-1]:.2f} ms")
+            keys += [f"idle_lag_p99_ms={1e3 * p(f.lags, 0.99):.2f}", f"idle_lag_max_ms={1e3 * f.lags[-1]:.2f}"]
+            continue
         print(f"{mode:>9}: {len(f.lags)} ticks, lag p50 {1e3 * p(f.lags, 0.5):.2f} ms, p99 {1e3 * p(f.lags, 0.99):.2f} ms, "
               f"max {1e3 * f.lags[-1]:.2f} ms; read p99 {1e6 * p(f.reads, 0.99):.2f} us; "
               f"submit p50 {1e6 * p(f.submits, 0.5):.1f} us, p99 {1e6 * p(f.submits, 0.99):.1f} us, "

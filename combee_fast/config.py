@@ -272,7 +272,8 @@ class ThreadConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     generation's threshold while the learner runs (process-wide, restored at stop): a larger one
     lets request-sized garbage die before it is promoted, so the long full collections that stop
     every thread come rarely; ``None`` leaves it. ``start_timeout_s``: how long ``start`` waits
-    for the thread's loop.
+    for the thread's loop. (A lower OS priority for the learner thread was measured and made
+    the host's worst stalls longer: a descheduled learner thread still holds the GIL.)
     """
 
     switch_interval_s: float | None = 0.0002

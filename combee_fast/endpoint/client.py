@@ -33,11 +33,13 @@ import os
 import random
 import time
 from typing import Any
+from urllib.parse import urlsplit
 
 import aiohttp
 import msgspec
 
 from combee_fast.endpoint.cache import ReplayCache, request_key
+from combee_fast.endpoint.http1 import Http1Pool
 from combee_fast.endpoint.calls import ChatRequest, ChatResult
 from combee_fast.endpoint.retry import RETRYABLE_STATUSES, backoff_s, retry_after_s
 from combee_fast.endpoint.structured import parse_structured, repair_messages
@@ -126,6 +128,7 @@ class _Tally:
 
 _response_decoder = msgspec.json.Decoder(CompletionResponse)
 _request_encoder = msgspec.json.Encoder()
+_MAX_FORMATS = 64  # distinct response formats kept encoded per client
 
 
 class EndpointClient:
@@ -146,6 +149,10 @@ class EndpointClient:
             self._headers["Authorization"] = f"Bearer {key}"
         self._slots = asyncio.Semaphore(config.transport.concurrency)
         self._session: aiohttp.ClientSession | None = None
+        self._pool: Http1Pool | None = None  # plain-http requests; https goes through aiohttp
+        self._request_heads: dict[str, bytes] = {}  # per role: the pre-encoded request head
+        self._role_headers: dict[str, dict[str, str]] = {}  # per role: aiohttp's headers
+        self._formats: dict[tuple[str, int], tuple[dict[str, Any], msgspec.Raw]] = {}  # response_format bytes
         self._rng = random.Random(config.name)
         self._totals: dict[tuple[str, str, str], UsageTotals] = {}
         self._in_flight = 0
@@ -173,6 +180,9 @@ class EndpointClient:
 
     async def aclose(self) -> None:
         """Close every pooled connection. The client may be used again afterwards."""
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None
         if self._session is not None:
             await self._session.close()
             self._session = None
@@ -270,13 +280,24 @@ class EndpointClient:
             retries=tally.retries,
         )
 
+    def _response_format(self, request: ChatRequest) -> msgspec.Raw | None:
+        """The request's ``response_format``, encoded once per (name, schema object)."""
+        schema = request.json_schema
+        if schema is None or not self.config.json_schema:
+            return None
+        key = (request.schema_name, id(schema))
+        cached = self._formats.get(key)
+        if cached is None or cached[0] is not schema:  # an id reused by another dict is re-encoded
+            if len(self._formats) >= _MAX_FORMATS:
+                self._formats.clear()
+            encoded = msgspec.Raw(_request_encoder.encode(ResponseFormat(
+                type="json_schema", json_schema=JsonSchemaFormat(name=request.schema_name, schema=schema),
+            )))
+            cached = self._formats[key] = (schema, encoded)
+        return cached[1]
+
     def _encode(self, request: ChatRequest, messages: tuple[Message, ...]) -> bytes:
-        response_format = None
-        if request.json_schema is not None and self.config.json_schema:
-            response_format = ResponseFormat(
-                type="json_schema",
-                json_schema=JsonSchemaFormat(name=request.schema_name, schema=request.json_schema),
-            )
+        response_format: Any = self._response_format(request)  # msgspec writes a Raw as is
         return _request_encoder.encode(CompletionRequest(
             model=self.config.model,
             messages=messages,
@@ -290,7 +311,6 @@ class EndpointClient:
                         tally: _Tally) -> _Answer | CallError:
         """Send until answered or out of retries; adds to ``tally``."""
         body = self._encode(request, messages)
-        headers = {**self._headers, ROLE_HEADER: request.role}
         config = self.config
         for attempt in range(config.transport.max_retries + 1):
             attempt_started = 0.0
@@ -299,7 +319,7 @@ class EndpointClient:
                     attempt_started = time.perf_counter()
                     self._in_flight += 1
                     try:
-                        answer = await self._post(body, headers)
+                        answer = await self._post(body, request.role)
                     finally:
                         self._in_flight -= 1
             except _AttemptFailed as failure:
@@ -319,22 +339,47 @@ class EndpointClient:
             return answer
         raise AssertionError("unreachable: the loop returns on its last attempt")
 
-    async def _post(self, body: bytes, headers: dict[str, str]) -> _Answer:
+    def _request_head(self, role: str) -> bytes:
+        """``POST`` line and headers (all but ``Content-Length``) of ``role``'s requests, encoded once."""
+        head = self._request_heads.get(role)
+        if head is None:
+            parts = urlsplit(self._url)
+            lines = [f"POST {parts.path or '/'}{'?' + parts.query if parts.query else ''} HTTP/1.1",
+                     f"Host: {parts.netloc}", *(f"{k}: {v}" for k, v in self._headers.items()), f"{ROLE_HEADER}: {role}"]
+            head = self._request_heads[role] = ("\r\n".join(lines) + "\r\nContent-Length: ").encode("latin-1")
+        return head
+
+    async def _send(self, body: bytes, role: str) -> tuple[int, bytes, Any]:
+        """``(status, body, headers)`` of one exchange: plain http on the keep-alive pool,
+        https through aiohttp. Raises ``TimeoutError``, ``aiohttp.ClientError`` or ``OSError``."""
+        if self._url.startswith("http://"):
+            if self._pool is None:
+                parts = urlsplit(self._url)
+                self._pool = Http1Pool(parts.hostname or "localhost", parts.port or 80,
+                                       limit=self.config.transport.concurrency)
+            head = self._request_head(role)
+            response = await self._pool.post(b"%b%d\r\n\r\n%b" % (head, len(body), body), self.config.transport.timeout_s)
+            return response.status, response.body, response.headers
+        headers = self._role_headers.get(role)
+        if headers is None:
+            headers = self._role_headers[role] = {**self._headers, ROLE_HEADER: role}
+        async with self._open_session().post(self._url, data=body, headers=headers) as reply:
+            return reply.status, await reply.read(), reply.headers
+
+    async def _post(self, body: bytes, role: str) -> _Answer:
         """One HTTP exchange; raises :class:`_AttemptFailed` for anything but a chat completion."""
         try:
-            async with self._open_session().post(self._url, data=body, headers=headers) as response:
-                raw = await response.read()
-                status = response.status
-                sim_latency = response.headers.get(SIM_LATENCY_HEADER)
-                time_scale = _parse_float(response.headers.get(TIME_SCALE_HEADER))
-                if time_scale is not None and time_scale > 0:
-                    self._time_scale = time_scale
-                retry_after = retry_after_s(response.headers) if status != 200 else None
+            status, raw, headers = await self._send(body, role)
         except TimeoutError:
             raise _AttemptFailed(CallError(kind="timeout", message=f"no answer within {self.config.transport.timeout_s:g} s"),
                                  retryable=True) from None
-        except aiohttp.ClientError as exc:
+        except (aiohttp.ClientError, OSError) as exc:
             raise _AttemptFailed(CallError(kind="connection", message=_one_line(exc)), retryable=True) from None
+        sim_latency = headers.get(SIM_LATENCY_HEADER)
+        time_scale = _parse_float(headers.get(TIME_SCALE_HEADER))
+        if time_scale is not None and time_scale > 0:
+            self._time_scale = time_scale
+        retry_after = retry_after_s(headers) if status != 200 else None
         if status != 200:
             text = raw.decode("utf-8", errors="replace")
             raise _AttemptFailed(

@@ -21,8 +21,8 @@ Contracts:
   replay cache, its own connections, concurrency cap and usage totals: :meth:`usage_totals`).
 - ``on_publish`` is awaited on the learner's loop, in the learner thread.
 - While it runs, the learner sets the process's GIL switch interval and young-generation GC
-  threshold (:class:`~combee_fast.config.ThreadConfig`) and restores both at ``stop``; the host
-  needs no ``gc.freeze()``.
+  threshold (:class:`~combee_fast.config.ThreadConfig`) and restores both at ``stop``; the
+  host needs no ``gc.freeze()``.
 """
 
 from __future__ import annotations
