@@ -11,14 +11,16 @@ enough that no submit waits for room (so ``submit`` times its cost, not backpres
 Modes, run side by side in one process (never ``gc.freeze()``):
     threaded  :class:`~combee_fast.run.threaded.ThreadedLearner` (the learner on its own loop and
               thread); the read is ``learner.text``, the rendered latest version
+    process   :class:`~combee_fast.run.process.ProcessLearner` (the learner in a child process);
+              the read is ``learner.text``
     inloop    :class:`~combee_fast.run.online.OnlineLearner` on the host's loop (before issue 14);
               the read is ``learner.playbook``
     idle      the ticker alone (``--idle-seconds``), no learner: the lag floor of the machine as
               loaded at that moment (other processes, the CPU scheduler), for comparison
 
     python bench/loop_lag.py --rollouts 2000
-Last line (threaded figures first, then the in-loop ones):
-``lag_p99_ms=<> lag_max_ms=<> read_p99_us=<> submit_p99_us=<> gc_max_ms=<> inloop_lag_p99_ms=<>
+Last line (threaded figures unprefixed, then ``process_...``, ``inloop_...``, ``idle_...``):
+``lag_p99_ms=<> lag_max_ms=<> read_p99_us=<> submit_p99_us=<> gc_max_ms=<> process_lag_p99_ms=<> ... inloop_lag_p99_ms=<>
 inloop_lag_max_ms=<> inloop_read_p99_us=<> inloop_submit_p99_us=<> inloop_gc_max_ms=<>
 idle_lag_p99_ms=<> idle_lag_max_ms=<>``
 """
@@ -39,10 +41,11 @@ from combee_fast.config import EndpointSpec, OnlineConfig, SessionConfig
 from combee_fast.engine.loop import run
 from combee_fast.playbook import Playbook
 from combee_fast.run.online import OnlineLearner
+from combee_fast.run.process import ProcessLearner
 from combee_fast.run.threaded import ThreadedLearner
 from combee_fast.session import open_session
 
-MODES = ("threaded", "inloop", "idle")
+MODES = ("threaded", "process", "inloop", "idle")
 
 
 class _GcPauses:
@@ -93,6 +96,8 @@ async def measure(url: str, rollouts: int, mode: str, chunk: int) -> Figures:
         learner: Any
         if mode == "threaded":
             learner = ThreadedLearner(session.agents, Playbook.empty(), config)
+        elif mode == "process":
+            learner = ProcessLearner(session.agents, Playbook.empty(), config)
         else:
             learner = OnlineLearner(session.agents, Playbook.empty(), config)
         gc.callbacks.append(pauses)
@@ -102,7 +107,7 @@ async def measure(url: str, rollouts: int, mode: str, chunk: int) -> Figures:
         done = asyncio.Event()
 
         def read() -> object:
-            return learner.text if mode == "threaded" else learner.playbook
+            return learner.playbook if mode == "inloop" else learner.text
 
         async def ticker() -> None:
             clock = time.perf_counter
@@ -136,7 +141,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description="event-loop stalls, read and submit cost during online learning")
     parser.add_argument("--rollouts", type=int, default=2000)
     parser.add_argument("--chunk", type=int, default=32, help="submits between two yields of the host")
-    parser.add_argument("--modes", default=",".join(MODES), help="comma-separated: threaded,inloop,idle")
+    parser.add_argument("--modes", default=",".join(MODES), help="comma-separated: threaded,process,inloop,idle")
     parser.add_argument("--idle-seconds", type=float, default=3.0, help="length of the idle mode's run")
     args = parser.parse_args()
     modes = [m for m in args.modes.split(",") if m]

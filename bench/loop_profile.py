@@ -21,9 +21,11 @@ in the categories above (cProfile charges a collection to whatever function allo
 ``off_thread_cpu`` is the process's CPU time minus the host thread's: the learner's
 ``to_thread`` work (render, apply, topic split) that still competes for the GIL.
 
-    python bench/loop_profile.py --rollouts 2000 [--threaded]
+    python bench/loop_profile.py --rollouts 2000 [--mode inloop|threaded|process]
 
-``--threaded`` profiles the host thread with the learner behind :class:`ThreadedLearner`.
+``--mode threaded`` profiles the host thread with the learner behind :class:`ThreadedLearner`,
+``--mode process`` with it behind :class:`ProcessLearner`; ``inloop`` (the default) is the plain
+:class:`OnlineLearner` on the host's loop.
 The last line is ``host_cpu_ms=<> wall_ms=<> gc_ms=<> gc_max_ms=<> <category>_ms=<> ...``.
 """
 
@@ -121,7 +123,7 @@ class _GcTimer:
             self.pauses.append(time.perf_counter() - self._started)
 
 
-async def profile(url: str, rollouts: int, threaded: bool) -> tuple[pstats.Stats, float, float, float, _GcTimer, int]:
+async def profile(url: str, rollouts: int, mode: str) -> tuple[pstats.Stats, float, float, float, _GcTimer, int]:
     async with open_session(SessionConfig(endpoints={"default": EndpointSpec(url, "sim")})) as session:
         seeds = [await session.agents.generate(e, "", epoch=0) for e in session.train_split.examples[:100]]
         batch = [msgspec.structs.replace(seeds[i % 100], round=i // 100) for i in range(rollouts)]
@@ -136,10 +138,14 @@ async def profile(url: str, rollouts: int, threaded: bool) -> tuple[pstats.Stats
                 await asyncio.sleep(0.001)
                 ticks += 1
 
-        if threaded:
+        if mode == "threaded":
             from combee_fast.run.threaded import ThreadedLearner
 
             learner: Any = ThreadedLearner(session.agents, Playbook.empty(), config)
+        elif mode == "process":
+            from combee_fast.run.process import ProcessLearner
+
+            learner = ProcessLearner(session.agents, Playbook.empty(), config)
         else:
             learner = OnlineLearner(session.agents, Playbook.empty(), config)
         gc.callbacks.append(timer)
@@ -163,7 +169,7 @@ async def profile(url: str, rollouts: int, threaded: bool) -> tuple[pstats.Stats
 def main() -> None:
     parser = argparse.ArgumentParser(description="host-thread profile of online learning")
     parser.add_argument("--rollouts", type=int, default=2000)
-    parser.add_argument("--threaded", action="store_true", help="learner behind ThreadedLearner")
+    parser.add_argument("--mode", choices=("inloop", "threaded", "process"), default="inloop")
     parser.add_argument("--top", type=int, default=25, help="functions to list by own time")
     args = parser.parse_args()
     server = subprocess.Popen(
@@ -173,7 +179,7 @@ def main() -> None:
     )
     try:
         url = server.stdout.readline().split()[2]  # type: ignore[union-attr]
-        stats, wall, cpu, thread_cpu, timer, ticks = run(profile(url, args.rollouts, args.threaded))
+        stats, wall, cpu, thread_cpu, timer, ticks = run(profile(url, args.rollouts, args.mode))
     finally:
         server.terminate()
         server.wait(timeout=30)
