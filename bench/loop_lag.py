@@ -37,7 +37,7 @@ from typing import Any
 
 import msgspec
 
-from combee_fast.config import EndpointSpec, OnlineConfig, SessionConfig
+from combee_fast.config import EndpointSpec, OnlineConfig, SessionConfig, EmbedConfig
 from combee_fast.engine.loop import run
 from combee_fast.playbook import Playbook
 from combee_fast.run.online import OnlineLearner
@@ -87,7 +87,7 @@ async def measure_idle(seconds: float) -> Figures:
     return Figures("idle", sorted(lags), [], [], 0.0, 0)
 
 
-async def measure(url: str, rollouts: int, mode: str, chunk: int) -> Figures:
+async def measure(url: str, rollouts: int, mode: str, chunk: int, thread: EmbedConfig) -> Figures:
     pauses = _GcPauses()
     async with open_session(SessionConfig(endpoints={"default": EndpointSpec(url, "sim")})) as session:
         seeds = [await session.agents.generate(e, "", epoch=0) for e in session.train_split.examples[:100]]
@@ -95,9 +95,9 @@ async def measure(url: str, rollouts: int, mode: str, chunk: int) -> Figures:
         config = OnlineConfig(batch_size=64, max_wait_s=0.05, queue_size=max(rollouts, 1))
         learner: Any
         if mode == "threaded":
-            learner = ThreadedLearner(session.agents, Playbook.empty(), config)
+            learner = ThreadedLearner(session.agents, Playbook.empty(), config, embed=thread)
         elif mode == "process":
-            learner = ProcessLearner(session.agents, Playbook.empty(), config)
+            learner = ProcessLearner(session.agents, Playbook.empty(), config, embed=thread)
         else:
             learner = OnlineLearner(session.agents, Playbook.empty(), config)
         gc.callbacks.append(pauses)
@@ -143,8 +143,13 @@ def main() -> None:
     parser.add_argument("--chunk", type=int, default=32, help="submits between two yields of the host")
     parser.add_argument("--modes", default=",".join(MODES), help="comma-separated: threaded,process,inloop,idle")
     parser.add_argument("--idle-seconds", type=float, default=3.0, help="length of the idle mode's run")
+    parser.add_argument("--switch-interval", type=float, help="threaded mode: EmbedConfig.switch_interval_s "
+                        "(0 keeps the interpreter's; default: EmbedConfig's)")
     args = parser.parse_args()
     modes = [m for m in args.modes.split(",") if m]
+    thread = EmbedConfig()
+    if args.switch_interval is not None:
+        thread = msgspec.structs.replace(thread, switch_interval_s=args.switch_interval or None)
     server = subprocess.Popen(
         [sys.executable, "-m", "combee_fast.cli", "sim-server", "--port", "0", "--world", "formula",
          "--preset", "flat", "--time-scale", "0.001"],
@@ -153,7 +158,7 @@ def main() -> None:
     try:
         url = server.stdout.readline().split()[2]  # type: ignore[union-attr]
         figures = {mode: run(measure_idle(args.idle_seconds) if mode == "idle" else
-                             measure(url, args.rollouts, mode, args.chunk)) for mode in modes}
+                             measure(url, args.rollouts, mode, args.chunk, thread)) for mode in modes}
     finally:
         server.terminate()
         server.wait(timeout=30)

@@ -7,7 +7,7 @@ the module of each function (a C function's own time goes to its callers' catego
 
     decode      response bytes -> structs (msgspec decoders called by the client, bytes.decode)
     encode      request structs -> bytes (the client's ``_encode`` and msgspec encoders)
-    http        aiohttp / yarl / multidict: request building, connection pool, stream reading
+    http        aiohttp / yarl / multidict, ``endpoint/http1.py``: requests, connection pool, reading
     parse       replies -> records: ``endpoint/structured.py``, the roles' ``parse_*`` functions
     prompts     prompt building: the roles' ``*_messages``/``*_text`` functions, prompt templates
     client      the rest of ``endpoint/client.py`` (retry loop, slots, accounting) and cache
@@ -61,6 +61,8 @@ def _category(func: tuple[str, int, str]) -> str | None:
     path = path.replace("\\", "/")
     if "/combee_fast/endpoint/structured.py" in path:
         return "parse"
+    if "/combee_fast/endpoint/http1.py" in path:
+        return "http"
     if "/combee_fast/endpoint/client.py" in path:
         if name == "_encode":
             return "encode"

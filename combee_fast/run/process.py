@@ -18,7 +18,9 @@ version (``text`` never decodes). Contracts:
   (no replay cache; API keys come from the inherited environment); reflection, curation and
   reduction never score, so the child has no task;
 - if the child dies, every unsettled ticket fails with :class:`LearnerProcessError`;
-- ``on_publish`` is not offered: the child cannot await a host coroutine.
+- ``on_publish`` is not offered: the child cannot await a host coroutine;
+- while it runs, the young-generation GC threshold of the host's process is
+  :class:`~combee_fast.config.EmbedConfig`'s ``gc_threshold0`` (restored at ``stop``).
 """
 
 from __future__ import annotations
@@ -29,10 +31,11 @@ import sys
 
 import msgspec
 
-from combee_fast.config import OnlineConfig
+from combee_fast.config import EmbedConfig, OnlineConfig
 from combee_fast.endpoint.client import EndpointConfig, UsageTotals
 from combee_fast.playbook import Playbook
 from combee_fast.roles.agents import Agents
+from combee_fast.run.host_settings import HostSettings
 from combee_fast.run.online import AppliedBatch
 from combee_fast.schema import Rollout
 
@@ -141,8 +144,11 @@ def _start_message(agents: Agents, playbook: Playbook, config: OnlineConfig) -> 
 class ProcessLearner:
     """An :class:`OnlineLearner` in a child process; see the module doc."""
 
-    def __init__(self, agents: Agents, playbook: Playbook, config: OnlineConfig | None = None) -> None:
+    def __init__(self, agents: Agents, playbook: Playbook, config: OnlineConfig | None = None, *,
+                 embed: EmbedConfig | None = None) -> None:
         self.config = config or OnlineConfig()
+        self.embed = embed or EmbedConfig()
+        self._settings = HostSettings(self.embed, switch_interval=False)  # one busy thread: no GIL to share
         self._start = _start_message(agents, playbook, self.config)
         self._snapshot = ProcessSnapshot(playbook.render(), b"", None, playbook)
         self._capacity = self.config.queue_size + self.config.batch_size
@@ -185,6 +191,14 @@ class ProcessLearner:
         """Spawn the child and wait until its learner runs (imports take a second or two)."""
         if self._process is not None:
             return
+        self._settings.apply()
+        try:
+            await asyncio.wait_for(self._spawn(), self.embed.start_timeout_s)
+        except BaseException:
+            self._settings.restore()
+            raise
+
+    async def _spawn(self) -> None:
         process = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "combee_fast.run.process_worker",
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
@@ -243,6 +257,7 @@ class ProcessLearner:
             await process.wait()
         finally:
             self._process = None
+            self._settings.restore()
 
     async def _read(self, stdout: asyncio.StreamReader) -> None:
         try:

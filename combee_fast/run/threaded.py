@@ -21,7 +21,7 @@ Contracts:
   replay cache, its own connections, concurrency cap and usage totals: :meth:`usage_totals`).
 - ``on_publish`` is awaited on the learner's loop, in the learner thread.
 - While it runs, the learner sets the process's GIL switch interval and young-generation GC
-  threshold (:class:`~combee_fast.config.ThreadConfig`) and restores both at ``stop``; the
+  threshold (:class:`~combee_fast.config.EmbedConfig`) and restores both at ``stop``; the
   host needs no ``gc.freeze()``.
 """
 
@@ -31,17 +31,16 @@ import asyncio
 import collections
 import concurrent.futures
 import contextlib
-import gc
-import sys
 import threading
 from collections.abc import Awaitable, Callable
 from typing import NamedTuple
 
-from combee_fast.config import OnlineConfig, ThreadConfig
+from combee_fast.config import EmbedConfig, OnlineConfig
 from combee_fast.endpoint.client import EndpointClient, UsageTotals
 from combee_fast.engine.loop import new_event_loop
 from combee_fast.playbook import Playbook
 from combee_fast.roles.agents import Agents, RoleClients
+from combee_fast.run.host_settings import HostSettings
 from combee_fast.run.online import AppliedBatch, OnlineLearner
 from combee_fast.schema import Rollout
 
@@ -81,21 +80,21 @@ class ThreadedLearner:
         playbook: Playbook,
         config: OnlineConfig | None = None,
         *,
-        thread: ThreadConfig | None = None,
+        embed: EmbedConfig | None = None,
         on_publish: Callable[[Playbook, AppliedBatch], Awaitable[None]] | None = None,
     ) -> None:
         self.config = config or OnlineConfig()
-        self.thread_config = thread or ThreadConfig()
+        self.embed = embed or EmbedConfig()
+        self._settings = HostSettings(self.embed, switch_interval=True)
         self._agents = twin_agents(agents)
         self._start_playbook = playbook
         self._on_publish = on_publish
-        self._snapshot: Snapshot | None = None
+        self._snapshot = Snapshot(playbook, playbook.render(), None)  # swapped whole, never mutated
         self._capacity = self.config.queue_size + self.config.batch_size
         # host side (touched only on the host's loop)
         self._host_loop: asyncio.AbstractEventLoop | None = None
         self._unsettled = 0
         self._room_waiters: collections.deque[asyncio.Future[None]] = collections.deque()
-        self._saved: tuple[float, tuple[int, int, int]] | None = None
         # shared: a deque is safe to append on one thread and pop on another
         self._inbox: collections.deque[tuple[Rollout, _Ticket]] = collections.deque()
         self._wakeup_scheduled = False
@@ -110,7 +109,7 @@ class ThreadedLearner:
         self._finished: concurrent.futures.Future[None] | None = None
 
     async def __aenter__(self) -> ThreadedLearner:
-        self.start()
+        await self.start()
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
@@ -120,20 +119,19 @@ class ThreadedLearner:
 
     @property
     def snapshot(self) -> Snapshot:
-        """The latest published version (one attribute load; never blocks)."""
-        if self._snapshot is None:
-            raise RuntimeError("ThreadedLearner is not started: use 'async with' or start()")
+        """The latest published version (the starting playbook until the first batch); one
+        attribute load, never blocks."""
         return self._snapshot
 
     @property
     def playbook(self) -> Playbook:
         """The latest published playbook (an immutable snapshot)."""
-        return self.snapshot.playbook
+        return self._snapshot.playbook
 
     @property
     def text(self) -> str:
         """The latest published playbook, rendered (by the learner thread)."""
-        return self.snapshot.text
+        return self._snapshot.text
 
     @property
     def batches(self) -> list[AppliedBatch]:
@@ -147,24 +145,19 @@ class ThreadedLearner:
             totals.update(client.usage_totals())
         return totals
 
-    def start(self) -> None:
-        """Start the thread and wait (blocking, once) until its loop is ready."""
+    async def start(self) -> None:
+        """Start the thread and wait until its loop is ready."""
         if self._thread is not None:
             return
-        settings = self.thread_config
-        self._saved = (sys.getswitchinterval(), gc.get_threshold())
-        if settings.switch_interval_s is not None:
-            sys.setswitchinterval(settings.switch_interval_s)
-        if settings.gc_threshold0 is not None:
-            gc.set_threshold(settings.gc_threshold0, *gc.get_threshold()[1:])
+        self._settings.apply()
         ready: concurrent.futures.Future[None] = concurrent.futures.Future()
         self._finished = concurrent.futures.Future()
         self._thread = threading.Thread(target=self._main, args=(ready,), name="combee-learner", daemon=True)
         self._thread.start()
         try:
-            ready.result(timeout=settings.start_timeout_s)
+            await asyncio.wait_for(asyncio.wrap_future(ready), self.embed.start_timeout_s)
         except BaseException:
-            self._restore()
+            self._settings.restore()
             raise
 
     async def submit(self, rollout: Rollout) -> asyncio.Future[AppliedBatch]:
@@ -200,14 +193,7 @@ class ThreadedLearner:
         finally:
             self._thread.join()
             self._thread = None
-            self._restore()
-
-    def _restore(self) -> None:
-        if self._saved is not None:
-            interval, thresholds = self._saved
-            sys.setswitchinterval(interval)
-            gc.set_threshold(*thresholds)
-            self._saved = None
+            self._settings.restore()
 
     def _settle(self, settled: list[tuple[_Ticket, asyncio.Future[AppliedBatch]]]) -> None:
         """On the host's loop: resolve tickets from their learner-side futures, free room."""
@@ -248,7 +234,6 @@ class ThreadedLearner:
     async def _serve(self, ready: concurrent.futures.Future[None]) -> None:
         self._wake = asyncio.Event()
         playbook = self._start_playbook
-        self._snapshot = Snapshot(playbook, playbook.render(), None)
         async with contextlib.AsyncExitStack() as stack:
             for client in self._agents.clients.distinct():
                 stack.push_async_callback(client.aclose)

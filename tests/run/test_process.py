@@ -4,11 +4,12 @@ on the host's loop, a dead child fails its tickets."""
 from __future__ import annotations
 
 import asyncio
+import gc
 
 import msgspec
 import pytest
 
-from combee_fast.config import OnlineConfig, SessionConfig, SimConfig, TaskConfig
+from combee_fast.config import EmbedConfig, OnlineConfig, SessionConfig, SimConfig, TaskConfig
 from combee_fast.playbook import Playbook
 from combee_fast.run.online import OnlineLearner
 from combee_fast.run.process import LearnerProcessError, ProcessLearner
@@ -30,7 +31,8 @@ async def test_process_learner_applies_the_same_batches_and_playbook_as_the_onli
         direct = OnlineLearner(session.agents, Playbook.empty(), config)
         async with direct:
             await asyncio.gather(*[await direct.submit(r) for r in rollouts])
-        learner = ProcessLearner(session.agents, Playbook.empty(), config)
+        learner = ProcessLearner(session.agents, Playbook.empty(), config, embed=EmbedConfig(gc_threshold0=12_345))
+        thresholds = gc.get_threshold()
         with pytest.raises(RuntimeError, match="not started"):
             await learner.submit(rollouts[0])
         seen: list[int] = []
@@ -41,7 +43,9 @@ async def test_process_learner_applies_the_same_batches_and_playbook_as_the_onli
                 tickets.append(await learner.submit(rollout))
                 seen.append(learner.snapshot.batch.version if learner.snapshot.batch else 0)
             assert all(t.get_loop() is host for t in tickets)
+            assert gc.get_threshold()[0] == 12_345
             applied = await asyncio.gather(*tickets)
+        assert gc.get_threshold() == thresholds
     assert [b.rollout_ids for b in learner.batches] == [b.rollout_ids for b in direct.batches]
     assert learner.playbook.version == direct.playbook.version > 0
     assert learner.playbook.render() == learner.text == direct.playbook.render()

@@ -11,7 +11,7 @@ import threading
 import msgspec
 import pytest
 
-from combee_fast.config import OnlineConfig, SessionConfig, SimConfig, TaskConfig, ThreadConfig
+from combee_fast.config import OnlineConfig, SessionConfig, SimConfig, TaskConfig, EmbedConfig
 from combee_fast.errors import ConfigError
 from combee_fast.playbook import Playbook
 from combee_fast.run.online import OnlineLearner
@@ -87,11 +87,11 @@ async def test_reads_are_whole_versions_and_tickets_resolve_on_the_host_loop() -
 
 async def test_process_settings_are_set_while_running_and_restored_at_stop() -> None:
     before_interval, before_thresholds = sys.getswitchinterval(), gc.get_threshold()
-    settings = ThreadConfig(switch_interval_s=0.0007, gc_threshold0=12_345)
+    settings = EmbedConfig(switch_interval_s=0.0007, gc_threshold0=12_345)
     async with open_session(CONFIG) as session:
-        async with ThreadedLearner(session.agents, Playbook.empty(), thread=settings):
+        async with ThreadedLearner(session.agents, Playbook.empty(), embed=settings):
             assert sys.getswitchinterval() == pytest.approx(0.0007)
             assert gc.get_threshold()[0] == 12_345
     assert sys.getswitchinterval() == before_interval and gc.get_threshold() == before_thresholds
     with pytest.raises(ConfigError, match="switch_interval_s"):
-        ThreadConfig(switch_interval_s=0.0)
+        EmbedConfig(switch_interval_s=0.0)
