@@ -283,7 +283,8 @@ class ThreadedLearner:
         settled, self._settled = self._settled, []
         host = self._host_loop
         if host is not None and not host.is_closed():
-            host.call_soon_threadsafe(self._settle, settled)
+            with contextlib.suppress(RuntimeError):  # the host's loop closed meanwhile
+                host.call_soon_threadsafe(self._settle, settled)
 
     async def _published(self, playbook: Playbook, batch: AppliedBatch) -> None:
         self._snapshot = Snapshot(playbook, playbook.render(), batch)  # one reference swap
