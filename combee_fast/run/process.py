@@ -20,7 +20,8 @@ version (``text`` never decodes). Contracts:
 - if the child dies, every unsettled ticket fails with :class:`LearnerProcessError`;
 - ``on_publish`` is not offered: the child cannot await a host coroutine;
 - while it runs, the young-generation GC threshold of the host's process is
-  :class:`~combee_fast.config.EmbedConfig`'s ``gc_threshold0`` (restored at ``stop``).
+  :class:`~combee_fast.config.EmbedConfig`'s ``gc_threshold0`` (restored at ``stop``); the child
+  runs ``child_nice`` steps nicer than the host, so the host's thread gets a busy core first.
 """
 
 from __future__ import annotations
@@ -199,8 +200,9 @@ class ProcessLearner:
             raise
 
     async def _spawn(self) -> None:
+        nice = self.embed.child_nice
         process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "combee_fast.run.process_worker",
+            sys.executable, "-m", "combee_fast.run.process_worker", *(["--nice", str(nice)] if nice else []),
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
         )
         self._process = process

@@ -120,4 +120,6 @@ async def main() -> int:
 
 
 if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "--nice" and hasattr(os, "nice"):
+        os.nice(int(sys.argv[2]))  # a lower priority than the host's: the host runs first
     sys.exit(run(main()))
