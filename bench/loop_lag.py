@@ -100,7 +100,6 @@ async def measure(url: str, rollouts: int, mode: str, chunk: int, thread: EmbedC
             learner = ProcessLearner(session.agents, Playbook.empty(), config, embed=thread)
         else:
             learner = OnlineLearner(session.agents, Playbook.empty(), config)
-        gc.callbacks.append(pauses)
         lags: list[float] = []
         reads: list[float] = []
         submits: list[float] = []
@@ -119,7 +118,8 @@ async def measure(url: str, rollouts: int, mode: str, chunk: int, thread: EmbedC
                 read()
                 reads.append(clock() - before)
 
-        async with learner:
+        async with learner:  # started: measure from here (start-up is not the learner's work)
+            gc.callbacks.append(pauses)
             ticking = asyncio.create_task(ticker())
             tickets = []
             clock = time.perf_counter

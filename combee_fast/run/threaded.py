@@ -14,6 +14,8 @@ parsing, shuffle, reduce, apply, rendering) runs on the learner's loop.
         batch = await ticket                     # optional: the AppliedBatch that took it in
 
 Contracts:
+- ``start`` imports Numba and compiles (or loads from its cache) the reduce's kernels in the
+  learner thread before it returns: that holds the GIL, so it belongs at start-up.
 - ``submit`` and ``stop`` are called from one event loop (the host's); tickets are futures of
   that loop. At most ``queue_size + batch_size`` submitted rollouts are unsettled; ``submit``
   waits for room beyond that.
@@ -234,6 +236,11 @@ class ThreadedLearner:
     async def _serve(self, ready: concurrent.futures.Future[None]) -> None:
         self._wake = asyncio.Event()
         playbook = self._start_playbook
+        # Import Numba and compile (or load) the reduce's similarity kernels now: done mid-traffic,
+        # that holds the GIL for up to a second, stalling the host; at start only ``start`` waits.
+        from combee_fast.native.similarity import warmup
+
+        warmup()
         async with contextlib.AsyncExitStack() as stack:
             for client in self._agents.clients.distinct():
                 stack.push_async_callback(client.aclose)
