@@ -8,7 +8,7 @@ timed too. The simulated endpoint runs in a separate process, as a real server w
 learner's work is the same in every mode: batches of 64 closing after 50 ms, and a queue large
 enough that no submit waits for room (so ``submit`` times its cost, not backpressure).
 
-Modes, run side by side in one process (never ``gc.freeze()``):
+Modes, run one after the other, each in a fresh interpreter, against one server (never ``gc.freeze()``):
     threaded  :class:`~combee_fast.run.threaded.ThreadedLearner` (the learner on its own loop and
               thread); the read is ``learner.text``, the rendered latest version
     process   :class:`~combee_fast.run.process.ProcessLearner` (the learner in a child process);
@@ -137,6 +137,13 @@ async def measure(url: str, rollouts: int, mode: str, chunk: int, thread: EmbedC
                    len(learner.batches))
 
 
+def _embed(args: argparse.Namespace) -> EmbedConfig:
+    embed = EmbedConfig()
+    if args.switch_interval is not None:
+        embed = msgspec.structs.replace(embed, switch_interval_s=args.switch_interval or None)
+    return embed
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description="event-loop stalls, read and submit cost during online learning")
     parser.add_argument("--rollouts", type=int, default=2000)
@@ -145,11 +152,15 @@ def main() -> None:
     parser.add_argument("--idle-seconds", type=float, default=3.0, help="length of the idle mode's run")
     parser.add_argument("--switch-interval", type=float, help="threaded mode: EmbedConfig.switch_interval_s "
                         "(0 keeps the interpreter's; default: EmbedConfig's)")
+    parser.add_argument("--url", help=argparse.SUPPRESS)  # internal: one mode in this process, JSON out
     args = parser.parse_args()
+    if args.url is not None:
+        mode = args.modes
+        figures = run(measure_idle(args.idle_seconds) if mode == "idle" else
+                      measure(args.url, args.rollouts, mode, args.chunk, _embed(args)))
+        print(msgspec.json.encode(figures).decode())
+        return
     modes = [m for m in args.modes.split(",") if m]
-    thread = EmbedConfig()
-    if args.switch_interval is not None:
-        thread = msgspec.structs.replace(thread, switch_interval_s=args.switch_interval or None)
     server = subprocess.Popen(
         [sys.executable, "-m", "combee_fast.cli", "sim-server", "--port", "0", "--world", "formula",
          "--preset", "flat", "--time-scale", "0.001"],
@@ -157,8 +168,14 @@ def main() -> None:
     )
     try:
         url = server.stdout.readline().split()[2]  # type: ignore[union-attr]
-        figures = {mode: run(measure_idle(args.idle_seconds) if mode == "idle" else
-                             measure(url, args.rollouts, mode, args.chunk, thread)) for mode in modes}
+        figures = {}
+        for mode in modes:  # each in a fresh interpreter: no mode inherits another's heap or imports
+            argv = [sys.executable, __file__, "--url", url, "--modes", mode, "--rollouts", str(args.rollouts),
+                    "--chunk", str(args.chunk), "--idle-seconds", str(args.idle_seconds)]
+            if args.switch_interval is not None:
+                argv += ["--switch-interval", str(args.switch_interval)]
+            out = subprocess.run(argv, check=True, stdout=subprocess.PIPE, text=True).stdout
+            figures[mode] = msgspec.json.decode(out.strip().splitlines()[-1], type=Figures)
     finally:
         server.terminate()
         server.wait(timeout=30)
