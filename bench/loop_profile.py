@@ -2,7 +2,9 @@
 
 Runs the workload of ``bench/loop_lag.py`` (``--rollouts`` rollouts submitted to an online
 learner, batch 64, the simulated endpoint in a separate process) once, with ``cProfile`` on the
-host thread and a ``gc.callbacks`` timer, and splits the host thread's time into categories by
+host thread and a ``gc.callbacks`` timer from the learner's start until every ticket is settled
+(the learner's stop, which only waits, is not counted), and splits the host thread's time (wall
+time, as cProfile measures it: waits for the GIL or a core included) into categories by
 the module of each function (a C function's own time goes to its callers' categories, pro rata):
 
     decode      response bytes -> structs (msgspec decoders called by the client, bytes.decode)
@@ -150,21 +152,21 @@ async def profile(url: str, rollouts: int, mode: str) -> tuple[pstats.Stats, flo
             learner = ProcessLearner(session.agents, Playbook.empty(), config)
         else:
             learner = OnlineLearner(session.agents, Playbook.empty(), config)
-        gc.callbacks.append(timer)
         profiler = cProfile.Profile()
-        ticking = asyncio.create_task(ticker())
-        wall0, cpu0, thread0 = time.perf_counter(), time.process_time(), time.thread_time()
-        profiler.enable()
-        try:
-            async with learner:
+        async with learner:  # started (threads, child, Numba warm-up): measure from here
+            gc.callbacks.append(timer)
+            ticking = asyncio.create_task(ticker())
+            wall0, cpu0, thread0 = time.perf_counter(), time.process_time(), time.thread_time()
+            profiler.enable()
+            try:
                 tickets = await asyncio.gather(*(learner.submit(r) for r in batch))
                 await asyncio.gather(*tickets)
-            done.set()
-            await ticking
-        finally:
-            profiler.disable()
-            wall, cpu, thread = time.perf_counter() - wall0, time.process_time() - cpu0, time.thread_time() - thread0
-            gc.callbacks.remove(timer)
+            finally:
+                profiler.disable()
+                wall, cpu, thread = time.perf_counter() - wall0, time.process_time() - cpu0, time.thread_time() - thread0
+                gc.callbacks.remove(timer)
+        done.set()
+        await ticking
     return pstats.Stats(profiler), wall, cpu, thread, timer, ticks
 
 
