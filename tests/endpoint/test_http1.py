@@ -50,7 +50,7 @@ async def server() -> AsyncIterator[_Server]:
     def on_connection(*_: object) -> None:
         state.connections += 1
 
-    low = web.Server(handle)
+    low = web.Server(handle, keepalive_timeout=0.2)  # idle connections closed by the server
     loop = asyncio.get_running_loop()
 
     def factory() -> asyncio.Protocol:
@@ -116,3 +116,12 @@ async def test_a_refused_connection_is_an_os_error() -> None:
     await probe.wait_closed()
     with pytest.raises(OSError):
         await Http1Pool("127.0.0.1", port, limit=1).post(_request("/"), 5.0)
+
+
+async def test_a_connection_the_server_closed_while_idle_is_not_reused(server: _Server) -> None:
+    pool = Http1Pool("127.0.0.1", server.port, limit=4)
+    assert (await pool.post(_request("/echo", b"one"), 5.0)).body == b"one"
+    await asyncio.sleep(0.5)  # past the server's keep-alive timeout: it closes the idle connection
+    assert (await pool.post(_request("/echo", b"two"), 5.0)).body == b"two"
+    assert server.connections == 2
+    pool.close()
