@@ -12,7 +12,8 @@ connections); only the timeout is raised so that slow answers count as slow, not
 
     python bench/throughput.py --concurrency 256 --latency 0.2
 
-The last line is ``throughput_ratio=<ours> httpx_default_ratio=<httpx> cpu_us_per_request=<ours>``.
+The last line is ``throughput_ratio=<ours> httpx_default_ratio=<httpx> cpu_us_per_request=<ours>``
+(``--no-httpx`` measures ours only and leaves ``httpx_default_ratio`` out).
 """
 
 from __future__ import annotations
@@ -167,14 +168,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--latency", type=float, default=0.2, help="server latency in seconds")
     parser.add_argument("--seconds", type=float, default=4.0, help="measured window per client")
     parser.add_argument("--warmup", type=float, default=1.0)
+    parser.add_argument("--no-httpx", action="store_true", help="measure our client only")
     args = parser.parse_args(argv)
     with sim_server_process(args.latency) as url:
         ours = run(measure_ours(url, args.concurrency, args.latency, args.seconds, args.warmup))
         print(_report(ours), flush=True)
-        theirs = run(measure_httpx_default(url, args.concurrency, args.latency, args.seconds, args.warmup))
-        print(_report(theirs), flush=True)
-    print(f"throughput_ratio={ours.ratio:.3f} httpx_default_ratio={theirs.ratio:.3f} "
-          f"cpu_us_per_request={ours.cpu_us_per_request:.0f}")
+        theirs = None
+        if not args.no_httpx:
+            theirs = run(measure_httpx_default(url, args.concurrency, args.latency, args.seconds, args.warmup))
+            print(_report(theirs), flush=True)
+    httpx_ratio = f" httpx_default_ratio={theirs.ratio:.3f}" if theirs is not None else ""
+    print(f"throughput_ratio={ours.ratio:.3f}{httpx_ratio} cpu_us_per_request={ours.cpu_us_per_request:.0f}")
     return 0
 
 

@@ -304,6 +304,36 @@ class OnlineConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
         _at_least("online", 1, batch_size=self.batch_size, queue_size=self.queue_size, workers=self.workers)
 
 
+class EmbedConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """How an embedded learner (:class:`~combee_fast.run.threaded.ThreadedLearner`,
+    :class:`~combee_fast.run.process.ProcessLearner`) sets up inside the host's process.
+
+    ``switch_interval_s`` (threaded only): :func:`sys.setswitchinterval` while the learner runs
+    (process-wide; the previous value is restored at stop). A thread waiting for the GIL gets it
+    after at most about this long, so it bounds how late the host's loop wakes while the learner
+    computes; ``None`` leaves the interpreter's setting (5 ms by default). ``gc_threshold0``: the
+    young generation's threshold while the learner runs (process-wide, restored at stop): fewer
+    young collections, so request-sized garbage dies before it is promoted and the long full
+    collections that stop every thread come rarely; ``None`` leaves it. ``child_nice`` (process
+    only): added to the child's scheduling niceness, so that when the cores are busy the host's
+    thread runs first; ``None`` leaves it. (Not offered for the thread: a descheduled learner
+    thread still holds the GIL, and a lower priority made the host's worst stalls longer.)
+    ``start_timeout_s``: how long ``start`` waits for the learner's loop.
+    """
+
+    switch_interval_s: float | None = 0.0002
+    gc_threshold0: int | None = 20_000
+    child_nice: int | None = 10
+    start_timeout_s: float = 30.0
+
+    def __post_init__(self) -> None:
+        if self.switch_interval_s is not None and not self.switch_interval_s > 0:
+            raise ConfigError(f"embed.switch_interval_s must be > 0, got {self.switch_interval_s}")
+        _at_least("embed", 1, gc_threshold0=self.gc_threshold0, child_nice=self.child_nice)
+        if not self.start_timeout_s > 0:
+            raise ConfigError(f"embed.start_timeout_s must be > 0, got {self.start_timeout_s}")
+
+
 def load_config(path: str | Path) -> SessionConfig:
     """A :class:`SessionConfig` from a TOML (``.toml``) or JSON file (e.g. a run's ``config.json``).
 

@@ -16,3 +16,12 @@ def run(main: Coroutine[Any, Any, T]) -> T:
     except ImportError:
         return asyncio.run(main)
     return uvloop.run(main)
+
+
+def new_event_loop() -> asyncio.AbstractEventLoop:
+    """A fresh loop (uvloop if available) for a thread of its own; the caller runs and closes it."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.new_event_loop()
+    return uvloop.new_event_loop()

@@ -17,7 +17,7 @@ import msgspec
 from combee_fast.errors import ConfigError
 from combee_fast.playbook.apply import ApplyReport, RejectedOp, aggregate_tags, apply_delta
 from combee_fast.playbook.format import DEFAULT_SECTIONS, MAX_BULLET_CHARS, text_length
-from combee_fast.playbook.io import load_state, save_state
+from combee_fast.playbook.io import decode_state, encode_state, load_state, save_state
 from combee_fast.playbook.state import PlaybookState, build_state, bullets_in_order, options_problem, render
 from combee_fast.playbook.text import parse_state
 from combee_fast.schema import Bullet, Delta
@@ -101,6 +101,16 @@ class Playbook:
         """The playbook saved at ``path`` (schema versions 1 and 2).
         :class:`~combee_fast.errors.PlaybookFileError` names the path and the problem."""
         return cls(load_state(path))
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> Playbook:
+        """The playbook in playbook-file JSON (what :meth:`to_bytes` gives); ``ValueError``
+        naming the problem."""
+        return cls(decode_state(data))
+
+    def to_bytes(self) -> bytes:
+        """This snapshot as playbook-file JSON, tombstones and counter included."""
+        return encode_state(self._state)
 
     def save(self, path: str | os.PathLike[str]) -> None:
         """Write this snapshot, tombstones and counter included, atomically to ``path``."""

@@ -125,6 +125,20 @@ def load_state(path: str | os.PathLike[str]) -> PlaybookState:
         raise PlaybookFileError(name, str(error)) from error
 
 
+def decode_state(data: bytes) -> PlaybookState:
+    """The validated state in playbook-file bytes; ``ValueError`` naming the problem."""
+    file = decode_playbook_file(data)
+    return build_state(
+        version=file.version,
+        sections=file.sections,
+        token_budget=file.token_budget,
+        max_bullet_chars=file.max_bullet_chars,
+        next_id=file.next_id,
+        bullets=file.bullets,
+        removed=file.removed_ids,
+    )
+
+
 def encode_state(state: PlaybookState) -> bytes:
     """The current file layout of ``state`` as indented JSON; tombstones sorted for stable output."""
     file = PlaybookFileV2(

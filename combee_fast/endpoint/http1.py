@@ -1,0 +1,251 @@
+"""A minimal keep-alive HTTP/1.1 client for the client's hot path: POSTs over plain ``http://``.
+
+Why: aiohttp's ``ClientSession`` builds, per request, a request object, a timer context, header
+multidicts, a payload, a response object and a stream reader; at 1,024 requests in flight that
+is most of the client's CPU. Here a request is bytes made by the caller (a head pre-encoded once
+per role, the length, the body) written in one call, and the response is parsed with ``bytes``
+methods into :class:`Http1Response`. ``https://`` endpoints keep using aiohttp (the caller decides).
+
+Contract of :meth:`Http1Pool.post`:
+- returns one complete response (``Content-Length``, ``chunked`` or read-until-close body;
+  ``gzip``/``deflate`` ``Content-Encoding`` decoded; ``1xx`` interim responses skipped);
+- raises ``TimeoutError`` when connecting plus answering takes more than ``timeout_s``, and
+  :class:`Http1Error` (an ``OSError``) or another ``OSError`` when the connection fails, is
+  refused, or is closed before a complete response;
+- a connection is reused only after a complete response that allows keep-alive; a timed-out,
+  failed or cancelled request closes its connection (the server sees it go);
+- at most ``limit`` idle connections are kept; a connection the server closes while idle is
+  dropped, never reused.
+No redirects, cookies, proxies or ``Expect: 100-continue``: the endpoint's URL is used as given.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import zlib
+from typing import NamedTuple
+
+_MAX_HEAD = 64 * 1024
+
+
+class Http1Error(ConnectionError):
+    """The connection failed or closed before a complete response, or the response is not HTTP/1.x."""
+
+
+class Headers(dict[str, str]):
+    """Response headers keyed by lower-case name; ``get`` and ``in`` ignore the name's case."""
+
+    def get(self, key: str, default: str | None = None) -> str | None:  # type: ignore[override]
+        return dict.get(self, key.lower(), default)
+
+    def __contains__(self, key: object) -> bool:
+        return dict.__contains__(self, key.lower() if isinstance(key, str) else key)
+
+
+class Http1Response(NamedTuple):
+    status: int
+    headers: Headers
+    body: bytes
+
+
+def _decoded(body: bytes, encoding: str | None) -> bytes:
+    if not encoding or encoding == "identity":
+        return body
+    try:
+        if encoding == "gzip":
+            return zlib.decompress(body, 16 + zlib.MAX_WBITS)
+        if encoding == "deflate":
+            try:
+                return zlib.decompress(body)
+            except zlib.error:
+                return zlib.decompress(body, -zlib.MAX_WBITS)
+    except zlib.error as exc:
+        raise Http1Error(f"cannot decode a {encoding} body: {exc}") from None
+    raise Http1Error(f"unsupported Content-Encoding {encoding!r}")
+
+
+class _Connection(asyncio.Protocol):
+    """One TCP connection: at most one request at a time; parses the response as bytes arrive."""
+
+    def __init__(self, registry: set[_Connection]) -> None:
+        self._registry = registry  # the pool's open connections: this one is in it while open
+        self.transport: asyncio.Transport | None = None
+        self.closed = False
+        self.reusable = False
+        self._buffer = bytearray()
+        self._waiter: asyncio.Future[Http1Response] | None = None
+        self._reset()
+
+    def _reset(self) -> None:
+        self._status = 0
+        self._headers: Headers | None = None
+        self._length: int | None = None  # bytes of body expected (Content-Length)
+        self._chunked = False
+        self._chunks: list[bytes] = []
+        self._until_close = False
+        self._keep_alive = False
+
+    # protocol callbacks
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        self._registry.add(self)
+
+    def data_received(self, data: bytes) -> None:
+        if self._waiter is None or self._waiter.done():  # bytes nobody asked for: never reuse
+            self.abort()
+            return
+        self._buffer += data
+        try:
+            self._parse()
+        except Http1Error as exc:
+            self._fail(exc)
+        except ValueError as exc:
+            self._fail(Http1Error(f"malformed HTTP response: {exc}"))
+
+    def eof_received(self) -> bool:
+        if self._waiter is not None and not self._waiter.done() and self._until_close and self._headers is not None:
+            self._finish(bytes(self._buffer), keep_alive=False)
+            self._buffer.clear()
+        else:
+            self._fail(Http1Error("the server closed the connection before a complete response"))
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self.reusable = False
+        self._registry.discard(self)
+        self._fail(Http1Error(f"connection lost before a complete response: {exc}" if exc
+                              else "the server closed the connection before a complete response"))
+
+    # requests
+    async def exchange(self, request: bytes) -> Http1Response:
+        """Send ``request`` (head and body) and wait for the complete response."""
+        if self.closed or self.transport is None:
+            raise Http1Error("connection closed")
+        self.reusable = False
+        self._waiter = asyncio.get_running_loop().create_future()
+        self.transport.write(request)
+        return await self._waiter
+
+    def abort(self) -> None:
+        self.closed = True
+        self.reusable = False
+        if self.transport is not None:
+            self.transport.abort()
+
+    def _fail(self, exc: Exception) -> None:
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_exception(exc)
+        self.abort()
+
+    def _finish(self, body: bytes, *, keep_alive: bool) -> None:
+        headers = self._headers
+        assert headers is not None
+        response = Http1Response(self._status, headers, _decoded(body, headers.get("content-encoding")))
+        self.reusable = keep_alive and not self._buffer
+        self._reset()
+        waiter, self._waiter = self._waiter, None
+        if waiter is not None and not waiter.done():
+            waiter.set_result(response)
+
+    def _parse(self) -> None:
+        buffer = self._buffer
+        while self._headers is None:
+            end = buffer.find(b"\r\n\r\n")
+            if end < 0:
+                if len(buffer) > _MAX_HEAD:
+                    raise Http1Error("response head larger than 64 KiB")
+                return
+            lines = bytes(buffer[:end]).split(b"\r\n")
+            del buffer[: end + 4]
+            version, _, rest = lines[0].partition(b" ")
+            if not version.startswith(b"HTTP/1."):
+                raise Http1Error(f"not an HTTP/1.x response: {lines[0][:60]!r}")
+            status = int(rest[:3])
+            if 100 <= status < 200:
+                continue  # interim response: the real one follows
+            headers = Headers()
+            for line in lines[1:]:
+                name, _, value = line.partition(b":")
+                headers[name.strip().lower().decode("latin-1")] = value.strip().decode("latin-1")
+            self._status, self._headers = status, headers
+            connection = headers.get("connection", "").lower()
+            self._keep_alive = (version == b"HTTP/1.1" and connection != "close") or connection == "keep-alive"
+            if "chunked" in headers.get("transfer-encoding", "").lower():
+                self._chunked = True
+            elif (length := headers.get("content-length")) is not None:
+                self._length = int(length)
+            elif status in (204, 304):
+                self._length = 0
+            else:
+                self._until_close = True
+        if self._chunked:
+            self._parse_chunks()
+        elif self._length is not None and len(buffer) >= self._length:
+            body = bytes(buffer[: self._length])
+            del buffer[: self._length]
+            self._finish(body, keep_alive=self._keep_alive)
+
+    def _parse_chunks(self) -> None:
+        buffer = self._buffer
+        while True:
+            end = buffer.find(b"\r\n")
+            if end < 0:
+                return
+            size = int(bytes(buffer[:end]).split(b";")[0], 16)
+            if size == 0:  # last chunk, then optional trailers, then an empty line
+                trailers_end = buffer.find(b"\r\n\r\n", end)
+                if buffer[end + 2 : end + 4] == b"\r\n":
+                    trailers_end = end
+                if trailers_end < 0:
+                    return
+                del buffer[: trailers_end + 4]
+                body = b"".join(self._chunks)
+                self._finish(body, keep_alive=self._keep_alive)
+                return
+            if len(buffer) < end + 2 + size + 2:
+                return
+            self._chunks.append(bytes(buffer[end + 2 : end + 2 + size]))
+            del buffer[: end + 2 + size + 2]
+
+
+class Http1Pool:
+    """Keep-alive connections to one ``host:port``; see the module doc for :meth:`post`."""
+
+    def __init__(self, host: str, port: int, *, limit: int) -> None:
+        self._host = host
+        self._port = port
+        self._limit = limit
+        self._idle: list[_Connection] = []
+        self._open: set[_Connection] = set()
+
+    async def post(self, request: bytes, timeout_s: float) -> Http1Response:
+        """Send ``request`` (a complete HTTP/1.1 request) on an idle or new connection."""
+        connection = None
+        while self._idle:
+            candidate = self._idle.pop()
+            if not candidate.closed:
+                connection = candidate
+                break
+        try:
+            async with asyncio.timeout(timeout_s):
+                if connection is None:
+                    _, connection = await asyncio.get_running_loop().create_connection(
+                        lambda: _Connection(self._open), self._host, self._port
+                    )
+                response = await connection.exchange(request)
+        except BaseException:
+            if connection is not None:
+                connection.abort()
+            raise
+        if connection.reusable and not connection.closed and len(self._idle) < self._limit:
+            self._idle.append(connection)
+        else:
+            connection.abort()
+        return response
+
+    def close(self) -> None:
+        """Close every connection, idle or busy (busy requests fail with :class:`Http1Error`)."""
+        for connection in (*self._open, *self._idle):
+            connection.abort()
+        self._idle.clear()

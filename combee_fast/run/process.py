@@ -1,0 +1,301 @@
+"""The online learner in a child process: the host's process keeps none of its work, GIL or GC.
+
+:class:`ProcessLearner` has the API of :class:`~combee_fast.run.threaded.ThreadedLearner`
+(``start``/``stop``/``async with``, ``submit`` returning a ticket of the host's loop, ``text``,
+``playbook``, ``snapshot``, ``batches``, ``usage_totals``); the child
+(:mod:`combee_fast.run.process_worker`) runs an unchanged
+:class:`~combee_fast.run.online.OnlineLearner`, so batches and playbooks are the same as in the
+thread or on the host's loop for the same submissions. The two talk over the child's stdin and
+stdout in length-prefixed msgpack frames (:data:`HostMessage`, :data:`ChildMessage`).
+
+The host's loop does: encode a submitted rollout and write it (``submit``); decode one frame per
+applied batch (the rendered text, the playbook's file bytes, the batch) and swap the snapshot in;
+settle that batch's tickets. ``playbook`` decodes the file bytes on the first read of each
+version (``text`` never decodes). Contracts:
+- ``submit`` and ``stop`` run on one event loop (the host's); at most ``queue_size + batch_size``
+  rollouts are unsettled, ``submit`` waits for room beyond that;
+- the child reaches the endpoints with its own clients built from ``agents``' endpoint configs
+  (no replay cache; API keys come from the inherited environment); reflection, curation and
+  reduction never score, so the child has no task;
+- if the child dies, every unsettled ticket fails with :class:`LearnerProcessError`;
+- ``on_publish`` is not offered: the child cannot await a host coroutine;
+- while it runs, the young-generation GC threshold of the host's process is
+  :class:`~combee_fast.config.EmbedConfig`'s ``gc_threshold0`` (restored at ``stop``); the child
+  runs ``child_nice`` steps nicer than the host, so the host's thread gets a busy core first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+import sys
+
+import msgspec
+
+from combee_fast.config import EmbedConfig, OnlineConfig
+from combee_fast.endpoint.client import EndpointConfig, UsageTotals
+from combee_fast.playbook import Playbook
+from combee_fast.roles.agents import Agents
+from combee_fast.run.host_settings import HostSettings
+from combee_fast.run.online import AppliedBatch
+from combee_fast.schema import Rollout
+
+_LENGTH = struct.Struct(">I")
+
+
+class LearnerProcessError(RuntimeError):
+    """The learner's child process failed or exited early."""
+
+
+# ----------------------------------------------------------------------------- the wire
+
+
+class Start(msgspec.Struct, tag="start"):
+    """First frame to the child: how to build its agents and learner."""
+
+    endpoints: tuple[EndpointConfig, ...]
+    roles: tuple[int, int, int, int]  # generator, reflector, curator, reducer -> index in endpoints
+    seed: int
+    temperature: float
+    use_ground_truth: bool
+    online: OnlineConfig
+    playbook: bytes
+
+
+class Submit(msgspec.Struct, tag="submit"):
+    seq: int
+    rollout: Rollout
+
+
+class Stop(msgspec.Struct, tag="stop"):
+    pass
+
+
+class Ready(msgspec.Struct, tag="ready"):
+    pass
+
+
+class Published(msgspec.Struct, tag="published"):
+    text: str
+    playbook: bytes
+    batch: AppliedBatch
+
+
+class Settled(msgspec.Struct, tag="settled"):
+    """Tickets ``seqs`` resolve to ``batch``, or fail with ``error`` (the exception's text)."""
+
+    seqs: tuple[int, ...]
+    batch: AppliedBatch | None = None
+    error: str | None = None
+
+
+class Finished(msgspec.Struct, tag="finished"):
+    usage: list[tuple[tuple[str, str, str], UsageTotals]]
+
+
+HostMessage = Start | Submit | Stop
+ChildMessage = Ready | Published | Settled | Finished
+
+
+def frame(data: bytes) -> bytes:
+    """``data`` with its 4-byte big-endian length in front."""
+    return _LENGTH.pack(len(data)) + data
+
+
+async def read_frame(reader: asyncio.StreamReader) -> bytes | None:
+    """The next frame's payload; ``None`` at a clean end of stream."""
+    try:
+        head = await reader.readexactly(_LENGTH.size)
+    except asyncio.IncompleteReadError:
+        return None
+    return await reader.readexactly(_LENGTH.unpack(head)[0])
+
+
+# ----------------------------------------------------------------------------- host side
+
+
+class ProcessSnapshot:
+    """One published version: ``text`` at once, ``playbook`` decoded on its first read."""
+
+    __slots__ = ("text", "batch", "_data", "_playbook")
+
+    def __init__(self, text: str, data: bytes, batch: AppliedBatch | None,
+                 playbook: Playbook | None = None) -> None:
+        self.text = text
+        self.batch = batch
+        self._data = data
+        self._playbook = playbook
+
+    @property
+    def playbook(self) -> Playbook:
+        if self._playbook is None:
+            self._playbook = Playbook.from_bytes(self._data)
+        return self._playbook
+
+
+def _start_message(agents: Agents, playbook: Playbook, config: OnlineConfig) -> Start:
+    c = agents.clients
+    distinct = c.distinct()
+    index = {id(client): i for i, client in enumerate(distinct)}
+    roles = (index[id(c.generator)], index[id(c.reflector)], index[id(c.curator)], index[id(c.reducer)])
+    return Start(tuple(client.config for client in distinct), roles, agents.seed, agents.temperature,
+                 agents.use_ground_truth, config, playbook.to_bytes())
+
+
+class ProcessLearner:
+    """An :class:`OnlineLearner` in a child process; see the module doc."""
+
+    def __init__(self, agents: Agents, playbook: Playbook, config: OnlineConfig | None = None, *,
+                 embed: EmbedConfig | None = None) -> None:
+        self.config = config or OnlineConfig()
+        self.embed = embed or EmbedConfig()
+        self._settings = HostSettings(self.embed, switch_interval=False)  # one busy thread: no GIL to share
+        self._start = _start_message(agents, playbook, self.config)
+        self._snapshot = ProcessSnapshot(playbook.render(), b"", None, playbook)
+        self._capacity = self.config.queue_size + self.config.batch_size
+        self._encoder = msgspec.msgpack.Encoder()
+        self._decoder = msgspec.msgpack.Decoder(ChildMessage)  # type: ignore[arg-type]
+        self._process: asyncio.subprocess.Process | None = None
+        self._reading: asyncio.Task[None] | None = None
+        self._tickets: dict[int, asyncio.Future[AppliedBatch]] = {}
+        self._room_waiters: list[asyncio.Future[None]] = []
+        self._seq = 0
+        self._outbox: list[bytes] = []  # frames written once per loop iteration, in one call
+        self._usage: dict[tuple[str, str, str], UsageTotals] = {}
+        self.batches: list[AppliedBatch] = []
+
+    async def __aenter__(self) -> ProcessLearner:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.stop()
+
+    @property
+    def snapshot(self) -> ProcessSnapshot:
+        """The latest published version (one attribute load)."""
+        return self._snapshot
+
+    @property
+    def text(self) -> str:
+        return self._snapshot.text
+
+    @property
+    def playbook(self) -> Playbook:
+        return self._snapshot.playbook
+
+    def usage_totals(self) -> dict[tuple[str, str, str], UsageTotals]:
+        """The child's usage totals, as of its stop."""
+        return dict(self._usage)
+
+    async def start(self) -> None:
+        """Spawn the child and wait until its learner runs (imports take a second or two)."""
+        if self._process is not None:
+            return
+        self._settings.apply()
+        try:
+            await asyncio.wait_for(self._spawn(), self.embed.start_timeout_s)
+        except BaseException:
+            self._settings.restore()
+            raise
+
+    async def _spawn(self) -> None:
+        nice = self.embed.child_nice
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "combee_fast.run.process_worker", *(["--nice", str(nice)] if nice else []),
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        )
+        self._process = process
+        assert process.stdin is not None and process.stdout is not None
+        process.stdin.write(frame(self._encoder.encode(self._start)))
+        first = await read_frame(process.stdout)
+        if first is None or not isinstance(self._decoder.decode(first), Ready):
+            code = await process.wait()
+            self._process = None
+            raise LearnerProcessError(f"the learner process exited with code {code} before it was ready")
+        self._reading = asyncio.create_task(self._read(process.stdout), name="combee-learner-process-reader")
+
+    async def submit(self, rollout: Rollout) -> asyncio.Future[AppliedBatch]:
+        """Queue ``rollout``; returns a future resolving to the batch that applied it."""
+        process = self._process
+        if process is None or self._reading is None or self._reading.done():
+            raise RuntimeError("ProcessLearner is not started: use 'async with' or start()")
+        loop = asyncio.get_running_loop()
+        while len(self._tickets) >= self._capacity:
+            waiter = loop.create_future()
+            self._room_waiters.append(waiter)
+            await waiter
+        seq, self._seq = self._seq, self._seq + 1
+        ticket: asyncio.Future[AppliedBatch] = loop.create_future()
+        self._tickets[seq] = ticket
+        if not self._outbox:
+            loop.call_soon(self._write_out)
+        self._outbox.append(frame(self._encoder.encode(Submit(seq, rollout))))
+        stdin = process.stdin
+        assert stdin is not None
+        if stdin.transport.get_write_buffer_size() > 1 << 20:  # the child is behind: wait, bounded
+            await stdin.drain()
+        return ticket
+
+    def _write_out(self) -> None:
+        """Write the frames queued since the last call in one go (one system call, not one each)."""
+        frames, self._outbox = self._outbox, []
+        process = self._process
+        if frames and process is not None and process.stdin is not None and not process.stdin.is_closing():
+            process.stdin.write(b"".join(frames))
+
+    async def stop(self) -> None:
+        """Apply what was submitted, then let the child exit."""
+        process, reading = self._process, self._reading
+        if process is None:
+            return
+        try:
+            self._write_out()
+            if process.stdin is not None and not process.stdin.is_closing():
+                process.stdin.write(frame(self._encoder.encode(Stop())))
+                process.stdin.close()
+            if reading is not None:
+                await reading
+            await process.wait()
+        finally:
+            self._process = None
+            self._settings.restore()
+
+    async def _read(self, stdout: asyncio.StreamReader) -> None:
+        try:
+            while (data := await read_frame(stdout)) is not None:
+                message = self._decoder.decode(data)
+                if isinstance(message, Published):
+                    self.batches.append(message.batch)
+                    self._snapshot = ProcessSnapshot(message.text, message.playbook, message.batch)
+                elif isinstance(message, Settled):
+                    self._settle(message)
+                elif isinstance(message, Finished):
+                    self._usage = dict(message.usage)
+        finally:
+            self._fail_all(LearnerProcessError("the learner process exited with tickets unsettled"))
+
+    def _settle(self, message: Settled) -> None:
+        for seq in message.seqs:
+            ticket = self._tickets.pop(seq, None)
+            if ticket is None or ticket.done():
+                continue
+            if message.batch is not None:
+                ticket.set_result(message.batch)
+            else:
+                ticket.set_exception(LearnerProcessError(message.error or "the batch failed"))
+        self._wake_submitters()
+
+    def _fail_all(self, exc: Exception) -> None:
+        tickets, self._tickets = self._tickets, {}
+        for ticket in tickets.values():
+            if not ticket.done():
+                ticket.set_exception(exc)
+        self._wake_submitters()
+
+    def _wake_submitters(self) -> None:
+        waiters, self._room_waiters = self._room_waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+

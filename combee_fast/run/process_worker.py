@@ -1,0 +1,125 @@
+"""The child side of :class:`~combee_fast.run.process.ProcessLearner`: ``python -m combee_fast.run.process_worker``.
+
+Reads :data:`~combee_fast.run.process.HostMessage` frames on stdin (``Start`` first, then
+``Submit``... and ``Stop``), runs an :class:`~combee_fast.run.online.OnlineLearner` on its own
+clients, and writes ``Ready``, then ``Published``/``Settled`` per batch and ``Finished`` on
+stdout. Submissions enter the learner in the order they were written; tickets settled in the
+same loop iteration travel in one ``Settled`` frame.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import sys
+
+import msgspec
+
+from combee_fast.endpoint.client import EndpointClient
+from combee_fast.engine.loop import run
+from combee_fast.playbook import Playbook
+from combee_fast.roles.agents import Agents, RoleClients
+from combee_fast.run.online import AppliedBatch, OnlineLearner
+from combee_fast.run.process import (
+    Finished,
+    HostMessage,
+    Published,
+    Ready,
+    Settled,
+    Start,
+    Stop,
+    Submit,
+    frame,
+    read_frame,
+)
+
+
+class _Worker:
+    def __init__(self, start: Start, writer: asyncio.StreamWriter) -> None:
+        clients = [EndpointClient(config) for config in start.endpoints]
+        roles = RoleClients(*(clients[i] for i in start.roles))
+        # reflection, curation and reduction never score: the child needs no task
+        self.agents = Agents(None, roles, seed=start.seed, temperature=start.temperature,  # type: ignore[arg-type]
+                             use_ground_truth=start.use_ground_truth)
+        self.clients = clients
+        self.playbook = Playbook.from_bytes(start.playbook)
+        self.online = start.online
+        self._writer = writer
+        self._encoder = msgspec.msgpack.Encoder()
+        self._settled: list[tuple[int, asyncio.Future[AppliedBatch]]] = []
+        self._flush_scheduled = False
+
+    def send(self, message: object) -> None:
+        self._writer.write(frame(self._encoder.encode(message)))
+
+    async def published(self, playbook: Playbook, batch: AppliedBatch) -> None:
+        self.send(Published(playbook.render(), playbook.to_bytes(), batch))
+
+    def on_settled(self, seq: int, inner: asyncio.Future[AppliedBatch]) -> None:
+        self._settled.append((seq, inner))
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            asyncio.get_running_loop().call_soon(self.flush)
+
+    def flush(self) -> None:
+        """One ``Settled`` frame per outcome among the tickets settled this iteration."""
+        self._flush_scheduled = False
+        settled, self._settled = self._settled, []
+        groups: dict[int, tuple[AppliedBatch | None, str | None, list[int]]] = {}
+        for seq, inner in settled:
+            if inner.cancelled():
+                key, batch, error = -1, None, "cancelled"
+            elif (exc := inner.exception()) is not None:
+                key, batch, error = -2 - id(exc), None, f"{type(exc).__name__}: {exc}"
+            else:
+                batch, error = inner.result(), None
+                key = batch.number
+            groups.setdefault(key, (batch, error, []))[2].append(seq)
+        for batch, error, seqs in groups.values():
+            self.send(Settled(tuple(seqs), batch, error))
+
+    async def serve(self, reader: asyncio.StreamReader) -> None:
+        decoder = msgspec.msgpack.Decoder(HostMessage)  # type: ignore[arg-type]
+        async with contextlib.AsyncExitStack() as stack:
+            for client in self.clients:
+                stack.push_async_callback(client.aclose)
+            learner = OnlineLearner(self.agents, self.playbook, self.online, on_publish=self.published)
+            async with learner:
+                self.send(Ready())
+                while (data := await read_frame(reader)) is not None:
+                    message = decoder.decode(data)
+                    if isinstance(message, Submit):
+                        inner = await learner.submit(message.rollout)
+                        inner.add_done_callback(lambda done, seq=message.seq: self.on_settled(seq, done))
+                    elif isinstance(message, Stop):
+                        break
+            if self._settled:
+                self.flush()
+            usage = [(key, totals) for client in self.clients for key, totals in client.usage_totals().items()]
+            self.send(Finished(usage))
+        await self._writer.drain()
+
+
+async def main() -> int:
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=1 << 26)
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(0, "rb", buffering=0))
+    transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, os.fdopen(1, "wb", buffering=0))
+    writer = asyncio.StreamWriter(transport, protocol, reader, loop)
+    data = await read_frame(reader)
+    if data is None:
+        return 1
+    start = msgspec.msgpack.decode(data, type=HostMessage)  # type: ignore[arg-type]
+    if not isinstance(start, Start):
+        print("process_worker: the first frame must be Start", file=sys.stderr)
+        return 2
+    await _Worker(start, writer).serve(reader)
+    writer.close()
+    return 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "--nice" and hasattr(os, "nice"):
+        os.nice(int(sys.argv[2]))  # a lower priority than the host's: the host runs first
+    sys.exit(run(main()))

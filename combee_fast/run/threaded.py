@@ -1,0 +1,299 @@
+"""The online learner on its own event loop in its own thread, so its work never runs on the host's.
+
+:class:`ThreadedLearner` wraps :class:`~combee_fast.run.online.OnlineLearner` unchanged (same
+batches, same playbook for the same submissions); only where it runs differs. The host's loop
+does three cheap things: ``submit`` appends to an inbox and, at most once per learner wake-up,
+calls ``call_soon_threadsafe``; reading the playbook is one attribute load of an immutable
+:class:`Snapshot` that the learner thread swaps in, whole, after each batch; tickets are settled
+in one host callback per applied batch. Everything else (prompt building, HTTP, decoding,
+parsing, shuffle, reduce, apply, rendering) runs on the learner's loop.
+
+    async with ThreadedLearner(session.agents, Playbook.empty(), OnlineConfig(batch_size=32)) as learner:
+        ticket = await learner.submit(rollout)   # waits only for room (backpressure)
+        context = learner.text                   # the latest version, rendered; never blocks
+        batch = await ticket                     # optional: the AppliedBatch that took it in
+
+Contracts:
+- ``start`` imports Numba and compiles (or loads from its cache) the reduce's kernels in the
+  learner thread before it returns: that holds the GIL, so it belongs at start-up.
+- ``submit`` and ``stop`` are called from one event loop (the host's); tickets are futures of
+  that loop. At most ``queue_size + batch_size`` submitted rollouts are unsettled; ``submit``
+  waits for room beyond that.
+- The learner reaches the endpoints through clones of ``agents``' clients (same config and
+  replay cache, its own connections, concurrency cap and usage totals: :meth:`usage_totals`).
+- ``on_publish`` is awaited on the learner's loop, in the learner thread.
+- While it runs, the learner sets the process's GIL switch interval and young-generation GC
+  threshold (:class:`~combee_fast.config.EmbedConfig`) and restores both at ``stop``; the
+  host needs no ``gc.freeze()``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import concurrent.futures
+import contextlib
+import threading
+from collections.abc import Awaitable, Callable
+from typing import NamedTuple
+
+from combee_fast.config import EmbedConfig, OnlineConfig
+from combee_fast.endpoint.client import EndpointClient, UsageTotals
+from combee_fast.engine.loop import new_event_loop
+from combee_fast.playbook import Playbook
+from combee_fast.roles.agents import Agents, RoleClients
+from combee_fast.run.host_settings import HostSettings
+from combee_fast.run.online import AppliedBatch, OnlineLearner
+from combee_fast.schema import Rollout
+
+_Ticket = asyncio.Future  # a future of the host's loop, resolving to an AppliedBatch
+
+
+class Snapshot(NamedTuple):
+    """One published version: the playbook, its rendered text, and the batch that made it
+    (``None`` for the starting playbook)."""
+
+    playbook: Playbook
+    text: str
+    batch: AppliedBatch | None
+
+
+def twin_agents(agents: Agents) -> Agents:
+    """``agents`` with each distinct client cloned (roles that shared a client still share one)."""
+    clones: dict[int, EndpointClient] = {}
+
+    def twin(client: EndpointClient) -> EndpointClient:
+        if id(client) not in clones:
+            clones[id(client)] = client.clone()
+        return clones[id(client)]
+
+    c = agents.clients
+    clients = RoleClients(twin(c.generator), twin(c.reflector), twin(c.curator), twin(c.reducer))
+    return Agents(agents.task, clients, seed=agents.seed, temperature=agents.temperature,
+                  use_ground_truth=agents.use_ground_truth)
+
+
+class ThreadedLearner:
+    """An :class:`OnlineLearner` running on its own loop in a daemon thread; see the module doc."""
+
+    def __init__(
+        self,
+        agents: Agents,
+        playbook: Playbook,
+        config: OnlineConfig | None = None,
+        *,
+        embed: EmbedConfig | None = None,
+        on_publish: Callable[[Playbook, AppliedBatch], Awaitable[None]] | None = None,
+    ) -> None:
+        self.config = config or OnlineConfig()
+        self.embed = embed or EmbedConfig()
+        self._settings = HostSettings(self.embed, switch_interval=True)
+        self._agents = twin_agents(agents)
+        self._start_playbook = playbook
+        self._on_publish = on_publish
+        self._snapshot = Snapshot(playbook, playbook.render(), None)  # swapped whole, never mutated
+        self._capacity = self.config.queue_size + self.config.batch_size
+        # host side (touched only on the host's loop)
+        self._host_loop: asyncio.AbstractEventLoop | None = None
+        self._unsettled = 0
+        self._room_waiters: collections.deque[asyncio.Future[None]] = collections.deque()
+        # shared: a deque is safe to append on one thread and pop on another
+        self._inbox: collections.deque[tuple[Rollout, _Ticket]] = collections.deque()
+        self._wakeup_scheduled = False
+        # learner side (touched only in the learner thread)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._learner: OnlineLearner | None = None
+        self._wake: asyncio.Event | None = None
+        self._stopping = False
+        self._settled: list[tuple[_Ticket, asyncio.Future[AppliedBatch]]] = []
+        self._flush_scheduled = False
+        self._thread: threading.Thread | None = None
+        self._finished: concurrent.futures.Future[None] | None = None
+
+    async def __aenter__(self) -> ThreadedLearner:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.stop()
+
+    # ----------------------------------------------------------------- host side
+
+    @property
+    def snapshot(self) -> Snapshot:
+        """The latest published version (the starting playbook until the first batch); one
+        attribute load, never blocks."""
+        return self._snapshot
+
+    @property
+    def playbook(self) -> Playbook:
+        """The latest published playbook (an immutable snapshot)."""
+        return self._snapshot.playbook
+
+    @property
+    def text(self) -> str:
+        """The latest published playbook, rendered (by the learner thread)."""
+        return self._snapshot.text
+
+    @property
+    def batches(self) -> list[AppliedBatch]:
+        """Every applied batch so far, in order (appended by the learner thread; read only)."""
+        return self._learner.batches if self._learner is not None else []
+
+    def usage_totals(self) -> dict[tuple[str, str, str], UsageTotals]:
+        """Usage of the learner's own clients, keyed by (role, model, endpoint)."""
+        totals: dict[tuple[str, str, str], UsageTotals] = {}
+        for client in self._agents.clients.distinct():
+            totals.update(client.usage_totals())
+        return totals
+
+    async def start(self) -> None:
+        """Start the thread and wait until its loop is ready."""
+        if self._thread is not None:
+            return
+        self._settings.apply()
+        ready: concurrent.futures.Future[None] = concurrent.futures.Future()
+        self._finished = concurrent.futures.Future()
+        self._thread = threading.Thread(target=self._main, args=(ready,), name="combee-learner", daemon=True)
+        self._thread.start()
+        try:
+            await asyncio.wait_for(asyncio.wrap_future(ready), self.embed.start_timeout_s)
+        except BaseException:
+            self._settings.restore()
+            raise
+
+    async def submit(self, rollout: Rollout) -> asyncio.Future[AppliedBatch]:
+        """Queue ``rollout``; returns a future (of the caller's loop) resolving to the batch
+        that applied it, or to the exception that failed that batch."""
+        if self._thread is None or self._loop is None:
+            raise RuntimeError("ThreadedLearner is not started: use 'async with' or start()")
+        loop = self._host_loop
+        if loop is None:
+            loop = self._host_loop = asyncio.get_running_loop()
+        while self._unsettled >= self._capacity:
+            waiter = loop.create_future()
+            self._room_waiters.append(waiter)
+            await waiter
+        self._unsettled += 1
+        ticket: asyncio.Future[AppliedBatch] = loop.create_future()
+        self._inbox.append((rollout, ticket))
+        if not self._wakeup_scheduled:
+            self._wakeup_scheduled = True
+            self._loop.call_soon_threadsafe(self._wakeup)  # type: ignore[union-attr]
+        return ticket
+
+    async def stop(self) -> None:
+        """Apply what was submitted, then stop the thread (and restore the process settings)."""
+        if self._thread is None or self._finished is None:
+            return
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+                loop.call_soon_threadsafe(self._begin_stop)
+        try:
+            await asyncio.wrap_future(self._finished)
+        finally:
+            self._thread.join()
+            self._thread = None
+            self._settings.restore()
+
+    def _settle(self, settled: list[tuple[_Ticket, asyncio.Future[AppliedBatch]]]) -> None:
+        """On the host's loop: resolve tickets from their learner-side futures, free room."""
+        for ticket, inner in settled:
+            if ticket.done():
+                continue
+            if inner.cancelled():
+                ticket.cancel()
+            elif (exc := inner.exception()) is not None:
+                ticket.set_exception(exc)
+            else:
+                ticket.set_result(inner.result())
+        self._unsettled -= len(settled)
+        while self._room_waiters and self._unsettled < self._capacity:
+            waiter = self._room_waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+
+    # -------------------------------------------------------------- learner side
+
+    def _main(self, ready: concurrent.futures.Future[None]) -> None:
+        loop = new_event_loop()
+        asyncio.set_event_loop(loop)
+        try:
+            loop.run_until_complete(self._serve(ready))
+        except BaseException as exc:
+            if not ready.done():
+                ready.set_exception(exc)
+            self._finished.set_exception(exc)  # type: ignore[union-attr]
+        else:
+            self._finished.set_result(None)  # type: ignore[union-attr]
+        finally:
+            with contextlib.suppress(Exception):
+                loop.run_until_complete(loop.shutdown_asyncgens())
+            self._loop = None
+            loop.close()
+
+    async def _serve(self, ready: concurrent.futures.Future[None]) -> None:
+        self._wake = asyncio.Event()
+        playbook = self._start_playbook
+        # Import Numba and compile (or load) the reduce's similarity kernels now: done mid-traffic,
+        # that holds the GIL for up to a second, stalling the host; at start only ``start`` waits.
+        from combee_fast.native.similarity import warmup
+
+        warmup()
+        async with contextlib.AsyncExitStack() as stack:
+            for client in self._agents.clients.distinct():
+                stack.push_async_callback(client.aclose)
+            learner = OnlineLearner(self._agents, playbook, self.config, on_publish=self._published)
+            self._learner = learner
+            async with learner:
+                intake = asyncio.create_task(self._intake(learner), name="combee-learner-intake")
+                self._loop = asyncio.get_running_loop()
+                ready.set_result(None)
+                await intake
+            if self._settled:  # tickets of the last batch, settled while stopping
+                self._flush()
+
+    def _wakeup(self) -> None:
+        self._wakeup_scheduled = False
+        self._wake.set()  # type: ignore[union-attr]
+
+    def _begin_stop(self) -> None:
+        self._stopping = True
+        self._wake.set()  # type: ignore[union-attr]
+
+    async def _intake(self, learner: OnlineLearner) -> None:
+        """Move the inbox into the learner, in submission order, until stopped and drained."""
+        wake = self._wake
+        assert wake is not None
+        while True:
+            while self._inbox:
+                rollout, ticket = self._inbox.popleft()
+                inner = await learner.submit(rollout)
+                inner.add_done_callback(lambda done, ticket=ticket: self._on_settled(ticket, done))
+            wake.clear()
+            if self._inbox:
+                continue
+            if self._stopping:
+                return
+            await wake.wait()
+
+    def _on_settled(self, ticket: _Ticket, inner: asyncio.Future[AppliedBatch]) -> None:
+        self._settled.append((ticket, inner))
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            asyncio.get_running_loop().call_soon(self._flush)
+
+    def _flush(self) -> None:
+        """One host callback per group of tickets settled in the same learner-loop iteration."""
+        self._flush_scheduled = False
+        settled, self._settled = self._settled, []
+        host = self._host_loop
+        if host is not None and not host.is_closed():
+            with contextlib.suppress(RuntimeError):  # the host's loop closed meanwhile
+                host.call_soon_threadsafe(self._settle, settled)
+
+    async def _published(self, playbook: Playbook, batch: AppliedBatch) -> None:
+        self._snapshot = Snapshot(playbook, playbook.render(), batch)  # one reference swap
+        if self._on_publish is not None:
+            await self._on_publish(playbook, batch)

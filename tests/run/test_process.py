@@ -1,0 +1,67 @@
+"""The process learner over real HTTP: same batches and playbook as the in-loop learner, tickets
+on the host's loop, a dead child fails its tickets."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+
+import msgspec
+import pytest
+
+from combee_fast.config import EmbedConfig, OnlineConfig, SessionConfig, SimConfig, TaskConfig
+from combee_fast.playbook import Playbook
+from combee_fast.run.online import OnlineLearner
+from combee_fast.run.process import LearnerProcessError, ProcessLearner
+from combee_fast.schema import Rollout
+from combee_fast.session import Session, open_session
+
+CONFIG = SessionConfig(task=TaskConfig(train_split="train", val_split="val[0:30]"), sim=SimConfig("flat", 1e-4))
+
+
+async def _rollouts(session: Session, n: int) -> list[Rollout]:
+    answers = [await session.agents.generate(e, "", epoch=0) for e in session.train_split.examples[:24]]
+    return [msgspec.structs.replace(answers[i % 24], round=i // 24) for i in range(n)]
+
+
+async def test_process_learner_applies_the_same_batches_and_playbook_as_the_online_learner() -> None:
+    config = OnlineConfig(batch_size=16, max_wait_s=30.0)  # batches close full: timing cannot change them
+    async with open_session(CONFIG) as session:
+        rollouts = await _rollouts(session, 64)
+        direct = OnlineLearner(session.agents, Playbook.empty(), config)
+        async with direct:
+            await asyncio.gather(*[await direct.submit(r) for r in rollouts])
+        learner = ProcessLearner(session.agents, Playbook.empty(), config, embed=EmbedConfig(gc_threshold0=12_345))
+        thresholds = gc.get_threshold()
+        with pytest.raises(RuntimeError, match="not started"):
+            await learner.submit(rollouts[0])
+        seen: list[int] = []
+        async with learner:
+            host = asyncio.get_running_loop()
+            tickets = []
+            for rollout in rollouts:
+                tickets.append(await learner.submit(rollout))
+                seen.append(learner.snapshot.batch.version if learner.snapshot.batch else 0)
+            assert all(t.get_loop() is host for t in tickets)
+            assert gc.get_threshold()[0] == 12_345
+            applied = await asyncio.gather(*tickets)
+        assert gc.get_threshold() == thresholds
+    assert [b.rollout_ids for b in learner.batches] == [b.rollout_ids for b in direct.batches]
+    assert learner.playbook.version == direct.playbook.version > 0
+    assert learner.playbook.render() == learner.text == direct.playbook.render()
+    assert [b.number for b in applied] == [i // 16 for i in range(64)]
+    assert seen == sorted(seen)
+    assert sum(t.calls for t in learner.usage_totals().values()) > 64
+
+
+async def test_a_dead_child_fails_its_unsettled_tickets() -> None:
+    async with open_session(CONFIG) as session:
+        rollouts = await _rollouts(session, 4)
+        learner = ProcessLearner(session.agents, Playbook.empty(), OnlineConfig(batch_size=64, max_wait_s=30.0))
+        await learner.start()
+        tickets = [await learner.submit(r) for r in rollouts]
+        learner._process.kill()  # type: ignore[union-attr]
+        for ticket in tickets:
+            with pytest.raises(LearnerProcessError):
+                await ticket
+        await learner.stop()
