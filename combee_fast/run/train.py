@@ -86,7 +86,7 @@ async def train(
         nonlocal playbook, best, best_accuracy, sim_total, wall_total, calls, tokens, samples, final_eval
         step_number = len(ledger)
         started = time.perf_counter()
-        result = await method.step(batch, playbook, epoch=epoch, step=step_number)
+        result = await method.step(batch, playbook, epoch=epoch, step=step_number, shape=plan.step_shape())
         wall_total += time.perf_counter() - started
         if batch:
             await plan.observe(len(batch), result, len(train_items))
@@ -117,7 +117,7 @@ async def train(
         order = rng_at(seed, "order", epoch).permutation(len(train_items))
         position = 0
         while position < len(order):
-            size, reason = plan.next_size()
+            size, reason = plan.next_size(len(order) - position)
             batch = [train_items[i] for i in order[position : position + size]]
             position += len(batch)
             epoch_done = position >= len(order)
