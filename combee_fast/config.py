@@ -112,7 +112,7 @@ class ControllerConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     saturation: float = 0.8  # the endpoint is full where its throughput reaches this share of its ceiling
     surprise: float = 2.0  # a step this many times slower (or faster) than predicted: the endpoint changed
     history: int = 4096  # calls kept for the latency fit, decisions kept in memory
-    group_records: int = 16  # records one curator reads (max_group) while retention is healthy
+    group_records: int = 8  # records one curator reads (max_group) while retention is healthy
     min_group: int = 4
     max_duplicates: int = 3  # p may rise to this when retention stays low at min_group
     learned_success: float = 0.8  # success-rate lower bound past which the quality cap is lifted

@@ -91,7 +91,7 @@ def test_auto_batch_size_plans_every_step_from_measurements_and_logs_why(tmp_pat
     assert planned["reason"].startswith(("replan", "hold"))
     assert {"bs_star", "fit_s_per_token", "fit_wait_s_per_inflight", "remaining", "playbook_tokens",
             "reward_mean", "success_lower", "insights", "distinct_insights", "retention"} <= planned["inputs"].keys()
-    assert planned["max_group"] == 16 and planned["duplicates"] == 2
+    assert planned["max_group"] == 8 and planned["duplicates"] == 2
     ledger = [json.loads(line) for line in (out / "ledger.jsonl").read_text().splitlines()]
     assert sum(row["batch_size"] for row in ledger) == 220
 
