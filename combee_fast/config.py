@@ -275,19 +275,26 @@ class SessionConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
 
 class OnlineConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """The online learner: a batch closes at ``batch_size`` rollouts or ``max_wait_s`` after its
-    first; ``queue_size`` rollouts wait at most (``submit`` waits when full); ``workers``
-    reflections run at once. Shuffle and reduce follow ``combee``, as offline."""
+    """The online learner: a batch takes the rollouts waiting when the learner is free, up to a
+    ceiling (at most ``batch_size``, the planned bs*), and closes ``max_wait_s`` after its first;
+    the ceiling shrinks when a batch's publish latency passes ``max_publish_s``. ``queue_size``
+    rollouts wait at most (``submit`` waits when full); ``workers`` reflections run at once;
+    ``keep_batches`` applied batches are kept. Shuffle and reduce follow ``combee``, as offline."""
 
     batch_size: int = 32
     max_wait_s: float = 1.0
+    max_publish_s: float = 60.0
     queue_size: int = 1024
     workers: int = 64
+    keep_batches: int = 1000
     seed: int = 0
     combee: CombeeConfig = msgspec.field(default_factory=CombeeConfig)
 
     def __post_init__(self) -> None:
-        _at_least("online", 1, batch_size=self.batch_size, queue_size=self.queue_size, workers=self.workers)
+        _at_least("online", 1, batch_size=self.batch_size, queue_size=self.queue_size, workers=self.workers,
+                  keep_batches=self.keep_batches)
+        if not self.max_publish_s > self.max_wait_s >= 0:
+            raise ConfigError(f"online: need max_publish_s > max_wait_s >= 0, got {self.max_publish_s}, {self.max_wait_s}")
 
 
 def load_config(path: str | Path) -> SessionConfig:

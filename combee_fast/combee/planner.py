@@ -92,6 +92,7 @@ class ShapePlanner:
         self.shuffle_salt = 0
         self._last: StepSignals | None = None
         self._anchor = 1.0  # measured / predicted map seconds (EMA)
+        self._maps: deque[tuple[int, float]] = deque(maxlen=8)  # (batch, map seconds) since the endpoint last changed
         self._tail: float | None = None  # curate + reduce seconds after the map (EMA)
         self._cap = self.upper
         self._healthy = 0
@@ -107,16 +108,19 @@ class ShapePlanner:
     def record(self, s: StepSignals) -> None:
         """Learn from a finished step. A step whose map took ``surprise`` times more (or less) than
         predicted means the endpoint changed: what was learned of its curve is dropped."""
-        self._surprise = None
+        measuring, self._surprise = self._surprise is not None, None  # the step after a surprise measures
         predicted, self._predicted_map = self._predicted_map, None
-        if predicted and s.map_seconds > 0 and s.batch_size == self._planned_batch:
+        if predicted and s.map_seconds > 0 and s.batch_size == self._planned_batch and not measuring:
             ratio = s.map_seconds / predicted
             if not 1 / self.config.surprise <= ratio <= self.config.surprise:
                 self._surprise = ratio
                 self.curve.reset()
+                self._maps.clear()
                 self._tail = None
-        fresh = self._surprise is not None or self._last is None
+        fresh = self._surprise is not None or self._last is None or measuring
         self.curve.add(s.calls)
+        if s.map_seconds > 0:
+            self._maps.append((s.batch_size, s.map_seconds))
         decay = self.config.recency_decay
         tail = max(s.seconds - s.map_seconds, 0.0)
         self._tail = tail if self._tail is None else decay * self._tail + (1 - decay) * tail
@@ -273,7 +277,23 @@ class ShapePlanner:
         prompt = _mean_prompt(s) + s.prefill_share * max(playbook_tokens - s.playbook_tokens, 0)
         return self.curve.predict(in_flight, prompt, _mean_completion(s))
 
+    def _map_line(self) -> tuple[float, float] | None:
+        """``(seconds, seconds per item)`` of the map time against the batch size, fitted over the
+        steps since the endpoint last changed (recent ones weigh more); None until two sizes ran."""
+        if len({b for b, _ in self._maps}) < 2:
+            return None
+        weights = [self.config.recency_decay ** age for age in range(len(self._maps) - 1, -1, -1)]
+        total = math.fsum(weights)
+        mean_b = math.fsum(w * b for w, (b, _) in zip(weights, self._maps)) / total
+        mean_t = math.fsum(w * t for w, (_, t) in zip(weights, self._maps)) / total
+        sxx = math.fsum(w * (b - mean_b) ** 2 for w, (b, _) in zip(weights, self._maps))
+        slope = max(0.0, math.fsum(w * (b - mean_b) * (t - mean_t) for w, (b, t) in zip(weights, self._maps)) / sxx)
+        return max(mean_t - slope * mean_b, 0.0), slope
+
     def _step_seconds(self, s: StepSignals, batch: int) -> float:
+        line = self._map_line()
+        if line is not None:  # measured at two batch sizes: the steps themselves say how map time grows
+            return line[0] + line[1] * batch + (self._tail or 0.0)
         rho = _mean_in_flight(s) / max(s.batch_size, 1)
         map_seconds = self._anchor * s.chain_calls * self._call_seconds(s, max(1.0, rho * batch), s.playbook_tokens)
         return map_seconds + (self._tail or 0.0)
@@ -296,6 +316,9 @@ class ShapePlanner:
             if value is not None:
                 inputs[name] = float(value)
         inputs.update(self.curve.summary())
+        line = self._map_line()
+        if line is not None:
+            inputs.update(map_line_s=line[0], map_line_s_per_item=line[1])
         return inputs
 
 
