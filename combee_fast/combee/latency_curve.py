@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import msgspec
 import numpy as np
@@ -140,3 +140,18 @@ def _nonnegative_least_squares(design: np.ndarray, y: np.ndarray) -> np.ndarray:
             best, best_residual = np.zeros(columns), residual
             best[chosen] = x
     return best
+
+
+def fit_line(points: Sequence[tuple[float, float]], decay: float) -> tuple[float, float] | None:
+    """``(intercept, slope)``, both >= 0, of ``y`` against ``x`` by least squares, the last point
+    weighing 1 and each earlier one ``decay`` times the next; None without two distinct ``x``.
+    The planner fits a step's map seconds against its batch size with it."""
+    if len({x for x, _ in points}) < 2:
+        return None
+    weights = [decay**age for age in range(len(points) - 1, -1, -1)]
+    total = math.fsum(weights)
+    mean_x = math.fsum(w * x for w, (x, _) in zip(weights, points)) / total
+    mean_y = math.fsum(w * y for w, (_, y) in zip(weights, points)) / total
+    sxx = math.fsum(w * (x - mean_x) ** 2 for w, (x, _) in zip(weights, points))
+    slope = max(0.0, math.fsum(w * (x - mean_x) * (y - mean_y) for w, (x, y) in zip(weights, points)) / sxx)
+    return max(mean_y - slope * mean_x, 0.0), slope

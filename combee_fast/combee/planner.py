@@ -38,7 +38,7 @@ from collections import deque
 
 import msgspec
 
-from combee_fast.combee.latency_curve import CallSample, LatencyCurve
+from combee_fast.combee.latency_curve import CallSample, LatencyCurve, fit_line
 from combee_fast.config import CombeeConfig, ControllerConfig
 
 
@@ -278,17 +278,8 @@ class ShapePlanner:
         return self.curve.predict(in_flight, prompt, _mean_completion(s))
 
     def _map_line(self) -> tuple[float, float] | None:
-        """``(seconds, seconds per item)`` of the map time against the batch size, fitted over the
-        steps since the endpoint last changed (recent ones weigh more); None until two sizes ran."""
-        if len({b for b, _ in self._maps}) < 2:
-            return None
-        weights = [self.config.recency_decay ** age for age in range(len(self._maps) - 1, -1, -1)]
-        total = math.fsum(weights)
-        mean_b = math.fsum(w * b for w, (b, _) in zip(weights, self._maps)) / total
-        mean_t = math.fsum(w * t for w, (_, t) in zip(weights, self._maps)) / total
-        sxx = math.fsum(w * (b - mean_b) ** 2 for w, (b, _) in zip(weights, self._maps))
-        slope = max(0.0, math.fsum(w * (b - mean_b) * (t - mean_t) for w, (b, t) in zip(weights, self._maps)) / sxx)
-        return max(mean_t - slope * mean_b, 0.0), slope
+        """Map seconds against batch size over the steps since the endpoint last changed."""
+        return fit_line(self._maps, self.config.recency_decay)
 
     def _step_seconds(self, s: StepSignals, batch: int) -> float:
         line = self._map_line()

@@ -118,3 +118,11 @@ def test_the_decision_history_is_bounded() -> None:
 
 def _fields(signals: StepSignals) -> dict:
     return {name: getattr(signals, name) for name in signals.__struct_fields__}
+
+
+def test_fit_line_is_exact_on_a_line_and_needs_two_sizes() -> None:
+    from combee_fast.combee.latency_curve import fit_line
+
+    assert fit_line([(150, 310.0), (75, 160.0), (100, 210.0)], 0.5) == (pytest.approx(10.0), pytest.approx(2.0))
+    assert fit_line([(100, 5.0), (100, 6.0)], 0.5) is None
+    assert fit_line([(100, 50.0), (200, 40.0)], 0.5)[1] == 0.0  # never a negative cost per item
