@@ -20,8 +20,9 @@ records only, so a replayed run decides the same):
   (``max_group`` halves, down to ``min_group``; at the floor ``p`` rises); a validation drop
   caps the batch at ``shrink_factor`` times the one that produced it. ``recover_after`` healthy
   steps undo one notch.
-* **Diversity.** When most of a step's lessons are near-duplicates of each other (distinct
-  fraction below ``collapse_below``), diversity is injected before any growth: first the
+* **Diversity.** When most of a step's lessons, or of the edits its curators proposed, are
+  near-duplicates of each other (distinct fraction below ``collapse_below``), diversity is
+  injected before any growth: first the
   reflections' sampling temperature rises to ``diversity_temperature``, then the shuffle takes a
   new seed path. The batch does not grow while collapsed.
 * **Rewards.** Mean, variance and the Beta posterior of success of the batch's first attempts
@@ -58,6 +59,8 @@ class StepSignals(msgspec.Struct, frozen=True):
     validation: float | None = None
     insights: int = 0
     distinct_insights: int = 0
+    edits: int = 0
+    distinct_edits: int = 0
     reward_mean: float | None = None
     reward_variance: float | None = None
     success_lower: float | None = None
@@ -99,6 +102,7 @@ class ShapePlanner:
         self._best_validation = -math.inf
         self._problems: list[str] = []
         self._collapsed = 0  # consecutive collapsed steps
+        self._collapse_why = ""
         self._predicted_map: float | None = None  # map seconds predicted for the planned batch
         self._planned_batch = 0
         self._surprise: float | None = None  # measured / predicted map seconds of a surprising step
@@ -161,12 +165,13 @@ class ShapePlanner:
                     self.max_group = min(config.group_records, self.max_group * 2)
 
     def _watch_diversity(self, s: StepSignals) -> None:
-        if s.insights < self.config.collapse_min_texts:
-            return
-        if s.distinct_insights / s.insights < self.config.collapse_below:
-            self._collapsed += 1
-        else:
-            self._collapsed = 0
+        self._collapse_why = ", ".join(
+            f"{distinct} distinct {what} among {total}"
+            for what, distinct, total in (("lessons", s.distinct_insights, s.insights),
+                                          ("proposed edits", s.distinct_edits, s.edits))
+            if total >= self.config.collapse_min_texts and distinct / total < self.config.collapse_below
+        )
+        self._collapsed = self._collapsed + 1 if self._collapse_why else 0
 
     # -- deciding ------------------------------------------------------------------------------
 
@@ -263,8 +268,7 @@ class ShapePlanner:
         if not self._collapsed:
             return None, ""
         inputs["collapsed_steps"] = float(self._collapsed)
-        why = (f"{inputs.get('distinct_insights', 0):.0f} distinct lessons among {inputs.get('insights', 0):.0f} "
-               f"(below {self.config.collapse_below:.0%})")
+        why = f"{self._collapse_why} (below {self.config.collapse_below:.0%})"
         if self.reflect_temperature is None or self.reflect_temperature < self.config.diversity_temperature:
             self.reflect_temperature = self.config.diversity_temperature
             return "temperature", f"{why}: reflections now sampled at temperature {self.reflect_temperature:g}"
@@ -301,6 +305,7 @@ class ShapePlanner:
         inputs.update(last_batch=float(s.batch_size), last_seconds=s.seconds, last_map_seconds=s.map_seconds,
                       chain_calls=s.chain_calls, playbook_tokens=float(s.playbook_tokens),
                       insights=float(s.insights), distinct_insights=float(s.distinct_insights),
+                      edits=float(s.edits), distinct_edits=float(s.distinct_edits),
                       tail_s=self._tail or 0.0, anchor=self._anchor)
         for name in ("retention", "validation", "reward_mean", "reward_variance", "success_lower", "success_upper"):
             value = getattr(s, name)

@@ -10,8 +10,8 @@ replayed from the cache measures (and so decides) exactly what the recorded run 
   so its level tells the queue's length better than the count at its send time would.
 * **Rewards** of the batch's first attempts: mean and variance (native ``moments``) and the
   Beta posterior of the success rate (native ``beta_rates``).
-* **Diversity** of the step's lessons: how many are not near-duplicates of an earlier one
-  (native ``near_duplicates``).
+* **Diversity** of the step's lessons and of the edits its curators proposed: how many are not
+  near-duplicates of an earlier one (native ``near_duplicates``).
 * **Retention** and the playbook's size in tokens (prefill cost of the next step).
 """
 
@@ -113,9 +113,11 @@ def step_signals(batch_size: int, result: StepResult, *, workers: int, retention
     """The :class:`StepSignals` of ``result`` (CPU work: call it off the event loop)."""
     samples, map_seconds, depth, share = scheduled_calls(result.traces, workers)
     insights = [t for t in result.insights if t.strip()]
+    edits = [op.content for p in result.proposals if p.usage.role == "curator" for op in p.ops if op.content.strip()]
     return StepSignals(
         batch_size=batch_size, seconds=result.sim_seconds, map_seconds=map_seconds, chain_calls=depth,
         calls=tuple(samples), playbook_tokens=sum(estimate_tokens(b.content) for b in result.playbook.bullets()),
         prefill_share=share, retention=retention, insights=len(insights), distinct_insights=distinct_count(insights),
+        edits=len(edits), distinct_edits=distinct_count(edits),
         **reward_statistics(result.traces),
     )
