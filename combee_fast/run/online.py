@@ -35,15 +35,16 @@ from combee_fast.schema import Rollout
 
 class AppliedBatch(msgspec.Struct, frozen=True):
     """One applied batch. ``waiting``: rollouts queued when it closed (after taking its own);
-    ``ceiling``: the batch-size ceiling it was formed under; ``publish_latency_s``: seconds from
-    when it could start forming (its first rollout's arrival, or the learner becoming free) to
-    its publish."""
+    ``arrival_per_s``: rollouts submitted per second since the previous batch closed; ``ceiling``:
+    the batch-size ceiling it was formed under; ``publish_latency_s``: seconds from when it could
+    start forming (its first rollout's arrival, or the learner becoming free) to its publish."""
 
     number: int
     rollout_ids: tuple[str, ...]
     version: int
     report: ApplyReport
     waiting: int = 0
+    arrival_per_s: float = 0.0
     ceiling: int = 0
     publish_latency_s: float = 0.0
 
@@ -76,6 +77,7 @@ class OnlineLearner:
         )
         self._worker: asyncio.Task[None] | None = None
         self._steps = 0  # batches attempted, applied or not: each gets its own seed path
+        self._submitted = 0  # rollouts submitted so far (for the arrival rate)
 
     async def __aenter__(self) -> OnlineLearner:
         self.start()
@@ -105,6 +107,7 @@ class OnlineLearner:
         loop = asyncio.get_running_loop()
         ticket: asyncio.Future[AppliedBatch] = loop.create_future()
         await self._queue.put((rollout, ticket, loop.time()))
+        self._submitted += 1
         return ticket
 
     async def _next_batch(self) -> tuple[list[tuple[Rollout, asyncio.Future[AppliedBatch], float]], float]:
@@ -138,8 +141,12 @@ class OnlineLearner:
 
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
+        closed_at, counted = loop.time(), self._submitted
         while True:
             batch, opened = await self._next_batch()
+            now = loop.time()
+            arrival = (self._submitted - counted) / max(now - closed_at, 1e-9)
+            closed_at, counted = now, self._submitted
             number, self._steps = self._steps, self._steps + 1
             ceiling = self.ceiling
             try:
@@ -155,7 +162,7 @@ class OnlineLearner:
                 latency = loop.time() - opened
                 applied = AppliedBatch(
                     number, tuple(r.id for r, _, _ in batch), result.playbook.version, result.reports[0],
-                    waiting=self._queue.qsize(), ceiling=ceiling, publish_latency_s=latency,
+                    waiting=self._queue.qsize(), arrival_per_s=arrival, ceiling=ceiling, publish_latency_s=latency,
                 )
                 self.batches.append(applied)
                 self._adapt_ceiling(latency)

@@ -43,6 +43,8 @@ async def test_batches_follow_the_queue_under_a_burst_then_a_trickle() -> None:
     assert sum(trickle_sizes) == 20 and max(trickle_sizes) <= 2 and len(trickle_sizes) >= 10
     every = [*burst_batches.values(), *trickle_batches.values()]
     assert max(b.publish_latency_s for b in every) <= config.max_publish_s
+    first_trickle = min(trickle_batches)
+    assert burst_batches[min(burst_batches)].arrival_per_s > 100 * trickle_batches[first_trickle + 1].arrival_per_s
     assert len(learner.batches) == 10  # bounded history: only the last keep_batches
 
 
