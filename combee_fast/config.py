@@ -128,6 +128,22 @@ class ControllerConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     hysteresis: float = 0.15
     recency_decay: float = 0.5
     recover_after: int = 3
+    # The live planner (mode "live", :mod:`combee_fast.combee.planner`); "paper" is the paper's
+    # profile-and-fit rule (:mod:`combee_fast.combee.controller`, the settings above).
+    mode: str = "live"
+    start_steps: int = 2  # nothing measured yet: the first step takes 1/start_steps of the queue
+    growth: float = 4.0  # never plan beyond growth x the largest in-flight level measured
+    time_slack: float = 0.1  # the smallest batch whose predicted remaining time is this close to the fastest
+    saturation: float = 0.8  # the endpoint is full where its throughput reaches this share of its ceiling
+    surprise: float = 2.0  # a step this many times slower (or faster) than predicted: the endpoint changed
+    history: int = 4096  # calls kept for the latency fit, decisions kept in memory
+    group_records: int = 8  # records one curator reads (max_group) while retention is healthy
+    min_group: int = 4
+    max_duplicates: int = 3  # p may rise to this when retention stays low at min_group
+    learned_success: float = 0.8  # success-rate lower bound past which the quality cap is lifted
+    collapse_below: float = 0.25  # distinct fraction of a step's lessons that means collapse
+    collapse_min_texts: int = 8
+    diversity_temperature: float = 0.7  # reflection temperature injected on collapse
 
     def __post_init__(self) -> None:
         if not self.candidates or min(self.candidates) < 1:
@@ -142,7 +158,18 @@ class ControllerConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
             raise ConfigError(f"controller.hysteresis must be >= 0, got {self.hysteresis}")
         if not 0 < self.recency_decay < 1:
             raise ConfigError(f"controller.recency_decay must be in (0, 1), got {self.recency_decay}")
-        _at_least("controller", 1, recover_after=self.recover_after)
+        _at_least("controller", 1, recover_after=self.recover_after, start_steps=self.start_steps,
+                  history=self.history, min_group=self.min_group, collapse_min_texts=self.collapse_min_texts)
+        if self.mode not in ("live", "paper"):
+            raise ConfigError(f"controller.mode must be 'live' or 'paper', got {self.mode!r}")
+        if not self.surprise > 1:
+            raise ConfigError(f"controller.surprise must be > 1, got {self.surprise}")
+        if not 0 < self.saturation < 1:
+            raise ConfigError(f"controller.saturation must be in (0, 1), got {self.saturation}")
+        if not self.growth >= 1 or not self.time_slack >= 0:
+            raise ConfigError(f"controller: need growth >= 1 and time_slack >= 0, got {self.growth}, {self.time_slack}")
+        if not self.min_group <= self.group_records:
+            raise ConfigError(f"controller: need min_group <= group_records, got {self.min_group}, {self.group_records}")
 
 
 class TrainConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -239,6 +266,7 @@ class SimConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     time_scale: float = 0.01
     latency_jitter: float = 0.0
     faults: FaultConfig = msgspec.field(default_factory=FaultConfig)
+    world: str = "default"  # task-world variant: "default" or "collapse" (reflections collapse onto one lesson)
 
 
 class CacheConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -289,19 +317,26 @@ class SessionConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
 
 class OnlineConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """The online learner: a batch closes at ``batch_size`` rollouts or ``max_wait_s`` after its
-    first; ``queue_size`` rollouts wait at most (``submit`` waits when full); ``workers``
-    reflections run at once. Shuffle and reduce follow ``combee``, as offline."""
+    """The online learner: a batch takes the rollouts waiting when the learner is free, up to a
+    ceiling (at most ``batch_size``, the planned bs*), and closes ``max_wait_s`` after its first;
+    the ceiling shrinks when a batch's publish latency passes ``max_publish_s``. ``queue_size``
+    rollouts wait at most (``submit`` waits when full); ``workers`` reflections run at once;
+    ``keep_batches`` applied batches are kept. Shuffle and reduce follow ``combee``, as offline."""
 
     batch_size: int = 32
     max_wait_s: float = 1.0
+    max_publish_s: float = 60.0
     queue_size: int = 1024
     workers: int = 64
+    keep_batches: int = 1000
     seed: int = 0
     combee: CombeeConfig = msgspec.field(default_factory=CombeeConfig)
 
     def __post_init__(self) -> None:
-        _at_least("online", 1, batch_size=self.batch_size, queue_size=self.queue_size, workers=self.workers)
+        _at_least("online", 1, batch_size=self.batch_size, queue_size=self.queue_size, workers=self.workers,
+                  keep_batches=self.keep_batches)
+        if not self.max_publish_s > self.max_wait_s >= 0:
+            raise ConfigError(f"online: need max_publish_s > max_wait_s >= 0, got {self.max_publish_s}, {self.max_wait_s}")
 
 
 class EmbedConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):

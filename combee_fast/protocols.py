@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
-    from combee_fast.methods.base import Applied, StepResult
+    from combee_fast.methods.base import Applied, StepResult, StepShape
     from combee_fast.schema import Example, Op, Proposal, Rollout
     from combee_fast.tasks.base import Score, Split
 
@@ -112,8 +112,11 @@ class Method(Protocol):
 
     name: str
 
-    async def step(self, items: Sequence[Any], playbook: Any, *, epoch: int, step: int) -> StepResult:
-        """Learn from ``items`` (examples, or rollouts for reflect-only tasks) starting at ``playbook``."""
+    async def step(
+        self, items: Sequence[Any], playbook: Any, *, epoch: int, step: int, shape: StepShape | None = None
+    ) -> StepResult:
+        """Learn from ``items`` (examples, or rollouts for reflect-only tasks) starting at ``playbook``;
+        ``shape`` (from the batch plan) overrides the method's group shape for this step."""
         ...
 
     def pending(self) -> int:
@@ -122,10 +125,14 @@ class Method(Protocol):
 
 
 class BatchPlan(Protocol):
-    """Chooses each step's batch size and learns from what the step cost."""
+    """Chooses each step's batch size (and shape) and learns from what the step cost."""
 
-    def next_size(self) -> tuple[int, str]:
-        """The next batch size and the reason for it."""
+    def next_size(self, remaining: int) -> tuple[int, str]:
+        """The next batch size and the reason for it; ``remaining`` items wait in the epoch."""
+        ...
+
+    def step_shape(self) -> StepShape | None:
+        """The shape of the step just sized (None: the method's configured shape)."""
         ...
 
     async def observe(self, batch_size: int, result: StepResult, samples_in_epoch: int) -> None:

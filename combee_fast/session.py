@@ -25,9 +25,9 @@ from combee_fast.methods import METHODS, build_method
 from combee_fast.playbook import Playbook
 from combee_fast.protocols import BatchPlan, Method, Task
 from combee_fast.roles.agents import Agents, RoleClients
-from combee_fast.run.batch_plans import ControllerPlan, FixedBatch
-from combee_fast.run.gepa import GepaTrainResult, train_gepa
+from combee_fast.run.batch_plans import ControllerPlan, FixedBatch, LivePlan
 from combee_fast.run.cost import SIMULATED_GPUS, GpuClock
+from combee_fast.run.gepa import GepaTrainResult, train_gepa
 from combee_fast.run.ledger import LedgerRow
 from combee_fast.run.rundir import RunDir
 from combee_fast.run.train import TrainResult, train
@@ -95,11 +95,15 @@ class Session:
         return uses
 
     async def batch_plan(self, run_dir: RunDir | None = None) -> BatchPlan:
-        """The configured plan: a fixed batch size, or (``batch_size`` None) the controller,
-        bounded by the simulated server's running-sequence capacity or the concurrency cap."""
+        """The configured plan: a fixed batch size, or (``batch_size`` None) the live planner bounded
+        by the concurrency cap, or (``controller.mode = "paper"``) the paper's rule, bounded by the
+        simulated server's running-sequence capacity or the concurrency cap."""
         config = self.config
         if config.train.batch_size is not None:
             return FixedBatch(config.train.batch_size)
+        if config.controller.mode == "live":  # the endpoint's capacity is measured, not read from a preset
+            return await LivePlan.start(config.controller, config.combee, workers=config.transport.concurrency,
+                                        agents=self.agents, run_dir=run_dir)
         capacity = config.transport.concurrency
         if self.server is not None and self.server.preset.max_running is not None:
             capacity = min(capacity, self.server.preset.max_running)
@@ -217,7 +221,7 @@ async def open_session(config: SessionConfig, *, check: bool = True) -> AsyncIte
             sim = config.sim
             server = await stack.enter_async_context(
                 SimServer(
-                    InstructionWorld.for_task(task), preset=sim.preset, time_scale=sim.time_scale,
+                    InstructionWorld.for_task(task, variant=sim.world), preset=sim.preset, time_scale=sim.time_scale,
                     faults=sim.faults, seed=config.seed, latency_jitter=sim.latency_jitter,
                 )
             )

@@ -22,8 +22,12 @@ Who calls which kernel:
   quality guard.
 * :mod:`.bootstrap` has no caller yet: it is kept for ``combee diagnose`` and ``combee verify``
   (issue 9), which compare held-out scores with it.
-* :mod:`.stats` has no caller yet: it is kept for the live batch-shape controller (issue 10),
-  which reads reward and latency statistics from it.
+* ``moments``, ``beta_rates``: :func:`combee_fast.run.step_signals.reward_statistics`, the reward
+  mean, variance and Beta posterior of success the live planner reads every step.
+* ``group_moments``, ``latency_quantiles``: :meth:`combee_fast.combee.latency_curve.LatencyCurve.summary`,
+  per-in-flight-level latency and P50/P95 in every decision of the live planner.
+* ``near_duplicates`` also: :func:`combee_fast.run.step_signals.distinct_count`, the planner's
+  diversity alarm.
 
 Plain reference implementations, used only by tests, are in ``tests/native/reference/``.
 """

@@ -94,7 +94,8 @@ async def test_the_library_runs_the_controller_when_batch_size_is_none(tmp_path)
     run_dir.close()
     decisions = [json.loads(line) for line in (tmp_path / "controller.jsonl").read_text().splitlines()]
     reasons = [d["reason"] for d in decisions]
-    assert reasons[:2] == ["profile", "profile"]
-    assert [row.batch_reason for row in result.ledger][:2] == ["profile", "profile"]
-    assert [row.batch_size for row in result.ledger][:2] == [d["batch_size"] for d in decisions][:2] == [5, 10]
+    assert reasons[0].startswith("start: nothing measured yet") and len(decisions) >= 2
+    assert [row.batch_reason for row in result.ledger][: len(reasons)] == reasons
+    assert [row.batch_size for row in result.ledger][: len(decisions)] == [d["batch_size"] for d in decisions]
+    assert decisions[0]["batch_size"] == 100  # half of the 200 waiting items: a real step, no trial
     assert result.samples == 200

@@ -13,6 +13,9 @@ be checked against the paper's text from the development machine.)
    split by topic past ``max_reduce_ops``; the merged edits are applied once.
 4. :mod:`.controller` -- **dynamic batch size**: profile, fit T(bs) = A * bs^-alpha,
    pick bs* = (alpha * A / tau)^(1 / (alpha + 1)), re-planned live with a quality guard.
+   Our extension, :mod:`.planner` (with :mod:`.latency_curve`): no trial batches; batch size
+   and group shape re-planned every step from the endpoint's measured latency curve, the queue,
+   prompt size, rewards, retention and the diversity of the step's lessons (``--batch-size auto``).
 
 They are generic over *what is learned*: the learner-specific calls go through the
 :class:`~combee_fast.protocols.Learner` protocol (ACE's playbook: :mod:`combee_fast.ace.learner`).

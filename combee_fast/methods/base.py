@@ -33,3 +33,14 @@ class StepResult(msgspec.Struct, frozen=True):
     insights: tuple[str, ...]
     kept: tuple[str, ...]
     log: tuple[LoggedDelta, ...] = ()  # the applies that changed the playbook, replayable
+
+
+class StepShape(msgspec.Struct, frozen=True):
+    """Per-step overrides of the method's shape, set by a batch plan (None: the configured value).
+
+    ``max_group``: records one curator reads; ``duplicates``: p of the augmented shuffle;
+    ``shuffle_salt`` > 0 draws the shuffle from a new seed path (a diversity remedy)."""
+
+    max_group: int | None = None
+    duplicates: int | None = None
+    shuffle_salt: int = 0

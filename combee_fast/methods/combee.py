@@ -20,7 +20,7 @@ from combee_fast.combee.reduce import ReduceOutcome, curate_group, group_finish_
 from combee_fast.combee.shuffle import augmented_groups
 from combee_fast.config import CombeeConfig, MapConfig
 from combee_fast.engine.rng import rng_at
-from combee_fast.methods.base import Applied, StepResult
+from combee_fast.methods.base import Applied, StepResult, StepShape
 from combee_fast.playbook import Playbook
 from combee_fast.protocols import Learner
 from combee_fast.schema import Proposal
@@ -48,12 +48,15 @@ class Combee:
     def pending(self) -> int:
         return len(self._carried)
 
-    async def step(self, items: Sequence[Any], playbook: Playbook, *, epoch: int, step: int) -> StepResult:
+    async def step(
+        self, items: Sequence[Any], playbook: Playbook, *, epoch: int, step: int, shape: StepShape | None = None
+    ) -> StepResult:
+        """One step; ``shape`` overrides the curator groups' shape for this step only."""
         started = time.perf_counter()
         text = await self.learner.render(playbook)
         carried, self._carried = self._carried, []
         mapped = self._map(items, carried, playbook, text, epoch)
-        groups = self._shuffle(mapped.size, epoch, step)
+        groups = self._shuffle(mapped.size, epoch, step, shape or StepShape())
         try:
             proposals, traces, rests = await self._map_and_curate(mapped, groups, playbook, text, epoch, step)
             finished = mapped.finish_times(traces, rests)
@@ -76,11 +79,12 @@ class Combee:
             item_timeout_s=self.map_config.item_timeout_s,
         )
 
-    def _shuffle(self, records: int, epoch: int, step: int) -> list[tuple[int, ...]]:
+    def _shuffle(self, records: int, epoch: int, step: int, shape: StepShape) -> list[tuple[int, ...]]:
         """The augmented shuffle of this step's records into curator groups."""
-        return augmented_groups(
-            records, self.combee.duplicates, rng_at(self.seed, "shuffle", epoch, step), max_group=self.combee.max_group
-        )
+        path = ("shuffle", epoch, step) if not shape.shuffle_salt else ("shuffle", epoch, step, "salt", shape.shuffle_salt)
+        duplicates = self.combee.duplicates if shape.duplicates is None else shape.duplicates
+        max_group = self.combee.max_group if shape.max_group is None else shape.max_group
+        return augmented_groups(records, duplicates, rng_at(self.seed, *path), max_group=max_group)
 
     async def _map_and_curate(
         self, mapped: SnapshotMap, groups: list[tuple[int, ...]], playbook: Playbook, text: str, epoch: int, step: int

@@ -12,7 +12,7 @@ from typing import Any
 
 from combee_fast.combee.map import SnapshotMap
 from combee_fast.config import MapConfig
-from combee_fast.methods.base import StepResult
+from combee_fast.methods.base import StepShape, StepResult
 from combee_fast.playbook import Playbook
 from combee_fast.protocols import Learner
 
@@ -30,7 +30,10 @@ class Naive:
     def pending(self) -> int:
         return 0
 
-    async def step(self, items: Sequence[Any], playbook: Playbook, *, epoch: int, step: int) -> StepResult:
+    async def step(
+        self, items: Sequence[Any], playbook: Playbook, *, epoch: int, step: int, shape: StepShape | None = None
+    ) -> StepResult:
+        """``shape`` is ignored: this method has no curator groups."""
         started = time.perf_counter()
         text = await self.learner.render(playbook)
         mapped = SnapshotMap(

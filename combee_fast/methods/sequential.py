@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from combee_fast.config import MapConfig
-from combee_fast.methods.base import StepResult
+from combee_fast.methods.base import StepShape, StepResult
 from combee_fast.playbook import Playbook
 from combee_fast.protocols import Learner
 
@@ -24,7 +24,10 @@ class Sequential:
     def pending(self) -> int:
         return 0
 
-    async def step(self, items: Sequence[Any], playbook: Playbook, *, epoch: int, step: int) -> StepResult:
+    async def step(
+        self, items: Sequence[Any], playbook: Playbook, *, epoch: int, step: int, shape: StepShape | None = None
+    ) -> StepResult:
+        """``shape`` is ignored: this method has no curator groups."""
         started = time.perf_counter()
         reports, log, traces, proposals, insights, kept = [], [], [], [], [], []
         sim_seconds = 0.0

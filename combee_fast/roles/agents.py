@@ -68,6 +68,7 @@ class Agents:
         self.clients = clients
         self.seed = seed
         self.temperature = temperature
+        self.reflect_temperature: float | None = None  # set by a diversity remedy; None: ``temperature``
         self.use_ground_truth = use_ground_truth
 
     async def generate(
@@ -109,7 +110,10 @@ class Agents:
         cited = [bullet for bid in rollout.bullet_ids if (bullet := playbook.get(bid)) is not None]
         ground_truth = rollout.example.target if self.use_ground_truth else None
         messages = reflector.reflector_messages(rollout, cited_bullets_text(cited), ground_truth=ground_truth)
-        result = await self.clients.reflector.chat(self._request("reflector", messages, epoch, rollout.id))
+        request = self._request("reflector", messages, epoch, rollout.id)
+        if self.reflect_temperature is not None:
+            request = msgspec.structs.replace(request, temperature=self.reflect_temperature)
+        result = await self.clients.reflector.chat(request)
         if result.error is not None:
             return _failed_reflection(rollout.id, result.usage, result.error)
         return reflector.parse_reflector(result.data, result.text, rollout_id=rollout.id, usage=result.usage)

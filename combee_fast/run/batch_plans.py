@@ -1,5 +1,6 @@
-"""Batch plans for the trainer (:class:`~combee_fast.protocols.BatchPlan`): a fixed size, or
-the batch-size controller (``--batch-size auto``).
+"""Batch plans for the trainer (:class:`~combee_fast.protocols.BatchPlan`): a fixed size, the live
+batch-shape planner (``--batch-size auto``, :class:`LivePlan`) or the paper's profile-and-fit rule
+(``controller.mode = "paper"``, :class:`ControllerPlan`).
 
 Each step reports its critical-path seconds (simulated seconds on the simulated endpoint) and its
 *retention*: the fraction of the distinct key insights in the step's reflections that are in the
@@ -11,10 +12,13 @@ from __future__ import annotations
 
 import asyncio
 
-from combee_fast.config import ControllerConfig
+from combee_fast.config import CombeeConfig, ControllerConfig
 from combee_fast.combee.controller import BatchSizeController, IterationMeasurement
-from combee_fast.methods.base import StepResult
+from combee_fast.combee.planner import ShapeDecision, ShapePlanner
+from combee_fast.methods.base import StepResult, StepShape
+from combee_fast.roles.agents import Agents
 from combee_fast.run.rundir import RunDir
+from combee_fast.run.step_signals import step_signals
 
 class FixedBatch:
     """The same batch size every step."""
@@ -24,8 +28,11 @@ class FixedBatch:
             raise ValueError(f"batch size must be >= 1, got {size}")
         self.size = size
 
-    def next_size(self) -> tuple[int, str]:
+    def next_size(self, remaining: int) -> tuple[int, str]:
         return self.size, "fixed"
+
+    def step_shape(self) -> StepShape | None:
+        return None
 
     async def observe(self, batch_size: int, result: StepResult, samples_in_epoch: int) -> None:
         return None
@@ -54,11 +61,14 @@ class ControllerPlan:
         await asyncio.to_thread(warmup)
         return cls(BatchSizeController(config, capacity=capacity), run_dir)
 
-    def next_size(self) -> tuple[int, str]:
+    def next_size(self, remaining: int) -> tuple[int, str]:
         decision = self.controller.next_batch_size()
         if self.run_dir is not None:
             self.run_dir.append_decision(decision)
         return decision.batch_size, decision.reason
+
+    def step_shape(self) -> StepShape | None:
+        return None
 
     async def observe(self, batch_size: int, result: StepResult, samples_in_epoch: int) -> None:
         retention = await asyncio.to_thread(step_retention, result)
@@ -70,3 +80,45 @@ class ControllerPlan:
                 retention=retention,
             )
         )
+
+
+class LivePlan:
+    """The live planner: every step's batch size and group shape re-planned from what the last
+    steps measured; diversity remedies applied to the reflections' temperature and the shuffle."""
+
+    def __init__(self, planner: ShapePlanner, *, workers: int, agents: Agents | None = None,
+                 run_dir: RunDir | None = None) -> None:
+        self.planner = planner
+        self.workers = workers
+        self.agents = agents
+        self.run_dir = run_dir
+        self.decision: ShapeDecision | None = None
+
+    @classmethod
+    async def start(cls, config: ControllerConfig, combee: CombeeConfig, *, workers: int, agents: Agents | None = None,
+                    run_dir: RunDir | None = None) -> LivePlan:
+        """A planner bounded by ``workers`` (the concurrency cap); compiles the kernels off the loop."""
+        from combee_fast.native import warmup
+
+        await asyncio.to_thread(warmup)
+        return cls(ShapePlanner(config, combee, upper=workers), workers=workers, agents=agents, run_dir=run_dir)
+
+    def next_size(self, remaining: int) -> tuple[int, str]:
+        decision = self.planner.decide(remaining)
+        self.decision = decision
+        if self.agents is not None and decision.reflect_temperature is not None:
+            self.agents.reflect_temperature = decision.reflect_temperature
+        if self.run_dir is not None:
+            self.run_dir.append_decision(decision)
+        return decision.batch_size, decision.reason
+
+    def step_shape(self) -> StepShape | None:
+        if self.decision is None:
+            return None
+        return StepShape(self.decision.max_group, self.decision.duplicates, self.decision.shuffle_salt)
+
+    async def observe(self, batch_size: int, result: StepResult, samples_in_epoch: int) -> None:
+        def measure():
+            return step_signals(batch_size, result, workers=self.workers, retention=step_retention(result))
+
+        self.planner.record(await asyncio.to_thread(measure))

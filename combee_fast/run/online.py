@@ -6,12 +6,21 @@ immutable snapshot, swapped in one assignment.
     async with OnlineLearner(agents, Playbook.empty()) as learner:
         ticket = await learner.submit(rollout)   # waits only for queue room (backpressure)
         batch = await ticket                     # optional: the AppliedBatch that took it in
+
+Batches follow the queue: a batch takes what is waiting when the learner is free (up to its
+ceiling), and waits for more only ``max_wait_s`` after its first rollout. So rollouts that
+trickle in go out in small batches, and a burst fills batches up to the ceiling. The ceiling
+starts at ``batch_size`` (the planned bs*) and is lowered when a batch's publish latency (from
+when it could start forming to its publish) passes ``max_publish_s``, raised back step by step
+when it is well under. Only the last ``keep_batches`` batches are kept in :attr:`OnlineLearner.batches`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
+from collections import deque
 from collections.abc import Awaitable, Callable
 
 import msgspec
@@ -25,10 +34,19 @@ from combee_fast.schema import Rollout
 
 
 class AppliedBatch(msgspec.Struct, frozen=True):
+    """One applied batch. ``waiting``: rollouts queued when it closed (after taking its own);
+    ``arrival_per_s``: rollouts submitted per second since the previous batch closed; ``ceiling``:
+    the batch-size ceiling it was formed under; ``publish_latency_s``: seconds from when it could
+    start forming (its first rollout's arrival, or the learner becoming free) to its publish."""
+
     number: int
     rollout_ids: tuple[str, ...]
     version: int
     report: ApplyReport
+    waiting: int = 0
+    arrival_per_s: float = 0.0
+    ceiling: int = 0
+    publish_latency_s: float = 0.0
 
 
 class OnlineLearner:
@@ -47,17 +65,19 @@ class OnlineLearner:
         self.config = config or OnlineConfig()
         self._on_publish = on_publish
         self.playbook = playbook
-        self.batches: list[AppliedBatch] = []
+        self.batches: deque[AppliedBatch] = deque(maxlen=self.config.keep_batches)
+        self.ceiling = self.config.batch_size  # lowered when publish latency passes its bound
         map_config = MapConfig(sync_rounds=None)  # submitted rollouts are reflected on, never regenerated
         self._method = Combee(
             AceLearner(agents, max_rounds=map_config.max_rounds, from_rollouts=True), map_config,
             self.config.combee, workers=self.config.workers, seed=self.config.seed,
         )
-        self._queue: asyncio.Queue[tuple[Rollout, asyncio.Future[AppliedBatch]]] = asyncio.Queue(
+        self._queue: asyncio.Queue[tuple[Rollout, asyncio.Future[AppliedBatch], float]] = asyncio.Queue(
             self.config.queue_size
         )
         self._worker: asyncio.Task[None] | None = None
         self._steps = 0  # batches attempted, applied or not: each gets its own seed path
+        self._submitted = 0  # rollouts submitted so far (for the arrival rate)
 
     async def __aenter__(self) -> OnlineLearner:
         self.start()
@@ -84,49 +104,76 @@ class OnlineLearner:
         """Queue ``rollout``; returns a future resolving to the batch that applied it."""
         if self._worker is None:
             raise RuntimeError("OnlineLearner is not started: use 'async with' or start()")
-        ticket: asyncio.Future[AppliedBatch] = asyncio.get_running_loop().create_future()
-        await self._queue.put((rollout, ticket))
+        loop = asyncio.get_running_loop()
+        ticket: asyncio.Future[AppliedBatch] = loop.create_future()
+        await self._queue.put((rollout, ticket, loop.time()))
+        self._submitted += 1
         return ticket
 
-    async def _next_batch(self) -> list[tuple[Rollout, asyncio.Future[AppliedBatch]]]:
+    async def _next_batch(self) -> tuple[list[tuple[Rollout, asyncio.Future[AppliedBatch], float]], float]:
+        """What waits now, up to the ceiling; more only until ``max_wait_s`` after the first.
+        Also returns when the batch could start forming (the learner free, a rollout there)."""
+        loop = asyncio.get_running_loop()
+        free_at = loop.time()
         batch = [await self._queue.get()]
-        deadline = asyncio.get_running_loop().time() + self.config.max_wait_s
-        while len(batch) < self.config.batch_size:
-            remaining = deadline - asyncio.get_running_loop().time()
+        opened = max(free_at, batch[0][2])
+        while len(batch) < self.ceiling and not self._queue.empty():  # follow the queue: no wait
+            batch.append(self._queue.get_nowait())
+        deadline = opened + self.config.max_wait_s
+        while len(batch) < self.ceiling:
+            remaining = deadline - loop.time()
             if remaining <= 0:
                 break
             try:
                 batch.append(await asyncio.wait_for(self._queue.get(), remaining))
             except TimeoutError:
                 break
-        return batch
+        return batch, opened
+
+    def _adapt_ceiling(self, latency: float) -> None:
+        """Keep publish latency under ``max_publish_s``: shrink in proportion when over it, grow
+        back one notch (x2, up to ``batch_size``) when under half of it."""
+        bound = self.config.max_publish_s
+        if latency > bound:
+            self.ceiling = max(1, min(self.ceiling - 1, math.floor(self.ceiling * bound / latency)))
+        elif latency < bound / 2:
+            self.ceiling = min(self.config.batch_size, self.ceiling * 2)
 
     async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        closed_at, counted = loop.time(), self._submitted
         while True:
-            batch = await self._next_batch()
+            batch, opened = await self._next_batch()
+            now = loop.time()
+            arrival = (self._submitted - counted) / max(now - closed_at, 1e-9)
+            closed_at, counted = now, self._submitted
             number, self._steps = self._steps, self._steps + 1
+            ceiling = self.ceiling
             try:
                 result = await self._method.step(
-                    [rollout for rollout, _ in batch], self.playbook, epoch=0, step=number
+                    [rollout for rollout, _, _ in batch], self.playbook, epoch=0, step=number
                 )
             except Exception as exc:  # a bug, not a bad endpoint: those are recorded on the records
-                for _, ticket in batch:
+                for _, ticket, _ in batch:
                     if not ticket.done():
                         ticket.set_exception(exc)
             else:
                 self.playbook = result.playbook
+                latency = loop.time() - opened
                 applied = AppliedBatch(
-                    number, tuple(r.id for r, _ in batch), result.playbook.version, result.reports[0]
+                    number, tuple(r.id for r, _, _ in batch), result.playbook.version, result.reports[0],
+                    waiting=self._queue.qsize(), arrival_per_s=arrival, ceiling=ceiling, publish_latency_s=latency,
                 )
                 self.batches.append(applied)
+                self._adapt_ceiling(latency)
                 try:
                     if self._on_publish is not None:
                         await self._on_publish(result.playbook, applied)
                 except Exception as exc:
-                    for _, ticket in batch:
+                    for _, ticket, _ in batch:
                         if not ticket.done():
                             ticket.set_exception(exc)
-                for _, ticket in batch:
+                for _, ticket, _ in batch:
                     if not ticket.done():
                         ticket.set_result(applied)
             finally:

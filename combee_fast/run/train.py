@@ -91,7 +91,7 @@ async def train(
         step_number = len(ledger)
         gpu_before = gpu_clock.read(wall_total) if gpu_clock is not None else 0.0
         started = time.perf_counter()
-        result = await method.step(batch, playbook, epoch=epoch, step=step_number)
+        result = await method.step(batch, playbook, epoch=epoch, step=step_number, shape=plan.step_shape())
         wall_total += time.perf_counter() - started
         step_gpu = gpu_clock.read(wall_total) - gpu_before if gpu_clock is not None else None
         if batch:
@@ -136,7 +136,7 @@ async def train(
         order = rng_at(seed, "order", epoch).permutation(len(train_items))
         position = 0
         while position < len(order):
-            size, reason = plan.next_size()
+            size, reason = plan.next_size(len(order) - position)
             batch = [train_items[i] for i in order[position : position + size]]
             position += len(batch)
             epoch_done = position >= len(order)

@@ -185,6 +185,16 @@ class SimServer:
             await self._runner.cleanup()
             self._runner = None
 
+    def set_preset(self, preset: str | LatencyPreset) -> None:
+        """Serve with ``preset``'s latency model from now on (a slower or faster endpoint mid-run);
+        work already admitted keeps its prefill time, decoding continues at the new rate."""
+        if self._loop is not None:
+            self._wake(self._model.advance(max(self._sim_now(), self._model.now)))
+        self.preset = resolve_preset(preset)
+        self._model.preset = self.preset
+        if self._loop is not None:
+            self._reschedule()
+
     def counters(self) -> SimCounters:
         """A snapshot of the server-side counters."""
         snapshot = msgspec.structs.replace(

@@ -65,6 +65,16 @@ class WorldParams(msgspec.Struct, frozen=True):
     no_ground_truth_factor: float = 0.6  # multiplies both when the reflector gets no ground truth
     curator_curve: tuple[tuple[float, float], ...] = PAPER_CURATOR_CURVE
     reducer_capacity: float = 32.0
+    # Mode collapse (off by default): a reflection sampled below this temperature names one and
+    # the same lesson whatever the rollout, as a collapsed model repeats its favourite edit.
+    collapse_below_temperature: float = 0.0
+
+
+WORLD_VARIANTS = ("default", "collapse")
+"""``collapse``: the default world whose reflections collapse onto one lesson at temperatures
+below :data:`COLLAPSE_TEMPERATURE` (every other parameter unchanged)."""
+
+COLLAPSE_TEMPERATURE = 0.5
 
 
 FORMULA_PARAMS = WorldParams(base_accuracy=0.64)
@@ -166,9 +176,14 @@ class TaskWorld:
         self._all_units = sorted({u for q in self._questions.values() for u in q.units})
 
     @classmethod
-    def for_task(cls, task: Task, splits: Sequence[str] = ()) -> TaskWorld:
-        """The world of ``task`` knowing the examples of ``splits`` (default: all of them)."""
+    def for_task(cls, task: Task, splits: Sequence[str] = (), *, variant: str = "default") -> TaskWorld:
+        """The world of ``task`` knowing the examples of ``splits`` (default: all of them);
+        ``variant`` is one of :data:`WORLD_VARIANTS`."""
         params = FINER_PARAMS if task.name == "finer" else FORMULA_PARAMS
+        if variant == "collapse":
+            params = msgspec.structs.replace(params, collapse_below_temperature=COLLAPSE_TEMPERATURE)
+        elif variant != "default":
+            raise ValueError(f"unknown world variant {variant!r}; known: {', '.join(WORLD_VARIANTS)}")
         examples = [e for s in (splits or task.split_names()) for e in task.load(s).examples]
         return cls(task, examples, params)
 
@@ -185,6 +200,8 @@ class TaskWorld:
         }.get(request.role)
         if handler is None:
             return orjson.dumps({"error": f"the task world plays no role {request.role!r}"}).decode()
+        if request.role == "reflector" and request.temperature < self.params.collapse_below_temperature:
+            return orjson.dumps(self._reflect(prompt, seed, collapsed=True)).decode()
         return orjson.dumps(handler(prompt, seed)).decode()
 
     # -- roles ---------------------------------------------------------------------------------
@@ -226,7 +243,7 @@ class TaskWorld:
             "final_answer": ",".join(answers),
         }
 
-    def _reflect(self, prompt: str, seed: int) -> dict[str, object]:
+    def _reflect(self, prompt: str, seed: int, *, collapsed: bool = False) -> dict[str, object]:
         question = self._question(prompt)
         answer = _section(prompt, "model_answer") or ""
         has_truth = _section(prompt, "ground_truth") is not None
@@ -241,7 +258,9 @@ class TaskWorld:
         if not has_truth:
             naming *= self.params.no_ground_truth_factor
         draw = _uniform("reflect", seed, question.example.input)
-        if draw < naming:
+        if collapsed:
+            lesson = generic_lesson(0)
+        elif draw < naming:
             facet = int(_uniform("facet", seed, question.example.input) * self.params.facets_per_unit)
             lesson = specific_lesson(unit, facet)
         else:

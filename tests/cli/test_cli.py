@@ -81,20 +81,36 @@ def test_demo_prints_the_three_method_table() -> None:
     assert [row.split()[0] for row in rows[-3:]] == ["sequential", "naive", "combee"]
 
 
-def test_auto_batch_size_profiles_then_plans_and_logs_every_decision(tmp_path) -> None:
+def test_auto_batch_size_plans_every_step_from_measurements_and_logs_why(tmp_path) -> None:
     out = tmp_path / "run"
     done = _combee("learn", "--train-split", "train[0:220]", "--val-split", "val[0:10]", "--batch-size", "auto",
                    "--sim-preset", "h200-70b", "--time-scale", "0.002", "--out", str(out), "--quiet")
     assert done.returncode == 0, done.stderr
     decisions = [json.loads(line) for line in (out / "controller.jsonl").read_text().splitlines()]
-    reasons = [d["reason"] for d in decisions]
-    assert reasons[:5] == ["profile"] * 5
+    assert decisions[0]["reason"].startswith("start: nothing measured yet") and decisions[0]["batch_size"] == 110
+    planned = decisions[1]
+    assert planned["reason"].startswith(("replan", "hold"))
+    assert {"bs_star", "fit_s_per_token", "fit_wait_s_per_inflight", "remaining", "playbook_tokens",
+            "reward_mean", "success_lower", "insights", "distinct_insights", "retention"} <= planned["inputs"].keys()
+    assert planned["max_group"] == 8 and planned["duplicates"] == 2
+    ledger = [json.loads(line) for line in (out / "ledger.jsonl").read_text().splitlines()]
+    assert sum(row["batch_size"] for row in ledger) == 220
+
+
+def test_the_papers_profile_and_fit_rule_is_still_available(tmp_path) -> None:
+    out = tmp_path / "run"
+    config = tmp_path / "paper.toml"
+    config.write_text('[controller]\nmode = "paper"\n')
+    done = _combee("learn", "--config", str(config), "--train-split", "train[0:220]", "--val-split", "val[0:10]",
+                   "--batch-size", "auto", "--sim-preset", "h200-70b", "--time-scale", "0.002", "--out", str(out),
+                   "--quiet")
+    assert done.returncode == 0, done.stderr
+    decisions = [json.loads(line) for line in (out / "controller.jsonl").read_text().splitlines()]
+    assert [d["reason"] for d in decisions[:5]] == ["profile"] * 5
     assert [d["batch_size"] for d in decisions[:5]] == [5, 10, 20, 40, 80]
     planned = decisions[5]
     assert planned["reason"].startswith("plan") and {"A", "alpha", "tau", "bs_star"} <= planned["inputs"].keys()
-    assert 1 <= planned["batch_size"] <= 96  # the h200-70b preset runs at most 96 sequences
-    ledger = [json.loads(line) for line in (out / "ledger.jsonl").read_text().splitlines()]
-    assert sum(row["batch_size"] for row in ledger) == 220
+    assert 1 <= planned["batch_size"] <= 96  # the paper's rule is bounded by the preset's 96 sequences
 
 
 def test_learning_from_collected_traces_sends_no_generator_call(tmp_path) -> None:

@@ -1,0 +1,123 @@
+"""What a finished step measured, for the live planner (:class:`~combee_fast.combee.planner.StepSignals`).
+
+Everything comes from the step's own records, never from the endpoint's internals, so a run
+replayed from the cache measures (and so decides) exactly what the recorded run did:
+
+* **Requests in flight** during each map call, from the step's schedule: every chain starts when
+  the worker pool gives it a slot (the list schedule of :mod:`combee_fast.engine.timing`) and runs
+  its calls back to back; a call's in-flight level is the mean number of calls running over its
+  lifetime (itself included). A call that waited in a full server's queue overlapped many others,
+  so its level tells the queue's length better than the count at its send time would.
+* **Rewards** of the batch's first attempts: mean and variance (native ``moments``) and the
+  Beta posterior of the success rate (native ``beta_rates``).
+* **Diversity** of the step's lessons and of the edits its curators proposed: how many are not
+  near-duplicates of an earlier one (native ``near_duplicates``).
+* **Retention** and the playbook's size in tokens (prefill cost of the next step).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from combee_fast.combee.latency_curve import CallSample
+from combee_fast.combee.planner import StepSignals
+from combee_fast.engine.timing import finish_times
+from combee_fast.methods.base import StepResult
+from combee_fast.schema import Usage
+from combee_fast.tokens import estimate_tokens
+
+DUPLICATE_SIMILARITY = 0.9
+"""Two lessons at least this similar (hashed n-gram cosine) count as one."""
+
+
+def chain_calls(trace: Any) -> list[Usage]:
+    """A trace's LLM calls in the order its chain made them (attempt, its reflection, ...)."""
+    rollouts = [r.usage for r in getattr(trace, "rollouts", ())]
+    reflections = [r.usage for r in getattr(trace, "reflections", ())]
+    ordered: list[Usage] = []
+    for index in range(max(len(rollouts), len(reflections))):
+        ordered += rollouts[index : index + 1] + reflections[index : index + 1]
+    return [u for u in ordered if u.role != "trace"]
+
+
+def scheduled_calls(traces: Sequence[Any], workers: int) -> tuple[list[CallSample], float, float, float]:
+    """``(samples, map seconds, calls on the slowest chain, generator share)`` of the map."""
+    chains = [chain_calls(t) for t in traces]
+    chains = [c for c in chains if c]
+    if not chains:
+        return [], 0.0, 0.0, 0.0
+    durations = [sum(u.effective_latency_s for u in chain) for chain in chains]
+    ends = finish_times(durations, workers)
+    starts_at: list[float] = []
+    ends_at: list[float] = []
+    calls: list[Usage] = []
+    for chain, end, duration in zip(chains, ends, durations):
+        t = end - duration
+        for usage in chain:
+            starts_at.append(t)
+            t += usage.effective_latency_s
+            ends_at.append(t)
+            calls.append(usage)
+    starts = np.array(starts_at)
+    in_flight = np.searchsorted(np.sort(starts), starts, side="right") - np.searchsorted(
+        np.sort(np.array(ends_at)), starts, side="right")
+    samples = [
+        CallSample(float(k), u.prompt_tokens, u.completion_tokens, u.effective_latency_s)
+        for u, k in zip(calls, in_flight)
+    ]
+    slowest = max(range(len(chains)), key=lambda i: ends[i])
+    share = sum(u.role == "generator" for u in calls) / len(calls)
+    return samples, float(ends[slowest]), float(len(chains[slowest])), share
+
+
+def mean_overlap(starts: np.ndarray, ends: np.ndarray, block: int = 512) -> np.ndarray:
+    """For each interval, the mean number of intervals open during it (itself included; 1 for an
+    instantaneous one). Blocks of ``block`` rows bound the memory to ``block * n`` floats."""
+    out = np.ones(len(starts))
+    for lo in range(0, len(starts), block):
+        s, e = starts[lo : lo + block, None], ends[lo : lo + block, None]
+        overlap = np.clip(np.minimum(e, ends[None, :]) - np.maximum(s, starts[None, :]), 0.0, None).sum(axis=1)
+        length = (e - s)[:, 0]
+        out[lo : lo + block] = np.where(length > 0, overlap / np.where(length > 0, length, 1.0), 1.0)
+    return out
+
+
+def reward_statistics(traces: Sequence[Any]) -> dict[str, float]:
+    """Mean, variance and the 90% Beta posterior interval of success of the first attempts."""
+    from combee_fast.native.stats import beta_rates, moments
+
+    scores = [t.rollouts[0].score for t in traces if getattr(t, "rollouts", ()) and t.rollouts[0].round == 0]
+    scores = [float(s) for s in scores if s is not None]
+    if not scores:
+        return {}
+    m = moments(np.array(scores))
+    successes = float(sum(s >= 1.0 for s in scores))
+    posterior = beta_rates(np.array([successes]), np.array([len(scores) - successes]))
+    return {"reward_mean": m.mean, "reward_variance": m.variance(), "success_lower": float(posterior.lower[0]),
+            "success_upper": float(posterior.upper[0])}
+
+
+def distinct_count(texts: Sequence[str]) -> int:
+    """How many of ``texts`` are not near-duplicates of an earlier one."""
+    from combee_fast.native.similarity import near_duplicates
+
+    texts = [t for t in texts if t.strip()]
+    repeated = {j for _, j, _ in near_duplicates(texts, DUPLICATE_SIMILARITY)} if len(texts) > 1 else set()
+    return len(texts) - len(repeated)
+
+
+def step_signals(batch_size: int, result: StepResult, *, workers: int, retention: float | None) -> StepSignals:
+    """The :class:`StepSignals` of ``result`` (CPU work: call it off the event loop)."""
+    samples, map_seconds, depth, share = scheduled_calls(result.traces, workers)
+    insights = [t for t in result.insights if t.strip()]
+    edits = [op.content for p in result.proposals if p.usage.role == "curator" for op in p.ops if op.content.strip()]
+    return StepSignals(
+        batch_size=batch_size, seconds=result.sim_seconds, map_seconds=map_seconds, chain_calls=depth,
+        calls=tuple(samples), playbook_tokens=sum(estimate_tokens(b.content) for b in result.playbook.bullets()),
+        prefill_share=share, retention=retention, insights=len(insights), distinct_insights=distinct_count(insights),
+        edits=len(edits), distinct_edits=distinct_count(edits),
+        **reward_statistics(result.traces),
+    )
