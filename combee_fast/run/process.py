@@ -27,6 +27,7 @@ version (``text`` never decodes). Contracts:
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 import struct
 import sys
 
@@ -162,7 +163,7 @@ class ProcessLearner:
         self._seq = 0
         self._outbox: list[bytes] = []  # frames written once per loop iteration, in one call
         self._usage: dict[tuple[str, str, str], UsageTotals] = {}
-        self.batches: list[AppliedBatch] = []
+        self.batches: deque[AppliedBatch] = deque(maxlen=self.config.keep_batches)  # the latest, bounded
 
     async def __aenter__(self) -> ProcessLearner:
         await self.start()

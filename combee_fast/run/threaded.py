@@ -34,7 +34,7 @@ import collections
 import concurrent.futures
 import contextlib
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import NamedTuple
 
 from combee_fast.config import EmbedConfig, OnlineConfig
@@ -136,9 +136,9 @@ class ThreadedLearner:
         return self._snapshot.text
 
     @property
-    def batches(self) -> list[AppliedBatch]:
-        """Every applied batch so far, in order (appended by the learner thread; read only)."""
-        return self._learner.batches if self._learner is not None else []
+    def batches(self) -> Sequence[AppliedBatch]:
+        """The latest ``keep_batches`` applied batches, in order (appended by the learner thread; read only)."""
+        return self._learner.batches if self._learner is not None else ()
 
     def usage_totals(self) -> dict[tuple[str, str, str], UsageTotals]:
         """Usage of the learner's own clients, keyed by (role, model, endpoint)."""
