@@ -57,6 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     demo = commands.add_parser("demo", help="sequential vs naive vs combee on Formula, simulated endpoint")
     demo.add_argument("--train-limit", type=flags.positive_int, default=500, help="train examples to learn from")
+    demo.add_argument("--out", help="report folder (default: runs/demo-<date-time>)")
 
     sim_cli.register(commands)
     verify_cli.register(commands)
@@ -150,7 +151,7 @@ async def _eval(args: argparse.Namespace) -> int:
 async def _demo(args: argparse.Namespace) -> int:
     from combee_fast.demo import run_demo
 
-    await run_demo(train_limit=args.train_limit)
+    await run_demo(train_limit=args.train_limit, out=args.out)
     return 0
 
 

@@ -122,6 +122,8 @@ SIM_FLAGS = (
     Flag("--sim-preset", path=("sim", "preset"), help="flat, h200-70b or hosted-api"),
     Flag("--time-scale", path=("sim", "time_scale"), type=float, help="real seconds per simulated second"),
     Flag("--latency-jitter", path=("sim", "latency_jitter"), type=float, help="random +- fraction per request"),
+    Flag("--sim-world", path=("sim", "world"),
+         help="task-world variant: default, or uninformative (reflections carry no information)"),
     *(
         Flag(f"--fault-{kind}", path=("sim", "faults", f"rate_{kind}"), type=float, help=f"rate of injected {kind} faults")
         for kind in FAULT_KINDS

@@ -38,6 +38,7 @@ class TrainResult(msgspec.Struct, frozen=True):
     ledger: tuple[LedgerRow, ...]
     rollouts: int = 0  # generator calls of every step
     gpu_seconds: float | None = None  # None: no GPU clock (unknown)
+    stopped_by: str | None = None  # why ``stop`` ended the run early (None: it ran every epoch)
 
     def artifact_summary(self) -> dict[str, Any]:
         """What the run summary says about the learned artifact."""
@@ -77,6 +78,7 @@ async def train(
     run_dir: RunDir | None = None,
     on_step: Callable[[LedgerRow], None] | None = None,
     gpu_clock: GpuClock | None = None,
+    stop: Callable[[LedgerRow], str | None] | None = None,
 ) -> TrainResult:
     """Train ``playbook`` on ``train_items`` for ``config.epochs`` epochs.
 
@@ -84,16 +86,22 @@ async def train(
     every method. Validation (when ``val_examples`` is non-empty) runs every ``eval_every`` steps
     and after the last one; its time is not counted as training time. With ``gpu_clock`` each
     ledger row holds the GPU-seconds read across its step (validation not included).
+
+    ``stop`` is asked after every step (with the step's ledger row, cumulative counts are the
+    caller's to keep): a non-None answer ends the run there, cleanly: no further step starts,
+    chains still carried are dropped, the last playbook is validated (when ``val_examples``) and
+    saved, and the answer is the result's ``stopped_by``.
     """
     best, best_accuracy = playbook, None
     ledger: list[LedgerRow] = []
     sim_total = wall_total = gpu_total = 0.0
     calls = tokens = samples = rollouts = 0
     final_eval: EvalResult | None = None
+    stopped_by: str | None = None
 
     async def run_step(batch: list[Any], reason: str, epoch: int, is_last: Callable[[], bool]) -> None:
         nonlocal playbook, best, best_accuracy, sim_total, wall_total, gpu_total, calls, tokens, samples, final_eval
-        nonlocal rollouts
+        nonlocal rollouts, stopped_by
         step_number = len(ledger)
         gpu_before = gpu_clock.read(wall_total) if gpu_clock is not None else 0.0
         started = time.perf_counter()
@@ -127,19 +135,27 @@ async def train(
         if on_step is not None:
             on_step(row)
         _stop_if_unreachable(row, playbook, run_dir)
+        if stop is not None:
+            stopped_by = stop(row)
 
     for epoch in range(config.epochs):
+        if stopped_by is not None:
+            break
         last_epoch = epoch == config.epochs - 1
         order = rng_at(seed, "order", epoch).permutation(len(train_items))
         position = 0
-        while position < len(order):
+        while position < len(order) and stopped_by is None:
             size, reason = plan.next_size()
             batch = [train_items[i] for i in order[position : position + size]]
             position += len(batch)
             epoch_done = position >= len(order)
             await run_step(batch, reason, epoch, lambda done=last_epoch and epoch_done: done and not method.pending())
-        while method.pending():  # chains carried past the last batch are curated before the epoch ends
+        while method.pending() and stopped_by is None:  # carried chains are curated before the epoch ends
             await run_step([], "drain", epoch, lambda done=last_epoch: done and not method.pending())
+    if stopped_by is not None and val_examples and (not ledger or ledger[-1].val_accuracy is None):
+        final_eval = await evaluate(agents, playbook, val_examples, concurrency=eval_concurrency)
+        if best_accuracy is None or final_eval.accuracy > best_accuracy:
+            best, best_accuracy = playbook, final_eval.accuracy
     if best_accuracy is None:
         best = playbook
     if run_dir is not None:
@@ -149,5 +165,5 @@ async def train(
         method=method.name, final=playbook, best=best, best_val_accuracy=best_accuracy,
         final_eval=final_eval, train_sim_seconds=sim_total, train_wall_seconds=wall_total,
         samples=samples, calls=calls, tokens=tokens, ledger=tuple(ledger), rollouts=rollouts,
-        gpu_seconds=gpu_total if gpu_clock is not None else None,
+        gpu_seconds=gpu_total if gpu_clock is not None else None, stopped_by=stopped_by,
     )

@@ -65,6 +65,23 @@ class WorldParams(msgspec.Struct, frozen=True):
     no_ground_truth_factor: float = 0.6  # multiplies both when the reflector gets no ground truth
     curator_curve: tuple[tuple[float, float], ...] = PAPER_CURATOR_CURVE
     reducer_capacity: float = 32.0
+    informative_reflections: bool = True  # False: every lesson is a content-free note (no unit, no generic gain)
+
+
+WORLD_VARIANTS = ("default", "uninformative")
+"""Variants of the task world a simulated run may ask for (``SimConfig.world``): ``default`` is
+the calibrated world; ``uninformative`` is the same world except that the reflector's lessons
+carry no information (each is a note about no unit and no generic strategy, so no playbook
+ever helps the generator): a serial baseline that cannot rise above the empty playbook."""
+
+
+def world_params(params: WorldParams, variant: str) -> WorldParams:
+    """``params`` changed as ``variant`` (one of :data:`WORLD_VARIANTS`) says; ValueError otherwise."""
+    if variant == "default":
+        return params
+    if variant == "uninformative":
+        return msgspec.structs.replace(params, informative_reflections=False)
+    raise ValueError(f"unknown task-world variant {variant!r}; known: {', '.join(WORLD_VARIANTS)}")
 
 
 FORMULA_PARAMS = WorldParams(base_accuracy=0.64)
@@ -141,6 +158,11 @@ def generic_lesson(index: int) -> str:
     return f"General — lesson {index + 1}: {GENERIC_LESSONS[index]}"
 
 
+def noise_lesson(index: int) -> str:
+    """A lesson that carries no information: about no unit, and no generic strategy."""
+    return f"Note — lesson {index + 1}: this question was read and answered."
+
+
 def lesson_unit(text: str) -> str | None:
     """The unit a lesson or bullet is about ("General" for generic ones); None if neither."""
     match = _LESSON_KEY.match(text)
@@ -166,9 +188,10 @@ class TaskWorld:
         self._all_units = sorted({u for q in self._questions.values() for u in q.units})
 
     @classmethod
-    def for_task(cls, task: Task, splits: Sequence[str] = ()) -> TaskWorld:
-        """The world of ``task`` knowing the examples of ``splits`` (default: all of them)."""
-        params = FINER_PARAMS if task.name == "finer" else FORMULA_PARAMS
+    def for_task(cls, task: Task, splits: Sequence[str] = (), variant: str = "default") -> TaskWorld:
+        """The world of ``task`` knowing the examples of ``splits`` (default: all of them), as
+        the world ``variant`` (:data:`WORLD_VARIANTS`) has it."""
+        params = world_params(FINER_PARAMS if task.name == "finer" else FORMULA_PARAMS, variant)
         examples = [e for s in (splits or task.split_names()) for e in task.load(s).examples]
         return cls(task, examples, params)
 
@@ -239,7 +262,9 @@ class TaskWorld:
         if not has_truth:
             naming *= self.params.no_ground_truth_factor
         draw = _uniform("reflect", seed, question.example.input)
-        if draw < naming:
+        if not self.params.informative_reflections:
+            lesson = noise_lesson(int(_uniform("facet", seed, question.example.input) * self.params.facets_per_unit))
+        elif draw < naming:
             facet = int(_uniform("facet", seed, question.example.input) * self.params.facets_per_unit)
             lesson = specific_lesson(unit, facet)
         else:
