@@ -82,18 +82,18 @@ async def _learn(args: argparse.Namespace) -> int:
 
     config = flags.session_config(args)
     out = args.out or f"runs/{config.task.name}-{config.method}-{time.strftime('%Y%m%d-%H%M%S')}"
-    usage, gpus = None, args.gpus
+    usage, gpus, stop = None, args.gpus, None
     if args.card:
         from combee_fast.verify.discipline import learn_under_card
 
-        usage, card_gpus = learn_under_card(args.card, config, run=out)
+        usage, card_gpus, stop = learn_under_card(args.card, config, run=out)
         gpus = gpus or card_gpus
     async with open_session(config) as session:
         session.split_uses(usage.roles if usage is not None else None)  # a test-split use is refused before --out is made
         run_dir = RunDir(out, overwrite=args.overwrite)
         try:
             result = await session.train(run_dir=run_dir, on_step=None if args.quiet else _progress, usage=usage,
-                                         gpus=gpus)
+                                         gpus=gpus, stop=stop)
         finally:
             run_dir.close()
     summary = {
@@ -106,6 +106,10 @@ async def _learn(args: argparse.Namespace) -> int:
         "best_val_accuracy": result.best_val_accuracy, **result.artifact_summary(),
         "run_dir": out,
     }
+    stopped_by = getattr(result, "stopped_by", None)
+    if stopped_by is not None:  # only a run under a card has a budget
+        summary["stopped_by"] = stopped_by
+        print(f"combee learn: stopped early, the card's {stopped_by}", file=sys.stderr)
     run_dir.write_json("summary.json", summary)
     print(msgspec.json.encode(summary).decode())
     return 0

@@ -4,8 +4,8 @@ the same card reruns no sequential ACE.
 A cached cell is one JSON file (a :class:`~combee_fast.verify.cells.CellRun`) in the cache
 folder, named by the hardware class, the seed and a hash of everything its result depends on:
 the baseline's whole run configuration (task, splits, seed, preset or endpoints, time scale,
-world variant), the card's serial-baseline table and the pinned hashes of the card's splits. A
-changed card or split is a different file, never a stale hit.
+world variant), the card's serial-baseline table and budget, and the pinned hashes of the
+card's splits. A changed card or split is a different file, never a stale hit.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ def baseline_key(card: Card, config: SessionConfig) -> str:
     parts = {
         "config": config_to_dict(config),
         "serial_baseline": msgspec.to_builtins(card.serial_baseline),
+        "budget": msgspec.to_builtins(card.budget),
         "splits": [(split.name, split.role, split.sha256) for split in card.eval_set.splits],
     }
     return hashlib.sha256(msgspec.json.encode(parts, order="deterministic")).hexdigest()[:16]

@@ -19,6 +19,7 @@ from combee_fast.run.rundir import RunDir
 from combee_fast.run.usage import SplitUsage, append_usage, usage_entry, usage_path
 from combee_fast.session import open_session
 from combee_fast.tasks.heldout import check_use
+from combee_fast.verify.budget import BudgetGuard
 from combee_fast.verify.card import Card, HardwareClass
 
 
@@ -93,6 +94,7 @@ async def run_cell(card: Card, card_path: str | Path, config: SessionConfig, har
     """Train ``config`` (already a cell of ``card``, :func:`cell_config`), then score its best
     playbook (picked on the selection split) on the card's test split, per example.
 
+    The run stops cleanly once a limit of the card's budget is spent (``stopped_by`` says which).
     The train and selection uses and the test report are appended to the card's usage record
     (the run named ``<command> <hardware> seed <seed>``). ``run_dir``: keep the run's files there.
     """
@@ -104,7 +106,8 @@ async def run_cell(card: Card, card_path: str | Path, config: SessionConfig, har
         test = session.task.load(test_name)
         directory = RunDir(run_dir, overwrite=True) if run_dir is not None else None
         try:
-            result = await session.train(run_dir=directory, usage=usage, gpus=hardware.gpu_count)
+            result = await session.train(run_dir=directory, usage=usage, gpus=hardware.gpu_count,
+                                         stop=BudgetGuard(card.budget))
         finally:
             if directory is not None:
                 directory.close()

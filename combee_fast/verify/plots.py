@@ -51,38 +51,49 @@ def convergence_plot(path: str | Path, rollouts: Sequence[int], scores: Sequence
 
 
 def cells_plot(path: str | Path, verdicts: Sequence[tuple[str, Verdict]]) -> Path:
-    """Left: speedup per cell with the claimed speedup; right: test accuracy per cell with
-    intervals, the configuration's beside the baseline's. One colour per configuration."""
-    figure, (speed, accuracy) = plt.subplots(1, 2, figsize=(11, 4.2))
+    """Three panels per cell: speedup (against the claimed speedup), test accuracy with its
+    interval (beside the serial baseline's), and the paired difference to the baseline with its
+    interval (against minus the margin). One colour per configuration."""
+    figure, (speed, accuracy, difference) = plt.subplots(1, 3, figsize=(15, 4.6))
     colours = ("tab:green", "tab:red", "tab:purple", "tab:orange")
-    width = 0.8 / (len(verdicts) + 1)
+    slots = len(verdicts) + 1
+    width = 0.8 / slots
     names = [cell.name for cell in verdicts[0][1].cells]
+    claim = verdicts[0][1].claim
+
+    def errors(intervals: Sequence[tuple[float, float, float]]) -> list[list[float]]:
+        return [[100 * (m - lo) for m, lo, _ in intervals], [100 * (hi - m) for m, _, hi in intervals]]
+
     for index, (label, verdict) in enumerate(verdicts):
         colour = colours[index % len(colours)]
         xs = [i + index * width for i in range(len(verdict.cells))]
         speed.bar(xs, [cell.speedup for cell in verdict.cells], width, color=colour,
                   label=f"{label} ({verdict.word})")
-        means = [100 * cell.accuracy.mean for cell in verdict.cells]
-        errors = [[100 * (c.accuracy.mean - c.accuracy.lower) for c in verdict.cells],
-                  [100 * (c.accuracy.upper - c.accuracy.mean) for c in verdict.cells]]
-        accuracy.errorbar(xs, means, yerr=errors, fmt="o", color=colour, capsize=3, label=label)
-    claim = verdicts[0][1].claim
-    speed.axhline(claim.speedup, color="black", linestyle="--", label=f"claimed {claim.speedup:g}x")
+        spans = [(c.accuracy.mean, c.accuracy.lower, c.accuracy.upper) for c in verdict.cells]
+        accuracy.errorbar(xs, [100 * m for m, _, _ in spans], yerr=errors(spans), fmt="o", color=colour, capsize=3,
+                          label=label)
+        diffs = [(c.difference.difference, c.difference.lower, c.difference.upper) for c in verdict.cells]
+        difference.errorbar(xs, [100 * m for m, _, _ in diffs], yerr=errors(diffs), fmt="o", color=colour,
+                            capsize=3, label=f"{label} - baseline")
     base = verdicts[0][1].cells
     xs = [i + len(verdicts) * width for i in range(len(base))]
-    accuracy.errorbar(xs, [100 * c.baseline_accuracy.mean for c in base],
-                      yerr=[[100 * (c.baseline_accuracy.mean - c.baseline_accuracy.lower) for c in base],
-                            [100 * (c.baseline_accuracy.upper - c.baseline_accuracy.mean) for c in base]],
-                      fmt="s", color="tab:blue", capsize=3, label="serial baseline")
-    for axes in (speed, accuracy):
-        axes.set_xticks([i + width * len(verdicts) / 2 for i in range(len(names))], names, rotation=30, ha="right",
+    spans = [(c.baseline_accuracy.mean, c.baseline_accuracy.lower, c.baseline_accuracy.upper) for c in base]
+    accuracy.errorbar(xs, [100 * m for m, _, _ in spans], yerr=errors(spans), fmt="s", color="tab:blue", capsize=3,
+                      label="serial baseline")
+    speed.axhline(claim.speedup, color="black", linestyle="--", label=f"claimed {claim.speedup:g}x")
+    difference.axhline(0.0, color="tab:gray", linewidth=0.8)
+    difference.axhline(-100 * claim.margin, color="black", linestyle="--", label=f"-margin ({100 * claim.margin:g} pts)")
+    for axes in (speed, accuracy, difference):
+        axes.set_xticks([i + width * (slots - 1) / 2 for i in range(len(names))], names, rotation=30, ha="right",
                         fontsize=8)
         axes.grid(alpha=0.3, axis="y")
-        axes.legend(fontsize=8)
+        axes.legend(fontsize=7, loc="lower left", framealpha=0.9)
     speed.set_ylabel("speedup over the serial baseline (x, simulated time)")
     speed.set_title("speedup per cell")
     accuracy.set_ylabel("test accuracy (%), 95% bootstrap interval")
     accuracy.set_title("held-out accuracy per cell")
+    difference.set_ylabel("test accuracy minus the baseline's (points), 95% paired interval")
+    difference.set_title("paired difference to the serial baseline")
     return _save(figure, path)
 
 

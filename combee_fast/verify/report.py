@@ -33,7 +33,8 @@ def cost_lines(runs: Sequence[CellRun]) -> list[str]:
     lines = ["| cell | method | rollouts | tokens | GPU-s | sim s | wall s |", "|---|---|---:|---:|---:|---:|---:|"]
     for run in runs:
         gpu = "unknown" if run.gpu_seconds is None else f"{run.gpu_seconds:,.0f}"
-        lines.append(f"| {run.hardware}/seed{run.seed} | {run.method} (batch {run.batch_size or 'auto'}) | "
+        stopped = f"; stopped: {run.stopped_by}" if run.stopped_by else ""
+        lines.append(f"| {run.hardware}/seed{run.seed} | {run.method} (batch {run.batch_size or 'auto'}{stopped}) | "
                      f"{run.rollouts:,} | {run.tokens:,} | {gpu} | {run.sim_seconds:,.0f} | {run.wall_seconds:.1f} |")
     return lines
 
