@@ -182,11 +182,13 @@ async def _diagnose(args: argparse.Namespace, card, hardware, settings: VerifyCo
                     out: Path) -> int:
     from combee_fast.native.bootstrap import DEFAULT_RESAMPLES
     from combee_fast.verify.diagnose import diagnose
+    from combee_fast.verify.fill import filled_card
     from combee_fast.verify.report import diagnose_report
 
     result = await diagnose(card, args.card, out, hardware=hardware, seed=args.seed, settings=settings,
                             world=args.sim_world, epochs=args.epochs, resamples=args.resamples or DEFAULT_RESAMPLES)
     report = diagnose_report(out, result)
+    (out / "card.diagnosed.toml").write_text(filled_card(Path(args.card).read_text(), result))
     for reason in result.reasons():
         print(f"  {reason}", file=sys.stderr)
     print(f"decision={result.decision} plateau={'yes' if result.plateau_reached else 'no'} "

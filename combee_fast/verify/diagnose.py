@@ -19,7 +19,9 @@ paired bootstrap tests decide (numbers, not eyeballing):
 
 GO for parallelisation only when both hold. The diagnosis also measures what the card leaves
 "unknown": the empty playbook's test score, the converged score (the last checkpoint's) and the
-rollouts to converge (the first checkpoint within the margin of it).
+rollouts to converge (the first checkpoint within the margin of it); and the cost of reaching the
+target score (the card's, else the converged score minus the margin): rollouts, tokens and
+GPU-seconds up to the first checkpoint at or above it.
 """
 
 from __future__ import annotations
@@ -50,6 +52,8 @@ class Checkpoint(msgspec.Struct, frozen=True):
 
     step: int
     rollouts: int
+    tokens: int  # cumulative, up to and including the step
+    gpu_seconds: float | None  # cumulative; None when unknown
     version: int
     bullets: int
     scores: tuple[float, ...]
@@ -107,6 +111,17 @@ class Diagnosis(msgspec.Struct, frozen=True, kw_only=True):
         """Rollouts of the first checkpoint scoring within the margin of the last one."""
         last = self.converged_score
         return next(c.rollouts for c in self.curve if c.score.mean >= last - self.margin)
+
+    @property
+    def target_score(self) -> float:
+        """The card's target score, else the converged score minus the margin."""
+        target = self.card.claim.target_score
+        return self.converged_score - self.margin if isinstance(target, str) else target
+
+    @property
+    def to_target(self) -> Checkpoint | None:
+        """The first checkpoint at or above :attr:`target_score` (None: the curve never got there)."""
+        return next((c for c in self.curve if c.score.mean >= self.target_score - 1e-12), None)
 
     def reasons(self) -> list[str]:
         """One sentence per test, with its numbers; NO-GO reasons first."""
@@ -172,20 +187,26 @@ async def diagnose(card: Card, card_path: str | Path, out: str | Path, *, hardwa
             run_dir.close()
         ledger = list(result.ledger)
         cumulative = list(np.cumsum([row.rollouts for row in ledger]).astype(int))
+        tokens = list(np.cumsum([sum(r.prompt_tokens.values()) + sum(r.completion_tokens.values())
+                                 for r in ledger]).astype(int))
+        gpu = None if any(r.gpu_seconds is None for r in ledger) else \
+            list(np.cumsum([r.gpu_seconds for r in ledger]))
 
-        async def score(step: int, rollouts: int, playbook: Playbook) -> Checkpoint:
+        async def score(step: int, playbook: Playbook) -> Checkpoint:
             scored = await evaluate(session.agents, playbook, test.examples, concurrency=config.transport.concurrency)
             scores = tuple(float(r.score or 0.0) for r in scored.rollouts)
-            return Checkpoint(step, rollouts, playbook.version, len(playbook), scores,
+            spent = (0, 0, 0.0) if step < 0 else \
+                (int(cumulative[step]), int(tokens[step]), None if gpu is None else float(gpu[step]))
+            return Checkpoint(step, *spent, playbook.version, len(playbook), scores,
                               mean_interval(np.asarray(scores), resamples=resamples))
 
-        empty = await score(-1, 0, Playbook.empty(token_budget=config.token_budget))
+        empty = await score(-1, Playbook.empty(token_budget=config.token_budget))
         curve = []
         for step in checkpoint_steps(cumulative, settings.checkpoints):
             version = ledger[step].playbook_version
             playbook = Playbook.load(run_root / "playbooks" / f"v{version:05d}.json") if version else \
                 Playbook.empty(token_budget=config.token_budget)
-            curve.append(await score(step, cumulative[step], playbook))
+            curve.append(await score(step, playbook))
     append_usage(usage.record, [usage_entry(test.manifest, role=role, use="report", run=name, command="diagnose")])
     last = curve[-1]
     start_at = last.rollouts * (1.0 - settings.plateau_window)

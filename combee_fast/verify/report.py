@@ -122,7 +122,10 @@ def diagnose_report(folder: str | Path, diagnosis: Diagnosis) -> Path:
           for c in points),
         "",
         f"Measured for the card: baseline test score (empty playbook) {d.empty.score.mean:.3f}; converged score "
-        f"{d.converged_score:.3f}; rollouts to converge {d.rollouts_to_converge:,}.",
+        f"{d.converged_score:.3f}; rollouts to converge {d.rollouts_to_converge:,} (`card.diagnosed.toml` holds "
+        "the card with these in place of its \"unknown\" values).",
+        "",
+        _target_line(d),
         "",
     ]
     roles, warnings = role_separation(d.models, use_ground_truth=d.use_ground_truth, scorer=card.eval_set.scoring)
@@ -132,6 +135,15 @@ def diagnose_report(folder: str | Path, diagnosis: Diagnosis) -> Path:
     write_atomic(path, "\n".join(lines).encode())
     write_index(root)
     return path
+
+
+def _target_line(d: Diagnosis) -> str:
+    reached = d.to_target
+    if reached is None:
+        return f"Cost to reach the target score {d.target_score:.3f}: not reached within this run."
+    gpu = "unknown" if reached.gpu_seconds is None else f"{reached.gpu_seconds:,.0f}"
+    return (f"Cost to reach the target score {d.target_score:.3f} (first checkpoint at or above it): "
+            f"{reached.rollouts:,} rollouts, {reached.tokens:,} tokens, {gpu} GPU-seconds.")
 
 
 def demo_report(folder: str | Path, results: Sequence[tuple[str, int, TrainResult]], *, split: str,

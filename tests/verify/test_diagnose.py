@@ -33,6 +33,10 @@ def test_diagnose_says_go_for_formula_and_writes_a_one_page_report_with_a_plot(t
     assert "## GO for parallelisation" in report and "| evaluates rollouts |" in report
     assert (out / "convergence.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "[diagnose.md](diagnose.md)" in (out / "index.md").read_text()
+    assert "Cost to reach the target score" in report and "rollouts," in report
+    filled = (out / "card.diagnosed.toml").read_text()
+    assert '= "unknown"' not in filled and "converged_score = 0." in filled
+    assert _combee("plan", str(out / "card.diagnosed.toml")).returncode == 0
     record = json.loads((card.parent / "card.usage.json").read_text())
     assert [e["use"] for e in record if e["role"] == "test"] == ["report"]
 
