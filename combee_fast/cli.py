@@ -58,6 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     demo = commands.add_parser("demo", help="sequential vs naive vs combee on Formula, simulated endpoint")
     demo.add_argument("--train-limit", type=flags.positive_int, default=500, help="train examples to learn from")
+    demo.add_argument("--out", help="report folder (default: runs/demo-<date-time>)")
 
     sim_cli.register(commands)
     verify_cli.register(commands)
@@ -85,18 +86,18 @@ async def _learn(args: argparse.Namespace) -> int:
     config = flags.session_config(args)
     out = args.out or f"runs/{config.task.name}-{config.method}-{time.strftime('%Y%m%d-%H%M%S')}"
     check_run_target(out, overwrite=args.overwrite)
-    usage, gpus = None, args.gpus
+    usage, gpus, stop = None, args.gpus, None
     if args.card:
         from combee_fast.verify.discipline import learn_under_card
 
-        usage, card_gpus = learn_under_card(args.card, config, run=out)
+        usage, card_gpus, stop = learn_under_card(args.card, config, run=out)
         gpus = gpus or card_gpus
     async with open_session(config) as session:  # config, data and endpoints validated first
         session.split_uses(usage.roles if usage is not None else None)  # a test-split use is refused before --out is made
         run_dir = RunDir(out, overwrite=args.overwrite)
         try:
             result = await session.train(run_dir=run_dir, on_step=None if args.quiet else _progress, usage=usage,
-                                         gpus=gpus)
+                                         gpus=gpus, stop=stop)
         finally:
             run_dir.close()
     summary = {
@@ -113,6 +114,10 @@ async def _learn(args: argparse.Namespace) -> int:
         "accounting": {"train": msgspec.to_builtins(result.counts),
                        "validation": msgspec.to_builtins(result.val_counts)},
     }
+    stopped_by = getattr(result, "stopped_by", None)
+    if stopped_by is not None:  # only a run under a card has a budget
+        summary["stopped_by"] = stopped_by
+        print(f"combee learn: stopped early, the card's {stopped_by}", file=sys.stderr)
     run_dir.write_json("summary.json", summary)
     print(msgspec.json.encode(summary).decode())
     return EXIT_OK
@@ -167,7 +172,7 @@ async def _eval(args: argparse.Namespace) -> int:
 async def _demo(args: argparse.Namespace) -> int:
     from combee_fast.demo import run_demo
 
-    await run_demo(train_limit=args.train_limit)
+    await run_demo(train_limit=args.train_limit, out=args.out)
     return EXIT_OK
 
 

@@ -260,13 +260,15 @@ class FaultConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
 class SimConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """The in-process simulated endpoint: latency preset, real seconds per simulated second,
-    random latency jitter, injected faults."""
+    random latency jitter, injected faults, and the task-world variant it plays
+    (:data:`combee_fast.sim.world.WORLD_VARIANTS`: ``default``, or ``uninformative``, whose
+    reflections carry no information)."""
 
     preset: str = "h200-70b"
     time_scale: float = 0.01
     latency_jitter: float = 0.0
     faults: FaultConfig = msgspec.field(default_factory=FaultConfig)
-    world: str = "default"  # task-world variant: "default" or "collapse" (reflections collapse onto one lesson)
+    world: str = "default"  # task-world variant: default, collapse or uninformative (combee_fast.sim.world)
 
 
 class CacheConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -367,6 +369,34 @@ class EmbedConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
         _at_least("embed", 1, gc_threshold0=self.gc_threshold0, child_nice=self.child_nice)
         if not self.start_timeout_s > 0:
             raise ConfigError(f"embed.start_timeout_s must be > 0, got {self.start_timeout_s}")
+
+
+class VerifyConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """``combee verify`` and ``combee diagnose`` (:mod:`combee_fast.verify`).
+
+    ``seeds``: the re-seeds every hardware class is run under (at least 3). ``serial_time_scale``:
+    real seconds per simulated second of the serial baseline on the simulated endpoint (one
+    request in flight, so load never changes its latency and a fine scale is safe).
+    ``baseline_cache``: folder of the cached serial-baseline cells, one file per (seed, hardware
+    class, baseline configuration). ``checkpoints``: held-out evaluations along the diagnose curve.
+    ``plateau_window``: the last fraction of the curve's rollouts over which a plateau must gain
+    no more than the card's margin.
+    """
+
+    seeds: tuple[int, ...] = (0, 1, 2)
+    serial_time_scale: float = 0.001
+    baseline_cache: str = "runs/baseline-cache"
+    checkpoints: int = 12
+    plateau_window: float = 0.35
+
+    def __post_init__(self) -> None:
+        if len(set(self.seeds)) < 3:
+            raise ConfigError(f"verify.seeds: at least 3 distinct seeds, got {list(self.seeds)}")
+        if not self.serial_time_scale > 0:
+            raise ConfigError(f"verify.serial_time_scale must be > 0, got {self.serial_time_scale}")
+        _at_least("verify", 3, checkpoints=self.checkpoints)
+        if not 0 < self.plateau_window < 1:
+            raise ConfigError(f"verify.plateau_window must be in (0, 1), got {self.plateau_window}")
 
 
 def load_config(path: str | Path) -> SessionConfig:

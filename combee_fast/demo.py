@@ -2,18 +2,23 @@
 
 Everything runs in this process: the simulated endpoint (``flat`` latency preset, the yardstick
 ACE's 28.7 s and 5.35 calls per sample were measured on) plays the task world. Times are simulated
-seconds on the critical path; accuracy is on the held-out Formula val split.
+seconds on the critical path; accuracy is on the held-out Formula val split. A report (Markdown,
+a plot of accuracy against simulated time per method, role separation, an index page) is written
+into ``out`` and its index's path printed last.
 """
 
 from __future__ import annotations
 
 import sys
 import time
+from pathlib import Path
 
 from combee_fast.config import SessionConfig, SimConfig, TaskConfig
 from combee_fast.run.batch_plans import FixedBatch
 from combee_fast.run.train import TrainResult
 from combee_fast.session import open_session
+from combee_fast.verify.cells import served_by
+from combee_fast.verify.report import demo_report
 
 DEMO_RUNS = (("sequential", 1), ("naive", 100), ("combee", 40))
 
@@ -32,8 +37,10 @@ def _table(results: list[tuple[str, int, TrainResult]]) -> str:
     return "\n".join(lines)
 
 
-async def run_demo(*, train_limit: int = 500, time_scale: float = 2e-4) -> list[tuple[str, int, TrainResult]]:
-    """Train each demo method on the first ``train_limit`` Formula train rows; print the table."""
+async def run_demo(*, train_limit: int = 500, time_scale: float = 2e-4,
+                   out: str | Path | None = None) -> list[tuple[str, int, TrainResult]]:
+    """Train each demo method on the first ``train_limit`` Formula train rows; print the table;
+    write the report into ``out`` (default ``runs/demo-<date-time>``) and print its index's path."""
     config = SessionConfig(
         task=TaskConfig(train_split=f"train[0:{train_limit}]"), sim=SimConfig(preset="flat", time_scale=time_scale)
     )
@@ -47,4 +54,8 @@ async def run_demo(*, train_limit: int = 500, time_scale: float = 2e-4) -> list[
             print(f"  {method:<10} done in {time.perf_counter() - started:5.1f} s real time", file=sys.stderr)
             results.append((method, batch, result))
     print(_table(results))
+    folder = out or f"runs/demo-{time.strftime('%Y%m%d-%H%M%S')}"
+    index = demo_report(folder, results, split=config.task.val_split, models=served_by(config),
+                        use_ground_truth=config.use_ground_truth, scorer=f"the {session.task.name} task's success metric")
+    print(f"report: {index}")
     return results

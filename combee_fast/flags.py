@@ -123,7 +123,8 @@ SIM_FLAGS = (
     Flag("--time-scale", path=("sim", "time_scale"), type=float, help="real seconds per simulated second"),
     Flag("--latency-jitter", path=("sim", "latency_jitter"), type=float, help="random +- fraction per request"),
     Flag("--sim-world", path=("sim", "world"),
-         help="task-world variant: default, or collapse (reflections collapse onto one lesson below temperature 0.5)"),
+         help="task-world variant: default, collapse (reflections collapse onto one lesson below temperature 0.5) "
+              "or uninformative (reflections carry no information)"),
     *(
         Flag(f"--fault-{kind}", path=("sim", "faults", f"rate_{kind}"), type=float, help=f"rate of injected {kind} faults")
         for kind in FAULT_KINDS

@@ -119,6 +119,7 @@ class Session:
         playbook: Playbook | None = None,
         usage: SplitUsage | None = None,
         gpus: int | None = None,
+        stop: Callable[[LedgerRow], str | None] | None = None,
     ) -> TrainResult | GepaTrainResult:
         """Train the configured (or named) method; ``plan`` overrides the configured batch plan.
 
@@ -130,6 +131,9 @@ class Session:
         Each ledger row holds its step's GPU-seconds: the simulated server's busy time times
         ``gpus`` (default :data:`~combee_fast.run.cost.SIMULATED_GPUS`), or on real endpoints the
         step's wall time times ``gpus`` (unknown, ``None``, when ``gpus`` is not given).
+
+        ``stop`` (playbook methods only) ends the run cleanly after the first step for which it
+        answers a reason (:func:`combee_fast.run.train.train`).
 
         The GEPA methods (``gepa``, ``combee-gepa``) search a system prompt instead of a playbook
         (:func:`combee_fast.run.gepa.train_gepa`); they take no plan and no starting playbook.
@@ -164,6 +168,7 @@ class Session:
             run_dir=run_dir,
             on_step=on_step,
             gpu_clock=self.gpu_clock(gpus),
+            stop=stop,
         )
 
     def _start_run(self, run_dir: RunDir | None, usage: SplitUsage | None) -> None:
@@ -219,9 +224,13 @@ async def open_session(config: SessionConfig, *, check: bool = True) -> AsyncIte
         server = None
         if any(config.endpoint_for(role).url is None for role in ROLES):
             sim = config.sim
+            try:
+                world = InstructionWorld.for_task(task, variant=sim.world)
+            except ValueError as exc:
+                raise ConfigError(f"sim.world: {exc}") from None
             server = await stack.enter_async_context(
                 SimServer(
-                    InstructionWorld.for_task(task, variant=sim.world), preset=sim.preset, time_scale=sim.time_scale,
+                    world, preset=sim.preset, time_scale=sim.time_scale,
                     faults=sim.faults, seed=config.seed, latency_jitter=sim.latency_jitter,
                 )
             )

@@ -20,8 +20,9 @@ Who calls which kernel:
   the topic split of the reduce.
 * ``retention`` (``top_k``): :func:`combee_fast.run.batch_plans.step_retention`, the controller's
   quality guard.
-* :mod:`.bootstrap` has no caller yet: it is kept for ``combee diagnose`` and ``combee verify``
-  (issue 9), which compare held-out scores with it.
+* :mod:`.bootstrap`: :mod:`combee_fast.verify.verdict` (``combee verify``: intervals of each
+  cell's test accuracy and of its paired difference to the serial baseline) and
+  :mod:`combee_fast.verify.diagnose` (``combee diagnose``: the plateau and above-empty tests).
 * ``moments``, ``beta_rates``: :func:`combee_fast.run.step_signals.reward_statistics`, the reward
   mean, variance and Beta posterior of success the live planner reads every step.
 * ``group_moments``, ``latency_quantiles``: :meth:`combee_fast.combee.latency_curve.LatencyCurve.summary`,

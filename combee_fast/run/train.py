@@ -44,6 +44,7 @@ class TrainResult(msgspec.Struct, frozen=True):
     gpu_seconds: float | None = None  # None: no GPU clock (unknown)
     counts: CallCounts = msgspec.field(default_factory=CallCounts)
     val_counts: CallCounts = msgspec.field(default_factory=CallCounts)
+    stopped_by: str | None = None  # why ``stop`` ended the run early (None: it ran every epoch)
 
     def artifact_summary(self) -> dict[str, Any]:
         """What the run summary says about the learned artifact."""
@@ -64,6 +65,7 @@ async def train(
     run_dir: RunDir | None = None,
     on_step: Callable[[LedgerRow], None] | None = None,
     gpu_clock: GpuClock | None = None,
+    stop: Callable[[LedgerRow], str | None] | None = None,
 ) -> TrainResult:
     """Train ``playbook`` on ``train_items`` for ``config.epochs`` epochs.
 
@@ -76,6 +78,11 @@ async def train(
     When the calls of the latest steps mostly fail, or a validation leaves most examples
     unanswered, the run stops after the ledger row is written (:mod:`combee_fast.run.stops`;
     ``final.json`` is saved).
+
+    ``stop`` is asked after every step (with the step's ledger row, cumulative counts are the
+    caller's to keep): a non-None answer ends the run there, cleanly: no further step starts,
+    chains still carried are dropped, the last playbook is validated (when ``val_examples``) and
+    saved, and the answer is the result's ``stopped_by``.
     """
     best, best_accuracy = playbook, None
     ledger: list[LedgerRow] = []
@@ -84,10 +91,11 @@ async def train(
     final_eval: EvalResult | None = None
     counts, val_counts = CallCounts(), CallCounts()
     watch = FailureWatch(max_failed_fraction=config.max_failed_fraction, min_judged_calls=config.min_judged_calls)
+    stopped_by: str | None = None
 
     async def run_step(batch: list[Any], reason: str, epoch: int, is_last: Callable[[], bool]) -> None:
         nonlocal playbook, best, best_accuracy, sim_total, wall_total, gpu_total, calls, tokens, samples, final_eval
-        nonlocal rollouts
+        nonlocal rollouts, stopped_by
         step_number = len(ledger)
         gpu_before = gpu_clock.read(wall_total) if gpu_clock is not None else 0.0
         started = time.perf_counter()
@@ -130,19 +138,27 @@ async def train(
         watch.observe(row, step_counts, playbook, run_dir, last=last)
         if validation is not None:
             check_validation(row, validation, playbook, run_dir, max_failed_fraction=config.max_failed_fraction)
+        if stop is not None:
+            stopped_by = stop(row)
 
     for epoch in range(config.epochs):
+        if stopped_by is not None:
+            break
         last_epoch = epoch == config.epochs - 1
         order = rng_at(seed, "order", epoch).permutation(len(train_items))
         position = 0
-        while position < len(order):
+        while position < len(order) and stopped_by is None:
             size, reason = plan.next_size(len(order) - position)
             batch = [train_items[i] for i in order[position : position + size]]
             position += len(batch)
             epoch_done = position >= len(order)
             await run_step(batch, reason, epoch, lambda done=last_epoch and epoch_done: done and not method.pending())
-        while method.pending():  # chains carried past the last batch are curated before the epoch ends
+        while method.pending() and stopped_by is None:  # carried chains are curated before the epoch ends
             await run_step([], "drain", epoch, lambda done=last_epoch: done and not method.pending())
+    if stopped_by is not None and val_examples and (not ledger or ledger[-1].val_accuracy is None):
+        final_eval = await evaluate(agents, playbook, val_examples, concurrency=eval_concurrency)
+        if final_eval.answered and (best_accuracy is None or final_eval.accuracy > best_accuracy):
+            best, best_accuracy = playbook, final_eval.accuracy
     if best_accuracy is None:
         best = playbook
     if run_dir is not None:
@@ -153,4 +169,5 @@ async def train(
         final_eval=final_eval, train_sim_seconds=sim_total, train_wall_seconds=wall_total,
         samples=samples, calls=calls, tokens=tokens, ledger=tuple(ledger), rollouts=rollouts,
         gpu_seconds=gpu_total if gpu_clock is not None else None, counts=counts, val_counts=val_counts,
+        stopped_by=stopped_by,
     )

@@ -14,7 +14,7 @@ import sys
 from combee_fast.engine.loop import run
 from combee_fast.errors import EXIT_OK, EXIT_USAGE, ConfigError
 from combee_fast.redact import escape_control
-from combee_fast.config import FaultConfig
+from combee_fast.config import FaultConfig, SimConfig
 from combee_fast.sim.server import PRESETS, REAL_TIME, EchoResponder, LatencyPreset, Responder, SimServer
 
 
@@ -37,6 +37,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--world", metavar="TASK",
                         help="answer as the task world of TASK (formula, finer) instead of echoing")
+    parser.add_argument("--world-variant", default=SimConfig().world,
+                        help="with --world: the task-world variant (default, or uninformative: reflections "
+                             "carry no information)")
     for kind in ("429", "500", "drop", "stall", "malformed", "truncated"):
         parser.add_argument(f"--rate-{kind}", type=float, default=0.0, help=f"probability of a {kind} fault")
     faults = FaultConfig()
@@ -53,17 +56,20 @@ def server_from_args(args: argparse.Namespace) -> SimServer:
         rate_truncated=args.rate_truncated, retry_after_s=args.retry_after, stall_s=args.stall,
     )
     preset = args.preset if args.constant_latency is None else LatencyPreset.constant(args.constant_latency)
-    return SimServer(_responder(args.world), preset=preset, time_scale=args.time_scale, faults=faults,
+    return SimServer(_responder(args.world, args.world_variant), preset=preset, time_scale=args.time_scale, faults=faults,
                      seed=args.seed, latency_jitter=args.latency_jitter, host=args.host, port=args.port)
 
 
-def _responder(world: str | None) -> Responder:
+def _responder(world: str | None, variant: str) -> Responder:
     if world is None:
         return EchoResponder()
     from combee_fast.sim.world import TaskWorld
     from combee_fast.tasks.registry import get_task
 
-    return TaskWorld.for_task(get_task(world))
+    try:
+        return TaskWorld.for_task(get_task(world), variant=variant)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 async def _serve(server: SimServer) -> None:

@@ -68,13 +68,29 @@ class WorldParams(msgspec.Struct, frozen=True):
     # Mode collapse (off by default): a reflection sampled below this temperature names one and
     # the same lesson whatever the rollout, as a collapsed model repeats its favourite edit.
     collapse_below_temperature: float = 0.0
+    informative_reflections: bool = True  # False: every lesson is a content-free note (no unit, no generic gain)
 
 
-WORLD_VARIANTS = ("default", "collapse")
-"""``collapse``: the default world whose reflections collapse onto one lesson at temperatures
-below :data:`COLLAPSE_TEMPERATURE` (every other parameter unchanged)."""
+WORLD_VARIANTS = ("default", "collapse", "uninformative")
+"""Variants of the task world a simulated run may ask for (``SimConfig.world``): ``default`` is
+the calibrated world; ``collapse`` is the default world whose reflections collapse onto one
+lesson at temperatures below :data:`COLLAPSE_TEMPERATURE`; ``uninformative`` is the same world
+except that the reflector's lessons carry no information (each is a note about no unit and no
+generic strategy, so no playbook ever helps the generator): a serial baseline that cannot rise
+above the empty playbook. Every other parameter is unchanged."""
 
 COLLAPSE_TEMPERATURE = 0.5
+
+
+def world_params(params: WorldParams, variant: str) -> WorldParams:
+    """``params`` changed as ``variant`` (one of :data:`WORLD_VARIANTS`) says; ValueError otherwise."""
+    if variant == "default":
+        return params
+    if variant == "collapse":
+        return msgspec.structs.replace(params, collapse_below_temperature=COLLAPSE_TEMPERATURE)
+    if variant == "uninformative":
+        return msgspec.structs.replace(params, informative_reflections=False)
+    raise ValueError(f"unknown task-world variant {variant!r}; known: {', '.join(WORLD_VARIANTS)}")
 
 
 FORMULA_PARAMS = WorldParams(base_accuracy=0.64)
@@ -151,6 +167,11 @@ def generic_lesson(index: int) -> str:
     return f"General — lesson {index + 1}: {GENERIC_LESSONS[index]}"
 
 
+def noise_lesson(index: int) -> str:
+    """A lesson that carries no information: about no unit, and no generic strategy."""
+    return f"Note — lesson {index + 1}: this question was read and answered."
+
+
 def lesson_unit(text: str) -> str | None:
     """The unit a lesson or bullet is about ("General" for generic ones); None if neither."""
     match = _LESSON_KEY.match(text)
@@ -177,13 +198,9 @@ class TaskWorld:
 
     @classmethod
     def for_task(cls, task: Task, splits: Sequence[str] = (), *, variant: str = "default") -> TaskWorld:
-        """The world of ``task`` knowing the examples of ``splits`` (default: all of them);
-        ``variant`` is one of :data:`WORLD_VARIANTS`."""
-        params = FINER_PARAMS if task.name == "finer" else FORMULA_PARAMS
-        if variant == "collapse":
-            params = msgspec.structs.replace(params, collapse_below_temperature=COLLAPSE_TEMPERATURE)
-        elif variant != "default":
-            raise ValueError(f"unknown world variant {variant!r}; known: {', '.join(WORLD_VARIANTS)}")
+        """The world of ``task`` knowing the examples of ``splits`` (default: all of them), as
+        the world ``variant`` (:data:`WORLD_VARIANTS`) has it."""
+        params = world_params(FINER_PARAMS if task.name == "finer" else FORMULA_PARAMS, variant)
         examples = [e for s in (splits or task.split_names()) for e in task.load(s).examples]
         return cls(task, examples, params)
 
@@ -260,6 +277,8 @@ class TaskWorld:
         draw = _uniform("reflect", seed, question.example.input)
         if collapsed:
             lesson = generic_lesson(0)
+        elif not self.params.informative_reflections:
+            lesson = noise_lesson(int(_uniform("facet", seed, question.example.input) * self.params.facets_per_unit))
         elif draw < naming:
             facet = int(_uniform("facet", seed, question.example.input) * self.params.facets_per_unit)
             lesson = specific_lesson(unit, facet)

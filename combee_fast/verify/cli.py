@@ -1,16 +1,24 @@
-"""The ``plan`` subcommand: check an experiment card and say what it pre-registers.
+"""The ``plan``, ``verify`` and ``diagnose`` subcommands.
 
 ``combee_fast/cli.py`` calls :func:`register`. ``combee plan CARD`` prints a short summary and
 exits 0 for a complete, consistent card; otherwise it prints one line listing every missing field
 and every inconsistency, and exits 2. It never fills a field in.
+
+``combee verify CARD --config X`` runs X and the card's serial baseline in every (seed, hardware
+class) cell, writes a report with plots, prints one line ``verdict=PASS|FAIL ...`` and exits 0 on
+PASS, 1 on FAIL (the broken cells on stderr), 2 on a usage error. ``combee diagnose CARD`` runs
+the serial baseline along a held-out curve and prints ``decision=GO|NO-GO ...`` (exit 0 or 1).
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import time
+from pathlib import Path
 
-from combee_fast.errors import CombeeError
+from combee_fast.config import SessionConfig, SimConfig, VerifyConfig, load_config
+from combee_fast.errors import CombeeError, ConfigError
 from combee_fast.run.usage import read_usage, usage_path
 from combee_fast.verify.card import card_summary, load_card
 
@@ -25,6 +33,41 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     )
     parser.add_argument("card", help="the experiment card, a TOML file")
     parser.set_defaults(handler=run_plan)
+    defaults = VerifyConfig()
+
+    verify = subparsers.add_parser(
+        "verify", help="run a configuration and the card's serial baseline in every (seed, hardware) cell; PASS/FAIL",
+        description="Verify a configuration against an experiment card on its test split.",
+    )
+    verify.add_argument("card", help="the experiment card, a TOML file")
+    verify.add_argument("--config", action="append", required=True, metavar="X",
+                        help="a run configuration (TOML or JSON) to verify; repeat to verify several")
+    verify.add_argument("--label", action="append", help="a name per --config (default: method-b<batch>)")
+    verify.add_argument("--seeds", type=_seeds, default=defaults.seeds, help="comma-separated seeds (at least 3)")
+    verify.add_argument("--cache", default=defaults.baseline_cache, help="folder of cached serial-baseline cells")
+    verify.add_argument("--serial-time-scale", type=float, default=defaults.serial_time_scale,
+                        help="real seconds per simulated second of the serial baseline")
+    verify.add_argument("--resamples", type=int, help="bootstrap resamples per interval (default 10000)")
+    verify.add_argument("--out", help="report folder (default: runs/verify-<card>-<date-time>)")
+    verify.add_argument("--quiet", action="store_true", help="no progress lines")
+    verify.set_defaults(handler=run_verify)
+
+    diagnose = subparsers.add_parser(
+        "diagnose", help="run the card's serial baseline along a held-out curve: plateau? above empty? GO/NO-GO",
+        description="Diagnose whether the card's serial baseline is worth parallelising.",
+    )
+    diagnose.add_argument("card", help="the experiment card, a TOML file")
+    diagnose.add_argument("--hardware", help="the card's hardware class to run on (default: its first)")
+    diagnose.add_argument("--seed", type=int, default=SessionConfig().seed)
+    diagnose.add_argument("--epochs", type=int, help="passes over the train split (the card's budget may stop sooner)")
+    diagnose.add_argument("--checkpoints", type=int, default=defaults.checkpoints, help="held-out evaluations")
+    diagnose.add_argument("--serial-time-scale", type=float, default=defaults.serial_time_scale,
+                          help="real seconds per simulated second of the serial baseline")
+    diagnose.add_argument("--sim-world", default=SimConfig().world,
+                          help="task-world variant: default, or uninformative (reflections carry no information)")
+    diagnose.add_argument("--resamples", type=int, help="bootstrap resamples per interval (default 10000)")
+    diagnose.add_argument("--out", help="report folder (default: runs/diagnose-<card>-<date-time>)")
+    diagnose.set_defaults(handler=run_diagnose)
 
 
 def run_plan(args: argparse.Namespace) -> int:
@@ -55,3 +98,100 @@ def run_plan(args: argparse.Namespace) -> int:
     counted = ", ".join(f"{split} {use} x{count}" for (split, use), count in sorted(uses.items()))
     print(f"usage record {record}: " + (counted if entries else "no run has used these splits yet"))
     return 0
+
+
+def _seeds(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"seeds must be comma-separated integers, got {text!r}") from None
+
+
+def _run_async(name: str, work) -> int:  # type: ignore[no-untyped-def]
+    from combee_fast.engine.loop import run
+
+    try:
+        return run(work)
+    except CombeeError as exc:
+        work.close()
+        print(f"combee {name}: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+def run_verify(args: argparse.Namespace) -> int:
+    """Verify every ``--config`` against the card; exit 0 when all PASS, 1 otherwise, 2 on a usage error."""
+    try:
+        card = load_card(args.card)
+        settings = VerifyConfig(seeds=args.seeds, serial_time_scale=args.serial_time_scale, baseline_cache=args.cache)
+        configs = [load_config(path) for path in args.config]
+        labels = args.label or []
+        if labels and len(labels) != len(configs):
+            raise ConfigError(f"give one --label per --config ({len(configs)}), got {len(labels)}")
+    except CombeeError as exc:
+        print(f"combee verify: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    out = Path(args.out or f"runs/verify-{card.name}-{time.strftime('%Y%m%d-%H%M%S')}")
+    return _run_async("verify", _verify(args, card, settings, configs, labels, out))
+
+
+async def _verify(args: argparse.Namespace, card, settings: VerifyConfig,  # type: ignore[no-untyped-def]
+                  configs: list[SessionConfig], labels: list[str], out: Path) -> int:
+    from combee_fast.native.bootstrap import DEFAULT_RESAMPLES
+    from combee_fast.verify.report import verify_report
+    from combee_fast.verify.verification import verify_config
+
+    def progress(line: str) -> None:
+        if not args.quiet:
+            print(f"  {line}", file=sys.stderr, flush=True)
+
+    results = []
+    for index, config in enumerate(configs):
+        label = labels[index] if labels else None
+        results.append(await verify_config(
+            card, args.card, config, settings=settings, label=label, resamples=args.resamples or DEFAULT_RESAMPLES,
+            runs_dir=out / "runs", on_cell=progress))
+    report = verify_report(out, results, title=f"verify {card.name}")
+    for result in results:
+        for line in result.verdict.broken:
+            print(f"{result.label}: broken cell {line}", file=sys.stderr)
+    verdict = results[0].verdict if len(results) == 1 else None
+    words = " ".join(f"verdict_{r.label}={r.verdict.word}" for r in results) if verdict is None else \
+        f"verdict={verdict.word}"
+    print(f"{words} min_speedup={min(r.verdict.min_speedup for r in results):.2f} "
+          f"max_quality_drop={max(r.verdict.max_quality_drop for r in results):.1f} report={report}")
+    return 0 if all(r.verdict.passed for r in results) else 1
+
+
+def run_diagnose(args: argparse.Namespace) -> int:
+    """Diagnose the card's serial baseline; exit 0 on GO, 1 on NO-GO, 2 on a usage error."""
+    try:
+        card = load_card(args.card)
+        settings = VerifyConfig(serial_time_scale=args.serial_time_scale, checkpoints=args.checkpoints)
+        names = [h.name for h in card.hardware]
+        if args.hardware is not None and args.hardware not in names:
+            raise ConfigError(f"card {args.card} has no hardware class {args.hardware!r}; it has {', '.join(names)}")
+    except CombeeError as exc:
+        print(f"combee diagnose: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    hardware = next((h for h in card.hardware if h.name == args.hardware), card.hardware[0])
+    out = Path(args.out or f"runs/diagnose-{card.name}-{time.strftime('%Y%m%d-%H%M%S')}")
+    return _run_async("diagnose", _diagnose(args, card, hardware, settings, out))
+
+
+async def _diagnose(args: argparse.Namespace, card, hardware, settings: VerifyConfig,  # type: ignore[no-untyped-def]
+                    out: Path) -> int:
+    from combee_fast.native.bootstrap import DEFAULT_RESAMPLES
+    from combee_fast.verify.diagnose import diagnose
+    from combee_fast.verify.fill import filled_card
+    from combee_fast.verify.report import diagnose_report
+
+    result = await diagnose(card, args.card, out, hardware=hardware, seed=args.seed, settings=settings,
+                            world=args.sim_world, epochs=args.epochs, resamples=args.resamples or DEFAULT_RESAMPLES)
+    report = diagnose_report(out, result)
+    (out / "card.diagnosed.toml").write_text(filled_card(Path(args.card).read_text(), result))
+    for reason in result.reasons():
+        print(f"  {reason}", file=sys.stderr)
+    print(f"decision={result.decision} plateau={'yes' if result.plateau_reached else 'no'} "
+          f"above_empty={'yes' if result.above_empty else 'no'} converged_score={result.converged_score:.3f} "
+          f"rollouts_to_converge={result.rollouts_to_converge} report={report}")
+    return 0 if result.go else 1

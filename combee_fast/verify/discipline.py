@@ -2,8 +2,9 @@
 a split is appended to the usage record beside the card.
 
 ``learn --card CARD`` learns on the card's train split and selects on its selection split (a run
-naming any other split is refused) and counts GPU-seconds with the GPU count of the card's
-hardware class it runs on; ``eval --card CARD`` records that it reported a score on a
+naming any other split is refused), counts GPU-seconds with the GPU count of the card's
+hardware class it runs on, and stops cleanly once a limit of the card's budget is spent (playbook
+methods; it says which limit bound); ``eval --card CARD`` records that it reported a score on a
 split. The engine itself (:meth:`combee_fast.session.Session.train`) refuses test-split use and
 writes the record; this module turns a card into what the engine takes.
 """
@@ -20,6 +21,7 @@ from combee_fast.run.usage import SplitUsage, append_usage, usage_entry, usage_p
 from combee_fast.tasks.base import Split
 from combee_fast.tasks.heldout import check_use
 from combee_fast.tasks.splits import parse_split_spec
+from combee_fast.verify.budget import BudgetGuard
 from combee_fast.verify.card import Card, load_card
 
 
@@ -32,11 +34,13 @@ def _check_task(card: Card, config: SessionConfig, path: str | Path) -> None:
 
 
 class CardRun(NamedTuple):
-    """What :meth:`Session.train` takes for a run under a card: its usage record and roles, and
-    the GPU count of the card's hardware class the run is on (None: the run is on none of them)."""
+    """What :meth:`Session.train` takes for a run under a card: its usage record and roles, the
+    GPU count of the card's hardware class the run is on (None: the run is on none of them), and
+    the card's budget as a stop rule (the run stops cleanly once a limit is spent)."""
 
     usage: SplitUsage
     gpus: int | None
+    stop: BudgetGuard
 
 
 def learn_under_card(path: str | Path, config: SessionConfig, *, run: str) -> CardRun:
@@ -56,7 +60,7 @@ def learn_under_card(path: str | Path, config: SessionConfig, *, run: str) -> Ca
     usage = SplitUsage(record=str(usage_path(path)), roles=card.roles(), card_text=Path(path).read_text(),
                        run=run, command="learn")
     hardware = card.hardware_for(config)
-    return CardRun(usage, None if hardware is None else hardware.gpu_count)
+    return CardRun(usage, None if hardware is None else hardware.gpu_count, BudgetGuard(card.budget))
 
 
 def record_report(path: str | Path, config: SessionConfig, task: Task, split: Split, *, run: str) -> str:

@@ -74,11 +74,17 @@ def test_a_corrupt_playbook_file_is_named(tmp_path) -> None:
     assert done.returncode == 2 and str(bad) in done.stderr
 
 
-def test_demo_prints_the_three_method_table() -> None:
-    done = _combee("demo", "--train-limit", "40")
+def test_demo_prints_the_three_method_table_and_the_path_of_its_report(tmp_path) -> None:
+    done = _combee("demo", "--train-limit", "40", "--out", str(tmp_path / "demo"))
     assert done.returncode == 0, done.stderr
     rows = done.stdout.strip().splitlines()
-    assert [row.split()[0] for row in rows[-3:]] == ["sequential", "naive", "combee"]
+    assert [row.split()[0] for row in rows[-4:-1]] == ["sequential", "naive", "combee"]
+    assert rows[-1] == f"report: {tmp_path / 'demo' / 'index.md'}"
+    index = (tmp_path / "demo" / "index.md").read_text()
+    assert "[demo.md](demo.md)" in index and "[accuracy-time.png](accuracy-time.png)" in index
+    report = (tmp_path / "demo" / "demo.md").read_text()
+    assert "| proposes edits: curator |" in report and "| serves the prompt: generator |" in report
+    assert (tmp_path / "demo" / "accuracy-time.png").read_bytes()[:4] == b"\x89PNG"
 
 
 def test_auto_batch_size_plans_every_step_from_measurements_and_logs_why(tmp_path) -> None:

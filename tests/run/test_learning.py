@@ -200,3 +200,16 @@ async def test_validation_every_step_keeps_the_best_playbook(tmp_path) -> None:
     first_best_version = next(version for accuracy, version in scored if accuracy == best_accuracy)
     assert result.best_val_accuracy == best_accuracy
     assert Playbook.load(tmp_path / "best.json").version == result.best.version == first_best_version
+
+
+async def test_a_stop_answer_ends_the_run_cleanly_after_that_step(tmp_path) -> None:
+    from combee_fast.verify.budget import BudgetGuard
+    from combee_fast.verify.card import Budget
+
+    guard = BudgetGuard(Budget(rollouts=10, tokens=10**9, gpu_seconds=10**9, wall_clock_s=10**6, binding="rollouts"))
+    async with open_session(_config(method="sequential")) as session:
+        result = await session.train(plan=FixedBatch(1), run_dir=RunDir(tmp_path), stop=guard)
+    assert result.stopped_by is not None and result.stopped_by.startswith("budget rollouts spent: ")
+    assert guard.bound == "rollouts" and 10 <= result.rollouts < 14 and result.samples < 48
+    assert result.final_eval is not None and result.final_eval.examples == 30
+    assert Playbook.load(tmp_path / "final.json").render() == result.final.render()

@@ -197,3 +197,12 @@ async def test_counters_report_busy_simulated_seconds(start_sim_server: StartSim
     assert busy == pytest.approx(0.4 + 0.025 * 51, rel=0.05)
     await asyncio.sleep(0.02)  # two idle simulated seconds
     assert server.counters().busy_s == busy
+
+
+def test_sim_server_refuses_an_unknown_world_variant_in_one_line() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "combee_fast.sim.cli", "sim-server", "--world", "formula", "--world-variant", "chatty"],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert done.returncode == 2 and "unknown task-world variant 'chatty'" in done.stderr
+    assert done.stderr.count("\n") == 1

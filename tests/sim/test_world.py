@@ -71,3 +71,23 @@ async def test_naive_batching_learns_the_paper_fig2_entry_counts_within_25_perce
             paper_entries = round(per_call * 500 / batch)
             result = await session.train(method="naive", plan=FixedBatch(int(batch)))
             assert abs(len(result.final) / paper_entries - 1) <= 0.25, (batch, len(result.final), paper_entries)
+
+
+def test_the_uninformative_world_variant_reflects_no_lesson_about_any_unit() -> None:
+    from combee_fast.roles.reflector import reflector_messages
+    from combee_fast.schema import Rollout
+    from combee_fast.sim.world import WORLD_VARIANTS, lesson_unit, world_params
+
+    assert WORLD_VARIANTS[0] == "default" and world_params(FORMULA_PARAMS, "default") is FORMULA_PARAMS
+    noise = TaskWorld(TASK, EXAMPLES, world_params(FORMULA_PARAMS, "uninformative"))
+    units = {e.meta["formula"] for e in EXAMPLES} | {"General"}
+    for seed, example in enumerate(EXAMPLES[:40]):
+        rollout = Rollout(example=example, round=0, messages=(), answer="0", reasoning="", bullet_ids=(), score=0.0,
+                          feedback="", usage=Usage())
+        messages = reflector_messages(rollout, "", ground_truth=example.target)
+        informed = orjson.loads(WORLD.respond(SimRequest("reflector", "m", messages, 1024, 0.0, seed, None)))
+        blank = orjson.loads(noise.respond(SimRequest("reflector", "m", messages, 1024, 0.0, seed, None)))
+        assert lesson_unit(blank["key_insight"]) not in units
+        assert lesson_unit(informed["key_insight"]) in units
+    with pytest.raises(ValueError, match="unknown task-world variant"):
+        world_params(FORMULA_PARAMS, "chatty")

@@ -116,3 +116,16 @@ def test_plan_refuses_a_card_whose_record_contradicts_it(tmp_path):
         "role": "test", "use": "select", "rows": 100, "sha256": "3ac3"}]))
     done = _combee("plan", str(card))
     assert done.returncode == 2 and "never used to tune" in done.stderr and "runs/x used test to select" in done.stderr
+
+
+def test_learn_under_a_card_stops_cleanly_when_its_budget_is_spent_and_says_which(tmp_path):
+    card = card_copy(tmp_path)
+    card.write_text(card.read_text().replace("tokens = 50_000_000", "tokens = 20_000"))
+    out = tmp_path / "run"
+    done = _combee("learn", "--card", str(card), "--train-split", "train[0:40]", "--val-split", "selection[0:10]",
+                   "--sim-preset", "flat", "--time-scale", "0.0001", "--batch-size", "4", "--quiet", "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["stopped_by"].startswith("budget tokens spent: ") and summary["samples"] < 40
+    assert "stopped early, the card's budget tokens spent" in done.stderr
+    assert (out / "final.json").exists() and (out / "best.json").exists()

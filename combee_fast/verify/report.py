@@ -1,0 +1,188 @@
+"""Markdown reports with PNG plots, and the index page linking every report in a folder.
+
+:func:`diagnose_report` writes ``diagnose.md`` (one page ending in GO or NO-GO with reasons) and
+``convergence.png``; :func:`demo_report` writes ``demo.md`` and ``accuracy-time.png`` for the
+demo's methods; :func:`verify_report` writes ``verify-<label>.md`` with the per-cell table, the verdict, the role
+separation and two plots (``cells.png``, ``accuracy-time.png``); :func:`write_index` writes
+``index.md`` linking every ``*.md`` report and ``*.png`` plot in the folder.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from combee_fast.files import write_atomic
+from combee_fast.verify.cells import CellRun
+from combee_fast.verify.diagnose import Diagnosis
+from combee_fast.run.train import TrainResult
+from combee_fast.verify.plots import accuracy_time_plot, cells_plot, convergence_plot, time_points_plot
+from combee_fast.verify.roles import role_separation
+from combee_fast.verify.verification import Verification
+
+INDEX = "index.md"
+
+
+def _interval(value: float, lower: float, upper: float, signed: bool = False) -> str:
+    sign = "+" if signed else ""
+    return f"{100 * value:{sign}.1f} [{100 * lower:{sign}.1f}, {100 * upper:{sign}.1f}]"
+
+
+def cost_lines(runs: Sequence[CellRun]) -> list[str]:
+    """One Markdown table row per cell: rollouts, tokens, GPU-seconds and time."""
+    lines = ["| cell | method | rollouts | tokens | GPU-s | sim s | wall s |", "|---|---|---:|---:|---:|---:|---:|"]
+    for run in runs:
+        gpu = "unknown" if run.gpu_seconds is None else f"{run.gpu_seconds:,.0f}"
+        stopped = f"; stopped: {run.stopped_by}" if run.stopped_by else ""
+        lines.append(f"| {run.hardware}/seed{run.seed} | {run.method} (batch {run.batch_size or 'auto'}{stopped}) | "
+                     f"{run.rollouts:,} | {run.tokens:,} | {gpu} | {run.sim_seconds:,.0f} | {run.wall_seconds:.1f} |")
+    return lines
+
+
+def verification_lines(result: Verification) -> list[str]:
+    """The Markdown of one verification: claim, cells, verdict, cost, roles."""
+    verdict, claim = result.verdict, result.card.claim
+    lines = [
+        f"## {result.label}: {verdict.word}",
+        "",
+        f"Claim: at least {claim.speedup:g}x faster than the serial baseline "
+        f"({result.card.serial_baseline.method}) in every cell, losing no more than {100 * claim.margin:g} points "
+        f"of test accuracy (upper end of the paired 95% interval >= -{100 * claim.margin:g}).",
+        "",
+        "| cell | speedup | test acc. % [95% CI] | baseline % [95% CI] | difference, points [95% CI] | holds |",
+        "|---|---:|---|---|---|---|",
+    ]
+    for cell in verdict.cells:
+        a, b, d = cell.accuracy, cell.baseline_accuracy, cell.difference
+        lines.append(f"| {cell.name} | {cell.speedup:.2f}x | {_interval(a.mean, a.lower, a.upper)} | "
+                     f"{_interval(b.mean, b.lower, b.upper)} | {_interval(d.difference, d.lower, d.upper, True)} | "
+                     f"{'yes' if cell.holds else 'NO'} |")
+    lines += ["", f"Verdict **{verdict.word}**: min speedup {verdict.min_speedup:.2f}x, max quality drop "
+              f"{verdict.max_quality_drop:.1f} points; bootstrap statistics took {1000 * verdict.bootstrap_seconds:.0f} ms "
+              f"({verdict.cells[0].difference.resamples} resamples per interval)."]
+    if not verdict.passed:
+        lines += ["", "Broken cells:", *(f"- {line}" for line in verdict.broken)]
+    lines += ["", f"Serial baseline cells from the cache: {result.cached_baselines} of {len(result.baselines)}.",
+              "", "Cost per cell (this configuration, then the serial baseline):", "",
+              *cost_lines([*result.runs, *result.baselines])]
+    first = result.runs[0]
+    roles, warnings = role_separation(first.models, use_ground_truth=first.use_ground_truth,
+                                      scorer=result.card.eval_set.scoring)
+    lines += ["", "Role separation:", "", *roles]
+    lines += ["", *(f"**Warning:** {w}" for w in warnings)] if warnings else []
+    return lines
+
+
+def verify_report(folder: str | Path, results: Sequence[Verification], *, title: str) -> Path:
+    """Write the verify report of ``results`` (one or more configurations against one card) and its
+    plots into ``folder``; returns the Markdown file."""
+    root = Path(folder)
+    root.mkdir(parents=True, exist_ok=True)
+    cells_png = cells_plot(root / "cells.png", [(r.label, r.verdict) for r in results])
+    methods = [("serial baseline", results[0].baselines), *((r.label, r.runs) for r in results)]
+    time_png = accuracy_time_plot(root / "accuracy-time.png", methods)
+    card = results[0].card
+    lines = [f"# {title}", "", f"Card `{card.name}`: task {card.task.name}, test split "
+             f"`{card.split_of_role('test').name}` (report only), hardware classes "
+             f"{', '.join(h.name for h in card.hardware)}, seeds {sorted({r.seed for r in results[0].runs})}.",
+             "", f"![speedup and accuracy per cell]({cells_png.name})", "",
+             f"![accuracy vs simulated time per method]({time_png.name})", ""]
+    for result in results:
+        lines += [*verification_lines(result), ""]
+    path = root / "verify.md"
+    write_atomic(path, "\n".join(lines).encode())
+    write_index(root)
+    return path
+
+
+def diagnose_report(folder: str | Path, diagnosis: Diagnosis) -> Path:
+    """Write ``diagnose.md`` and ``convergence.png`` into ``folder`` (and the index); returns the Markdown."""
+    root = Path(folder)
+    root.mkdir(parents=True, exist_ok=True)
+    d, card = diagnosis, diagnosis.card
+    points = [d.empty, *d.curve]
+    png = convergence_plot(root / "convergence.png", [c.rollouts for c in points], [c.score for c in points],
+                           d.empty.score, window_start=d.window_start.rollouts,
+                           title=f"{card.serial_baseline.method} on {card.task.name} ({d.hardware}, seed {d.seed}"
+                                 f"{'' if d.world == 'default' else ', world ' + d.world})")
+    lines = [
+        f"# diagnose {card.name}: {d.decision}",
+        "",
+        f"Serial baseline {card.serial_baseline.method} ({card.serial_baseline.version}) on hardware class "
+        f"{d.hardware}, seed {d.seed}, task world `{d.world}`: {d.rollouts:,} rollouts, {d.sim_seconds:,.0f} simulated s"
+        + (f"; stopped: {d.stopped_by}." if d.stopped_by else "."),
+        f"Its playbook scored per example on the test split `{card.split_of_role('test').name}` "
+        f"({len(d.empty.scores)} examples, report only) at {len(d.curve)} checkpoints.",
+        "",
+        f"![held-out score against rollouts]({png.name})",
+        "",
+        "| rollouts | playbook version | entries | test accuracy % [95% CI] |",
+        "|---:|---:|---:|---|",
+        *(f"| {c.rollouts:,} | {c.version} | {c.bullets} | {_interval(c.score.mean, c.score.lower, c.score.upper)} |"
+          for c in points),
+        "",
+        f"Measured for the card: baseline test score (empty playbook) {d.empty.score.mean:.3f}; converged score "
+        f"{d.converged_score:.3f}; rollouts to converge {d.rollouts_to_converge:,} (`card.diagnosed.toml` holds "
+        "the card with these in place of its \"unknown\" values).",
+        "",
+        _target_line(d),
+        "",
+    ]
+    roles, warnings = role_separation(d.models, use_ground_truth=d.use_ground_truth, scorer=card.eval_set.scoring)
+    lines += ["Role separation:", "", *roles, *(f"\n**Warning:** {w}" for w in warnings), ""]
+    lines += [f"## {d.decision} for parallelisation", "", *(f"- {reason}" for reason in d.reasons())]
+    path = root / "diagnose.md"
+    write_atomic(path, "\n".join(lines).encode())
+    write_index(root)
+    return path
+
+
+def _target_line(d: Diagnosis) -> str:
+    reached = d.to_target
+    if reached is None:
+        return f"Cost to reach the target score {d.target_score:.3f}: not reached within this run."
+    gpu = "unknown" if reached.gpu_seconds is None else f"{reached.gpu_seconds:,.0f}"
+    return (f"Cost to reach the target score {d.target_score:.3f} (first checkpoint at or above it): "
+            f"{reached.rollouts:,} rollouts, {reached.tokens:,} tokens, {gpu} GPU-seconds.")
+
+
+def demo_report(folder: str | Path, results: Sequence[tuple[str, int, TrainResult]], *, split: str,
+                models: dict[str, str], use_ground_truth: bool, scorer: str) -> Path:
+    """Write ``demo.md`` (methods side by side: time, speedup, accuracy on ``split``, cost, role
+    separation) and ``accuracy-time.png`` into ``folder``, and the index; returns the index."""
+    root = Path(folder)
+    root.mkdir(parents=True, exist_ok=True)
+    points = [(f"{method} (batch {batch})", [(r.train_sim_seconds, r.final_eval.accuracy if r.final_eval else 0.0,
+                                              "flat")]) for method, batch, r in results]
+    png = time_points_plot(root / "accuracy-time.png", points, ylabel=f"accuracy on {split} (%)")
+    baseline = results[0][2].train_sim_seconds
+    lines = ["# combee demo: sequential ACE, naive batching and Combee on Formula", "",
+             "Simulated endpoint (the task world: a model, not evidence about real LLMs), flat latency preset; "
+             f"accuracy of the final playbook on the `{split}` split.", "",
+             f"![accuracy vs simulated time per method]({png.name})", "",
+             "| method | batch | sim time (h) | speedup | accuracy % | entries | rollouts | tokens | GPU-s |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for method, batch, r in results:
+        accuracy = 100 * r.final_eval.accuracy if r.final_eval else float("nan")
+        gpu = "unknown" if r.gpu_seconds is None else f"{r.gpu_seconds:,.0f}"
+        lines.append(f"| {method} | {batch} | {r.train_sim_seconds / 3600:.2f} | "
+                     f"{baseline / max(r.train_sim_seconds, 1e-9):.1f}x | {accuracy:.1f} | {len(r.final)} | "
+                     f"{r.rollouts:,} | {r.tokens:,} | {gpu} |")
+    roles, warnings = role_separation(models, use_ground_truth=use_ground_truth, scorer=scorer)
+    lines += ["", "Role separation:", "", *roles, *(f"\n**Warning:** {w}" for w in warnings), "",
+              "For claims that survive, see `combee diagnose cards/formula.toml` and "
+              "`combee verify cards/formula.toml --config X` (held-out test split, seeds x hardware classes)."]
+    write_atomic(root / "demo.md", "\n".join(lines).encode())
+    return write_index(root, title="combee demo")
+
+
+def write_index(folder: str | Path, title: str = "Reports") -> Path:
+    """``index.md`` in ``folder`` linking every Markdown report and PNG plot there (and one level down)."""
+    root = Path(folder)
+    reports = sorted(p for p in root.glob("*.md") if p.name != INDEX) + sorted(root.glob("*/*.md"))
+    plots = sorted(root.glob("*.png")) + sorted(root.glob("*/*.png"))
+    lines = [f"# {title}", "", "Reports:", "", *(f"- [{p.relative_to(root)}]({p.relative_to(root)})" for p in reports),
+             "", "Plots:", "", *(f"- [{p.relative_to(root)}]({p.relative_to(root)})" for p in plots)]
+    path = root / INDEX
+    write_atomic(path, "\n".join(lines).encode())
+    return path

@@ -1,0 +1,103 @@
+"""``verify``: a configuration and the card's serial baseline under every (seed, hardware class)
+cell of the card, scored on the test split, judged by :mod:`combee_fast.verify.verdict`.
+
+Cells on the simulated endpoint run concurrently (each its own session and simulated server);
+cells of a hardware class with real endpoints run one after another, so they never load one
+another's server. Serial-baseline cells come from the cache folder when they were run before
+(:mod:`combee_fast.verify.baseline`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import TypeVar
+
+import msgspec
+
+from combee_fast.config import SessionConfig, VerifyConfig
+from combee_fast.errors import ConfigError
+from combee_fast.gepa.methods import GEPA_METHODS
+from combee_fast.native.bootstrap import DEFAULT_RESAMPLES
+from combee_fast.verify.baseline import baseline_cell
+from combee_fast.verify.card import Card, HardwareClass
+from combee_fast.verify.cells import CellRun, cell_config, run_cell
+from combee_fast.verify.verdict import Verdict, judge
+
+T = TypeVar("T")
+
+
+class Verification(msgspec.Struct, frozen=True, kw_only=True):
+    """Everything one ``verify`` measured and decided."""
+
+    card: Card
+    config: SessionConfig  # the configuration verified (before it is made a cell)
+    label: str
+    runs: tuple[CellRun, ...]
+    baselines: tuple[CellRun, ...]  # same order as runs
+    cached_baselines: int
+    verdict: Verdict
+
+
+def _gate(hardware: HardwareClass, locks: dict[str, asyncio.Lock]) -> contextlib.AbstractAsyncContextManager[object]:
+    """No gate for a simulated class (each cell has its own server); one at a time on real endpoints."""
+    if hardware.sim_preset is not None:
+        return contextlib.nullcontext()
+    return locks.setdefault(hardware.name, asyncio.Lock())
+
+
+async def verify_config(
+    card: Card, card_path: str | Path, config: SessionConfig, *, settings: VerifyConfig = VerifyConfig(),
+    label: str | None = None, resamples: int = DEFAULT_RESAMPLES, runs_dir: str | Path | None = None,
+    on_cell: Callable[[str], None] | None = None,
+) -> Verification:
+    """Run ``config`` and the serial baseline in every cell of ``card`` and judge them.
+
+    ``runs_dir``: keep each cell's run directory under it (``<hardware>-seed<k>``). ``on_cell``
+    is told one line per finished cell. :class:`ConfigError` for a GEPA method (its artifact is
+    not a playbook) or a configuration of another task.
+    """
+    if config.method in GEPA_METHODS:
+        raise ConfigError(f"verify compares playbooks; method {config.method!r} learns a system prompt")
+    if config.task.name != card.task.name:
+        raise ConfigError(f"the configuration is for task {config.task.name!r}; the card is for {card.task.name!r}")
+    locks: dict[str, asyncio.Lock] = {}
+    cells = [(hardware, seed) for hardware in card.hardware for seed in settings.seeds]
+    name = label or f"{config.method}-b{config.train.batch_size or 'auto'}"
+
+    async def gated(hardware: HardwareClass, work: Callable[[], Awaitable[T]]) -> T:
+        async with _gate(hardware, locks):
+            return await work()
+
+    async def ours(hardware: HardwareClass, seed: int) -> CellRun:
+        run_dir = None if runs_dir is None else Path(runs_dir) / f"{name}-{hardware.name}-seed{seed}"
+        cell = await gated(hardware, lambda: run_cell(
+            card, card_path, cell_config(card, config, hardware, seed), hardware, command="verify", run_dir=run_dir))
+        if on_cell is not None:
+            on_cell(f"{name} {hardware.name} seed {seed}: {cell.sim_seconds:,.0f} sim s, "
+                    f"test {100 * cell.test_accuracy:.1f}%")
+        return cell
+
+    async def theirs(hardware: HardwareClass, seed: int) -> tuple[CellRun, bool]:
+        found = await gated(hardware, lambda: baseline_cell(
+            card, card_path, hardware, seed, folder=settings.baseline_cache, time_scale=settings.serial_time_scale,
+            world=config.sim.world))
+        if on_cell is not None:
+            cell, cached = found
+            on_cell(f"baseline {hardware.name} seed {seed}: {cell.sim_seconds:,.0f} sim s, "
+                    f"test {100 * cell.test_accuracy:.1f}%{' (cached)' if cached else ''}")
+        return found
+
+    results = await asyncio.gather(*(ours(h, s) for h, s in cells), *(theirs(h, s) for h, s in cells))
+    runs = [r for r in results[: len(cells)]]
+    baselines = [b for b in results[len(cells):]]
+    verdict = await asyncio.to_thread(
+        judge, [(run, base) for run, (base, _) in zip(runs, baselines)], card.claim, resamples=resamples)  # type: ignore[misc]
+    return Verification(
+        card=card, config=config, label=name, runs=tuple(runs),  # type: ignore[arg-type]
+        baselines=tuple(base for base, _ in baselines),  # type: ignore[misc]
+        cached_baselines=sum(cached for _, cached in baselines),  # type: ignore[misc]
+        verdict=verdict,
+    )

@@ -1,0 +1,53 @@
+"""`combee verify` in real processes on the simulated endpoint, on a small sliced card."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.cli.test_cli import _combee
+from tests.verify.small_card import run_config, small_card
+
+FAST_SERIAL = ("--serial-time-scale", "0.0001", "--resamples", "2000", "--quiet")
+
+
+@pytest.mark.slow
+def test_verify_passes_combee_fails_an_unkept_claim_and_reuses_the_cached_baseline(tmp_path):
+    card = small_card(tmp_path / "cards", replace={"speedup = 10.0": "speedup = 3.0"})
+    combee = run_config(tmp_path, "combee", "combee", 10)
+    cache = tmp_path / "cache"
+    done = _combee("verify", str(card), "--config", str(combee), "--cache", str(cache), "--out", str(tmp_path / "v1"),
+                   *FAST_SERIAL)
+    assert done.returncode == 0, done.stderr
+    last = done.stdout.splitlines()[-1]
+    assert last.startswith("verdict=PASS min_speedup=") and "report=" in last
+    report = (tmp_path / "v1" / "verify.md").read_text()
+    for cell in ("h200/seed0", "h200/seed1", "h200/seed2", "hosted/seed0", "hosted/seed1", "hosted/seed2"):
+        assert f"| {cell} |" in report
+    assert "Serial baseline cells from the cache: 0 of 6" in report and "Role separation" in report
+    assert {p.name for p in (tmp_path / "v1").iterdir()} >= {"verify.md", "cells.png", "accuracy-time.png", "index.md"}
+    assert len(list(cache.glob("*.json"))) == 6
+    record = json.loads((card.parent / "card.usage.json").read_text())
+    assert {(e["role"], e["use"]) for e in record} == {("train", "train"), ("selection", "select"), ("test", "report")}
+
+    # the same card, another claim the configuration cannot keep: FAIL naming every cell; no baseline reruns
+    stamps = {p: p.stat().st_mtime_ns for p in cache.glob("*.json")}
+    card.write_text(card.read_text().replace("speedup = 3.0", "speedup = 1000.0"))
+    failed = _combee("verify", str(card), "--config", str(combee), "--cache", str(cache),
+                     "--out", str(tmp_path / "v2"), *FAST_SERIAL)
+    assert failed.returncode == 1, failed.stderr
+    assert failed.stdout.splitlines()[-1].startswith("verdict=FAIL")
+    assert failed.stderr.count("broken cell") == 6 and "< claimed 1000x" in failed.stderr
+    assert "Serial baseline cells from the cache: 6 of 6" in (tmp_path / "v2" / "verify.md").read_text()
+    assert {p: p.stat().st_mtime_ns for p in cache.glob("*.json")} == stamps
+
+
+def test_verify_refuses_a_gepa_config_and_too_few_seeds(tmp_path):
+    card = small_card(tmp_path / "cards")
+    gepa = run_config(tmp_path, "gepa", "gepa", 10)
+    done = _combee("verify", str(card), "--config", str(gepa), "--out", str(tmp_path / "v"), "--cache",
+                   str(tmp_path / "c"))
+    assert done.returncode == 2 and "learns a system prompt" in done.stderr and done.stderr.count("\n") == 1
+    seeds = _combee("verify", str(card), "--config", str(gepa), "--seeds", "0,1")
+    assert seeds.returncode == 2 and "at least 3 distinct seeds" in seeds.stderr
