@@ -43,13 +43,17 @@ class BlockingChat:
         self.sim_seconds = 0.0
         self.peak_in_flight = 0
 
-    def __call__(self, prompt: str | Sequence[Mapping[str, Any]]) -> str:
+    def __call__(self, prompt: str | Sequence[Mapping[str, Any]], json_schema: Mapping[str, Any] | None = None) -> str:
+        """The reply's text; with ``json_schema``, the request asks for JSON of that schema
+        (``response_format`` ``json_schema``)."""
         messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else [
             {"role": str(m["role"]), "content": str(m["content"])} for m in prompt
         ]
         body: dict[str, Any] = {"model": self.model, "messages": messages, "temperature": self.temperature}
         if self.max_tokens is not None:
             body["max_tokens"] = self.max_tokens
+        if json_schema is not None:
+            body["response_format"] = {"type": "json_schema", "json_schema": {"name": "reply", "schema": dict(json_schema)}}
         with self._lock:
             self._in_flight += 1
             self.peak_in_flight = max(self.peak_in_flight, self._in_flight)

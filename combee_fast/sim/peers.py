@@ -20,8 +20,10 @@ in the format the peer parses:
   sends it): our JSON, three sentences of reasoning and the instruction with one guidance line
   appended; in GEPA's default words (the current instruction in the first fenced block): the same
   reasoning, then the new instruction in a fenced block.
-- **anything else**: six sentences of prose; for a request with a JSON schema, an object of that
-  schema whose strings are that prose.
+- **a request with a JSON schema** (ace-framework's roles ask for structured output): an object
+  of that schema (references and unions resolved, arrays empty), two sentences of prose in each
+  string;
+- **anything else**: six sentences of prose.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Iterable
+from typing import Any
 
 import orjson
 
@@ -46,6 +49,28 @@ _REVISION_LINE = re.compile(r"^\[(\d+\.\d+)\] ", re.MULTILINE)
 
 def _digest(text: str) -> int:
     return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "little")
+
+
+def _filled(schema: dict[str, Any], defs: dict[str, Any], seed: int, depth: int = 0) -> Any:
+    """A value of ``schema``: ``$ref`` into ``defs`` followed, the first non-null branch of a
+    union taken, objects filled field by field, strings with two sentences of prose."""
+    if depth > 8:
+        return None
+    ref = schema.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/$defs/"):
+        return _filled(defs.get(ref.removeprefix("#/$defs/"), {}), defs, seed, depth + 1)
+    for union in ("anyOf", "oneOf", "allOf"):
+        branches = [b for b in schema.get(union, ()) if b.get("type") != "null"]
+        if branches:
+            return _filled(branches[0], defs, seed, depth + 1)
+    if schema.get("type") == "object" or "properties" in schema:
+        return {
+            name: _filled(sub, defs, seed + index, depth + 1)
+            for index, (name, sub) in enumerate(schema.get("properties", {}).items())
+        }
+    if schema.get("type") == "string" and "enum" not in schema:
+        return _prose(2, "peer-field", seed)
+    return example_for_schema(schema, _prose(2, "peer-field", seed))
 
 
 def _guided(current: str, seed: int) -> str:
@@ -82,10 +107,9 @@ class PeerReplies:
         if fenced is not None:
             instruction = _guided(fenced.group(1).strip("\n"), seed)
             return f"{_prose(3, 'peer-reflect', seed)}\n```\n{instruction}\n```"
-        text = _prose(6, "peer-other", seed)
         if request.json_schema is not None:
-            return orjson.dumps(example_for_schema(request.json_schema, text)).decode()
-        return text
+            return orjson.dumps(_filled(request.json_schema, request.json_schema.get("$defs", {}), seed)).decode()
+        return _prose(6, "peer-other", seed)
 
 
 class PeerRouter:
