@@ -212,7 +212,9 @@ async def _measured(server: SimServer, work: Callable[[], Any]) -> tuple[Any, in
     return outcome, chain_depth(spans), peak_overlap(spans)
 
 
-def _session_config(url: str, args: PeersArgs, method: str, *, batch: int, concurrency: int | None = None) -> SessionConfig:
+def _session_config(
+    url: str, args: PeersArgs, method: str, *, batch: int, concurrency: int | None = None,
+) -> SessionConfig:
     transport = TransportConfig() if concurrency is None else TransportConfig(concurrency=concurrency)
     return SessionConfig(
         method=method, seed=args.seed, task=TaskConfig(name=args.task), train=TrainConfig(batch_size=batch),
@@ -235,7 +237,9 @@ async def run_ours_gepa(
     )
 
 
-async def run_ours_ace(server: SimServer, args: PeersArgs, method: str, batch: int, train_set: Sequence[Example]) -> PeerRow:
+async def run_ours_ace(
+    server: SimServer, args: PeersArgs, method: str, batch: int, train_set: Sequence[Example],
+) -> PeerRow:
     config = _session_config(server.url, args, method, batch=batch)
     async with open_session(config) as session:
         result, depth, peak = await _measured(server, lambda: train(
@@ -346,7 +350,8 @@ def last_line(rows: Sequence[PeerRow]) -> str:
 
 NOTES = (
     "Accuracy (acc): task world, ours only; n/c = not comparable: the endpoint answers the peers' prompts with",
-    "text of realistic length and format (sim/peers.py), so their time, calls and depth compare, their accuracy does not.",
+    "text of realistic length and format (sim/peers.py), so their time, calls and depth compare,",
+    "their accuracy does not.",
     "gepa (PyPI) with LM callables grades one example at a time (its default adapter batches only litellm model",
     "names), and reflects with one call; our gepa grades a minibatch or validation set concurrently. The",
     "'1 in flight' row runs our loop with one request at a time: that is the like-for-like comparison.",

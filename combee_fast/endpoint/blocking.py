@@ -53,7 +53,9 @@ class BlockingChat:
         if self.max_tokens is not None:
             body["max_tokens"] = self.max_tokens
         if json_schema is not None:
-            body["response_format"] = {"type": "json_schema", "json_schema": {"name": "reply", "schema": dict(json_schema)}}
+            body["response_format"] = {
+                "type": "json_schema", "json_schema": {"name": "reply", "schema": dict(json_schema)},
+            }
         with self._lock:
             self._in_flight += 1
             self.peak_in_flight = max(self.peak_in_flight, self._in_flight)

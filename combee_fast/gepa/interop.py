@@ -107,7 +107,9 @@ class CombeeReflectionStrategy:
             proposal.metadata.update({f"combee:{name}:{key}": value for key, value in meta.items()})
         return proposal, self
 
-    def reflect_many(self, jobs: Sequence[tuple[dict[str, str], Any, list[str]]]) -> list[tuple[InteropProposal, CombeeReflectionStrategy]]:
+    def reflect_many(
+        self, jobs: Sequence[tuple[dict[str, str], Any, list[str]]],
+    ) -> list[tuple[InteropProposal, CombeeReflectionStrategy]]:
         """One :meth:`reflect` per job, the jobs' map phases at once."""
         if not jobs:
             return []
@@ -141,7 +143,8 @@ class CombeeReflectionStrategy:
 
     def _proposer_prompt(self, current: str, records: Sequence[Mapping[str, Any]]) -> str:
         examples = "\n".join(orjson.dumps(dict(r), default=str).decode() for r in records)
-        return PROPOSER_SYSTEM_PROMPT + "\n\n" + fill(INTEROP_PROPOSER_USER_TEMPLATE, instruction=current, examples=examples)
+        user = fill(INTEROP_PROPOSER_USER_TEMPLATE, instruction=current, examples=examples)
+        return PROPOSER_SYSTEM_PROMPT + "\n\n" + user
 
     def _aggregator_prompt(self, current: str, texts: Sequence[str]) -> str:
         return AGGREGATOR_SYSTEM_PROMPT + "\n\n" + fill(

@@ -70,12 +70,15 @@ async def test_no_records_no_proposal() -> None:
         assert proposal.new_texts == {} and server.spans() == []
 
 
-@pytest.mark.skipif(importlib.util.find_spec("gepa") is None, reason="the PyPI gepa package is not installed (pip install -e '.[bench]')")
+@pytest.mark.skipif(
+    importlib.util.find_spec("gepa") is None, reason="the PyPI gepa package is not installed (pip install -e '.[bench]')",
+)
 async def test_gepa_own_loop_runs_with_the_combee_strategy() -> None:
     import gepa
 
     task = get_task("formula")
-    data = [{"input": e.input, "answer": e.target or "", "additional_context": {}} for e in task.load("train").examples[:16]]
+    examples = task.load("train").examples[:16]
+    data = [{"input": e.input, "answer": e.target or "", "additional_context": {}} for e in examples]
     async with _server() as server:
         lm = BlockingChat(server.url, "sim")
         strategy = CombeeReflectionStrategy(lm)
@@ -95,3 +98,16 @@ async def test_gepa_own_loop_runs_with_the_combee_strategy() -> None:
     assert strategy.calls >= math.isqrt(16) + 1  # at least one reflection: its map and its reduce
     assert strategy.peak_in_flight == math.isqrt(16)
     assert result.total_metric_calls >= 60
+
+
+async def test_reflect_many_gives_one_proposal_per_job_in_order() -> None:
+    records = [{"Inputs": f"question {i}", "Feedback": "wrong"} for i in range(4)]
+    jobs = [({"system_prompt": f"Rule {n}."}, {"system_prompt": records}, ["system_prompt"]) for n in range(3)]
+    async with _server() as server:
+        lm = BlockingChat(server.url, "sim")
+        try:
+            results = await asyncio.to_thread(CombeeReflectionStrategy(lm).reflect_many, jobs)
+        finally:
+            lm.close()
+    assert [proposal.new_texts["system_prompt"].split("\n")[0] for proposal, _ in results] == [
+        "Rule 0.", "Rule 1.", "Rule 2."]
