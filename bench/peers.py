@@ -62,10 +62,10 @@ from combee_fast.tasks.registry import get_task
 
 PRESET = "flat"
 ACE_FRAMEWORK_NOTE = (
-    "ace-framework: its current release (0.13.0) requires Python >= 3.12, and this machine has 3.11 only "
-    "(no python3.12 in Debian bookworm's apt sources, none on PyPI); the bench runs 0.7.1, the last release "
-    "that installs on 3.11, through an LLMClient of ours (its documented extension point) that calls the "
-    "endpoint and asks for its roles' JSON schemas as response_format"
+    "ace-framework: its releases from 0.7.2 on (current: 0.13.0) require Python >= 3.12, and this machine has "
+    "3.11 only (Debian bookworm's apt sources have no python3.12 candidate); the bench runs 0.7.1, the last "
+    "release that installs on 3.11, through an LLMClient of ours (its documented extension point) that calls "
+    "the endpoint and asks for its roles' JSON schemas as response_format"
 )
 
 
