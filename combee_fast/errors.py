@@ -48,6 +48,10 @@ class EndpointUnreachable(CombeeError):
     """An endpoint did not answer a health check: names the endpoint and the cause."""
 
 
+class EndpointError(CombeeError):
+    """A blocking chat call (:mod:`combee_fast.endpoint.blocking`) failed: the URL and the cause."""
+
+
 class ConfigError(CombeeError):
     """A configuration value is invalid: names the option and the value."""
 

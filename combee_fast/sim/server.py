@@ -141,6 +141,7 @@ class SimServer:
         self._authorization = None if api_key is None else f"Bearer {api_key}"
         self._model = BatchModel(self.preset)
         self._counters = SimCounters()
+        self._spans: list[tuple[float, float]] = []
         self._waiters: dict[Job, asyncio.Future[None]] = {}
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = 0.0
@@ -207,6 +208,11 @@ class SimServer:
             busy_s=self.busy_s(),
         )
         return snapshot
+
+    def spans(self, since: int = 0) -> list[tuple[float, float]]:
+        """``(arrival, finish)`` in simulated seconds of every completed request from the
+        ``since``-th on, in completion order (``len(server.spans())`` marks a point to start from)."""
+        return self._spans[since:]
 
     def busy_s(self) -> float:
         """Simulated seconds so far during which the latency model had a sequence running."""
@@ -336,6 +342,7 @@ class SimServer:
         finally:
             del self._waiters[job]
         assert job.finished_at is not None
+        self._spans.append((job.arrival, job.finished_at))
         return job.finished_at - job.arrival
 
     def _sim_now(self) -> float:

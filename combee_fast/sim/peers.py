@@ -1,0 +1,124 @@
+"""Answers for other learners' prompts (the peers bench): a model of reply *length and format*,
+not of what a model would learn from them.
+
+The task world plays our roles only: it reads our prompts by their tags and the role header. A
+peer (the PyPI ``gepa`` package, say) sends its own prompts without a role header. On one shared
+endpoint :class:`PeerRouter` sends requests whose role the world plays to it and every other one
+to :class:`PeerReplies`, which answers with text of the length our own roles' replies have and
+in the format the peer parses:
+
+- **a task question** (the user message is an example's input, the system message the peer's
+  instruction): the world's generator reasoning (same length as our solver's) and
+  ``Final answer: <answer>``. The answer is drawn by the world (:meth:`TaskWorld.answer`, lessons
+  read from the instruction as our solver does), seeded by the instruction's text, so two
+  instructions differ in their answers as two real prompts would, and a peer's search accepts and
+  rejects children at a realistic rate. A peer's accuracy still is not comparable with ours: its
+  reflections write prose, not the world's lessons.
+- **a merge of revisions** (lines ``[r.n] text``, our GEPA interop's aggregation prompt): JSON
+  keeping every added line by reference.
+- **a reflection** in our proposer's words (``<current_instruction>`` tags, as our GEPA interop
+  sends it): our JSON, three sentences of reasoning and the instruction with one guidance line
+  appended; in GEPA's default words (the current instruction in the first fenced block): the same
+  reasoning, then the new instruction in a fenced block.
+- **a request with a JSON schema** (ace-framework's roles ask for structured output): an object
+  of that schema (references and unions resolved, arrays empty), two sentences of prose in each
+  string;
+- **anything else**: six sentences of prose.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterable
+from typing import Any
+
+import orjson
+
+from combee_fast.sim.instructions import AGGREGATOR_ROLE, PROPOSER_ROLE, SOLVER_ROLE, instruction_lessons
+from combee_fast.sim.responders import Responder, SimRequest, example_for_schema
+from combee_fast.sim.world import TaskWorld, _prose
+
+WORLD_ROLES = frozenset({"generator", "reflector", "curator", "reducer", SOLVER_ROLE, PROPOSER_ROLE, AGGREGATOR_ROLE})
+"""The role headers the task world answers (the ACE roles and the GEPA roles)."""
+
+_CURRENT = re.compile(r"<current_instruction>\n(.*?)\n?</current_instruction>", re.DOTALL)
+_FENCED = re.compile(r"```[^\n]*\n(.*?)```", re.DOTALL)
+_REVISION_LINE = re.compile(r"^\[(\d+\.\d+)\] ", re.MULTILINE)
+
+
+def _digest(text: str) -> int:
+    return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "little")
+
+
+def _filled(schema: dict[str, Any], defs: dict[str, Any], seed: int, depth: int = 0) -> Any:
+    """A value of ``schema``: ``$ref`` into ``defs`` followed, the first non-null branch of a
+    union taken, objects filled field by field, strings with two sentences of prose."""
+    if depth > 8:
+        return None
+    ref = schema.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/$defs/"):
+        return _filled(defs.get(ref.removeprefix("#/$defs/"), {}), defs, seed, depth + 1)
+    for union in ("anyOf", "oneOf", "allOf"):
+        branches = [b for b in schema.get(union, ()) if b.get("type") != "null"]
+        if branches:
+            return _filled(branches[0], defs, seed, depth + 1)
+    if schema.get("type") == "object" or "properties" in schema:
+        return {
+            name: _filled(sub, defs, seed + index, depth + 1)
+            for index, (name, sub) in enumerate(schema.get("properties", {}).items())
+        }
+    if schema.get("type") == "string" and "enum" not in schema:
+        return _prose(2, "peer-field", seed)
+    return example_for_schema(schema, _prose(2, "peer-field", seed))
+
+
+def _guided(current: str, seed: int) -> str:
+    """``current`` with one guidance line appended (numbered by ``seed``, so revisions differ)."""
+    return f"{current}\n- {_prose(1, 'peer-guidance', seed)} ({seed % 9973})"
+
+
+class PeerReplies:
+    """A :class:`~combee_fast.sim.responders.Responder` for prompts the world cannot play
+    (module docstring); ``world`` supplies the questions, answers and prose."""
+
+    def __init__(self, world: TaskWorld) -> None:
+        self.world = world
+
+    def respond(self, request: SimRequest) -> str:
+        system = "\n".join(m.content for m in request.messages if m.role == "system")
+        prompt = request.last_user_content
+        seed = _digest(system + "\x00" + prompt)
+        question = self.world._questions.get(prompt.strip())
+        if question is not None:
+            entries = [(f"i{n}", lesson) for n, lesson in enumerate(instruction_lessons(system))]
+            reply = self.world.answer(question, entries, "", _digest(system))
+            return f"{reply['reasoning']}\nFinal answer: {reply['final_answer']}"
+        refs = _REVISION_LINE.findall(prompt)
+        if refs:
+            return orjson.dumps({
+                "reasoning": _prose(3, "peer-merge", seed), "remove": [], "keep": list(dict.fromkeys(refs)), "add": [],
+            }).decode()
+        tagged = _CURRENT.search(prompt)
+        if tagged is not None:
+            instruction = _guided(tagged.group(1).strip("\n"), seed)
+            return orjson.dumps({"reasoning": _prose(3, "peer-reflect", seed), "instruction": instruction}).decode()
+        fenced = _FENCED.search(prompt)
+        if fenced is not None:
+            instruction = _guided(fenced.group(1).strip("\n"), seed)
+            return f"{_prose(3, 'peer-reflect', seed)}\n```\n{instruction}\n```"
+        if request.json_schema is not None:
+            return orjson.dumps(_filled(request.json_schema, request.json_schema.get("$defs", {}), seed)).decode()
+        return _prose(6, "peer-other", seed)
+
+
+class PeerRouter:
+    """Routes by role header: :data:`WORLD_ROLES` to ``world``, everything else to ``peers``."""
+
+    def __init__(self, world: Responder, peers: Responder, world_roles: Iterable[str] = WORLD_ROLES) -> None:
+        self.world = world
+        self.peers = peers
+        self.world_roles = frozenset(world_roles)
+
+    def respond(self, request: SimRequest) -> str:
+        return (self.world if request.role in self.world_roles else self.peers).respond(request)

@@ -1,0 +1,37 @@
+"""Shape of a set of requests in time, from the simulated server's ``(arrival, finish)`` spans.
+
+- :func:`chain_depth`: the longest chain of requests each of which arrived after the previous one
+  finished. For calls that depend on each other (each sent when the last answered) it is their
+  number; for waves of concurrent calls it is the number of waves: the critical path's depth.
+- :func:`peak_overlap`: the most requests in flight at one instant.
+
+Both are pure functions of the spans (simulated seconds), so they hold for any time scale as long
+as the client's own overhead between dependent calls stays above zero, which it always does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+def chain_depth(spans: Sequence[tuple[float, float]]) -> int:
+    """The length of the longest chain of spans, each starting at or after the previous one's end.
+
+    Greedy by earliest finish, which is optimal for interval chains (the classic activity
+    selection argument): O(n log n). Empty spans give 0."""
+    depth, last_end = 0, float("-inf")
+    for start, end in sorted(spans, key=lambda span: (span[1], span[0])):
+        if start >= last_end:
+            depth, last_end = depth + 1, end
+    return depth
+
+
+def peak_overlap(spans: Sequence[tuple[float, float]]) -> int:
+    """The largest number of spans open at one instant (a span ending when another starts does
+    not overlap it). Empty spans give 0."""
+    events = sorted([(start, 1) for start, _ in spans] + [(end, -1) for _, end in spans])
+    peak = open_now = 0
+    for _, step in events:
+        open_now += step
+        peak = max(peak, open_now)
+    return peak

@@ -1,0 +1,66 @@
+"""``bench/peers.py`` at tiny scale, so a change that breaks the peers bench fails here.
+
+Our peers always run; the PyPI ``gepa`` rows run when the package (the ``bench`` extra) is
+installed and otherwise must say why they could not, and the GEPA-package assertions are then
+skipped with that reason.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[1] / "bench" / "peers.py"
+LAST_LINE = re.compile(
+    r"gepa_pypi_s_per_call=(\S+) gepa_ours_s_per_call=(\S+) combee_gepa_s_per_call=(\S+) "
+    r"combee_ace_s_per_sample=(\S+) sequential_ace_s_per_sample=(\S+)"
+)
+
+
+def _bench():
+    spec = importlib.util.spec_from_file_location("peers_bench", BENCH)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.slow
+async def test_peers_bench_runs_at_tiny_scale() -> None:
+    bench = _bench()
+    args = bench.PeersArgs(train=6, val=4, budget=24, combee_batch=4, ace_batch=3, time_scale=0.005)
+    rows = await bench.run_peers(args)
+    by = {row.name: row for row in rows}
+    assert list(by)[:7] == ["gepa (PyPI)", "gepa (PyPI) + Combee refl.", "gepa (ours)", "gepa (ours, 1 in flight)",
+                            "combee-gepa", "sequential ACE", "combee ACE"]
+    ace = rows[7]
+    assert ace.name.startswith("ACE (ace-framework")
+    if bench.ace_framework_version() is None:
+        assert ace.reason.startswith("cannot run: ace-framework is not installed")
+    else:
+        assert ace.reason is None and ace.samples == args.train and ace.peak == 1 and ace.depth == ace.calls
+    for name in ("gepa (ours)", "gepa (ours, 1 in flight)", "combee-gepa", "sequential ACE", "combee ACE"):
+        row = by[name]
+        assert row.reason is None and row.samples > 0 and row.calls > 0 and row.depth > 0, name
+    serial = by["gepa (ours, 1 in flight)"]
+    assert serial.peak == 1 and serial.depth == serial.calls  # one request at a time: depth is the call count
+    assert by["sequential ACE"].peak == 1
+    assert by["combee-gepa"].peak > 1 and by["combee ACE"].peak > 1
+    assert bench.table(rows)[0].startswith("peer")
+    match = LAST_LINE.fullmatch(bench.last_line(rows))
+    assert match is not None
+    assert all(value != "nan" for value in match.groups()[1:])
+    if not bench.gepa_pypi_available():
+        assert by["gepa (PyPI)"].reason.startswith("cannot run: the gepa package is not installed")
+        pytest.skip("the PyPI gepa package is not installed (pip install -e '.[bench]'): its rows were not run")
+    pypi = by["gepa (PyPI)"]
+    assert pypi.reason is None and pypi.metric_calls >= args.budget and pypi.iterations > 0
+    assert pypi.peak == 1 and pypi.depth == pypi.calls  # its default adapter grades one example at a time
+    assert by["gepa (PyPI) + Combee refl."].peak > 1  # the interop's map: several reflections at once
+    assert match.group(1) != "nan"
+    assert any(line.startswith("faithfulness gepa (ours, 1 in flight)") for line in bench.faithfulness(rows, args.val))
