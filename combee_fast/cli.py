@@ -8,16 +8,19 @@ defined in :mod:`combee_fast.errors`).
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import msgspec
 
 from combee_fast import flags
-from combee_fast.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, CallsFailed, CombeeError, SplitChangedError
+from combee_fast.errors import (
+    EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, CallsFailed, CombeeError, ConfigError, SplitChangedError,
+)
 from combee_fast.redact import escape_control, scrub
 from combee_fast.run.ledger import LedgerRow
 from combee_fast.sim import cli as sim_cli
@@ -41,6 +44,9 @@ def build_parser() -> argparse.ArgumentParser:
     learn.add_argument("--out", help="run directory (default: runs/<task>-<method>-<date-time>)")
     learn.add_argument("--overwrite", action="store_true", help="replace the run already in --out")
     learn.add_argument("--quiet", action="store_true", help="no progress lines")
+    learn.add_argument("--resume", metavar="RUN_DIR",
+                       help="continue the run in RUN_DIR from its last completed step, with its own config.json "
+                            "(after kill -9, SIGINT or SIGTERM); other learn flags are refused")
     learn.add_argument("--gpus", type=flags.positive_int,
                        help="GPUs serving the endpoints, for GPU-seconds (default: the --card's hardware class the run "
                             "is on, else 1 on the simulated endpoint and unknown on a real one)")
@@ -79,9 +85,12 @@ def _progress(row: LedgerRow) -> None:
 
 
 async def _learn(args: argparse.Namespace) -> int:
+    from combee_fast.run.interrupt import StopRequest
     from combee_fast.run.rundir import RunDir, check_run_target
     from combee_fast.session import open_session
 
+    if args.resume:
+        return await _resume(args)
     config = flags.session_config(args)
     out = args.out or f"runs/{config.task.name}-{config.method}-{time.strftime('%Y%m%d-%H%M%S')}"
     check_run_target(out, overwrite=args.overwrite)
@@ -94,11 +103,59 @@ async def _learn(args: argparse.Namespace) -> int:
     async with open_session(config) as session:  # config, data and endpoints validated first
         session.split_uses(usage.roles if usage is not None else None)  # a test-split use is refused before --out is made
         run_dir = RunDir(out, overwrite=args.overwrite)
+        stop = StopRequest()
+        stop.install()
         try:
             result = await session.train(run_dir=run_dir, on_step=None if args.quiet else _progress, usage=usage,
-                                         gpus=gpus)
+                                         gpus=gpus, stop=stop)
         finally:
+            stop.uninstall()
             run_dir.close()
+    return _finish(result, run_dir, out, stop)
+
+
+async def _resume(args: argparse.Namespace) -> int:
+    """``learn --resume RUN_DIR``: the run's own configuration, splits checked, its checkpoint."""
+    from combee_fast.config import load_config
+    from combee_fast.run.checkpoint import load_checkpoint
+    from combee_fast.run.interrupt import StopRequest
+    from combee_fast.run.rundir import RunDir
+    from combee_fast.session import open_session
+    from combee_fast.tasks.base import SplitManifest, verify_split
+
+    given = [name for name, value in vars(args).items()
+             if name not in ("command", "resume", "quiet", "gpus", "task_option") and value not in (None, False)]
+    if given or args.task_option:
+        raise ConfigError(f"--resume continues a run with its own config.json; drop "
+                          f"{', '.join('--' + name.removeprefix('cfg__').split('__')[-1].replace('_', '-') for name in given) or '--task-option'}")
+    out = args.resume
+    root = Path(out)
+    if not (root / "config.json").is_file():
+        raise ConfigError(f"{out}: no config.json; not a run directory")
+    checkpoint = load_checkpoint(root)
+    config = load_config(root / "config.json")
+    async with open_session(config) as session:
+        try:
+            recorded = msgspec.json.decode((root / "splits.json").read_bytes(), type=list[SplitManifest])
+        except (OSError, msgspec.MsgspecError) as exc:
+            raise SplitChangedError(f"{root / 'splits.json'} is unreadable: {exc}") from None
+        for split, manifest in zip((session.train_split, session.val_split), recorded):
+            verify_split(split, manifest)
+        run_dir = RunDir.reopen(root, checkpoint.files)
+        stop = StopRequest()
+        stop.install()
+        try:
+            result = await session.train(run_dir=run_dir, on_step=None if args.quiet else _progress, gpus=args.gpus,
+                                         resume=checkpoint, stop=stop)
+        finally:
+            stop.uninstall()
+            run_dir.close()
+    return _finish(result, run_dir, out, stop, resumed_from=checkpoint.steps)
+
+
+def _finish(result: Any, run_dir: Any, out: str, stop: Any, *, resumed_from: int | None = None) -> int:
+    """Write ``summary.json`` (marked interrupted, with the resume command, when stopped by a
+    signal), print it; the exit code."""
     summary = {
         "method": result.method, "samples": result.samples, "calls": result.calls, "tokens": result.tokens,
         "rollouts": result.rollouts,
@@ -113,8 +170,18 @@ async def _learn(args: argparse.Namespace) -> int:
         "accounting": {"train": msgspec.to_builtins(result.counts),
                        "validation": msgspec.to_builtins(result.val_counts)},
     }
+    if resumed_from is not None:
+        summary["resumed_from_step"] = resumed_from
+    interrupted = getattr(result, "interrupted", False)
+    if interrupted:
+        command = f"combee learn --resume {shlex.quote(out)}"
+        summary.update(interrupted=stop.requested, steps_completed=result.steps, resume_command=command)
     run_dir.write_json("summary.json", summary)
     print(msgspec.json.encode(summary).decode())
+    if interrupted:
+        print(f"combee learn: interrupted by {stop.requested} after step {result.steps}; "
+              f"the playbook so far is in {Path(out) / 'final.json'}; resume with: {command}", file=sys.stderr)
+        return EXIT_INTERRUPTED
     return EXIT_OK
 
 

@@ -27,7 +27,9 @@ from combee_fast.protocols import BatchPlan, Method, Task
 from combee_fast.roles.agents import Agents, RoleClients
 from combee_fast.run.batch_plans import ControllerPlan, FixedBatch
 from combee_fast.run.gepa import GepaTrainResult, train_gepa
+from combee_fast.run.checkpoint import Checkpoint
 from combee_fast.run.cost import SIMULATED_GPUS, GpuClock
+from combee_fast.run.interrupt import StopRequest
 from combee_fast.run.ledger import LedgerRow
 from combee_fast.run.rundir import RunDir
 from combee_fast.run.train import TrainResult, train
@@ -115,6 +117,8 @@ class Session:
         playbook: Playbook | None = None,
         usage: SplitUsage | None = None,
         gpus: int | None = None,
+        resume: Checkpoint | None = None,
+        stop: StopRequest | None = None,
     ) -> TrainResult | GepaTrainResult:
         """Train the configured (or named) method; ``plan`` overrides the configured batch plan.
 
@@ -131,7 +135,10 @@ class Session:
         (:func:`combee_fast.run.gepa.train_gepa`); they take no plan and no starting playbook.
 
         With ``run_dir``, ``config.json`` and ``splits.json`` are written and the run directory
-        is moved into place (:meth:`RunDir.start`) before the first step.
+        is moved into place (:meth:`RunDir.start`) before the first step. ``resume`` (a checkpoint
+        of the run in ``run_dir``, reopened by :meth:`RunDir.reopen`) continues that run; ``stop``
+        ends the run at a safe point when requested (see :func:`combee_fast.run.train.train`).
+        A GEPA run can be neither resumed nor stopped so (:class:`ConfigError` for ``resume``).
         """
         config = self.config
         uses = self.split_uses(usage.roles if usage is not None else None)
@@ -142,11 +149,14 @@ class Session:
             ])
         name = method or config.method
         if name in GEPA_METHODS:
+            if resume is not None:
+                raise ConfigError(f"method {name} cannot be resumed; only playbook methods write checkpoints")
             self._start_run(run_dir, usage)
             return await self._train_gepa(name, run_dir, on_step)
         if plan is None:
             plan = await self.batch_plan(run_dir)
-        self._start_run(run_dir, usage)
+        if resume is None:
+            self._start_run(run_dir, usage)
         return await train(
             self.method(method),
             self.agents,
@@ -160,6 +170,8 @@ class Session:
             run_dir=run_dir,
             on_step=on_step,
             gpu_clock=self.gpu_clock(gpus),
+            resume=resume,
+            stop=stop,
         )
 
     def _start_run(self, run_dir: RunDir | None, usage: SplitUsage | None) -> None:

@@ -30,6 +30,13 @@ class FixedBatch:
     async def observe(self, batch_size: int, result: StepResult, samples_in_epoch: int) -> None:
         return None
 
+    def state(self) -> None:
+        """Nothing to checkpoint: the size never changes."""
+        return None
+
+    def restore(self, state: None) -> None:
+        return None
+
 
 def step_retention(result: StepResult) -> float:
     """Fraction of the step's distinct insights present in its resulting playbook."""
@@ -70,3 +77,11 @@ class ControllerPlan:
                 retention=retention,
             )
         )
+
+    def state(self) -> BatchSizeController:
+        """What a checkpoint keeps: the controller (its profile, fit, cap and decisions)."""
+        return self.controller
+
+    def restore(self, state: BatchSizeController) -> None:
+        """Continue from a checkpointed controller (see :meth:`state`)."""
+        self.controller = state
