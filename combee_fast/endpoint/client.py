@@ -24,7 +24,9 @@ Behaviour:
   ``Usage.sim_latency_s`` sums the ``X-Combee-Sim-Latency`` headers of the answers used plus,
   once the server has sent ``X-Combee-Time-Scale``, the real time spent in failed attempts and
   backoff converted to simulated seconds (simulated server only; ``None`` for real endpoints).
-  Tokens and retries add up over the call and its repair.
+  Tokens and retries add up over the call and its repair; the repair request counts as a retry
+  of the kind that called for it (``malformed``, ``truncated``...), so every request sent is a
+  call or a retry in the accounting.
 """
 
 from __future__ import annotations
@@ -293,6 +295,7 @@ class EndpointClient:
         data, problem = parse_structured(answer.text, answer.finish_reason, request.json_schema)
         if problem is None:
             return answer.text, data, None, answer.finish_reason
+        tally.retry_kinds.append(problem.label)  # the repair request is counted as a retry of its kind
         repair = await self._exchange(request, repair_messages(request.messages, answer.text, problem), tally)
         if isinstance(repair, CallError):
             message = f"{problem.message}; repair request failed: {repair.message}"
