@@ -130,12 +130,12 @@ def main(argv: Sequence[str] | None = None) -> None:
                                                 ("faults", faults, lost_faults, unaccounted_faults)):
             kinds = {role: dict(k) for role, k in result.counts.errors.items()}
             retries = {role: dict(k) for role, k in result.counts.retries.items()}
-            print(f"{name:<7} steps {len(result.ledger)}  calls {result.calls}  val {result.final_eval.accuracy:.3f} "
+            print(f"{name:<7} steps {result.steps}  calls {result.calls}  val {result.final_eval.accuracy:.3f} "
                   f"({result.final_eval.unanswered} unanswered)  lost {lost}  unaccounted {unaccounted}  "
                   f"failed {kinds}  retried {retries}", flush=True)
-        at_step = _kill_and_resume(root / "resumed", len(clean.ledger), random.Random(args.seed))
+        at_step = _kill_and_resume(root / "resumed", clean.steps, random.Random(args.seed))
         identical = (root / "resumed" / "final.json").read_bytes() == (root / "clean" / "final.json").read_bytes()
-        print(f"killed (SIGKILL) at step {at_step} of {len(clean.ledger)}, resumed: final.json "
+        print(f"killed (SIGKILL) at step {at_step} of {clean.steps}, resumed: final.json "
               f"{'identical' if identical else 'DIFFERENT'}", flush=True)
     print(f"lost_rollouts={lost_clean + lost_faults} unaccounted_calls={unaccounted_clean + unaccounted_faults} "
           f"resume_identical={int(identical)} acc_clean={clean.final_eval.accuracy:.4g} "

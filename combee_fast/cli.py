@@ -84,7 +84,36 @@ def _progress(row: LedgerRow) -> None:
     )
 
 
+NOTICE_EVERY_S = 1.0
+"""Fewest seconds between two "waiting on Retry-After" lines."""
+
+
+class _RetryAfterNotice:
+    """Says on stderr when a call waits because a server asked (Retry-After): at most one line a
+    second, counting the waits since the previous line."""
+
+    def __init__(self) -> None:
+        self._last = -NOTICE_EVERY_S
+        self._waits = 0
+
+    def __call__(self, endpoint: str, seconds: float) -> None:
+        self._waits += 1
+        now = time.monotonic()
+        if now - self._last >= NOTICE_EVERY_S:
+            print(f"[waiting] {escape_control(endpoint)} asked to wait {seconds:g} s (Retry-After); "
+                  f"{self._waits} call(s) told to wait since the last notice", file=sys.stderr, flush=True)
+            self._last, self._waits = now, 0
+
+
+def _notify_retry_after(session: Any, quiet: bool) -> None:
+    if not quiet:
+        notice = _RetryAfterNotice()
+        for client in session.clients.distinct():
+            client.on_retry_after = notice
+
+
 async def _learn(args: argparse.Namespace) -> int:
+    from combee_fast.gepa.methods import GEPA_METHODS
     from combee_fast.run.interrupt import StopRequest
     from combee_fast.run.rundir import RunDir, check_run_target
     from combee_fast.session import open_session
@@ -103,8 +132,10 @@ async def _learn(args: argparse.Namespace) -> int:
     async with open_session(config) as session:  # config, data and endpoints validated first
         session.split_uses(usage.roles if usage is not None else None)  # a test-split use is refused before --out is made
         run_dir = RunDir(out, overwrite=args.overwrite)
+        _notify_retry_after(session, args.quiet)
         stop = StopRequest()
-        stop.install()
+        if config.method not in GEPA_METHODS:  # a GEPA run writes no checkpoint: Ctrl-C stops it at once
+            stop.install()
         try:
             result = await session.train(run_dir=run_dir, on_step=None if args.quiet else _progress, usage=usage,
                                          gpus=gpus, stop=stop)
@@ -142,6 +173,7 @@ async def _resume(args: argparse.Namespace) -> int:
         for split, manifest in zip((session.train_split, session.val_split), recorded):
             verify_split(split, manifest)
         run_dir = RunDir.reopen(root, checkpoint.files)
+        _notify_retry_after(session, args.quiet)
         stop = StopRequest()
         stop.install()
         try:

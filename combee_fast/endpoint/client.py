@@ -20,6 +20,8 @@ Behaviour:
   never raises for endpoint or response failures. ``asyncio.CancelledError`` propagates, and
   the connection of a cancelled request is closed, not returned to the pool.
 - A free-text answer cut at ``max_tokens`` keeps its text and carries a ``truncated`` error.
+- A reply larger than ``transport.max_reply_bytes`` is not read past that size: a ``too_large``
+  error, not retried (:mod:`.capped`).
 - ``Usage.latency_s`` is the wall time of the whole call (slot wait, attempts, backoff, repair);
   ``Usage.sim_latency_s`` sums the ``X-Combee-Sim-Latency`` headers of the answers used plus,
   once the server has sent ``X-Combee-Time-Scale``, the real time spent in failed attempts and
@@ -32,6 +34,7 @@ Behaviour:
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 import os
 import random
 import time
@@ -44,6 +47,7 @@ import msgspec
 from combee_fast.endpoint.cache import ReplayCache, request_key
 from combee_fast.endpoint.calls import ChatRequest, ChatResult
 from combee_fast.endpoint.retry import RETRYABLE_STATUSES, backoff_s, retry_after_s
+from combee_fast.endpoint.capped import ReplyTooLarge, read_capped
 from combee_fast.endpoint.structured import parse_structured, repair_messages
 from combee_fast.endpoint.wire import (
     ROLE_HEADER,
@@ -166,6 +170,8 @@ class EndpointClient:
         self._totals: dict[tuple[str, str, str], UsageTotals] = {}
         self._in_flight = 0
         self._time_scale: float | None = None  # real s per simulated s, if the server says
+        self.on_retry_after: Callable[[str, float], None] | None = None
+        """Called ``(endpoint name, seconds)`` before each wait a server asked for (Retry-After)."""
 
     async def __aenter__(self) -> EndpointClient:
         return self
@@ -364,6 +370,8 @@ class EndpointClient:
                         f"{failure.error.message} (not retried: the server asked to wait {failure.retry_after:g} s, "
                         f"more than transport.backoff_max_s={patience:g} s)"))
                 tally.retry_kinds.append(failure.error.label)
+                if failure.retry_after is not None and self.on_retry_after is not None:
+                    self.on_retry_after(config.name, failure.retry_after)
                 transport = config.transport
                 await asyncio.sleep(backoff_s(attempt, base_s=transport.backoff_base_s, max_s=transport.backoff_max_s,
                                               retry_after=failure.retry_after, rng=self._rng))
@@ -380,13 +388,15 @@ class EndpointClient:
         """One HTTP exchange; raises :class:`_AttemptFailed` for anything but a chat completion."""
         try:
             async with self._open_session().post(self._url, data=body, headers=headers) as response:
-                raw = await response.read()
+                raw = await read_capped(response, self.config.transport.max_reply_bytes)
                 status = response.status
                 sim_latency = response.headers.get(SIM_LATENCY_HEADER)
                 time_scale = _parse_float(response.headers.get(TIME_SCALE_HEADER))
                 if time_scale is not None and time_scale > 0:
                     self._time_scale = time_scale
                 retry_after = retry_after_s(response.headers) if status != 200 else None
+        except ReplyTooLarge as exc:
+            raise _AttemptFailed(CallError(kind="too_large", message=str(exc)), retryable=False) from None
         except TimeoutError:
             raise _AttemptFailed(CallError(kind="timeout", message=f"no answer within {self.config.transport.timeout_s:g} s"),
                                  retryable=True) from None

@@ -32,10 +32,17 @@ class StopRequest:
         self.uninstall()
 
     def install(self) -> None:
-        """Catch SIGINT and SIGTERM on the running event loop (main thread only)."""
-        self._loop = asyncio.get_running_loop()
-        for sig in SIGNALS:
-            self._loop.add_signal_handler(sig, self.request, sig.name)
+        """Catch SIGINT and SIGTERM on the running event loop; off the main thread (where signals
+        cannot be caught) nothing changes."""
+        loop = asyncio.get_running_loop()
+        try:
+            for sig in SIGNALS:
+                loop.add_signal_handler(sig, self.request, sig.name)
+        except (ValueError, RuntimeError, NotImplementedError):
+            for sig in SIGNALS:
+                loop.remove_signal_handler(sig)
+            return
+        self._loop = loop
 
     def uninstall(self) -> None:
         """Give SIGINT and SIGTERM back their default actions."""

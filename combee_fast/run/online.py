@@ -11,13 +11,14 @@ immutable snapshot, swapped in one assignment.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 from collections.abc import Awaitable, Callable
 
 import msgspec
 
 from combee_fast.ace.learner import AceLearner
-from combee_fast.config import MapConfig, OnlineConfig
+from combee_fast.config import HISTORY_KEPT, MapConfig, OnlineConfig
 from combee_fast.methods.combee import Combee
 from combee_fast.playbook import ApplyReport, Playbook
 from combee_fast.roles.agents import Agents
@@ -47,7 +48,7 @@ class OnlineLearner:
         self.config = config or OnlineConfig()
         self._on_publish = on_publish
         self.playbook = playbook
-        self.batches: list[AppliedBatch] = []
+        self.batches: collections.deque[AppliedBatch] = collections.deque(maxlen=HISTORY_KEPT)  # the latest
         map_config = MapConfig(sync_rounds=None)  # submitted rollouts are reflected on, never regenerated
         self._method = Combee(
             AceLearner(agents, max_rounds=map_config.max_rounds, from_rollouts=True), map_config,

@@ -4,6 +4,7 @@ per step."""
 
 from __future__ import annotations
 
+import collections
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -11,7 +12,7 @@ from typing import Any
 import msgspec
 
 from combee_fast.engine.rng import rng_at
-from combee_fast.config import TrainConfig
+from combee_fast.config import HISTORY_KEPT, TrainConfig
 from combee_fast.playbook import Playbook
 from combee_fast.protocols import BatchPlan, Method
 from combee_fast.roles.agents import Agents
@@ -26,6 +27,9 @@ from combee_fast.run.stops import FailureWatch, check_validation
 
 class TrainResult(msgspec.Struct, frozen=True):
     """What a training run produced: final and best playbooks, time, calls, tokens, ledger.
+
+    ``ledger``: the latest :data:`~combee_fast.config.HISTORY_KEPT` rows (``ledger.jsonl`` holds
+    every row); ``steps``: how many steps the run made.
 
     ``counts``: calls, retries and failures of the learning steps, per role and kind;
     ``val_counts``: the same for every validation call (generator role).
@@ -97,7 +101,8 @@ async def train(
     counts, val_counts = cp.counts, cp.val_counts
     watch = cp.watch or FailureWatch(max_failed_fraction=config.max_failed_fraction,
                                      min_judged_calls=config.min_judged_calls)
-    ledger: list[LedgerRow] = read_ledger(run_dir) if resume is not None and run_dir is not None else []
+    ledger = (read_ledger(run_dir) if resume is not None and run_dir is not None  # the latest rows only:
+              else collections.deque(maxlen=HISTORY_KEPT))                        # ledger.jsonl holds all
     steps, epoch, position = cp.steps, cp.epoch, cp.position
     if resume is not None:
         restore = getattr(plan, "restore", None)
@@ -214,10 +219,13 @@ async def train(
     )
 
 
-def read_ledger(run_dir: RunDir) -> list[LedgerRow]:
-    """The rows of the run's ``ledger.jsonl`` (a resumed run's earlier steps)."""
+def read_ledger(run_dir: RunDir) -> collections.deque[LedgerRow]:
+    """The latest :data:`~combee_fast.config.HISTORY_KEPT` rows of the run's ``ledger.jsonl`` (a
+    resumed run's earlier steps), read a line at a time."""
+    rows: collections.deque[LedgerRow] = collections.deque(maxlen=HISTORY_KEPT)
     path = run_dir.root / "ledger.jsonl"
-    if not path.exists():
-        return []
-    decoder = msgspec.json.Decoder(LedgerRow)
-    return [decoder.decode(line) for line in path.read_bytes().splitlines() if line.strip()]
+    if path.exists():
+        decoder = msgspec.json.Decoder(LedgerRow)
+        with path.open("rb") as lines:
+            rows.extend(decoder.decode(line) for line in lines if line.strip())
+    return rows
