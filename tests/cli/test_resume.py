@@ -106,3 +106,32 @@ def test_resume_refuses_other_flags_and_folders_without_a_run(uninterrupted: Pat
     empty = subprocess.run(_combee("learn", "--resume", str(tmp_path)), capture_output=True, text=True, timeout=60)
     assert empty.returncode == EXIT_USAGE
     assert empty.stderr.count("\n") == 1 and "not a run directory" in empty.stderr
+
+
+AUTO = ["--task", "formula", "--method", "combee", "--batch-size", "auto", "--train-split", "train[0:200]",
+        "--val-split", "val[0:30]", "--quiet"]
+
+
+def _decisions(out: Path) -> list[tuple[int, str]]:
+    rows = [json.loads(line) for line in (out / "controller.jsonl").read_bytes().splitlines()]
+    return [(row["batch_size"], row["reason"]) for row in rows]
+
+
+def test_the_batch_size_controller_is_resumed_with_its_state(tmp_path: Path) -> None:
+    whole = tmp_path / "whole"
+    done = subprocess.run(_combee("learn", *AUTO, "--out", str(whole)), capture_output=True, text=True, timeout=300)
+    assert done.returncode == EXIT_OK, done.stderr
+    steps = _ledger_lines(whole)
+    at_step = random.Random().randint(1, steps - 2)
+    out = tmp_path / "killed"
+    process = subprocess.Popen(_combee("learn", *AUTO, "--out", str(out)), stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)
+    while _ledger_lines(out) < at_step and process.poll() is None:
+        time.sleep(0.02)
+    process.kill()
+    process.wait(timeout=60)
+    resumed = _resume(out)
+    assert resumed.returncode == EXIT_OK, resumed.stderr
+    assert (out / "final.json").read_bytes() == (whole / "final.json").read_bytes(), f"killed at step {at_step}"
+    # the same decisions (their float inputs carry the simulator's timing noise, run to run)
+    assert _decisions(out) == _decisions(whole)
