@@ -8,16 +8,19 @@ defined in :mod:`combee_fast.errors`).
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import msgspec
 
 from combee_fast import flags
-from combee_fast.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, CallsFailed, CombeeError, SplitChangedError
+from combee_fast.errors import (
+    EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, CallsFailed, CombeeError, ConfigError, SplitChangedError,
+)
 from combee_fast.redact import escape_control, scrub
 from combee_fast.run.ledger import LedgerRow
 from combee_fast.sim import cli as sim_cli
@@ -41,6 +44,9 @@ def build_parser() -> argparse.ArgumentParser:
     learn.add_argument("--out", help="run directory (default: runs/<task>-<method>-<date-time>)")
     learn.add_argument("--overwrite", action="store_true", help="replace the run already in --out")
     learn.add_argument("--quiet", action="store_true", help="no progress lines")
+    learn.add_argument("--resume", metavar="RUN_DIR",
+                       help="continue the run in RUN_DIR from its last completed step, with its own config.json "
+                            "(after kill -9, SIGINT or SIGTERM); other learn flags are refused")
     learn.add_argument("--gpus", type=flags.positive_int,
                        help="GPUs serving the endpoints, for GPU-seconds (default: the --card's hardware class the run "
                             "is on, else 1 on the simulated endpoint and unknown on a real one)")
@@ -79,27 +85,110 @@ def _progress(row: LedgerRow) -> None:
     )
 
 
+NOTICE_EVERY_S = 1.0
+"""Fewest seconds between two "waiting on Retry-After" lines."""
+
+
+class _RetryAfterNotice:
+    """Says on stderr when a call waits because a server asked (Retry-After): at most one line a
+    second, counting the waits since the previous line."""
+
+    def __init__(self) -> None:
+        self._last = -NOTICE_EVERY_S
+        self._waits = 0
+
+    def __call__(self, endpoint: str, seconds: float) -> None:
+        self._waits += 1
+        now = time.monotonic()
+        if now - self._last >= NOTICE_EVERY_S:
+            print(f"[waiting] {escape_control(endpoint)} asked to wait {seconds:g} s (Retry-After); "
+                  f"{self._waits} call(s) told to wait since the last notice", file=sys.stderr, flush=True)
+            self._last, self._waits = now, 0
+
+
+def _notify_retry_after(session: Any, quiet: bool) -> None:
+    if not quiet:
+        notice = _RetryAfterNotice()
+        for client in session.clients.distinct():
+            client.on_retry_after = notice
+
+
 async def _learn(args: argparse.Namespace) -> int:
+    from combee_fast.gepa.methods import GEPA_METHODS
+    from combee_fast.run.interrupt import StopRequest
     from combee_fast.run.rundir import RunDir, check_run_target
     from combee_fast.session import open_session
 
+    if args.resume:
+        return await _resume(args)
     config = flags.session_config(args)
     out = args.out or f"runs/{config.task.name}-{config.method}-{time.strftime('%Y%m%d-%H%M%S')}"
     check_run_target(out, overwrite=args.overwrite)
-    usage, gpus, stop = None, args.gpus, None
+    usage, gpus, budget = None, args.gpus, None
     if args.card:
         from combee_fast.verify.discipline import learn_under_card
 
-        usage, card_gpus, stop = learn_under_card(args.card, config, run=out)
+        usage, card_gpus, budget = learn_under_card(args.card, config, run=out)
         gpus = gpus or card_gpus
     async with open_session(config) as session:  # config, data and endpoints validated first
         session.split_uses(usage.roles if usage is not None else None)  # a test-split use is refused before --out is made
         run_dir = RunDir(out, overwrite=args.overwrite)
+        _notify_retry_after(session, args.quiet)
+        interrupt = StopRequest()
+        if config.method not in GEPA_METHODS:  # a GEPA run writes no checkpoint: Ctrl-C stops it at once
+            interrupt.install()
         try:
             result = await session.train(run_dir=run_dir, on_step=None if args.quiet else _progress, usage=usage,
-                                         gpus=gpus, stop=stop)
+                                         gpus=gpus, interrupt=interrupt, budget=budget)
         finally:
+            interrupt.uninstall()
             run_dir.close()
+    return _finish(result, run_dir, out, interrupt)
+
+
+async def _resume(args: argparse.Namespace) -> int:
+    """``learn --resume RUN_DIR``: the run's own configuration, splits checked, its checkpoint."""
+    from combee_fast.config import load_config
+    from combee_fast.run.checkpoint import load_checkpoint
+    from combee_fast.run.interrupt import StopRequest
+    from combee_fast.run.rundir import RunDir
+    from combee_fast.session import open_session
+    from combee_fast.tasks.base import SplitManifest, verify_split
+
+    given = [name for name, value in vars(args).items()
+             if name not in ("command", "resume", "quiet", "gpus", "task_option") and value not in (None, False)]
+    if given or args.task_option:
+        raise ConfigError(f"--resume continues a run with its own config.json; drop "
+                          f"{', '.join('--' + name.removeprefix('cfg__').split('__')[-1].replace('_', '-') for name in given) or '--task-option'}")
+    out = args.resume
+    root = Path(out)
+    if not (root / "config.json").is_file():
+        raise ConfigError(f"{out}: no config.json; not a run directory")
+    checkpoint = load_checkpoint(root)
+    config = load_config(root / "config.json")
+    async with open_session(config) as session:
+        try:
+            recorded = msgspec.json.decode((root / "splits.json").read_bytes(), type=list[SplitManifest])
+        except (OSError, msgspec.MsgspecError) as exc:
+            raise SplitChangedError(f"{root / 'splits.json'} is unreadable: {exc}") from None
+        for split, manifest in zip((session.train_split, session.val_split), recorded):
+            verify_split(split, manifest)
+        run_dir = RunDir.reopen(root, checkpoint.files)
+        _notify_retry_after(session, args.quiet)
+        interrupt = StopRequest()
+        interrupt.install()
+        try:
+            result = await session.train(run_dir=run_dir, on_step=None if args.quiet else _progress, gpus=args.gpus,
+                                         resume=checkpoint, interrupt=interrupt)
+        finally:
+            interrupt.uninstall()
+            run_dir.close()
+    return _finish(result, run_dir, out, interrupt, resumed_from=checkpoint.steps)
+
+
+def _finish(result: Any, run_dir: Any, out: str, interrupt: Any, *, resumed_from: int | None = None) -> int:
+    """Write ``summary.json`` (marked interrupted, with the resume command, when stopped by a
+    signal), print it; the exit code."""
     summary = {
         "method": result.method, "samples": result.samples, "calls": result.calls, "tokens": result.tokens,
         "rollouts": result.rollouts,
@@ -114,12 +203,22 @@ async def _learn(args: argparse.Namespace) -> int:
         "accounting": {"train": msgspec.to_builtins(result.counts),
                        "validation": msgspec.to_builtins(result.val_counts)},
     }
+    if resumed_from is not None:
+        summary["resumed_from_step"] = resumed_from
+    interrupted = getattr(result, "interrupted", False)
+    if interrupted:
+        command = f"combee learn --resume {shlex.quote(out)}"
+        summary.update(interrupted=interrupt.requested, steps_completed=result.steps, resume_command=command)
     stopped_by = getattr(result, "stopped_by", None)
     if stopped_by is not None:  # only a run under a card has a budget
         summary["stopped_by"] = stopped_by
         print(f"combee learn: stopped early, the card's {stopped_by}", file=sys.stderr)
     run_dir.write_json("summary.json", summary)
     print(msgspec.json.encode(summary).decode())
+    if interrupted:
+        print(f"combee learn: interrupted by {interrupt.requested} after step {result.steps}; "
+              f"the playbook so far is in {Path(out) / 'final.json'}; resume with: {command}", file=sys.stderr)
+        return EXIT_INTERRUPTED
     return EXIT_OK
 
 

@@ -34,6 +34,10 @@ from combee_fast.redact import strip_userinfo
 ROLES = ("generator", "reflector", "curator", "reducer")
 """The four ACE roles, in call order. Each may have its own endpoint and model."""
 
+HISTORY_KEPT = 1000
+"""Most entries any in-memory history keeps (ledger rows of a ``TrainResult``, an online learner's
+applied batches, the controller's decisions and measurements): the run's files are the record."""
+
 FAULT_KINDS = ("429", "500", "drop", "stall", "malformed", "truncated")
 
 
@@ -196,16 +200,17 @@ class TrainConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
 class TransportConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """How hard to push an endpoint: requests in flight (also the map's parallel chains),
-    per-attempt timeout, retries with exponential backoff and jitter."""
+    per-attempt timeout, retries with exponential backoff and jitter, the largest reply read."""
 
     concurrency: int = 256
     timeout_s: float = 600.0
     max_retries: int = 4
     backoff_base_s: float = 0.25
     backoff_max_s: float = 20.0
+    max_reply_bytes: int = 16 * 2**20  # a reply past this is not read further: a too_large error
 
     def __post_init__(self) -> None:
-        _at_least("transport", 1, concurrency=self.concurrency)
+        _at_least("transport", 1, concurrency=self.concurrency, max_reply_bytes=self.max_reply_bytes)
         _at_least("transport", 0, max_retries=self.max_retries, backoff_base_s=self.backoff_base_s,
                   backoff_max_s=self.backoff_max_s)
         if not (self.timeout_s > 0 and math.isfinite(self.timeout_s)):
@@ -330,7 +335,7 @@ class OnlineConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     max_publish_s: float = 60.0
     queue_size: int = 1024
     workers: int = 64
-    keep_batches: int = 1000
+    keep_batches: int = HISTORY_KEPT
     seed: int = 0
     combee: CombeeConfig = msgspec.field(default_factory=CombeeConfig)
 

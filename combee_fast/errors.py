@@ -15,7 +15,7 @@ EXIT_CALLS_FAILED = 3
 """The run stopped because most calls of a step (or of a validation) failed for a reason other
 than an unreachable endpoint: HTTP errors, unparseable answers, replay-cache misses."""
 EXIT_INTERRUPTED = 130
-"""Stopped by SIGINT (Ctrl-C)."""
+"""Stopped by SIGINT (Ctrl-C) or SIGTERM; a learning run so stopped can be resumed (``learn --resume``)."""
 
 
 class CombeeError(Exception):

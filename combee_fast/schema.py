@@ -55,6 +55,7 @@ ErrorKind = Literal[
     "http_status",
     "malformed_json",
     "truncated",
+    "too_large",
     "schema_mismatch",
     "replay_miss",
     "cancelled",

@@ -26,8 +26,10 @@ from combee_fast.playbook import Playbook
 from combee_fast.protocols import BatchPlan, Method, Task
 from combee_fast.roles.agents import Agents, RoleClients
 from combee_fast.run.batch_plans import ControllerPlan, FixedBatch, LivePlan
+from combee_fast.run.checkpoint import Checkpoint
 from combee_fast.run.cost import SIMULATED_GPUS, GpuClock
 from combee_fast.run.gepa import GepaTrainResult, train_gepa
+from combee_fast.run.interrupt import StopRequest
 from combee_fast.run.ledger import LedgerRow
 from combee_fast.run.rundir import RunDir
 from combee_fast.run.train import TrainResult, train
@@ -119,7 +121,9 @@ class Session:
         playbook: Playbook | None = None,
         usage: SplitUsage | None = None,
         gpus: int | None = None,
-        stop: Callable[[LedgerRow], str | None] | None = None,
+        resume: Checkpoint | None = None,
+        interrupt: StopRequest | None = None,
+        budget: Callable[[LedgerRow], str | None] | None = None,
     ) -> TrainResult | GepaTrainResult:
         """Train the configured (or named) method; ``plan`` overrides the configured batch plan.
 
@@ -132,14 +136,17 @@ class Session:
         ``gpus`` (default :data:`~combee_fast.run.cost.SIMULATED_GPUS`), or on real endpoints the
         step's wall time times ``gpus`` (unknown, ``None``, when ``gpus`` is not given).
 
-        ``stop`` (playbook methods only) ends the run cleanly after the first step for which it
+        ``budget`` (playbook methods only) ends the run cleanly after the first step for which it
         answers a reason (:func:`combee_fast.run.train.train`).
 
         The GEPA methods (``gepa``, ``combee-gepa``) search a system prompt instead of a playbook
         (:func:`combee_fast.run.gepa.train_gepa`); they take no plan and no starting playbook.
 
         With ``run_dir``, ``config.json`` and ``splits.json`` are written and the run directory
-        is moved into place (:meth:`RunDir.start`) before the first step.
+        is moved into place (:meth:`RunDir.start`) before the first step. ``resume`` (a checkpoint
+        of the run in ``run_dir``, reopened by :meth:`RunDir.reopen`) continues that run; ``interrupt``
+        ends the run at a safe point when requested (see :func:`combee_fast.run.train.train`).
+        A GEPA run can be neither resumed nor stopped so (:class:`ConfigError` for ``resume``).
         """
         config = self.config
         uses = self.split_uses(usage.roles if usage is not None else None)
@@ -150,11 +157,14 @@ class Session:
             ])
         name = method or config.method
         if name in GEPA_METHODS:
+            if resume is not None:
+                raise ConfigError(f"method {name} cannot be resumed; only playbook methods write checkpoints")
             self._start_run(run_dir, usage)
             return await self._train_gepa(name, run_dir, on_step)
         if plan is None:
             plan = await self.batch_plan(run_dir)
-        self._start_run(run_dir, usage)
+        if resume is None:
+            self._start_run(run_dir, usage)
         return await train(
             self.method(method),
             self.agents,
@@ -168,7 +178,9 @@ class Session:
             run_dir=run_dir,
             on_step=on_step,
             gpu_clock=self.gpu_clock(gpus),
-            stop=stop,
+            resume=resume,
+            interrupt=interrupt,
+            budget=budget,
         )
 
     def _start_run(self, run_dir: RunDir | None, usage: SplitUsage | None) -> None:

@@ -24,7 +24,8 @@ batch stops saving at least ``tau`` seconds per epoch.
 * **Hysteresis.** A re-plan changes the batch only if it moves by more than ``hysteresis``
   (relative); shrinking and bounds are never delayed.
 
-Every decision is kept in :attr:`BatchSizeController.decisions` with its reason and inputs.
+The latest decisions (:data:`~combee_fast.config.HISTORY_KEPT`) are kept in
+:attr:`BatchSizeController.decisions` with their reasons and inputs.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from collections.abc import Sequence
 
 import msgspec
 
-from combee_fast.config import ControllerConfig
+from combee_fast.config import HISTORY_KEPT, ControllerConfig
 from combee_fast.errors import ConfigError
 
 
@@ -186,12 +187,14 @@ class BatchSizeController:
         if self._pending is None:
             self._pending = self._decide()
             self.decisions.append(self._pending)
+            del self.decisions[:-HISTORY_KEPT]  # the latest only (controller.jsonl holds all)
         return self._pending
 
     def record(self, m: IterationMeasurement) -> None:
         """Learn from a finished iteration (normally one run at the last decided batch size)."""
         _check_measurement(m)
         self.measurements.append(m)
+        del self.measurements[:-HISTORY_KEPT]  # the fit needs only the profile's, the level the latest
         self._pending = None
         self._guard_quality(m)
         if self.profiling:

@@ -23,17 +23,22 @@ Behaviour:
   never raises for endpoint or response failures. ``asyncio.CancelledError`` propagates, and
   the connection of a cancelled request is closed, not returned to the pool.
 - A free-text answer cut at ``max_tokens`` keeps its text and carries a ``truncated`` error.
+- A reply larger than ``transport.max_reply_bytes`` is not read past that size: a ``too_large``
+  error, not retried (:mod:`.capped`).
 - ``Usage.latency_s`` is the wall time of the whole call (slot wait, attempts, backoff, repair);
   ``Usage.sim_latency_s`` sums the ``X-Combee-Sim-Latency`` headers of the answers used plus,
   once the server has sent ``X-Combee-Time-Scale``, the real time spent in failed attempts and
   backoff converted to simulated seconds (simulated server only; ``None`` for real endpoints).
-  Tokens and retries add up over the call and its repair.
+  Tokens and retries add up over the call and its repair; the repair request counts as a retry
+  of the kind that called for it (``malformed``, ``truncated``...), so every request sent is a
+  call or a retry in the accounting.
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
+from collections.abc import Callable
 import os
 import random
 import time
@@ -47,6 +52,7 @@ from combee_fast.endpoint.cache import ReplayCache, request_key
 from combee_fast.endpoint.http1 import Http1Pool
 from combee_fast.endpoint.calls import ChatRequest, ChatResult
 from combee_fast.endpoint.retry import RETRYABLE_STATUSES, backoff_s, retry_after_s
+from combee_fast.endpoint.capped import ReplyTooLarge, read_capped
 from combee_fast.endpoint.structured import parse_structured, repair_messages
 from combee_fast.endpoint.wire import (
     ROLE_HEADER,
@@ -180,6 +186,8 @@ class EndpointClient:
         self._totals: dict[tuple[str, str, str], UsageTotals] = {}
         self._in_flight = 0
         self._time_scale: float | None = None  # real s per simulated s, if the server says
+        self.on_retry_after: Callable[[str, float], None] | None = None
+        """Called ``(endpoint name, seconds)`` before each wait a server asked for (Retry-After)."""
 
     async def __aenter__(self) -> EndpointClient:
         return self
@@ -317,6 +325,7 @@ class EndpointClient:
         data, problem = parse_structured(answer.text, answer.finish_reason, request.json_schema)
         if problem is None:
             return answer.text, data, None, answer.finish_reason
+        tally.retry_kinds.append(problem.label)  # the repair request is counted as a retry of its kind
         repair = await self._exchange(request, repair_messages(request.messages, answer.text, problem), tally)
         if isinstance(repair, CallError):
             message = f"{problem.message}; repair request failed: {repair.message}"
@@ -395,6 +404,8 @@ class EndpointClient:
                         f"{failure.error.message} (not retried: the server asked to wait {failure.retry_after:g} s, "
                         f"more than transport.backoff_max_s={patience:g} s)"))
                 tally.retry_kinds.append(failure.error.label)
+                if failure.retry_after is not None and self.on_retry_after is not None:
+                    self.on_retry_after(config.name, failure.retry_after)
                 transport = config.transport
                 await asyncio.sleep(backoff_s(attempt, base_s=transport.backoff_base_s, max_s=transport.backoff_max_s,
                                               retry_after=failure.retry_after, rng=self._rng))
@@ -426,18 +437,22 @@ class EndpointClient:
                 self._pool = Http1Pool(parts.hostname or "localhost", parts.port or 80,
                                        limit=self.config.transport.concurrency)
             head = self._request_head(role)
-            response = await self._pool.post(b"%b%d\r\n\r\n%b" % (head, len(body), body), self.config.transport.timeout_s)
+            transport = self.config.transport
+            response = await self._pool.post(b"%b%d\r\n\r\n%b" % (head, len(body), body), transport.timeout_s,
+                                             transport.max_reply_bytes)
             return response.status, response.body, response.headers
         headers = self._role_headers.get(role)
         if headers is None:
             headers = self._role_headers[role] = {**self._headers, ROLE_HEADER: role}
         async with self._open_session().post(self._url, data=body, headers=headers) as reply:
-            return reply.status, await reply.read(), reply.headers
+            return reply.status, await read_capped(reply, self.config.transport.max_reply_bytes), reply.headers
 
     async def _post(self, body: bytes, role: str) -> _Answer:
         """One HTTP exchange; raises :class:`_AttemptFailed` for anything but a chat completion."""
         try:
             status, raw, headers = await self._send(body, role)
+        except ReplyTooLarge as exc:
+            raise _AttemptFailed(CallError(kind="too_large", message=str(exc)), retryable=False) from None
         except TimeoutError:
             raise _AttemptFailed(CallError(kind="timeout", message=f"no answer within {self.config.transport.timeout_s:g} s"),
                                  retryable=True) from None

@@ -25,6 +25,8 @@ import asyncio
 import zlib
 from typing import NamedTuple
 
+from combee_fast.endpoint.capped import ReplyTooLarge
+
 _MAX_HEAD = 64 * 1024
 
 
@@ -74,6 +76,7 @@ class _Connection(asyncio.Protocol):
         self.reusable = False
         self._buffer = bytearray()
         self._waiter: asyncio.Future[Http1Response] | None = None
+        self._limit: int | None = None  # most body bytes of the response awaited (None: no cap)
         self._reset()
 
     def _reset(self) -> None:
@@ -97,7 +100,7 @@ class _Connection(asyncio.Protocol):
         self._buffer += data
         try:
             self._parse()
-        except Http1Error as exc:
+        except (Http1Error, ReplyTooLarge) as exc:
             self._fail(exc)
         except ValueError as exc:
             self._fail(Http1Error(f"malformed HTTP response: {exc}"))
@@ -118,11 +121,13 @@ class _Connection(asyncio.Protocol):
                               else "the server closed the connection before a complete response"))
 
     # requests
-    async def exchange(self, request: bytes) -> Http1Response:
-        """Send ``request`` (head and body) and wait for the complete response."""
+    async def exchange(self, request: bytes, max_body: int | None = None) -> Http1Response:
+        """Send ``request`` (head and body) and wait for the complete response; a body over
+        ``max_body`` bytes fails with :class:`ReplyTooLarge` as soon as it is announced or seen."""
         if self.closed or self.transport is None:
             raise Http1Error("connection closed")
         self.reusable = False
+        self._limit = max_body
         self._waiter = asyncio.get_running_loop().create_future()
         self.transport.write(request)
         return await self._waiter
@@ -179,12 +184,22 @@ class _Connection(asyncio.Protocol):
                 self._length = 0
             else:
                 self._until_close = True
+        if self._limit is not None:
+            self._check_size(self._limit)
         if self._chunked:
             self._parse_chunks()
         elif self._length is not None and len(buffer) >= self._length:
             body = bytes(buffer[: self._length])
             del buffer[: self._length]
             self._finish(body, keep_alive=self._keep_alive)
+
+    def _check_size(self, limit: int) -> None:
+        """Refuse a body announced, or already received, over ``limit`` bytes."""
+        if self._length is not None and self._length > limit:
+            raise ReplyTooLarge(f"reply of {self._length} bytes, over transport.max_reply_bytes={limit}; not read")
+        received = len(self._buffer) + sum(len(chunk) for chunk in self._chunks)  # (+ chunk framing)
+        if received > limit:
+            raise ReplyTooLarge(f"reply over transport.max_reply_bytes={limit} (read {received} bytes); the rest not read")
 
     def _parse_chunks(self) -> None:
         buffer = self._buffer
@@ -219,8 +234,9 @@ class Http1Pool:
         self._idle: list[_Connection] = []
         self._open: set[_Connection] = set()
 
-    async def post(self, request: bytes, timeout_s: float) -> Http1Response:
-        """Send ``request`` (a complete HTTP/1.1 request) on an idle or new connection."""
+    async def post(self, request: bytes, timeout_s: float, max_body: int | None = None) -> Http1Response:
+        """Send ``request`` (a complete HTTP/1.1 request) on an idle or new connection; a reply
+        body over ``max_body`` bytes raises :class:`ReplyTooLarge` (the connection is closed)."""
         connection = None
         while self._idle:
             candidate = self._idle.pop()
@@ -233,7 +249,7 @@ class Http1Pool:
                     _, connection = await asyncio.get_running_loop().create_connection(
                         lambda: _Connection(self._open), self._host, self._port
                     )
-                response = await connection.exchange(request)
+                response = await connection.exchange(request, max_body)
         except BaseException:
             if connection is not None:
                 connection.abort()

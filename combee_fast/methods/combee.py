@@ -48,6 +48,32 @@ class Combee:
     def pending(self) -> int:
         return len(self._carried)
 
+    def carried(self) -> tuple[tuple[str, float], ...]:
+        """``(item id, offset)`` of each chain carried into the next step, in order (for a checkpoint)."""
+        return tuple((carry.partial.item_id, carry.offset) for carry in self._carried)
+
+    async def resume_carried(
+        self, items: Sequence[Any], offsets: Sequence[float], playbook: Playbook, *, epoch: int
+    ) -> None:
+        """Carry ``items`` into the next step again, as a checkpointed run had them: each chain is
+        run again from its item on ``playbook`` (the snapshot it ran on) and, as in the map, goes on
+        in the background after the step's rounds. Its requests are seeded by path, so it makes
+        the same calls as the first time. Each must leave its step again (else ``RuntimeError``)."""
+        text = await self.learner.render(playbook)
+        rounds, timeout = self.map_config.rounds_in_step, self.map_config.item_timeout_s
+        traces = await asyncio.gather(*(
+            self.learner.run_item(item, playbook, text, epoch=epoch, rounds=rounds) for item in items
+        ))
+        carried = []
+        for trace, offset in zip(traces, offsets):
+            rest = self.learner.continuation(trace, playbook, text, epoch=epoch)
+            if rest is None:
+                for carry in carried:
+                    carry.rest.cancel()
+                raise RuntimeError(f"carried chain {trace.item_id!r} did not replay as it ran (a nondeterministic endpoint?)")
+            carried.append(Carried(trace, asyncio.create_task(asyncio.wait_for(rest, timeout)), offset))
+        self._carried = carried
+
     async def step(
         self, items: Sequence[Any], playbook: Playbook, *, epoch: int, step: int, shape: StepShape | None = None
     ) -> StepResult:

@@ -37,6 +37,13 @@ class FixedBatch:
     async def observe(self, batch_size: int, result: StepResult, samples_in_epoch: int) -> None:
         return None
 
+    def state(self) -> None:
+        """Nothing to checkpoint: the size never changes."""
+        return None
+
+    def restore(self, state: None) -> None:
+        return None
+
 
 def step_retention(result: StepResult) -> float:
     """Fraction of the step's distinct insights present in its resulting playbook."""
@@ -81,6 +88,13 @@ class ControllerPlan:
             )
         )
 
+    def state(self) -> BatchSizeController:
+        """What a checkpoint keeps: the controller (its profile, fit, cap and decisions)."""
+        return self.controller
+
+    def restore(self, state: BatchSizeController) -> None:
+        """Continue from a checkpointed controller (see :meth:`state`)."""
+        self.controller = state
 
 class LivePlan:
     """The live planner: every step's batch size and group shape re-planned from what the last
@@ -122,3 +136,15 @@ class LivePlan:
             return step_signals(batch_size, result, workers=self.workers, retention=step_retention(result))
 
         self.planner.record(await asyncio.to_thread(measure))
+
+    def state(self) -> tuple[ShapePlanner, ShapeDecision | None, float | None]:
+        """What a checkpoint keeps: the planner, its last decision and the reflections' temperature
+        (a diversity remedy may have raised it)."""
+        temperature = self.agents.reflect_temperature if self.agents is not None else None
+        return self.planner, self.decision, temperature
+
+    def restore(self, state: tuple[ShapePlanner, ShapeDecision | None, float | None]) -> None:
+        """Continue from a checkpointed planner (see :meth:`state`)."""
+        self.planner, self.decision, temperature = state
+        if self.agents is not None:
+            self.agents.reflect_temperature = temperature

@@ -18,6 +18,7 @@ when it is well under. Only the last ``keep_batches`` batches are kept in :attr:
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import math
 from collections import deque

@@ -9,6 +9,7 @@
     playbooks/v*.json  every playbook version
     candidates/c*.json every candidate of a GEPA run's pool
     final.json, best.json, summary.json
+    checkpoint.pkl     the state after the last completed step, to resume from (run/checkpoint.py)
     card.toml          the experiment card the run was made under (``learn --card``), if any
 
 A run is written first into a hidden staging folder beside its directory
@@ -37,7 +38,8 @@ _encoder = msgspec.json.Encoder(order="deterministic")
 
 
 _RUN_FILES = ("config.json", "splits.json", "ledger.jsonl", "controller.jsonl", "deltas.jsonl",
-              "final.json", "best.json", "summary.json", "card.toml")
+              "final.json", "best.json", "summary.json", "card.toml", "checkpoint.pkl")
+_APPENDED = {"_ledger": "ledger.jsonl", "_decisions": "controller.jsonl", "_deltas": "deltas.jsonl"}
 _RUN_FOLDERS = {"playbooks": "v*.json", "candidates": "c*.json"}  # a GEPA run's pool in candidates/
 
 
@@ -102,6 +104,41 @@ class RunDir:
         except OSError as exc:
             self._discard()
             raise ConfigError(f"run directory {self.target}: cannot create it: {exc.strerror or exc}") from None
+
+    @classmethod
+    def reopen(cls, root: str | os.PathLike[str], files: dict[str, int]) -> RunDir:
+        """The started run in ``root``, to resume it: each append-only file is cut back to its
+        length in ``files`` (lines of a step that never completed are dropped), then opened for
+        appends. :class:`ConfigError` in one line when ``root`` holds no run."""
+        self = cls.__new__(cls)
+        self.target = self.root = Path(root)
+        self._created = []
+        self._started = True
+        if not _holds_a_run(self.root):
+            raise ConfigError(f"run directory {self.root} holds no run to resume")
+        try:
+            (self.root / "playbooks").mkdir(mode=DIR_MODE, exist_ok=True)
+            for attribute, name in _APPENDED.items():
+                path = self.root / name
+                length = files.get(name, 0)
+                if path.exists() and path.stat().st_size > length:
+                    os.truncate(path, length)
+                setattr(self, attribute, open_append(path))
+        except OSError as exc:
+            raise ConfigError(f"run directory {self.root}: cannot reopen it: {exc.strerror or exc}") from None
+        return self
+
+    def file_lengths(self) -> dict[str, int]:
+        """The byte length of each append-only file (all written lines flushed)."""
+        lengths = {}
+        for attribute, name in _APPENDED.items():
+            file = getattr(self, attribute)
+            file.flush()
+            lengths[name] = os.fstat(file.fileno()).st_size
+        return lengths
+
+    def write_bytes(self, name: str, data: bytes) -> None:
+        write_atomic(self.root / name, data)
 
     @property
     def started(self) -> bool:

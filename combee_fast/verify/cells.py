@@ -107,7 +107,7 @@ async def run_cell(card: Card, card_path: str | Path, config: SessionConfig, har
         directory = RunDir(run_dir, overwrite=True) if run_dir is not None else None
         try:
             result = await session.train(run_dir=directory, usage=usage, gpus=hardware.gpu_count,
-                                         stop=BudgetGuard(card.budget))
+                                         budget=BudgetGuard(card.budget))
         finally:
             if directory is not None:
                 directory.close()

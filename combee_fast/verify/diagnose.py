@@ -182,7 +182,7 @@ async def diagnose(card: Card, card_path: str | Path, out: str | Path, *, hardwa
         test = session.task.load(test_name)
         run_dir = RunDir(run_root, overwrite=True)
         try:
-            result = await session.train(run_dir=run_dir, usage=usage, gpus=hardware.gpu_count, stop=guard)
+            result = await session.train(run_dir=run_dir, usage=usage, gpus=hardware.gpu_count, budget=guard)
         finally:
             run_dir.close()
         ledger = list(result.ledger)

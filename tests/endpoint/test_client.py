@@ -129,6 +129,9 @@ async def test_malformed_json_is_repaired_once_and_failures_stay_on_their_record
     # every malformed first answer got exactly one repair request; a malformed repair is final
     assert counters.requests == 40 + len(repaired) + len(failed)
     assert counters.faults_injected["malformed"] == len(repaired) + 2 * len(failed)
+    # ...and each repair request is in the accounting, as a retry of the kind that called for it
+    assert counters.requests == sum(1 + r.usage.retries for r in results)
+    assert all(r.usage.retry_kinds == ("malformed",) for r in [*repaired, *failed])
 
 
 async def test_truncated_answers_are_typed_errors(start_sim_server: StartSimServer) -> None:

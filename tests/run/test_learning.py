@@ -208,7 +208,7 @@ async def test_a_stop_answer_ends_the_run_cleanly_after_that_step(tmp_path) -> N
 
     guard = BudgetGuard(Budget(rollouts=10, tokens=10**9, gpu_seconds=10**9, wall_clock_s=10**6, binding="rollouts"))
     async with open_session(_config(method="sequential")) as session:
-        result = await session.train(plan=FixedBatch(1), run_dir=RunDir(tmp_path), stop=guard)
+        result = await session.train(plan=FixedBatch(1), run_dir=RunDir(tmp_path), budget=guard)
     assert result.stopped_by is not None and result.stopped_by.startswith("budget rollouts spent: ")
     assert guard.bound == "rollouts" and 10 <= result.rollouts < 14 and result.samples < 48
     assert result.final_eval is not None and result.final_eval.examples == 30
