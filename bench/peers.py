@@ -206,7 +206,7 @@ def run_ace_framework(url: str, train_set: Sequence[Example]) -> dict[str, Any]:
 
 
 async def _measured(server: SimServer, work: Callable[[], Any]) -> tuple[Any, int, int]:
-    mark = len(server.spans())
+    mark = server.span_count()
     outcome = await work()
     spans = server.spans(mark)
     return outcome, chain_depth(spans), peak_overlap(spans)

@@ -19,6 +19,8 @@ per request, with handler cancellation on so a client that goes away frees its s
 from __future__ import annotations
 
 import asyncio
+import collections
+import itertools
 import math
 import random
 import time
@@ -71,6 +73,10 @@ __all__ = [
 
 REAL_TIME = 1.0
 """Time scale of a standalone server: one real second per simulated second."""
+
+
+SPANS_KEPT = 100_000
+"""Request spans a server keeps (a few MB): a long-lived server's memory stays bounded."""
 
 
 class SimCounters(msgspec.Struct):
@@ -141,7 +147,8 @@ class SimServer:
         self._authorization = None if api_key is None else f"Bearer {api_key}"
         self._model = BatchModel(self.preset)
         self._counters = SimCounters()
-        self._spans: list[tuple[float, float]] = []
+        self._spans: collections.deque[tuple[float, float]] = collections.deque(maxlen=SPANS_KEPT)
+        self._spans_total = 0  # completed requests ever, kept or not
         self._waiters: dict[Job, asyncio.Future[None]] = {}
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = 0.0
@@ -211,8 +218,14 @@ class SimServer:
 
     def spans(self, since: int = 0) -> list[tuple[float, float]]:
         """``(arrival, finish)`` in simulated seconds of every completed request from the
-        ``since``-th on, in completion order (``len(server.spans())`` marks a point to start from)."""
-        return self._spans[since:]
+        ``since``-th on (counting from the server's start), in completion order; only the latest
+        :data:`SPANS_KEPT` are kept. :meth:`span_count` marks a point to start from."""
+        first_kept = self._spans_total - len(self._spans)
+        return list(itertools.islice(self._spans, max(0, since - first_kept), None))
+
+    def span_count(self) -> int:
+        """Requests completed so far (the ``since`` of :meth:`spans` for what comes next)."""
+        return self._spans_total
 
     def busy_s(self) -> float:
         """Simulated seconds so far during which the latency model had a sequence running."""
@@ -343,6 +356,7 @@ class SimServer:
             del self._waiters[job]
         assert job.finished_at is not None
         self._spans.append((job.arrival, job.finished_at))
+        self._spans_total += 1
         return job.finished_at - job.arrival
 
     def _sim_now(self) -> float:
