@@ -131,11 +131,7 @@ class Agents:
             return built, self._request("generator", built, epoch, example.id, round_,
                                         schema=generator.generator_schema(text))
 
-        context_length = self.clients.generator.capabilities.context_length
-        if context_length is not None:
-            messages, _ = build("")
-            allowed = prompt_chars_allowed(context_length, self._max_tokens("generator"))
-            playbook_text = cut_playbook(playbook_text, allowed - sum(len(m.content) for m in messages))
+        playbook_text = self._fit("generator", playbook_text, lambda text: build(text)[0])
         messages, request = build(playbook_text)
         result = await self.clients.generator.chat(request)
         if is_context_error(result.error) and playbook_text:
@@ -186,8 +182,12 @@ class Agents:
         source: str,
         seed_path: tuple[int | str, ...],
     ) -> Proposal:
-        """One curator call over ``reflections`` against ``playbook``."""
-        messages = curator.curator_messages(playbook_text, playbook_stats_text(playbook.bullets()), reflections)
+        """One curator call over ``reflections`` against ``playbook`` (cut to the endpoint's context,
+        as for the generator)."""
+        stats = playbook_stats_text(playbook.bullets())
+        playbook_text = self._fit("curator", playbook_text,
+                                  lambda text: curator.curator_messages(text, stats, reflections))
+        messages = curator.curator_messages(playbook_text, stats, reflections)
         request = self._request("curator", messages, *seed_path,
                                 schema=ops_schema(curator.CURATOR_SCHEMA, playbook_text))
         return await self._propose(self.clients.curator, request, source, parse_ops)
@@ -200,7 +200,9 @@ class Agents:
         source: str,
         seed_path: tuple[int | str, ...],
     ) -> Proposal:
-        """One reducer call merging ``proposals`` made against the same base playbook."""
+        """One reducer call merging ``proposals`` made against the same base playbook (cut to the
+        endpoint's context, as for the generator)."""
+        playbook_text = self._fit("reducer", playbook_text, lambda text: reducer.reducer_messages(text, proposals))
         request = self._request("reducer", reducer.reducer_messages(playbook_text, proposals), *seed_path,
                                 schema=ops_schema(reducer.REDUCER_SCHEMA, playbook_text))
 
@@ -208,6 +210,15 @@ class Agents:
             return reducer.parse_reduction(data, text, proposals)
 
         return await self._propose(self.clients.reducer, request, source, parse)
+
+    def _fit(self, role: str, playbook_text: str, build: Callable[[str], tuple[Message, ...]]) -> str:
+        """``playbook_text`` cut so that ``build(text)`` plus the role's reply fits the context the
+        role's endpoint reported (unchanged when it reported none; :mod:`combee_fast.roles.budget`)."""
+        context_length = getattr(self.clients, role).capabilities.context_length
+        if context_length is None:
+            return playbook_text
+        others = sum(len(m.content) for m in build(""))
+        return cut_playbook(playbook_text, prompt_chars_allowed(context_length, self._max_tokens(role)) - others)
 
     def _request(self, role: str, messages: tuple[Message, ...], *seed_path: int | str,
                  schema: dict[str, Any] | None = None) -> ChatRequest:

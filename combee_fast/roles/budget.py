@@ -1,5 +1,7 @@
 """Prompts that fit the endpoint's context: the playbook is cut to what the context leaves.
 
+Applies to the roles whose prompt holds the playbook: generator, curator and reducer.
+
 Policy: a prompt is budgeted only when the endpoint reported its context length
 (:class:`~combee_fast.endpoint.capabilities.Capabilities`). Its tokens are estimated
 conservatively at :data:`CONSERVATIVE_CHARS_PER_TOKEN` characters a token (a 219-entry playbook of
@@ -7,7 +9,9 @@ conservatively at :data:`CONSERVATIVE_CHARS_PER_TOKEN` characters a token (a 219
 4-characters estimate said 8,512). The prompt plus the reply's ``max_tokens`` must fit; when it
 does not, the playbook keeps its first lines (sections and bullets in rendered order) up to the
 budget and the rest is left out of that call. A reply saying the context was still exceeded
-(:func:`is_context_error`) halves the playbook once more and the call is sent again.
+(:func:`is_context_error`) halves the generator's playbook once more and the call is sent again
+(counted as ``trimmed`` in the run directory's ``calls.json``, with a warning). The server's own
+tokenizer (llama.cpp ``POST /tokenize``, noted in ``capabilities.json``) is not used yet.
 """
 
 from __future__ import annotations

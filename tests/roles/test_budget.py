@@ -72,3 +72,33 @@ def test_context_errors_are_recognised_and_cuts_keep_whole_lines() -> None:
     assert not is_context_error(CallError(kind="http_status", message="HTTP 400", status=400, raw="bad json"))
     cut = cut_playbook(PLAYBOOK, 500)
     assert len(cut) <= 500 and PLAYBOOK.startswith(cut) and cut.endswith("\n")
+
+
+def test_the_curator_and_reducer_playbooks_are_cut_to_the_reported_context() -> None:
+    prompts: dict[str, int] = {}
+
+    async def handler(request: web.BaseRequest) -> web.Response:
+        if request.path == "/props":
+            return web.json_response({"default_generation_settings": {"n_ctx": 4096}, "total_slots": 1})
+        if request.path == "/v1/chat/completions":
+            body = json.loads(await request.read())
+            prompts[request.headers.get("X-Combee-Role", "")] = sum(len(m["content"]) for m in body["messages"])
+            content = {"reasoning": "r", "operations": [], "keep": []}
+            return web.json_response({"choices": [{"message": {"role": "assistant", "content": json.dumps(content)},
+                                                   "finish_reason": "stop"}]})
+        return web.Response(status=404)
+
+    async def run(url: str) -> None:
+        from combee_fast.playbook import Playbook
+
+        async with EndpointClient(EndpointConfig(name="e", base_url=url, model="m")) as client:
+            await client.detect()
+            agents = Agents(get_task("formula"), RoleClients.single(client), seed=0)
+            curated = await agents.curate([], Playbook.empty(), PLAYBOOK, source="s", seed_path=(0,))
+            reduced = await agents.reduce([[], []], PLAYBOOK, source="s", seed_path=(0,))
+            assert curated.error is None and reduced.error is None
+
+    with ThreadedServer(handler) as server:
+        asyncio.run(run(server.url))
+    for role, max_tokens in (("curator", 2048), ("reducer", 2048)):
+        assert prompts[role] <= (4096 - max_tokens) * 3 < len(PLAYBOOK), role
