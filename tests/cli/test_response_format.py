@@ -56,3 +56,12 @@ def test_a_forced_json_schema_falls_back_once_during_the_run_and_completes(rejec
     assert summary["bullets"] > 0 and not summary["accounting"]["train"]["errors"]
     (caps,) = json.loads((tmp_path / "run" / "capabilities.json").read_text())
     assert caps["form"] == "json_object_schema" and caps["fallbacks"] == ["json_schema"]
+
+
+def test_local_with_a_missing_model_file_or_with_an_endpoint_is_one_line_and_exit_2(tmp_path) -> None:
+    for extra in (("--local-model", str(tmp_path / "missing.gguf")), ("--endpoint", "http://127.0.0.1:9/v1")):
+        done = subprocess.run([sys.executable, "-m", "combee_fast.cli", "learn", "--local", *extra,
+                               "--out", str(tmp_path / "run")], capture_output=True, text=True, timeout=120)
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.strip().count("\n") == 0 and "--local" in done.stderr
+        assert not (tmp_path / "run").exists()
