@@ -8,16 +8,18 @@ defined in :mod:`combee_fast.errors`).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import shlex
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
 import msgspec
 
 from combee_fast import flags
+from combee_fast.config import EndpointSpec, SessionConfig
 from combee_fast.errors import (
     EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, CallsFailed, CombeeError, ConfigError, SplitChangedError,
 )
@@ -113,6 +115,39 @@ def _notify_retry_after(session: Any, quiet: bool) -> None:
             client.on_retry_after = notice
 
 
+@contextlib.asynccontextmanager
+async def _local_server(args: argparse.Namespace, config: SessionConfig) -> AsyncIterator[tuple[SessionConfig, Any]]:
+    """With ``--local``: start the local server and point every role at it, with defaults that
+    suit it (as many requests in flight as it has slots, unless ``--concurrency`` is given).
+    Without: ``config`` unchanged and no server."""
+    if not getattr(args, "local", False):
+        yield config, None
+        return
+    from combee_fast.endpoint.local import MODEL_ALIAS, LocalServer
+
+    if config.endpoints:
+        raise ConfigError("--local starts its own endpoint: give no --endpoint/--model with it")
+    local = flags.local_config(args)
+    server = LocalServer(local)
+    print(f"combee {args.command}: starting the local {server.kind} ({server.model.name}) on {server.url}",
+          file=sys.stderr, flush=True)
+    async with server:
+        endpoint = EndpointSpec(url=server.url, model=MODEL_ALIAS)
+        transport = config.transport
+        if getattr(args, "cfg__transport__concurrency", None) is None:
+            transport = msgspec.structs.replace(transport, concurrency=local.slots if server.native else 1)
+        yield msgspec.structs.replace(config, endpoints={"default": endpoint}, transport=transport), server
+
+
+def _keep_server_log(run_dir: Any, server: Any) -> None:
+    """Copy the local server's log and command into the run directory."""
+    if server is None:
+        return
+    run_dir.write_text("server.log", server.log_path.read_text(errors="replace"))
+    run_dir.write_json("local_server.json", {"kind": server.kind, "command": server.command, "model": str(server.model),
+                                             "started_s": server.started_s})
+
+
 async def _learn(args: argparse.Namespace) -> int:
     from combee_fast.gepa.methods import GEPA_METHODS
     from combee_fast.run.interrupt import StopRequest
@@ -130,7 +165,7 @@ async def _learn(args: argparse.Namespace) -> int:
 
         usage, card_gpus, budget = learn_under_card(args.card, config, run=out)
         gpus = gpus or card_gpus
-    async with open_session(config) as session:  # config, data and endpoints validated first
+    async with _local_server(args, config) as (config, server), open_session(config) as session:
         session.split_uses(usage.roles if usage is not None else None)  # a test-split use is refused before --out is made
         run_dir = RunDir(out, overwrite=args.overwrite)
         _notify_retry_after(session, args.quiet)
@@ -142,6 +177,8 @@ async def _learn(args: argparse.Namespace) -> int:
                                          gpus=gpus, interrupt=interrupt, budget=budget)
         finally:
             interrupt.uninstall()
+            if run_dir.started:
+                _keep_server_log(run_dir, server)
             run_dir.close()
     return _finish(result, run_dir, out, interrupt)
 
@@ -156,7 +193,7 @@ async def _resume(args: argparse.Namespace) -> int:
     from combee_fast.tasks.base import SplitManifest, verify_split
 
     given = [name for name, value in vars(args).items()
-             if name not in ("command", "resume", "quiet", "gpus", "task_option") and value not in (None, False)]
+             if name not in ("command", "resume", "quiet", "gpus", "task_option") and value not in (None, False, [])]
     if given or args.task_option:
         raise ConfigError(f"--resume continues a run with its own config.json; drop "
                           f"{', '.join('--' + name.removeprefix('cfg__').split('__')[-1].replace('_', '-') for name in given) or '--task-option'}")
@@ -233,7 +270,7 @@ async def _eval(args: argparse.Namespace) -> int:
     gepa = is_candidate_file(args.playbook)
     playbook = Candidate.load(args.playbook) if gepa else Playbook.load(args.playbook)
     config = flags.session_config(args, [(("task", "val_split"), args.split), (("task", "train_split"), args.split)])
-    async with open_session(config) as session:
+    async with _local_server(args, config) as (config, _), open_session(config) as session:
         manifests_file = Path(args.playbook).with_name("splits.json")
         if manifests_file.exists():
             try:

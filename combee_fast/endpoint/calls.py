@@ -12,7 +12,8 @@ from combee_fast.schema import CallError, Message, Usage
 class ChatRequest(msgspec.Struct, frozen=True):
     """A chat-completions call. ``role`` (generator, reflector, curator, reducer, ...) is sent as
     header ``X-Combee-Role``; ``json_schema`` asks for a JSON object of that schema (``None``:
-    free text)."""
+    free text); ``extra_body`` fields (penalties, ``top_p``, server-specific knobs) are merged into
+    the request body as given."""
 
     role: str
     messages: tuple[Message, ...]
@@ -21,6 +22,7 @@ class ChatRequest(msgspec.Struct, frozen=True):
     seed: int | None = None
     json_schema: dict[str, Any] | None = None
     schema_name: str = "output"
+    extra_body: dict[str, Any] | None = None
 
 
 class ChatResult(msgspec.Struct, frozen=True, kw_only=True):

@@ -17,9 +17,10 @@ Behaviour:
   retried up to ``max_retries`` times with exponential backoff and jitter, or after the server's
   ``Retry-After``/``retry-after-ms``. A server asking to wait longer than ``backoff_max_s`` (the
   run's patience) is not retried: the call fails at once, saying how long it was asked to wait.
-- JSON output: with ``config.json_schema`` the schema goes in ``response_format``; the text is
-  parsed either way and, if unusable, ONE repair request is sent (the bad answer plus what was
-  wrong). A result that still fails carries a typed ``CallError``; :meth:`EndpointClient.chat`
+- JSON output: the schema goes in ``response_format`` in the endpoint's structured-output form
+  (:mod:`.capabilities`); the text is parsed either way and, if unusable, ONE repair request is
+  sent (the bad answer plus what was wrong), except for a reply cut at ``max_tokens``, which is
+  reported as ``truncated`` (repeating the request would loop into the same limit). A result that still fails carries a typed ``CallError``; :meth:`EndpointClient.chat`
   never raises for endpoint or response failures. ``asyncio.CancelledError`` propagates, and
   the connection of a cancelled request is closed, not returned to the pool.
 - A free-text answer cut at ``max_tokens`` keeps its text and carries a ``truncated`` error.
@@ -50,19 +51,19 @@ import msgspec
 
 from combee_fast.endpoint.cache import ReplayCache, request_key
 from combee_fast.endpoint.http1 import Http1Pool
+from combee_fast.endpoint.capabilities import Capabilities, FormState, check_form, is_validation_error, probe, response_format
 from combee_fast.endpoint.calls import ChatRequest, ChatResult
 from combee_fast.endpoint.retry import RETRYABLE_STATUSES, backoff_s, retry_after_s
 from combee_fast.endpoint.capped import ReplyTooLarge, read_capped
 from combee_fast.endpoint.structured import parse_structured, repair_messages
+from combee_fast.endpoint.wire import with_extra_body
 from combee_fast.endpoint.wire import (
     ROLE_HEADER,
     SIM_LATENCY_HEADER,
     TIME_SCALE_HEADER,
     CompletionRequest,
     CompletionResponse,
-    JsonSchemaFormat,
     ModelList,
-    ResponseFormat,
 )
 from combee_fast.config import TransportConfig
 from combee_fast.errors import ConfigError, EndpointUnreachable
@@ -82,8 +83,10 @@ class EndpointConfig(msgspec.Struct, frozen=True):
     api_key_env: str | None = None
     json_schema: bool = True
     transport: TransportConfig = msgspec.field(default_factory=TransportConfig)
+    response_format: str = "auto"  # a form of capabilities.FORMS, or auto: probed by detect()
 
     def __post_init__(self) -> None:
+        check_form(self.response_format)
         if not self.base_url.startswith(("http://", "https://")):
             raise ConfigError(f"endpoint {self.name!r}: base_url must start with http:// or https://, "
                               f"got {strip_userinfo(self.base_url)!r}")
@@ -188,6 +191,33 @@ class EndpointClient:
         self._time_scale: float | None = None  # real s per simulated s, if the server says
         self.on_retry_after: Callable[[str, float], None] | None = None
         """Called ``(endpoint name, seconds)`` before each wait a server asked for (Retry-After)."""
+        first = "none" if not config.json_schema else (
+            "json_schema" if config.response_format == "auto" else config.response_format)
+        self.forms = FormState(Capabilities(endpoint=config.name, model=config.model, form=first))
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """What this endpoint was found to do (see :meth:`detect`), and the form in use."""
+        return self.forms.capabilities
+
+    async def detect(self) -> Capabilities:
+        """Probe the endpoint (:func:`~combee_fast.endpoint.capabilities.probe`): with
+        ``response_format`` auto (and ``json_schema`` on) the strongest structured-output form a
+        one-call probe proves is used from now on; otherwise the configured form is kept and only
+        the server's context length and slots are read. A server reporting fewer slots than
+        ``transport.concurrency`` gets at most that many requests at once (``transport.slots_cap``)."""
+        config = self.config
+        auto = config.json_schema and config.response_format == "auto"
+        found = await probe(self._open_session(), name=config.name, base_url=strip_userinfo(config.base_url), model=config.model,
+                            headers=self._headers, timeout_s=min(CHECK_TIMEOUT_S * 6, config.transport.timeout_s),
+                            forms=None if auto else ())
+        if not auto:
+            found.form, found.probed = self.forms.form, False
+        found.tried = {form: scrub(what, self._secrets) for form, what in found.tried.items()}  # bodies may echo keys
+        self.forms.capabilities = found
+        if found.slots is not None and config.transport.slots_cap and found.slots < config.transport.concurrency:
+            self._slots = asyncio.Semaphore(found.slots)  # more would only queue on the server, inside our timeout
+        return found
 
     async def __aenter__(self) -> EndpointClient:
         return self
@@ -325,6 +355,9 @@ class EndpointClient:
         data, problem = parse_structured(answer.text, answer.finish_reason, request.json_schema)
         if problem is None:
             return answer.text, data, None, answer.finish_reason
+        if problem.kind == "truncated":  # the same request would run into max_tokens again: reported, not repaired
+            return answer.text, None, msgspec.structs.replace(problem, message=(
+                f"{problem.message} (cut at max_tokens={request.max_tokens}; not repaired)")), answer.finish_reason
         tally.retry_kinds.append(problem.label)  # the repair request is counted as a retry of its kind
         repair = await self._exchange(request, repair_messages(request.messages, answer.text, problem), tally)
         if isinstance(repair, CallError):
@@ -351,37 +384,48 @@ class EndpointClient:
             retry_kinds=tuple(tally.retry_kinds),
         )
 
-    def _response_format(self, request: ChatRequest) -> msgspec.Raw | None:
-        """The request's ``response_format``, encoded once per (name, schema object)."""
+    def _response_format(self, request: ChatRequest, form: str) -> msgspec.Raw | None:
+        """The request's ``response_format`` in structured-output ``form``, encoded once per
+        (form, name, schema object)."""
         schema = request.json_schema
-        if schema is None or not self.config.json_schema:
+        if schema is None or form == "none":
             return None
-        key = (request.schema_name, id(schema))
+        key = (form, request.schema_name, id(schema))
         cached = self._formats.get(key)
         if cached is None or cached[0] is not schema:  # an id reused by another dict is re-encoded
             if len(self._formats) >= _MAX_FORMATS:
                 self._formats.clear()
-            encoded = msgspec.Raw(_request_encoder.encode(ResponseFormat(
-                type="json_schema", json_schema=JsonSchemaFormat(name=request.schema_name, schema=schema),
-            )))
-            cached = self._formats[key] = (schema, encoded)
+            value = response_format(form, request.schema_name, schema)
+            cached = self._formats[key] = (schema, None if value is None else msgspec.Raw(_request_encoder.encode(value)))
         return cached[1]
 
-    def _encode(self, request: ChatRequest, messages: tuple[Message, ...]) -> bytes:
-        response_format: Any = self._response_format(request)  # msgspec writes a Raw as is
+    def _encode(self, request: ChatRequest, messages: tuple[Message, ...], form: str) -> bytes:
+        if request.extra_body:
+            return with_extra_body(self._encode(msgspec.structs.replace(request, extra_body=None), messages, form),
+                                   request.extra_body)
         return _request_encoder.encode(CompletionRequest(
             model=self.config.model,
             messages=messages,
             max_tokens=request.max_tokens,
             temperature=request.temperature,
             seed=request.seed,
-            response_format=response_format,
+            response_format=self._response_format(request, form),  # msgspec writes a Raw as is
         ))
 
     async def _exchange(self, request: ChatRequest, messages: tuple[Message, ...],
                         tally: _Tally) -> _Answer | CallError:
+        """Send in the current structured-output form; if the reply rejects that form, send once
+        more in the weaker form :class:`FormState` steps down to."""
+        form = self.forms.form
+        answer = await self._send(self._encode(request, messages, form), request.role, messages, tally)
+        if isinstance(answer, CallError) and request.json_schema is not None and self.forms.fall_back(
+                form, msgspec.structs.replace(answer, message=scrub(answer.message, self._secrets))):
+            answer = await self._send(self._encode(request, messages, self.forms.form), request.role, messages, tally)
+        return answer
+
+    async def _send(self, body: bytes, role: str, messages: tuple[Message, ...],
+                    tally: _Tally) -> _Answer | CallError:
         """Send until answered or out of retries; adds to ``tally``."""
-        body = self._encode(request, messages)
         config = self.config
         for attempt in range(config.transport.max_retries + 1):
             attempt_started = 0.0
@@ -390,7 +434,7 @@ class EndpointClient:
                     attempt_started = time.perf_counter()
                     self._in_flight += 1
                     try:
-                        answer = await self._post(body, request.role)
+                        answer = await self._post(body, role)
                     finally:
                         self._in_flight -= 1
             except _AttemptFailed as failure:
@@ -428,7 +472,7 @@ class EndpointClient:
             head = self._request_heads[role] = ("\r\n".join(lines) + "\r\nContent-Length: ").encode("latin-1")
         return head
 
-    async def _send(self, body: bytes, role: str) -> tuple[int, bytes, Any]:
+    async def _transmit(self, body: bytes, role: str) -> tuple[int, bytes, Any]:
         """``(status, body, headers)`` of one exchange: plain http on the keep-alive pool,
         https through aiohttp. Raises ``TimeoutError``, ``aiohttp.ClientError`` or ``OSError``."""
         if self._url.startswith("http://"):
@@ -450,7 +494,7 @@ class EndpointClient:
     async def _post(self, body: bytes, role: str) -> _Answer:
         """One HTTP exchange; raises :class:`_AttemptFailed` for anything but a chat completion."""
         try:
-            status, raw, headers = await self._send(body, role)
+            status, raw, headers = await self._transmit(body, role)
         except ReplyTooLarge as exc:
             raise _AttemptFailed(CallError(kind="too_large", message=str(exc)), retryable=False) from None
         except TimeoutError:
@@ -467,7 +511,8 @@ class EndpointClient:
             text = raw.decode("utf-8", errors="replace")
             raise _AttemptFailed(
                 CallError(kind="http_status", message=f"HTTP {status}: {text[:200]}", status=status, raw=text),
-                retryable=status in RETRYABLE_STATUSES, retry_after=retry_after,
+                retryable=status in RETRYABLE_STATUSES and not is_validation_error(status, text),
+                retry_after=retry_after,
             )
         try:
             decoded = _response_decoder.decode(raw)

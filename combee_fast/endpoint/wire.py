@@ -32,8 +32,11 @@ class JsonSchemaFormat(msgspec.Struct, frozen=True, omit_defaults=True):
 
 
 class ResponseFormat(msgspec.Struct, frozen=True, omit_defaults=True):
+    """``schema`` is llama-cpp-python's form: ``{"type": "json_object", "schema": {...}}``."""
+
     type: str
     json_schema: JsonSchemaFormat | None = None
+    schema: dict[str, Any] | None = None
 
 
 class CompletionRequest(msgspec.Struct, frozen=True, omit_defaults=True):
@@ -83,3 +86,8 @@ class ModelCard(msgspec.Struct, frozen=True):
 class ModelList(msgspec.Struct, frozen=True):
     data: tuple[ModelCard, ...]
     object: str = "list"
+
+
+def with_extra_body(body: bytes, extra: dict[str, Any]) -> bytes:
+    """The JSON request ``body`` with the fields of ``extra`` added (or replacing its own)."""
+    return msgspec.json.encode({**msgspec.json.decode(body), **extra})

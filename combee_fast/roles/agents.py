@@ -8,16 +8,19 @@ the failure is recorded on the returned record.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import msgspec
 
+from combee_fast.config import SamplingConfig
 from combee_fast.endpoint.client import ChatRequest, ChatResult, EndpointClient
 from combee_fast.engine.rng import derive_seed
 from combee_fast.playbook import Playbook
 from combee_fast.roles import curator, generator, reducer, reflector
-from combee_fast.roles.ops import parse_ops
+from combee_fast.roles.budget import cut_playbook, is_context_error, prompt_chars_allowed
+from combee_fast.roles.ops import ops_schema, parse_ops
 from combee_fast.roles.curator import playbook_stats_text
 from combee_fast.roles.reflector import cited_bullets_text
 from combee_fast.schema import CallError, Example, Message, Op, Proposal, Reflection, Rollout, Usage
@@ -63,6 +66,7 @@ class Agents:
         seed: int,
         temperature: float = 0.0,
         use_ground_truth: bool = True,
+        sampling: Callable[[str], SamplingConfig] | None = None,
     ) -> None:
         self.task = task
         self.clients = clients
@@ -70,6 +74,38 @@ class Agents:
         self.temperature = temperature
         self.reflect_temperature: float | None = None  # set by a diversity remedy; None: ``temperature``
         self.use_ground_truth = use_ground_truth
+        self.sampling = {role: sampling(role) if sampling is not None else SamplingConfig() for role in _ROLE_OUTPUT}
+        self.failures: list[dict[str, Any]] = []  # every failed or unusable call, raw reply kept
+        self.calls: dict[str, int] = dict.fromkeys(_ROLE_OUTPUT, 0)
+        self.trimmed = 0  # generator calls sent again with a shorter playbook after exceeding the context
+
+    def _note(self, role: str, error: CallError | None, text: str | None) -> None:
+        """Count a call of ``role``; keep its failure (kind, message, raw reply) if it failed."""
+        self.calls[role] += 1
+        if error is not None:
+            self.failures.append({"role": role, "kind": error.kind, "label": error.label, "message": error.message,
+                                  "status": error.status, "raw": error.raw if error.raw is not None else text})
+
+    def effective_sampling(self) -> dict[str, dict[str, Any]]:
+        """What each role sends: temperature, max tokens and the extra body fields (for the run
+        directory's ``sampling.json``)."""
+        return {role: {"temperature": self._temperature(role), "max_tokens": self._max_tokens(role),
+                       **(self._extra_body(role) or {})} for role in _ROLE_OUTPUT}
+
+    def _temperature(self, role: str) -> float:
+        chosen = self.sampling[role].temperature
+        return self.temperature if chosen is None else chosen
+
+    def _max_tokens(self, role: str) -> int:
+        chosen = self.sampling[role].max_completion_tokens
+        return _ROLE_OUTPUT[role][0] if chosen is None else chosen
+
+    def _extra_body(self, role: str) -> dict[str, Any] | None:
+        settings = self.sampling[role]
+        extra = {name: value for name in ("frequency_penalty", "presence_penalty", "top_p")
+                 if (value := getattr(settings, name)) is not None}
+        extra.update(settings.extra)
+        return extra or None
 
     async def generate(
         self,
@@ -81,16 +117,35 @@ class Agents:
         previous: Rollout | None = None,
         reflection: Reflection | None = None,
     ) -> Rollout:
-        """One generator attempt, scored by the task. A failed call gives a rollout with ``error``."""
-        messages = generator.generator_messages(
-            example.input,
-            playbook_text,
-            previous_answer=previous.answer if previous is not None else None,
-            reflection=reflection,
-        )
-        request = self._request("generator", messages, epoch, example.id, round_)
+        """One generator attempt, scored by the task. A failed call gives a rollout with ``error``.
+
+        On an endpoint that reported its context length the playbook is cut to fit
+        (:mod:`combee_fast.roles.budget`); a reply saying the context was exceeded halves it and
+        sends the call once more, with a warning."""
+        def build(text: str) -> tuple[tuple[Message, ...], ChatRequest]:
+            built = generator.generator_messages(
+                example.input,
+                text,
+                previous_answer=previous.answer if previous is not None else None,
+                reflection=reflection,
+            )
+            return built, self._request("generator", built, epoch, example.id, round_,
+                                        schema=generator.generator_schema(text))
+
+        playbook_text = self._fit("generator", playbook_text, lambda text: build(text)[0])
+        messages, request = build(playbook_text)
         result = await self.clients.generator.chat(request)
+        if is_context_error(result.error) and playbook_text:
+            playbook_text = cut_playbook(playbook_text, len(playbook_text) // 2)
+            self.trimmed += 1
+            if self.trimmed == 1:
+                print(f"warning: the generator's prompt exceeded the context of endpoint "
+                      f"{self.clients.generator.config.name!r}; the playbook is cut to {len(playbook_text)} "
+                      "characters and the call sent again (counted in calls.json as trimmed)", file=sys.stderr)
+            messages, request = build(playbook_text)
+            result = await self.clients.generator.chat(request)
         parsed = _parsed(result, generator.parse_generator)
+        self._note("generator", parsed if isinstance(parsed, CallError) else None, result.text)
         if isinstance(parsed, CallError):
             score = self.task.score(example, None)
             return Rollout(
@@ -110,13 +165,17 @@ class Agents:
         cited = [bullet for bid in rollout.bullet_ids if (bullet := playbook.get(bid)) is not None]
         ground_truth = rollout.example.target if self.use_ground_truth else None
         messages = reflector.reflector_messages(rollout, cited_bullets_text(cited), ground_truth=ground_truth)
-        request = self._request("reflector", messages, epoch, rollout.id)
+        schema = reflector.reflector_schema([bullet.id for bullet in cited])
+        request = self._request("reflector", messages, epoch, rollout.id, schema=schema)
         if self.reflect_temperature is not None:
             request = msgspec.structs.replace(request, temperature=self.reflect_temperature)
         result = await self.clients.reflector.chat(request)
         if result.error is not None:
+            self._note("reflector", result.error, result.text)
             return _failed_reflection(rollout.id, result.usage, result.error)
-        return reflector.parse_reflector(result.data, result.text, rollout_id=rollout.id, usage=result.usage)
+        parsed = reflector.parse_reflector(result.data, result.text, rollout_id=rollout.id, usage=result.usage)
+        self._note("reflector", parsed.error, result.text)
+        return parsed
 
     async def curate(
         self,
@@ -127,9 +186,14 @@ class Agents:
         source: str,
         seed_path: tuple[int | str, ...],
     ) -> Proposal:
-        """One curator call over ``reflections`` against ``playbook``."""
-        messages = curator.curator_messages(playbook_text, playbook_stats_text(playbook.bullets()), reflections)
-        request = self._request("curator", messages, *seed_path)
+        """One curator call over ``reflections`` against ``playbook`` (cut to the endpoint's context,
+        as for the generator)."""
+        stats = playbook_stats_text(playbook.bullets())
+        playbook_text = self._fit("curator", playbook_text,
+                                  lambda text: curator.curator_messages(text, stats, reflections))
+        messages = curator.curator_messages(playbook_text, stats, reflections)
+        request = self._request("curator", messages, *seed_path,
+                                schema=ops_schema(curator.CURATOR_SCHEMA, playbook_text))
         return await self._propose(self.clients.curator, request, source, parse_ops)
 
     async def reduce(
@@ -140,25 +204,41 @@ class Agents:
         source: str,
         seed_path: tuple[int | str, ...],
     ) -> Proposal:
-        """One reducer call merging ``proposals`` made against the same base playbook."""
-        request = self._request("reducer", reducer.reducer_messages(playbook_text, proposals), *seed_path)
+        """One reducer call merging ``proposals`` made against the same base playbook (cut to the
+        endpoint's context, as for the generator)."""
+        playbook_text = self._fit("reducer", playbook_text, lambda text: reducer.reducer_messages(text, proposals))
+        request = self._request("reducer", reducer.reducer_messages(playbook_text, proposals), *seed_path,
+                                schema=ops_schema(reducer.REDUCER_SCHEMA, playbook_text))
 
         def parse(data: Any, text: str | None) -> tuple[Op, ...] | CallError:
             return reducer.parse_reduction(data, text, proposals)
 
         return await self._propose(self.clients.reducer, request, source, parse)
 
-    def _request(self, role: str, messages: tuple[Message, ...], *seed_path: int | str) -> ChatRequest:
-        """A request for ``role`` whose seed is the node ``(role, *seed_path)`` of the run's seed tree."""
-        max_tokens, schema, schema_name = _ROLE_OUTPUT[role]
+    def _fit(self, role: str, playbook_text: str, build: Callable[[str], tuple[Message, ...]]) -> str:
+        """``playbook_text`` cut so that ``build(text)`` plus the role's reply fits the context the
+        role's endpoint reported (unchanged when it reported none; :mod:`combee_fast.roles.budget`)."""
+        context_length = getattr(self.clients, role).capabilities.context_length
+        if context_length is None:
+            return playbook_text
+        others = sum(len(m.content) for m in build(""))
+        return cut_playbook(playbook_text, prompt_chars_allowed(context_length, self._max_tokens(role)) - others)
+
+    def _request(self, role: str, messages: tuple[Message, ...], *seed_path: int | str,
+                 schema: dict[str, Any] | None = None) -> ChatRequest:
+        """A request for ``role`` whose seed is the node ``(role, *seed_path)`` of the run's seed tree;
+        ``schema``: the role's schema with the prompt's ids enumerated (default: the role's own)."""
+        _, role_schema, schema_name = _ROLE_OUTPUT[role]
+        schema = role_schema if schema is None else schema
         return ChatRequest(
             role=role,
             messages=messages,
-            max_tokens=max_tokens,
-            temperature=self.temperature,
+            max_tokens=self._max_tokens(role),
+            temperature=self._temperature(role),
             seed=derive_seed(self.seed, role, *seed_path),
             json_schema=schema,
             schema_name=schema_name,
+            extra_body=self._extra_body(role),
         )
 
     async def _propose(
@@ -170,6 +250,7 @@ class Agents:
     ) -> Proposal:
         result = await client.chat(request)
         parsed = _parsed(result, parse)
+        self._note(request.role, parsed if isinstance(parsed, CallError) else None, result.text)
         if isinstance(parsed, CallError):
             return Proposal(source=source, ops=(), usage=result.usage, error=parsed)
         return Proposal(source=source, ops=parsed, usage=result.usage)

@@ -10,6 +10,7 @@ from typing import Any
 
 import msgspec
 
+from combee_fast.roles import bounds
 from combee_fast.roles.base import EMPTY_PLAYBOOK, clean_bullet_id, convert, decode_json_object, fill, load_prompt
 from combee_fast.schema import CallError, Message, Reflection
 
@@ -22,14 +23,20 @@ NO_REFLECTION = "(no analysis is available: find the mistake yourself)"
 GENERATOR_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
-        "reasoning": {"type": "string"},
-        "bullet_ids": {"type": "array", "items": {"type": "string"}},
-        "final_answer": {"type": "string"},
+        "reasoning": bounds.text(bounds.REASONING_CHARS),
+        "bullet_ids": bounds.array(bounds.text(bounds.ID_CHARS), bounds.MAX_CITED),
+        "final_answer": bounds.text(bounds.ANSWER_CHARS),
     },
     "required": ["reasoning", "bullet_ids", "final_answer"],
     "additionalProperties": False,
 }
-"""JSON Schema of the generator's reply, for ``response_format``. Do not mutate."""
+"""JSON Schema of the generator's reply, for ``response_format``. Do not mutate; a request's schema
+enumerates the playbook's ids (:func:`generator_schema`)."""
+
+
+def generator_schema(playbook_text: str) -> dict[str, Any]:
+    """:data:`GENERATOR_SCHEMA` whose ``bullet_ids`` may only be ids of ``playbook_text``."""
+    return bounds.with_ids(GENERATOR_SCHEMA, ("bullet_ids", "*"), bounds.ids_in(playbook_text))
 
 
 class GeneratorOutput(msgspec.Struct, frozen=True):

@@ -25,6 +25,7 @@ from typing import Any
 
 import msgspec
 
+from combee_fast.roles import bounds
 from combee_fast.roles.base import PLACEHOLDER_PROBLEM, clean_bullet_id, convert, decode_json_object, is_placeholder, one_line
 from combee_fast.schema import CallError, Op, OpKind
 
@@ -36,26 +37,30 @@ _SHOWN_PROBLEMS = 5
 OPS_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
-        "reasoning": {"type": "string"},
-        "operations": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "properties": {
-                    "type": {"type": "string", "enum": [kind.value for kind in EDIT_KINDS]},
-                    "section": {"type": "string"},
-                    "content": {"type": "string"},
-                    "bullet_id": {"type": "string"},
-                },
-                "required": ["type", "section", "content", "bullet_id"],
-                "additionalProperties": False,
+        "reasoning": bounds.text(bounds.REASONING_CHARS),
+        "operations": bounds.array({
+            "type": "object",
+            "properties": {
+                "type": {"type": "string", "enum": [kind.value for kind in EDIT_KINDS]},
+                "section": bounds.text(bounds.CONTENT_CHARS),
+                "content": bounds.text(bounds.CONTENT_CHARS),
+                "bullet_id": bounds.text(bounds.ID_CHARS),
             },
-        },
+            "required": ["type", "section", "content", "bullet_id"],
+            "additionalProperties": False,
+        }, bounds.MAX_OPS),
     },
     "required": ["reasoning", "operations"],
     "additionalProperties": False,
 }
-"""JSON Schema of a curator or reducer reply, for ``response_format``. Do not mutate."""
+"""JSON Schema of a curator or reducer reply, for ``response_format``. Do not mutate; a request's
+schema enumerates the playbook's ids (:func:`ops_schema`)."""
+
+
+def ops_schema(schema: dict[str, Any], playbook_text: str) -> dict[str, Any]:
+    """``schema`` (curator's or reducer's) whose operations' ``bullet_id`` is an id of
+    ``playbook_text`` or ``""`` (an ADD)."""
+    return bounds.with_ids(schema, ("operations", "*", "bullet_id"), bounds.ids_in(playbook_text), also=("",))
 
 
 class _OpsReply(msgspec.Struct):

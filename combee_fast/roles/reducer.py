@@ -17,6 +17,7 @@ from typing import Any, Sequence
 
 import msgspec
 
+from combee_fast.roles import bounds
 from combee_fast.roles.base import EMPTY_PLAYBOOK, convert, decode_json_object, fill, load_prompt
 from combee_fast.roles.ops import EDIT_KINDS, OPS_SCHEMA, op_json, parse_ops
 from combee_fast.schema import CallError, Message, Op
@@ -25,8 +26,8 @@ REDUCER_MAX_TOKENS = 2048
 REDUCER_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
-        "reasoning": {"type": "string"},
-        "keep": {"type": "array", "items": {"type": "string"}},
+        "reasoning": bounds.text(bounds.REASONING_CHARS),
+        "keep": bounds.array(bounds.text(bounds.ID_CHARS), bounds.MAX_KEEP),
         "operations": OPS_SCHEMA["properties"]["operations"],
     },
     "required": ["reasoning", "keep", "operations"],

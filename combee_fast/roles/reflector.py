@@ -11,6 +11,7 @@ from typing import Any, Literal, Sequence
 
 import msgspec
 
+from combee_fast.roles import bounds
 from combee_fast.roles.base import (
     PLACEHOLDER_PROBLEM,
     bullet_line,
@@ -36,24 +37,31 @@ _TEXT_KEYS = ("reasoning", "error_identification", "root_cause", "correct_approa
 REFLECTOR_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
-        **{key: {"type": "string"} for key in _TEXT_KEYS},
-        "bullet_tags": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "properties": {
-                    "id": {"type": "string"},
-                    "tag": {"type": "string", "enum": ["helpful", "harmful", "neutral"]},
-                },
-                "required": ["id", "tag"],
-                "additionalProperties": False,
+        **{key: bounds.text(bounds.REASONING_CHARS if key == "reasoning" else bounds.FIELD_CHARS)
+           for key in _TEXT_KEYS},
+        "bullet_tags": bounds.array({
+            "type": "object",
+            "properties": {
+                "id": bounds.text(bounds.ID_CHARS),
+                "tag": {"type": "string", "enum": ["helpful", "harmful", "neutral"]},
             },
-        },
+            "required": ["id", "tag"],
+            "additionalProperties": False,
+        }, bounds.MAX_CITED),
     },
     "required": [*_TEXT_KEYS, "bullet_tags"],
     "additionalProperties": False,
 }
-"""JSON Schema of the reflector's reply, for ``response_format``. Do not mutate."""
+"""JSON Schema of the reflector's reply, for ``response_format``. Do not mutate; a request's schema
+enumerates the cited ids (:func:`reflector_schema`)."""
+
+
+def reflector_schema(cited_ids: Sequence[str]) -> dict[str, Any]:
+    """:data:`REFLECTOR_SCHEMA` whose tags may only name ``cited_ids`` (none: no tags)."""
+    schema = bounds.with_ids(REFLECTOR_SCHEMA, ("bullet_tags", "*", "id"), cited_ids)
+    if not cited_ids:
+        schema["properties"]["bullet_tags"]["maxItems"] = 0
+    return schema
 
 
 class _TagReply(msgspec.Struct):

@@ -45,6 +45,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     faults = FaultConfig()
     parser.add_argument("--retry-after", type=float, default=faults.retry_after_s, help="simulated seconds in Retry-After")
     parser.add_argument("--stall", type=float, default=faults.stall_s, help="simulated seconds a stalled request hangs")
+    parser.add_argument("--reject-json-schema", action="store_true",
+                        help="answer response_format json_schema with HTTP 500, as llama-cpp-python does")
     parser.set_defaults(handler=run_sim_server)
 
 
@@ -57,7 +59,8 @@ def server_from_args(args: argparse.Namespace) -> SimServer:
     )
     preset = args.preset if args.constant_latency is None else LatencyPreset.constant(args.constant_latency)
     return SimServer(_responder(args.world, args.world_variant), preset=preset, time_scale=args.time_scale, faults=faults,
-                     seed=args.seed, latency_jitter=args.latency_jitter, host=args.host, port=args.port)
+                     seed=args.seed, latency_jitter=args.latency_jitter, host=args.host, port=args.port,
+                     reject_json_schema=args.reject_json_schema)
 
 
 def _responder(world: str | None, variant: str) -> Responder:

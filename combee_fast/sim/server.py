@@ -71,6 +71,13 @@ __all__ = [
     "TemplateResponder",
 ]
 
+LLAMA_CPP_PYTHON_REJECTION = (
+    "1 validation error for CreateChatCompletionRequest\nresponse_format.type\n  Input should be 'text' or "
+    "'json_object' [type=literal_error, input_value='json_schema', input_type=str]"
+)
+"""What llama-cpp-python's server (0.3.x) answers, with HTTP 500, to ``response_format`` json_schema;
+sent by a server made with ``reject_json_schema=True``."""
+
 REAL_TIME = 1.0
 """Time scale of a standalone server: one real second per simulated second."""
 
@@ -115,7 +122,10 @@ class SimServer:
     """A loopback HTTP server simulating a continuous-batching GPU inference server.
 
     Use ``async with SimServer(responder) as server:`` and point a client at ``server.url``.
-    With ``api_key`` set, requests without ``Authorization: Bearer <api_key>`` get a 401.
+    With ``api_key`` set, requests without ``Authorization: Bearer <api_key>`` get a 401. With
+    ``reject_json_schema`` it behaves like llama-cpp-python's server: a ``response_format`` of type
+    ``json_schema`` gets HTTP 500 :data:`LLAMA_CPP_PYTHON_REJECTION`, ``json_object`` with a
+    ``schema`` is honoured.
     """
 
     def __init__(
@@ -130,6 +140,7 @@ class SimServer:
         host: str = "127.0.0.1",
         port: int = 0,
         api_key: str | None = None,
+        reject_json_schema: bool = False,
     ) -> None:
         if not (math.isfinite(time_scale) and time_scale > 0):
             raise ConfigError(f"time_scale must be a positive number, got {time_scale!r}")
@@ -145,6 +156,7 @@ class SimServer:
         self._host = host
         self._port = port
         self._authorization = None if api_key is None else f"Bearer {api_key}"
+        self._reject_json_schema = reject_json_schema
         self._model = BatchModel(self.preset)
         self._counters = SimCounters()
         self._spans: collections.deque[tuple[float, float]] = collections.deque(maxlen=SPANS_KEPT)
@@ -259,6 +271,9 @@ class SimServer:
             except msgspec.MsgspecError as exc:
                 return _error_response(400, f"invalid chat-completions body: {exc}",
                                        "invalid_request_error")
+            fmt = wire.response_format
+            if self._reject_json_schema and fmt is not None and fmt.type not in ("text", "json_object"):
+                return _error_response(500, LLAMA_CPP_PYTHON_REJECTION, "server_error")
             json_schema = _schema_of(wire)
             fault = self._draw_fault(json_schema is not None)
             if fault == "429":
@@ -388,10 +403,16 @@ class SimServer:
 
 
 def _schema_of(wire: CompletionRequest) -> dict[str, Any] | None:
+    """The schema a request constrains its answer to: OpenAI's ``json_schema`` form or
+    llama-cpp-python's ``{"type": "json_object", "schema": ...}``."""
     fmt = wire.response_format
-    if fmt is None or fmt.type != "json_schema" or fmt.json_schema is None:
+    if fmt is None:
         return None
-    return fmt.json_schema.schema
+    if fmt.type == "json_schema" and fmt.json_schema is not None:
+        return fmt.json_schema.schema
+    if fmt.type == "json_object" and fmt.schema is not None:
+        return fmt.schema
+    return None
 
 
 def _microseconds(seconds: float) -> str:

@@ -33,6 +33,7 @@ from collections.abc import Iterable, Sequence
 import msgspec
 import orjson
 
+from combee_fast.sim.responders import example_for_schema
 from combee_fast.sim.server import SimRequest
 from combee_fast.schema import Example, Message
 from combee_fast.protocols import Task
@@ -215,7 +216,9 @@ class TaskWorld:
             "curator": self._curate,
             "reducer": self._reduce,
         }.get(request.role)
-        if handler is None:
+        if handler is None:  # e.g. the start-up probe: a constraining server answers the schema
+            if request.json_schema is not None:
+                return orjson.dumps(example_for_schema(request.json_schema, request.role)).decode()
             return orjson.dumps({"error": f"the task world plays no role {request.role!r}"}).decode()
         if request.role == "reflector" and request.temperature < self.params.collapse_below_temperature:
             return orjson.dumps(self._reflect(prompt, seed, collapsed=True)).decode()

@@ -143,7 +143,7 @@ async def test_truncated_answers_are_typed_errors(start_sim_server: StartSimServ
     assert structured.finish_reason == "length"
     assert free.error is not None and free.error.kind == "truncated"
     assert free.text and free.error.raw == free.text
-    assert server.counters().requests == 3  # structured: call + one repair; free text: no repair
+    assert server.counters().requests == 2  # a truncated reply is reported, never repaired by asking again
 
 
 async def test_cancelling_mid_run_leaves_no_tasks_and_no_connections(start_sim_server: StartSimServer) -> None:

@@ -1,0 +1,85 @@
+"""Bounds that make each role's JSON Schema a grammar a model cannot loop in.
+
+A constraining server (llama.cpp, vLLM, SGLang) turns the schema into a grammar. Without bounds a
+small model under greedy decoding fills an unbounded string or array until ``max_tokens``
+("the answer is 2.5, the answer is 2.5, ...", ``bullet_ids`` "1".."220": issue 13). So every
+string gets a ``maxLength``, every array a ``maxItems``, and ids an ``enum`` of the ids actually
+shown in the prompt (:func:`with_ids`). The bounds leave room for any sensible reply: each role's
+bounded strings fit in its ``max_tokens`` at ~4 characters per token.
+
+Bounds are only sent to the server; the roles' parsers do not reject a longer reply from a
+server that does not enforce the schema.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections.abc import Iterable
+from typing import Any
+
+REASONING_CHARS = 800
+"""Longest ``reasoning`` of any role. Keep every bound under 1,000: llama-cpp-python 0.3.36 unrolls
+``maxLength`` into nested optional rules, and at 1,200 its grammar parser fails ("number of rules
+that are going to be repeated ... exceeds sane defaults") and the server process dies."""
+
+ANSWER_CHARS = 200
+"""Longest ``final_answer`` of the generator."""
+
+FIELD_CHARS = 500
+"""Longest diagnosis field of the reflector (error identification, root cause, ...)."""
+
+CONTENT_CHARS = 400
+"""Longest bullet ``content`` (and section name) a curator or reducer may write."""
+
+ID_CHARS = 40
+"""Longest bullet id, when the ids are not enumerated."""
+
+MAX_CITED = 16
+"""Most ``bullet_ids`` a generator may cite and most ``bullet_tags`` a reflector may give."""
+
+MAX_OPS = 8
+"""Most operations in one curator or reducer reply."""
+
+MAX_KEEP = 64
+"""Most proposal operations a reducer may keep."""
+
+_BULLET_ID = re.compile(r"^\[([^\]\s]+)\] helpful=", re.MULTILINE)
+
+
+def text(max_chars: int) -> dict[str, Any]:
+    return {"type": "string", "maxLength": max_chars}
+
+
+def array(items: dict[str, Any], max_items: int) -> dict[str, Any]:
+    return {"type": "array", "items": items, "maxItems": max_items}
+
+
+def ids_in(playbook_text: str) -> tuple[str, ...]:
+    """The bullet ids of a rendered playbook (lines ``[id] helpful=.. harmful=.. :: content``), in order."""
+    return tuple(dict.fromkeys(_BULLET_ID.findall(playbook_text)))
+
+
+def id_schema(ids: Iterable[str], *, also: tuple[str, ...] = ()) -> dict[str, Any]:
+    """A string that is one of ``ids`` (or of ``also``, e.g. ``""`` for an ADD without an id)."""
+    values = list(dict.fromkeys([*ids, *also]))
+    return {"type": "string", "enum": values} if values else text(ID_CHARS)
+
+
+def with_ids(schema: dict[str, Any], path: tuple[str, ...], ids: Iterable[str], *,
+             also: tuple[str, ...] = ()) -> dict[str, Any]:
+    """A copy of ``schema`` whose id string at ``path`` (property names; ``*`` for an array's
+    items) may only be one of ``ids``; an array of ids with nothing to cite gets ``maxItems`` 0."""
+    ids = tuple(ids)
+    result = copy.deepcopy(schema)
+    node = result
+    for key in path[:-1]:
+        node = node["items"] if key == "*" else node["properties"][key]
+    last = path[-1]
+    if last == "*":
+        if not ids and not also:
+            node["maxItems"] = 0
+        node["items"] = id_schema(ids, also=also)
+    else:
+        node["properties"][last] = id_schema(ids, also=also)
+    return result

@@ -1,0 +1,63 @@
+"""Every role's schema is a grammar a model cannot loop in: bounded strings and arrays, enumerated ids."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from combee_fast.config import FaultConfig
+from combee_fast.endpoint.calls import ChatRequest
+from combee_fast.endpoint.client import EndpointClient, EndpointConfig
+from combee_fast.roles.generator import GENERATOR_SCHEMA, generator_schema
+from combee_fast.roles.ops import OPS_SCHEMA, ops_schema
+from combee_fast.roles.reducer import REDUCER_SCHEMA
+from combee_fast.roles.reflector import REFLECTOR_SCHEMA, reflector_schema
+from combee_fast.schema import Message
+from tests.conftest import StartSimServer
+
+PLAYBOOK = "## formulas\n[form-00001] helpful=2 harmful=0 :: use NPV\n[form-00002] helpful=0 harmful=1 :: x\n"
+
+
+def _unbounded(schema: dict[str, Any], where: str = "$") -> list[str]:
+    found = []
+    kind = schema.get("type")
+    if kind == "string" and "maxLength" not in schema and "enum" not in schema:
+        found.append(where)
+    if kind == "array":
+        if "maxItems" not in schema:
+            found.append(where)
+        found += _unbounded(schema.get("items", {}), where + "[]")
+    for name, sub in schema.get("properties", {}).items():
+        found += _unbounded(sub, f"{where}.{name}")
+    return found
+
+
+@pytest.mark.parametrize("schema", [
+    GENERATOR_SCHEMA, REFLECTOR_SCHEMA, OPS_SCHEMA, REDUCER_SCHEMA, generator_schema(PLAYBOOK),
+    generator_schema(""), reflector_schema(["form-00001"]), reflector_schema([]),
+    ops_schema(OPS_SCHEMA, PLAYBOOK), ops_schema(REDUCER_SCHEMA, PLAYBOOK),
+])
+def test_every_string_and_array_is_bounded(schema: dict[str, Any]) -> None:
+    assert _unbounded(schema) == []
+
+
+def test_ids_are_those_in_the_prompt() -> None:
+    assert generator_schema(PLAYBOOK)["properties"]["bullet_ids"]["items"]["enum"] == ["form-00001", "form-00002"]
+    assert generator_schema("")["properties"]["bullet_ids"]["maxItems"] == 0  # nothing to cite
+    tags = reflector_schema(["form-00002"])["properties"]["bullet_tags"]
+    assert tags["items"]["properties"]["id"]["enum"] == ["form-00002"]
+    assert reflector_schema([])["properties"]["bullet_tags"]["maxItems"] == 0
+    op = ops_schema(OPS_SCHEMA, PLAYBOOK)["properties"]["operations"]["items"]["properties"]["bullet_id"]
+    assert op["enum"] == ["form-00001", "form-00002", ""]
+    assert "enum" not in GENERATOR_SCHEMA["properties"]["bullet_ids"]["items"]  # the shared schema is untouched
+
+
+async def test_a_truncated_structured_reply_is_reported_not_sent_again(start_sim_server: StartSimServer) -> None:
+    server = await start_sim_server(time_scale=0.001, faults=FaultConfig(rate_truncated=1.0))
+    request = ChatRequest(role="r", messages=(Message(role="user", content="a long question " * 20),),
+                          json_schema={"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]})
+    async with EndpointClient(EndpointConfig(name="e", base_url=server.url, model="m")) as client:
+        result = await client.chat(request)
+    assert result.error is not None and result.error.kind == "truncated" and "not repaired" in result.error.message
+    assert result.error.raw and server.counters().requests == 1
