@@ -195,12 +195,14 @@ class Session:
 
     def _record_capabilities(self, run_dir: RunDir | None) -> None:
         """Rewrite ``capabilities.json`` at the end (a form may have been left during the run) and
-        write ``errors.jsonl``: one line per failed or unusable call, with its role, kind and raw reply."""
+        write ``errors.jsonl``: one line per failed or unusable call (the latest
+        :data:`~combee_fast.config.HISTORY_KEPT`), with its role, kind and raw reply."""
         if run_dir is not None:
             run_dir.write_json("capabilities.json", self.capabilities())
             run_dir.write_text("errors.jsonl", "".join(
                 msgspec.json.encode(failure).decode() + "\n" for failure in self.agents.failures))
-            run_dir.write_json("calls.json", {**self.agents.calls, "trimmed": self.agents.trimmed})
+            run_dir.write_json("calls.json", {**self.agents.calls, "trimmed": self.agents.trimmed,
+                                              "failed": self.agents.failures_total})
 
     def capabilities(self) -> list[dict[str, object]]:
         """Each distinct endpoint's :class:`~combee_fast.endpoint.capabilities.Capabilities`

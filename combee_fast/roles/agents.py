@@ -8,13 +8,15 @@ the failure is recorded on the returned record.
 
 from __future__ import annotations
 
+import collections
+
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import msgspec
 
-from combee_fast.config import SamplingConfig
+from combee_fast.config import SamplingConfig, HISTORY_KEPT
 from combee_fast.endpoint.client import ChatRequest, ChatResult, EndpointClient
 from combee_fast.engine.rng import derive_seed
 from combee_fast.playbook import Playbook
@@ -75,7 +77,9 @@ class Agents:
         self.reflect_temperature: float | None = None  # set by a diversity remedy; None: ``temperature``
         self.use_ground_truth = use_ground_truth
         self.sampling = {role: sampling(role) if sampling is not None else SamplingConfig() for role in _ROLE_OUTPUT}
-        self.failures: list[dict[str, Any]] = []  # every failed or unusable call, raw reply kept
+        # the latest failed or unusable calls, raw reply kept (bounded: a long-lived learner's memory stays flat)
+        self.failures: collections.deque[dict[str, Any]] = collections.deque(maxlen=HISTORY_KEPT)
+        self.failures_total = 0  # failed or unusable calls ever, kept or not
         self.calls: dict[str, int] = dict.fromkeys(_ROLE_OUTPUT, 0)
         self.trimmed = 0  # generator calls sent again with a shorter playbook after exceeding the context
 
@@ -83,6 +87,7 @@ class Agents:
         """Count a call of ``role``; keep its failure (kind, message, raw reply) if it failed."""
         self.calls[role] += 1
         if error is not None:
+            self.failures_total += 1
             self.failures.append({"role": role, "kind": error.kind, "label": error.label, "message": error.message,
                                   "status": error.status, "raw": error.raw if error.raw is not None else text})
 
