@@ -53,8 +53,8 @@ class _Watched:
     def pending(self) -> int:
         return self.method.pending()
 
-    async def step(self, items: Sequence[Any], playbook: Any, *, epoch: int, step: int) -> Any:
-        result = await self.method.step(items, playbook, epoch=epoch, step=step)
+    async def step(self, items: Sequence[Any], playbook: Any, *, epoch: int, step: int, shape: Any = None) -> Any:
+        result = await self.method.step(items, playbook, epoch=epoch, step=step, shape=shape)
         for trace in result.traces:
             self.first_attempts.update(trace.item_id for rollout in trace.rollouts if rollout.round == 0)
         return result
