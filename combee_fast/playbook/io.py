@@ -111,16 +111,7 @@ def load_state(path: str | os.PathLike[str]) -> PlaybookState:
     except OSError as error:
         raise PlaybookFileError(name, f"cannot read: {error.strerror or error}") from error
     try:
-        file = decode_playbook_file(data)
-        return build_state(
-            version=file.version,
-            sections=file.sections,
-            token_budget=file.token_budget,
-            max_bullet_chars=file.max_bullet_chars,
-            next_id=file.next_id,
-            bullets=file.bullets,
-            removed=file.removed_ids,
-        )
+        return decode_state(data)
     except ValueError as error:
         raise PlaybookFileError(name, str(error)) from error
 
