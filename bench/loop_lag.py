@@ -48,7 +48,9 @@ from combee_fast.session import open_session
 MODES = ("threaded", "process", "inloop", "idle")
 
 
-class _GcPauses:
+class GcPauses:
+    """A gc callback recording each collection's pause in seconds."""
+
     def __init__(self) -> None:
         self.pauses: list[float] = []
         self._started = 0.0
@@ -88,7 +90,7 @@ async def measure_idle(seconds: float) -> Figures:
 
 
 async def measure(url: str, rollouts: int, mode: str, chunk: int, thread: EmbedConfig) -> Figures:
-    pauses = _GcPauses()
+    pauses = GcPauses()
     async with open_session(SessionConfig(endpoints={"default": EndpointSpec(url, "sim")})) as session:
         seeds = [await session.agents.generate(e, "", epoch=0) for e in session.train_split.examples[:100]]
         batch = [msgspec.structs.replace(seeds[i % 100], round=i // 100) for i in range(rollouts)]

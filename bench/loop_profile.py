@@ -46,6 +46,7 @@ from typing import Any
 
 import msgspec
 
+from loop_lag import GcPauses  # noqa: E402 -- bench/ is on sys.path when run as a script
 from combee_fast.config import EndpointSpec, OnlineConfig, SessionConfig
 from combee_fast.engine.loop import run
 from combee_fast.playbook import Playbook
@@ -115,24 +116,12 @@ def categorize(stats: pstats.Stats) -> dict[str, float]:
     return totals
 
 
-class _GcTimer:
-    def __init__(self) -> None:
-        self.pauses: list[float] = []
-        self._started = 0.0
-
-    def __call__(self, phase: str, info: dict[str, int]) -> None:
-        if phase == "start":
-            self._started = time.perf_counter()
-        else:
-            self.pauses.append(time.perf_counter() - self._started)
-
-
-async def profile(url: str, rollouts: int, mode: str) -> tuple[pstats.Stats, float, float, float, _GcTimer, int]:
+async def profile(url: str, rollouts: int, mode: str) -> tuple[pstats.Stats, float, float, float, GcPauses, int]:
     async with open_session(SessionConfig(endpoints={"default": EndpointSpec(url, "sim")})) as session:
         seeds = [await session.agents.generate(e, "", epoch=0) for e in session.train_split.examples[:100]]
         batch = [msgspec.structs.replace(seeds[i % 100], round=i // 100) for i in range(rollouts)]
         config = OnlineConfig(batch_size=64, max_wait_s=0.05)
-        timer = _GcTimer()
+        timer = GcPauses()
         done = asyncio.Event()
         ticks = 0
 
