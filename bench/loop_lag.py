@@ -19,10 +19,10 @@ Modes, run one after the other, each in a fresh interpreter, against one server 
               loaded at that moment (other processes, the CPU scheduler), for comparison
 
     python bench/loop_lag.py --rollouts 2000
-Last line (threaded figures unprefixed, then ``process_...``, ``inloop_...``, ``idle_...``):
-``lag_p99_ms=<> lag_max_ms=<> read_p99_us=<> submit_p99_us=<> gc_max_ms=<> process_lag_p99_ms=<> ... inloop_lag_p99_ms=<>
+Last line (process figures unprefixed, then ``threaded_...``, ``inloop_...``, ``idle_...``):
+``lag_p99_ms=<> lag_max_ms=<> read_p99_us=<> submit_p99_us=<> gc_max_ms=<> threaded_lag_p99_ms=<> ... inloop_lag_p99_ms=<>
 inloop_lag_max_ms=<> inloop_read_p99_us=<> inloop_submit_p99_us=<> inloop_gc_max_ms=<>
-idle_lag_p99_ms=<> idle_lag_max_ms=<>``
+idle_lag_p99_ms=<> idle_lag_max_ms=<> server_priority=<idle|normal>``
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import os
 import subprocess
 import sys
 import time
@@ -45,7 +46,7 @@ from combee_fast.run.process import ProcessLearner
 from combee_fast.run.threaded import ThreadedLearner
 from combee_fast.session import open_session
 
-MODES = ("threaded", "process", "inloop", "idle")
+MODES = ("process", "threaded", "inloop", "idle")
 
 
 class GcPauses:
@@ -146,11 +147,18 @@ def _embed(args: argparse.Namespace) -> EmbedConfig:
     return embed
 
 
+def _server_at_idle_priority() -> None:
+    """In the sim-server's child, before it runs: every thread it starts inherits SCHED_IDLE."""
+    os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description="event-loop stalls, read and submit cost during online learning")
     parser.add_argument("--rollouts", type=int, default=2000)
     parser.add_argument("--chunk", type=int, default=32, help="submits between two yields of the host")
-    parser.add_argument("--modes", default=",".join(MODES), help="comma-separated: threaded,process,inloop,idle")
+    parser.add_argument("--modes", default=",".join(MODES), help="comma-separated: process,threaded,inloop,idle")
+    parser.add_argument("--server-priority", choices=("idle", "normal"), default="idle",
+                        help="CPU priority of the simulated server's process (see the module doc)")
     parser.add_argument("--idle-seconds", type=float, default=3.0, help="length of the idle mode's run")
     parser.add_argument("--switch-interval", type=float, help="threaded mode: EmbedConfig.switch_interval_s "
                         "(0 keeps the interpreter's; default: EmbedConfig's)")
@@ -167,6 +175,7 @@ def main() -> None:
         [sys.executable, "-m", "combee_fast.cli", "sim-server", "--port", "0", "--world", "formula",
          "--preset", "flat", "--time-scale", "0.001"],
         stdout=subprocess.PIPE, text=True,
+        preexec_fn=_server_at_idle_priority if args.server_priority == "idle" else None,
     )
     try:
         url = server.stdout.readline().split()[2]  # type: ignore[union-attr]
@@ -193,11 +202,11 @@ def main() -> None:
               f"max {1e3 * f.lags[-1]:.2f} ms; read p99 {1e6 * p(f.reads, 0.99):.2f} us; "
               f"submit p50 {1e6 * p(f.submits, 0.5):.1f} us, p99 {1e6 * p(f.submits, 0.99):.1f} us, "
               f"max {1e6 * f.submits[-1]:.0f} us; gc max {1e3 * f.gc_max:.2f} ms; {f.batches} batches")
-        prefix = "" if mode == "threaded" else f"{mode}_"
+        prefix = "" if mode == "process" else f"{mode}_"
         keys += [f"{prefix}lag_p99_ms={1e3 * p(f.lags, 0.99):.2f}", f"{prefix}lag_max_ms={1e3 * f.lags[-1]:.2f}",
                  f"{prefix}read_p99_us={1e6 * p(f.reads, 0.99):.2f}", f"{prefix}submit_p99_us={1e6 * p(f.submits, 0.99):.1f}",
                  f"{prefix}gc_max_ms={1e3 * f.gc_max:.2f}"]
-    print(" ".join(keys))
+    print(" ".join(keys + [f"server_priority={args.server_priority}"]))
 
 
 if __name__ == "__main__":

@@ -1,30 +1,36 @@
 """Throughput of our endpoint client vs plain ``httpx.AsyncClient()`` against the simulated server.
 
-The server runs in a separate process (``python -m combee_fast.sim.cli sim-server
---constant-latency L``) so client and server each get a core. For each client, ``concurrency``
+The server is ``--server-processes`` (default 2) ``python -m combee_fast.sim.cli sim-server
+--constant-latency L --reuse-port`` processes sharing one port, apart from the client's. One
+aiohttp process spends ~90 us of CPU per request and handles the requests that arrive together
+in one go: at 1,024 in flight it held bursts of ~300 requests for up to 28 ms, so the server,
+not the client, set the ratio (0.93-0.97 over runs with one process; ``--server-processes 1``
+measures that). For each client, ``concurrency``
 workers send chat requests back to back for ``--seconds`` after a warm-up; throughput is the
 sum of the workers' own rates in that window (see :class:`Measurement`), the fraction of ideal
 is ``throughput / (concurrency / latency)``, and CPU per request is this process's CPU time
-over the window divided by the requests completed in it.
+over the window divided by the requests completed in it (the servers' CPU per request is
+printed beside it).
 
 httpx is ``httpx.AsyncClient(timeout=60.0)``: default transport and default pool limits (100
 connections); only the timeout is raised so that slow answers count as slow, not as failures.
 
     python bench/throughput.py --concurrency 256 --latency 0.2
 
-The last line is ``throughput_ratio=<ours> httpx_default_ratio=<httpx> cpu_us_per_request=<ours>``
-(``--no-httpx`` measures ours only and leaves ``httpx_default_ratio`` out).
+The last line is ``throughput_ratio=<ours> httpx_default_ratio=<httpx> cpu_us_per_request=<ours>
+server_cpu_us_per_request=<servers, ours> server_processes=<n>`` (``--no-httpx`` measures ours
+only and leaves ``httpx_default_ratio`` out).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
+import os
 import subprocess
 import sys
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 
 import httpx
 import msgspec
@@ -55,6 +61,7 @@ class Measurement(msgspec.Struct, frozen=True):
     failed: int
     rate: float
     cpu_s: float
+    server_cpu_s: float
 
     @property
     def ratio(self) -> float:
@@ -65,6 +72,10 @@ class Measurement(msgspec.Struct, frozen=True):
     def cpu_us_per_request(self) -> float:
         return self.cpu_s / max(self.completed, 1) * 1e6
 
+    @property
+    def server_cpu_us_per_request(self) -> float:
+        return self.server_cpu_s / max(self.completed, 1) * 1e6
+
 
 def worker_rate(completions: list[float], window_s: float) -> float:
     """Requests per second of one worker from its completion times inside the window."""
@@ -73,28 +84,63 @@ def worker_rate(completions: list[float], window_s: float) -> float:
     return (len(completions) - 1) / (completions[-1] - completions[0])
 
 
-@contextlib.contextmanager
-def sim_server_process(latency_s: float) -> Iterator[str]:
-    """A sim-server subprocess answering every request after ``latency_s``; yields its base URL."""
-    process = subprocess.Popen(
-        [sys.executable, "-m", "combee_fast.sim.cli", "sim-server", "--port", "0",
-         "--constant-latency", str(latency_s)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )
-    try:
+class ServerProcesses:
+    """``count`` sim-server processes sharing one port (``SO_REUSEPORT``), each answering every
+    request after ``latency_s``; :attr:`url` is their base URL, :meth:`cpu_s` their CPU time so far."""
+
+    def __init__(self, latency_s: float, count: int) -> None:
+        self.latency_s = latency_s
+        self.count = count
+        self.url = ""
+        self._processes: list[subprocess.Popen[str]] = []
+
+    def _spawn(self, port: int) -> str:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "combee_fast.sim.cli", "sim-server", "--port", str(port),
+             "--constant-latency", str(self.latency_s), "--reuse-port"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )
+        self._processes.append(process)
         assert process.stdout is not None
         line = process.stdout.readline()
         if not line.startswith("listening on "):
             _, errors = process.communicate(timeout=10)
             raise RuntimeError(f"sim-server did not start (exit code {process.returncode}): {errors.strip()}")
-        yield line.removeprefix("listening on ").strip()
-    finally:
-        process.terminate()
-        process.communicate(timeout=10)
+        return line.removeprefix("listening on ").strip()
+
+    def __enter__(self) -> ServerProcesses:
+        try:
+            self.url = self._spawn(0)
+            port = int(self.url.rsplit(":", 1)[1].split("/")[0])
+            for _ in range(self.count - 1):
+                self._spawn(port)
+        except BaseException:
+            self.__exit__()
+            raise
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        for process in self._processes:
+            process.terminate()
+        for process in self._processes:
+            process.communicate(timeout=10)
+
+    def cpu_s(self) -> float:
+        """User plus system CPU seconds of the server processes so far (Linux ``/proc``)."""
+        total = 0
+        for process in self._processes:
+            with open(f"/proc/{process.pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15)
+        return total / os.sysconf("SC_CLK_TCK")
+
+
+def _no_server_cpu() -> float:
+    return 0.0
 
 
 async def _measure(name: str, send: Callable[[], Awaitable[bool]], concurrency: int, latency_s: float,
-                   seconds: float, warmup_s: float) -> Measurement:
+                   seconds: float, warmup_s: float, server_cpu: Callable[[], float]) -> Measurement:
     completions: list[list[float]] = [[] for _ in range(concurrency)]
     failures: list[float] = []
 
@@ -106,9 +152,9 @@ async def _measure(name: str, send: Callable[[], Awaitable[bool]], concurrency: 
     workers = [asyncio.create_task(worker(mine)) for mine in completions]
     try:
         await asyncio.sleep(warmup_s)
-        window_start, cpu_start = time.perf_counter(), time.process_time()
+        window_start, cpu_start, server_start = time.perf_counter(), time.process_time(), server_cpu()
         await asyncio.sleep(seconds)
-        window_end, cpu_end = time.perf_counter(), time.process_time()
+        window_end, cpu_end, server_end = time.perf_counter(), time.process_time(), server_cpu()
     finally:
         for task in workers:
             task.cancel()
@@ -121,11 +167,12 @@ async def _measure(name: str, send: Callable[[], Awaitable[bool]], concurrency: 
         failed=sum(1 for t in failures if window_start <= t <= window_end),
         rate=sum(worker_rate(mine, window) for mine in in_window),
         cpu_s=cpu_end - cpu_start,
+        server_cpu_s=server_end - server_start,
     )
 
 
-async def measure_ours(url: str, concurrency: int, latency_s: float, seconds: float,
-                       warmup_s: float = 1.0) -> Measurement:
+async def measure_ours(url: str, concurrency: int, latency_s: float, seconds: float, warmup_s: float = 1.0,
+                       server_cpu: Callable[[], float] = _no_server_cpu) -> Measurement:
     """Our :class:`EndpointClient` (aiohttp transport) at ``concurrency`` requests in flight."""
     config = EndpointConfig(name="sim", base_url=url, model="sim",
                             transport=TransportConfig(concurrency=concurrency, timeout_s=60.0, max_retries=0))
@@ -134,11 +181,11 @@ async def measure_ours(url: str, concurrency: int, latency_s: float, seconds: fl
         async def send() -> bool:
             return (await client.chat(request)).error is None
 
-        return await _measure("ours", send, concurrency, latency_s, seconds, warmup_s)
+        return await _measure("ours", send, concurrency, latency_s, seconds, warmup_s, server_cpu)
 
 
-async def measure_httpx_default(url: str, concurrency: int, latency_s: float, seconds: float,
-                                warmup_s: float = 1.0) -> Measurement:
+async def measure_httpx_default(url: str, concurrency: int, latency_s: float, seconds: float, warmup_s: float = 1.0,
+                                server_cpu: Callable[[], float] = _no_server_cpu) -> Measurement:
     """Plain ``httpx.AsyncClient`` (default transport) doing the same requests."""
     body = msgspec.json.encode(CompletionRequest(model="sim", messages=PROMPT, max_tokens=64, temperature=0.0))
     decoder = msgspec.json.Decoder(CompletionResponse)
@@ -153,13 +200,13 @@ async def measure_httpx_default(url: str, concurrency: int, latency_s: float, se
             decoder.decode(response.content)
             return response.status_code == 200
 
-        return await _measure("httpx-default", send, concurrency, latency_s, seconds, warmup_s)
+        return await _measure("httpx-default", send, concurrency, latency_s, seconds, warmup_s, server_cpu)
 
 
 def _report(m: Measurement) -> str:
     return (f"{m.client:>14}  concurrency={m.concurrency:<5} completed={m.completed:<6} failed={m.failed:<3} "
             f"req/s={m.rate:8.1f}  ideal={m.concurrency / m.latency_s:8.1f}  "
-            f"ratio={m.ratio:.3f}  cpu_us/req={m.cpu_us_per_request:.0f}")
+            f"ratio={m.ratio:.3f}  cpu_us/req={m.cpu_us_per_request:.0f}  server_cpu_us/req={m.server_cpu_us_per_request:.0f}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -169,16 +216,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=4.0, help="measured window per client")
     parser.add_argument("--warmup", type=float, default=1.0)
     parser.add_argument("--no-httpx", action="store_true", help="measure our client only")
+    parser.add_argument("--server-processes", type=int, default=2, help="sim-server processes sharing the port")
     args = parser.parse_args(argv)
-    with sim_server_process(args.latency) as url:
-        ours = run(measure_ours(url, args.concurrency, args.latency, args.seconds, args.warmup))
+    with ServerProcesses(args.latency, args.server_processes) as servers:
+        ours = run(measure_ours(servers.url, args.concurrency, args.latency, args.seconds, args.warmup, servers.cpu_s))
         print(_report(ours), flush=True)
         theirs = None
         if not args.no_httpx:
-            theirs = run(measure_httpx_default(url, args.concurrency, args.latency, args.seconds, args.warmup))
+            theirs = run(measure_httpx_default(servers.url, args.concurrency, args.latency, args.seconds,
+                                               args.warmup, servers.cpu_s))
             print(_report(theirs), flush=True)
     httpx_ratio = f" httpx_default_ratio={theirs.ratio:.3f}" if theirs is not None else ""
-    print(f"throughput_ratio={ours.ratio:.3f}{httpx_ratio} cpu_us_per_request={ours.cpu_us_per_request:.0f}")
+    print(f"throughput_ratio={ours.ratio:.3f}{httpx_ratio} cpu_us_per_request={ours.cpu_us_per_request:.0f} "
+          f"server_cpu_us_per_request={ours.server_cpu_us_per_request:.0f} server_processes={args.server_processes}")
     return 0
 
 

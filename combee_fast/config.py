@@ -437,15 +437,19 @@ class EmbedConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     computes; ``None`` leaves the interpreter's setting (5 ms by default). ``gc_threshold0``: the
     young generation's threshold while the learner runs (process-wide, restored at stop): fewer
     young collections, so request-sized garbage dies before it is promoted and the long full
-    collections that stop every thread come rarely; ``None`` leaves it. ``child_nice`` (process
-    only): added to the child's scheduling niceness, so that when the cores are busy the host's
-    thread runs first; ``None`` leaves it. (Not offered for the thread: a descheduled learner
+    collections that stop every thread come rarely; ``None`` leaves it. ``child_sched_idle`` (process
+    only, Linux): every thread of the child runs under ``SCHED_IDLE``, so it gets a core only when
+    no normal thread wants it, and a waking host thread preempts it at once (``bench/loop_lag.py``:
+    host lag p99 0.6 ms against 1.1 ms at nice 10). The learner then progresses only on CPU the
+    host leaves free. ``child_nice`` (process only): added to the child's niceness where
+    ``SCHED_IDLE`` is off or unavailable; ``None`` leaves it. (Not offered for the thread: a descheduled learner
     thread still holds the GIL, and a lower priority made the host's worst stalls longer.)
     ``start_timeout_s``: how long ``start`` waits for the learner's loop.
     """
 
     switch_interval_s: float | None = 0.0002
     gc_threshold0: int | None = 20_000
+    child_sched_idle: bool = True
     child_nice: int | None = 10
     start_timeout_s: float = 30.0
 

@@ -21,7 +21,8 @@ version (``text`` never decodes). Contracts:
 - ``on_publish`` is not offered: the child cannot await a host coroutine;
 - while it runs, the young-generation GC threshold of the host's process is
   :class:`~combee_fast.config.EmbedConfig`'s ``gc_threshold0`` (restored at ``stop``); the child
-  runs ``child_nice`` steps nicer than the host, so the host's thread gets a busy core first.
+  runs under ``SCHED_IDLE`` (``child_sched_idle``, Linux) or ``child_nice`` steps nicer than the
+  host, so a waking host thread gets a busy core first.
 """
 
 from __future__ import annotations
@@ -143,6 +144,12 @@ def _start_message(agents: Agents, playbook: Playbook, config: OnlineConfig) -> 
                  agents.use_ground_truth, config, playbook.to_bytes())
 
 
+def _priority_args(embed: EmbedConfig) -> list[str]:
+    """The worker's command-line options for the child's CPU priority."""
+    args = ["--sched-idle"] if embed.child_sched_idle else []
+    return args + (["--nice", str(embed.child_nice)] if embed.child_nice else [])
+
+
 class ProcessLearner:
     """An :class:`OnlineLearner` in a child process; see the module doc."""
 
@@ -201,9 +208,8 @@ class ProcessLearner:
             raise
 
     async def _spawn(self) -> None:
-        nice = self.embed.child_nice
         process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "combee_fast.run.process_worker", *(["--nice", str(nice)] if nice else []),
+            sys.executable, "-m", "combee_fast.run.process_worker", *_priority_args(self.embed),
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
         )
         self._process = process

@@ -119,7 +119,19 @@ async def main() -> int:
     return 0
 
 
+def lower_priority(argv: list[str]) -> None:
+    """Apply ``--sched-idle`` (every thread under ``SCHED_IDLE``, where the OS has it; otherwise
+    ``--nice N`` applies) and ``--nice N`` (added to this thread's niceness): the host runs first."""
+    if "--sched-idle" in argv and hasattr(os, "SCHED_IDLE"):
+        idle = os.sched_param(0)
+        for tid in os.listdir("/proc/self/task"):  # the policy is per thread; threads started later inherit it
+            with contextlib.suppress(ProcessLookupError):
+                os.sched_setscheduler(int(tid), os.SCHED_IDLE, idle)
+        return
+    if "--nice" in argv and hasattr(os, "nice"):
+        os.nice(int(argv[argv.index("--nice") + 1]))
+
+
 if __name__ == "__main__":
-    if len(sys.argv) == 3 and sys.argv[1] == "--nice" and hasattr(os, "nice"):
-        os.nice(int(sys.argv[2]))  # a lower priority than the host's: the host runs first
+    lower_priority(sys.argv[1:])
     sys.exit(run(main()))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import signal
 import sys
 
@@ -16,6 +17,11 @@ from combee_fast.errors import EXIT_OK, EXIT_USAGE, ConfigError
 from combee_fast.redact import escape_control
 from combee_fast.config import FaultConfig, SimConfig
 from combee_fast.sim.server import PRESETS, REAL_TIME, EchoResponder, LatencyPreset, Responder, SimServer
+
+SERVER_GC_THRESHOLD0 = 20_000
+"""Young-generation GC threshold of a standalone server process. With ~1,000 requests in flight
+the default (700) collected ~50 times a second and its older-generation collections paused the
+loop for up to 58 ms, holding every answer due meanwhile (``bench/throughput.py``)."""
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -47,6 +53,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     parser.add_argument("--stall", type=float, default=faults.stall_s, help="simulated seconds a stalled request hangs")
     parser.add_argument("--reject-json-schema", action="store_true",
                         help="answer response_format json_schema with HTTP 500, as llama-cpp-python does")
+    parser.add_argument("--reuse-port", action="store_true",
+                        help="listen with SO_REUSEPORT, so several sim-server processes can share one port "
+                             "(each with its own latency model: use with --constant-latency)")
     parser.set_defaults(handler=run_sim_server)
 
 
@@ -60,7 +69,7 @@ def server_from_args(args: argparse.Namespace) -> SimServer:
     preset = args.preset if args.constant_latency is None else LatencyPreset.constant(args.constant_latency)
     return SimServer(_responder(args.world, args.world_variant), preset=preset, time_scale=args.time_scale, faults=faults,
                      seed=args.seed, latency_jitter=args.latency_jitter, host=args.host, port=args.port,
-                     reject_json_schema=args.reject_json_schema)
+                     reject_json_schema=args.reject_json_schema, reuse_port=args.reuse_port)
 
 
 def _responder(world: str | None, variant: str) -> Responder:
@@ -81,6 +90,8 @@ async def _serve(server: SimServer) -> None:
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stop.set)
     async with server:
+        gc.freeze()  # the start-up heap (imports, the task world) is never collected again
+        gc.set_threshold(SERVER_GC_THRESHOLD0, *gc.get_threshold()[1:])
         print(f"listening on {server.url}", flush=True)
         await stop.wait()
         counters = server.counters()

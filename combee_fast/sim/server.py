@@ -125,7 +125,10 @@ class SimServer:
     With ``api_key`` set, requests without ``Authorization: Bearer <api_key>`` get a 401. With
     ``reject_json_schema`` it behaves like llama-cpp-python's server: a ``response_format`` of type
     ``json_schema`` gets HTTP 500 :data:`LLAMA_CPP_PYTHON_REJECTION`, ``json_object`` with a
-    ``schema`` is honoured.
+    ``schema`` is honoured. With ``reuse_port`` (``SO_REUSEPORT``) several server processes can
+    listen on one port and the kernel spreads connections over them; each keeps its own latency
+    model and counters, so only a capacity-free preset (e.g. :meth:`LatencyPreset.constant`)
+    behaves as one server.
     """
 
     def __init__(
@@ -141,6 +144,7 @@ class SimServer:
         port: int = 0,
         api_key: str | None = None,
         reject_json_schema: bool = False,
+        reuse_port: bool = False,
     ) -> None:
         if not (math.isfinite(time_scale) and time_scale > 0):
             raise ConfigError(f"time_scale must be a positive number, got {time_scale!r}")
@@ -157,6 +161,7 @@ class SimServer:
         self._port = port
         self._authorization = None if api_key is None else f"Bearer {api_key}"
         self._reject_json_schema = reject_json_schema
+        self._reuse_port = reuse_port
         self._model = BatchModel(self.preset)
         self._counters = SimCounters()
         self._spans: collections.deque[tuple[float, float]] = collections.deque(maxlen=SPANS_KEPT)
@@ -191,7 +196,7 @@ class SimServer:
         self._web_server = web.Server(self._handle, handler_cancellation=True, access_log=None)
         self._runner = web.ServerRunner(self._web_server)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self._host, self._port, backlog=4096)
+        site = web.TCPSite(self._runner, self._host, self._port, backlog=4096, reuse_port=self._reuse_port or None)
         await site.start()
         host, port = self._runner.addresses[0][:2]
         self._url = f"http://{host}:{port}/v1"

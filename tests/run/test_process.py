@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import os
 
 import msgspec
 import pytest
@@ -65,3 +66,24 @@ async def test_a_dead_child_fails_its_unsettled_tickets() -> None:
             with pytest.raises(LearnerProcessError):
                 await ticket
         await learner.stop()
+
+
+def _thread_stats(pid: int) -> list[list[str]]:
+    """``/proc/<pid>/task/*/stat`` fields after the command name, per thread."""
+    stats = []
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{tid}/stat") as f:
+            stats.append(f.read().rsplit(")", 1)[1].split())
+    return stats
+
+
+@pytest.mark.skipif(not hasattr(os, "SCHED_IDLE"), reason="SCHED_IDLE is Linux-only")
+@pytest.mark.parametrize("embed, policy, nice", [(EmbedConfig(), os.SCHED_IDLE if hasattr(os, "SCHED_IDLE") else 5, 0),
+                                                 (EmbedConfig(child_sched_idle=False, child_nice=7), 0, 7)])
+async def test_the_child_runs_at_the_configured_cpu_priority(embed: EmbedConfig, policy: int, nice: int) -> None:
+    async with open_session(CONFIG) as session:
+        async with ProcessLearner(session.agents, Playbook.empty(), OnlineConfig(batch_size=4), embed=embed) as learner:
+            stats = _thread_stats(learner._process.pid)  # type: ignore[union-attr]
+    # after the command: field 19 of stat is nice, field 41 the scheduling policy (3rd = index 0)
+    assert stats and {int(s[41 - 3]) for s in stats} == {policy}
+    assert int(stats[0][19 - 3]) == nice

@@ -206,3 +206,18 @@ def test_sim_server_refuses_an_unknown_world_variant_in_one_line() -> None:
     )
     assert done.returncode == 2 and "unknown task-world variant 'chatty'" in done.stderr
     assert done.stderr.count("\n") == 1
+
+
+async def test_servers_with_reuse_port_share_one_port() -> None:
+    async with SimServer(TemplateResponder({"default": "ok"}), preset=LatencyPreset.constant(0.0),
+                         reuse_port=True) as first:
+        port = int(first.url.rsplit(":", 1)[1].split("/")[0])
+        async with SimServer(TemplateResponder({"default": "ok"}), preset=LatencyPreset.constant(0.0),
+                             port=port, reuse_port=True) as second:
+            assert second.url == first.url
+            for _ in range(64):  # a new connection each: the kernel spreads them over both listeners
+                async with aiohttp.ClientSession() as session:
+                    async with session.post(f"{first.url}/chat/completions", json=body("hi")) as response:
+                        assert response.status == 200
+            served = (first.counters().completed, second.counters().completed)
+    assert sum(served) == 64 and min(served) > 0, served
