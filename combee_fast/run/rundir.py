@@ -37,9 +37,10 @@ from combee_fast.playbook import Playbook
 _encoder = msgspec.json.Encoder(order="deterministic")
 
 
-_RUN_FILES = ("config.json", "splits.json", "ledger.jsonl", "controller.jsonl", "deltas.jsonl",
+_RUN_FILES = ("config.json", "splits.json", "ledger.jsonl", "controller.jsonl", "deltas.jsonl", "errors.jsonl",
               "final.json", "best.json", "summary.json", "card.toml", "checkpoint.pkl")
-_APPENDED = {"_ledger": "ledger.jsonl", "_decisions": "controller.jsonl", "_deltas": "deltas.jsonl"}
+_APPENDED = {"_ledger": "ledger.jsonl", "_decisions": "controller.jsonl", "_deltas": "deltas.jsonl",
+             "_errors": "errors.jsonl"}
 _RUN_FOLDERS = {"playbooks": "v*.json", "candidates": "c*.json"}  # a GEPA run's pool in candidates/
 
 
@@ -98,9 +99,8 @@ class RunDir:
             os.chmod(self.root, DIR_MODE)
             (self.root / "playbooks").mkdir()
             os.chmod(self.root / "playbooks", DIR_MODE)
-            self._ledger = open_append(self.root / "ledger.jsonl")
-            self._decisions = open_append(self.root / "controller.jsonl")
-            self._deltas = open_append(self.root / "deltas.jsonl")
+            for attribute, name in _APPENDED.items():
+                setattr(self, attribute, open_append(self.root / name))
         except OSError as exc:
             self._discard()
             raise ConfigError(f"run directory {self.target}: cannot create it: {exc.strerror or exc}") from None
@@ -177,6 +177,10 @@ class RunDir:
     def append_decision(self, row: Any) -> None:
         self._append(self._decisions, row)
 
+    def append_error(self, record: Any) -> None:
+        """One failed or unusable call, as a line of ``errors.jsonl`` (written at once)."""
+        self._append(self._errors, record)
+
     def append_deltas(self, entries: Any) -> None:
         self._deltas.writelines(_encoder.encode(entry) + b"\n" for entry in entries)
         self._deltas.flush()
@@ -194,7 +198,7 @@ class RunDir:
 
     def close(self) -> None:
         """Close the files; a run that never started is removed (the previous run stays)."""
-        for name in ("_ledger", "_decisions", "_deltas"):
+        for name in _APPENDED:
             file = getattr(self, name, None)
             if file is not None:
                 file.close()

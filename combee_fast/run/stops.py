@@ -11,6 +11,12 @@ when its last step ends. The run stops when in that window
 - more than ``max_failed_fraction`` of the calls failed for any reason (HTTP errors,
   unparseable answers, replay-cache misses...): :class:`~combee_fast.errors.CallsFailed`;
 
+and when, over the whole run so far, more than ``max_failed_fraction`` of the calls of one
+learning role (reflector, curator, reducer) failed, judged once that role made
+``min_judged_calls`` calls or at the last step, however well the other roles did: a run whose
+reflections are all unusable (a small model copying the prompt's placeholders) learns nothing,
+and says so (:class:`~combee_fast.errors.CallsFailed`);
+
 and when a validation leaves more than ``max_failed_fraction`` of its examples unanswered
 (:class:`~combee_fast.errors.CallsFailed`).
 
@@ -23,6 +29,7 @@ from __future__ import annotations
 
 from collections import deque
 
+from combee_fast.config import ROLES
 from combee_fast.errors import CallsFailed, EndpointUnreachable
 from combee_fast.playbook import Playbook
 from combee_fast.run.evaluate import EvalResult
@@ -31,6 +38,9 @@ from combee_fast.run.rundir import RunDir
 
 UNREACHABLE_KINDS = frozenset({"connection", "timeout"})
 """Failure kinds that mean the endpoint could not be reached at all."""
+
+LEARNING_ROLES = ROLES[1:]
+"""The roles whose replies become playbook edits (every role but the generator)."""
 
 _EXAMPLE_CHARS = 160
 
@@ -42,12 +52,14 @@ class FailureWatch:
         self.max_failed_fraction = max_failed_fraction
         self.min_judged_calls = min_judged_calls
         self._window: deque[tuple[LedgerRow, CallCounts]] = deque()
+        self._run = CallCounts()  # every step's calls so far
 
     def observe(self, row: LedgerRow, counts: CallCounts, playbook: Playbook, run_dir: RunDir | None,
                 *, last: bool) -> None:
         """Add the step of ``row`` (its calls counted in ``counts``); raise if the window failed."""
         if counts.total_calls:
             self._window.append((row, counts))
+            self._run.add_counts(counts)
         if not self._window:
             return
         while len(self._window) > 1 and sum(c.total_calls for _, c in list(self._window)[1:]) >= self.min_judged_calls:
@@ -56,12 +68,13 @@ class FailureWatch:
         for _, step_counts in self._window:
             judged.add_counts(step_counts)
         calls, failed = judged.total_calls, judged.total_errors
-        if (calls < self.min_judged_calls and not last) or failed <= self.max_failed_fraction * calls:
-            return
         first, latest = self._window[0][0].step + 1, row.step + 1
         steps = f"step {latest}" if first == latest else f"steps {first}-{latest}"
+        if (calls < self.min_judged_calls and not last) or failed <= self.max_failed_fraction * calls:
+            self._judge_learning_roles(latest, playbook, run_dir, last=last)
+            return
         kinds = judged.errors_by_kind()
-        example = next((e.message for r, _ in reversed(self._window) for e in r.errors), "")
+        example = self._example(kinds)
         if set(kinds) <= UNREACHABLE_KINDS and failed == calls:
             raise EndpointUnreachable(
                 f"every call of {steps} failed to reach its endpoint ({_short(example)}){_saved(playbook, run_dir)}"
@@ -70,6 +83,22 @@ class FailureWatch:
             f"{steps}: {failed} of {calls} calls failed ({_kinds(kinds)}; e.g. {_short(example)})"
             f"{_saved(playbook, run_dir)}"
         )
+
+    def _judge_learning_roles(self, latest: int, playbook: Playbook, run_dir: RunDir | None, *, last: bool) -> None:
+        for role in LEARNING_ROLES:
+            calls, kinds = self._run.calls.get(role, 0), self._run.errors.get(role, {})
+            failed = sum(kinds.values())
+            if (calls >= self.min_judged_calls or (last and calls)) and failed > self.max_failed_fraction * calls:
+                raise CallsFailed(
+                    f"{'step 1' if latest == 1 else f'steps 1-{latest}'}: {failed} of {calls} {role} calls failed ({_kinds(kinds)}; e.g. "
+                    f"{_short(self._example(kinds))}): the playbook cannot learn without usable {role} replies"
+                    f"{_saved(playbook, run_dir)}"
+                )
+
+    def _example(self, kinds: dict[str, int]) -> str:
+        """The latest error message in the window of one of ``kinds`` (any kind if none matches)."""
+        records = [e for r, _ in reversed(self._window) for e in r.errors]
+        return next((e.message for e in records if e.kind in kinds), records[0].message if records else "")
 
 
 def check_validation(row: LedgerRow, result: EvalResult, playbook: Playbook, run_dir: RunDir | None,

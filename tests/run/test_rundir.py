@@ -42,7 +42,7 @@ def test_overwrite_replaces_the_previous_run_only_at_start(tmp_path) -> None:
     assert (root / "ledger.jsonl").read_text() == '{"step":0}\n'
     assert (root / "notes.txt").read_text() == "mine"
     assert _tree(tmp_path) == ["run", *(f"run/{name}" for name in sorted(
-        ["config.json", "controller.jsonl", "deltas.jsonl", "ledger.jsonl", "notes.txt", "playbooks"]))]
+        ["config.json", "controller.jsonl", "deltas.jsonl", "errors.jsonl", "ledger.jsonl", "notes.txt", "playbooks"]))]
 
 
 def test_overwrite_that_fails_to_start_keeps_the_previous_run(tmp_path) -> None:
@@ -72,8 +72,8 @@ def test_every_run_file_gets_one_mode_whatever_the_umask(tmp_path) -> None:
     modes = {str(p.relative_to(tmp_path)): stat.S_IMODE(p.stat().st_mode) for p in (tmp_path / "run").rglob("*")}
     modes["run"] = stat.S_IMODE((tmp_path / "run").stat().st_mode)
     assert {name: mode for name, mode in modes.items() if (tmp_path / name).is_file()} == {
-        name: 0o644 for name in ("run/config.json", "run/controller.jsonl", "run/deltas.jsonl", "run/final.json",
-                                 "run/ledger.jsonl", "run/playbooks/v00000.json")}
+        name: 0o644 for name in ("run/config.json", "run/controller.jsonl", "run/deltas.jsonl", "run/errors.jsonl",
+                                 "run/final.json", "run/ledger.jsonl", "run/playbooks/v00000.json")}
     assert modes["run"] == modes["run/playbooks"] == 0o755
 
 

@@ -25,6 +25,15 @@ def _config(**changes: object) -> SessionConfig:
     return msgspec.structs.replace(base, **changes)
 
 
+async def _forward(request: web.BaseRequest, body: bytes, upstream_url: str) -> web.Response:
+    """``request`` (its ``body`` already read) sent on to the server at ``upstream_url``; its reply."""
+    async with aiohttp.ClientSession() as session:
+        async with session.request(request.method, upstream_url + request.path[len("/v1"):], data=body,
+                                   headers={k: v for k, v in request.headers.items() if k.lower() != "host"}) as reply:
+            return web.Response(status=reply.status, body=await reply.read(), headers={
+                k: v for k, v in reply.headers.items() if k.lower() not in ("content-length", "transfer-encoding")})
+
+
 async def _learn(config: SessionConfig, run_dir: RunDir | None) -> None:
     async with open_session(config) as session:
         await session.train(plan=FixedBatch(12), run_dir=run_dir)
@@ -70,11 +79,7 @@ async def test_a_validation_left_mostly_unanswered_stops_the_run(tmp_path, start
         prompt = " ".join(m["content"] for m in msgspec.json.decode(body)["messages"]) if body else ""
         if any(q in prompt for q in questions):
             return web.Response(status=404, text="no such model here")
-        async with aiohttp.ClientSession() as session:
-            async with session.request(request.method, upstream.url + request.path[len("/v1"):], data=body,
-                                       headers={k: v for k, v in request.headers.items() if k.lower() != "host"}) as reply:
-                return web.Response(status=reply.status, body=await reply.read(), headers={
-                    k: v for k, v in reply.headers.items() if k.lower() not in ("content-length", "transfer-encoding")})
+        return await _forward(request, body, upstream.url)
 
     run_dir = RunDir(tmp_path)
     with ThreadedServer(proxy) as server:
@@ -115,3 +120,49 @@ async def test_sequential_ace_whose_calls_all_fail_stops_once_enough_calls_are_j
     with pytest.raises(CallsFailed, match=r"^steps 1-5: 5 of 5 calls failed \(malformed 5; "):
         async with open_session(config) as session:
             await session.train(plan=FixedBatch(1))
+
+
+async def test_a_run_whose_reflections_all_copy_the_prompts_placeholders_stops(tmp_path, start_sim_server) -> None:
+    """A proxy answers every reflector call with the prompt's own placeholders (what a 135M model
+    did): generator and validation are fine, the reflector never is, and the run says so."""
+    from combee_fast.endpoint.wire import AssistantMessage, Choice, CompletionResponse, CompletionUsage, ROLE_HEADER
+    from combee_fast.sim.world import TaskWorld
+    from combee_fast.tasks.registry import get_task
+
+    upstream = await start_sim_server(TaskWorld.for_task(get_task("formula")), time_scale=1e-4)
+    copied = msgspec.json.encode({"reasoning": "<your analysis>", "error_identification": "<what exactly went wrong>",
+                                  "root_cause": "<why it went wrong>", "correct_approach": "<what the model should have done>",
+                                  "key_insight": "<one reusable, specific lesson>", "bullet_tags": []}).decode()
+
+    async def proxy(request: web.BaseRequest) -> web.StreamResponse:
+        body = await request.read()
+        if request.headers.get(ROLE_HEADER) == "reflector":
+            reply = CompletionResponse(id="copy", model="sim", choices=(Choice(message=AssistantMessage(content=copied), finish_reason="stop"),),
+                                       usage=CompletionUsage(10, 10, 20))
+            return web.Response(body=msgspec.json.encode(reply), content_type="application/json")
+        return await _forward(request, body, upstream.url)
+
+    run_dir = RunDir(tmp_path)
+    with ThreadedServer(proxy) as server:
+        with pytest.raises(CallsFailed) as raised:
+            await _learn(_config(endpoints={"default": EndpointSpec(server.url, "sim")}), run_dir)
+    run_dir.close()
+    message = str(raised.value)
+    assert re.match(r"step 1: 12 of 12 reflector calls failed \(placeholder 12; e\.g\. .*placeholder", message), message
+    assert "cannot learn without usable reflector replies" in message and str(tmp_path / "final.json") in message
+
+
+async def test_errors_jsonl_holds_every_failed_call_beyond_the_in_memory_history(tmp_path) -> None:
+    import collections
+    import json
+
+    config = _config(sim=SimConfig("flat", 1e-4, faults=FaultConfig(rate_malformed=0.3)))
+    run_dir = RunDir(tmp_path)
+    async with open_session(config) as session:
+        session.agents.failures = collections.deque(maxlen=2)  # memory keeps the latest 2; the file keeps all
+        await session.train(plan=FixedBatch(12), run_dir=run_dir)
+        failed = session.agents.failures_total
+    run_dir.close()
+    lines = [json.loads(line) for line in (tmp_path / "errors.jsonl").read_text().splitlines()]
+    assert failed > 2 and len(lines) == failed == json.loads((tmp_path / "calls.json").read_text())["failed"]
+    assert all(line["label"] == "malformed" and line["raw"] and line["role"] for line in lines)
