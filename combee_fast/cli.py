@@ -108,18 +108,28 @@ class _RetryAfterNotice:
             self._last, self._waits = now, 0
 
 
-def _notify_retry_after(session: Any, quiet: bool) -> None:
-    if not quiet:
-        notice = _RetryAfterNotice()
-        for client in session.clients.distinct():
+def _overload_notice(endpoint: str, limit: int) -> None:
+    print(f"[overload] {escape_control(endpoint)}: a request timed out; at most {limit} request(s) in flight "
+          "from now on, growing back as answers come", file=sys.stderr, flush=True)
+
+
+def _notify_waits(session: Any, quiet: bool) -> None:
+    """Say on stderr when a server asks calls to wait (Retry-After) and when a timeout lowers
+    the requests in flight (every replica of every role's endpoint)."""
+    if quiet:
+        return
+    notice = _RetryAfterNotice()
+    for endpoint in session.clients.distinct():
+        for client in getattr(endpoint, "replicas", (endpoint,)):
             client.on_retry_after = notice
+            client.on_overload = _overload_notice
 
 
 @contextlib.asynccontextmanager
 async def _local_server(args: argparse.Namespace, config: SessionConfig) -> AsyncIterator[tuple[SessionConfig, Any]]:
     """With ``--local``: start the local server and point every role without its own endpoint
     (``--<role>-endpoint``) at it, with defaults that suit it (as many requests in flight as it
-    has slots, unless ``--concurrency`` is given). Without: ``config`` unchanged and no server."""
+    has slots, unless ``--concurrency`` is given; streamed replies). Without: ``config`` unchanged and no server."""
     if not getattr(args, "local", False):
         yield config, None
         return
@@ -137,6 +147,7 @@ async def _local_server(args: argparse.Namespace, config: SessionConfig) -> Asyn
         transport = config.transport
         if getattr(args, "cfg__transport__concurrency", None) is None:
             transport = msgspec.structs.replace(transport, concurrency=local.slots if server.native else 1)
+        transport = msgspec.structs.replace(transport, stream=True)  # a request given up on stops generating
         endpoints = {**config.endpoints, "default": endpoint}
         yield msgspec.structs.replace(config, endpoints=endpoints, transport=transport), server
 
@@ -170,7 +181,7 @@ async def _learn(args: argparse.Namespace) -> int:
     async with _local_server(args, config) as (config, server), open_session(config) as session:
         session.split_uses(usage.roles if usage is not None else None)  # a test-split use is refused before --out is made
         run_dir = RunDir(out, overwrite=args.overwrite)
-        _notify_retry_after(session, args.quiet)
+        _notify_waits(session, args.quiet)
         interrupt = StopRequest()
         if config.method not in GEPA_METHODS:  # a GEPA run writes no checkpoint: Ctrl-C stops it at once
             interrupt.install()
@@ -213,7 +224,7 @@ async def _resume(args: argparse.Namespace) -> int:
         for split, manifest in zip((session.train_split, session.val_split), recorded):
             verify_split(split, manifest)
         run_dir = RunDir.reopen(root, checkpoint.files)
-        _notify_retry_after(session, args.quiet)
+        _notify_waits(session, args.quiet)
         interrupt = StopRequest()
         interrupt.install()
         try:

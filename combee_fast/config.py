@@ -210,6 +210,7 @@ class TransportConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     max_reply_bytes: int = 16 * 2**20  # a reply past this is not read further: a too_large error
     replica_down_s: float = 5.0  # a failing replica of a role's endpoint is left out this long
     slots_cap: bool = True  # a server that reports its slots (llama.cpp /props) gets at most that many at once
+    stream: bool = False  # streamed replies: an abandoned request is cancelled on the server (endpoint.streamed)
 
     def __post_init__(self) -> None:
         _at_least("transport", 1, concurrency=self.concurrency, max_reply_bytes=self.max_reply_bytes)

@@ -128,6 +128,9 @@ LEARN_FLAGS = (
 ENDPOINT_FLAGS = (
     Flag("--concurrency", path=("transport", "concurrency"), type=positive_int, help="requests in flight per endpoint"),
     Flag("--timeout", path=("transport", "timeout_s"), type=float, help="seconds per request attempt"),
+    Flag("--stream", path=("transport", "stream"), value=True,
+         help="stream replies, so a request given up on (timeout, stop) is cancelled on the server "
+              "(llama-cpp-python cancels only streamed requests; on with --local)"),
     Flag("--cache", path=("cache", "path"), help="record/replay cache file"),
     Flag("--cache-mode", path=("cache", "mode"), choices=("off", "record", "replay", "record-missing"),
          help="what the cache does"),

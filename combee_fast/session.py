@@ -198,7 +198,8 @@ class Session:
 
     def _record_capabilities(self, run_dir: RunDir | None) -> None:
         """Rewrite ``capabilities.json`` at the end (a form may have been left during the run) and
-        write ``calls.json`` (calls per role; failures are in ``errors.jsonl``, line by line)."""
+        write ``calls.json`` (calls per role; ``trimmed``: per role, calls sent again with half the
+        playbook after a context error; failures are in ``errors.jsonl``, line by line)."""
         if run_dir is not None:
             run_dir.write_json("capabilities.json", self.capabilities())
             run_dir.write_json("calls.json", {**self.agents.calls, "trimmed": self.agents.trimmed,
@@ -206,11 +207,17 @@ class Session:
 
     def capabilities(self) -> list[dict[str, object]]:
         """Each distinct endpoint's :class:`~combee_fast.endpoint.capabilities.Capabilities`
-        (structured-output form, how it was chosen, context length, slots), with its roles."""
+        (structured-output form, how it was chosen, context length, slots), with its roles, the
+        requests it may have in flight (``in_flight_limit``: now; ``in_flight_ceiling``: the most),
+        how often a timeout lowered that limit (``overloads``) and whether replies are streamed."""
         found: dict[int, dict[str, object]] = {}
         for role in ROLES:
             for client in getattr(getattr(self.clients, role), "replicas", (getattr(self.clients, role),)):
-                entry = found.setdefault(id(client), {**msgspec.to_builtins(client.capabilities), "roles": []})
+                gate = client.gate
+                entry = found.setdefault(id(client), {
+                    **msgspec.to_builtins(client.capabilities), "roles": [], "in_flight_limit": gate.limit,
+                    "in_flight_ceiling": gate.ceiling, "overloads": gate.overloads,
+                    "stream": client.config.transport.stream})
                 entry["roles"].append(role)  # type: ignore[union-attr]
         return list(found.values())
 

@@ -236,12 +236,24 @@ async def _server_facts(session: aiohttp.ClientSession, caps: Capabilities, base
                     if isinstance(n_ctx, int) and n_ctx > 0:
                         caps.context_length = n_ctx
     if caps.server == "llama.cpp":
-        try:
-            async with session.post(root + "/tokenize", json={"content": "ping"}, headers=headers,
-                                    timeout=timeout) as response:
-                caps.tokenize = response.status == 200 and "tokens" in (await response.json(content_type=None) or {})
-        except (TimeoutError, aiohttp.ClientError, ValueError, TypeError):
-            caps.tokenize = False
+        caps.tokenize = await tokenize(session, base_url, "ping", headers=headers, timeout=timeout) is not None
+
+
+async def tokenize(session: aiohttp.ClientSession, base_url: str, text: str, *, headers: dict[str, str],
+                   timeout: aiohttp.ClientTimeout) -> list[Any] | None:
+    """The tokens of ``text`` by the server's own tokenizer (llama.cpp ``POST /tokenize`` at the
+    server root, no special tokens added), or ``None`` when it does not answer 200 with a token
+    list. Never raises for endpoint failures."""
+    try:
+        async with session.post(root_url(base_url) + "/tokenize", json={"content": text}, headers=headers,
+                                timeout=timeout) as response:
+            if response.status != 200:
+                return None
+            body = msgspec.json.decode(await response.read())
+    except (TimeoutError, aiohttp.ClientError, msgspec.MsgspecError):
+        return None
+    tokens = body.get("tokens") if isinstance(body, dict) else None
+    return tokens if isinstance(tokens, list) else None
 
 
 async def _get_json(session: aiohttp.ClientSession, url: str, headers: dict[str, str],

@@ -11,11 +11,14 @@ keep-alive pool writing a per-role pre-encoded head and the body in one call, pa
 with ``bytes`` methods: ~50 us of CPU per request at 1,024 in flight); ``https://`` stays on aiohttp.
 
 Behaviour:
-- At most ``transport.concurrency`` requests are in flight (a semaphore around each attempt, and a
-  connection pool of the same size); a request waiting for its backoff does not hold a slot.
+- At most ``transport.concurrency`` requests are in flight (an :class:`~.gate.AdmissionGate` around
+  each attempt, and a connection pool of the same size); a request waiting for its backoff does
+  not hold a slot. A timeout is taken as overload: the gate halves its limit and grows it back
+  one answer window at a time (``on_overload`` is told each time it goes down).
 - Each attempt has a ``transport.timeout_s`` deadline. 408/409/429/5xx, connection errors and timeouts are
   retried up to ``max_retries`` times with exponential backoff and jitter, or after the server's
-  ``Retry-After``/``retry-after-ms``. A server asking to wait longer than ``backoff_max_s`` (the
+  ``Retry-After``/``retry-after-ms``. With ``transport.stream`` replies are streamed, so an attempt
+  given up on is cancelled on the server when its connection closes (:mod:`.streamed`). A server asking to wait longer than ``backoff_max_s`` (the
   run's patience) is not retried: the call fails at once, saying how long it was asked to wait.
 - JSON output: the schema goes in ``response_format`` in the endpoint's structured-output form
   (:mod:`.capabilities`); the text is parsed either way and, if unusable, ONE repair request is
@@ -51,10 +54,13 @@ import msgspec
 
 from combee_fast.endpoint.cache import ReplayCache, request_key
 from combee_fast.endpoint.http1 import Http1Pool
-from combee_fast.endpoint.capabilities import Capabilities, FormState, check_form, is_validation_error, probe, response_format
+from combee_fast.endpoint.capabilities import (Capabilities, FormState, check_form, is_validation_error, probe,
+                                              response_format, tokenize)
 from combee_fast.endpoint.calls import ChatRequest, ChatResult
 from combee_fast.endpoint.retry import RETRYABLE_STATUSES, backoff_s, retry_after_s
 from combee_fast.endpoint.capped import ReplyTooLarge, read_capped
+from combee_fast.endpoint.gate import AdmissionGate
+from combee_fast.endpoint.streamed import StreamFailed, join_stream
 from combee_fast.endpoint.structured import parse_structured, repair_messages
 from combee_fast.endpoint.wire import with_extra_body
 from combee_fast.endpoint.wire import (
@@ -64,6 +70,7 @@ from combee_fast.endpoint.wire import (
     CompletionRequest,
     CompletionResponse,
     ModelList,
+    StreamOptions,
 )
 from combee_fast.config import TransportConfig
 from combee_fast.errors import ConfigError, EndpointUnreachable
@@ -149,6 +156,7 @@ CHECK_TIMEOUT_S = 10.0
 _response_decoder = msgspec.json.Decoder(CompletionResponse)
 _request_encoder = msgspec.json.Encoder()
 _MAX_FORMATS = 64  # distinct response formats kept encoded per client
+_STREAM_OPTIONS = StreamOptions(include_usage=True)
 
 
 class EndpointClient:
@@ -179,7 +187,8 @@ class EndpointClient:
                                   f"({config.api_key_env}) both authenticate; give one of them")
             self._headers["Authorization"] = f"Bearer {key}"
             self._secrets += (key,)
-        self._slots = asyncio.Semaphore(config.transport.concurrency)
+        self.gate = AdmissionGate(config.transport.concurrency)
+        """Requests let onto the wire at once (lowered on timeouts; see :mod:`.gate`)."""
         self._session: aiohttp.ClientSession | None = None
         self._pool: Http1Pool | None = None  # plain-http requests; https goes through aiohttp
         self._request_heads: dict[str, bytes] = {}  # per role: the pre-encoded request head
@@ -191,6 +200,8 @@ class EndpointClient:
         self._time_scale: float | None = None  # real s per simulated s, if the server says
         self.on_retry_after: Callable[[str, float], None] | None = None
         """Called ``(endpoint name, seconds)`` before each wait a server asked for (Retry-After)."""
+        self.on_overload: Callable[[str, int], None] | None = None
+        """Called ``(endpoint name, new limit)`` each time a timeout lowers the requests in flight."""
         first = "none" if not config.json_schema else (
             "json_schema" if config.response_format == "auto" else config.response_format)
         self.forms = FormState(Capabilities(endpoint=config.name, model=config.model, form=first))
@@ -216,7 +227,7 @@ class EndpointClient:
         found.tried = {form: scrub(what, self._secrets) for form, what in found.tried.items()}  # bodies may echo keys
         self.forms.capabilities = found
         if found.slots is not None and config.transport.slots_cap and found.slots < config.transport.concurrency:
-            self._slots = asyncio.Semaphore(found.slots)  # more would only queue on the server, inside our timeout
+            self.gate.set_ceiling(found.slots)  # more would only queue on the server, inside our timeout
         return found
 
     async def __aenter__(self) -> EndpointClient:
@@ -304,6 +315,17 @@ class EndpointClient:
     def usage_totals(self) -> dict[tuple[str, str, str], UsageTotals]:
         """A copy of the running totals, keyed by (role, model, endpoint)."""
         return {key: msgspec.structs.replace(totals) for key, totals in self._totals.items()}
+
+    async def count_tokens(self, text: str) -> int | None:
+        """Tokens in ``text`` by the server's own tokenizer (llama.cpp ``POST /tokenize``), or
+        ``None`` when the endpoint has none (:attr:`Capabilities.tokenize`, found by :meth:`detect`)
+        or the call fails; waits at most :data:`CHECK_TIMEOUT_S` and never raises for endpoint failures."""
+        if not self.capabilities.tokenize:
+            return None
+        timeout = aiohttp.ClientTimeout(total=min(CHECK_TIMEOUT_S, self.config.transport.timeout_s))
+        tokens = await tokenize(self._open_session(), strip_userinfo(self.config.base_url), text,
+                                headers=self._headers, timeout=timeout)
+        return None if tokens is None else len(tokens)
 
     def clone(self) -> EndpointClient:
         """A client with the same config and replay cache but its own connections, slots and
@@ -403,6 +425,7 @@ class EndpointClient:
         if request.extra_body:
             return with_extra_body(self._encode(msgspec.structs.replace(request, extra_body=None), messages, form),
                                    request.extra_body)
+        stream = self.config.transport.stream
         return _request_encoder.encode(CompletionRequest(
             model=self.config.model,
             messages=messages,
@@ -410,6 +433,8 @@ class EndpointClient:
             temperature=request.temperature,
             seed=request.seed,
             response_format=self._response_format(request, form),  # msgspec writes a Raw as is
+            stream=stream,
+            stream_options=_STREAM_OPTIONS if stream else None,
         ))
 
     async def _exchange(self, request: ChatRequest, messages: tuple[Message, ...],
@@ -429,8 +454,9 @@ class EndpointClient:
         config = self.config
         for attempt in range(config.transport.max_retries + 1):
             attempt_started = 0.0
+            episode = -1
             try:
-                async with self._slots:
+                async with self.gate as episode:
                     attempt_started = time.perf_counter()
                     self._in_flight += 1
                     try:
@@ -438,6 +464,8 @@ class EndpointClient:
                     finally:
                         self._in_flight -= 1
             except _AttemptFailed as failure:
+                if failure.error.kind == "timeout" and self.gate.overloaded(episode) and self.on_overload is not None:
+                    self.on_overload(config.name, self.gate.limit)
                 if not failure.retryable or attempt == config.transport.max_retries:
                     tally.failed_s += time.perf_counter() - attempt_started
                     return failure.error
@@ -455,6 +483,7 @@ class EndpointClient:
                                               retry_after=failure.retry_after, rng=self._rng))
                 tally.failed_s += time.perf_counter() - attempt_started
                 continue
+            self.gate.answered()
             if answer.prompt_tokens == 0 and answer.completion_tokens == 0:
                 answer.prompt_tokens = estimate_tokens("".join(m.content for m in messages))
                 answer.completion_tokens = estimate_tokens(answer.text or "")
@@ -515,9 +544,15 @@ class EndpointClient:
                 retry_after=retry_after,
             )
         try:
-            decoded = _response_decoder.decode(raw)
+            decoded = join_stream(raw) if self.config.transport.stream else _response_decoder.decode(raw)
             choice = decoded.choices[0]
-        except (msgspec.MsgspecError, IndexError) as exc:
+        except StreamFailed as exc:
+            raise _AttemptFailed(
+                CallError(kind="http_status", message=f"HTTP {exc.status}: {exc}", status=exc.status,
+                          raw=raw.decode("utf-8", errors="replace")),
+                retryable=exc.status in RETRYABLE_STATUSES,
+            ) from None
+        except (msgspec.MsgspecError, ValueError, IndexError) as exc:
             raise _AttemptFailed(
                 CallError(kind="malformed_json", message=f"response is not a chat completion: {exc}",
                           status=status, raw=raw.decode("utf-8", errors="replace")),

@@ -3,7 +3,7 @@
 An :class:`EndpointPool` holds one :class:`~combee_fast.endpoint.client.EndpointClient` per base
 URL (so each replica has its own connection pool, concurrency cap, structured-output form and
 usage totals, keyed by its URL) and offers the client's interface (``chat``, ``check``,
-``detect``, ``usage_totals``, ``aclose``).
+``detect``, ``usage_totals``, ``count_tokens``, ``aclose``).
 
 Routing: each call goes to the healthy replica with the fewest calls outstanding (ties: the one
 used least recently). A call that fails for a reason a replica can cause (connection refused or
@@ -81,6 +81,16 @@ class EndpointPool:
         for client in self.replicas:
             merged.update(client.usage_totals())
         return merged
+
+    async def count_tokens(self, text: str) -> int | None:
+        """Tokens in ``text`` by the first healthy replica's tokenizer
+        (:meth:`EndpointClient.count_tokens`; replicas serve one model); ``None`` when every
+        replica is out or that one cannot count."""
+        now = time.monotonic()
+        for client, down_until in zip(self.replicas, self._down_until):
+            if down_until <= now:
+                return await client.count_tokens(text)
+        return None
 
     def _pick(self, tried: set[int]) -> int | None:
         now = time.monotonic()

@@ -39,8 +39,15 @@ class ResponseFormat(msgspec.Struct, frozen=True, omit_defaults=True):
     schema: dict[str, Any] | None = None
 
 
+class StreamOptions(msgspec.Struct, frozen=True):
+    """``include_usage``: the server ends the stream with a chunk carrying the call's ``usage``."""
+
+    include_usage: bool = True
+
+
 class CompletionRequest(msgspec.Struct, frozen=True, omit_defaults=True):
-    """Body of ``POST /chat/completions``."""
+    """Body of ``POST /chat/completions``; ``stream`` asks for server-sent events
+    (:mod:`combee_fast.endpoint.streamed`)."""
 
     model: str
     messages: tuple[Message, ...]
@@ -48,6 +55,8 @@ class CompletionRequest(msgspec.Struct, frozen=True, omit_defaults=True):
     temperature: float | None = None
     seed: int | None = None
     response_format: ResponseFormat | None = None
+    stream: bool = False
+    stream_options: StreamOptions | None = None
 
 
 class AssistantMessage(msgspec.Struct, frozen=True):
@@ -75,6 +84,30 @@ class CompletionResponse(msgspec.Struct, frozen=True):
     id: str = ""
     object: str = "chat.completion"
     usage: CompletionUsage | None = None
+
+
+class Delta(msgspec.Struct, frozen=True):
+    content: str | None = None
+
+
+class StreamChoice(msgspec.Struct, frozen=True):
+    delta: Delta = Delta()
+    index: int = 0
+    finish_reason: str | None = None
+
+
+class StreamError(msgspec.Struct, frozen=True):
+    message: str = ""
+    code: int | str | None = None
+
+
+class CompletionChunk(msgspec.Struct, frozen=True):
+    """One server-sent event of a streamed completion (``chat.completion.chunk``); vLLM and
+    llama.cpp send ``error`` instead when the call fails after the stream started."""
+
+    choices: tuple[StreamChoice, ...] = ()
+    usage: CompletionUsage | None = None
+    error: StreamError | None = None
 
 
 class ModelCard(msgspec.Struct, frozen=True):

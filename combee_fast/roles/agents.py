@@ -9,7 +9,7 @@ the failure is recorded on the returned record.
 from __future__ import annotations
 
 import collections
-
+import functools
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -21,7 +21,7 @@ from combee_fast.endpoint.client import ChatRequest, ChatResult, EndpointClient
 from combee_fast.engine.rng import derive_seed
 from combee_fast.playbook import Playbook
 from combee_fast.roles import curator, generator, reducer, reflector
-from combee_fast.roles.budget import cut_playbook, is_context_error, prompt_chars_allowed
+from combee_fast.roles.budget import PLAYBOOK_ROLES, TokenCounts, cut_playbook, fit_playbook, is_context_error
 from combee_fast.roles.ops import ops_schema, parse_ops
 from combee_fast.roles.curator import playbook_stats_text
 from combee_fast.roles.reflector import cited_bullets_text
@@ -82,7 +82,9 @@ class Agents:
         self.failures_total = 0  # failed or unusable calls ever, kept or not
         self.on_failure: Callable[[dict[str, Any]], None] | None = None  # e.g. a run directory's errors.jsonl
         self.calls: dict[str, int] = dict.fromkeys(_ROLE_OUTPUT, 0)
-        self.trimmed = 0  # generator calls sent again with a shorter playbook after exceeding the context
+        # per role: calls sent again with half the playbook after exceeding the context (calls.json's trimmed)
+        self.trimmed: dict[str, int] = dict.fromkeys(PLAYBOOK_ROLES, 0)
+        self.token_counts = TokenCounts()  # prompt texts counted by the endpoints' tokenizers
 
     def _note(self, role: str, error: CallError | None, text: str | None) -> None:
         """Count a call of ``role``; keep its failure (kind, message, raw reply) if it failed, and
@@ -129,31 +131,20 @@ class Agents:
     ) -> Rollout:
         """One generator attempt, scored by the task. A failed call gives a rollout with ``error``.
 
-        On an endpoint that reported its context length the playbook is cut to fit
-        (:mod:`combee_fast.roles.budget`); a reply saying the context was exceeded halves it and
-        sends the call once more, with a warning."""
-        def build(text: str) -> tuple[tuple[Message, ...], ChatRequest]:
-            built = generator.generator_messages(
+        The playbook is cut to fit the endpoint's context and trimmed on a context error
+        (:meth:`_chat_fitted`)."""
+        def build(text: str) -> ChatRequest:
+            messages = generator.generator_messages(
                 example.input,
                 text,
                 previous_answer=previous.answer if previous is not None else None,
                 reflection=reflection,
             )
-            return built, self._request("generator", built, epoch, example.id, round_,
-                                        schema=generator.generator_schema(text))
+            return self._request("generator", messages, epoch, example.id, round_,
+                                 schema=generator.generator_schema(text))
 
-        playbook_text = self._fit("generator", playbook_text, lambda text: build(text)[0])
-        messages, request = build(playbook_text)
-        result = await self.clients.generator.chat(request)
-        if is_context_error(result.error) and playbook_text:
-            playbook_text = cut_playbook(playbook_text, len(playbook_text) // 2)
-            self.trimmed += 1
-            if self.trimmed == 1:
-                print(f"warning: the generator's prompt exceeded the context of endpoint "
-                      f"{self.clients.generator.config.name!r}; the playbook is cut to {len(playbook_text)} "
-                      "characters and the call sent again (counted in calls.json as trimmed)", file=sys.stderr)
-            messages, request = build(playbook_text)
-            result = await self.clients.generator.chat(request)
+        request, result = await self._chat_fitted("generator", playbook_text, build)
+        messages = request.messages
         parsed = _parsed(result, generator.parse_generator)
         self._note("generator", parsed if isinstance(parsed, CallError) else None, result.text)
         if isinstance(parsed, CallError):
@@ -196,15 +187,15 @@ class Agents:
         source: str,
         seed_path: tuple[int | str, ...],
     ) -> Proposal:
-        """One curator call over ``reflections`` against ``playbook`` (cut to the endpoint's context,
-        as for the generator)."""
+        """One curator call over ``reflections`` against ``playbook`` (its text cut to fit the
+        endpoint's context and trimmed on a context error: :meth:`_chat_fitted`)."""
         stats = playbook_stats_text(playbook.bullets())
-        playbook_text = self._fit("curator", playbook_text,
-                                  lambda text: curator.curator_messages(text, stats, reflections))
-        messages = curator.curator_messages(playbook_text, stats, reflections)
-        request = self._request("curator", messages, *seed_path,
-                                schema=ops_schema(curator.CURATOR_SCHEMA, playbook_text))
-        return await self._propose(self.clients.curator, request, source, parse_ops)
+
+        def build(text: str) -> ChatRequest:
+            return self._request("curator", curator.curator_messages(text, stats, reflections), *seed_path,
+                                 schema=ops_schema(curator.CURATOR_SCHEMA, text))
+
+        return await self._propose("curator", playbook_text, build, source, parse_ops)
 
     async def reduce(
         self,
@@ -214,25 +205,49 @@ class Agents:
         source: str,
         seed_path: tuple[int | str, ...],
     ) -> Proposal:
-        """One reducer call merging ``proposals`` made against the same base playbook (cut to the
-        endpoint's context, as for the generator)."""
-        playbook_text = self._fit("reducer", playbook_text, lambda text: reducer.reducer_messages(text, proposals))
-        request = self._request("reducer", reducer.reducer_messages(playbook_text, proposals), *seed_path,
-                                schema=ops_schema(reducer.REDUCER_SCHEMA, playbook_text))
+        """One reducer call merging ``proposals`` made against the same base playbook (its text cut
+        to fit the endpoint's context and trimmed on a context error: :meth:`_chat_fitted`)."""
+        def build(text: str) -> ChatRequest:
+            return self._request("reducer", reducer.reducer_messages(text, proposals), *seed_path,
+                                 schema=ops_schema(reducer.REDUCER_SCHEMA, text))
 
         def parse(data: Any, text: str | None) -> tuple[Op, ...] | CallError:
             return reducer.parse_reduction(data, text, proposals)
 
-        return await self._propose(self.clients.reducer, request, source, parse)
+        return await self._propose("reducer", playbook_text, build, source, parse)
 
-    def _fit(self, role: str, playbook_text: str, build: Callable[[str], tuple[Message, ...]]) -> str:
-        """``playbook_text`` cut so that ``build(text)`` plus the role's reply fits the context the
-        role's endpoint reported (unchanged when it reported none; :mod:`combee_fast.roles.budget`)."""
-        context_length = getattr(self.clients, role).capabilities.context_length
-        if context_length is None:
+    async def _chat_fitted(self, role: str, playbook_text: str,
+                           build: Callable[[str], ChatRequest]) -> tuple[ChatRequest, ChatResult]:
+        """The call ``build(text)`` of a role of :data:`PLAYBOOK_ROLES`, with ``playbook_text`` cut
+        to fit the role's endpoint (:meth:`_fit`). A reply saying the context was exceeded halves
+        the playbook and sends the call once more (counted in :attr:`trimmed`, a warning the first
+        time per role). Returns the request last sent and its result."""
+        client = getattr(self.clients, role)
+        playbook_text = await self._fit(role, playbook_text, build)
+        request = build(playbook_text)
+        result = await client.chat(request)
+        if is_context_error(result.error) and playbook_text:
+            playbook_text = cut_playbook(playbook_text, len(playbook_text) // 2)
+            self.trimmed[role] += 1
+            if self.trimmed[role] == 1:
+                print(f"warning: the {role}'s prompt exceeded the context of endpoint {client.config.name!r}; "
+                      f"the playbook is cut to {len(playbook_text)} characters and the call sent again "
+                      f"(counted in calls.json as trimmed.{role})", file=sys.stderr)
+            request = build(playbook_text)
+            result = await client.chat(request)
+        return request, result
+
+    async def _fit(self, role: str, playbook_text: str, build: Callable[[str], ChatRequest]) -> str:
+        """``playbook_text`` cut so that the prompt of ``build(text)`` plus the role's reply fits the
+        context the role's endpoint reported, counted by its tokenizer if it has one (unchanged
+        when it reported none; :func:`combee_fast.roles.budget.fit_playbook`)."""
+        client = getattr(self.clients, role)
+        capabilities = client.capabilities
+        if capabilities.context_length is None or not playbook_text:
             return playbook_text
-        others = sum(len(m.content) for m in build(""))
-        return cut_playbook(playbook_text, prompt_chars_allowed(context_length, self._max_tokens(role)) - others)
+        count = functools.partial(self.token_counts.count, client) if capabilities.tokenize else None
+        return await fit_playbook(playbook_text, build("").messages,
+                                  capabilities.context_length - self._max_tokens(role), count)
 
     def _request(self, role: str, messages: tuple[Message, ...], *seed_path: int | str,
                  schema: dict[str, Any] | None = None) -> ChatRequest:
@@ -253,14 +268,16 @@ class Agents:
 
     async def _propose(
         self,
-        client: EndpointClient,
-        request: ChatRequest,
+        role: str,
+        playbook_text: str,
+        build: Callable[[str], ChatRequest],
         source: str,
         parse: Callable[[Any, str | None], tuple[Op, ...] | CallError],
     ) -> Proposal:
-        result = await client.chat(request)
+        """The proposal of one curator or reducer call ``build(playbook_text)`` (:meth:`_chat_fitted`)."""
+        _, result = await self._chat_fitted(role, playbook_text, build)
         parsed = _parsed(result, parse)
-        self._note(request.role, parsed if isinstance(parsed, CallError) else None, result.text)
+        self._note(role, parsed if isinstance(parsed, CallError) else None, result.text)
         if isinstance(parsed, CallError):
             return Proposal(source=source, ops=(), usage=result.usage, error=parsed)
         return Proposal(source=source, ops=parsed, usage=result.usage)

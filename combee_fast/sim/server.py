@@ -1,7 +1,7 @@
 """A simulated OpenAI-compatible inference server on loopback, for tests and benchmarks.
 
-It speaks ``POST /v1/chat/completions`` (with ``usage`` and ``response_format`` JSON schema)
-and ``GET /v1/models``; ``GET /v1/combee/counters`` returns :class:`SimCounters` as JSON.
+It speaks ``POST /v1/chat/completions`` (with ``usage`` and ``response_format`` JSON schema;
+``stream`` answers with the whole completion as server-sent events once it is done) and ``GET /v1/models``; ``GET /v1/combee/counters`` returns :class:`SimCounters` as JSON.
 Answers come from a :class:`Responder`; timing comes from the continuous-batching
 :class:`~combee_fast.sim.latency.BatchModel`. The server sleeps ``simulated seconds *
 time_scale`` of real time and reports the simulated seconds of each request (queue wait +
@@ -56,6 +56,7 @@ from combee_fast.endpoint.wire import (
     ModelList,
 )
 from combee_fast.config import FAULT_KINDS, FaultConfig
+from combee_fast.endpoint.streamed import stream_body
 from combee_fast.errors import ConfigError
 from combee_fast.tokens import CHARS_PER_TOKEN, estimate_tokens
 
@@ -310,8 +311,14 @@ class SimServer:
                 usage=CompletionUsage(prompt_tokens, completion_tokens, prompt_tokens + completion_tokens),
             )
             counters.completed += 1
-            return web.Response(body=_encoder.encode(body), content_type="application/json",
-                                headers={SIM_LATENCY_HEADER: _microseconds(sim_latency)})
+            headers = {SIM_LATENCY_HEADER: _microseconds(sim_latency)}
+            if wire.stream:
+                include_usage = wire.stream_options is not None and wire.stream_options.include_usage
+                streamed = web.Response(body=stream_body(body, include_usage=include_usage),
+                                        content_type="text/event-stream", headers=headers)
+                streamed.enable_chunked_encoding()
+                return streamed
+            return web.Response(body=_encoder.encode(body), content_type="application/json", headers=headers)
         finally:
             counters.in_flight -= 1
 

