@@ -19,7 +19,7 @@ from typing import Any, NoReturn
 import msgspec
 
 from combee_fast import flags
-from combee_fast.config import EndpointSpec, SessionConfig
+from combee_fast.config import ROLES, EndpointSpec, SessionConfig
 from combee_fast.errors import (
     EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, CallsFailed, CombeeError, ConfigError, SplitChangedError,
 )
@@ -119,8 +119,8 @@ def _notify_waits(session: Any, quiet: bool) -> None:
     if quiet:
         return
     notice = _RetryAfterNotice()
-    for endpoint in session.clients.distinct():
-        for client in getattr(endpoint, "replicas", (endpoint,)):
+    for role in ROLES:
+        for client in session.clients.replicas(role):  # a client serving several roles is set again: harmless
             client.on_retry_after = notice
             client.on_overload = _overload_notice
 

@@ -212,7 +212,7 @@ class Session:
         how often a timeout lowered that limit (``overloads``) and whether replies are streamed."""
         found: dict[int, dict[str, object]] = {}
         for role in ROLES:
-            for client in getattr(getattr(self.clients, role), "replicas", (getattr(self.clients, role),)):
+            for client in self.clients.replicas(role):
                 gate = client.gate
                 entry = found.setdefault(id(client), {
                     **msgspec.to_builtins(client.capabilities), "roles": [], "in_flight_limit": gate.limit,

@@ -56,6 +56,11 @@ class RoleClients(msgspec.Struct, frozen=True):
             seen.setdefault(id(client), client)
         return tuple(seen.values())
 
+    def replicas(self, role: str) -> tuple[EndpointClient, ...]:
+        """The clients behind ``role``'s endpoint: each replica of a pool, else the one client."""
+        endpoint = getattr(self, role)
+        return tuple(getattr(endpoint, "replicas", (endpoint,)))
+
 
 class Agents:
     """Calls the roles for one run: ``task`` scores answers, ``seed`` roots the request seeds."""
