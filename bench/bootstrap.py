@@ -20,15 +20,12 @@ os.environ.setdefault("NUMBA_NUM_THREADS", "2")
 import argparse  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
-from pathlib import Path  # noqa: E402
 
 import numba  # noqa: E402
 import numpy as np  # noqa: E402
 
 from combee_fast import native  # noqa: E402
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root, for tests.native.reference
-from tests.native.reference.bootstrap import reference_paired  # noqa: E402
+from combee_fast.native.reference.bootstrap import reference_paired  # noqa: E402
 
 
 def best_of(call, repeats: int = 5) -> float:  # type: ignore[no-untyped-def]

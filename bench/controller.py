@@ -1,4 +1,4 @@
-"""Fixed batch sizes vs ``--batch-size auto`` (the live planner) vs the paper's rule, on Formula (issue 10).
+"""Fixed batch sizes vs ``--batch-size auto`` (the live planner) vs the paper's rule, on Formula.
 
     python bench/controller.py
     python bench/controller.py --presets flat --seeds 0 --sizes 40 160     # a small run

@@ -1,5 +1,4 @@
-"""Nothing lost, nothing silent (issue 12's acceptance run): Formula, Combee, batch 40, on the
-simulated endpoint.
+"""Nothing lost, nothing silent: Formula, Combee, batch 40, on the simulated endpoint.
 
     python bench/faults.py
 
@@ -48,13 +47,23 @@ class _Watched:
     def __init__(self, method: Any) -> None:
         self.method = method
         self.name = method.name
+        self.batches_span_epochs = method.batches_span_epochs
         self.first_attempts: collections.Counter[str] = collections.Counter()
+
+    async def start(self, artifact: Any) -> Any:
+        return await self.method.start(artifact)
 
     def pending(self) -> int:
         return self.method.pending()
 
-    async def step(self, items: Sequence[Any], playbook: Any, *, epoch: int, step: int, shape: Any = None) -> Any:
-        result = await self.method.step(items, playbook, epoch=epoch, step=step, shape=shape)
+    def carried(self) -> Any:
+        return self.method.carried()
+
+    async def resume(self, carried: Any, items: Any) -> None:
+        await self.method.resume(carried, items)
+
+    async def step(self, items: Sequence[Any], artifact: Any, *, epoch: int, step: int, shape: Any = None) -> Any:
+        result = await self.method.step(items, artifact, epoch=epoch, step=step, shape=shape)
         for trace in result.traces:
             self.first_attempts.update(trace.item_id for rollout in trace.rollouts if rollout.round == 0)
         return result
@@ -68,8 +77,7 @@ async def _checked_run(argv: list[str], out: Path | None) -> tuple[TrainResult, 
         method = _Watched(session.method())
         run_dir = RunDir(out) if out is not None else None
         try:
-            session._start_run(run_dir, None)  # config.json, splits.json; moved into place
-            result = await _train(session, method, run_dir)
+            result = await session.train(method=method, run_dir=run_dir)
         finally:
             if run_dir is not None:
                 run_dir.close()
@@ -79,18 +87,6 @@ async def _checked_run(argv: list[str], out: Path | None) -> tuple[TrainResult, 
     lost += sum(1 for item_id in method.first_attempts if item_id not in set(ids))
     accounted = sum(_calls_and_retries(counts) for counts in (result.counts, result.val_counts))
     return result, lost, requests - accounted
-
-
-async def _train(session: Any, method: _Watched, run_dir: RunDir | None) -> TrainResult:
-    from combee_fast.playbook import Playbook
-    from combee_fast.run.train import train
-
-    config = session.config
-    return await train(
-        method, session.agents, Playbook.empty(token_budget=config.token_budget), session.train_items(),
-        session.val_split.examples, plan=await session.batch_plan(run_dir), config=config.train, seed=config.seed,
-        eval_concurrency=config.transport.concurrency, run_dir=run_dir, gpu_clock=session.gpu_clock(),
-    )
 
 
 def _calls_and_retries(counts: Any) -> int:

@@ -30,7 +30,7 @@ import numpy as np  # noqa: E402
 
 from combee_fast import native  # noqa: E402
 from combee_fast.native.scan import ADD, REMOVE, TAG, UPDATE, OpBatch  # noqa: E402
-from tests.native.reference.scan import reference_final_states  # noqa: E402
+from combee_fast.native.reference.scan import reference_final_states  # noqa: E402
 
 N_OPS = 1_000_000
 N_SLOTS = 20_000

@@ -9,11 +9,11 @@ learner's work is the same in every mode: batches of 64 closing after 50 ms, and
 enough that no submit waits for room (so ``submit`` times its cost, not backpressure).
 
 Modes, run one after the other, each in a fresh interpreter, against one server (never ``gc.freeze()``):
-    threaded  :class:`~combee_fast.run.threaded.ThreadedLearner` (the learner on its own loop and
+    threaded  :class:`~combee_fast.embedded.threaded.ThreadedLearner` (the learner on its own loop and
               thread); the read is ``learner.text``, the rendered latest version
-    process   :class:`~combee_fast.run.process.ProcessLearner` (the learner in a child process);
+    process   :class:`~combee_fast.embedded.process.ProcessLearner` (the learner in a child process);
               the read is ``learner.text``
-    inloop    :class:`~combee_fast.run.online.OnlineLearner` on the host's loop (before issue 14);
+    inloop    :class:`~combee_fast.embedded.online.OnlineLearner` on the host's loop (the learner's work on the host's thread);
               the read is ``learner.playbook``
     idle      the ticker alone (``--idle-seconds``), no learner: the lag floor of the machine as
               loaded at that moment (other processes, the CPU scheduler), for comparison
@@ -41,9 +41,9 @@ import msgspec
 from combee_fast.config import EndpointSpec, OnlineConfig, SessionConfig, EmbedConfig
 from combee_fast.engine.loop import run
 from combee_fast.playbook import Playbook
-from combee_fast.run.online import OnlineLearner
-from combee_fast.run.process import ProcessLearner
-from combee_fast.run.threaded import ThreadedLearner
+from combee_fast.embedded.online import OnlineLearner
+from combee_fast.embedded.process import ProcessLearner
+from combee_fast.embedded.threaded import ThreadedLearner
 from combee_fast.session import open_session
 
 MODES = ("process", "threaded", "inloop", "idle")

@@ -50,7 +50,7 @@ from loop_lag import GcPauses  # noqa: E402 -- bench/ is on sys.path when run as
 from combee_fast.config import EndpointSpec, OnlineConfig, SessionConfig
 from combee_fast.engine.loop import run
 from combee_fast.playbook import Playbook
-from combee_fast.run.online import OnlineLearner
+from combee_fast.embedded.online import OnlineLearner
 from combee_fast.session import open_session
 
 CATEGORIES = ("decode", "encode", "http", "parse", "prompts", "client", "learner", "scheduling", "bench", "other")
@@ -132,11 +132,11 @@ async def profile(url: str, rollouts: int, mode: str) -> tuple[pstats.Stats, flo
                 ticks += 1
 
         if mode == "threaded":
-            from combee_fast.run.threaded import ThreadedLearner
+            from combee_fast.embedded.threaded import ThreadedLearner
 
             learner: Any = ThreadedLearner(session.agents, Playbook.empty(), config)
         elif mode == "process":
-            from combee_fast.run.process import ProcessLearner
+            from combee_fast.embedded.process import ProcessLearner
 
             learner = ProcessLearner(session.agents, Playbook.empty(), config)
         else:

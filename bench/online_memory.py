@@ -1,4 +1,4 @@
-"""Does the online learner's memory stay flat over a server's life? (issue 10)
+"""Does the online learner's memory stay flat over a server's life?
 
 Submits ``--rollouts`` finished rollouts (made from the Formula train split, one generation each,
 then renumbered) to an :class:`OnlineLearner` on the in-process simulated endpoint, and samples
@@ -23,7 +23,7 @@ import msgspec
 from combee_fast.config import OnlineConfig, SessionConfig, SimConfig, TaskConfig
 from combee_fast.engine.loop import run
 from combee_fast.playbook import Playbook
-from combee_fast.run.online import OnlineLearner
+from combee_fast.embedded.online import OnlineLearner
 from combee_fast.session import open_session
 
 

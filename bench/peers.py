@@ -1,4 +1,4 @@
-"""Peers side by side on ONE simulated endpoint (issue 11, item 3).
+"""Peers side by side on ONE simulated endpoint.
 
     pip install -e '.[bench]'        # the PyPI peers
     python bench/peers.py            # Formula, flat preset (0.4 s + 0.025 s per completion token)
@@ -35,23 +35,14 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-# Run as a script, this folder is sys.path[0], and its gepa.py (our GEPA bench) would shadow the
-# PyPI gepa package.
-_HERE = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
-
-from combee_fast.config import EndpointSpec, GepaConfig, SessionConfig, TaskConfig, TrainConfig, TransportConfig
+from combee_fast.config import EndpointSpec, GepaConfig, MapConfig, SessionConfig, TaskConfig, TransportConfig
 from combee_fast.endpoint.blocking import BlockingChat
 from combee_fast.engine.loop import run
 from combee_fast.gepa.candidate import SYSTEM_PROMPT, Candidate
 from combee_fast.gepa.interop import CombeeReflectionStrategy
-from combee_fast.playbook import Playbook
 from combee_fast.run.batch_plans import FixedBatch
-from combee_fast.run.gepa import train_gepa
-from combee_fast.run.train import train
 from combee_fast.schema import Example
 from combee_fast.session import open_session
 from combee_fast.sim.instructions import InstructionWorld
@@ -213,40 +204,38 @@ async def _measured(server: SimServer, work: Callable[[], Any]) -> tuple[Any, in
 
 
 def _session_config(
-    url: str, args: PeersArgs, method: str, *, batch: int, concurrency: int | None = None,
+    url: str, args: PeersArgs, method: str, *, val: int, concurrency: int | None = None,
 ) -> SessionConfig:
-    transport = TransportConfig() if concurrency is None else TransportConfig(concurrency=concurrency)
+    """Our run on the shared endpoint: the first ``args.train`` train rows, the first ``val`` val rows."""
+    transport, workers = TransportConfig(), MapConfig()
+    if concurrency is not None:
+        transport, workers = TransportConfig(concurrency=concurrency), MapConfig(workers=concurrency)
     return SessionConfig(
-        method=method, seed=args.seed, task=TaskConfig(name=args.task), train=TrainConfig(batch_size=batch),
-        gepa=GepaConfig(max_metric_calls=args.budget), transport=transport,
-        endpoints={"default": EndpointSpec(url, "sim")},
+        method=method, seed=args.seed,
+        task=TaskConfig(name=args.task, train_split=f"train[0:{args.train}]", val_split=f"val[0:{val}]"),
+        gepa=GepaConfig(max_metric_calls=args.budget, combee_minibatch=args.combee_batch), transport=transport,
+        map=workers, endpoints={"default": EndpointSpec(url, "sim")},
     )
 
 
 async def run_ours_gepa(
-    server: SimServer, args: PeersArgs, method: str, name: str, train_set: Sequence[Example],
-    val_set: Sequence[Example], *, concurrency: int | None = None,
+    server: SimServer, args: PeersArgs, method: str, name: str, *, concurrency: int | None = None,
 ) -> PeerRow:
-    config = _session_config(server.url, args, method, batch=args.combee_batch, concurrency=concurrency)
+    config = _session_config(server.url, args, method, val=args.val, concurrency=concurrency)
     async with open_session(config) as session:
-        result, depth, peak = await _measured(server, lambda: train_gepa(
-            method, config, session.task, session.clients, train_set, val_set))
+        result, depth, peak = await _measured(server, lambda: session.train())
     return PeerRow(
-        name, result.train_sim_seconds, result.samples, result.metric_calls, result.calls, len(result.ledger),
-        depth, peak, result.best_val_accuracy, result.accepted,
+        name, result.train_sim_seconds, result.samples, result.summary["metric_calls"], result.calls,
+        result.steps - 1, depth, peak, result.best_val_accuracy, result.summary["accepted"],
     )
 
 
-async def run_ours_ace(
-    server: SimServer, args: PeersArgs, method: str, batch: int, train_set: Sequence[Example],
-) -> PeerRow:
-    config = _session_config(server.url, args, method, batch=batch)
+async def run_ours_ace(server: SimServer, args: PeersArgs, method: str, batch: int) -> PeerRow:
+    config = _session_config(server.url, args, method, val=0)  # no validation: every call is learning
     async with open_session(config) as session:
-        result, depth, peak = await _measured(server, lambda: train(
-            session.method(method), session.agents, Playbook.empty(), train_set, (), plan=FixedBatch(batch),
-            config=config.train, seed=config.seed, eval_concurrency=config.transport.concurrency))
+        result, depth, peak = await _measured(server, lambda: session.train(plan=FixedBatch(batch)))
     return PeerRow(
-        f"{method} ACE", result.train_sim_seconds, result.samples, result.rollouts, result.calls, len(result.ledger),
+        f"{method} ACE", result.train_sim_seconds, result.samples, result.rollouts, result.calls, result.steps,
         depth, peak,
     )
 
@@ -269,12 +258,12 @@ async def run_peers(args: PeersArgs) -> list[PeerRow]:
                 run_gepa_pypi, server.url, args, train_set, val_set, combee=combee))
             rows.append(PeerRow(name, got["sim_seconds"], got["samples"], got["metric_calls"], got["calls"],
                                 got["iterations"], depth, peak, accepted=got["accepted"], comparable=False))
-        rows.append(await run_ours_gepa(server, args, "gepa", "gepa (ours)", train_set, val_set))
-        rows.append(await run_ours_gepa(server, args, "gepa", "gepa (ours, 1 in flight)", train_set, val_set,
+        rows.append(await run_ours_gepa(server, args, "gepa", "gepa (ours)"))
+        rows.append(await run_ours_gepa(server, args, "gepa", "gepa (ours, 1 in flight)",
                                         concurrency=1))
-        rows.append(await run_ours_gepa(server, args, "combee-gepa", "combee-gepa", train_set, val_set))
-        rows.append(await run_ours_ace(server, args, "sequential", 1, train_set))
-        rows.append(await run_ours_ace(server, args, "combee", args.ace_batch, train_set))
+        rows.append(await run_ours_gepa(server, args, "combee-gepa", "combee-gepa"))
+        rows.append(await run_ours_ace(server, args, "sequential", 1))
+        rows.append(await run_ours_ace(server, args, "combee", args.ace_batch))
         if ace_framework_version() is None:
             rows.append(PeerRow("ACE (ace-framework)", reason="cannot run: ace-framework is not installed "
                                 "(pip install -e '.[bench]'); " + ACE_FRAMEWORK_NOTE))

@@ -1,4 +1,4 @@
-"""Sequential ACE vs Combee vs naive batching on the simulated endpoint (issue 4's acceptance run).
+"""Sequential ACE vs Combee vs naive batching on the simulated endpoint.
 
     python bench/speedup.py --task formula --batch-size 40
     python bench/speedup.py --task formula --batch-size 40 --preset flat

@@ -20,8 +20,8 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 from combee_fast import native  # noqa: E402
-from tests.native.reference.scan import reference_final_states, reference_prefix_states  # noqa: E402
-from tests.native.reference.similarity import reference_pairs_above  # noqa: E402
+from combee_fast.native.reference.scan import reference_final_states, reference_prefix_states  # noqa: E402
+from combee_fast.native.reference.similarity import reference_pairs_above  # noqa: E402
 from kernels import make_bullets, make_ops  # noqa: E402
 
 Benchmark = Any  # pytest-benchmark's fixture type is not exported

@@ -2,10 +2,9 @@
 
 The server is ``--server-processes`` (default 2) ``python -m combee_fast.sim.cli sim-server
 --constant-latency L --reuse-port`` processes sharing one port, apart from the client's. One
-aiohttp process spends ~90 us of CPU per request and handles the requests that arrive together
-in one go: at 1,024 in flight it held bursts of ~300 requests for up to 28 ms, so the server,
-not the client, set the ratio (0.93-0.97 over runs with one process; ``--server-processes 1``
-measures that). For each client, ``concurrency``
+aiohttp process handles the requests that arrive together in one go, so at a thousand in flight
+one server process, not the client, can set the ratio (``--server-processes 1`` measures that;
+the servers' CPU per request is printed). For each client, ``concurrency``
 workers send chat requests back to back for ``--seconds`` after a warm-up; throughput is the
 sum of the workers' own rates in that window (see :class:`Measurement`), the fraction of ideal
 is ``throughput / (concurrency / latency)``, and CPU per request is this process's CPU time

@@ -1,4 +1,4 @@
-"""Issue 9's acceptance run: verify Combee at batch 40 and naive batching at batch 100 against the
+"""The verification run: verify Combee at batch 40 and naive batching at batch 100 against the
 Formula card (seeds 0-2 x presets h200-70b and hosted-api, test split, report only).
 
     python bench/verify.py [--card cards/formula.toml] [--cache runs/baseline-cache] [--out runs/bench-verify]

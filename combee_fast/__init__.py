@@ -1,7 +1,82 @@
 """combee_fast: parallel prompt learning (Combee, arXiv 2604.04247) on a streaming asyncio engine.
 
-Importing this package compiles nothing: Numba kernels compile on first call or on
-``combee_fast.native.warmup()``.
+The library surface, importable from here (each name is loaded on first use, so importing the
+package stays cheap and compiles nothing: Numba kernels compile on first call or on
+``combee_fast.native.warmup()``)::
+
+    open_session, Session                  one configuration -> endpoints, a trained artifact
+    SessionConfig, TrainConfig, ...        the configuration tree (combee_fast.config)
+    load_config                            a TOML or JSON run description
+    TrainResult, EvalResult                what training and evaluation return
+    LEARNERS                               the registered learners (ace, gepa) and their methods
+    Playbook, Candidate                    what ACE and GEPA learn and deploy
+    OnlineLearner, ThreadedLearner, ProcessLearner   embedded online learners
+    CombeeError, ConfigError, ...          every error (combee_fast.errors)
 """
 
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
 __version__ = "0.1.0"
+
+_EXPORTS: dict[str, str] = {
+    "open_session": "combee_fast.session",
+    "Session": "combee_fast.session",
+    "SessionConfig": "combee_fast.config",
+    "TaskConfig": "combee_fast.config",
+    "TrainConfig": "combee_fast.config",
+    "MapConfig": "combee_fast.config",
+    "CombeeConfig": "combee_fast.config",
+    "GepaConfig": "combee_fast.config",
+    "ControllerConfig": "combee_fast.config",
+    "EvalConfig": "combee_fast.config",
+    "TransportConfig": "combee_fast.config",
+    "EndpointSpec": "combee_fast.config",
+    "SamplingConfig": "combee_fast.config",
+    "SimConfig": "combee_fast.config",
+    "CacheConfig": "combee_fast.config",
+    "OnlineConfig": "combee_fast.config",
+    "EmbedConfig": "combee_fast.config",
+    "load_config": "combee_fast.config",
+    "TrainResult": "combee_fast.run.train",
+    "EvalResult": "combee_fast.methods.base",
+    "LEARNERS": "combee_fast.learners",
+    "Playbook": "combee_fast.playbook",
+    "Candidate": "combee_fast.gepa.candidate",
+    "Rollout": "combee_fast.schema",
+    "Example": "combee_fast.schema",
+    "OnlineLearner": "combee_fast.embedded.online",
+    "ThreadedLearner": "combee_fast.embedded.threaded",
+    "ProcessLearner": "combee_fast.embedded.process",
+    "AppliedBatch": "combee_fast.embedded.online",
+    "CombeeError": "combee_fast.errors",
+    "ConfigError": "combee_fast.errors",
+    "CardError": "combee_fast.errors",
+    "SplitChangedError": "combee_fast.errors",
+    "PlaybookFileError": "combee_fast.errors",
+    "PlaybookParseError": "combee_fast.errors",
+    "TaskDataError": "combee_fast.errors",
+    "ReplayCacheError": "combee_fast.errors",
+    "EndpointUnreachable": "combee_fast.errors",
+    "EndpointError": "combee_fast.errors",
+    "CallsFailed": "combee_fast.errors",
+    "LearnerProcessError": "combee_fast.errors",
+    "StageTimeout": "combee_fast.errors",
+}
+
+__all__ = ["__version__", *_EXPORTS]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'combee_fast' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -8,20 +8,19 @@ defined in :mod:`combee_fast.errors`).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import shlex
 import sys
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
 import msgspec
 
 from combee_fast import flags
-from combee_fast.config import ROLES, EndpointSpec, SessionConfig
+from combee_fast.config import ROLES
 from combee_fast.errors import (
-    EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, CallsFailed, CombeeError, ConfigError, SplitChangedError,
+    EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, CallsFailed, CombeeError, ConfigError,
 )
 from combee_fast.redact import escape_control, scrub
 from combee_fast.run.ledger import LedgerRow
@@ -40,7 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="combee", description="Parallel prompt learning (Combee) on a streaming engine.")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
-    learn = commands.add_parser("learn", help="learn a playbook from a task's train split")
+    learn = commands.add_parser("learn", help="learn a playbook (ACE) or a prompt (GEPA) from a task's train split")
     flags.add_task_flags(learn)
     flags.add_learn_flags(learn)
     learn.add_argument("--out", help="run directory (default: runs/<task>-<method>-<date-time>)")
@@ -56,11 +55,11 @@ def build_parser() -> argparse.ArgumentParser:
                                       "record the uses beside it")
     flags.add_endpoint_flags(learn)
 
-    evaluate = commands.add_parser("eval", help="score a saved playbook (or a GEPA run's candidate) on a split")
+    evaluate = commands.add_parser("eval", help="score a run's final.json or best.json on a split")
     flags.add_task_flags(evaluate)
     evaluate.add_argument("--split", default="val", help="split name, optionally sliced: val[0:100]")
     evaluate.add_argument("--playbook", required=True,
-                          help="a playbook or GEPA candidate JSON file (e.g. runs/x/best.json)")
+                          help="a run's final.json or best.json, of any learner (a playbook, a GEPA candidate)")
     evaluate.add_argument("--card", help="an experiment card: record this report in its usage record")
     flags.add_endpoint_flags(evaluate)
 
@@ -81,7 +80,7 @@ def _progress(row: LedgerRow) -> None:
         val += f" of {row.val_answered} answered ({row.val_unanswered} unanswered)"
     print(
         f"[{row.method}] epoch {row.epoch + 1} step {row.step + 1}  batch {row.batch_size} ({row.batch_reason})"
-        f"  sim {row.cumulative_sim_seconds:,.0f} s  bullets {row.bullets}{first_try}{errors}{val}",
+        f"  sim {row.cumulative_sim_seconds:,.0f} s  size {row.size}{first_try}{errors}{val}",
         file=sys.stderr,
         flush=True,
     )
@@ -125,44 +124,8 @@ def _notify_waits(session: Any, quiet: bool) -> None:
             client.on_overload = _overload_notice
 
 
-@contextlib.asynccontextmanager
-async def _local_server(args: argparse.Namespace, config: SessionConfig) -> AsyncIterator[tuple[SessionConfig, Any]]:
-    """With ``--local``: start the local server and point every role without its own endpoint
-    (``--<role>-endpoint``) at it, with defaults that suit it (as many requests in flight as it
-    has slots, unless ``--concurrency`` is given; streamed replies). Without: ``config`` unchanged and no server."""
-    if not getattr(args, "local", False):
-        yield config, None
-        return
-    from combee_fast.endpoint.local import MODEL_ALIAS, LocalServer
-
-    if "default" in config.endpoints:
-        raise ConfigError("--local is the endpoint of every role without its own: give no --endpoint/--model "
-                          "with it (--<role>-endpoint is fine)")
-    local = flags.local_config(args)
-    server = LocalServer(local)
-    print(f"combee {args.command}: starting the local {server.kind} ({server.model.name}) on {server.url}",
-          file=sys.stderr, flush=True)
-    async with server:
-        endpoint = EndpointSpec(url=server.url, model=MODEL_ALIAS)
-        transport = config.transport
-        if getattr(args, "cfg__transport__concurrency", None) is None:
-            transport = msgspec.structs.replace(transport, concurrency=local.slots if server.native else 1)
-        transport = msgspec.structs.replace(transport, stream=True)  # a request given up on stops generating
-        endpoints = {**config.endpoints, "default": endpoint}
-        yield msgspec.structs.replace(config, endpoints=endpoints, transport=transport), server
-
-
-def _keep_server_log(run_dir: Any, server: Any) -> None:
-    """Copy the local server's log and command into the run directory."""
-    if server is None:
-        return
-    run_dir.write_text("server.log", server.log_path.read_text(errors="replace"))
-    run_dir.write_json("local_server.json", {"kind": server.kind, "command": server.command, "model": str(server.model),
-                                             "started_s": server.started_s})
-
-
 async def _learn(args: argparse.Namespace) -> int:
-    from combee_fast.gepa.methods import GEPA_METHODS
+    from combee_fast.learners import resolve
     from combee_fast.run.interrupt import StopRequest
     from combee_fast.run.rundir import RunDir, check_run_target
     from combee_fast.session import open_session
@@ -170,40 +133,42 @@ async def _learn(args: argparse.Namespace) -> int:
     if args.resume:
         return await _resume(args)
     config = flags.session_config(args)
-    out = args.out or f"runs/{config.task.name}-{config.method}-{time.strftime('%Y%m%d-%H%M%S')}"
+    choice = resolve(config.learner, config.method)
+    if getattr(args, "cfg__train__batch_size", None) is not None and choice.kind.batch_size(choice.method, config) != \
+            config.train.batch_size:
+        raise ConfigError(f"--batch-size is ACE's; learner {choice.kind.name} takes its minibatch from --minibatch "
+                          "(serial) and --combee-minibatch")
+    out = args.out or f"runs/{config.task.name}-{choice.shown}-{time.strftime('%Y%m%d-%H%M%S')}"
     check_run_target(out, overwrite=args.overwrite)
-    usage, gpus, budget = None, args.gpus, None
+    usage, gpus, stops = None, args.gpus, ()
     if args.card:
         from combee_fast.verify.discipline import learn_under_card
 
         usage, card_gpus, budget = learn_under_card(args.card, config, run=out)
-        gpus = gpus or card_gpus
-    async with _local_server(args, config) as (config, server), open_session(config) as session:
+        gpus, stops = gpus or card_gpus, (budget,)
+    async with open_session(config) as session:
         session.split_uses(usage.roles if usage is not None else None)  # a test-split use is refused before --out is made
         run_dir = RunDir(out, overwrite=args.overwrite)
         _notify_waits(session, args.quiet)
         interrupt = StopRequest()
-        if config.method not in GEPA_METHODS:  # a GEPA run writes no checkpoint: Ctrl-C stops it at once
-            interrupt.install()
+        interrupt.install()
         try:
             result = await session.train(run_dir=run_dir, on_step=None if args.quiet else _progress, usage=usage,
-                                         gpus=gpus, interrupt=interrupt, budget=budget)
+                                         gpus=gpus, interrupt=interrupt, stops=stops)
         finally:
             interrupt.uninstall()
             if run_dir.started:
-                _keep_server_log(run_dir, server)
+                session.keep_local_log(run_dir)
             run_dir.close()
     return _finish(result, run_dir, out, interrupt)
 
 
 async def _resume(args: argparse.Namespace) -> int:
-    """``learn --resume RUN_DIR``: the run's own configuration, splits checked, its checkpoint."""
-    from combee_fast.config import load_config
-    from combee_fast.run.checkpoint import load_checkpoint
+    """``learn --resume RUN_DIR``: the run's own configuration and card budget, splits checked, its checkpoint."""
     from combee_fast.run.interrupt import StopRequest
     from combee_fast.run.rundir import RunDir
     from combee_fast.session import open_session
-    from combee_fast.tasks.base import SplitManifest, verify_split
+    from combee_fast.tasks.base import verify_split
 
     given = [name for name, value in vars(args).items()
              if name not in ("command", "resume", "quiet", "gpus", "task_option") and value not in (None, False, [])]
@@ -211,42 +176,42 @@ async def _resume(args: argparse.Namespace) -> int:
         raise ConfigError(f"--resume continues a run with its own config.json; drop "
                           f"{', '.join('--' + name.removeprefix('cfg__').split('__')[-1].replace('_', '-') for name in given) or '--task-option'}")
     out = args.resume
-    root = Path(out)
-    if not (root / "config.json").is_file():
-        raise ConfigError(f"{out}: no config.json; not a run directory")
-    checkpoint = load_checkpoint(root)
-    config = load_config(root / "config.json")
-    async with open_session(config) as session:
-        try:
-            recorded = msgspec.json.decode((root / "splits.json").read_bytes(), type=list[SplitManifest])
-        except (OSError, msgspec.MsgspecError) as exc:
-            raise SplitChangedError(f"{root / 'splits.json'} is unreadable: {exc}") from None
-        for split, manifest in zip((session.train_split, session.val_split), recorded):
-            verify_split(split, manifest)
-        run_dir = RunDir.reopen(root, checkpoint.files)
-        _notify_waits(session, args.quiet)
-        interrupt = StopRequest()
-        interrupt.install()
-        try:
-            result = await session.train(run_dir=run_dir, on_step=None if args.quiet else _progress, gpus=args.gpus,
-                                         resume=checkpoint, interrupt=interrupt)
-        finally:
-            interrupt.uninstall()
-            run_dir.close()
-    return _finish(result, run_dir, out, interrupt, resumed_from=checkpoint.steps)
+    run_dir = RunDir.reopen(out)
+    try:
+        config = run_dir.read_config()
+        stops = ()
+        if (card := run_dir.card_file()) is not None:
+            from combee_fast.verify.discipline import card_budget
+
+            stops = (card_budget(card),)
+        async with open_session(config) as session:
+            for split, manifest in zip((session.train_split, session.val_split), run_dir.read_splits()):
+                verify_split(split, manifest)
+            _notify_waits(session, args.quiet)
+            interrupt = StopRequest()
+            interrupt.install()
+            resumed_from = run_dir.resumed.steps  # type: ignore[union-attr]
+            try:
+                result = await session.train(run_dir=run_dir, on_step=None if args.quiet else _progress,
+                                             gpus=args.gpus, interrupt=interrupt, stops=stops)
+            finally:
+                interrupt.uninstall()
+    finally:
+        run_dir.close()
+    return _finish(result, run_dir, out, interrupt, resumed_from=resumed_from)
 
 
 def _finish(result: Any, run_dir: Any, out: str, interrupt: Any, *, resumed_from: int | None = None) -> int:
     """Write ``summary.json`` (marked interrupted, with the resume command, when stopped by a
     signal), print it; the exit code."""
     summary = {
-        "method": result.method, "samples": result.samples, "calls": result.calls, "tokens": result.tokens,
-        "rollouts": result.rollouts,
+        "learner": result.learner, "method": result.method, "samples": result.samples, "calls": result.calls,
+        "tokens": result.tokens, "rollouts": result.rollouts,
         "gpu_seconds": None if result.gpu_seconds is None else round(result.gpu_seconds, 3),
         "train_sim_seconds": round(result.train_sim_seconds, 3),
         "train_wall_seconds": round(result.train_wall_seconds, 3),
         "final_val_accuracy": None if result.final_eval is None else result.final_eval.accuracy,
-        "best_val_accuracy": result.best_val_accuracy, **result.artifact_summary(),
+        "best_val_accuracy": result.best_val_accuracy, **result.summary,
         "run_dir": out,
         "final_val_answered": None if result.final_eval is None else result.final_eval.answered,
         "final_val_unanswered": None if result.final_eval is None else result.final_eval.unanswered,
@@ -255,66 +220,48 @@ def _finish(result: Any, run_dir: Any, out: str, interrupt: Any, *, resumed_from
     }
     if resumed_from is not None:
         summary["resumed_from_step"] = resumed_from
-    interrupted = getattr(result, "interrupted", False)
-    if interrupted:
+    if result.interrupted:
         command = f"combee learn --resume {shlex.quote(out)}"
         summary.update(interrupted=interrupt.requested, steps_completed=result.steps, resume_command=command)
-    stopped_by = getattr(result, "stopped_by", None)
-    if stopped_by is not None:  # only a run under a card has a budget
-        summary["stopped_by"] = stopped_by
-        print(f"combee learn: stopped early, the card's {stopped_by}", file=sys.stderr)
-    run_dir.write_json("summary.json", summary)
+    if result.stopped_by is not None:
+        summary["stopped_by"] = result.stopped_by
+        print(f"combee learn: stopped early: {result.stopped_by}", file=sys.stderr)
+    run_dir.write_summary(summary)
     print(msgspec.json.encode(summary).decode())
-    if interrupted:
+    if result.interrupted:
         print(f"combee learn: interrupted by {interrupt.requested} after step {result.steps}; "
-              f"the playbook so far is in {Path(out) / 'final.json'}; resume with: {command}", file=sys.stderr)
+              f"the artifact so far is in {Path(out) / 'final.json'}; resume with: {command}", file=sys.stderr)
         return EXIT_INTERRUPTED
     return EXIT_OK
 
 
 async def _eval(args: argparse.Namespace) -> int:
-    from combee_fast.gepa.candidate import Candidate, is_candidate_file
-    from combee_fast.playbook import Playbook
-    from combee_fast.run.evaluate import evaluate
-    from combee_fast.run.gepa import evaluate_candidate
+    from combee_fast.learners import kind_of_file
+    from combee_fast.run.rundir import read_split_manifests
     from combee_fast.session import open_session
-    from combee_fast.tasks.base import SplitManifest, verify_split
+    from combee_fast.tasks.base import verify_split
 
-    gepa = is_candidate_file(args.playbook)
-    playbook = Candidate.load(args.playbook) if gepa else Playbook.load(args.playbook)
+    kind, deployable = kind_of_file(args.playbook)
     config = flags.session_config(args, [(("task", "val_split"), args.split), (("task", "train_split"), args.split)])
-    async with _local_server(args, config) as (config, _), open_session(config) as session:
+    async with open_session(config) as session:
         manifests_file = Path(args.playbook).with_name("splits.json")
         if manifests_file.exists():
-            try:
-                recorded = msgspec.json.decode(manifests_file.read_bytes(), type=list[SplitManifest])
-            except (OSError, msgspec.MsgspecError) as exc:
-                raise SplitChangedError(f"{manifests_file} (the split hashes of {args.playbook}) is unreadable: "
-                                        f"{exc}; move it away to evaluate without the check") from None
+            recorded = read_split_manifests(manifests_file, what=f"the split hashes of {args.playbook}")
             for manifest in recorded:
                 if (manifest.task, manifest.split) == (session.task.name, args.split):
                     verify_split(session.val_split, manifest)
-        examples = session.val_split.examples
-        if gepa:
-            accuracy, failed = await evaluate_candidate(
-                session.task, session.clients, playbook, examples, seed=config.seed,
-                concurrency=config.transport.concurrency,
-            )  # a GEPA candidate's accuracy still counts a failed call as a wrong answer
-            report = {"examples": len(examples), "accuracy": accuracy, "answered": len(examples) - failed,
-                      "unanswered": failed, "unanswered_by_kind": {}}
-        else:
-            result = await evaluate(session.agents, playbook, examples, concurrency=config.transport.concurrency)
-            report = {"examples": result.examples, "accuracy": result.accuracy, "answered": result.answered,
-                      "unanswered": result.unanswered, "unanswered_by_kind": result.unanswered_by_kind}
+        result = await session.evaluate(deployable, session.val_split.examples, learner=kind.name)
         if args.card:
             from combee_fast.verify.discipline import record_report
 
             record_report(args.card, config, session.task, session.val_split, run=f"eval {args.playbook}")
-    print(msgspec.json.encode({"split": args.split, **report}).decode())
-    if report["unanswered"] > config.train.max_failed_fraction * report["examples"]:
-        kinds = ", ".join(f"{kind} {n}" for kind, n in report["unanswered_by_kind"].items())
-        raise CallsFailed(f"{report['unanswered']} of {report['examples']} examples of {args.split} unanswered "
-                          f"({kinds}); the accuracy covers only the {report['answered']} answered")
+    report = {"examples": result.examples, "accuracy": result.accuracy, "answered": result.answered,
+              "unanswered": result.unanswered, "unanswered_by_kind": result.unanswered_by_kind}
+    print(msgspec.json.encode({"split": args.split, "learner": kind.name, **report}).decode())
+    if result.unanswered > config.train.max_failed_fraction * result.examples:
+        kinds = ", ".join(f"{kind} {n}" for kind, n in result.unanswered_by_kind.items())
+        raise CallsFailed(f"{result.unanswered} of {result.examples} examples of {args.split} unanswered "
+                          f"({kinds}); the accuracy covers only the {result.answered} answered")
     return EXIT_OK
 
 

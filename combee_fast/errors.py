@@ -1,9 +1,26 @@
-"""Exceptions raised to callers, and the process exit codes they map to. Each names what was
-wrong and where.
+"""Every exception the package raises to its callers, and the process exit codes they map to.
+
+Each names what was wrong and where. The tree::
+
+    Exception
+    ├── CombeeError                  every error raised on purpose; ``exit_code`` for the CLI
+    │   ├── ConfigError (ValueError) a bad flag, config value, file or combination   -> exit 2
+    │   │   ├── CardError            an experiment card: every missing and invalid field
+    │   │   └── SplitChangedError    a split's content hash differs from the recorded one
+    │   ├── PlaybookFileError        a playbook file cannot be read                   -> exit 2
+    │   ├── PlaybookParseError       rendered playbook text cannot be parsed          -> exit 2
+    │   ├── TaskDataError            a task's data file, with its line                -> exit 2
+    │   ├── ReplayCacheError         the replay cache file, with its line             -> exit 2
+    │   ├── EndpointUnreachable      an endpoint did not answer (start-up or mid-run) -> exit 2
+    │   ├── EndpointError            a blocking chat call failed                      -> exit 2
+    │   └── CallsFailed              most calls of a run failed                       -> exit 3
+    ├── LearnerProcessError (RuntimeError)  an embedded learner's child process died
+    └── StageTimeout (TimeoutError)         an item exceeded its stage's deadline
 
 Failures of single LLM calls are not exceptions: they are :class:`combee_fast.schema.CallError`
 values recorded on the rollout or reflection they belong to, so a batch goes on. Only when most
-calls of a step fail does the run stop (:class:`CallsFailed`).
+calls of a step fail does the run stop (:class:`CallsFailed`). Transport-level exceptions inside
+:mod:`combee_fast.endpoint` never leave it: they become ``CallError`` values.
 """
 
 EXIT_OK = 0
@@ -25,6 +42,28 @@ class CombeeError(Exception):
     exit_code = EXIT_USAGE
 
 
+class ConfigError(CombeeError, ValueError):
+    """A configuration value, flag, file or combination is invalid: names the option and the value."""
+
+
+class CardError(ConfigError):
+    """An experiment card is incomplete or inconsistent; ``missing`` and ``invalid`` list every problem."""
+
+    def __init__(self, path: str, missing: list[str], invalid: list[str]) -> None:
+        parts = []
+        if missing:
+            parts.append(f"{len(missing)} missing field{'s' * (len(missing) != 1)}: {', '.join(missing)}")
+        if invalid:
+            parts.append(f"{len(invalid)} invalid: {'; '.join(invalid)}")
+        super().__init__(f"card {path}: " + "; ".join(parts))
+        self.missing = missing
+        self.invalid = invalid
+
+
+class SplitChangedError(ConfigError):
+    """A data split's content hash differs from the one the run recorded."""
+
+
 class PlaybookFileError(CombeeError):
     """A playbook file could not be read: names the file and the problem."""
 
@@ -44,22 +83,6 @@ class PlaybookParseError(CombeeError):
         self.problem = problem
 
 
-class EndpointUnreachable(CombeeError):
-    """An endpoint did not answer a health check: names the endpoint and the cause."""
-
-
-class EndpointError(CombeeError):
-    """A blocking chat call (:mod:`combee_fast.endpoint.blocking`) failed: the URL and the cause."""
-
-
-class ConfigError(CombeeError):
-    """A configuration value is invalid: names the option and the value."""
-
-
-class SplitChangedError(CombeeError):
-    """A data split's content hash differs from the one the run recorded."""
-
-
 class TaskDataError(CombeeError):
     """A task's data file is unusable: names the file, the line (1-based) and the problem."""
 
@@ -75,11 +98,23 @@ class ReplayCacheError(CombeeError):
     """The cache file is unreadable or holds a bad line: names the file and the line."""
 
 
+class EndpointUnreachable(CombeeError):
+    """An endpoint did not answer a health check, or stopped answering: names the endpoint and the cause."""
+
+
+class EndpointError(CombeeError):
+    """A blocking chat call (:mod:`combee_fast.endpoint.blocking`) failed: the URL and the cause."""
+
+
 class CallsFailed(CombeeError):
     """Most calls of a step (or of a validation) failed: names the step, the failure kinds and
-    counts, and where the playbook learned so far was saved."""
+    counts, and where the artifact learned so far was saved."""
 
     exit_code = EXIT_CALLS_FAILED
+
+
+class LearnerProcessError(RuntimeError):
+    """An embedded learner's child process failed or exited early (its unsettled tickets fail with it)."""
 
 
 class StageTimeout(TimeoutError):

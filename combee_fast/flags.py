@@ -13,7 +13,8 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from combee_fast.config import FAULT_KINDS, RESPONSE_FORMATS, LocalConfig, ROLES, SessionConfig, config_from_dict, config_to_dict, read_config_file
+from combee_fast.config import (FAULT_KINDS, RESPONSE_FORMATS, ROLES, SessionConfig, config_from_dict, config_to_dict,
+                                read_config_file)
 
 _DEFAULTS = config_to_dict(SessionConfig())
 
@@ -107,10 +108,21 @@ TASK_FLAGS = (
 LEARN_FLAGS = (
     Flag("--train-split", path=("task", "train_split"), help="split name, optionally sliced: train[0:100]"),
     Flag("--val-split", path=("task", "val_split"), help="validation split, optionally sliced: val[0:100]"),
-    Flag("--method", path=("method",), help="sequential, naive, combee, gepa or combee-gepa"),
-    Flag("--batch-size", path=("train", "batch_size"), type=_batch_size, help="an integer or 'auto'"),
-    Flag("--epochs", path=("train", "epochs"), type=positive_int, help="passes over the train split"),
+    Flag("--learner", path=("learner",), help="ace or gepa (default: the one the method names; ace for "
+                                              "sequential, naive, combee)"),
+    Flag("--method", path=("method",), help="sequential, naive or combee (each learner's); gepa, naive-gepa, "
+                                            "combee-gepa name GEPA's"),
+    Flag("--batch-size", path=("train", "batch_size"), type=_batch_size,
+         help="ACE: items per step, an integer or 'auto' (GEPA: --minibatch, --combee-minibatch)"),
+    Flag("--epochs", path=("train", "epochs"), type=positive_int, help="ACE: passes over the train split"),
     Flag("--eval-every", path=("train", "eval_every"), type=int, help="validate every N steps (0: at the end)"),
+    Flag("--patience", path=("train", "patience"), type=positive_int,
+         help="stop after this many validations in a row without a better score (none: off)"),
+    Flag("--target-score", path=("train", "target_score"), type=float,
+         help="stop once the best validation score reaches this (none: off)"),
+    Flag("--max-wall-seconds", path=("train", "max_wall_s"), type=float,
+         help="stop once training took this many wall-clock seconds (none: off)"),
+    Flag("--workers", path=("map", "workers"), type=positive_int, help="items the map runs at once"),
     Flag("--duplicates", "-p", path=("combee", "duplicates"), type=positive_int, help="augmented-shuffle copies p"),
     Flag("--max-fan-in", path=("combee", "max_fan_in"), type=positive_int, help="most proposals per reducer call"),
     Flag("--max-reduce-ops", path=("combee", "max_reduce_ops"), type=positive_int,
@@ -120,13 +132,18 @@ LEARN_FLAGS = (
               "batches accurate"),
     Flag("--max-rounds", path=("map", "max_rounds"), type=int, help="ACE regenerations after a wrong answer"),
     Flag("--max-metric-calls", path=("gepa", "max_metric_calls"), type=positive_int,
-         help="GEPA methods: budget of metric calls (one per candidate graded on one example)"),
+         help="GEPA: budget of metric calls (one per candidate graded on one example)"),
+    Flag("--minibatch", path=("gepa", "minibatch"), type=positive_int, help="GEPA: examples per serial iteration"),
+    Flag("--combee-minibatch", path=("gepa", "combee_minibatch"), type=positive_int,
+         help="GEPA: examples per iteration of combee-gepa and naive-gepa"),
     Flag("--token-budget", path=("token_budget",), type=positive_int, help="playbook token budget"),
     Flag("--no-ground-truth", path=("use_ground_truth",), value=False, help="reflect without the target answer"),
 )
 
 ENDPOINT_FLAGS = (
-    Flag("--concurrency", path=("transport", "concurrency"), type=positive_int, help="requests in flight per endpoint"),
+    Flag("--concurrency", path=("transport", "concurrency"), type=positive_int,
+         help="HTTP requests in flight per endpoint"),
+    Flag("--eval-parallel", path=("eval", "parallel"), type=positive_int, help="examples an evaluation scores at once"),
     Flag("--timeout", path=("transport", "timeout_s"), type=float, help="seconds per request attempt"),
     Flag("--stream", path=("transport", "stream"), value=True,
          help="stream replies, so a request given up on (timeout, stop) is cancelled on the server "
@@ -219,30 +236,42 @@ def session_config(
         _assign(table, path, value)
     for path, value in getattr(args, "sampling", None) or ():
         _assign(table, ("sampling", *path), value)
+    _assign_task_options(table, args)
+    if getattr(args, "local", False):
+        _assign(table, ("local",), {**(_lookup(table, ("local",)) or {}), **local_options(args)})
+    endpoints = _endpoint_flags(args)
+    if endpoints:
+        table["endpoints"] = _merged_endpoints(table.get("endpoints", {}), endpoints)
+    return config_from_dict(table, source=args.config or "command line")
+
+
+def _assign_task_options(table: dict[str, Any], args: argparse.Namespace) -> None:
+    """``--task-option KEY=VALUE`` and ``--data FILE`` (option ``path``) over the file's options."""
     options = dict(_lookup(table, ("task", "options")) or {})
     options.update(args.task_option)
     if args.data:
         options["path"] = args.data
     if options:
         _assign(table, ("task", "options"), options)
-    endpoints = _endpoint_flags(args)
-    if endpoints:
-        recorded = table.get("endpoints", {})
-        merged = {**recorded, **{  # a flag left out keeps the config file's value (its URL, its key)
-            role: {**recorded.get(role, {}), **{k: v for k, v in spec.items() if v is not None}}
-            for role, spec in endpoints.items()
-        }}
-        default_url = merged.get("default", {}).get("url")
-        for role, spec in merged.items():
-            if role != "default" and spec.get("url") is None and default_url is not None:
-                spec["url"] = default_url
-        for spec in merged.values():  # URL,URL,...: replicas of one model
-            url = spec.get("url")
-            if isinstance(url, str) and "," in url:
-                first, *rest = [part.strip() for part in url.split(",") if part.strip()]
-                spec["url"], spec["replicas"] = first, rest
-        table["endpoints"] = merged
-    return config_from_dict(table, source=args.config or "command line")
+
+
+def _merged_endpoints(recorded: dict[str, Any], flags: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The endpoint flags over the file's endpoints: a flag left out keeps the file's value (its
+    URL, its key); a role given only a model takes the default URL; ``URL,URL,...`` are replicas."""
+    merged = {**recorded, **{
+        role: {**recorded.get(role, {}), **{k: v for k, v in spec.items() if v is not None}}
+        for role, spec in flags.items()
+    }}
+    default_url = merged.get("default", {}).get("url")
+    for role, spec in merged.items():
+        if role != "default" and spec.get("url") is None and default_url is not None:
+            spec["url"] = default_url
+    for spec in merged.values():
+        url = spec.get("url")
+        if isinstance(url, str) and "," in url:
+            first, *rest = [part.strip() for part in url.split(",") if part.strip()]
+            spec["url"], spec["replicas"] = first, rest
+    return merged
 
 
 def _endpoint_flags(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
@@ -259,7 +288,7 @@ def _endpoint_flags(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
     return endpoints
 
 
-def local_config(args: argparse.Namespace) -> LocalConfig:
-    """The ``--local-*`` flags as a :class:`LocalConfig` (flags left out keep its defaults)."""
+def local_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The ``--local-*`` flags given, as fields of :class:`~combee_fast.config.LocalConfig`."""
     given = {"model": args.local_model, "threads": args.local_threads, "slots": args.local_slots}
-    return LocalConfig(**{name: value for name, value in given.items() if value is not None})
+    return {name: value for name, value in given.items() if value is not None}

@@ -1,27 +1,54 @@
 """The extension points, declared once. Each is a small Protocol; one strategy per module.
 
-- :class:`Task`: where examples come from and how an answer is scored (``combee_fast.tasks``).
-- :class:`RolloutSource`: a task whose rollouts already exist (collected traces): the map only
-  reflects. A task says so by returning itself from :meth:`Task.rollout_source`.
-- :class:`Learner`: what is learned. Combee's mechanisms (``combee_fast.combee``) are generic;
-  the learner says which role calls produce a proposal, how proposals merge, and how merged
-  edits are applied to the artifact. ACE's playbook learner is :mod:`combee_fast.ace.learner`;
-  GEPA's rewrite learner (:mod:`combee_fast.gepa.learner`) implements the parts that the shuffle
-  and the reduce tree call (propose, merge, record, insight, edit_text, edit_target).
-- :class:`Method`: one learning step over a batch (sequential, naive, combee), looked up by name
-  in :data:`combee_fast.methods.METHODS`.
-- :class:`BatchPlan`: chooses each step's batch size (fixed, or the controller).
+What is learned (a learner is its own package plus one line in :mod:`combee_fast.learners`):
+
+- :class:`Artifact`: what the run loop carries from step to step (ACE: a playbook; GEPA: its
+  candidate pool): a version number and a size, nothing more.
+- :class:`Trace`: what the map made of one item; the ledger and the batch plans read only this.
+- :class:`Proposer`: proposes edits from records and merges proposals (the calls the shuffle
+  and the reduce tree make); :class:`Learner` adds the map and the apply.
+- :class:`ChangeReport`: what one apply changed (the ledger's added, rejected, evicted).
+- :class:`LearnerKind`: one registered learner: its methods, its first artifact, the form
+  users deploy (``final.json``), how that is scored, its files and its own stop rules.
+
+How a run lives (:mod:`combee_fast.run.train`):
+
+- :class:`Method`: one learning step over a batch (``sequential``, ``naive``, ``combee``...),
+  and the work it carries into the next step.
+- :class:`BatchPlan`: each step's batch size and shape, learning from what steps cost.
+- :class:`StopRule`: why the run ends after a step.
+
+Where items come from:
+
+- :class:`Task`: examples and a grader; :class:`RolloutSource`: a task whose rollouts already
+  exist (collected traces), returned by :meth:`Task.rollout_source`.
+
+How a version reaches users:
+
+- :class:`EmbeddedLearner`: an online learner inside a host (in its loop, a thread or a child
+  process): submit rollouts, read the latest version, never block.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+import asyncio
+from collections.abc import Awaitable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 if TYPE_CHECKING:
-    from combee_fast.methods.base import Applied, StepResult, StepShape
-    from combee_fast.schema import Example, Op, Proposal, Rollout
+    from pathlib import Path
+
+    from combee_fast.config import SessionConfig
+    from combee_fast.methods.base import Applied, EvalResult, StepResult, StepShape
+    from combee_fast.run.context import LearnContext
+    from combee_fast.run.state import TrainState
+    from combee_fast.schema import CallError, Example, Proposal, Rollout, Usage
     from combee_fast.tasks.base import Score, Split
+
+A = TypeVar("A")  # an artifact
+D = TypeVar("D")  # a deployable artifact (what final.json holds)
+R = TypeVar("R")  # a record: what a proposer reads of one trace
+E = TypeVar("E")  # an edit
 
 
 @runtime_checkable
@@ -54,73 +81,157 @@ class RolloutSource(Protocol):
     def load_rollouts(self, split: str) -> tuple[Rollout, ...]: ...
 
 
-class Learner(Protocol):
-    """The learner-specific half of a step; the Combee mechanisms call it and nothing else.
+class Artifact(Protocol):
+    """What is learned, as the run loop sees it: immutable, numbered, sized."""
 
-    A *trace* is what the map made of one item (rollouts and reflections); a *record* is what a
-    curator reads of one trace; *edits* are what a proposal holds (ACE: playbook ops). Calls
-    never raise for a bad endpoint or reply: failures are recorded on what they return.
-    """
-
-    async def render(self, artifact: Any) -> str:
-        """The artifact's prompt text, as every call of a step sees it (off the event loop)."""
+    @property
+    def version(self) -> int:
+        """Increases with every change applied to it."""
         ...
 
-    async def run_item(self, item: Any, artifact: Any, text: str, *, epoch: int, rounds: int) -> Any:
-        """The map for one item against the frozen snapshot: its trace, ``rounds`` retries at most."""
+    def __len__(self) -> int:
+        """Its size (ACE: bullets; GEPA: candidates in the pool)."""
         ...
 
-    def continuation(self, trace: Any, artifact: Any, text: str, *, epoch: int) -> Awaitable[Any] | None:
-        """The rest of a chain still retrying after its step's rounds (None: nothing left to do)."""
+
+class Deployable(Protocol):
+    """The form of an artifact that users deploy and evaluate (``final.json``, ``best.json``)."""
+
+    def render(self) -> str:
+        """The context text an agent reads."""
         ...
 
-    def record(self, trace: Any) -> Any | None:
-        """What a curator reads of ``trace`` (ACE: its last usable reflection), or None."""
+    def save(self, path: str | Path) -> None: ...
+
+
+class Trace(Protocol):
+    """What the map made of one item (ACE: a generate/reflect chain; GEPA: one graded solve)."""
+
+    @property
+    def item_id(self) -> str: ...
+
+    @property
+    def sim_seconds(self) -> float:
+        """The chain's duration: its calls run one after another."""
         ...
 
-    def insight(self, record: Any) -> str:
+    @property
+    def reward(self) -> float | None:
+        """The score of the item's first attempt in this step (None: it made none here)."""
+        ...
+
+    def call_outcomes(self) -> list[tuple[Usage, CallError | None]]:
+        """``(usage, error)`` of every LLM call the chain made, in the order it made them."""
+        ...
+
+    def errors(self) -> list[tuple[str, CallError]]:
+        """``(what, error)`` of every failed call."""
+        ...
+
+
+class ChangeReport(Protocol):
+    """What one apply changed."""
+
+    @property
+    def added_ids(self) -> Sequence[Any]: ...
+
+    @property
+    def rejected(self) -> Sequence[Any]: ...
+
+    @property
+    def evicted(self) -> Sequence[Any]: ...
+
+
+class Proposer(Protocol[R, E]):
+    """Edits from records, and merged proposals: the calls the shuffle's groups and the reduce
+    tree make (:mod:`combee_fast.combee.reduce`). Calls never raise for a bad endpoint or reply:
+    failures are recorded on the :class:`~combee_fast.schema.Proposal` they return."""
+
+    def insight(self, record: R) -> str:
         """The one-line lesson of ``record``: what retention checks for in the artifact."""
         ...
 
     async def propose(
-        self, records: Sequence[Any], artifact: Any, text: str, *, source: str, seed_path: tuple[int | str, ...]
-    ) -> Proposal:
-        """One proposer (curator) call over ``records`` against ``artifact``."""
+        self, records: Sequence[R], artifact: Any, text: str, *, source: str, seed_path: tuple[int | str, ...]
+    ) -> Proposal[E]:
+        """One proposer call over ``records`` against ``artifact`` (rendered as ``text``)."""
         ...
 
     async def merge(
-        self, proposals: Sequence[Sequence[Op]], text: str, *, source: str, seed_path: tuple[int | str, ...]
-    ) -> Proposal:
-        """One merge (reducer) call over proposals made against the same base artifact."""
+        self, proposals: Sequence[Sequence[E]], text: str, *, source: str, seed_path: tuple[int | str, ...]
+    ) -> Proposal[E]:
+        """One merge call over proposals made against the same base artifact."""
         ...
 
-    def edit_text(self, edit: Op) -> str:
+    def edit_text(self, edit: E) -> str:
         """The text of one edit (for the topic split of the reduce)."""
         ...
 
-    def edit_target(self, edit: Op) -> str | None:
+    def edit_target(self, edit: E) -> str | None:
         """What one edit changes, when it names an existing part (edits of one part merge together)."""
         ...
 
-    async def apply(self, artifact: Any, traces: Sequence[Any], edits: Sequence[Op], source: str) -> Applied:
+
+class Learner(Proposer[R, E], Protocol[A, R, E]):
+    """The learner-specific half of a step; the methods and the Combee mechanisms call it and
+    nothing else. A *trace* is what the map made of one item; a *record* is what a proposer reads
+    of one trace; *edits* are what a proposal holds."""
+
+    async def render(self, artifact: A) -> str:
+        """The artifact's context text, as every call of a step sees it (off the event loop)."""
+        ...
+
+    async def run_item(self, item: Any, artifact: A, text: str, *, epoch: int, rounds: int) -> Trace:
+        """The map for one item against the frozen snapshot: its trace, ``rounds`` retries at most."""
+        ...
+
+    def continuation(self, trace: Any, artifact: A, text: str, *, epoch: int) -> Awaitable[Trace] | None:
+        """The rest of a chain still retrying after its step's rounds (None: nothing left to do)."""
+        ...
+
+    def record(self, trace: Any) -> R | None:
+        """What a proposer reads of ``trace`` (ACE: its last usable reflection), or None."""
+        ...
+
+    async def apply(self, artifact: A, traces: Sequence[Any], edits: Sequence[E], source: str) -> Applied[A]:
         """Everything the traces and edits say, as one change applied once (off the event loop)."""
         ...
 
 
-class Method(Protocol):
-    """One learning step over a batch, from one artifact version to the next."""
+class Method(Protocol[A]):
+    """One learning step over a batch, from one artifact version to the next.
+
+    ``name`` is what ledgers and summaries call it. ``batches_span_epochs``: a batch may run on
+    from the end of one epoch into the next (GEPA's minibatches); otherwise an epoch ends with a
+    shorter batch. Work the method carries from a step into the next (ACE's chains still
+    retrying) is counted by :meth:`pending`, kept by a checkpoint through :meth:`carried` and
+    taken up again by :meth:`resume`.
+    """
 
     name: str
+    batches_span_epochs: bool
+
+    async def start(self, artifact: A) -> StepResult[A] | None:
+        """The work before the first batch (GEPA grades its seed on validation); None: none."""
+        ...
 
     async def step(
-        self, items: Sequence[Any], playbook: Any, *, epoch: int, step: int, shape: StepShape | None = None
-    ) -> StepResult:
-        """Learn from ``items`` (examples, or rollouts for reflect-only tasks) starting at ``playbook``;
-        ``shape`` (from the batch plan) overrides the method's group shape for this step."""
+        self, items: Sequence[Any], artifact: A, *, epoch: int, step: int, shape: StepShape | None = None
+    ) -> StepResult[A]:
+        """Learn from ``items`` (examples, or rollouts for reflect-only tasks) starting at
+        ``artifact``; ``shape`` (from the batch plan) overrides the method's shape for this step."""
         ...
 
     def pending(self) -> int:
         """Chains carried into the next step; a step with no items curates them."""
+        ...
+
+    def carried(self) -> Any:
+        """What a checkpoint keeps of the carried work (None: nothing is carried)."""
+        ...
+
+    async def resume(self, carried: Any, items: Mapping[str, Any]) -> None:
+        """Carry again what :meth:`carried` returned, its items looked up by id in ``items``."""
         ...
 
 
@@ -135,6 +246,124 @@ class BatchPlan(Protocol):
         """The shape of the step just sized (None: the method's configured shape)."""
         ...
 
-    async def observe(self, batch_size: int, result: StepResult, samples_in_epoch: int) -> None:
+    async def observe(self, batch_size: int, result: StepResult[Any], samples_in_epoch: int) -> None:
         """Learn from the step just run at ``batch_size``."""
+        ...
+
+    def state(self) -> Any:
+        """What a checkpoint keeps of the plan (its fit, its decisions)."""
+        ...
+
+    def restore(self, state: Any) -> None:
+        """Continue from what :meth:`state` returned."""
+        ...
+
+
+class StopRule(Protocol):
+    """Why a run ends after the step that ``state`` holds.
+
+    The loop asks its rules after every completed step (and once before the first): the first
+    reason given ends the run cleanly there. A rule judging the run a failure (most calls failed)
+    raises :class:`~combee_fast.errors.CallsFailed` or
+    :class:`~combee_fast.errors.EndpointUnreachable` instead; such rules are asked after the
+    others and see their reason in ``state.stopping``.
+    """
+
+    def check(self, state: TrainState[Any]) -> str | None: ...
+
+
+class LearnerKind(Protocol[A, D]):
+    """One learner, registered once by name in :data:`combee_fast.learners.LEARNERS`.
+
+    ``methods`` maps each method it offers to the name ledgers and summaries show.
+    ``rollout_role`` is the role whose calls are rollouts (ACE: generator); ``learning_roles``
+    the roles whose replies become edits (a run stops when most of one role's calls fail).
+    """
+
+    name: str
+    methods: Mapping[str, str]
+    rollout_role: str
+    learning_roles: tuple[str, ...]
+
+    def initial(self, config: SessionConfig) -> A:
+        """The artifact a run starts from."""
+        ...
+
+    def batch_size(self, method: str, config: SessionConfig) -> int | None:
+        """The fixed batch size of ``method`` (None: the batch-size controller plans it)."""
+        ...
+
+    def build_method(self, method: str, context: LearnContext) -> Method[A]:
+        """The method ``method`` (one of :attr:`methods`) on this learner."""
+        ...
+
+    def stop_rules(self, config: SessionConfig) -> list[StopRule]:
+        """The rules that end this learner's runs when their work is done (epochs, budgets)."""
+        ...
+
+    def deployable(self, artifact: A) -> D:
+        """What ``final.json`` and ``best.json`` hold of ``artifact``, and what is evaluated."""
+        ...
+
+    def load(self, path: str | Path) -> D | None:
+        """The deployable saved at ``path``, or None when the file is not this learner's."""
+        ...
+
+    async def evaluate(self, context: LearnContext, deployable: D, examples: Sequence[Example]) -> EvalResult:
+        """``deployable`` scored on ``examples``, per example."""
+        ...
+
+    def version_files(self, artifact: A) -> list[tuple[str, bytes]]:
+        """The run-directory files (relative path, bytes) of a new version of ``artifact``."""
+        ...
+
+    def load_version(self, root: Path, version: int, config: SessionConfig) -> D:
+        """The deployable of version ``version``, read back from the files of the run in ``root``."""
+        ...
+
+    def lessons(self, artifact: A) -> list[str]:
+        """The texts retention looks for in ``artifact`` (the insights it holds)."""
+        ...
+
+    def summary(self, artifact: A) -> dict[str, Any]:
+        """What the run summary says about the learned artifact."""
+        ...
+
+    def online_learner(self, agents: Any) -> Learner[A, Any, Any]:
+        """The learner of rollouts submitted online (reflect only); a ConfigError when this
+        learner cannot learn online."""
+        ...
+
+
+class EmbeddedLearner(Protocol):
+    """An online learner inside a host (:mod:`combee_fast.embedded`): the host submits finished
+    rollouts and reads the latest published version; nothing it calls blocks its event loop."""
+
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None:
+        """Apply everything submitted, settle every ticket, then stop."""
+        ...
+
+    async def submit(self, rollout: Rollout) -> asyncio.Future[Any]:
+        """Queue ``rollout`` (waits only for room); a future of the batch that applied it."""
+        ...
+
+    @property
+    def text(self) -> str:
+        """The latest published version, rendered."""
+        ...
+
+    @property
+    def playbook(self) -> Any:
+        """The latest published version."""
+        ...
+
+    @property
+    def batches(self) -> Sequence[Any]:
+        """The latest applied batches (bounded)."""
+        ...
+
+    def usage_totals(self) -> dict[tuple[str, str, str], Any]:
+        """Usage of the learner's own clients, keyed by (role, model, endpoint)."""
         ...

@@ -8,7 +8,7 @@ carries ``schema_version``; see :data:`SCHEMA_VERSION`.
 from __future__ import annotations
 
 import enum
-from typing import Literal
+from typing import Generic, Literal, TypeVar
 
 import msgspec
 
@@ -199,11 +199,15 @@ class Bullet(msgspec.Struct, frozen=True):
     source_rollout_ids: tuple[str, ...] = ()
 
 
-class Proposal(msgspec.Struct, frozen=True):
-    """Edits proposed by one curator or reducer call (ACE: playbook ops), or the error that call
-    ended in. ``source`` names the call, e.g. ``curator[3]`` or ``reducer[0.1]``."""
+E = TypeVar("E")
+"""The edit type of a learner (ACE: :class:`Op`; GEPA: a component rewrite)."""
+
+
+class Proposal(msgspec.Struct, Generic[E], frozen=True):
+    """Edits proposed by one proposer or merger call (ACE: curator or reducer, playbook ops), or
+    the error that call ended in. ``source`` names the call, e.g. ``curator[3]`` or ``reducer[0.1]``."""
 
     source: str
-    ops: tuple[Op, ...]
+    edits: tuple[E, ...]
     usage: Usage
     error: CallError | None = None

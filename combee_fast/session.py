@@ -1,83 +1,90 @@
 """A learning session: one :class:`~combee_fast.config.SessionConfig` in, endpoints opened, a
-method trained, out.
+learner's method trained, out.
 
-Roles without an endpoint URL are served by the in-process simulated endpoint playing the task
-world (so a run needs no GPU, network or key). The CLI, the demo and the benchmarks all go
-through :func:`open_session` and :meth:`Session.train`: a library user gets exactly what the CLI
-does, the batch-size controller included (``TrainConfig.batch_size=None``).
+Roles without an endpoint URL are served by the local llama.cpp server (``config.local``) or
+else the in-process simulated endpoint playing the task world (so a run needs no GPU, network or
+key). The CLI, the demo and the benchmarks all go through :func:`open_session` and
+:meth:`Session.train`: a library user gets exactly what the CLI does, the batch-size controller
+included (``TrainConfig.batch_size=None``), whatever the learner.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Callable, Mapping
+import sys
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from typing import Any
 
 import msgspec
 
-from combee_fast.ace.learner import AceLearner
-from combee_fast.config import ROLES, SessionConfig, config_to_dict
+from combee_fast.config import ROLES, SessionConfig
 from combee_fast.endpoint.cache import CacheMode, ReplayCache
-from combee_fast.endpoint.client import EndpointClient, EndpointConfig
-from combee_fast.endpoint.pool import EndpointPool
 from combee_fast.errors import ConfigError
-from combee_fast.gepa.methods import GEPA_METHODS
-from combee_fast.redact import strip_userinfo
-from combee_fast.methods import METHODS, build_method
-from combee_fast.playbook import Playbook
-from combee_fast.protocols import BatchPlan, Method, Task
-from combee_fast.roles.agents import Agents, RoleClients
+from combee_fast.learners import LEARNERS, Choice, resolve
+from combee_fast.methods.base import EvalResult
+from combee_fast.protocols import BatchPlan, Method, StopRule, Task
+from combee_fast.roles.agents import Agents
+from combee_fast.roles.clients import Fallback, RoleClients, RoleMap, open_role_clients
 from combee_fast.run.batch_plans import ControllerPlan, FixedBatch, LivePlan
-from combee_fast.run.checkpoint import Checkpoint
+from combee_fast.run.context import LearnContext
 from combee_fast.run.cost import SIMULATED_GPUS, GpuClock
-from combee_fast.run.gepa import GepaTrainResult, train_gepa
 from combee_fast.run.interrupt import StopRequest
 from combee_fast.run.ledger import LedgerRow
 from combee_fast.run.rundir import RunDir
-from combee_fast.run.train import TrainResult, train
+from combee_fast.run.state import TrainState
+from combee_fast.run.stops import (FailingCalls, Interrupted, NoImprovement, ScoreThreshold, UnansweredValidation,
+                                   WallClock)
+from combee_fast.run.train import Training, TrainResult, train
 from combee_fast.run.usage import SplitUsage, append_usage, usage_entry
-from combee_fast.sim.server import SimServer
+from combee_fast.schema import Example
 from combee_fast.sim.instructions import InstructionWorld
+from combee_fast.sim.server import SimServer
 from combee_fast.tasks.base import Split
 from combee_fast.tasks.heldout import check_use
 from combee_fast.tasks.registry import get_task
 
 
 class Session:
-    """Open endpoints and loaded splits for one configuration."""
+    """Open endpoints and loaded splits for one configuration; ``choice`` is its learner and
+    method (:func:`combee_fast.learners.resolve`); ``local`` the local server, if it started one."""
 
     def __init__(
         self, config: SessionConfig, task: Task, train_split: Split, val_split: Split, agents: Agents,
-        clients: RoleClients, server: SimServer | None,
+        server: SimServer | None, local: Any = None,
     ) -> None:
         self.config = config
         self.task = task
         self.train_split = train_split
         self.val_split = val_split
         self.agents = agents
-        self.clients = clients
         self.server = server
+        self.local = local
+        self.choice = resolve(config.learner, config.method)
+
+    @property
+    def clients(self) -> RoleClients:
+        return self.agents.clients
 
     @property
     def learns_from_traces(self) -> bool:
         """True for tasks whose rollouts already exist (the map only reflects)."""
         return self.task.rollout_source() is not None
 
-    def method(self, name: str | None = None) -> Method:
-        """The learning method ``name`` (default: the configured one) on this session's roles.
+    @property
+    def context(self) -> LearnContext:
+        """What the learner builds its methods and evaluation from."""
+        return LearnContext(self.config, self.task, self.agents, self.val_split.examples, self.learns_from_traces)
 
-        Collected traces have no rounds to carry across steps.
-        """
-        config = self.config
-        map_config = config.map
-        if self.learns_from_traces:
-            map_config = msgspec.structs.replace(map_config, sync_rounds=None)
-        learner = AceLearner(self.agents, max_rounds=map_config.max_rounds, from_rollouts=self.learns_from_traces)
-        return build_method(
-            name or config.method, learner, map_config, config.combee,
-            workers=config.transport.concurrency, seed=config.seed,
-        )
+    def resolve(self, method: str | None = None) -> Choice:
+        """The configured learner and method, or ``method`` (a name or alias) on the configured learner."""
+        return self.choice if method is None else resolve(self.config.learner, method)
 
-    def train_items(self) -> tuple:
+    def method(self, name: str | None = None) -> Method[Any]:
+        """The learning method ``name`` (default: the configured one) on this session's roles."""
+        choice = self.resolve(name)
+        return choice.kind.build_method(choice.method, self.context)
+
+    def train_items(self) -> tuple[Any, ...]:
         """The items a step learns from: the train split's examples, or its collected rollouts."""
         source = self.task.rollout_source()
         if source is not None:
@@ -87,49 +94,73 @@ class Session:
     def split_uses(self, declared: Mapping[str, str] | None = None) -> list[tuple[Split, str, str]]:
         """``(split, role, use)`` for every use training makes of a split: the train split is
         learned from (and, with the controller, the batch size is tuned on its steps); the
-        validation split selects the best playbook. :class:`ConfigError` (from
+        validation split selects the best artifact. :class:`ConfigError` (from
         :func:`~combee_fast.tasks.heldout.check_use`) when a use falls on a test split.
         ``declared``: split roles an experiment card declares over the task's own."""
         task, names = self.task, self.config.task
         uses = [(self.train_split, check_use(task, names.train_split, "train", declared), "train")]
-        if self.config.train.batch_size is None:
+        if self.choice.kind.batch_size(self.choice.method, self.config) is None:
             uses.append((self.train_split, check_use(task, names.train_split, "tune", declared), "tune"))
         uses.append((self.val_split, check_use(task, names.val_split, "select", declared), "select"))
         return uses
 
-    async def batch_plan(self, run_dir: RunDir | None = None) -> BatchPlan:
-        """The configured plan: a fixed batch size, or (``batch_size`` None) the live planner bounded
-        by the concurrency cap, or (``controller.mode = "paper"``) the paper's rule, bounded by the
-        simulated server's running-sequence capacity or the concurrency cap."""
-        config = self.config
-        if config.train.batch_size is not None:
-            return FixedBatch(config.train.batch_size)
+    async def batch_plan(self, run_dir: RunDir | None = None, *, method: str | None = None) -> BatchPlan:
+        """The configured plan: the method's fixed batch size, or (None) the live planner, or
+        (``controller.mode = "paper"``) the paper's rule, bounded by the simulated server's
+        running-sequence capacity when it has one. Both planners stay within ``controller.max_batch``."""
+        config, choice = self.config, self.resolve(method)
+        kind = choice.kind
+        size = kind.batch_size(choice.method, config)
+        if size is not None:
+            return FixedBatch(size)
         if config.controller.mode == "live":  # the endpoint's capacity is measured, not read from a preset
-            return await LivePlan.start(config.controller, config.combee, workers=config.transport.concurrency,
-                                        agents=self.agents, run_dir=run_dir)
-        capacity = config.transport.concurrency
-        if self.server is not None and self.server.preset.max_running is not None:
-            capacity = min(capacity, self.server.preset.max_running)
-        return await ControllerPlan.start(config.controller, capacity=capacity, run_dir=run_dir)
+            return await LivePlan.start(config.controller, config.combee, workers=config.map.workers,
+                                        lessons=kind.lessons, rollout_role=kind.rollout_role, knob=self.agents,
+                                        run_dir=run_dir)
+        capacity = self.server.preset.max_running if self.server is not None else None
+        return await ControllerPlan.start(config.controller, capacity=capacity, lessons=kind.lessons, run_dir=run_dir)
+
+    def stop_rules(self, choice: Choice, *, interrupt: StopRequest | None = None,
+                   extra: Sequence[StopRule] = ()) -> list[StopRule]:
+        """The learner's own rules, ``extra`` (e.g. a card's budget), the configured stoppers, the
+        interrupt, then the failure rules."""
+        train = self.config.train
+        rules: list[StopRule] = [*choice.kind.stop_rules(self.config), *extra]
+        if train.patience is not None:
+            rules.append(NoImprovement(train.patience))
+        if train.target_score is not None:
+            rules.append(ScoreThreshold(train.target_score))
+        if train.max_wall_s is not None:
+            rules.append(WallClock(train.max_wall_s))
+        if interrupt is not None:
+            rules.append(Interrupted(interrupt))
+        return [*rules, FailingCalls(max_failed_fraction=train.max_failed_fraction,
+                                     min_judged_calls=train.min_judged_calls, learning_roles=choice.kind.learning_roles),
+                UnansweredValidation(max_failed_fraction=train.max_failed_fraction)]
 
     async def train(
         self,
         *,
-        method: str | None = None,
+        method: str | Method[Any] | None = None,
         plan: BatchPlan | None = None,
         run_dir: RunDir | None = None,
         on_step: Callable[[LedgerRow], None] | None = None,
-        playbook: Playbook | None = None,
+        artifact: Any = None,
         usage: SplitUsage | None = None,
         gpus: int | None = None,
-        resume: Checkpoint | None = None,
         interrupt: StopRequest | None = None,
-        budget: Callable[[LedgerRow], str | None] | None = None,
-    ) -> TrainResult | GepaTrainResult:
-        """Train the configured (or named) method; ``plan`` overrides the configured batch plan.
+        stops: Sequence[StopRule] = (),
+    ) -> TrainResult:
+        """Train the configured (or named) method of the configured learner; ``plan`` overrides
+        the configured batch plan, ``artifact`` the learner's starting artifact. ``method`` may
+        also be a :class:`~combee_fast.protocols.Method` built on this session (e.g. one of
+        :meth:`method` wrapped to watch its steps).
 
-        ``capabilities.json`` of ``run_dir`` names each endpoint's structured-output form and what
-        the server said of itself (:meth:`capabilities`), written at the start and at the end.
+        With ``run_dir``, ``config.json``, ``splits.json`` and ``capabilities.json`` are written
+        and the run directory is moved into place (:meth:`RunDir.start`) before the first step;
+        every failed call goes to its ``errors.jsonl`` as it happens; ``calls.json`` and
+        ``capabilities.json`` are written at the end. A run directory reopened by
+        :meth:`RunDir.reopen` resumes its run from its checkpoint (``artifact`` is then ignored).
 
         Refuses (:class:`ConfigError`) to learn, select or tune on a test split (see
         :meth:`split_uses`). With ``usage`` (a run under an experiment card) the card's split
@@ -140,70 +171,66 @@ class Session:
         ``gpus`` (default :data:`~combee_fast.run.cost.SIMULATED_GPUS`), or on real endpoints the
         step's wall time times ``gpus`` (unknown, ``None``, when ``gpus`` is not given).
 
-        ``budget`` (playbook methods only) ends the run cleanly after the first step for which it
-        answers a reason (:func:`combee_fast.run.train.train`).
-
-        The GEPA methods (``gepa``, ``combee-gepa``) search a system prompt instead of a playbook
-        (:func:`combee_fast.run.gepa.train_gepa`); they take no plan and no starting playbook.
-
-        With ``run_dir``, ``config.json`` and ``splits.json`` are written and the run directory
-        is moved into place (:meth:`RunDir.start`) before the first step. ``resume`` (a checkpoint
-        of the run in ``run_dir``, reopened by :meth:`RunDir.reopen`) continues that run; ``interrupt``
-        ends the run at a safe point when requested (see :func:`combee_fast.run.train.train`).
-        A GEPA run can be neither resumed nor stopped so (:class:`ConfigError` for ``resume``).
+        ``interrupt`` ends the run after the step in flight once requested (SIGINT, SIGTERM);
+        ``stops`` are more stop rules (e.g. a card's budget: :class:`~combee_fast.verify.budget.BudgetGuard`).
         """
-        config = self.config
-        uses = self.split_uses(usage.roles if usage is not None else None)
-        if usage is not None:
-            append_usage(usage.record, [
-                usage_entry(split.manifest, role=role, use=use, run=usage.run, command=usage.command)
-                for split, role, use in uses
-            ])
-        name = method or config.method
-        if name in GEPA_METHODS:
-            if resume is not None:
-                raise ConfigError(f"method {name} cannot be resumed; only playbook methods write checkpoints")
-            self._start_run(run_dir, usage)
-            gepa_result = await self._train_gepa(name, run_dir, on_step)
-            self._record_capabilities(run_dir)
-            return gepa_result
-        if plan is None:
-            plan = await self.batch_plan(run_dir)
-        if resume is None:
+        choice = self.resolve(method if isinstance(method, str) else None)
+        built = method if method is not None and not isinstance(method, str) else \
+            choice.kind.build_method(choice.method, self.context)
+        resumed = run_dir.resumed if run_dir is not None else None
+        self._record_uses(usage, again=resumed is not None)
+        training = Training(
+            choice.kind, built, plan or await self.batch_plan(run_dir, method=choice.shown), self.train_items(),
+            resumed or TrainState.fresh(artifact if artifact is not None else choice.kind.initial(self.config)),
+            seed=self.config.seed, rules=self.stop_rules(choice, interrupt=interrupt, extra=stops),
+            validate=self._validator(choice), eval_every=self.config.train.eval_every, run_dir=run_dir,
+            gpu_clock=self.gpu_clock(gpus), on_step=on_step, resumed=resumed is not None,
+        )
+        if resumed is None:
             self._start_run(run_dir, usage)
         if run_dir is not None:  # every failed call goes to errors.jsonl as it happens
             self.agents.on_failure = run_dir.append_error
         try:
-            result = await train(
-                self.method(method),
-                self.agents,
-                playbook or Playbook.empty(token_budget=config.token_budget),
-                self.train_items(),
-                self.val_split.examples,
-                plan=plan,
-                config=config.train,
-                seed=config.seed,
-                eval_concurrency=config.transport.concurrency,
-                run_dir=run_dir,
-                on_step=on_step,
-                gpu_clock=self.gpu_clock(gpus),
-                resume=resume,
-                interrupt=interrupt,
-                budget=budget,
-            )
+            return await train(training)
         finally:
             self.agents.on_failure = None
-            self._record_capabilities(run_dir)
-        return result
+            self._record_calls(run_dir)
 
-    def _record_capabilities(self, run_dir: RunDir | None) -> None:
+    def _record_uses(self, usage: SplitUsage | None, *, again: bool) -> None:
+        """Check every split use (a test split is refused); under a card, append them to its
+        record, once per run (``again``: a resumed run, already recorded)."""
+        uses = self.split_uses(usage.roles if usage is not None else None)
+        if usage is not None and not again:
+            append_usage(usage.record, [
+                usage_entry(split.manifest, role=role, use=use, run=usage.run, command=usage.command)
+                for split, role, use in uses
+            ])
+
+    async def evaluate(self, deployable: Any, examples: Sequence[Example], *, learner: str | None = None) -> EvalResult:
+        """``deployable`` (what a run's ``final.json``/``best.json`` hold) scored on ``examples``
+        by its learner (``learner``, default the configured one), per example."""
+        kind = self.choice.kind if learner is None else LEARNERS[learner]
+        return await kind.evaluate(self.context, deployable, examples)
+
+    def _validator(self, choice: Choice) -> Callable[[Any], Any] | None:
+        """Scores an artifact on the validation split (None: the split is empty)."""
+        examples = self.val_split.examples
+        if not examples:
+            return None
+
+        async def validate(artifact: Any) -> EvalResult:
+            return await choice.kind.evaluate(self.context, choice.kind.deployable(artifact), examples)
+
+        return validate
+
+    def _record_calls(self, run_dir: RunDir | None) -> None:
         """Rewrite ``capabilities.json`` at the end (a form may have been left during the run) and
         write ``calls.json`` (calls per role; ``trimmed``: per role, calls sent again with half the
         playbook after a context error; failures are in ``errors.jsonl``, line by line)."""
         if run_dir is not None:
-            run_dir.write_json("capabilities.json", self.capabilities())
-            run_dir.write_json("calls.json", {**self.agents.calls, "trimmed": self.agents.trimmed,
-                                              "failed": self.agents.failures_total})
+            run_dir.write_capabilities(self.capabilities())
+            run_dir.write_calls({**self.agents.calls, "trimmed": self.agents.trimmed,
+                                 "failed": self.agents.failures_total})
 
     def capabilities(self) -> list[dict[str, object]]:
         """Each distinct endpoint's :class:`~combee_fast.endpoint.capabilities.Capabilities`
@@ -226,23 +253,20 @@ class Session:
         directory into place (replacing any previous run only now)."""
         if run_dir is None:
             return
-        run_dir.write_json("config.json", config_to_dict(self.config, public=True))
-        run_dir.write_json("splits.json", [self.train_split.manifest, self.val_split.manifest])
-        run_dir.write_json("capabilities.json", self.capabilities())
-        run_dir.write_json("sampling.json", self.agents.effective_sampling())
+        run_dir.write_config(self.config)
+        run_dir.write_splits([self.train_split.manifest, self.val_split.manifest])
+        run_dir.write_capabilities(self.capabilities())
+        run_dir.write_sampling(self.agents.effective_sampling())
         if usage is not None:
-            run_dir.write_text("card.toml", usage.card_text)
+            run_dir.write_card(usage.card_text)
         run_dir.start()
 
-    async def _train_gepa(
-        self, name: str, run_dir: RunDir | None, on_step: Callable[[LedgerRow], None] | None
-    ) -> GepaTrainResult:
-        if self.learns_from_traces:
-            raise ConfigError(f"method {name} grades its own answers; it cannot learn from collected traces")
-        return await train_gepa(
-            name, self.config, self.task, self.clients, self.train_split.examples, self.val_split.examples,
-            run_dir=run_dir, on_step=on_step,
-        )
+    def keep_local_log(self, run_dir: RunDir) -> None:
+        """Copy the local server's log and command into ``run_dir`` (nothing without one)."""
+        if self.local is not None:
+            run_dir.keep_server_log(self.local.log_path.read_text(errors="replace"), {
+                "kind": self.local.kind, "command": self.local.command, "model": str(self.local.model),
+                "started_s": self.local.started_s})
 
     def gpu_clock(self, gpus: int | None = None) -> GpuClock | None:
         """The clock of this session's GPU-seconds (see :meth:`train`); None when unknown."""
@@ -253,17 +277,16 @@ class Session:
 
 @contextlib.asynccontextmanager
 async def open_session(config: SessionConfig, *, check: bool = True) -> AsyncIterator[Session]:
-    """Load the task, start the simulated endpoint if a role needs it, open one client per role.
+    """Load the task, start the local server or the simulated endpoint if a role needs one, open
+    the role clients (:func:`~combee_fast.roles.clients.open_role_clients`).
 
-    An empty train split raises :class:`ConfigError`. With ``check``, every real endpoint is
-    proved to serve its model first (:meth:`EndpointClient.check`): an unreachable one raises
+    An unknown learner or method, or an empty train split, raises :class:`ConfigError`. With
+    ``check``, every real endpoint is proved to serve its model first
+    (:meth:`EndpointClient.check`): an unreachable one raises
     :class:`combee_fast.errors.EndpointUnreachable` before any work starts. Roles that name the
     same URL and model share one client, and so one concurrency cap.
     """
-    if config.method not in METHODS and config.method not in GEPA_METHODS:
-        raise ConfigError(
-            f"unknown method {config.method!r}; choose one of: {', '.join([*METHODS, *GEPA_METHODS])}"
-        )
+    resolve(config.learner, config.method)
     task = get_task(config.task.name, **config.task.options)
     train_split = task.load(config.task.train_split)
     val_split = task.load(config.task.val_split)
@@ -273,46 +296,39 @@ async def open_session(config: SessionConfig, *, check: bool = True) -> AsyncIte
     if config.cache.path is not None and config.cache.mode != "off":
         cache = ReplayCache(config.cache.path, CacheMode(config.cache.mode))
     async with contextlib.AsyncExitStack() as stack:
-        server = None
-        if any(config.endpoint_for(role).url is None for role in ROLES):
-            sim = config.sim
-            try:
-                world = InstructionWorld.for_task(task, variant=sim.world)
-            except ValueError as exc:
-                raise ConfigError(f"sim.world: {exc}") from None
-            server = await stack.enter_async_context(
-                SimServer(
-                    world, preset=sim.preset, time_scale=sim.time_scale,
-                    faults=sim.faults, seed=config.seed, latency_jitter=sim.latency_jitter,
-                )
-            )
-        clients: dict[str, EndpointClient] = {}
-        shared: dict[tuple[str | None, str | None, str | None, bool, str, tuple[str, ...]], EndpointClient] = {}
-        for role in ROLES:
-            spec = config.endpoint_for(role)
-            key = (spec.url, spec.model, spec.api_key_env, spec.json_schema, spec.response_format,
-                   tuple(spec.replicas))
-            if key not in shared:  # roles on one endpoint and model share one client, so one cap
-                replicas = []
-                for url in (spec.url, *spec.replicas):
-                    endpoint = EndpointConfig(  # the name (ledgers, messages) never shows URL credentials
-                        name=strip_userinfo(url) if url else f"sim:{config.sim.preset}",
-                        base_url=url or server.url,  # type: ignore[union-attr]
-                        model=spec.model or "sim",
-                        api_key_env=spec.api_key_env,
-                        json_schema=spec.json_schema,
-                        transport=config.transport,
-                        response_format=spec.response_format,
-                    )
-                    replicas.append(await stack.enter_async_context(EndpointClient(endpoint, cache=cache)))
-                    if check and url is not None:
-                        await replicas[-1].check()
-                        await replicas[-1].detect()
-                shared[key] = replicas[0] if len(replicas) == 1 else EndpointPool(replicas)  # type: ignore[assignment]
-            clients[role] = shared[key]
+        server, local, fallback = await _fallback_server(config, task, stack)
         if cache is not None:
             stack.callback(cache.close)
-        role_clients = RoleClients(**clients)
-        agents = Agents(task, role_clients, seed=config.seed, use_ground_truth=config.use_ground_truth,
-                        sampling=config.sampling_for)
-        yield Session(config, task, train_split, val_split, agents, role_clients, server)
+        role_map = RoleMap.from_config(config, fallback)
+        clients = await open_role_clients(role_map, stack, cache=cache, check=check)
+        agents = Agents.on(role_map, task, clients)
+        yield Session(config, task, train_split, val_split, agents, server, local)
+
+
+async def _fallback_server(config: SessionConfig, task: Task,
+                           stack: contextlib.AsyncExitStack) -> tuple[SimServer | None, Any, Fallback | None]:
+    """The server of the roles without a URL of their own: the local server (``config.local``),
+    else the simulated endpoint playing ``task``'s world, else none (every role has a URL)."""
+    if config.local is not None:
+        from combee_fast.endpoint.local import MODEL_ALIAS, LocalServer
+
+        local = LocalServer(config.local)
+        print(f"combee: starting the local {local.kind} ({local.model.name}) on {local.url}", file=sys.stderr,
+              flush=True)
+        await stack.enter_async_context(local)
+        slots = config.local.slots if local.native else 1  # llama-cpp-python serves one request at a time
+        transport = msgspec.structs.replace(config.transport, concurrency=min(config.transport.concurrency, slots),
+                                            stream=True)  # a request given up on stops generating
+        return None, local, Fallback(local.url, local.url, MODEL_ALIAS, transport, simulated=False)
+    if not config.simulated:
+        return None, None, None
+    sim = config.sim
+    try:
+        world = InstructionWorld.for_task(task, variant=sim.world)
+    except ValueError as exc:
+        raise ConfigError(f"sim.world: {exc}") from None
+    server = await stack.enter_async_context(SimServer(
+        world, preset=sim.preset, time_scale=sim.time_scale, faults=sim.faults, seed=config.seed,
+        latency_jitter=sim.latency_jitter,
+    ))
+    return server, None, Fallback(server.url, f"sim:{sim.preset}", "sim", config.transport, simulated=True)

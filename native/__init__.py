@@ -30,7 +30,9 @@ Who calls which kernel:
 * ``near_duplicates`` also: :func:`combee_fast.run.step_signals.distinct_count`, the planner's
   diversity alarm.
 
-Plain reference implementations, used only by tests, are in ``tests/native/reference/``.
+:mod:`.reference` holds a plain-Python reference of each kernel (what it computes, slowly): the
+tests check the kernels against them and ``bench/kernels.py`` and ``bench/bootstrap.py`` time
+the kernels against them.
 """
 
 from __future__ import annotations

@@ -488,10 +488,3 @@ def _gather_last(slot, n_ops, n_slots, helpful, harmful, content_ref, content_se
             )  # fmt: skip
             _put(table, 0, s, state)
     return _split_columns(table[0])
-
-
-@kernel()
-def _add_range(helpful_sum, harmful_sum, slot, helpful, harmful, lo, hi):  # type: ignore[no-untyped-def]
-    for i in range(lo, hi):
-        helpful_sum[slot[i]] += helpful[i]
-        harmful_sum[slot[i]] += harmful[i]

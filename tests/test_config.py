@@ -99,3 +99,33 @@ async def test_the_library_runs_the_controller_when_batch_size_is_none(tmp_path)
     assert [row.batch_size for row in result.ledger][: len(decisions)] == [d["batch_size"] for d in decisions]
     assert decisions[0]["batch_size"] == 100  # half of the 200 waiting items: a real step, no trial
     assert result.samples == 200
+
+
+def test_a_toml_config_asks_for_the_controller_with_batch_size_auto(tmp_path) -> None:
+    path = tmp_path / "auto.toml"
+    path.write_text(RUN_TOML.replace('method = "naive"', 'method = "combee"').replace("batch_size = 10", 'batch_size = "auto"')
+                    .replace('train_split = "train[0:20]"', 'train_split = "train[0:120]"'))
+    assert load_config(path).train.batch_size is None
+    json_path = tmp_path / "auto.json"
+    json_path.write_text('{"train": {"batch_size": "auto"}}')
+    assert load_config(json_path).train.batch_size is None
+    out = tmp_path / "out"
+    done = subprocess.run([sys.executable, "-m", "combee_fast.cli", "learn", "--config", str(path), "--out", str(out),
+                           "--quiet"], capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr
+    decisions = [json.loads(line) for line in (out / "controller.jsonl").read_text().splitlines()]
+    rows = [json.loads(line) for line in (out / "ledger.jsonl").read_text().splitlines()]
+    assert decisions and decisions[0]["reason"].startswith("start: nothing measured yet")
+    assert [row["batch_reason"] for row in rows][: len(decisions)] == [d["reason"] for d in decisions]
+    assert load_config(out / "config.json").train.batch_size is None  # the run's record asks for it again
+    path.write_text('[train]\nbatch_size = "sometimes"\n')
+    with pytest.raises(ConfigError, match="batch_size"):
+        load_config(path)
+
+
+def test_each_knob_has_one_meaning_and_defaults_keep_todays_values() -> None:
+    config = SessionConfig()
+    assert config.map.workers == config.transport.concurrency == config.eval.parallel == config.controller.max_batch
+    assert config.gepa.combee_minibatch == config.train.batch_size and config.gepa.minibatch == 3
+    changed = msgspec.structs.replace(config, map=msgspec.structs.replace(config.map, workers=4))
+    assert changed.transport.concurrency == 256 and changed.eval.parallel == 256

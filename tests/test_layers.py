@@ -1,4 +1,5 @@
-"""The package's shape: no module imports from a layer above it; every config default is defined once."""
+"""The package's shape: no module imports from a layer above it; the methods and the run loop
+import no learner; every package index lists its modules; every config default is defined once."""
 
 from __future__ import annotations
 
@@ -20,12 +21,16 @@ LAYERS = [
     {"roles"},
     {"sim", "combee"},
     {"methods"},
-    {"ace", "gepa"},
     {"run"},
+    {"ace", "gepa"},
+    {"learners"},
+    {"embedded"},
     {"session"},
     {"verify"},
     {"flags", "demo", "cli"},
 ]
+LEARNER_PACKAGES = {"ace", "gepa"}
+"""Packages that each register one learner in combee_fast.learners."""
 LAYER_OF = {name: level for level, names in enumerate(LAYERS) for name in names}
 
 
@@ -64,6 +69,42 @@ def test_no_module_imports_from_a_layer_above_it() -> None:
             part = _part(imported)
             if part is not None and part != own and LAYER_OF.get(part, -1) > LAYER_OF[own]:
                 problems.append(f"{relative} imports {imported}")
+    assert not problems, "\n".join(problems)
+
+
+def test_methods_and_the_run_loop_never_import_a_learner_package() -> None:
+    """Everything above the mechanisms is typed on an opaque artifact: a learner plugs in through
+    :mod:`combee_fast.learners`, never by being imported by the methods or the loop."""
+    problems = []
+    for folder in ("methods", "run", "combee"):
+        for path in sorted((PACKAGE / folder).rglob("*.py")):
+            source = ast.parse(path.read_text())
+            every = [node.module for node in ast.walk(source) if isinstance(node, ast.ImportFrom) and node.module]
+            every += [alias.name for node in ast.walk(source) if isinstance(node, ast.Import) for alias in node.names]
+            problems += [f"{path.relative_to(PACKAGE)} imports {name}" for name in every
+                         if _part(name) in LEARNER_PACKAGES | {"learners", "embedded", "session"}]
+    assert not problems, "\n".join(problems)
+
+
+def test_every_learner_package_is_registered() -> None:
+    from combee_fast.learners import LEARNERS
+
+    assert set(LEARNERS) == LEARNER_PACKAGES
+    for name, kind in LEARNERS.items():
+        assert kind.name == name and type(kind).__module__ == f"combee_fast.{name}.kind"
+
+
+def test_every_package_index_lists_its_modules() -> None:
+    """Each package's ``__init__`` docstring names every module of the package."""
+    problems = []
+    for init in sorted(PACKAGE.rglob("__init__.py")):
+        folder = init.parent
+        if folder == PACKAGE:
+            continue
+        doc = ast.get_docstring(ast.parse(init.read_text())) or ""
+        for module in sorted(p.stem for p in folder.glob("*.py") if p.stem != "__init__"):
+            if f".{module}`" not in doc and f".{module}:" not in doc:
+                problems.append(f"{folder.relative_to(PACKAGE)}/__init__.py does not list {module}")
     assert not problems, "\n".join(problems)
 
 

@@ -1,8 +1,8 @@
 """The per-sample ACE chain: generate, reflect, and on failure regenerate with the reflection.
 
-This is the "map" of every method: it runs against one frozen playbook snapshot and touches no
-shared state, so many chains run in parallel. A chain's simulated duration is the sum of its calls'
-latencies (they are strictly sequential).
+This is ACE's map: it runs against one frozen playbook snapshot and touches no shared state, so
+many chains run in parallel. A chain's simulated duration is the sum of its calls' latencies
+(they are strictly sequential). :class:`SampleTrace` is a :class:`~combee_fast.protocols.Trace`.
 """
 
 from __future__ import annotations
@@ -33,17 +33,22 @@ class SampleTrace(msgspec.Struct, frozen=True):
     def first_correct(self) -> bool:
         return bool(self.rollouts) and self.rollouts[0].correct
 
+    @property
+    def reward(self) -> float | None:
+        """The score of the chain's first attempt, when it started in this trace (round 0)."""
+        first = self.rollouts[0] if self.rollouts else None
+        return first.score if first is not None and first.round == 0 else None
+
     def usages(self) -> list[Usage]:
         return [r.usage for r in self.rollouts] + [r.usage for r in self.reflections]
 
-    def call_usages(self) -> list[Usage]:
-        """Usage of the LLM calls made (collected traces carry role "trace" and cost no call)."""
-        return [usage for usage, _ in self.call_outcomes()]
-
     def call_outcomes(self) -> list[tuple[Usage, CallError | None]]:
-        """``(usage, error)`` of each LLM call made, in the order of :meth:`usages`."""
-        records = [*self.rollouts, *self.reflections]
-        return [(r.usage, r.error) for r in records if r.usage.role != "trace"]
+        """``(usage, error)`` of each LLM call made, attempt and reflection in turn (collected
+        rollouts carry role "trace" and cost no call)."""
+        ordered: list[Rollout | Reflection] = []
+        for index in range(max(len(self.rollouts), len(self.reflections))):
+            ordered += [*self.rollouts[index : index + 1], *self.reflections[index : index + 1]]
+        return [(r.usage, r.error) for r in ordered if r.usage.role != "trace"]
 
     @property
     def sim_seconds(self) -> float:

@@ -41,8 +41,9 @@ def tag_ops(traces: Sequence[SampleTrace], playbook: Playbook) -> tuple[Op, ...]
 
 
 class AceLearner:
-    """The playbook learner on ``agents``' role calls. A chain regenerates ``max_rounds`` times at
-    most. ``from_rollouts``: items are collected rollouts (reflect only, nothing to regenerate)."""
+    """The playbook learner (a :class:`~combee_fast.protocols.Learner` of playbooks, reflections
+    and ops) on ``agents``' role calls. A chain regenerates ``max_rounds`` times at most.
+    ``from_rollouts``: items are collected rollouts (reflect only, nothing to regenerate)."""
 
     def __init__(self, agents: Agents, *, max_rounds: int, from_rollouts: bool = False) -> None:
         self.agents = agents
@@ -73,12 +74,12 @@ class AceLearner:
     async def propose(
         self, records: Sequence[Reflection], artifact: Playbook, text: str, *, source: str,
         seed_path: tuple[int | str, ...],
-    ) -> Proposal:
+    ) -> Proposal[Op]:
         return await self.agents.curate(records, artifact, text, source=source, seed_path=seed_path)
 
     async def merge(
         self, proposals: Sequence[Sequence[Op]], text: str, *, source: str, seed_path: tuple[int | str, ...]
-    ) -> Proposal:
+    ) -> Proposal[Op]:
         return await self.agents.reduce(proposals, text, source=source, seed_path=seed_path)
 
     def edit_text(self, edit: Op) -> str:
@@ -87,7 +88,8 @@ class AceLearner:
     def edit_target(self, edit: Op) -> str | None:
         return edit.bullet_id
 
-    async def apply(self, artifact: Playbook, traces: Sequence[SampleTrace], edits: Sequence[Op], source: str) -> Applied:
+    async def apply(self, artifact: Playbook, traces: Sequence[SampleTrace], edits: Sequence[Op],
+                    source: str) -> Applied[Playbook]:
         """Tags of all traces, then ``edits``, as one delta applied once, off the event loop."""
         reflections = [r for t in traces for r in t.reflections if r.error is None]
         delta = Delta(

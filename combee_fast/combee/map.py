@@ -1,7 +1,7 @@
 """Parallel map over a frozen snapshot.
 
 Every item of a batch runs its chain (ACE: generate, reflect, regenerate while wrong) against
-the *same* artifact snapshot and its rendered text, through the engine's bounded worker pool;
+the *same* artifact snapshot and its rendered text, ``workers`` chains at once;
 nothing a chain does is visible to another before the step's single apply. Results are kept by
 index, so a step never depends on the order in which requests complete.
 
@@ -42,7 +42,7 @@ class SnapshotMap:
 
     def __init__(
         self,
-        learner: Learner,
+        learner: Learner[Any, Any, Any],
         items: Sequence[Any],
         carried: Sequence[Carried],
         artifact: Any,

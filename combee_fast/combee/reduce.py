@@ -5,7 +5,7 @@ group exists; all run against the same base snapshot. Their proposals are merged
 of at most ``fan_in`` proposals each, level by level (a tree for large n). With
 ``max_reduce_ops`` no reducer reads more than that many proposed edits: the proposals are split
 by topic (near-duplicates and edits of the same part together) and each part is reduced by its
-own tree, in parallel. Generic over what is learned: the :class:`~combee_fast.protocols.Learner`
+own tree, in parallel. Generic over what is learned: the :class:`~combee_fast.protocols.Proposer`
 makes the calls. Deterministic given its inputs.
 """
 
@@ -13,31 +13,33 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 
-from combee_fast.protocols import Learner
-from combee_fast.schema import Op, Proposal
+from combee_fast.protocols import Proposer
+from combee_fast.schema import Proposal
+
+E = TypeVar("E")
 
 
 class ReduceOutcome(msgspec.Struct, frozen=True):
     """The merged edits, every reducer call made (failed ones included), and the critical path."""
 
-    ops: tuple[Op, ...]
-    calls: tuple[Proposal, ...]
+    edits: tuple[Any, ...]
+    calls: tuple[Proposal[Any], ...]
     sim_seconds: float
 
 
 async def curate_group(
-    learner: Learner,
+    learner: Proposer[Any, Any],
     records: Sequence[Awaitable[Any | None]],
     artifact: Any,
     text: str,
     *,
     source: str,
     seed_path: tuple[int | str, ...],
-) -> Proposal | None:
+) -> Proposal[Any] | None:
     """Wait for the group's records (None: that item gave nothing to read), then one proposer
     call over the usable ones; None when no record was usable."""
     usable = [record for record in await asyncio.gather(*records) if record is not None]
@@ -47,7 +49,7 @@ async def curate_group(
 
 
 def group_finish_times(
-    groups: Sequence[Sequence[int]], finished: Sequence[float], proposals: Sequence[Proposal | None]
+    groups: Sequence[Sequence[int]], finished: Sequence[float], proposals: Sequence[Proposal[Any] | None]
 ) -> list[float]:
     """When each group's proposal was done: its last record's finish time plus the call's latency."""
     return [
@@ -56,14 +58,14 @@ def group_finish_times(
     ]
 
 
-def union_ops(proposals: Sequence[Sequence[Op]]) -> tuple[Op, ...]:
-    """Fallback merge when a reducer call fails: every edit once, in proposal order."""
-    return tuple(dict.fromkeys(op for ops in proposals for op in ops))
+def union_edits(proposals: Sequence[Sequence[E]]) -> tuple[E, ...]:
+    """Fallback merge when a reducer call fails: every edit once, in proposal order (edits are hashable)."""
+    return tuple(dict.fromkeys(edit for edits in proposals for edit in edits))
 
 
 async def reduce_tree(
-    learner: Learner,
-    proposals: Sequence[Sequence[Op]],
+    learner: Proposer[Any, Any],
+    proposals: Sequence[Sequence[Any]],
     text: str,
     *,
     fan_in: int,
@@ -72,11 +74,11 @@ async def reduce_tree(
 ) -> ReduceOutcome:
     """Merge proposals with reducer calls of at most ``fan_in`` proposals each, level by level,
     until one remains. Empty proposals are dropped; one proposal needs no call. A failed reducer
-    call falls back to :func:`union_ops` of its inputs and stays recorded in ``calls``."""
+    call falls back to :func:`union_edits` of its inputs and stays recorded in ``calls``."""
     if fan_in < 2:
         raise ValueError(f"fan_in must be >= 2, got {fan_in}")
-    current = [tuple(ops) for ops in proposals if ops]
-    calls: list[Proposal] = []
+    current = [tuple(edits) for edits in proposals if edits]
+    calls: list[Proposal[Any]] = []
     sim_seconds = 0.0
     level = 0
     while len(current) > 1:
@@ -89,28 +91,28 @@ async def reduce_tree(
             )
         )
         merged = iter(results)
-        next_level: list[tuple[Op, ...]] = []
+        next_level: list[tuple[Any, ...]] = []
         for chunk in chunks:
             if len(chunk) == 1:
                 next_level.append(chunk[0])
                 continue
             result = next(merged)
-            next_level.append(result.ops if result.error is None else union_ops(chunk))
+            next_level.append(result.edits if result.error is None else union_edits(chunk))
         calls.extend(results)
         sim_seconds += max(r.usage.effective_latency_s for r in results)
         current = next_level
         level += 1
-    return ReduceOutcome(ops=current[0] if current else (), calls=tuple(calls), sim_seconds=sim_seconds)
+    return ReduceOutcome(edits=current[0] if current else (), calls=tuple(calls), sim_seconds=sim_seconds)
 
 
 def partition_proposals(
-    proposals: Sequence[Sequence[Op]],
+    proposals: Sequence[Sequence[E]],
     max_ops: int,
     *,
-    text_of: Callable[[Op], str],
-    target_of: Callable[[Op], str | None],
+    text_of: Callable[[E], str],
+    target_of: Callable[[E], str | None],
     threshold: float = 0.8,
-) -> list[list[tuple[Op, ...]]]:
+) -> list[list[tuple[E, ...]]]:
     """Split ``proposals`` into parts of at most ``max_ops`` edits each, for separate reducers.
 
     Edits whose texts are near-duplicates (similarity >= ``threshold``, native similarity kernel)
@@ -151,8 +153,8 @@ def partition_proposals(
     return [_as_proposals(sorted(part), flat) for part in parts]
 
 
-def _as_proposals(members: list[int], flat: list[tuple[int, int, Op]]) -> list[tuple[Op, ...]]:
-    by_proposal: dict[int, list[Op]] = {}
+def _as_proposals(members: list[int], flat: list[tuple[int, int, E]]) -> list[tuple[E, ...]]:
+    by_proposal: dict[int, list[E]] = {}
     for i in members:
         number, _, op = flat[i]
         by_proposal.setdefault(number, []).append(op)
@@ -160,8 +162,8 @@ def _as_proposals(members: list[int], flat: list[tuple[int, int, Op]]) -> list[t
 
 
 async def reduce_proposals(
-    learner: Learner,
-    proposals: Sequence[Sequence[Op]],
+    learner: Proposer[Any, Any],
+    proposals: Sequence[Sequence[Any]],
     text: str,
     *,
     fan_in: int,
@@ -188,7 +190,7 @@ async def reduce_proposals(
         )
     )
     return ReduceOutcome(
-        ops=tuple(op for outcome in outcomes for op in outcome.ops),
+        edits=tuple(edit for outcome in outcomes for edit in outcome.edits),
         calls=tuple(call for outcome in outcomes for call in outcome.calls),
         sim_seconds=max((outcome.sim_seconds for outcome in outcomes), default=0.0),
     )

@@ -1,9 +1,16 @@
-"""Talking to inference servers: the async client and the record/replay cache.
+"""Talking to inference servers.
 
-- :mod:`.client`: :class:`EndpointClient` for OpenAI-compatible ``/chat/completions``.
-- :mod:`.cache`: :class:`ReplayCache` (off / record / replay / record-missing).
-- :mod:`.wire`: the request and response records on the wire; :mod:`.structured`: JSON replies
-  and the repair request; :mod:`.retry`: backoff and Retry-After.
+- :mod:`.client`: :class:`~.client.EndpointClient` for OpenAI-compatible ``/chat/completions``.
+- :mod:`.http1`: the keep-alive HTTP/1.1 pool of ``http://`` endpoints; :mod:`.capped`: reply
+  bodies read up to a size cap; :mod:`.streamed`: streamed replies joined into one completion.
+- :mod:`.gate`: requests let onto the wire at once, lowered on overload; :mod:`.retry`: backoff
+  and Retry-After; :mod:`.pool`: replicas of one model behind one role.
+- :mod:`.calls`: one call as the engine sees it; :mod:`.wire`: the records on the wire;
+  :mod:`.structured`: JSON replies and the repair request; :mod:`.capabilities`: what an
+  endpoint can do, found at start-up.
+- :mod:`.cache`: :class:`~.cache.ReplayCache` (off / record / replay / record-missing).
+- :mod:`.blocking`: a blocking chat callable for synchronous libraries.
+- :mod:`.local`: the llama.cpp server ``--local`` starts.
 
 The simulated server is in :mod:`combee_fast.sim`.
 """

@@ -1,14 +1,11 @@
 """Async client for OpenAI-compatible ``/chat/completions`` endpoints, one per endpoint.
 
-Transport: aiohttp directly, not httpx. On this project's 2-core yardstick (a loopback server
-answering after 200 ms) httpx 0.28's default transport reached ~5% of ideal throughput at 256
-concurrent requests, spending ~11 ms of CPU per request (encode/httpx#3215: its connection pool
-scans every connection on each request and its anyio/h11 stack is slow); aiohttp's C HTTP
-parser and simple per-host pool reach >90% at ~0.15-0.3 ms of CPU per request. aiohttp is
-already a dependency, so no new one is needed. ``python bench/throughput.py`` re-measures both.
-Since issue 14, ``http://`` endpoints go through :mod:`combee_fast.endpoint.http1` instead (a
-keep-alive pool writing a per-role pre-encoded head and the body in one call, parsing replies
-with ``bytes`` methods: ~50 us of CPU per request at 1,024 in flight); ``https://`` stays on aiohttp.
+Transport: ``http://`` endpoints go through :mod:`combee_fast.endpoint.http1` (a keep-alive
+pool writing a per-role pre-encoded head and the body in one call, parsing replies with
+``bytes`` methods); ``https://`` goes through aiohttp. Not httpx: its default transport's
+connection pool scans every connection on each request (encode/httpx#3215), which costs its
+throughput at hundreds of requests in flight. ``python bench/throughput.py`` measures our client
+against httpx side by side.
 
 Behaviour:
 - At most ``transport.concurrency`` requests are in flight (an :class:`~.gate.AdmissionGate` around
@@ -162,7 +159,10 @@ _STREAM_OPTIONS = StreamOptions(include_usage=True)
 class EndpointClient:
     """Chat completions against one endpoint; use as ``async with EndpointClient(cfg) as c``."""
 
-    def __init__(self, config: EndpointConfig, *, cache: ReplayCache | None = None) -> None:
+    def __init__(self, config: EndpointConfig, *, cache: ReplayCache | None = None,
+                 capabilities: Capabilities | None = None) -> None:
+        """``capabilities``: what :meth:`detect` found of this endpoint before (another client's,
+        e.g. in another thread or process), adopted without probing again."""
         self.config = config
         self._cache = cache
         # Credentials in the URL authenticate as HTTP Basic; the URL itself is used without them.
@@ -205,6 +205,8 @@ class EndpointClient:
         first = "none" if not config.json_schema else (
             "json_schema" if config.response_format == "auto" else config.response_format)
         self.forms = FormState(Capabilities(endpoint=config.name, model=config.model, form=first))
+        if capabilities is not None:  # a copy of its own: a form left later is this client's alone
+            self._adopt(msgspec.json.decode(msgspec.json.encode(capabilities), type=Capabilities))
 
     @property
     def capabilities(self) -> Capabilities:
@@ -225,10 +227,16 @@ class EndpointClient:
         if not auto:
             found.form, found.probed = self.forms.form, False
         found.tried = {form: scrub(what, self._secrets) for form, what in found.tried.items()}  # bodies may echo keys
-        self.forms.capabilities = found
-        if found.slots is not None and config.transport.slots_cap and found.slots < config.transport.concurrency:
-            self.gate.set_ceiling(found.slots)  # more would only queue on the server, inside our timeout
+        self._adopt(found)
         return found
+
+    def _adopt(self, found: Capabilities) -> None:
+        """Use ``found``: its form from now on; a server reporting fewer slots than
+        ``transport.concurrency`` gets at most that many requests at once (``transport.slots_cap``)."""
+        transport = self.config.transport
+        self.forms.capabilities = found
+        if found.slots is not None and transport.slots_cap and found.slots < transport.concurrency:
+            self.gate.set_ceiling(found.slots)  # more would only queue on the server, inside our timeout
 
     async def __aenter__(self) -> EndpointClient:
         return self
@@ -327,10 +335,10 @@ class EndpointClient:
                                 headers=self._headers, timeout=timeout)
         return None if tokens is None else len(tokens)
 
-    def clone(self) -> EndpointClient:
-        """A client with the same config and replay cache but its own connections, slots and
-        totals: what another event loop (another thread) uses to reach the same endpoint."""
-        return EndpointClient(self.config, cache=self._cache)
+    @property
+    def cache(self) -> ReplayCache | None:
+        """The replay cache this client reads and records through, if any."""
+        return self._cache
 
     async def chat(self, request: ChatRequest) -> ChatResult:
         """One call, through the replay cache if any; failures come back in ``.error``."""

@@ -1,0 +1,7 @@
+"""The streaming engine's small parts.
+
+- :mod:`.stream`: an async function over indexed items through a bounded queue, results by index.
+- :mod:`.rng`: one seeded RNG tree per run, every draw addressed by a path.
+- :mod:`.timing`: critical-path time of items run by a pool of workers.
+- :mod:`.loop`: the event loop (uvloop when installed).
+"""

@@ -1,14 +1,19 @@
-"""GEPA as a learner on the engine: evolutionary search over named text components (a system
-prompt), with a Pareto pool of candidates over the validation instances.
+"""GEPA as a learner (a system prompt), registered in :mod:`combee_fast.learners`: evolutionary
+search over named text components with a Pareto pool of candidates over the validation instances.
 
-- :mod:`.candidate`: the artifact, named text components;
-- :mod:`.pareto`: the Pareto candidate pool (dominance, parent sampling by front membership);
-- :mod:`.calls`: the three role calls (solve = one metric call, propose = reflection, aggregate);
-- :mod:`.learner`: the proposer/merger half that Combee's reduce tree calls;
+- :mod:`.kind`: the registration (:class:`~.kind.GepaKind`): methods, pool, deployable candidate, evaluation.
+- :mod:`.pool`: :class:`~.pool.GepaState`, the pool as the run loop carries it.
+- :mod:`.iteration`: GEPA's step (parent, minibatch, reflection, acceptance, validation) as a
+  :class:`~combee_fast.protocols.Method`.
+- :mod:`.stops`: the metric-call budget as a stop rule.
+- :mod:`.candidate`: the deployable artifact, named text components.
+- :mod:`.pareto`: the Pareto candidate pool (dominance, parent sampling by front membership).
+- :mod:`.calls`: the three role calls (solve = one metric call, propose = reflection, aggregate).
+- :mod:`.learner`: the proposer and merger that Combee's reduce tree calls; its edit type.
 - :mod:`.reflection`: how a child's text is proposed: serial (one call) or Combee (shuffled
-  groups, all in flight, then the aggregation tree);
-- :mod:`.search`: the GEPA loop with its metric-call budget; :data:`.search.GEPA_METHODS` names
-  the methods ``gepa`` and ``combee-gepa``.
+  groups, all in flight, then the aggregation tree).
+- :mod:`.revisions`: line changes of rewrites, kept by reference when aggregated.
+- :mod:`.interop`: Combee's reflection as a strategy for the PyPI ``gepa`` package's own loop.
 
 Prompts are in ``gepa/prompts/``, one file per role and message.
 """

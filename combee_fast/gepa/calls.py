@@ -73,7 +73,8 @@ AGGREGATE_SCHEMA: dict[str, Any] = {
 
 
 class Evaluation(msgspec.Struct, frozen=True):
-    """One metric call: a candidate's answer to one example, its score and the grader's feedback."""
+    """One metric call: a candidate's answer to one example, its score and the grader's feedback
+    (a :class:`~combee_fast.protocols.Trace` of one call)."""
 
     example: Example
     answer: str | None
@@ -81,6 +82,24 @@ class Evaluation(msgspec.Struct, frozen=True):
     feedback: str
     usage: Usage
     error: CallError | None = None
+
+    @property
+    def item_id(self) -> str:
+        return self.example.id
+
+    @property
+    def sim_seconds(self) -> float:
+        return self.usage.effective_latency_s
+
+    @property
+    def reward(self) -> float:
+        return self.score
+
+    def call_outcomes(self) -> list[tuple[Usage, CallError | None]]:
+        return [(self.usage, self.error)]
+
+    def errors(self) -> list[tuple[str, CallError]]:
+        return [] if self.error is None else [(self.example.id, self.error)]
 
 
 class Rewrite(msgspec.Struct, frozen=True):

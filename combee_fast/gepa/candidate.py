@@ -50,8 +50,12 @@ class Candidate(msgspec.Struct, frozen=True):
             raise KeyError(f"no component {name!r}; have {', '.join(self.names())}")
         return Candidate({**self.components, name: text}, (parent,))
 
+    def to_bytes(self) -> bytes:
+        """This candidate as candidate-file JSON (what :meth:`save` writes)."""
+        return msgspec.json.format(msgspec.json.encode(self), indent=2)
+
     def save(self, path: str | os.PathLike[str]) -> None:
-        write_atomic(Path(path), msgspec.json.format(msgspec.json.encode(self), indent=2))
+        write_atomic(Path(path), self.to_bytes())
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> Candidate:

@@ -1,11 +1,11 @@
-"""GEPA's half of a step on Combee's shared mechanisms (:mod:`combee_fast.combee`).
+"""GEPA's proposer on Combee's shared mechanisms (:mod:`combee_fast.combee`).
 
 The records a proposer reads are graded evaluations (:class:`~combee_fast.gepa.calls.Evaluation`);
-a proposal is the rewrite of one component, carried as one UPDATE :class:`~combee_fast.schema.Op`
-naming the component (``bullet_id``) with the new text (``content``), so the reduce tree of
-:mod:`combee_fast.combee.reduce` merges rewrites exactly as it merges playbook edits: ``merge`` is
-one aggregation call. These are the parts of the :class:`~combee_fast.protocols.Learner`
-protocol that the shuffle and the reduce use.
+an edit is the new text of one component (:class:`ComponentText`); ``propose`` is one reflection
+call and ``merge`` one aggregation call, so the reduce tree of :mod:`combee_fast.combee.reduce`
+merges rewrites as it merges playbook edits. :class:`GepaProposer` is a
+:class:`~combee_fast.protocols.Proposer`: GEPA's step is its own search iteration
+(:mod:`.iteration`), not the map of :mod:`combee_fast.methods`.
 """
 
 from __future__ import annotations
@@ -13,16 +13,20 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import msgspec
+
 from combee_fast.gepa.calls import Evaluation, GepaCalls
-from combee_fast.schema import Op, OpKind, Proposal
+from combee_fast.schema import CallError, Proposal, Usage
 
 
-def rewrite_op(component: str, text: str) -> Op:
-    """A rewrite of ``component`` as an edit."""
-    return Op(OpKind.UPDATE, section=component, content=text, bullet_id=component)
+class ComponentText(msgspec.Struct, frozen=True):
+    """An edit: ``component``'s new text."""
+
+    component: str
+    text: str
 
 
-class GepaLearner:
+class GepaProposer:
     """Proposes and merges rewrites of ``component`` through ``calls``. The ``text`` each call
     receives is the parent's current text of that component."""
 
@@ -30,35 +34,33 @@ class GepaLearner:
         self.calls = calls
         self.component = component
 
-    def record(self, trace: Evaluation) -> Evaluation | None:
-        """Every evaluation is readable: a failed solve is graded 0 with feedback saying why."""
-        return trace
-
     def insight(self, record: Evaluation) -> str:
         return record.feedback
 
     async def propose(
         self, records: Sequence[Evaluation], artifact: Any, text: str, *, source: str,
         seed_path: tuple[int | str, ...],
-    ) -> Proposal:
+    ) -> Proposal[ComponentText]:
         """One reflection call over ``records``; no edit when it failed or changed nothing."""
         rewrite = await self.calls.propose(text, records, seed_path=seed_path)
         return self._proposal(rewrite.text, text, source, rewrite.usage, rewrite.error)
 
     async def merge(
-        self, proposals: Sequence[Sequence[Op]], text: str, *, source: str, seed_path: tuple[int | str, ...]
-    ) -> Proposal:
-        """One aggregation call over the rewrites in ``proposals`` (each one UPDATE op)."""
-        texts = [op.content for ops in proposals for op in ops]
+        self, proposals: Sequence[Sequence[ComponentText]], text: str, *, source: str,
+        seed_path: tuple[int | str, ...],
+    ) -> Proposal[ComponentText]:
+        """One aggregation call over the rewrites in ``proposals``."""
+        texts = [edit.text for edits in proposals for edit in edits]
         rewrite = await self.calls.aggregate(text, texts, seed_path=seed_path)
         return self._proposal(rewrite.text, text, source, rewrite.usage, rewrite.error)
 
-    def edit_text(self, edit: Op) -> str:
-        return edit.content
+    def edit_text(self, edit: ComponentText) -> str:
+        return edit.text
 
-    def edit_target(self, edit: Op) -> str | None:
-        return edit.bullet_id
+    def edit_target(self, edit: ComponentText) -> str | None:
+        return edit.component
 
-    def _proposal(self, new: str | None, current: str, source: str, usage: Any, error: Any) -> Proposal:
-        ops = () if new is None or new == current else (rewrite_op(self.component, new),)
-        return Proposal(source=source, ops=ops, usage=usage, error=error)
+    def _proposal(self, new: str | None, current: str, source: str, usage: Usage,
+                  error: CallError | None) -> Proposal[ComponentText]:
+        edits = () if new is None or new == current else (ComponentText(self.component, new),)
+        return Proposal(source=source, edits=edits, usage=usage, error=error)

@@ -1,6 +1,6 @@
 """How a child's text is proposed from the parent's graded minibatch: one strategy per class.
 
-- :class:`SerialReflection` (method ``gepa``): one reflection call over the whole minibatch.
+- :class:`SerialReflection` (methods ``gepa`` and ``naive``): one reflection call over the whole minibatch.
 - :class:`CombeeReflection` (method ``combee-gepa``): Combee's map and reduce. The graded
   examples are cut into augmented-shuffle groups (:func:`combee_fast.combee.shuffle.augmented_groups`),
   one reflection call per group, all in flight at once against the same parent, then the
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from typing import Protocol
 
 import msgspec
 
@@ -24,32 +25,40 @@ from combee_fast.combee.shuffle import augmented_groups
 from combee_fast.config import CombeeConfig
 from combee_fast.engine.rng import rng_at
 from combee_fast.gepa.calls import Evaluation
-from combee_fast.gepa.learner import GepaLearner
-from combee_fast.schema import Op, Proposal
+from combee_fast.gepa.learner import ComponentText, GepaProposer
+from combee_fast.schema import Proposal
+
+
+class Reflection(Protocol):
+    """Proposes one component's new text from the parent's graded minibatch."""
+
+    async def reflect(
+        self, learner: GepaProposer, current: str, evaluations: Sequence[Evaluation], *, iteration: int
+    ) -> Reflected: ...
 
 
 class Reflected(msgspec.Struct, frozen=True):
     """A reflection phase: the proposed text (None: none), every call, its critical path."""
 
     text: str | None
-    calls: tuple[Proposal, ...]
+    calls: tuple[Proposal[ComponentText], ...]
     sim_seconds: float
 
 
-def _text(ops: Sequence[Op]) -> str | None:
-    return ops[0].content if ops else None
+def _text(edits: Sequence[ComponentText]) -> str | None:
+    return edits[0].text if edits else None
 
 
 class SerialReflection:
     """GEPA's own reflection: one call reading every graded example of the minibatch."""
 
     async def reflect(
-        self, learner: GepaLearner, current: str, evaluations: Sequence[Evaluation], *, iteration: int
+        self, learner: GepaProposer, current: str, evaluations: Sequence[Evaluation], *, iteration: int
     ) -> Reflected:
         proposal = await learner.propose(
             evaluations, None, current, source="proposer[0]", seed_path=(iteration, 0)
         )
-        return Reflected(_text(proposal.ops), (proposal,), proposal.usage.effective_latency_s)
+        return Reflected(_text(proposal.edits), (proposal,), proposal.usage.effective_latency_s)
 
 
 class CombeeReflection:
@@ -61,7 +70,7 @@ class CombeeReflection:
         self.seed = seed
 
     async def reflect(
-        self, learner: GepaLearner, current: str, evaluations: Sequence[Evaluation], *, iteration: int
+        self, learner: GepaProposer, current: str, evaluations: Sequence[Evaluation], *, iteration: int
     ) -> Reflected:
         groups = augmented_groups(
             len(evaluations), self.combee.duplicates, rng_at(self.seed, "gepa", "shuffle", iteration),
@@ -76,9 +85,9 @@ class CombeeReflection:
                 for index, members in enumerate(groups)
             )
         )
-        usable = [p.ops for p in proposals if p.error is None and p.ops]
+        usable = [p.edits for p in proposals if p.error is None and p.edits]
         reduced = await reduce_tree(
             learner, usable, current, fan_in=self.combee.max_fan_in, seed_path=(iteration,), label="aggregator"
         )
         mapped = max((p.usage.effective_latency_s for p in proposals), default=0.0)
-        return Reflected(_text(reduced.ops), (*proposals, *reduced.calls), mapped + reduced.sim_seconds)
+        return Reflected(_text(reduced.edits), (*proposals, *reduced.calls), mapped + reduced.sim_seconds)

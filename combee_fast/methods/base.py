@@ -1,38 +1,78 @@
-"""What a learning step returns, shared by every method."""
+"""What a learning step and an evaluation return, shared by every method and learner.
+
+Typed on the artifact (``A``), never on a particular learner's: the run loop, the ledger and the
+batch plans read these and nothing learner-specific.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, Generic, TypeVar
 
 import msgspec
 
-from combee_fast.playbook import ApplyReport, Playbook
-from combee_fast.playbook.deltalog import LoggedDelta
-from combee_fast.schema import Proposal
+from combee_fast.schema import CallError, Proposal, Usage
+
+A = TypeVar("A")
 
 
-class Applied(msgspec.Struct, frozen=True):
-    """One apply: the new artifact, its report, the lessons it kept, its replayable log entries."""
+class Applied(msgspec.Struct, Generic[A], frozen=True):
+    """One apply: the new artifact, what changed (a :class:`~combee_fast.protocols.ChangeReport`),
+    the lessons it kept, its replayable log entries."""
 
-    artifact: Playbook
-    report: ApplyReport
+    artifact: A
+    report: Any
     kept: tuple[str, ...]
-    log: tuple[LoggedDelta, ...]
+    log: tuple[Any, ...]
 
 
-class StepResult(msgspec.Struct, frozen=True):
-    """What one learning step did. ``playbook`` is the snapshot after its apply(s); ``sim_seconds``
-    the step's critical path in the endpoint's (simulated) seconds."""
+class EvalResult(msgspec.Struct, frozen=True):
+    """Accuracy of one deployable on one set of examples, per example, with the critical path.
 
-    playbook: Playbook
-    reports: tuple[ApplyReport, ...]
+    ``accuracy`` is the mean score over the *answered* examples (0.0 when none was): an example
+    whose call failed (HTTP error, timeout, unparseable reply, replay miss...) is not a wrong
+    answer but an unanswered one, counted in ``unanswered`` and by failure kind
+    (:attr:`~combee_fast.schema.CallError.label`) in ``unanswered_by_kind``
+    (``answered + unanswered == examples``). ``scores``: per example, in the examples' order, 0
+    for an unanswered one. ``outcomes``: ``(usage, error)`` of every call the evaluation made
+    (empty when the scores were already known, e.g. GEPA's pool).
+    """
+
+    accuracy: float
+    examples: int
+    answered: int
+    unanswered: int
+    unanswered_by_kind: dict[str, int]
+    sim_seconds: float
+    scores: tuple[float, ...] = ()
+    outcomes: tuple[tuple[Usage, CallError | None], ...] = ()
+
+    def first_error(self) -> str:
+        """The message of the first failed call ('' when none failed)."""
+        return next((error.message for _, error in self.outcomes if error is not None), "")
+
+
+class StepResult(msgspec.Struct, Generic[A], frozen=True):
+    """What one learning step did. ``artifact`` is the artifact after its apply(s);
+    ``reports`` what each apply changed; ``sim_seconds`` the step's critical path in the
+    endpoint's (simulated) seconds; ``insights`` the lessons its records taught and ``kept``
+    those the artifact now holds; ``rewards`` the first-attempt scores of the batch's items;
+    ``proposed`` the texts of the edits its proposer calls proposed (before any merge);
+    ``log`` the replayable entries of the applies that changed the artifact; ``validation`` the
+    method's own validation of the result (GEPA validates inside its step), if any."""
+
+    artifact: A
+    reports: tuple[Any, ...]
     traces: tuple[Any, ...]
-    proposals: tuple[Proposal, ...]
+    proposals: tuple[Proposal[Any], ...]
     sim_seconds: float
     wall_seconds: float
     insights: tuple[str, ...]
     kept: tuple[str, ...]
-    log: tuple[LoggedDelta, ...] = ()  # the applies that changed the playbook, replayable
+    log: tuple[Any, ...] = ()
+    rewards: tuple[float, ...] = ()
+    proposed: tuple[str, ...] = ()
+    validation: EvalResult | None = None
 
 
 class StepShape(msgspec.Struct, frozen=True):
@@ -44,3 +84,32 @@ class StepShape(msgspec.Struct, frozen=True):
     max_group: int | None = None
     duplicates: int | None = None
     shuffle_salt: int = 0
+
+
+def rewards_of(traces: Sequence[Any]) -> tuple[float, ...]:
+    """The first-attempt rewards among ``traces`` (those that made one), in order."""
+    return tuple(float(r) for t in traces if (r := t.reward) is not None)
+
+
+def proposed_texts(edit_text: Callable[[Any], str], proposals: Sequence[Proposal[Any] | None]) -> tuple[str, ...]:
+    """The non-blank texts (``edit_text``) of every edit in ``proposals``, in order."""
+    return tuple(text for p in proposals if p is not None for e in p.edits if (text := edit_text(e)).strip())
+
+
+class StepsOnly:
+    """The members of a :class:`~combee_fast.protocols.Method` that has no work before its first
+    batch and carries none from a step into the next."""
+
+    def pending(self) -> int:
+        return 0
+
+    def carried(self) -> None:
+        return None
+
+    async def resume(self, carried: Any, items: Any) -> None:
+        if carried is not None:
+            raise RuntimeError(f"{type(self).__name__} carries no work between steps; a checkpoint says it did")
+
+    async def start(self, artifact: Any) -> None:
+        """Nothing to do before the first batch."""
+        return None

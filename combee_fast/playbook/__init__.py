@@ -4,7 +4,9 @@ A :class:`Playbook` never changes: :meth:`Playbook.apply` returns a new snapshot
 old one whole, so a reader holding any version always sees that entire version. The rules of
 each op kind, rejection and token-budget eviction are in :mod:`combee_fast.playbook.apply`; the
 text format in :mod:`combee_fast.playbook.format`; parsing in :mod:`combee_fast.playbook.text`;
-the file format and its versions in :mod:`combee_fast.playbook.io`.
+the file format and its versions in :mod:`combee_fast.playbook.io`; the data of a snapshot and
+its checks in :mod:`combee_fast.playbook.state`; a run's delta log and its replay in
+:mod:`combee_fast.playbook.deltalog`.
 """
 
 from __future__ import annotations

@@ -1,7 +1,16 @@
-"""The four ACE roles: prompt building and output parsing for generator, reflector, curator, reducer.
+"""The four ACE roles: prompt building and output parsing for generator, reflector, curator,
+reducer, and the calls that make them.
 
-Each role's system message is its prompt file in ``prompts/``; its user message is filled from a
-template there, with the content the simulated task world (and a real model) reads between tags.
+- :mod:`.generator`, :mod:`.reflector`, :mod:`.curator`, :mod:`.reducer`: each role's messages,
+  schema and parser (its system message is its prompt file in ``prompts/``; its user message is
+  filled from a template there, with the content the task world and a real model read between tags).
+- :mod:`.ops`: the operations format shared by the curator and the reducer.
+- :mod:`.base`: what the roles share (prompt files, filling templates, JSON out of model output).
+- :mod:`.bounds`: bounds that make each schema a grammar a model cannot loop in.
+- :mod:`.budget`: prompts that fit the endpoint's context.
+- :mod:`.agents`: :class:`~.agents.Agents`, the role calls of one run (seeded by path).
+- :mod:`.clients`: the role map (endpoints, replicas, seed, sampling) and the one place role
+  clients are built from it.
 """
 
 from combee_fast.roles.curator import (

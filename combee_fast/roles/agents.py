@@ -17,11 +17,12 @@ from typing import Any
 import msgspec
 
 from combee_fast.config import SamplingConfig, HISTORY_KEPT
-from combee_fast.endpoint.client import ChatRequest, ChatResult, EndpointClient
+from combee_fast.endpoint.client import ChatRequest, ChatResult
 from combee_fast.engine.rng import derive_seed
 from combee_fast.playbook import Playbook
 from combee_fast.roles import curator, generator, reducer, reflector
 from combee_fast.roles.budget import PLAYBOOK_ROLES, TokenCounts, cut_playbook, fit_playbook, is_context_error
+from combee_fast.roles.clients import RoleClients, RoleMap
 from combee_fast.roles.ops import ops_schema, parse_ops
 from combee_fast.roles.curator import playbook_stats_text
 from combee_fast.roles.reflector import cited_bullets_text
@@ -36,30 +37,6 @@ _ROLE_OUTPUT: dict[str, tuple[int, dict[str, Any], str]] = {
     "reducer": (reducer.REDUCER_MAX_TOKENS, reducer.REDUCER_SCHEMA, "reduction"),
 }
 """Per role: completion token limit, JSON Schema of the reply, and the schema's name."""
-
-
-class RoleClients(msgspec.Struct, frozen=True):
-    """Which endpoint serves which role. One client may serve several roles."""
-
-    generator: EndpointClient
-    reflector: EndpointClient
-    curator: EndpointClient
-    reducer: EndpointClient
-
-    @classmethod
-    def single(cls, client: EndpointClient) -> RoleClients:
-        return cls(client, client, client, client)
-
-    def distinct(self) -> tuple[EndpointClient, ...]:
-        seen: dict[int, EndpointClient] = {}
-        for client in (self.generator, self.reflector, self.curator, self.reducer):
-            seen.setdefault(id(client), client)
-        return tuple(seen.values())
-
-    def replicas(self, role: str) -> tuple[EndpointClient, ...]:
-        """The clients behind ``role``'s endpoint: each replica of a pool, else the one client."""
-        endpoint = getattr(self, role)
-        return tuple(getattr(endpoint, "replicas", (endpoint,)))
 
 
 class Agents:
@@ -90,6 +67,18 @@ class Agents:
         # per role: calls sent again with half the playbook after exceeding the context (calls.json's trimmed)
         self.trimmed: dict[str, int] = dict.fromkeys(PLAYBOOK_ROLES, 0)
         self.token_counts = TokenCounts()  # prompt texts counted by the endpoints' tokenizers
+
+    @classmethod
+    def on(cls, role_map: RoleMap, task: Task | None, clients: RoleClients) -> Agents:
+        """The role calls ``role_map`` describes, through ``clients`` (built from it), scored by ``task``."""
+        return cls(task, clients, seed=role_map.seed, temperature=role_map.temperature,  # type: ignore[arg-type]
+                   use_ground_truth=role_map.use_ground_truth, sampling=role_map.sampling_for())
+
+    def role_map(self) -> RoleMap:
+        """What rebuilds these role calls elsewhere (:func:`~combee_fast.roles.clients.open_role_clients`):
+        every endpoint with its replicas and what start-up found of them, the seed, the sampling."""
+        return RoleMap.of_clients(self.clients, seed=self.seed, temperature=self.temperature,
+                                  use_ground_truth=self.use_ground_truth, sampling=self.sampling)
 
     def _note(self, role: str, error: CallError | None, text: str | None) -> None:
         """Count a call of ``role``; keep its failure (kind, message, raw reply) if it failed, and
@@ -284,8 +273,8 @@ class Agents:
         parsed = _parsed(result, parse)
         self._note(role, parsed if isinstance(parsed, CallError) else None, result.text)
         if isinstance(parsed, CallError):
-            return Proposal(source=source, ops=(), usage=result.usage, error=parsed)
-        return Proposal(source=source, ops=parsed, usage=result.usage)
+            return Proposal(source=source, edits=(), usage=result.usage, error=parsed)
+        return Proposal(source=source, edits=parsed, usage=result.usage)
 
 
 def _parsed(result: ChatResult, parse: Callable[[Any, str | None], Any]) -> Any:

@@ -2,7 +2,7 @@
 
 A constraining server (llama.cpp, vLLM, SGLang) turns the schema into a grammar. Without bounds a
 small model under greedy decoding fills an unbounded string or array until ``max_tokens``
-("the answer is 2.5, the answer is 2.5, ...", ``bullet_ids`` "1".."220": issue 13). So every
+("the answer is 2.5, the answer is 2.5, ...", or ``bullet_ids`` "1".."220"). So every
 string gets a ``maxLength``, every array a ``maxItems``, and ids an ``enum`` of the ids actually
 shown in the prompt (:func:`with_ids`). The bounds leave room for any sensible reply: each role's
 bounded strings fit in its ``max_tokens`` at ~4 characters per token.

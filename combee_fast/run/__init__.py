@@ -1,12 +1,16 @@
-"""The run machinery around the learning methods.
+"""The run machinery around the learning methods, generic over the learner (it imports none).
 
-- :mod:`.train`: offline epochs, validation, best-playbook tracking.
-- :mod:`.batch_plans`: fixed batch size, or the controller (``--batch-size auto``).
-- :mod:`.online`: the online learner for agent servers (submit rollouts, read the playbook).
-- :mod:`.threaded`: the online learner on its own event loop in its own thread.
-- :mod:`.process`, :mod:`.process_worker`: the online learner in a child process (host and child sides).
-- :mod:`.host_settings`: the process-wide GC/GIL settings an embedded learner changes and restores.
-- :mod:`.evaluate`: held-out evaluation of a playbook.
+- :mod:`.train`: the one training loop (start, plan, step, record, finish) and its result.
+- :mod:`.state`: :class:`~.state.TrainState`, what the loop works on and a checkpoint keeps; the epoch order.
+- :mod:`.stops`: the stop rules (epochs, interrupt, no improvement, score threshold, wall clock,
+  failing calls, unanswered validation).
+- :mod:`.interrupt`: SIGINT/SIGTERM as a stop request at a safe point.
+- :mod:`.checkpoint`: the state written after every step, and read back to resume.
+- :mod:`.rundir`: the run directory, the only writer and reader of run files, and its lock.
+- :mod:`.batch_plans`: fixed batch size, the live planner, or the paper's controller.
+- :mod:`.step_signals`: what a finished step measured, for the live planner.
 - :mod:`.ledger`: one row per step (time, calls, tokens per role, errors, accuracy).
-- :mod:`.rundir`: the run directory's files.
+- :mod:`.context`: what a learner builds its methods and evaluation from.
+- :mod:`.cost`: GPU-seconds of each step.
+- :mod:`.usage`: the per-split usage record beside an experiment card.
 """

@@ -1,5 +1,6 @@
 """The ledger: one row per learning step, with time, calls and tokens per role, rollouts,
-GPU-seconds, errors, accuracy.
+GPU-seconds, errors, accuracy. Rows are built from a step's :class:`~combee_fast.methods.base.StepResult`
+alone, whatever the learner.
 
 Every row names the model and endpoint that served each role, so the model that proposes edits,
 the one that answers and the one being evaluated can always be told apart. Calls, retried
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
+from typing import Any
 
 import msgspec
 
@@ -28,7 +30,10 @@ class ErrorRecord(msgspec.Struct, frozen=True):
 
 
 class LedgerRow(msgspec.Struct, frozen=True):
-    """One step of a run, as written to ``ledger.jsonl``."""
+    """One step of a run, as written to ``ledger.jsonl``. ``batch_size``: the batch's items;
+    ``first_try_accuracy``: the mean first-attempt reward of its items; ``version``/``size``: the
+    artifact's after the step (ACE: playbook version and bullets; GEPA: pool version and
+    candidates); ``added``/``rejected``/``evicted``: what its applies changed."""
 
     method: str
     epoch: int
@@ -43,8 +48,8 @@ class LedgerRow(msgspec.Struct, frozen=True):
     sim_seconds: float
     wall_seconds: float
     cumulative_sim_seconds: float
-    playbook_version: int
-    bullets: int
+    version: int
+    size: int
     added: int
     rejected: int
     evicted: int
@@ -111,19 +116,19 @@ def _bump(table: dict[str, dict[str, int]], role: str, kind: str, n: int) -> Non
     kinds[kind] = kinds.get(kind, 0) + n
 
 
-def step_outcomes(result: StepResult) -> list[tuple[Usage, CallError | None]]:
+def step_outcomes(result: StepResult[Any]) -> list[tuple[Usage, CallError | None]]:
     """``(usage, error)`` of every LLM call the step made (collected traces cost no call)."""
     return [o for t in result.traces for o in t.call_outcomes()] + [
         (p.usage, p.error) for p in result.proposals
     ]
 
 
-def step_usages(result: StepResult) -> list[Usage]:
+def step_usages(result: StepResult[Any]) -> list[Usage]:
     """Usage of every LLM call the step made (collected traces cost no call)."""
     return [usage for usage, _ in step_outcomes(result)]
 
 
-def step_counts(result: StepResult) -> CallCounts:
+def step_counts(result: StepResult[Any]) -> CallCounts:
     """Calls, retries and failures of one step."""
     counts = CallCounts()
     for usage, error in step_outcomes(result):
@@ -144,22 +149,23 @@ def usage_columns(usages: Iterable[Usage]) -> tuple[dict[str, str], dict[str, in
 
 
 def ledger_row(
-    method: str, epoch: int, step: int, reason: str, result: StepResult, cumulative: float
+    method: str, epoch: int, step: int, reason: str, batch_size: int, result: StepResult[Any], cumulative: float,
+    *, rollout_role: str,
 ) -> LedgerRow:
-    """The ledger row of one step; ``cumulative`` is the run's simulated seconds so far."""
+    """The ledger row of one step of ``batch_size`` items; ``cumulative`` is the run's simulated
+    seconds so far; ``rollout_role`` the role whose calls are rollouts."""
     counts = step_counts(result)
     models, prompt, completion = usage_columns(step_usages(result))
     errors = [ErrorRecord(item, e.kind, e.message) for t in result.traces for item, e in t.errors()]
     errors += [ErrorRecord(p.source, p.error.kind, p.error.message) for p in result.proposals if p.error]
-    fresh = [t for t in result.traces if t.rollouts and t.rollouts[0].round == 0]
+    rewards = result.rewards
     return LedgerRow(
-        method=method, epoch=epoch, step=step, batch_size=len(fresh), batch_reason=reason,
-        first_try_accuracy=sum(t.first_correct for t in fresh) / max(1, len(fresh)),
+        method=method, epoch=epoch, step=step, batch_size=batch_size, batch_reason=reason,
+        first_try_accuracy=sum(rewards) / len(rewards) if rewards else 0.0,
         calls=counts.calls, models=models, prompt_tokens=prompt, completion_tokens=completion,
         sim_seconds=result.sim_seconds, wall_seconds=result.wall_seconds,
-        cumulative_sim_seconds=cumulative, playbook_version=result.playbook.version,
-        bullets=len(result.playbook), added=sum(len(r.added_ids) for r in result.reports),
-        rejected=sum(len(r.rejected) for r in result.reports),
+        cumulative_sim_seconds=cumulative, version=result.artifact.version, size=len(result.artifact),
+        added=sum(len(r.added_ids) for r in result.reports), rejected=sum(len(r.rejected) for r in result.reports),
         evicted=sum(len(r.evicted) for r in result.reports), errors=tuple(errors),
-        retries=counts.retries, failures=counts.errors, rollouts=counts.calls.get("generator", 0),
+        retries=counts.retries, failures=counts.errors, rollouts=counts.calls.get(rollout_role, 0),
     )

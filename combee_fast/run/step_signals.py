@@ -10,14 +10,16 @@ replayed from the cache measures (and so decides) exactly what the recorded run 
   so its level tells the queue's length better than the count at its send time would.
 * **Rewards** of the batch's first attempts: mean and variance (native ``moments``) and the
   Beta posterior of the success rate (native ``beta_rates``).
-* **Diversity** of the step's lessons and of the edits its curators proposed: how many are not
+* **Diversity** of the step's lessons and of the edits its proposers proposed: how many are not
   near-duplicates of an earlier one (native ``near_duplicates``).
-* **Retention** and the playbook's size in tokens (prefill cost of the next step).
+* **Retention** and the artifact's lessons in tokens (prefill cost of the next step).
+
+Generic over the learner: traces are read through :class:`~combee_fast.protocols.Trace`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -33,19 +35,9 @@ DUPLICATE_SIMILARITY = 0.9
 """Two lessons at least this similar (hashed n-gram cosine) count as one."""
 
 
-def chain_calls(trace: Any) -> list[Usage]:
-    """A trace's LLM calls in the order its chain made them (attempt, its reflection, ...)."""
-    rollouts = [r.usage for r in getattr(trace, "rollouts", ())]
-    reflections = [r.usage for r in getattr(trace, "reflections", ())]
-    ordered: list[Usage] = []
-    for index in range(max(len(rollouts), len(reflections))):
-        ordered += rollouts[index : index + 1] + reflections[index : index + 1]
-    return [u for u in ordered if u.role != "trace"]
-
-
-def scheduled_calls(traces: Sequence[Any], workers: int) -> tuple[list[CallSample], float, float, float]:
-    """``(samples, map seconds, calls on the slowest chain, generator share)`` of the map."""
-    chains = [chain_calls(t) for t in traces]
+def scheduled_calls(traces: Sequence[Any], workers: int, rollout_role: str) -> tuple[list[CallSample], float, float, float]:
+    """``(samples, map seconds, calls on the slowest chain, rollout share)`` of the map."""
+    chains = [[usage for usage, _ in t.call_outcomes()] for t in traces]
     chains = [c for c in chains if c]
     if not chains:
         return [], 0.0, 0.0, 0.0
@@ -69,33 +61,19 @@ def scheduled_calls(traces: Sequence[Any], workers: int) -> tuple[list[CallSampl
         for u, k in zip(calls, in_flight)
     ]
     slowest = max(range(len(chains)), key=lambda i: ends[i])
-    share = sum(u.role == "generator" for u in calls) / len(calls)
+    share = sum(u.role == rollout_role for u in calls) / len(calls)
     return samples, float(ends[slowest]), float(len(chains[slowest])), share
 
 
-def mean_overlap(starts: np.ndarray, ends: np.ndarray, block: int = 512) -> np.ndarray:
-    """For each interval, the mean number of intervals open during it (itself included; 1 for an
-    instantaneous one). Blocks of ``block`` rows bound the memory to ``block * n`` floats."""
-    out = np.ones(len(starts))
-    for lo in range(0, len(starts), block):
-        s, e = starts[lo : lo + block, None], ends[lo : lo + block, None]
-        overlap = np.clip(np.minimum(e, ends[None, :]) - np.maximum(s, starts[None, :]), 0.0, None).sum(axis=1)
-        length = (e - s)[:, 0]
-        out[lo : lo + block] = np.where(length > 0, overlap / np.where(length > 0, length, 1.0), 1.0)
-    return out
-
-
-def reward_statistics(traces: Sequence[Any]) -> dict[str, float]:
+def reward_statistics(rewards: Sequence[float]) -> dict[str, float]:
     """Mean, variance and the 90% Beta posterior interval of success of the first attempts."""
     from combee_fast.native.stats import beta_rates, moments
 
-    scores = [t.rollouts[0].score for t in traces if getattr(t, "rollouts", ()) and t.rollouts[0].round == 0]
-    scores = [float(s) for s in scores if s is not None]
-    if not scores:
+    if not rewards:
         return {}
-    m = moments(np.array(scores))
-    successes = float(sum(s >= 1.0 for s in scores))
-    posterior = beta_rates(np.array([successes]), np.array([len(scores) - successes]))
+    m = moments(np.array(rewards, dtype=np.float64))
+    successes = float(sum(s >= 1.0 for s in rewards))
+    posterior = beta_rates(np.array([successes]), np.array([len(rewards) - successes]))
     return {"reward_mean": m.mean, "reward_variance": m.variance(), "success_lower": float(posterior.lower[0]),
             "success_upper": float(posterior.upper[0])}
 
@@ -109,15 +87,16 @@ def distinct_count(texts: Sequence[str]) -> int:
     return len(texts) - len(repeated)
 
 
-def step_signals(batch_size: int, result: StepResult, *, workers: int, retention: float | None) -> StepSignals:
+def step_signals(batch_size: int, result: StepResult[Any], *, workers: int, lessons: Callable[[Any], Sequence[str]],
+                 rollout_role: str, retention: float | None) -> StepSignals:
     """The :class:`StepSignals` of ``result`` (CPU work: call it off the event loop)."""
-    samples, map_seconds, depth, share = scheduled_calls(result.traces, workers)
+    samples, map_seconds, depth, share = scheduled_calls(result.traces, workers, rollout_role)
     insights = [t for t in result.insights if t.strip()]
-    edits = [op.content for p in result.proposals if p.usage.role == "curator" for op in p.ops if op.content.strip()]
+    edits = list(result.proposed)
     return StepSignals(
         batch_size=batch_size, seconds=result.sim_seconds, map_seconds=map_seconds, chain_calls=depth,
-        calls=tuple(samples), playbook_tokens=sum(estimate_tokens(b.content) for b in result.playbook.bullets()),
+        calls=tuple(samples), playbook_tokens=sum(estimate_tokens(text) for text in lessons(result.artifact)),
         prefill_share=share, retention=retention, insights=len(insights), distinct_insights=distinct_count(insights),
         edits=len(edits), distinct_edits=distinct_count(edits),
-        **reward_statistics(result.traces),
+        **reward_statistics(result.rewards),
     )

@@ -1,10 +1,20 @@
-"""When a training run stops because its calls fail, and the one line that says so.
+"""The stop rules of a training run (:class:`~combee_fast.protocols.StopRule`), one class each.
 
-A run never ends "successfully" on calls that did not happen. After each step (and each
-validation) the train loop asks this module whether to stop. Calls are judged over a window: the
-latest steps holding at least ``min_judged_calls`` calls (one step of a batch of 10 or more; a
-few steps of sequential ACE, so one unlucky call never stops a run), or whatever the run made
-when its last step ends. The run stops when in that window
+After every completed step the loop asks its rules in order; the first that answers ends the
+run there. What a stop means is the rule's ``ends``:
+
+- ``"done"``: the work is done (:class:`EpochsDone`; GEPA's metric-call budget);
+- ``"limit"``: a limit was reached before the work was done, the run's ``stopped_by``
+  (:class:`NoImprovement`, :class:`ScoreThreshold`, :class:`WallClock`; a card's budget);
+- ``"interrupt"``: SIGINT or SIGTERM asked for a stop (:class:`Interrupted`); the run can be resumed;
+- ``"failure"``: the run failed; such a rule raises instead of answering, and is asked after
+  the others (it sees their answer in ``state.stopping``): :class:`FailingCalls`,
+  :class:`UnansweredValidation`.
+
+A run never ends "successfully" on calls that did not happen. :class:`FailingCalls` judges the
+calls of a window: the latest steps holding at least ``min_judged_calls`` calls (one step of a
+batch of 10 or more; a few steps of sequential ACE, so one unlucky call never stops a run), or
+whatever the run made when it is ending. The run fails when in that window
 
 - every call failed in transport (connection refused or reset, timeout, after the retries):
   :class:`~combee_fast.errors.EndpointUnreachable`;
@@ -12,105 +22,173 @@ when its last step ends. The run stops when in that window
   unparseable answers, replay-cache misses...): :class:`~combee_fast.errors.CallsFailed`;
 
 and when, over the whole run so far, more than ``max_failed_fraction`` of the calls of one
-learning role (reflector, curator, reducer) failed, judged once that role made
-``min_judged_calls`` calls or at the last step, however well the other roles did: a run whose
-reflections are all unusable (a small model copying the prompt's placeholders) learns nothing,
-and says so (:class:`~combee_fast.errors.CallsFailed`);
-
-and when a validation leaves more than ``max_failed_fraction`` of its examples unanswered
-(:class:`~combee_fast.errors.CallsFailed`).
-
-Before raising, the playbook learned so far is saved as ``final.json`` in the run directory;
-the message names the step(s), how many calls failed of how many, the count of each kind, one
-example message, and that file.
+learning role failed, judged once that role made ``min_judged_calls`` calls or when the run is
+ending, however well the other roles did: a run whose reflections are all unusable (a small model
+copying the prompt's placeholders) learns nothing, and says so. :class:`UnansweredValidation`
+fails a run whose validation left more than ``max_failed_fraction`` of its examples unanswered.
+The messages name the step(s), how many calls failed of how many, the count of each kind and one
+example message; the loop adds where the artifact learned so far was saved.
 """
 
 from __future__ import annotations
 
-from collections import deque
+from typing import Any
 
-from combee_fast.config import ROLES
 from combee_fast.errors import CallsFailed, EndpointUnreachable
-from combee_fast.playbook import Playbook
-from combee_fast.run.evaluate import EvalResult
+from combee_fast.run.interrupt import StopRequest
 from combee_fast.run.ledger import CallCounts, LedgerRow
-from combee_fast.run.rundir import RunDir
+from combee_fast.run.state import TrainState
 
 UNREACHABLE_KINDS = frozenset({"connection", "timeout"})
 """Failure kinds that mean the endpoint could not be reached at all."""
 
-LEARNING_ROLES = ROLES[1:]
-"""The roles whose replies become playbook edits (every role but the generator)."""
-
 _EXAMPLE_CHARS = 160
 
 
-class FailureWatch:
-    """Judges the calls of the latest steps (see the module docstring); one per training run."""
+class EpochsDone:
+    """Done once ``epochs`` passes over the train split are complete (carried work drained)."""
 
-    def __init__(self, *, max_failed_fraction: float, min_judged_calls: int) -> None:
+    ends = "done"
+
+    def __init__(self, epochs: int) -> None:
+        self.epochs = epochs
+
+    def check(self, state: TrainState[Any]) -> str | None:
+        return f"{self.epochs} epoch(s) done" if state.epoch >= self.epochs else None
+
+
+class Interrupted:
+    """Stops after the step in flight once SIGINT or SIGTERM asked (``request``)."""
+
+    ends = "interrupt"
+
+    def __init__(self, request: StopRequest) -> None:
+        self.request = request
+
+    def check(self, state: TrainState[Any]) -> str | None:
+        return None if self.request.requested is None else f"interrupted by {self.request.requested}"
+
+
+class NoImprovement:
+    """Stops after ``patience`` validations in a row that did not raise the best score."""
+
+    ends = "limit"
+
+    def __init__(self, patience: int) -> None:
+        self.patience = patience
+
+    def check(self, state: TrainState[Any]) -> str | None:
+        if state.stale_validations >= self.patience:
+            return f"no improvement in {state.stale_validations} validations (patience {self.patience})"
+        return None
+
+
+class ScoreThreshold:
+    """Stops once the best validation score reaches ``target``."""
+
+    ends = "limit"
+
+    def __init__(self, target: float) -> None:
+        self.target = target
+
+    def check(self, state: TrainState[Any]) -> str | None:
+        if state.best_score is not None and state.best_score >= self.target:
+            return f"validation score {state.best_score:.4f} reached the target {self.target:g}"
+        return None
+
+
+class WallClock:
+    """Stops once the run's training steps took ``seconds`` of wall-clock time (validation excluded)."""
+
+    ends = "limit"
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+
+    def check(self, state: TrainState[Any]) -> str | None:
+        if state.wall_seconds >= self.seconds:
+            return f"wall clock spent: {state.wall_seconds:,.0f} of {self.seconds:,.0f} s"
+        return None
+
+
+class FailingCalls:
+    """Fails the run whose latest calls, or one learning role's calls, mostly failed (module doc)."""
+
+    ends = "failure"
+
+    def __init__(self, *, max_failed_fraction: float, min_judged_calls: int, learning_roles: tuple[str, ...]) -> None:
         self.max_failed_fraction = max_failed_fraction
         self.min_judged_calls = min_judged_calls
-        self._window: deque[tuple[LedgerRow, CallCounts]] = deque()
-        self._run = CallCounts()  # every step's calls so far
+        self.learning_roles = learning_roles
 
-    def observe(self, row: LedgerRow, counts: CallCounts, playbook: Playbook, run_dir: RunDir | None,
-                *, last: bool) -> None:
-        """Add the step of ``row`` (its calls counted in ``counts``); raise if the window failed."""
-        if counts.total_calls:
-            self._window.append((row, counts))
-            self._run.add_counts(counts)
-        if not self._window:
-            return
-        while len(self._window) > 1 and sum(c.total_calls for _, c in list(self._window)[1:]) >= self.min_judged_calls:
-            self._window.popleft()
+    def check(self, state: TrainState[Any]) -> None:
+        window = self._window(state)
+        if not window:
+            return None
+        last = state.stopping is not None
         judged = CallCounts()
-        for _, step_counts in self._window:
-            judged.add_counts(step_counts)
+        for _, counts in window:
+            judged.add_counts(counts)
         calls, failed = judged.total_calls, judged.total_errors
-        first, latest = self._window[0][0].step + 1, row.step + 1
+        first, latest = window[0][0].step + 1, window[-1][0].step + 1
         steps = f"step {latest}" if first == latest else f"steps {first}-{latest}"
         if (calls < self.min_judged_calls and not last) or failed <= self.max_failed_fraction * calls:
-            self._judge_learning_roles(latest, playbook, run_dir, last=last)
-            return
+            return self._judge_learning_roles(state, latest, last=last)
         kinds = judged.errors_by_kind()
-        example = self._example(kinds)
+        example = _example(window, kinds)
         if set(kinds) <= UNREACHABLE_KINDS and failed == calls:
-            raise EndpointUnreachable(
-                f"every call of {steps} failed to reach its endpoint ({_short(example)}){_saved(playbook, run_dir)}"
-            )
-        raise CallsFailed(
-            f"{steps}: {failed} of {calls} calls failed ({_kinds(kinds)}; e.g. {_short(example)})"
-            f"{_saved(playbook, run_dir)}"
-        )
+            raise EndpointUnreachable(f"every call of {steps} failed to reach its endpoint ({_short(example)})")
+        raise CallsFailed(f"{steps}: {failed} of {calls} calls failed ({_kinds(kinds)}; e.g. {_short(example)})")
 
-    def _judge_learning_roles(self, latest: int, playbook: Playbook, run_dir: RunDir | None, *, last: bool) -> None:
-        for role in LEARNING_ROLES:
-            calls, kinds = self._run.calls.get(role, 0), self._run.errors.get(role, {})
+    def _window(self, state: TrainState[Any]) -> list[tuple[LedgerRow, CallCounts]]:
+        """The latest steps with calls, as few as hold ``min_judged_calls`` calls (oldest first)."""
+        window: list[tuple[LedgerRow, CallCounts]] = []
+        held = 0
+        for row in reversed(state.ledger):
+            counts = CallCounts.of_row(row)
+            if not counts.total_calls:
+                continue
+            if window and held >= self.min_judged_calls:
+                break
+            window.append((row, counts))
+            held += counts.total_calls
+        return window[::-1]
+
+    def _judge_learning_roles(self, state: TrainState[Any], latest: int, *, last: bool) -> None:
+        run = state.counts
+        for role in self.learning_roles:
+            calls, kinds = run.calls.get(role, 0), run.errors.get(role, {})
             failed = sum(kinds.values())
             if (calls >= self.min_judged_calls or (last and calls)) and failed > self.max_failed_fraction * calls:
+                example = _example(self._window(state), kinds)
                 raise CallsFailed(
-                    f"{'step 1' if latest == 1 else f'steps 1-{latest}'}: {failed} of {calls} {role} calls failed ({_kinds(kinds)}; e.g. "
-                    f"{_short(self._example(kinds))}): the playbook cannot learn without usable {role} replies"
-                    f"{_saved(playbook, run_dir)}"
+                    f"{'step 1' if latest == 1 else f'steps 1-{latest}'}: {failed} of {calls} {role} calls failed "
+                    f"({_kinds(kinds)}; e.g. {_short(example)}): the artifact cannot learn without usable {role} replies"
                 )
 
-    def _example(self, kinds: dict[str, int]) -> str:
-        """The latest error message in the window of one of ``kinds`` (any kind if none matches)."""
-        records = [e for r, _ in reversed(self._window) for e in r.errors]
-        return next((e.message for e in records if e.kind in kinds), records[0].message if records else "")
+
+class UnansweredValidation:
+    """Fails the run whose validation after this step left too many examples unanswered."""
+
+    ends = "failure"
+
+    def __init__(self, *, max_failed_fraction: float) -> None:
+        self.max_failed_fraction = max_failed_fraction
+
+    def check(self, state: TrainState[Any]) -> None:
+        result = state.validated
+        if result is None or result.examples == 0 or result.unanswered <= self.max_failed_fraction * result.examples:
+            return None
+        raise CallsFailed(
+            f"validation after step {state.steps}: {result.unanswered} of {result.examples} examples unanswered "
+            f"({_kinds(result.unanswered_by_kind)}; e.g. {_short(result.first_error())})"
+        )
 
 
-def check_validation(row: LedgerRow, result: EvalResult, playbook: Playbook, run_dir: RunDir | None,
-                     *, max_failed_fraction: float) -> None:
-    """Raise if the validation after the step of ``row`` left too many examples unanswered."""
-    if result.examples == 0 or result.unanswered <= max_failed_fraction * result.examples:
-        return
-    example = next((r.error.message for r in result.rollouts if r.error is not None), "")
-    raise CallsFailed(
-        f"validation after step {row.step + 1}: {result.unanswered} of {result.examples} examples unanswered "
-        f"({_kinds(result.unanswered_by_kind)}; e.g. {_short(example)}){_saved(playbook, run_dir)}"
-    )
+def _example(window: list[tuple[LedgerRow, CallCounts]], kinds: dict[str, int]) -> str:
+    """The latest error message in the window of one of ``kinds`` (any kind if none matches)."""
+    records = [e for row, _ in reversed(window) for e in row.errors]
+    return next((e.message for e in records if e.kind in kinds), records[0].message if records else "")
 
 
 def _kinds(kinds: dict[str, int]) -> str:
@@ -120,11 +198,3 @@ def _kinds(kinds: dict[str, int]) -> str:
 def _short(message: str) -> str:
     text = " ".join(message.split())
     return text if len(text) <= _EXAMPLE_CHARS else text[: _EXAMPLE_CHARS - 3] + "..."
-
-
-def _saved(playbook: Playbook, run_dir: RunDir | None) -> str:
-    """Save ``playbook`` as the run's final.json; the clause saying where it is."""
-    if run_dir is None:
-        return f"; run stopped at playbook version {playbook.version} (no run directory)"
-    run_dir.save_playbook("final.json", playbook)
-    return f"; run stopped; {run_dir.root / 'final.json'} holds the playbook learned so far (version {playbook.version})"

@@ -1,43 +1,63 @@
-"""Offline training, as in ACE's offline mode: epochs over a train split, batches planned by a
-fixed size or the controller, validation every N steps with best-playbook tracking, a ledger row
-per step."""
+"""Offline training for every learner: one loop over a :class:`~combee_fast.run.state.TrainState`.
+
+    start       the method's work before the first batch (GEPA grades its seed), once
+    plan        the next batch: its size from the batch plan, its items from the epoch order
+    step        the method's step on that batch, from the current artifact
+    record      totals, ledger row, version files, stop rules, validation, checkpoint
+    finish      final.json and best.json; the result
+
+Each epoch visits the items in an order drawn from the seed tree (``("order", epoch)``), the same
+for every method. Validation (when there are validation examples) runs every
+``train.eval_every`` steps and after the last one, or inside the step for a method that
+validates there (GEPA); its time is not training time. Its accuracy is over the answered
+examples, and the best artifact is the one with the highest such accuracy.
+
+The stop rules (:mod:`combee_fast.run.stops`) are asked after every step and once before the
+first: the first that answers ends the run there, cleanly (a failure rule raises instead; the
+artifact learned so far is saved as ``final.json`` first). A run stopped by a signal
+(``interrupt``) ends without validating and is marked ``interrupted``; one stopped by a limit
+says so in ``stopped_by``. With a run directory a checkpoint is written before the first step and
+after every completed one; a run resumed from one ends as it would have uninterrupted.
+"""
 
 from __future__ import annotations
 
-import collections
 import time
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Generic, TypeVar
 
 import msgspec
 
-from combee_fast.engine.rng import rng_at
-from combee_fast.config import HISTORY_KEPT, TrainConfig
-from combee_fast.playbook import Playbook
-from combee_fast.protocols import BatchPlan, Method
-from combee_fast.roles.agents import Agents
-from combee_fast.run.checkpoint import Checkpoint, save_checkpoint
+from combee_fast.errors import CallsFailed, EndpointUnreachable
+from combee_fast.methods.base import EvalResult, StepResult
+from combee_fast.protocols import BatchPlan, LearnerKind, Method, StopRule
 from combee_fast.run.cost import GpuClock
-from combee_fast.run.evaluate import EvalResult, evaluate
-from combee_fast.run.interrupt import StopRequest
-from combee_fast.run.ledger import CallCounts, LedgerRow, ledger_row, step_usages
+from combee_fast.run.ledger import CallCounts, LedgerRow, ledger_row
 from combee_fast.run.rundir import RunDir
-from combee_fast.run.stops import FailureWatch, check_validation
+from combee_fast.run.state import EpochOrder, TrainState
+
+A = TypeVar("A")
 
 
 class TrainResult(msgspec.Struct, frozen=True):
-    """What a training run produced: final and best playbooks, time, calls, tokens, ledger.
+    """What a training run produced. ``final`` and ``best`` are the deployable forms of the last
+    and the best artifact (what ``final.json`` and ``best.json`` hold; ACE: playbooks; GEPA: the
+    pool's best candidate); ``artifact`` the last artifact itself (GEPA: the whole pool).
 
     ``ledger``: the latest :data:`~combee_fast.config.HISTORY_KEPT` rows (``ledger.jsonl`` holds
-    every row); ``steps``: how many steps the run made.
-
+    every row); ``steps``: how many steps the run made (over every session of a resumed run).
     ``counts``: calls, retries and failures of the learning steps, per role and kind;
-    ``val_counts``: the same for every validation call (generator role).
+    ``val_counts``: the same for the loop's own validation calls. ``interrupted``: stopped by
+    SIGINT/SIGTERM before the end, resumable from its checkpoint; ``stopped_by``: the limit that
+    ended the run early (None: its work was done); ``summary``: what the learner says of its
+    artifact (:meth:`~combee_fast.protocols.LearnerKind.summary`).
     """
 
+    learner: str
     method: str
-    final: Playbook
-    best: Playbook
+    final: Any
+    best: Any
+    artifact: Any
     best_val_accuracy: float | None
     final_eval: EvalResult | None
     train_sim_seconds: float
@@ -46,202 +66,177 @@ class TrainResult(msgspec.Struct, frozen=True):
     calls: int
     tokens: int
     ledger: tuple[LedgerRow, ...]
-    rollouts: int = 0  # generator calls of every step
+    rollouts: int = 0
     gpu_seconds: float | None = None  # None: no GPU clock (unknown)
     counts: CallCounts = msgspec.field(default_factory=CallCounts)
     val_counts: CallCounts = msgspec.field(default_factory=CallCounts)
-    steps: int = 0  # learning steps completed (over every session of a resumed run)
-    interrupted: bool = False  # stopped by SIGINT/SIGTERM before the end; resumable from its checkpoint
-    stopped_by: str | None = None  # why ``budget`` ended the run early (None: it ran every epoch)
-
-    def artifact_summary(self) -> dict[str, Any]:
-        """What the run summary says about the learned artifact."""
-        return {"bullets": len(self.final)}
-
-
-async def train(
-    method: Method,
-    agents: Agents,
-    playbook: Playbook,
-    train_items: Sequence[Any],
-    val_examples: tuple,
-    *,
-    plan: BatchPlan,
-    config: TrainConfig,
-    seed: int,
-    eval_concurrency: int,
-    run_dir: RunDir | None = None,
-    on_step: Callable[[LedgerRow], None] | None = None,
-    gpu_clock: GpuClock | None = None,
-    resume: Checkpoint | None = None,
-    interrupt: StopRequest | None = None,
-    budget: Callable[[LedgerRow], str | None] | None = None,
-) -> TrainResult:
-    """Train ``playbook`` on ``train_items`` for ``config.epochs`` epochs.
-
-    Each epoch visits the items in an order drawn from the seed tree ("order", epoch), the same for
-    every method. Validation (when ``val_examples`` is non-empty) runs every ``eval_every`` steps
-    and after the last one; its time is not counted as training time. Its accuracy is over the
-    answered examples, and the best playbook is the one with the highest such accuracy. With
-    ``gpu_clock`` each ledger row holds the GPU-seconds read across its step (validation not included).
-
-    When the calls of the latest steps mostly fail, or a validation leaves most examples
-    unanswered, the run stops after the ledger row is written (:mod:`combee_fast.run.stops`;
-    ``final.json`` is saved).
-
-    With ``run_dir`` a :class:`~combee_fast.run.checkpoint.Checkpoint` is written before the first
-    step and after every completed one; ``resume`` (a checkpoint, with ``run_dir`` reopened by
-    :meth:`RunDir.reopen`) continues from it, and the run ends as it would have uninterrupted
-    (``playbook`` is then ignored). When ``interrupt`` is requested (SIGINT, SIGTERM), the run
-    stops after the step in flight, saves ``final.json`` and ``best.json`` and returns marked
-    ``interrupted``.
-
-    ``budget`` is asked after every step (with the step's ledger row; cumulative counts are the
-    caller's to keep): a non-None answer ends the run there, cleanly: no further step starts,
-    chains still carried are dropped, the last playbook is validated (when ``val_examples``) and
-    saved, and the answer is the result's ``stopped_by``.
-    """
-    cp = resume or Checkpoint(steps=0, epoch=0, position=0, playbook=playbook, best=playbook)
-    playbook, best, best_accuracy, final_eval = cp.playbook, cp.best, cp.best_accuracy, cp.final_eval
-    sim_total, wall_total, gpu_total = cp.sim_total, cp.wall_total, cp.gpu_total
-    calls, tokens, samples, rollouts = cp.calls, cp.tokens, cp.samples, cp.rollouts
-    counts, val_counts = cp.counts, cp.val_counts
-    watch = cp.watch or FailureWatch(max_failed_fraction=config.max_failed_fraction,
-                                     min_judged_calls=config.min_judged_calls)
-    ledger = (read_ledger(run_dir) if resume is not None and run_dir is not None  # the latest rows only:
-              else collections.deque(maxlen=HISTORY_KEPT))                        # ledger.jsonl holds all
-    steps, epoch, position = cp.steps, cp.epoch, cp.position
-    if resume is not None:
-        restore = getattr(plan, "restore", None)
-        if restore is not None:
-            restore(cp.plan_state)
-        if cp.carried:
-            by_id = {item.id: item for item in train_items}
-            await method.resume_carried(  # type: ignore[attr-defined]
-                [by_id[item_id] for item_id, _ in cp.carried], [offset for _, offset in cp.carried],
-                cp.carried_snapshot, epoch=cp.carried_epoch,
-            )
-    carried_snapshot: tuple[Playbook | None, int] = (cp.carried_snapshot, cp.carried_epoch)
-
-    def checkpoint() -> None:
-        if run_dir is None:
-            return
-        plan_state = getattr(plan, "state", None)
-        carried = getattr(method, "carried", None)
-        save_checkpoint(run_dir.root, Checkpoint(
-            steps=steps, epoch=epoch, position=position, playbook=playbook, best=best,
-            best_accuracy=best_accuracy, final_eval=final_eval, sim_total=sim_total, wall_total=wall_total,
-            gpu_total=gpu_total, calls=calls, tokens=tokens, samples=samples, rollouts=rollouts,
-            counts=counts, val_counts=val_counts, watch=watch,
-            plan_state=plan_state() if plan_state is not None else None,
-            carried=carried() if carried is not None and method.pending() else (),
-            carried_snapshot=carried_snapshot[0] if method.pending() else None,
-            carried_epoch=carried_snapshot[1], files=run_dir.file_lengths(),
-        ))
-
-    async def run_step(batch: list[Any], reason: str, epoch: int, is_last: Callable[[], bool]) -> None:
-        nonlocal playbook, best, best_accuracy, sim_total, wall_total, gpu_total, calls, tokens, samples, final_eval
-        nonlocal rollouts, steps, carried_snapshot, stopped_by
-        step_number = steps
-        gpu_before = gpu_clock.read(wall_total) if gpu_clock is not None else 0.0
-        started = time.perf_counter()
-        snapshot = playbook
-        result = await method.step(batch, playbook, epoch=epoch, step=step_number, shape=plan.step_shape())
-        carried_snapshot = (snapshot, epoch)
-        wall_total += time.perf_counter() - started
-        step_gpu = gpu_clock.read(wall_total) - gpu_before if gpu_clock is not None else None
-        if batch:
-            await plan.observe(len(batch), result, len(train_items))
-        sim_total += result.sim_seconds
-        usages = step_usages(result)
-        calls += len(usages)
-        tokens += sum(u.prompt_tokens + u.completion_tokens for u in usages)
-        samples += len(batch)
-        if run_dir is not None and result.playbook.version != playbook.version:
-            run_dir.save_version(result.playbook)
-            run_dir.append_deltas(result.log)
-        playbook = result.playbook
-        row = ledger_row(method.name, epoch, step_number, reason, result, sim_total)
-        rollouts += row.rollouts
-        if step_gpu is not None:
-            gpu_total += step_gpu
-            row = msgspec.structs.replace(row, gpu_seconds=step_gpu)
-        step_counts = CallCounts.of_row(row)
-        counts.add_counts(step_counts)
-        validation = None
-        last = is_last()
-        if val_examples and (last or (config.eval_every and (step_number + 1) % config.eval_every == 0)):
-            validation = final_eval = await evaluate(agents, playbook, val_examples, concurrency=eval_concurrency)
-            for rollout in validation.rollouts:
-                val_counts.add(rollout.usage, rollout.error)
-            row = msgspec.structs.replace(row, val_accuracy=validation.accuracy, val_answered=validation.answered,
-                                          val_unanswered=validation.unanswered)
-            if validation.answered and (best_accuracy is None or validation.accuracy > best_accuracy):
-                best, best_accuracy = playbook, validation.accuracy
-        ledger.append(row)
-        steps += 1
-        if run_dir is not None:
-            run_dir.append_ledger(row)
-        if on_step is not None:
-            on_step(row)
-        watch.observe(row, step_counts, playbook, run_dir, last=last)
-        if validation is not None:
-            check_validation(row, validation, playbook, run_dir, max_failed_fraction=config.max_failed_fraction)
-        if budget is not None:
-            stopped_by = budget(row)
-
+    steps: int = 0
+    interrupted: bool = False
     stopped_by: str | None = None
-    if resume is None:
-        checkpoint()
-    interrupted = False
-    order_of: tuple[int, Any] = (-1, None)
-    while epoch < config.epochs:
-        if order_of[0] != epoch:
-            order_of = (epoch, rng_at(seed, "order", epoch).permutation(len(train_items)))
-        order, end, last_epoch = order_of[1], len(order_of[1]), epoch == config.epochs - 1
-        if position >= end and not method.pending():
-            epoch, position = epoch + 1, 0
-            continue
-        if position < end:
-            size, reason = plan.next_size(end - position)
-            batch = [train_items[i] for i in order[position : position + size]]
-            position += len(batch)
-        else:  # chains carried past the last batch are curated before the epoch ends
-            batch, reason = [], "drain"
-        await run_step(batch, reason, epoch, lambda: last_epoch and position >= end and not method.pending())
-        if position >= end and not method.pending():
-            epoch, position = epoch + 1, 0
-        checkpoint()
-        if interrupt is not None and interrupt.requested is not None:
-            interrupted = epoch < config.epochs
-            break
-        if stopped_by is not None:
-            break
-    if stopped_by is not None and val_examples and (not ledger or ledger[-1].val_accuracy is None):
-        final_eval = await evaluate(agents, playbook, val_examples, concurrency=eval_concurrency)
-        if final_eval.answered and (best_accuracy is None or final_eval.accuracy > best_accuracy):
-            best, best_accuracy = playbook, final_eval.accuracy
-    if best_accuracy is None:
-        best = playbook
-    if run_dir is not None:
-        run_dir.save_playbook("final.json", playbook)
-        run_dir.save_playbook("best.json", best)
-    return TrainResult(
-        method=method.name, final=playbook, best=best, best_val_accuracy=best_accuracy,
-        final_eval=final_eval, train_sim_seconds=sim_total, train_wall_seconds=wall_total,
-        samples=samples, calls=calls, tokens=tokens, ledger=tuple(ledger), rollouts=rollouts,
-        gpu_seconds=gpu_total if gpu_clock is not None else None, counts=counts, val_counts=val_counts,
-        steps=steps, interrupted=interrupted, stopped_by=stopped_by,
-    )
+    summary: dict[str, Any] = msgspec.field(default_factory=dict)
 
 
-def read_ledger(run_dir: RunDir) -> collections.deque[LedgerRow]:
-    """The latest :data:`~combee_fast.config.HISTORY_KEPT` rows of the run's ``ledger.jsonl`` (a
-    resumed run's earlier steps), read a line at a time."""
-    rows: collections.deque[LedgerRow] = collections.deque(maxlen=HISTORY_KEPT)
-    path = run_dir.root / "ledger.jsonl"
-    if path.exists():
-        decoder = msgspec.json.Decoder(LedgerRow)
-        with path.open("rb") as lines:
-            rows.extend(decoder.decode(line) for line in lines if line.strip())
-    return rows
+class Batch(msgspec.Struct, frozen=True):
+    """The items of one step, why its size, the epoch it starts in, and the clocks at its start."""
+
+    items: tuple[Any, ...]
+    reason: str
+    epoch: int
+    started: float
+    gpu_before: float
+
+
+async def train(run: Training[Any]) -> TrainResult:
+    """Run ``run`` to its end (module docstring): the whole loop, on one screen."""
+    state = run.state
+    await run.begin()
+    if state.steps == 0 and state.stopping is None:
+        opening = run.clock_in((), "start", state.epoch)
+        if (started := await run.method.start(state.artifact)) is not None:
+            await run.record(opening, started)
+    while (batch := run.next_batch()) is not None:
+        result = await run.method.step(
+            batch.items, state.artifact, epoch=batch.epoch, step=state.steps, shape=run.plan.step_shape()
+        )
+        await run.record(batch, result)
+    return await run.finish()
+
+
+Validate = Callable[[Any], Awaitable[EvalResult]]
+"""Scores an artifact on the validation examples."""
+
+
+class Training(Generic[A]):
+    """One run's parts and its :class:`TrainState`; :func:`train` drives it.
+
+    ``items``: the train items; ``rules``: the stop rules, asked in order (failure rules after the
+    others); ``validate``: scores an artifact on the validation examples (None: there are none);
+    ``eval_every``: validate every that many steps (0: only after the last); ``gpu_clock``: the
+    GPU-seconds of each step (None: unknown); ``on_step``: told every ledger row.
+    """
+
+    def __init__(
+        self, kind: LearnerKind[A, Any], method: Method[A], plan: BatchPlan, items: Sequence[Any],
+        state: TrainState[A], *, seed: int, rules: Sequence[StopRule], validate: Validate | None,
+        eval_every: int = 0, run_dir: RunDir | None = None, gpu_clock: GpuClock | None = None,
+        on_step: Callable[[LedgerRow], None] | None = None, resumed: bool = False,
+    ) -> None:
+        self.kind, self.method, self.plan, self.items, self.state = kind, method, plan, items, state
+        self.rules = [rule for rule in rules if rule.ends != "failure"]
+        self.failure_rules = [rule for rule in rules if rule.ends == "failure"]
+        self.validate, self.eval_every = validate, eval_every
+        self.run_dir, self.gpu_clock, self.on_step, self.resumed = run_dir, gpu_clock, on_step, resumed
+        self.order = EpochOrder(seed, len(items))
+
+    async def begin(self) -> None:
+        """A fresh run: its first checkpoint. A resumed one: the plan's state and the carried work
+        back. Then the stop rules, once (a resumed run may have been done already)."""
+        if self.resumed:
+            self.plan.restore(self.state.plan_state)
+            await self.method.resume(self.state.carried, {item.id: item for item in self.items})
+        else:
+            self._checkpoint()
+        self._judge()
+
+    def clock_in(self, items: tuple[Any, ...], reason: str, epoch: int) -> Batch:
+        """A step of ``items`` begins now."""
+        gpu = self.gpu_clock.read(self.state.wall_seconds) if self.gpu_clock is not None else 0.0
+        return Batch(items, reason, epoch, time.perf_counter(), gpu)
+
+    def next_batch(self) -> Batch | None:
+        """The next step's batch; None once a stop rule ended the run."""
+        state = self.state
+        if state.stopping is not None:
+            return None
+        if state.position >= self.order.n and not self.method.batches_span_epochs:
+            return self.clock_in((), "drain", state.epoch)  # chains carried past the epoch's last batch
+        size, reason = self.plan.next_size(self.order.n - state.position)
+        indices, epoch = self.order.take(state, size, span=self.method.batches_span_epochs)
+        return self.clock_in(tuple(self.items[i] for i in indices), reason, epoch)
+
+    async def record(self, batch: Batch, result: StepResult[A]) -> None:
+        """Everything a completed step leaves: totals, row, files, stop, validation, checkpoint."""
+        state, previous = self.state, self.state.artifact
+        wall = time.perf_counter() - batch.started
+        if batch.items:
+            await self.plan.observe(len(batch.items), result, len(self.items))
+        row = ledger_row(self.method.name, batch.epoch, state.steps, batch.reason, len(batch.items), result,
+                         state.sim_seconds + result.sim_seconds, rollout_role=self.kind.rollout_role)
+        if self.gpu_clock is not None:
+            row = msgspec.structs.replace(row, gpu_seconds=self.gpu_clock.read(state.wall_seconds + wall) - batch.gpu_before)
+        state.add_step(row, batch_size=len(batch.items), wall_seconds=wall)
+        state.artifact, state.validated = result.artifact, None
+        if state.position >= self.order.n and not self.method.pending():
+            state.epoch, state.position = state.epoch + 1, 0
+        if self.run_dir is not None and result.artifact.version != previous.version:
+            self.run_dir.save_version(self.kind.version_files(result.artifact))
+            self.run_dir.append_deltas(result.log)
+        self._judge()
+        row = await self._validated(row, result)
+        state.ledger.append(row)
+        if self.run_dir is not None:
+            self.run_dir.append_ledger(row)
+        if self.on_step is not None:
+            self.on_step(row)
+        self._judge_failures()
+        state.plan_state, state.carried = self.plan.state(), self.method.carried()
+        self._checkpoint()
+
+    async def finish(self) -> TrainResult:
+        """Save ``final.json`` and ``best.json``; the run's result."""
+        state = self.state
+        if state.best_score is None:
+            state.best = state.artifact
+        final, best = self.kind.deployable(state.artifact), self.kind.deployable(state.best)
+        if self.run_dir is not None:
+            self.run_dir.save_artifact("final.json", final)
+            self.run_dir.save_artifact("best.json", best)
+        return TrainResult(
+            learner=self.kind.name, method=self.method.name, final=final, best=best, artifact=state.artifact,
+            best_val_accuracy=state.best_score, final_eval=state.final_eval, train_sim_seconds=state.sim_seconds,
+            train_wall_seconds=state.wall_seconds, samples=state.samples, calls=state.calls, tokens=state.tokens,
+            ledger=tuple(state.ledger), rollouts=state.rollouts,
+            gpu_seconds=state.gpu_seconds if self.gpu_clock is not None else None, counts=state.counts,
+            val_counts=state.val_counts, steps=state.steps, interrupted=state.stop_ends == "interrupt",
+            stopped_by=state.stopping if state.stop_ends == "limit" else None, summary=self.kind.summary(state.artifact),
+        )
+
+    async def _validated(self, row: LedgerRow, result: StepResult[A]) -> LedgerRow:
+        """``row`` with the step's validation, when the method made one or one is due."""
+        state = self.state
+        validation = result.validation
+        due = self.eval_every and state.steps % self.eval_every == 0
+        if validation is None and self.validate is not None and (due or state.stop_ends in ("done", "limit")):
+            validation = await self.validate(state.artifact)
+        if validation is None:
+            return row
+        state.add_validation(validation, state.artifact)
+        return msgspec.structs.replace(row, val_accuracy=validation.accuracy, val_answered=validation.answered,
+                                       val_unanswered=validation.unanswered)
+
+    def _judge(self) -> None:
+        """The first clean stop rule that answers sets why the run ends."""
+        for rule in self.rules:
+            if (reason := rule.check(self.state)) is not None:
+                self.state.stopping, self.state.stop_ends = reason, rule.ends
+                return
+
+    def _judge_failures(self) -> None:
+        """Ask the failure rules; on a failure save what was learned, and say where, then raise."""
+        try:
+            for rule in self.failure_rules:
+                rule.check(self.state)
+        except (CallsFailed, EndpointUnreachable) as exc:
+            raise type(exc)(f"{exc}{self._saved()}") from None
+
+    def _saved(self) -> str:
+        """Save the artifact as the run's ``final.json``; the clause saying where it is."""
+        version = self.state.artifact.version
+        if self.run_dir is None:
+            return f"; run stopped at artifact version {version} (no run directory)"
+        self.run_dir.save_artifact("final.json", self.kind.deployable(self.state.artifact))
+        return f"; run stopped; {self.run_dir.root / 'final.json'} holds what was learned so far (version {version})"
+
+    def _checkpoint(self) -> None:
+        if self.run_dir is not None:
+            self.run_dir.save_checkpoint(self.state)

@@ -19,9 +19,9 @@ from combee_fast.config import FaultConfig, SimConfig
 from combee_fast.sim.server import PRESETS, REAL_TIME, EchoResponder, LatencyPreset, Responder, SimServer
 
 SERVER_GC_THRESHOLD0 = 20_000
-"""Young-generation GC threshold of a standalone server process. With ~1,000 requests in flight
-the default (700) collected ~50 times a second and its older-generation collections paused the
-loop for up to 58 ms, holding every answer due meanwhile (``bench/throughput.py``)."""
+"""Young-generation GC threshold of a standalone server process. With about a thousand requests in
+flight the default (700) collects many times a second, and its older-generation collections pause
+the loop, holding every answer due meanwhile (``bench/throughput.py`` shows the server's CPU per request)."""
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

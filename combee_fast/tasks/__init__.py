@@ -2,6 +2,13 @@
 
 Built in: ``formula`` and ``finer`` (ACE's finance splits, bundled), ``jsonl`` (your own files)
 and ``traces`` (already-collected agent trajectories). Every split is pinned by a content hash.
+
+- :mod:`.formula`, :mod:`.finer`, :mod:`.jsonl`, :mod:`.traces`: one task each;
+  :mod:`.registry`: tasks by name.
+- :mod:`.base`: examples, splits, scores, split manifests; :mod:`.splits`: split specs, row
+  reading and pinning; :mod:`.ace_format`: ACE's JSONL rows.
+- :mod:`.heldout`: every split's role, and the refusal to select or tune on a test split.
+- :mod:`.scorers`: exact, numeric and regex scorers; :mod:`.numbers`: numbers read exactly.
 """
 
 from combee_fast.errors import TaskDataError

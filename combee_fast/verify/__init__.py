@@ -1,6 +1,11 @@
-"""Claims that survive (issue 9): the experiment card (:mod:`.card`), runs made under a card
-(:mod:`.discipline`), one cell of a verification (:mod:`.cells`) and the cached serial baseline
-(:mod:`.baseline`), the verdict (:mod:`.verdict`) of ``combee verify`` (:mod:`.verification`),
-``combee diagnose`` (:mod:`.diagnose`), the card's budget as a stop rule (:mod:`.budget`), role
-separation (:mod:`.roles`), reports with plots (:mod:`.plots`, :mod:`.report`) and the
-``plan``/``verify``/``diagnose`` commands (:mod:`.cli`)."""
+"""Claims that survive.
+
+- :mod:`.card`: the experiment card (schema and checks); :mod:`.fill`: a card with what
+  ``diagnose`` measured in place of its "unknown" values.
+- :mod:`.discipline`: runs made under a card; :mod:`.budget`: the card's budget as a stop rule.
+- :mod:`.cells`: one (seed, hardware class) cell; :mod:`.baseline`: the cached serial baseline.
+- :mod:`.verdict`: per-cell statistics and PASS/FAIL; :mod:`.verification`: ``combee verify``.
+- :mod:`.diagnose`: ``combee diagnose`` (GO / NO-GO for parallelising).
+- :mod:`.roles`: role separation; :mod:`.plots`, :mod:`.report`: reports with plots.
+- :mod:`.cli`: the ``plan``, ``verify`` and ``diagnose`` commands.
+"""

@@ -1,33 +1,41 @@
 """The card's budget, enforced: a run stops cleanly after the step that spends one of its limits,
 and says which limit bound.
 
-:class:`BudgetGuard` is the ``stop`` callable of :meth:`combee_fast.session.Session.train`: it
-adds up each step's rollouts, tokens, GPU-seconds and wall time (the ledger row's) and answers
-``"budget <limit> spent: <used> of <limit value>"`` for the first limit reached (in the order
-rollouts, tokens, gpu_seconds, wall_clock_s), else None. GPU-seconds count only when known.
+:class:`BudgetGuard` is a :class:`~combee_fast.protocols.StopRule` (``stops`` of
+:meth:`combee_fast.session.Session.train`): it reads the run's running totals of rollouts,
+tokens, GPU-seconds and wall time and answers ``"budget <limit> spent: <used> of <limit value>"``
+for the first limit reached (in the order rollouts, tokens, gpu_seconds, wall_clock_s), else None.
+GPU-seconds count only when known. Read from the run's state, a resumed run keeps counting.
 """
 
 from __future__ import annotations
 
-from combee_fast.run.ledger import LedgerRow
+from typing import Any
+
+from combee_fast.run.state import TrainState
 from combee_fast.verify.card import Budget
+
+LIMITS = ("rollouts", "tokens", "gpu_seconds", "wall_clock_s")
 
 
 class BudgetGuard:
-    """Stops a run once one limit of ``budget`` is spent; ``spent`` holds the running totals."""
+    """Stops a run once one limit of ``budget`` is spent; ``bound`` names the limit that did."""
+
+    ends = "limit"
 
     def __init__(self, budget: Budget) -> None:
         self.budget = budget
-        self.spent = {"rollouts": 0.0, "tokens": 0.0, "gpu_seconds": 0.0, "wall_clock_s": 0.0}
-        self.bound: str | None = None  # the limit that stopped the run
+        self.bound: str | None = None
 
-    def __call__(self, row: LedgerRow) -> str | None:
-        self.spent["rollouts"] += row.rollouts
-        self.spent["tokens"] += sum(row.prompt_tokens.values()) + sum(row.completion_tokens.values())
-        self.spent["gpu_seconds"] += row.gpu_seconds or 0.0
-        self.spent["wall_clock_s"] += row.wall_seconds
-        for limit in ("rollouts", "tokens", "gpu_seconds", "wall_clock_s"):
-            if self.spent[limit] >= getattr(self.budget, limit):
+    def spent(self, state: TrainState[Any]) -> dict[str, float]:
+        """What the run has spent of each limit."""
+        return {"rollouts": state.rollouts, "tokens": state.tokens, "gpu_seconds": state.gpu_seconds,
+                "wall_clock_s": state.wall_seconds}
+
+    def check(self, state: TrainState[Any]) -> str | None:
+        spent = self.spent(state)
+        for limit in LIMITS:
+            if spent[limit] >= getattr(self.budget, limit):
                 self.bound = limit
-                return f"budget {limit} spent: {self.spent[limit]:,.0f} of {getattr(self.budget, limit):,.0f}"
+                return f"budget {limit} spent: {spent[limit]:,.0f} of {getattr(self.budget, limit):,.0f}"
         return None

@@ -42,7 +42,7 @@ from typing import Any, ClassVar, Literal
 import msgspec
 
 from combee_fast.config import ROLES, EndpointSpec, SessionConfig
-from combee_fast.errors import CombeeError, ConfigError
+from combee_fast.errors import CardError, CombeeError, ConfigError
 from combee_fast.sim.latency import PRESETS
 from combee_fast.tasks.heldout import SPLIT_ROLES, split_role
 from combee_fast.tasks.registry import get_task
@@ -177,20 +177,6 @@ class Card(_Table):
     def split_of_role(self, role: str) -> EvalSplit:
         """The card's (only) split of ``role``."""
         return next(split for split in self.eval_set.splits if split.role == role)
-
-
-class CardError(ConfigError):
-    """A card is incomplete or inconsistent; ``missing`` and ``invalid`` list every problem."""
-
-    def __init__(self, path: str, missing: list[str], invalid: list[str]) -> None:
-        parts = []
-        if missing:
-            parts.append(f"{len(missing)} missing field{'s' * (len(missing) != 1)}: {', '.join(missing)}")
-        if invalid:
-            parts.append(f"{len(invalid)} invalid: {'; '.join(invalid)}")
-        super().__init__(f"card {path}: " + "; ".join(parts))
-        self.missing = missing
-        self.invalid = invalid
 
 
 def load_card(path: str | Path) -> Card:

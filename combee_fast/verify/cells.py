@@ -13,8 +13,8 @@ from pathlib import Path
 
 import msgspec
 
-from combee_fast.config import ROLES, SessionConfig, SimConfig, TaskConfig, TrainConfig
-from combee_fast.run.evaluate import evaluate
+from combee_fast.config import ROLES, GepaConfig, SessionConfig, SimConfig, TaskConfig, TrainConfig
+from combee_fast.learners import resolve
 from combee_fast.run.rundir import RunDir
 from combee_fast.run.usage import SplitUsage, append_usage, usage_entry, usage_path
 from combee_fast.session import open_session
@@ -65,11 +65,17 @@ def cell_config(card: Card, config: SessionConfig, hardware: HardwareClass, seed
 
 
 def baseline_config(card: Card, hardware: HardwareClass, seed: int, *, time_scale: float,
-                    world: str = SimConfig().world) -> SessionConfig:
-    """The card's serial baseline (its method at batch 1, every other setting the default) as a
-    cell; ``time_scale`` for the simulated endpoint (one request in flight, so any scale gives the
-    same simulated times); ``world`` the task-world variant."""
-    base = SessionConfig(method=card.serial_baseline.method, train=TrainConfig(batch_size=1),
+                    world: str = SimConfig().world, learner: str | None = None,
+                    gepa: GepaConfig | None = None) -> SessionConfig:
+    """The card's serial baseline as a cell: its method on ``learner`` (default: the one the
+    method names) at batch 1, every other setting the default but GEPA's search settings
+    (``gepa``: the verified configuration's, so both spend the same budget); ``time_scale`` for
+    the simulated endpoint (one request in flight, so any scale gives the same simulated times);
+    ``world`` the task-world variant."""
+    method = card.serial_baseline.method
+    kind = resolve(learner, method).kind
+    base = SessionConfig(learner=learner, method=method,
+                         train=TrainConfig(batch_size=1), gepa=gepa if kind.name == "gepa" and gepa else GepaConfig(),
                          sim=SimConfig(world=world))
     return cell_config(card, base, hardware, seed, time_scale=time_scale)
 
@@ -107,19 +113,20 @@ async def run_cell(card: Card, card_path: str | Path, config: SessionConfig, har
         directory = RunDir(run_dir, overwrite=True) if run_dir is not None else None
         try:
             result = await session.train(run_dir=directory, usage=usage, gpus=hardware.gpu_count,
-                                         budget=BudgetGuard(card.budget))
+                                         stops=(BudgetGuard(card.budget),))
         finally:
             if directory is not None:
                 directory.close()
-        scored = await evaluate(session.agents, result.best, test.examples,  # type: ignore[arg-type]
-                                concurrency=config.transport.concurrency)
+        scored = await session.evaluate(result.best, test.examples, learner=result.learner)
     append_usage(usage.record, [usage_entry(test.manifest, role=role, use="report", run=name, command=command)])
+    choice = session.choice
     return CellRun(
-        method=result.method, batch_size=config.train.batch_size, hardware=hardware.name, seed=config.seed,
+        method=result.method, batch_size=choice.kind.batch_size(choice.method, config), hardware=hardware.name,
+        seed=config.seed,
         sim_seconds=result.train_sim_seconds, wall_seconds=result.train_wall_seconds,
         rollouts=result.rollouts, tokens=result.tokens, calls=result.calls, gpu_seconds=result.gpu_seconds,
         test_split=test_name, test_sha256=test.manifest.sha256,
-        test_scores=tuple(float(r.score or 0.0) for r in scored.rollouts),
+        test_scores=scored.scores,
         selection_accuracy=result.best_val_accuracy, models=served_by(config),
-        use_ground_truth=config.use_ground_truth, stopped_by=getattr(result, "stopped_by", None),
+        use_ground_truth=config.use_ground_truth, stopped_by=result.stopped_by,
     )

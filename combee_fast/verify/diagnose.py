@@ -33,8 +33,6 @@ import numpy as np
 
 from combee_fast.config import SimConfig, VerifyConfig
 from combee_fast.native.bootstrap import DEFAULT_RESAMPLES, MeanInterval, PairedDifference, mean_interval, paired_bootstrap
-from combee_fast.playbook import Playbook
-from combee_fast.run.evaluate import evaluate
 from combee_fast.run.rundir import RunDir
 from combee_fast.run.usage import append_usage, usage_entry
 from combee_fast.session import open_session
@@ -48,7 +46,8 @@ CHANGE_METHOD = "the method is the problem: change it before scaling"
 
 
 class Checkpoint(msgspec.Struct, frozen=True):
-    """The playbook after ``step`` (``rollouts`` so far, version ``version``) scored on the test split."""
+    """The artifact after ``step`` (``rollouts`` so far, version ``version`` of size ``bullets``)
+    scored on the test split."""
 
     step: int
     rollouts: int
@@ -182,9 +181,10 @@ async def diagnose(card: Card, card_path: str | Path, out: str | Path, *, hardwa
         test = session.task.load(test_name)
         run_dir = RunDir(run_root, overwrite=True)
         try:
-            result = await session.train(run_dir=run_dir, usage=usage, gpus=hardware.gpu_count, budget=guard)
+            result = await session.train(run_dir=run_dir, usage=usage, gpus=hardware.gpu_count, stops=(guard,))
         finally:
             run_dir.close()
+        kind = session.choice.kind
         ledger = list(result.ledger)
         cumulative = list(np.cumsum([row.rollouts for row in ledger]).astype(int))
         tokens = list(np.cumsum([sum(r.prompt_tokens.values()) + sum(r.completion_tokens.values())
@@ -192,21 +192,16 @@ async def diagnose(card: Card, card_path: str | Path, out: str | Path, *, hardwa
         gpu = None if any(r.gpu_seconds is None for r in ledger) else \
             list(np.cumsum([r.gpu_seconds for r in ledger]))
 
-        async def score(step: int, playbook: Playbook) -> Checkpoint:
-            scored = await evaluate(session.agents, playbook, test.examples, concurrency=config.transport.concurrency)
-            scores = tuple(float(r.score or 0.0) for r in scored.rollouts)
+        async def score(step: int, version: int, size: int) -> Checkpoint:
+            deployable = kind.load_version(run_root, version, config)
+            scores = (await session.evaluate(deployable, test.examples)).scores
             spent = (0, 0, 0.0) if step < 0 else \
                 (int(cumulative[step]), int(tokens[step]), None if gpu is None else float(gpu[step]))
-            return Checkpoint(step, *spent, playbook.version, len(playbook), scores,
-                              mean_interval(np.asarray(scores), resamples=resamples))
+            return Checkpoint(step, *spent, version, size, scores, mean_interval(np.asarray(scores), resamples=resamples))
 
-        empty = await score(-1, Playbook.empty(token_budget=config.token_budget))
-        curve = []
-        for step in checkpoint_steps(cumulative, settings.checkpoints):
-            version = ledger[step].playbook_version
-            playbook = Playbook.load(run_root / "playbooks" / f"v{version:05d}.json") if version else \
-                Playbook.empty(token_budget=config.token_budget)
-            curve.append(await score(step, playbook))
+        empty = await score(-1, 0, 0)
+        curve = [await score(step, ledger[step].version, ledger[step].size)
+                 for step in checkpoint_steps(cumulative, settings.checkpoints)]
     append_usage(usage.record, [usage_entry(test.manifest, role=role, use="report", run=name, command="diagnose")])
     last = curve[-1]
     start_at = last.rollouts * (1.0 - settings.plateau_window)

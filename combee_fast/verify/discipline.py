@@ -3,8 +3,8 @@ a split is appended to the usage record beside the card.
 
 ``learn --card CARD`` learns on the card's train split and selects on its selection split (a run
 naming any other split is refused), counts GPU-seconds with the GPU count of the card's
-hardware class it runs on, and stops cleanly once a limit of the card's budget is spent (playbook
-methods; it says which limit bound); ``eval --card CARD`` records that it reported a score on a
+hardware class it runs on, and stops cleanly once a limit of the card's budget is spent (every
+learner; it says which limit bound; a resumed run keeps its card's budget); ``eval --card CARD`` records that it reported a score on a
 split. The engine itself (:meth:`combee_fast.session.Session.train`) refuses test-split use and
 writes the record; this module turns a card into what the engine takes.
 """
@@ -61,6 +61,11 @@ def learn_under_card(path: str | Path, config: SessionConfig, *, run: str) -> Ca
                        run=run, command="learn")
     hardware = card.hardware_for(config)
     return CardRun(usage, None if hardware is None else hardware.gpu_count, BudgetGuard(card.budget))
+
+
+def card_budget(path: str | Path) -> BudgetGuard:
+    """The budget of the card at ``path`` (e.g. a run directory's ``card.toml``) as a stop rule."""
+    return BudgetGuard(load_card(path).budget)
 
 
 def record_report(path: str | Path, config: SessionConfig, task: Task, split: Split, *, run: str) -> str:

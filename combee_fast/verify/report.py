@@ -166,7 +166,7 @@ def demo_report(folder: str | Path, results: Sequence[tuple[str, int, TrainResul
         accuracy = 100 * r.final_eval.accuracy if r.final_eval else float("nan")
         gpu = "unknown" if r.gpu_seconds is None else f"{r.gpu_seconds:,.0f}"
         lines.append(f"| {method} | {batch} | {r.train_sim_seconds / 3600:.2f} | "
-                     f"{baseline / max(r.train_sim_seconds, 1e-9):.1f}x | {accuracy:.1f} | {len(r.final)} | "
+                     f"{baseline / max(r.train_sim_seconds, 1e-9):.1f}x | {accuracy:.1f} | {len(r.artifact)} | "
                      f"{r.rollouts:,} | {r.tokens:,} | {gpu} |")
     roles, warnings = role_separation(models, use_ground_truth=use_ground_truth, scorer=scorer)
     lines += ["", "Role separation:", "", *roles, *(f"\n**Warning:** {w}" for w in warnings), "",

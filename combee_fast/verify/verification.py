@@ -19,7 +19,7 @@ import msgspec
 
 from combee_fast.config import SessionConfig, VerifyConfig
 from combee_fast.errors import ConfigError
-from combee_fast.gepa.methods import GEPA_METHODS
+from combee_fast.learners import resolve
 from combee_fast.native.bootstrap import DEFAULT_RESAMPLES
 from combee_fast.verify.baseline import baseline_cell
 from combee_fast.verify.card import Card, HardwareClass
@@ -55,17 +55,17 @@ async def verify_config(
 ) -> Verification:
     """Run ``config`` and the serial baseline in every cell of ``card`` and judge them.
 
+    The serial baseline is the card's method on the configuration's learner (ACE's
+    ``sequential``; for GEPA, serial GEPA with the configuration's search settings).
     ``runs_dir``: keep each cell's run directory under it (``<hardware>-seed<k>``). ``on_cell``
-    is told one line per finished cell. :class:`ConfigError` for a GEPA method (its artifact is
-    not a playbook) or a configuration of another task.
+    is told one line per finished cell. :class:`ConfigError` for a configuration of another task.
     """
-    if config.method in GEPA_METHODS:
-        raise ConfigError(f"verify compares playbooks; method {config.method!r} learns a system prompt")
+    choice = resolve(config.learner, config.method)
     if config.task.name != card.task.name:
         raise ConfigError(f"the configuration is for task {config.task.name!r}; the card is for {card.task.name!r}")
     locks: dict[str, asyncio.Lock] = {}
     cells = [(hardware, seed) for hardware in card.hardware for seed in settings.seeds]
-    name = label or f"{config.method}-b{config.train.batch_size or 'auto'}"
+    name = label or f"{choice.shown}-b{choice.kind.batch_size(choice.method, config) or 'auto'}"
 
     async def gated(hardware: HardwareClass, work: Callable[[], Awaitable[T]]) -> T:
         async with _gate(hardware, locks):
@@ -83,7 +83,7 @@ async def verify_config(
     async def theirs(hardware: HardwareClass, seed: int) -> tuple[CellRun, bool]:
         found = await gated(hardware, lambda: baseline_cell(
             card, card_path, hardware, seed, folder=settings.baseline_cache, time_scale=settings.serial_time_scale,
-            world=config.sim.world))
+            world=config.sim.world, learner=choice.kind.name, gepa=config.gepa))
         if on_cell is not None:
             cell, cached = found
             on_cell(f"baseline {hardware.name} seed {seed}: {cell.sim_seconds:,.0f} sim s, "

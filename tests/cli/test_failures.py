@@ -56,7 +56,7 @@ def test_a_run_whose_every_call_fails_exits_3_naming_the_failure_and_the_playboo
     assert done.returncode == EXIT_CALLS_FAILED, done.stderr
     assert done.stderr.count("\n") == 1
     assert "step 1: 10 of 10 calls failed (malformed 10; e.g. response is not a chat completion" in done.stderr
-    assert f"{out / 'final.json'} holds the playbook learned so far (version 0)" in done.stderr
+    assert f"{out / 'final.json'} holds what was learned so far (version 0)" in done.stderr
     assert json.loads((out / "final.json").read_text())["version"] == 0
     row = json.loads((out / "ledger.jsonl").read_text())
     assert row["failures"] == {"generator": {"malformed": 10}}
@@ -69,13 +69,13 @@ def test_eval_reports_unanswered_examples_and_fails_when_most_are(tmp_path) -> N
     clean = _combee("eval", "--split", "val[0:10]", "--playbook", str(out / "final.json"), *FAST)
     assert clean.returncode == 0, clean.stderr
     assert json.loads(clean.stdout) | {"accuracy": None} == {
-        "split": "val[0:10]", "examples": 10, "accuracy": None, "answered": 10, "unanswered": 0,
+        "split": "val[0:10]", "learner": "ace", "examples": 10, "accuracy": None, "answered": 10, "unanswered": 0,
         "unanswered_by_kind": {}}
     broken = _combee("eval", "--split", "val[0:10]", "--playbook", str(out / "final.json"), *FAST,
                      "--fault-malformed", "1.0")
     assert broken.returncode == EXIT_CALLS_FAILED
     assert json.loads(broken.stdout) == {
-        "split": "val[0:10]", "examples": 10, "accuracy": 0.0, "answered": 0, "unanswered": 10,
+        "split": "val[0:10]", "learner": "ace", "examples": 10, "accuracy": 0.0, "answered": 0, "unanswered": 10,
         "unanswered_by_kind": {"malformed": 10}}
     assert broken.stderr.count("\n") == 1 and "10 of 10 examples of val[0:10] unanswered (malformed 10)" in broken.stderr
 

@@ -17,6 +17,7 @@ import pytest
 
 from combee_fast.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 from combee_fast.run.checkpoint import load_checkpoint
+from combee_fast.run.rundir import RunDir
 
 RUN = ["--task", "formula", "--method", "combee", "--batch-size", "20", "--epochs", "2",
        "--train-split", "train[0:100]", "--val-split", "val[0:30]", "--eval-every", "3", "--quiet"]
@@ -35,12 +36,17 @@ def _ledger_lines(out: Path) -> int:
 
 
 def _start_and_stop(out: Path, at_step: int, sig: signal.Signals) -> subprocess.CompletedProcess[str]:
-    """Start a run; once ``at_step`` steps are in its ledger, send ``sig``; wait for its end."""
-    process = subprocess.Popen(_combee("learn", *RUN, "--out", str(out)), stdout=subprocess.PIPE,
+    """Start a run of ``RUN``; once ``at_step`` steps are in its ledger, send ``sig``; wait for its end."""
+    return _run_and_signal(RUN, out, at_step, sig)
+
+
+def _run_and_signal(args: list[str], out: Path, at_step: int, sig: signal.Signals) -> subprocess.CompletedProcess[str]:
+    """Start ``combee learn args``; once ``at_step`` steps are in its ledger, send ``sig``; wait for its end."""
+    process = subprocess.Popen(_combee("learn", *args, "--out", str(out)), stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
     while _ledger_lines(out) < at_step and process.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.02)
+        time.sleep(0.005)
     assert process.poll() is None, f"the run ended before step {at_step}"
     process.send_signal(sig)
     stdout, stderr = process.communicate(timeout=120)
@@ -136,3 +142,59 @@ def test_the_batch_size_controller_is_resumed_with_its_state(tmp_path: Path) -> 
     assert (out / "final.json").read_bytes() == (whole / "final.json").read_bytes(), f"killed at step {at_step}"
     # the same decisions: batch sizes and kinds of reason
     assert _decisions(out) == _decisions(whole)
+
+
+GEPA = ["--method", "gepa", "--train-split", "train[0:30]", "--val-split", "val[0:10]", "--max-metric-calls", "300",
+        "--quiet"]
+
+
+@pytest.fixture(scope="module")
+def uninterrupted_gepa(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("resume-gepa") / "whole"
+    done = subprocess.run(_combee("learn", *GEPA, "--out", str(out)), capture_output=True, text=True, timeout=300)
+    assert done.returncode == EXIT_OK, done.stderr
+    assert _ledger_lines(out) >= 10
+    return out
+
+
+def test_a_gepa_run_killed_at_a_random_step_resumes_to_the_same_final_json(uninterrupted_gepa: Path,
+                                                                           tmp_path: Path) -> None:
+    at_step = random.Random().randint(1, _ledger_lines(uninterrupted_gepa) - 5)
+    out = tmp_path / "killed"
+    killed = _run_and_signal(GEPA, out, at_step, signal.SIGKILL)
+    assert killed.returncode == -signal.SIGKILL
+    resumed = _resume(out)
+    assert resumed.returncode == EXIT_OK, resumed.stderr
+    assert (out / "final.json").read_bytes() == (uninterrupted_gepa / "final.json").read_bytes(), f"killed at {at_step}"
+    assert (out / "best.json").read_bytes() == (uninterrupted_gepa / "best.json").read_bytes()
+    assert _ledger_lines(out) == _ledger_lines(uninterrupted_gepa)
+    assert sorted(p.name for p in (out / "candidates").iterdir()) == \
+        sorted(p.name for p in (uninterrupted_gepa / "candidates").iterdir())
+
+
+def test_sigint_stops_a_gepa_run_after_the_step_in_flight_and_it_resumes(uninterrupted_gepa: Path,
+                                                                        tmp_path: Path) -> None:
+    out = tmp_path / "stopped"
+    stopped = _run_and_signal(GEPA, out, 3, signal.SIGINT)
+    assert stopped.returncode == EXIT_INTERRUPTED, stopped.stderr
+    summary = json.loads((out / "summary.json").read_bytes())
+    assert summary["interrupted"] == "SIGINT" and summary["resume_command"] == f"combee learn --resume {out}"
+    assert f"resume with: combee learn --resume {out}" in stopped.stderr
+    resumed = _resume(out)
+    assert resumed.returncode == EXIT_OK, resumed.stderr
+    assert (out / "final.json").read_bytes() == (uninterrupted_gepa / "final.json").read_bytes()
+
+
+def test_a_resume_of_a_run_another_process_holds_is_refused_in_one_line(tmp_path: Path) -> None:
+    out = tmp_path / "held"
+    stopped = _run_and_signal(RUN, out, 2, signal.SIGTERM)
+    assert stopped.returncode == EXIT_INTERRUPTED, stopped.stderr
+    before = (out / "ledger.jsonl").read_bytes()
+    holder = RunDir.reopen(out)  # this process holds the run, as a first resume would
+    try:
+        second = _resume(out)
+    finally:
+        holder.close()
+    assert second.returncode == EXIT_USAGE and second.stderr.count("\n") == 1
+    assert "in use by another combee process" in second.stderr
+    assert (out / "ledger.jsonl").read_bytes() == before  # nothing was appended

@@ -5,17 +5,17 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from combee_fast.combee.reduce import partition_proposals, union_ops
+from combee_fast.combee.reduce import partition_proposals, union_edits
 from combee_fast.schema import Op, OpKind
 
 TEXT = lambda op: op.content  # noqa: E731 -- ACE's edit text and target, as AceLearner gives them
 TARGET = lambda op: op.bullet_id  # noqa: E731
 
 
-def test_union_ops_keeps_first_occurrences_in_order() -> None:
+def test_union_edits_keeps_first_occurrences_in_order() -> None:
     a = Op(OpKind.ADD, section="s", content="x")
     b = Op(OpKind.ADD, section="s", content="y")
-    assert union_ops([[a, b], [b, a], [a]]) == (a, b)
+    assert union_edits([[a, b], [b, a], [a]]) == (a, b)
 
 
 @settings(deadline=None)  # the first example loads the similarity kernels

@@ -1,11 +1,11 @@
-"""GEPA's learner half: a rewrite is one UPDATE edit of its component, or nothing."""
+"""GEPA's proposer: a rewrite is one edit of its component, or nothing."""
 
 from __future__ import annotations
 
 from combee_fast.gepa.calls import Rewrite
 from combee_fast.gepa.candidate import SYSTEM_PROMPT, Candidate
-from combee_fast.gepa.learner import GepaLearner, rewrite_op
-from combee_fast.schema import CallError, OpKind, Usage
+from combee_fast.gepa.learner import ComponentText, GepaProposer
+from combee_fast.schema import CallError, Usage
 
 
 class _Calls:
@@ -21,30 +21,30 @@ class _Calls:
         return self.rewrite
 
 
-async def test_a_changed_text_is_one_update_of_the_component() -> None:
-    learner = GepaLearner(_Calls(Rewrite("new text", Usage())), SYSTEM_PROMPT)
+async def test_a_changed_text_is_one_edit_of_the_component() -> None:
+    learner = GepaProposer(_Calls(Rewrite("new text", Usage())), SYSTEM_PROMPT)
     proposal = await learner.propose([], None, "old text", source="proposer[0]", seed_path=(0, 0))
-    assert proposal.ops == (rewrite_op(SYSTEM_PROMPT, "new text"),)
-    assert proposal.ops[0].kind is OpKind.UPDATE and learner.edit_target(proposal.ops[0]) == SYSTEM_PROMPT
+    assert proposal.edits == (ComponentText(SYSTEM_PROMPT, "new text"),)
+    assert learner.edit_target(proposal.edits[0]) == SYSTEM_PROMPT and learner.edit_text(proposal.edits[0]) == "new text"
 
 
 async def test_an_unchanged_text_or_a_failed_call_proposes_nothing() -> None:
-    same = GepaLearner(_Calls(Rewrite("old text", Usage())), SYSTEM_PROMPT)
-    assert (await same.propose([], None, "old text", source="p", seed_path=(0,))).ops == ()
-    failed = GepaLearner(_Calls(Rewrite(None, Usage(), CallError("malformed_json", "bad"))), SYSTEM_PROMPT)
+    same = GepaProposer(_Calls(Rewrite("old text", Usage())), SYSTEM_PROMPT)
+    assert (await same.propose([], None, "old text", source="p", seed_path=(0,))).edits == ()
+    failed = GepaProposer(_Calls(Rewrite(None, Usage(), CallError("malformed_json", "bad"))), SYSTEM_PROMPT)
     proposal = await failed.propose([], None, "old text", source="p", seed_path=(0,))
-    assert proposal.ops == () and proposal.error is not None
+    assert proposal.edits == () and proposal.error is not None
 
 
 async def test_merge_hands_every_rewrite_to_one_aggregation_call() -> None:
     calls = _Calls(Rewrite("merged", Usage()))
-    learner = GepaLearner(calls, SYSTEM_PROMPT)
+    learner = GepaProposer(calls, SYSTEM_PROMPT)
     merged = await learner.merge(
-        [(rewrite_op(SYSTEM_PROMPT, "a"),), (rewrite_op(SYSTEM_PROMPT, "b"),)], "base", source="aggregator[0.0]",
+        [(ComponentText(SYSTEM_PROMPT, "a"),), (ComponentText(SYSTEM_PROMPT, "b"),)], "base", source="aggregator[0.0]",
         seed_path=(1, 0, 0),
     )
     assert calls.seen == [("base", ["a", "b"])]
-    assert merged.ops == (rewrite_op(SYSTEM_PROMPT, "merged"),)
+    assert merged.edits == (ComponentText(SYSTEM_PROMPT, "merged"),)
 
 
 def test_a_child_replaces_one_component_and_names_its_parent(tmp_path) -> None:

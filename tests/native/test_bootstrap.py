@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from combee_fast.native import bootstrap
-from tests.native.reference.bootstrap import (
+from combee_fast.native.reference.bootstrap import (
     reference_bootstrap_means,
     reference_interval,
     reference_paired,

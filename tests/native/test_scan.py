@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from combee_fast.native import scan
 from combee_fast.native.scan import ADD, REMOVE, TAG, UPDATE, OpBatch
-from tests.native.reference.scan import (
+from combee_fast.native.reference.scan import (
     IDENTITY,
     State,
     combine,

@@ -10,7 +10,7 @@ from hypothesis.extra import numpy as hnp
 
 from combee_fast.native import similarity
 from combee_fast.native.similarity import Embedder, HashingEmbedder
-from tests.native.reference.similarity import (
+from combee_fast.native.reference.similarity import (
     reference_embed,
     reference_pairs_above,
     reference_retention,

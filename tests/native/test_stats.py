@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from combee_fast.native import stats
-from tests.native.reference.stats import (
+from combee_fast.native.reference.stats import (
     binomial_beta_cdf,
     reference_beta_quantile,
     reference_group_moments,

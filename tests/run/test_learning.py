@@ -21,7 +21,7 @@ from combee_fast.config import (
 )
 from combee_fast.playbook import Playbook
 from combee_fast.run.batch_plans import FixedBatch
-from combee_fast.run.online import OnlineLearner
+from combee_fast.embedded.online import OnlineLearner
 from combee_fast.run.rundir import RunDir
 from combee_fast.session import open_session
 
@@ -45,9 +45,7 @@ async def test_every_method_learns_a_playbook_that_beats_the_empty_one(method: s
     assert result.samples == 48
     assert result.final_eval is not None and result.final_eval.examples == 30
     async with open_session(_config()) as session:
-        from combee_fast.run.evaluate import evaluate
-
-        empty = await evaluate(session.agents, Playbook.empty(), session.val_split.examples, concurrency=8)
+        empty = await session.evaluate(Playbook.empty(), session.val_split.examples)
     assert result.final_eval.accuracy > empty.accuracy
 
 
@@ -59,7 +57,7 @@ async def test_combee_step_runs_sqrt_n_curators_and_one_reducer() -> None:
     roles = [p.usage.role for p in step.proposals]
     assert roles.count("curator") == 5  # floor(sqrt(25))
     assert roles.count("reducer") == 1
-    assert step.playbook.version == 1  # tags and ops applied once
+    assert step.artifact.version == 1  # tags and ops applied once
 
 
 async def test_combee_reduce_tree_respects_the_fan_in() -> None:
@@ -98,7 +96,7 @@ async def test_injected_faults_are_recorded_and_the_run_completes(tmp_path) -> N
     errors = [e for row in result.ledger for e in row.errors]
     assert errors, "with 30% malformed responses some calls fail even after the repair request"
     assert {e.kind for e in errors} <= {"malformed_json", "schema_mismatch", "http_status", "connection", "truncated"}
-    versions = [0] + [row.playbook_version for row in result.ledger]
+    versions = [0] + [row.version for row in result.ledger]
     assert all(b - a in (0, 1) for a, b in zip(versions, versions[1:])), "one apply per step"
     ledger = [msgspec.json.decode(line) for line in (tmp_path / "run" / "ledger.jsonl").read_bytes().splitlines()]
     assert sum(len(row["errors"]) for row in ledger) == len(errors)
@@ -148,11 +146,11 @@ async def test_chains_still_retrying_are_carried_and_curated_in_the_next_step() 
         carried = method.pending()
         assert carried == sum(not t.rollouts[-1].correct and t.rollouts[-1].error is None for t in first.traces)
         assert carried > 0 and all(len(t.rollouts) == 1 for t in first.traces)
-        second = await method.step(items[30:], first.playbook, epoch=0, step=1)
+        second = await method.step(items[30:], first.artifact, epoch=0, step=1)
         continued = [t for t in second.traces if t.rollouts and t.rollouts[0].round > 0]
         assert len(continued) == carried
-        drained = await method.step([], second.playbook, epoch=0, step=2)
-        assert method.pending() == 0 and drained.playbook.version >= second.playbook.version
+        drained = await method.step([], second.artifact, epoch=0, step=2)
+        assert method.pending() == 0 and drained.artifact.version >= second.artifact.version
 
 
 async def test_training_drains_every_carried_chain() -> None:
@@ -184,17 +182,17 @@ async def test_a_run_whose_endpoint_stops_answering_stops_with_what_it_learned(t
 async def test_a_large_reduce_is_split_by_topic_so_no_reducer_reads_more_than_its_bound() -> None:
     async with open_session(_config("train[0:100]", combee=CombeeConfig(max_reduce_ops=6))) as session:
         step = await session.method("combee").step(session.train_split.examples, Playbook.empty(), epoch=0, step=0)
-    curated = sum(len(p.ops) for p in step.proposals if p.usage.role == "curator")
+    curated = sum(len(p.edits) for p in step.proposals if p.usage.role == "curator")
     reducers = [p for p in step.proposals if p.usage.role == "reducer"]
     assert curated > 6 and len({p.source for p in reducers}) == len(reducers) > 1
-    assert step.playbook.version == 1 and len(step.playbook) > 0
+    assert step.artifact.version == 1 and len(step.artifact) > 0
 
 
 async def test_validation_every_step_keeps_the_best_playbook(tmp_path) -> None:
     run_dir = RunDir(tmp_path)
     result, _ = await _learn(_config(train=TrainConfig(eval_every=1)), run_dir, batch=8)
     run_dir.close()
-    scored = [(row.val_accuracy, row.playbook_version) for row in result.ledger if row.val_accuracy is not None]
+    scored = [(row.val_accuracy, row.version) for row in result.ledger if row.val_accuracy is not None]
     assert len(scored) == len(result.ledger)
     best_accuracy = max(accuracy for accuracy, _ in scored)
     first_best_version = next(version for accuracy, version in scored if accuracy == best_accuracy)
@@ -208,7 +206,7 @@ async def test_a_stop_answer_ends_the_run_cleanly_after_that_step(tmp_path) -> N
 
     guard = BudgetGuard(Budget(rollouts=10, tokens=10**9, gpu_seconds=10**9, wall_clock_s=10**6, binding="rollouts"))
     async with open_session(_config(method="sequential")) as session:
-        result = await session.train(plan=FixedBatch(1), run_dir=RunDir(tmp_path), budget=guard)
+        result = await session.train(plan=FixedBatch(1), run_dir=RunDir(tmp_path), stops=(guard,))
     assert result.stopped_by is not None and result.stopped_by.startswith("budget rollouts spent: ")
     assert guard.bound == "rollouts" and 10 <= result.rollouts < 14 and result.samples < 48
     assert result.final_eval is not None and result.final_eval.examples == 30

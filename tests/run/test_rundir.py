@@ -7,9 +7,22 @@ import stat
 
 import pytest
 
+from combee_fast.config import SessionConfig
 from combee_fast.errors import ConfigError
 from combee_fast.playbook import Playbook
 from combee_fast.run.rundir import RunDir, check_run_target
+
+FIRST, SECOND = SessionConfig(seed=1), SessionConfig(seed=2)
+
+
+def _version(playbook: Playbook) -> list[tuple[str, bytes]]:
+    return [(f"playbooks/v{playbook.version:05d}.json", playbook.to_bytes())]
+
+
+def _config_of(root) -> SessionConfig:
+    from combee_fast.config import load_config
+
+    return load_config(root / "config.json")
 
 
 def _tree(root) -> list[str]:
@@ -18,7 +31,7 @@ def _tree(root) -> list[str]:
 
 def test_a_run_that_never_starts_leaves_nothing_not_even_the_parents_it_made(tmp_path) -> None:
     run_dir = RunDir(tmp_path / "a" / "b" / "run")
-    run_dir.write_json("config.json", {"x": 1})
+    run_dir.write_config(FIRST)
     run_dir.close()
     assert _tree(tmp_path) == []
 
@@ -27,53 +40,62 @@ def test_overwrite_replaces_the_previous_run_only_at_start(tmp_path) -> None:
     root = tmp_path / "run"
     first = RunDir(root)
     first.start()
-    first.write_json("config.json", {"run": 1})
-    first.save_version(Playbook.empty())
+    first.write_config(FIRST)
+    first.save_version(_version(Playbook.empty()))
     first.close()
     (root / "notes.txt").write_text("mine")  # not a run file: kept
     second = RunDir(root, overwrite=True)
-    second.write_json("config.json", {"run": 2})
-    assert (root / "config.json").read_text().count("1") == 1 and (root / "playbooks" / "v00000.json").exists()
+    second.write_config(SECOND)
+    assert _config_of(root).seed == 1 and (root / "playbooks" / "v00000.json").exists()
     second.start()
-    second.append_ledger({"step": 0})
+    second.append_decision({"step": 0})
     second.close()
-    assert (root / "config.json").read_text().count("2") == 1
+    assert _config_of(root).seed == 2
     assert not (root / "playbooks" / "v00000.json").exists()
-    assert (root / "ledger.jsonl").read_text() == '{"step":0}\n'
+    assert (root / "controller.jsonl").read_text() == '{"step":0}\n'
     assert (root / "notes.txt").read_text() == "mine"
     assert _tree(tmp_path) == ["run", *(f"run/{name}" for name in sorted(
-        ["config.json", "controller.jsonl", "deltas.jsonl", "errors.jsonl", "ledger.jsonl", "notes.txt", "playbooks"]))]
+        [".lock", "config.json", "controller.jsonl", "deltas.jsonl", "errors.jsonl", "ledger.jsonl", "notes.txt"]))]
 
 
 def test_overwrite_that_fails_to_start_keeps_the_previous_run(tmp_path) -> None:
     root = tmp_path / "run"
     first = RunDir(root)
-    first.write_json("config.json", {"run": 1})
+    first.write_config(FIRST)
     first.start()
     first.close()
     second = RunDir(root, overwrite=True)
     second.close()
-    assert (root / "config.json").read_text().count("1") == 1 and _tree(tmp_path)[0] == "run"
+    assert _config_of(root).seed == 1 and _tree(tmp_path)[0] == "run"
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+
+
+def test_version_and_artifact_files_go_only_where_the_run_keeps_them(tmp_path) -> None:
+    run_dir = RunDir(tmp_path / "run")
+    with pytest.raises(ValueError, match="not a version file"):
+        run_dir.save_version([("../escape.json", b"{}")])
+    with pytest.raises(ValueError, match="not an artifact file"):
+        run_dir.save_artifact("config.json", Playbook.empty())
+    run_dir.close()
 
 
 def test_every_run_file_gets_one_mode_whatever_the_umask(tmp_path) -> None:
     old = os.umask(0o077)
     try:
         run_dir = RunDir(tmp_path / "run")
-        run_dir.write_json("config.json", {})
-        run_dir.save_version(Playbook.empty())
-        run_dir.save_playbook("final.json", Playbook.empty())
+        run_dir.write_config(FIRST)
+        run_dir.save_version(_version(Playbook.empty()))
+        run_dir.save_artifact("final.json", Playbook.empty())
         run_dir.start()
-        run_dir.append_ledger({})
+        run_dir.append_decision({})
         run_dir.close()
     finally:
         os.umask(old)
     modes = {str(p.relative_to(tmp_path)): stat.S_IMODE(p.stat().st_mode) for p in (tmp_path / "run").rglob("*")}
     modes["run"] = stat.S_IMODE((tmp_path / "run").stat().st_mode)
     assert {name: mode for name, mode in modes.items() if (tmp_path / name).is_file()} == {
-        name: 0o644 for name in ("run/config.json", "run/controller.jsonl", "run/deltas.jsonl", "run/errors.jsonl",
-                                 "run/final.json", "run/ledger.jsonl", "run/playbooks/v00000.json")}
+        name: 0o644 for name in ("run/.lock", "run/config.json", "run/controller.jsonl", "run/deltas.jsonl",
+                                 "run/errors.jsonl", "run/final.json", "run/ledger.jsonl", "run/playbooks/v00000.json")}
     assert modes["run"] == modes["run/playbooks"] == 0o755
 
 

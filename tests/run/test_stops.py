@@ -48,7 +48,7 @@ async def test_a_step_of_malformed_answers_stops_the_run_with_its_own_exit_code(
     message = str(raised.value)
     assert raised.value.exit_code == EXIT_CALLS_FAILED != 2
     assert message.startswith("step 1: 12 of 12 calls failed (malformed 12; e.g. ")
-    assert f"{tmp_path / 'final.json'} holds the playbook learned so far (version 0)" in message
+    assert f"{tmp_path / 'final.json'} holds what was learned so far (version 0)" in message
     assert "\n" not in message
     assert Playbook.load(tmp_path / "final.json").version == 0
     assert len((tmp_path / "ledger.jsonl").read_text().splitlines()) == 1
@@ -92,7 +92,7 @@ async def test_a_validation_left_mostly_unanswered_stops_the_run(tmp_path, start
     assert str(tmp_path / "final.json") in message
     row = msgspec.json.decode((tmp_path / "ledger.jsonl").read_text().splitlines()[-1])
     assert (row["val_answered"], row["val_unanswered"]) == (0, 10)
-    assert Playbook.load(tmp_path / "final.json").version == row["playbook_version"] > 0
+    assert Playbook.load(tmp_path / "final.json").version == row["version"] > 0
 
 
 async def test_a_few_failures_do_not_stop_the_run() -> None:

@@ -33,5 +33,5 @@ def small_card(folder: Path, *, train: str = "train[0:30]", selection: str = "se
 def run_config(folder: Path, name: str, method: str, batch: int, *, extra: str = "") -> Path:
     """A run-config TOML file: ``method`` at ``batch`` on the ``flat`` preset, tiny time scale."""
     path = folder / f"{name}.toml"
-    path.write_text(f'method = "{method}"\n{extra}\n[train]\nbatch_size = {batch}\n[sim]\ntime_scale = 0.0001\n')
+    path.write_text(f'method = "{method}"\n[train]\nbatch_size = {batch}\n[sim]\ntime_scale = 0.0001\n{extra}\n')
     return path

@@ -11,7 +11,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from combee_fast.verify.card import CANARY_POLICIES, Card, CardError, card_summary, field_problems, load_card
+from combee_fast.errors import CardError
+from combee_fast.verify.card import CANARY_POLICIES, Card, card_summary, field_problems, load_card
 
 CARD = Path(__file__).parents[2] / "cards" / "formula.toml"
 

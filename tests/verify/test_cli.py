@@ -127,5 +127,23 @@ def test_learn_under_a_card_stops_cleanly_when_its_budget_is_spent_and_says_whic
     assert done.returncode == 0, done.stderr
     summary = json.loads((out / "summary.json").read_text())
     assert summary["stopped_by"].startswith("budget tokens spent: ") and summary["samples"] < 40
-    assert "stopped early, the card's budget tokens spent" in done.stderr
+    assert "stopped early: budget tokens spent" in done.stderr
     assert (out / "final.json").exists() and (out / "best.json").exists()
+
+
+def test_a_gepa_run_under_a_card_stops_cleanly_on_its_budget_and_keeps_it_when_resumed(tmp_path):
+    card = card_copy(tmp_path)
+    card.write_text(card.read_text().replace("rollouts = 5000", "rollouts = 60"))
+    out = tmp_path / "run"
+    done = _combee("learn", "--card", str(card), "--method", "gepa", "--train-split", "train[0:40]",
+                   "--val-split", "selection[0:10]", "--sim-preset", "flat", "--time-scale", "0.0001", "--quiet",
+                   "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["learner"] == "gepa" and summary["stopped_by"].startswith("budget rollouts spent: ")
+    assert 60 <= summary["rollouts"] < 60 + 10 + 2 * 3  # the step that spent it: at most a validation and two gradings
+    assert (out / "card.toml").exists() and (out / "final.json").exists()
+    resumed = _combee("learn", "--resume", str(out), "--quiet")  # the card's budget still holds
+    assert resumed.returncode == 0, resumed.stderr
+    assert json.loads(resumed.stdout)["stopped_by"] == summary["stopped_by"]
+    assert json.loads(resumed.stdout)["rollouts"] == summary["rollouts"]

@@ -43,11 +43,24 @@ def test_verify_passes_combee_fails_an_unkept_claim_and_reuses_the_cached_baseli
     assert {p: p.stat().st_mtime_ns for p in cache.glob("*.json")} == stamps
 
 
-def test_verify_refuses_a_gepa_config_and_too_few_seeds(tmp_path):
+@pytest.mark.slow
+def test_verify_gives_a_verdict_for_a_combee_gepa_configuration_against_serial_gepa(tmp_path):
+    card = small_card(tmp_path / "cards", replace={"speedup = 10.0": "speedup = 1.5"})
+    gepa = run_config(tmp_path, "cgepa", "combee-gepa", 10,
+                      extra="[gepa]\nmax_metric_calls = 100\ncombee_minibatch = 10\nminibatch = 3")
+    done = _combee("verify", str(card), "--config", str(gepa), "--cache", str(tmp_path / "cache"),
+                   "--out", str(tmp_path / "v"), *FAST_SERIAL)
+    assert done.returncode in (0, 1), done.stderr
+    assert done.stdout.splitlines()[-1].startswith(("verdict=PASS ", "verdict=FAIL "))
+    report = (tmp_path / "v" / "verify.md").read_text()
+    for cell in ("h200/seed0", "h200/seed1", "h200/seed2", "hosted/seed0", "hosted/seed1", "hosted/seed2"):
+        assert f"| {cell} |" in report
+    cached = [json.loads(p.read_text()) for p in (tmp_path / "cache").glob("*.json")]
+    assert len(cached) == 6 and {cell["method"] for cell in cached} == {"gepa"}  # the serial baseline is serial GEPA
+
+
+def test_verify_refuses_too_few_seeds(tmp_path):
     card = small_card(tmp_path / "cards")
-    gepa = run_config(tmp_path, "gepa", "gepa", 10)
-    done = _combee("verify", str(card), "--config", str(gepa), "--out", str(tmp_path / "v"), "--cache",
-                   str(tmp_path / "c"))
-    assert done.returncode == 2 and "learns a system prompt" in done.stderr and done.stderr.count("\n") == 1
-    seeds = _combee("verify", str(card), "--config", str(gepa), "--seeds", "0,1")
+    combee = run_config(tmp_path, "combee", "combee", 10)
+    seeds = _combee("verify", str(card), "--config", str(combee), "--seeds", "0,1")
     assert seeds.returncode == 2 and "at least 3 distinct seeds" in seeds.stderr

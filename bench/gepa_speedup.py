@@ -1,7 +1,7 @@
-"""Serial GEPA vs Combee+GEPA on the simulated endpoint (issue 11's figure).
+"""Serial GEPA vs Combee+GEPA on the simulated endpoint.
 
-    python bench/gepa.py                       # Formula, flat preset, one epoch each
-    python bench/gepa.py --batch-size 20 --gepa-minibatch 5
+    python bench/gepa_speedup.py                       # Formula, flat preset, one epoch each
+    python bench/gepa_speedup.py --batch-size 20 --gepa-minibatch 5
 
 Both methods start from the same seed instruction and stop after one pass over the train split
 (``gepa.max_epochs=1``; the metric-call budget is set out of reach), with the full val split as
@@ -19,36 +19,36 @@ from __future__ import annotations
 import argparse
 import sys
 
-from combee_fast.config import GepaConfig, SessionConfig, SimConfig, TaskConfig, TrainConfig
+from combee_fast.config import GepaConfig, SessionConfig, SimConfig, TaskConfig
 from combee_fast.engine.loop import run
-from combee_fast.run.gepa import GepaTrainResult
+from combee_fast.run.train import TrainResult
 from combee_fast.session import open_session
 
 UNLIMITED = 10**9
 
 
-async def _train(args: argparse.Namespace, method: str) -> GepaTrainResult:
+async def _train(args: argparse.Namespace, method: str) -> TrainResult:
     config = SessionConfig(
         method=method, seed=args.seed, task=TaskConfig(name=args.task, val_split=args.val_split),
-        train=TrainConfig(batch_size=args.batch_size), sim=SimConfig(args.preset, args.time_scale),
-        gepa=GepaConfig(minibatch=args.gepa_minibatch, max_metric_calls=UNLIMITED, max_epochs=args.epochs),
+        sim=SimConfig(args.preset, args.time_scale),
+        gepa=GepaConfig(minibatch=args.gepa_minibatch, combee_minibatch=args.batch_size, max_metric_calls=UNLIMITED,
+                        max_epochs=args.epochs),
     )
     async with open_session(config) as session:
-        result = await session.train()
-    assert isinstance(result, GepaTrainResult)
-    return result
+        return await session.train()
 
 
-def _row(name: str, minibatch: int, result: GepaTrainResult) -> str:
-    iterations = len(result.ledger)
+def _row(name: str, minibatch: int, result: TrainResult) -> str:
+    iterations = result.steps - 1  # the first step grades the seed
+    metric_calls = result.summary["metric_calls"]
     return (
-        f"{name:<12}{minibatch:>6}{result.train_sim_seconds:>10,.0f}{iterations:>7}{result.accepted:>7}"
-        f"{result.metric_calls:>9}{result.calls:>8}{result.train_sim_seconds / result.metric_calls:>9.3f}"
+        f"{name:<12}{minibatch:>6}{result.train_sim_seconds:>10,.0f}{iterations:>7}{result.summary['accepted']:>7}"
+        f"{metric_calls:>9}{result.calls:>8}{result.train_sim_seconds / metric_calls:>9.3f}"
         f"{100 * result.best_val_accuracy:>8.1f}{result.train_wall_seconds:>8.1f}"
     )
 
 
-async def compare(args: argparse.Namespace) -> tuple[GepaTrainResult, GepaTrainResult]:
+async def compare(args: argparse.Namespace) -> tuple[TrainResult, TrainResult]:
     gepa = await _train(args, "gepa")
     combee = await _train(args, "combee-gepa")
     print(f"task {args.task}, preset {args.preset}, seed {args.seed}, {args.epochs} epoch(s); "

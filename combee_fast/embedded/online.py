@@ -1,5 +1,6 @@
 """Online learning inside an agent server: callers submit finished rollouts, the learner batches
-them, runs Combee's reflect -> shuffle -> curate -> reduce on each batch and publishes a new playbook
+them, runs Combee's reflect -> shuffle -> curate -> reduce on each batch (the ``combee`` method on
+the online learner of ``config.learner``, :mod:`combee_fast.learners`) and publishes a new
 version. Reading :attr:`OnlineLearner.playbook` never blocks: it is a plain attribute holding an
 immutable snapshot, swapped in one assignment.
 
@@ -18,18 +19,18 @@ when it is well under. Only the last ``keep_batches`` batches are kept in :attr:
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import math
 from collections import deque
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 import msgspec
 
-from combee_fast.ace.learner import AceLearner
 from combee_fast.config import MapConfig, OnlineConfig
+from combee_fast.errors import ConfigError
+from combee_fast.learners import LEARNERS
 from combee_fast.methods.combee import Combee
-from combee_fast.playbook import ApplyReport, Playbook
 from combee_fast.roles.agents import Agents
 from combee_fast.schema import Rollout
 
@@ -43,7 +44,7 @@ class AppliedBatch(msgspec.Struct, frozen=True):
     number: int
     rollout_ids: tuple[str, ...]
     version: int
-    report: ApplyReport
+    report: Any  # what the apply changed (ACE: an ApplyReport)
     waiting: int = 0
     arrival_per_s: float = 0.0
     ceiling: int = 0
@@ -56,23 +57,26 @@ class OnlineLearner:
     def __init__(
         self,
         agents: Agents,
-        playbook: Playbook,
+        playbook: Any,
         config: OnlineConfig | None = None,
         *,
-        on_publish: Callable[[Playbook, AppliedBatch], Awaitable[None]] | None = None,
+        on_publish: Callable[[Any, AppliedBatch], Awaitable[None]] | None = None,
     ) -> None:
-        """``on_publish(playbook, batch)`` is awaited after each new version is published (to
-        save it, push it to other workers...); an exception it raises fails that batch's tickets."""
+        """``playbook``: the version to start from (an artifact of ``config.learner``).
+        ``on_publish(playbook, batch)`` is awaited after each new version is published (to save
+        it, push it to other workers...); an exception it raises fails that batch's tickets.
+        :class:`~combee_fast.errors.ConfigError` when the learner cannot learn online."""
         self.config = config or OnlineConfig()
         self._on_publish = on_publish
         self.playbook = playbook
         self.batches: deque[AppliedBatch] = deque(maxlen=self.config.keep_batches)
         self.ceiling = self.config.batch_size  # lowered when publish latency passes its bound
-        map_config = MapConfig(sync_rounds=None)  # submitted rollouts are reflected on, never regenerated
-        self._method = Combee(
-            AceLearner(agents, max_rounds=map_config.max_rounds, from_rollouts=True), map_config,
-            self.config.combee, workers=self.config.workers, seed=self.config.seed,
-        )
+        kind = LEARNERS.get(self.config.learner)
+        if kind is None:
+            raise ConfigError(f"online.learner: unknown learner {self.config.learner!r}; choose one of: {', '.join(LEARNERS)}")
+        map_config = MapConfig(sync_rounds=None, workers=self.config.workers)  # submitted rollouts: reflected on only
+        self._agents = agents
+        self._method = Combee(kind.online_learner(agents), map_config, self.config.combee, seed=self.config.seed)
         self._queue: asyncio.Queue[tuple[Rollout, asyncio.Future[AppliedBatch], float]] = asyncio.Queue(
             self.config.queue_size
         )
@@ -81,13 +85,25 @@ class OnlineLearner:
         self._submitted = 0  # rollouts submitted so far (for the arrival rate)
 
     async def __aenter__(self) -> OnlineLearner:
-        self.start()
+        await self.start()
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.stop()
 
-    def start(self) -> None:
+    @property
+    def text(self) -> str:
+        """The latest published version, rendered (on the host's loop: this learner is in it)."""
+        return self.playbook.render()
+
+    def usage_totals(self) -> dict[tuple[str, str, str], Any]:
+        """Usage of the clients this learner calls through (the session's own)."""
+        totals: dict[tuple[str, str, str], Any] = {}
+        for client in self._agents.clients.distinct():
+            totals.update(client.usage_totals())
+        return totals
+
+    async def start(self) -> None:
         if self._worker is None:
             self._worker = asyncio.create_task(self._run(), name="combee-online-learner")
 
@@ -159,17 +175,17 @@ class OnlineLearner:
                     if not ticket.done():
                         ticket.set_exception(exc)
             else:
-                self.playbook = result.playbook
+                self.playbook = result.artifact
                 latency = loop.time() - opened
                 applied = AppliedBatch(
-                    number, tuple(r.id for r, _, _ in batch), result.playbook.version, result.reports[0],
+                    number, tuple(r.id for r, _, _ in batch), result.artifact.version, result.reports[0],
                     waiting=self._queue.qsize(), arrival_per_s=arrival, ceiling=ceiling, publish_latency_s=latency,
                 )
                 self.batches.append(applied)
                 self._adapt_ceiling(latency)
                 try:
                     if self._on_publish is not None:
-                        await self._on_publish(result.playbook, applied)
+                        await self._on_publish(result.artifact, applied)
                 except Exception as exc:
                     for _, ticket, _ in batch:
                         if not ticket.done():

@@ -1,6 +1,6 @@
 """The online learner on its own event loop in its own thread, so its work never runs on the host's.
 
-:class:`ThreadedLearner` wraps :class:`~combee_fast.run.online.OnlineLearner` unchanged (same
+:class:`ThreadedLearner` wraps :class:`~combee_fast.embedded.online.OnlineLearner` unchanged (same
 batches, same playbook for the same submissions); only where it runs differs. The host's loop
 does three cheap things: ``submit`` appends to an inbox and, at most once per learner wake-up,
 calls ``call_soon_threadsafe``; reading the playbook is one attribute load of an immutable
@@ -19,8 +19,10 @@ Contracts:
 - ``submit`` and ``stop`` are called from one event loop (the host's); tickets are futures of
   that loop. At most ``queue_size + batch_size`` submitted rollouts are unsettled; ``submit``
   waits for room beyond that.
-- The learner reaches the endpoints through clones of ``agents``' clients (same config and
-  replay cache, its own connections, concurrency cap and usage totals: :meth:`usage_totals`).
+- The learner reaches the endpoints through clients rebuilt on its own loop from ``agents``'
+  role map (:func:`~combee_fast.roles.clients.open_role_clients`: every replica, the sampling of
+  each role, the form found at start-up, the same replay cache; its own connections,
+  concurrency cap and usage totals: :meth:`usage_totals`).
 - ``on_publish`` is awaited on the learner's loop, in the learner thread.
 - While it runs, the learner sets the process's GIL switch interval and young-generation GC
   threshold (:class:`~combee_fast.config.EmbedConfig`) and restores both at ``stop``; the
@@ -38,12 +40,13 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import NamedTuple
 
 from combee_fast.config import EmbedConfig, OnlineConfig
-from combee_fast.endpoint.client import EndpointClient, UsageTotals
+from combee_fast.embedded.host_settings import HostSettings
+from combee_fast.embedded.online import AppliedBatch, OnlineLearner
+from combee_fast.endpoint.client import UsageTotals
 from combee_fast.engine.loop import new_event_loop
 from combee_fast.playbook import Playbook
-from combee_fast.roles.agents import Agents, RoleClients
-from combee_fast.run.host_settings import HostSettings
-from combee_fast.run.online import AppliedBatch, OnlineLearner
+from combee_fast.roles.agents import Agents
+from combee_fast.roles.clients import open_role_clients
 from combee_fast.schema import Rollout
 
 _Ticket = asyncio.Future  # a future of the host's loop, resolving to an AppliedBatch
@@ -56,21 +59,6 @@ class Snapshot(NamedTuple):
     playbook: Playbook
     text: str
     batch: AppliedBatch | None
-
-
-def twin_agents(agents: Agents) -> Agents:
-    """``agents`` with each distinct client cloned (roles that shared a client still share one)."""
-    clones: dict[int, EndpointClient] = {}
-
-    def twin(client: EndpointClient) -> EndpointClient:
-        if id(client) not in clones:
-            clones[id(client)] = client.clone()
-        return clones[id(client)]
-
-    c = agents.clients
-    clients = RoleClients(twin(c.generator), twin(c.reflector), twin(c.curator), twin(c.reducer))
-    return Agents(agents.task, clients, seed=agents.seed, temperature=agents.temperature,
-                  use_ground_truth=agents.use_ground_truth)
 
 
 class ThreadedLearner:
@@ -88,7 +76,10 @@ class ThreadedLearner:
         self.config = config or OnlineConfig()
         self.embed = embed or EmbedConfig()
         self._settings = HostSettings(self.embed, switch_interval=True)
-        self._agents = twin_agents(agents)
+        self._role_map = agents.role_map()
+        self._task = agents.task
+        self._cache = agents.clients.cache
+        self._agents: Agents | None = None  # the learner's own, built on its loop
         self._start_playbook = playbook
         self._on_publish = on_publish
         self._snapshot = Snapshot(playbook, playbook.render(), None)  # swapped whole, never mutated
@@ -143,7 +134,7 @@ class ThreadedLearner:
     def usage_totals(self) -> dict[tuple[str, str, str], UsageTotals]:
         """Usage of the learner's own clients, keyed by (role, model, endpoint)."""
         totals: dict[tuple[str, str, str], UsageTotals] = {}
-        for client in self._agents.clients.distinct():
+        for client in self._agents.clients.distinct() if self._agents is not None else ():
             totals.update(client.usage_totals())
         return totals
 
@@ -242,8 +233,8 @@ class ThreadedLearner:
 
         warmup()
         async with contextlib.AsyncExitStack() as stack:
-            for client in self._agents.clients.distinct():
-                stack.push_async_callback(client.aclose)
+            clients = await open_role_clients(self._role_map, stack, cache=self._cache)
+            self._agents = Agents.on(self._role_map, self._task, clients)
             learner = OnlineLearner(self._agents, playbook, self.config, on_publish=self._published)
             self._learner = learner
             async with learner:

@@ -14,8 +14,8 @@ import pytest
 from combee_fast.config import OnlineConfig, SessionConfig, SimConfig, TaskConfig, EmbedConfig
 from combee_fast.errors import ConfigError
 from combee_fast.playbook import Playbook
-from combee_fast.run.online import OnlineLearner
-from combee_fast.run.threaded import ThreadedLearner
+from combee_fast.embedded.online import OnlineLearner
+from combee_fast.embedded.threaded import ThreadedLearner
 from combee_fast.schema import Rollout
 from combee_fast.session import Session, open_session
 

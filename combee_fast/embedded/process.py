@@ -1,10 +1,10 @@
 """The online learner in a child process: the host's process keeps none of its work, GIL or GC.
 
-:class:`ProcessLearner` has the API of :class:`~combee_fast.run.threaded.ThreadedLearner`
+:class:`ProcessLearner` has the API of :class:`~combee_fast.embedded.threaded.ThreadedLearner`
 (``start``/``stop``/``async with``, ``submit`` returning a ticket of the host's loop, ``text``,
 ``playbook``, ``snapshot``, ``batches``, ``usage_totals``); the child
-(:mod:`combee_fast.run.process_worker`) runs an unchanged
-:class:`~combee_fast.run.online.OnlineLearner`, so batches and playbooks are the same as in the
+(:mod:`combee_fast.embedded.process_worker`) runs an unchanged
+:class:`~combee_fast.embedded.online.OnlineLearner`, so batches and playbooks are the same as in the
 thread or on the host's loop for the same submissions. The two talk over the child's stdin and
 stdout in length-prefixed msgpack frames (:data:`HostMessage`, :data:`ChildMessage`).
 
@@ -14,9 +14,10 @@ settle that batch's tickets. ``playbook`` decodes the file bytes on the first re
 version (``text`` never decodes). Contracts:
 - ``submit`` and ``stop`` run on one event loop (the host's); at most ``queue_size + batch_size``
   rollouts are unsettled, ``submit`` waits for room beyond that;
-- the child reaches the endpoints with its own clients built from ``agents``' endpoint configs
-  (no replay cache; API keys come from the inherited environment); reflection, curation and
-  reduction never score, so the child has no task;
+- the child reaches the endpoints with its own clients built from ``agents``' role map
+  (:func:`~combee_fast.roles.clients.open_role_clients`: every replica, each role's sampling,
+  the form found at start-up; no replay cache; API keys come from the inherited environment);
+  reflection, curation and reduction never score, so the child has no task;
 - if the child dies, every unsettled ticket fails with :class:`LearnerProcessError`;
 - ``on_publish`` is not offered: the child cannot await a host coroutine;
 - while it runs, the young-generation GC threshold of the host's process is
@@ -35,31 +36,25 @@ import sys
 import msgspec
 
 from combee_fast.config import EmbedConfig, OnlineConfig
-from combee_fast.endpoint.client import EndpointConfig, UsageTotals
+from combee_fast.embedded.host_settings import HostSettings
+from combee_fast.embedded.online import AppliedBatch
+from combee_fast.endpoint.client import UsageTotals
+from combee_fast.errors import LearnerProcessError
 from combee_fast.playbook import Playbook
 from combee_fast.roles.agents import Agents
-from combee_fast.run.host_settings import HostSettings
-from combee_fast.run.online import AppliedBatch
+from combee_fast.roles.clients import RoleMap
 from combee_fast.schema import Rollout
 
 _LENGTH = struct.Struct(">I")
-
-
-class LearnerProcessError(RuntimeError):
-    """The learner's child process failed or exited early."""
 
 
 # ----------------------------------------------------------------------------- the wire
 
 
 class Start(msgspec.Struct, tag="start"):
-    """First frame to the child: how to build its agents and learner."""
+    """First frame to the child: how to build its role calls and learner."""
 
-    endpoints: tuple[EndpointConfig, ...]
-    roles: tuple[int, int, int, int]  # generator, reflector, curator, reducer -> index in endpoints
-    seed: int
-    temperature: float
-    use_ground_truth: bool
+    role_map: RoleMap
     online: OnlineConfig
     playbook: bytes
 
@@ -135,15 +130,6 @@ class ProcessSnapshot:
         return self._playbook
 
 
-def _start_message(agents: Agents, playbook: Playbook, config: OnlineConfig) -> Start:
-    c = agents.clients
-    distinct = c.distinct()
-    index = {id(client): i for i, client in enumerate(distinct)}
-    roles = (index[id(c.generator)], index[id(c.reflector)], index[id(c.curator)], index[id(c.reducer)])
-    return Start(tuple(client.config for client in distinct), roles, agents.seed, agents.temperature,
-                 agents.use_ground_truth, config, playbook.to_bytes())
-
-
 def _priority_args(embed: EmbedConfig) -> list[str]:
     """The worker's command-line options for the child's CPU priority."""
     args = ["--sched-idle"] if embed.child_sched_idle else []
@@ -158,7 +144,7 @@ class ProcessLearner:
         self.config = config or OnlineConfig()
         self.embed = embed or EmbedConfig()
         self._settings = HostSettings(self.embed, switch_interval=False)  # one busy thread: no GIL to share
-        self._start = _start_message(agents, playbook, self.config)
+        self._start = Start(agents.role_map(), self.config, playbook.to_bytes())
         self._snapshot = ProcessSnapshot(playbook.render(), b"", None, playbook)
         self._capacity = self.config.queue_size + self.config.batch_size
         self._encoder = msgspec.msgpack.Encoder()
@@ -209,7 +195,7 @@ class ProcessLearner:
 
     async def _spawn(self) -> None:
         process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "combee_fast.run.process_worker", *_priority_args(self.embed),
+            sys.executable, "-m", "combee_fast.embedded.process_worker", *_priority_args(self.embed),
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
         )
         self._process = process

@@ -12,8 +12,8 @@ import pytest
 
 from combee_fast.config import EmbedConfig, OnlineConfig, SessionConfig, SimConfig, TaskConfig
 from combee_fast.playbook import Playbook
-from combee_fast.run.online import OnlineLearner
-from combee_fast.run.process import LearnerProcessError, ProcessLearner
+from combee_fast.embedded.online import OnlineLearner
+from combee_fast.embedded.process import LearnerProcessError, ProcessLearner
 from combee_fast.schema import Rollout
 from combee_fast.session import Session, open_session
 

@@ -1,7 +1,7 @@
-"""The child side of :class:`~combee_fast.run.process.ProcessLearner`: ``python -m combee_fast.run.process_worker``.
+"""The child side of :class:`~combee_fast.embedded.process.ProcessLearner`: ``python -m combee_fast.embedded.process_worker``.
 
-Reads :data:`~combee_fast.run.process.HostMessage` frames on stdin (``Start`` first, then
-``Submit``... and ``Stop``), runs an :class:`~combee_fast.run.online.OnlineLearner` on its own
+Reads :data:`~combee_fast.embedded.process.HostMessage` frames on stdin (``Start`` first, then
+``Submit``... and ``Stop``), runs an :class:`~combee_fast.embedded.online.OnlineLearner` on its own
 clients, and writes ``Ready``, then ``Published``/``Settled`` per batch and ``Finished`` on
 stdout. Submissions enter the learner in the order they were written; tickets settled in the
 same loop iteration travel in one ``Settled`` frame.
@@ -16,12 +16,12 @@ import sys
 
 import msgspec
 
-from combee_fast.endpoint.client import EndpointClient
+from combee_fast.embedded.online import AppliedBatch, OnlineLearner
 from combee_fast.engine.loop import run
 from combee_fast.playbook import Playbook
-from combee_fast.roles.agents import Agents, RoleClients
-from combee_fast.run.online import AppliedBatch, OnlineLearner
-from combee_fast.run.process import (
+from combee_fast.roles.agents import Agents
+from combee_fast.roles.clients import open_role_clients
+from combee_fast.embedded.process import (
     Finished,
     HostMessage,
     Published,
@@ -37,12 +37,7 @@ from combee_fast.run.process import (
 
 class _Worker:
     def __init__(self, start: Start, writer: asyncio.StreamWriter) -> None:
-        clients = [EndpointClient(config) for config in start.endpoints]
-        roles = RoleClients(*(clients[i] for i in start.roles))
-        # reflection, curation and reduction never score: the child needs no task
-        self.agents = Agents(None, roles, seed=start.seed, temperature=start.temperature,  # type: ignore[arg-type]
-                             use_ground_truth=start.use_ground_truth)
-        self.clients = clients
+        self.role_map = start.role_map
         self.playbook = Playbook.from_bytes(start.playbook)
         self.online = start.online
         self._writer = writer
@@ -82,9 +77,10 @@ class _Worker:
     async def serve(self, reader: asyncio.StreamReader) -> None:
         decoder = msgspec.msgpack.Decoder(HostMessage)  # type: ignore[arg-type]
         async with contextlib.AsyncExitStack() as stack:
-            for client in self.clients:
-                stack.push_async_callback(client.aclose)
-            learner = OnlineLearner(self.agents, self.playbook, self.online, on_publish=self.published)
+            clients = await open_role_clients(self.role_map, stack)
+            # reflection, curation and reduction never score: the child needs no task
+            agents = Agents.on(self.role_map, None, clients)
+            learner = OnlineLearner(agents, self.playbook, self.online, on_publish=self.published)
             async with learner:
                 self.send(Ready())
                 while (data := await read_frame(reader)) is not None:
@@ -96,7 +92,7 @@ class _Worker:
                         break
             if self._settled:
                 self.flush()
-            usage = [(key, totals) for client in self.clients for key, totals in client.usage_totals().items()]
+            usage = [(key, totals) for client in clients.distinct() for key, totals in client.usage_totals().items()]
             self.send(Finished(usage))
         await self._writer.drain()
 

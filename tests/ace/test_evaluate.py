@@ -1,17 +1,21 @@
-"""Evaluation never folds failed calls into wrong answers (real HTTP against the simulated endpoint)."""
+"""ACE's evaluation never folds failed calls into wrong answers (real HTTP against the simulated endpoint)."""
 
 from __future__ import annotations
 
+from combee_fast.ace.evaluate import evaluate
 from combee_fast.config import FaultConfig, SessionConfig, SimConfig, TaskConfig, TransportConfig
 from combee_fast.playbook import Playbook
 from combee_fast.run.batch_plans import FixedBatch
-from combee_fast.run.evaluate import evaluate
 from combee_fast.session import open_session
 
 
 def _config(faults: FaultConfig) -> SessionConfig:
     return SessionConfig(task=TaskConfig(train_split="train[0:40]", val_split="val[0:60]"),
                          sim=SimConfig("flat", 1e-4, faults=faults), transport=TransportConfig(max_retries=0))
+
+
+def _answered(result) -> list[int]:
+    return [i for i, (_, error) in enumerate(result.outcomes) if error is None]
 
 
 async def test_accuracy_is_over_answered_examples_and_failures_are_counted_apart() -> None:
@@ -23,18 +27,18 @@ async def test_accuracy_is_over_answered_examples_and_failures_are_counted_apart
     assert (clean.answered, clean.unanswered, clean.unanswered_by_kind) == (60, 0, {})
     assert faulty.unanswered > 0 and faulty.answered + faulty.unanswered == faulty.examples == 60
     assert faulty.unanswered_by_kind == {"5xx": faulty.unanswered}
-    answered = {r.example.index for r in faulty.rollouts if r.error is None}
-    assert len(answered) == faulty.answered
-    clean_scores = {r.example.index: r.score for r in clean.rollouts}
-    expected = sum(clean_scores[i] for i in answered) / len(answered)
+    answered = _answered(faulty)
+    assert len(answered) == faulty.answered and len(faulty.scores) == 60
+    expected = sum(clean.scores[i] for i in answered) / len(answered)
     assert faulty.accuracy == expected  # the answered examples score as on a clean endpoint
-    assert faulty.accuracy > sum(r.score or 0.0 for r in faulty.rollouts) / 60  # what folding failures in gave
+    assert faulty.accuracy > sum(faulty.scores) / 60  # what folding failures in gave
 
 
 async def test_an_empty_playbook_on_a_dead_generator_has_no_accuracy_to_report() -> None:
     async with open_session(_config(FaultConfig(rate_500=1.0))) as session:
         result = await evaluate(session.agents, Playbook.empty(), session.val_split.examples[:5], concurrency=4)
     assert (result.accuracy, result.answered, result.unanswered) == (0.0, 0, 5)
+    assert result.first_error() and result.scores == (0.0,) * 5
 
 
 async def test_a_repaired_answer_is_the_answer_a_clean_endpoint_gives() -> None:
@@ -46,5 +50,4 @@ async def test_a_repaired_answer_is_the_answer_a_clean_endpoint_gives() -> None:
         faulty = await evaluate(session.agents, Playbook.empty(), session.val_split.examples, concurrency=16)
         repaired = session.server.counters().faults_injected["malformed"]
     assert repaired > 5 and faulty.answered > clean.answered - repaired
-    answers = {r.example.index: r.answer for r in clean.rollouts}
-    assert all(r.answer == answers[r.example.index] for r in faulty.rollouts if r.error is None)
+    assert all(faulty.scores[i] == clean.scores[i] for i in _answered(faulty))

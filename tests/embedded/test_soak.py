@@ -21,7 +21,7 @@ from combee_fast.config import HISTORY_KEPT, FaultConfig, OnlineConfig
 from combee_fast.endpoint.client import EndpointClient, EndpointConfig
 from combee_fast.playbook import Playbook
 from combee_fast.roles.agents import Agents, RoleClients
-from combee_fast.run.online import AppliedBatch, OnlineLearner
+from combee_fast.embedded.online import AppliedBatch, OnlineLearner
 from combee_fast.tasks.registry import get_task
 from tests.conftest import StartSimServer
 

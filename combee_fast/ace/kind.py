@@ -1,0 +1,87 @@
+"""ACE registered as a learner (:class:`~combee_fast.protocols.LearnerKind`): a playbook learned
+by the generic methods of :mod:`combee_fast.methods` (``sequential``, ``naive``, ``combee``) over
+:class:`~combee_fast.ace.learner.AceLearner`, scored by :func:`~combee_fast.ace.evaluate.evaluate`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from combee_fast.ace.evaluate import evaluate
+from combee_fast.ace.learner import AceLearner
+from combee_fast.config import MapConfig, SessionConfig
+from combee_fast.methods import METHODS, build_method
+from combee_fast.methods.base import EvalResult
+from combee_fast.playbook import Playbook
+from combee_fast.protocols import Method, StopRule
+from combee_fast.roles.agents import Agents
+from combee_fast.run.context import LearnContext
+from combee_fast.run.stops import EpochsDone
+from combee_fast.schema import Example
+
+
+class AceKind:
+    """The ACE learner: what it learns and deploys is a :class:`~combee_fast.playbook.Playbook`."""
+
+    name = "ace"
+    methods = {name: name for name in METHODS}
+    rollout_role = "generator"
+    learning_roles = ("reflector", "curator", "reducer")
+
+    def initial(self, config: SessionConfig) -> Playbook:
+        return Playbook.empty(token_budget=config.token_budget)
+
+    def batch_size(self, method: str, config: SessionConfig) -> int | None:
+        return config.train.batch_size
+
+    def build_method(self, method: str, context: LearnContext) -> Method[Playbook]:
+        """``method`` over the session's role calls; collected traces have no rounds to carry."""
+        config = context.config
+        map_config = config.map
+        if context.from_traces:
+            map_config = msgspec.structs.replace(map_config, sync_rounds=None)
+        learner = AceLearner(context.agents, max_rounds=map_config.max_rounds, from_rollouts=context.from_traces)
+        return build_method(method, learner, map_config, config.combee, seed=config.seed)
+
+    def stop_rules(self, config: SessionConfig) -> list[StopRule]:
+        return [EpochsDone(config.train.epochs)]
+
+    def deployable(self, artifact: Playbook) -> Playbook:
+        return artifact
+
+    def load(self, path: str | Path) -> Playbook | None:
+        """The playbook at ``path``; None when it is another learner's file (a JSON object
+        without ``bullets``); :class:`~combee_fast.errors.PlaybookFileError` when it is unreadable."""
+        try:
+            data = msgspec.json.decode(Path(path).read_bytes())
+        except (OSError, msgspec.DecodeError):
+            data = None
+        if isinstance(data, dict) and "bullets" not in data:
+            return None
+        return Playbook.load(path)
+
+    async def evaluate(self, context: LearnContext, deployable: Playbook, examples: Sequence[Example]) -> EvalResult:
+        return await evaluate(context.agents, deployable, examples, concurrency=context.config.eval.parallel)
+
+    def version_files(self, artifact: Playbook) -> list[tuple[str, bytes]]:
+        return [(f"playbooks/v{artifact.version:05d}.json", artifact.to_bytes())]
+
+    def load_version(self, root: Path, version: int, config: SessionConfig) -> Playbook:
+        return Playbook.load(root / f"playbooks/v{version:05d}.json") if version else self.initial(config)
+
+    def lessons(self, artifact: Playbook) -> list[str]:
+        return [bullet.content for bullet in artifact.bullets()]
+
+    def summary(self, artifact: Playbook) -> dict[str, Any]:
+        return {"bullets": len(artifact)}
+
+    def online_learner(self, agents: Agents) -> AceLearner:
+        """The learner of submitted rollouts: each is reflected on, never regenerated."""
+        return AceLearner(agents, max_rounds=MapConfig().max_rounds, from_rollouts=True)
+
+
+ACE = AceKind()
+"""The registered ACE learner."""

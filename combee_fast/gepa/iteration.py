@@ -1,0 +1,133 @@
+"""GEPA's step: one search iteration over a minibatch, as a :class:`~combee_fast.protocols.Method`
+of the run loop (:mod:`combee_fast.run.train`).
+
+Before the first minibatch (:meth:`GepaIteration.start`) the seed candidate is graded on the
+validation set and becomes the pool's first candidate. Then each step:
+
+1. draws a parent from the Pareto pool (seed path ``("gepa", "parent", iteration)``) and picks
+   its component round-robin;
+2. grades the parent on the step's minibatch (its items, in the epoch order every method uses;
+   a minibatch may run on into the next epoch);
+3. if it already scores 1 on every example (and ``skip_perfect``), stops here;
+4. proposes the component's new text (the method's :class:`~combee_fast.gepa.reflection.Reflection`);
+5. grades the child on the same minibatch; accepts it only when its total is strictly higher;
+6. grades an accepted child on the whole validation set and adds it to the pool.
+
+Every grading of a candidate on one example is one metric call; the run stops once the budget is
+spent (:class:`~combee_fast.gepa.stops.MetricCallBudget`). Gradings of one set run ``workers`` at
+once; a phase's time is its critical path in simulated seconds, and an iteration's time is the
+sum of its phases. Deterministic given the seed and the endpoint's answers.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import msgspec
+
+from combee_fast.config import GepaConfig
+from combee_fast.engine.rng import rng_at
+from combee_fast.engine.stream import indexed_map
+from combee_fast.engine.timing import finish_times
+from combee_fast.gepa.calls import Evaluation, GepaCalls
+from combee_fast.gepa.candidate import Candidate
+from combee_fast.gepa.learner import GepaProposer
+from combee_fast.gepa.pool import GepaState, PoolChange
+from combee_fast.gepa.reflection import Reflection
+from combee_fast.methods.base import StepResult, StepShape, StepsOnly
+from combee_fast.schema import Example
+
+
+class Graded(msgspec.Struct, frozen=True):
+    """One candidate graded on a set of examples: every evaluation and the critical path."""
+
+    evaluations: tuple[Evaluation, ...]
+    sim_seconds: float
+
+    @property
+    def total(self) -> float:
+        return sum(e.score for e in self.evaluations)
+
+    @property
+    def scores(self) -> tuple[float, ...]:
+        return tuple(e.score for e in self.evaluations)
+
+
+async def grade(calls: GepaCalls, candidate: Candidate, examples: Sequence[Example], *, workers: int) -> Graded:
+    """``candidate`` graded on every example, ``workers`` solves at once, in example order."""
+    text = candidate.render()
+
+    async def one(_: int, example: Example) -> Evaluation:
+        return await calls.solve(example, text)
+
+    evaluations = await indexed_map(examples, one, concurrency=workers)
+    finished = finish_times([e.usage.effective_latency_s for e in evaluations], workers)
+    return Graded(tuple(evaluations), max(finished, default=0.0))
+
+
+class GepaIteration(StepsOnly):
+    """GEPA's iteration with one reflection strategy, named ``name`` in ledgers and summaries."""
+
+    batches_span_epochs = True
+
+    def __init__(self, name: str, calls: GepaCalls, reflection: Reflection, val: Sequence[Example], *,
+                 config: GepaConfig, seed: int, workers: int) -> None:
+        if not val:
+            raise ValueError("GEPA needs at least one validation example")
+        self.name = name
+        self.calls = calls
+        self.reflection = reflection
+        self.val = tuple(val)
+        self.config = config
+        self.seed = seed
+        self.workers = workers
+
+    async def start(self, artifact: GepaState) -> StepResult[GepaState] | None:
+        """Grade the seed on the validation set: the pool's first candidate (None: already graded)."""
+        if artifact.candidates:
+            return None
+        started = time.perf_counter()
+        graded = await grade(self.calls, artifact.seed, self.val, workers=self.workers)
+        state = artifact.with_candidate(artifact.seed, graded.evaluations).spent(0, len(graded.evaluations))
+        return StepResult(
+            state, (PoolChange("seeded", added_ids=(0,)),), graded.evaluations, (), graded.sim_seconds,
+            time.perf_counter() - started, (), (), validation=state.validation(),
+        )
+
+    async def step(
+        self, items: Sequence[Any], artifact: GepaState, *, epoch: int, step: int, shape: StepShape | None = None
+    ) -> StepResult[GepaState]:
+        """One iteration on the minibatch ``items`` (module docstring); ``shape`` is ignored."""
+        started = time.perf_counter()
+        iteration = artifact.iterations
+        pool = artifact.pool()
+        parent_index = pool.sample_parent(rng_at(self.seed, "gepa", "parent", iteration))
+        parent = artifact.candidates[parent_index]
+        names = parent.names()
+        component = names[iteration % len(names)]
+        graded = [await grade(self.calls, parent, items, workers=self.workers)]
+        state, proposals, reflect_seconds = artifact, (), 0.0
+        change = PoolChange("perfect")
+        if not (self.config.skip_perfect and all(e.score >= 1.0 for e in graded[0].evaluations)):
+            reflected = await self.reflection.reflect(
+                GepaProposer(self.calls, component), parent.components[component], list(graded[0].evaluations),
+                iteration=iteration,
+            )
+            proposals, reflect_seconds = reflected.calls, reflected.sim_seconds
+            change = PoolChange("no-proposal")
+            if reflected.text is not None:
+                child = parent.replaced(component, reflected.text, parent=parent_index)
+                graded.append(await grade(self.calls, child, items, workers=self.workers))
+                change = PoolChange("rejected", rejected=(len(state.candidates),))
+                if graded[-1].total > graded[0].total:
+                    graded.append(await grade(self.calls, child, self.val, workers=self.workers))
+                    state = state.with_candidate(child, graded[-1].evaluations)
+                    change = PoolChange("accepted", added_ids=(len(state.candidates) - 1,))
+        evaluations = tuple(e for g in graded for e in g.evaluations)
+        state = state.spent(1, len(evaluations))
+        return StepResult(
+            state, (change,), evaluations, tuple(proposals), sum(g.sim_seconds for g in graded) + reflect_seconds,
+            time.perf_counter() - started, (), (), rewards=graded[0].scores, validation=state.validation(),
+        )

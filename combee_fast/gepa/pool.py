@@ -1,0 +1,89 @@
+"""What GEPA learns, as the run loop carries it: the Pareto pool of candidates, immutable.
+
+:class:`GepaState` holds every accepted candidate with its score on each validation instance
+(and how many of those solves failed, by kind), how many iterations made it and how many metric
+calls they spent. Its :attr:`~GepaState.version` is the number of candidates (the seed, once
+graded, is version 1); what users deploy of it is the best candidate (:meth:`GepaState.best`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import msgspec
+
+from combee_fast.gepa.calls import Evaluation
+from combee_fast.gepa.candidate import Candidate
+from combee_fast.gepa.pareto import ParetoPool
+from combee_fast.methods.base import EvalResult
+
+
+class GepaState(msgspec.Struct, frozen=True):
+    """The pool (``candidates`` with per-instance validation ``scores`` and ``failures`` by kind),
+    the ``seed`` it grew from, ``iterations`` run and ``metric_calls`` spent."""
+
+    seed: Candidate
+    candidates: tuple[Candidate, ...] = ()
+    scores: tuple[tuple[float, ...], ...] = ()
+    failures: tuple[dict[str, int], ...] = ()
+    iterations: int = 0
+    metric_calls: int = 0
+
+    @property
+    def version(self) -> int:
+        return len(self.candidates)
+
+    def __len__(self) -> int:
+        return len(self.candidates)
+
+    def pool(self) -> ParetoPool[Candidate]:
+        """The candidates as a :class:`~combee_fast.gepa.pareto.ParetoPool` (to draw a parent)."""
+        pool: ParetoPool[Candidate] = ParetoPool(len(self.scores[0]))
+        for candidate, scores in zip(self.candidates, self.scores):
+            pool.add(candidate, scores)
+        return pool
+
+    def best_index(self) -> int:
+        """The candidate with the best mean validation score (the first on ties)."""
+        means = [sum(scores) / len(scores) for scores in self.scores]
+        return means.index(max(means))
+
+    def best(self) -> Candidate:
+        """The best candidate (the seed before it was graded)."""
+        return self.candidates[self.best_index()] if self.candidates else self.seed
+
+    def with_candidate(self, candidate: Candidate, graded: Sequence[Evaluation]) -> GepaState:
+        """This pool with ``candidate`` added, graded on the validation set by ``graded``."""
+        failed: dict[str, int] = {}
+        for evaluation in graded:
+            if evaluation.error is not None:
+                failed[evaluation.error.label] = failed.get(evaluation.error.label, 0) + 1
+        return msgspec.structs.replace(
+            self, candidates=(*self.candidates, candidate), scores=(*self.scores, tuple(float(e.score) for e in graded)),
+            failures=(*self.failures, dict(sorted(failed.items()))),
+        )
+
+    def spent(self, iterations: int, metric_calls: int) -> GepaState:
+        """This pool after ``iterations`` more iterations and ``metric_calls`` more metric calls."""
+        return msgspec.structs.replace(self, iterations=self.iterations + iterations,
+                                       metric_calls=self.metric_calls + metric_calls)
+
+    def validation(self) -> EvalResult:
+        """The best candidate's validation, as the pool holds it (no call made). As in GEPA's own
+        search, a failed solve scores 0 in the pool; it is counted unanswered too."""
+        index = self.best_index()
+        scores, failed = self.scores[index], self.failures[index]
+        unanswered = sum(failed.values())
+        return EvalResult(accuracy=sum(scores) / len(scores), examples=len(scores), answered=len(scores) - unanswered,
+                          unanswered=unanswered, unanswered_by_kind=dict(failed), sim_seconds=0.0, scores=scores)
+
+
+class PoolChange(msgspec.Struct, frozen=True):
+    """What one GEPA iteration did to the pool: ``outcome`` (seeded, accepted, rejected, perfect:
+    no reflection needed, no-proposal: the reflection changed nothing), the candidate added
+    (``added_ids``) or the child turned down (``rejected``). Nothing is ever evicted."""
+
+    outcome: str
+    added_ids: tuple[int, ...] = ()
+    rejected: tuple[int, ...] = ()
+    evicted: tuple[int, ...] = ()

@@ -1,0 +1,165 @@
+"""Which endpoint serves which role, as a value (:class:`RoleMap`), and the one place role
+clients are built from it (:func:`open_role_clients`).
+
+A session builds its clients from its configuration's role map; an embedded learner rebuilds
+them from the session's (:meth:`~combee_fast.roles.agents.Agents.role_map`) on its own event
+loop, thread or child process: same endpoints with every replica, same seed, same sampling per
+role, same structured-output form found at start-up, but connections, caps and totals of its own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from typing import NamedTuple
+
+import msgspec
+
+from combee_fast.config import ROLES, EndpointSpec, SamplingConfig, SessionConfig, TransportConfig
+from combee_fast.errors import ConfigError
+from combee_fast.endpoint.cache import ReplayCache
+from combee_fast.endpoint.capabilities import Capabilities
+from combee_fast.endpoint.client import EndpointClient, EndpointConfig
+from combee_fast.endpoint.pool import EndpointPool
+from combee_fast.redact import strip_userinfo
+
+Client = EndpointClient | EndpointPool
+"""What serves one role: one client, or a pool of replicas of one model."""
+
+
+class RoleClients(msgspec.Struct, frozen=True):
+    """Which client serves which role. One client may serve several roles."""
+
+    generator: Client
+    reflector: Client
+    curator: Client
+    reducer: Client
+
+    @classmethod
+    def single(cls, client: Client) -> RoleClients:
+        return cls(client, client, client, client)
+
+    def distinct(self) -> tuple[Client, ...]:
+        seen: dict[int, Client] = {}
+        for client in (self.generator, self.reflector, self.curator, self.reducer):
+            seen.setdefault(id(client), client)
+        return tuple(seen.values())
+
+    def replicas(self, role: str) -> tuple[EndpointClient, ...]:
+        """The clients behind ``role``'s endpoint: each replica of a pool, else the one client."""
+        return self.replicas_of(getattr(self, role))
+
+    @staticmethod
+    def replicas_of(client: Client) -> tuple[EndpointClient, ...]:
+        return client.replicas if isinstance(client, EndpointPool) else (client,)
+
+    @property
+    def cache(self) -> ReplayCache | None:
+        """The replay cache the clients read and record through (one per session), if any."""
+        return self.replicas("generator")[0].cache
+
+
+class Fallback(NamedTuple):
+    """Where the roles without a URL of their own are served: the local server, or the
+    in-process simulated endpoint (``simulated``: never checked or probed)."""
+
+    url: str
+    name: str
+    model: str
+    transport: TransportConfig
+    simulated: bool
+
+
+class RoleEndpoint(msgspec.Struct, frozen=True):
+    """One endpoint serving one or more roles: a replica per base URL serving its model, and what
+    start-up found of each (``capabilities``: empty when not yet detected). ``simulated``: the
+    in-process simulated endpoint (nothing to check or probe)."""
+
+    replicas: tuple[EndpointConfig, ...]
+    capabilities: tuple[Capabilities, ...] = ()
+    simulated: bool = False
+
+
+class RoleMap(msgspec.Struct, frozen=True):
+    """Everything needed to rebuild a run's role clients and calls anywhere: the distinct
+    ``endpoints``, which one serves each role (``roles``: role -> index), the request seed's
+    root, the base temperature, whether reflections see the target, and each role's sampling."""
+
+    endpoints: tuple[RoleEndpoint, ...]
+    roles: dict[str, int]
+    seed: int
+    temperature: float = 0.0
+    use_ground_truth: bool = True
+    sampling: dict[str, SamplingConfig] = msgspec.field(default_factory=dict)
+
+    @classmethod
+    def from_config(cls, config: SessionConfig, fallback: Fallback | None = None) -> RoleMap:
+        """The role map ``config`` describes; roles with no URL of their own go to ``fallback``
+        (the local server or the simulated endpoint). Roles naming the same URL, model and options
+        share one endpoint, and so one concurrency cap."""
+        endpoints: list[RoleEndpoint] = []
+        index: dict[tuple[object, ...], int] = {}
+        roles: dict[str, int] = {}
+        for role in ROLES:
+            spec = config.endpoint_for(role)
+            key = (spec.url, spec.model, spec.api_key_env, spec.json_schema, spec.response_format, tuple(spec.replicas))
+            if key not in index:
+                index[key] = len(endpoints)
+                endpoints.append(_endpoint(config, spec, fallback))
+            roles[role] = index[key]
+        return cls(tuple(endpoints), roles, config.seed, use_ground_truth=config.use_ground_truth,
+                   sampling={role: config.sampling_for(role) for role in ROLES})
+
+    @classmethod
+    def of_clients(cls, clients: RoleClients, *, seed: int, temperature: float, use_ground_truth: bool,
+                   sampling: dict[str, SamplingConfig]) -> RoleMap:
+        """The role map of live clients, with what start-up found of each replica."""
+        distinct = clients.distinct()
+        index = {id(client): i for i, client in enumerate(distinct)}
+        endpoints = tuple(
+            RoleEndpoint(tuple(r.config for r in replicas), tuple(r.capabilities for r in replicas))
+            for replicas in (clients.replicas_of(client) for client in distinct)
+        )
+        return cls(endpoints, {role: index[id(getattr(clients, role))] for role in ROLES}, seed,
+                   temperature=temperature, use_ground_truth=use_ground_truth, sampling=dict(sampling))
+
+    def sampling_for(self) -> Callable[[str], SamplingConfig]:
+        """Each role's sampling, as :class:`~combee_fast.roles.agents.Agents` takes it."""
+        return lambda role: self.sampling.get(role) or SamplingConfig()
+
+
+def _endpoint(config: SessionConfig, spec: EndpointSpec, fallback: Fallback | None) -> RoleEndpoint:
+    """The endpoint of ``spec``: its URL and replicas, or ``fallback`` when it names no URL."""
+    if spec.url is None:
+        if fallback is None:
+            raise ConfigError("a role has no endpoint URL and the session serves none")
+        return RoleEndpoint((EndpointConfig(name=fallback.name, base_url=fallback.url, model=spec.model or fallback.model,
+                                            json_schema=spec.json_schema, transport=fallback.transport,
+                                            response_format=spec.response_format),), simulated=fallback.simulated)
+    return RoleEndpoint(tuple(
+        EndpointConfig(  # the name (ledgers, messages) never shows URL credentials
+            name=strip_userinfo(url), base_url=url, model=spec.model or "sim", api_key_env=spec.api_key_env,
+            json_schema=spec.json_schema, transport=config.transport, response_format=spec.response_format,
+        )
+        for url in (spec.url, *spec.replicas)
+    ))
+
+
+async def open_role_clients(role_map: RoleMap, stack: contextlib.AsyncExitStack, *,
+                            cache: ReplayCache | None = None, check: bool = False) -> RoleClients:
+    """One client per replica of every endpoint of ``role_map`` (an
+    :class:`~combee_fast.endpoint.pool.EndpointPool` over several), closed by ``stack``. With
+    ``check``, each replica not detected yet is proved to serve its model and probed
+    (:meth:`EndpointClient.check`, :meth:`EndpointClient.detect`)."""
+    built: list[Client] = []
+    for endpoint in role_map.endpoints:
+        found = endpoint.capabilities or (None,) * len(endpoint.replicas)
+        replicas = []
+        for config, capabilities in zip(endpoint.replicas, found):
+            client = await stack.enter_async_context(EndpointClient(config, cache=cache, capabilities=capabilities))
+            if check and capabilities is None and not endpoint.simulated:
+                await client.check()
+                await client.detect()
+            replicas.append(client)
+        built.append(replicas[0] if len(replicas) == 1 else EndpointPool(replicas))
+    return RoleClients(*(built[role_map.roles[role]] for role in ROLES))

@@ -1,0 +1,139 @@
+"""The state of a training run: what the loop works on, and what a checkpoint keeps.
+
+:class:`TrainState` holds where the run is in its epochs, the artifact and the best one, every
+running total, and the opaque states of the batch plan and of the method's carried work. A
+checkpoint (:mod:`combee_fast.run.checkpoint`) is this object; the latest ledger rows and the
+stop being decided are not kept (a resumed run reads its rows back from ``ledger.jsonl``).
+
+:class:`EpochOrder` is the order items are visited in: each epoch's permutation drawn from the
+seed tree at ``("order", epoch)``, the same for every method and learner.
+"""
+
+from __future__ import annotations
+
+import collections
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+import numpy as np
+
+from combee_fast.config import HISTORY_KEPT
+from combee_fast.engine.rng import rng_at
+from combee_fast.methods.base import EvalResult
+from combee_fast.run.ledger import CallCounts, LedgerRow
+
+A = TypeVar("A")
+
+STATE_FORMAT = 2
+"""Version of the checkpointed state; a checkpoint of another version is refused."""
+
+_NOT_KEPT = ("ledger", "stopping", "stop_ends", "validated")
+
+
+@dataclass
+class TrainState(Generic[A]):
+    """A training run after ``steps`` completed steps.
+
+    ``epoch``/``position``: where in the epoch order the next batch starts (``position`` equal to
+    the order's length: the epoch's batches are done; carried work may still be draining).
+    ``best``/``best_score``: the artifact with the highest validation score so far (over its
+    answered examples) and that score; ``stale_validations``: validations since it last rose.
+    ``files``: the byte lengths of the run directory's append-only files at this point.
+    ``stopping``: why the run ends after this step (set by the stop rules; ``stop_ends`` says
+    what that stop means); ``validated``: this step's validation, if it had one.
+    """
+
+    artifact: A
+    best: A
+    steps: int = 0
+    epoch: int = 0
+    position: int = 0
+    best_score: float | None = None
+    final_eval: EvalResult | None = None
+    stale_validations: int = 0
+    sim_seconds: float = 0.0
+    wall_seconds: float = 0.0
+    gpu_seconds: float = 0.0
+    calls: int = 0
+    tokens: int = 0
+    samples: int = 0
+    rollouts: int = 0
+    counts: CallCounts = field(default_factory=CallCounts)
+    val_counts: CallCounts = field(default_factory=CallCounts)
+    plan_state: Any = None
+    carried: Any = None
+    files: dict[str, int] = field(default_factory=dict)
+    format: int = STATE_FORMAT
+    ledger: collections.deque[LedgerRow] = field(default_factory=lambda: collections.deque(maxlen=HISTORY_KEPT))
+    stopping: str | None = None
+    stop_ends: str | None = None
+    validated: EvalResult | None = None
+
+    @classmethod
+    def fresh(cls, artifact: A) -> TrainState[A]:
+        """The state before the first step of a run starting from ``artifact``."""
+        return cls(artifact=artifact, best=artifact)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {name: value for name, value in self.__dict__.items() if name not in _NOT_KEPT}
+
+    def __setstate__(self, kept: dict[str, Any]) -> None:
+        self.__dict__.update(kept)
+        self.ledger = collections.deque(maxlen=HISTORY_KEPT)
+        self.stopping = self.stop_ends = self.validated = None
+
+    def add_step(self, row: LedgerRow, *, batch_size: int, wall_seconds: float) -> None:
+        """Count the step of ``row`` (its calls, tokens, time and cost) into the totals."""
+        self.sim_seconds += row.sim_seconds
+        self.wall_seconds += wall_seconds
+        self.gpu_seconds += row.gpu_seconds or 0.0
+        step_counts = CallCounts.of_row(row)
+        self.calls += step_counts.total_calls
+        self.tokens += sum(row.prompt_tokens.values()) + sum(row.completion_tokens.values())
+        self.samples += batch_size
+        self.rollouts += row.rollouts
+        self.counts.add_counts(step_counts)
+        self.steps += 1
+
+    def add_validation(self, result: EvalResult, artifact: A) -> None:
+        """Record a validation of ``artifact``: the latest result, and the best artifact so far."""
+        self.final_eval = self.validated = result
+        for usage, error in result.outcomes:
+            self.val_counts.add(usage, error)
+        if result.answered and (self.best_score is None or result.accuracy > self.best_score):
+            self.best, self.best_score, self.stale_validations = artifact, result.accuracy, 0
+        else:
+            self.stale_validations += 1
+
+
+class EpochOrder:
+    """The order ``n`` items are visited in, epoch by epoch (seed path ``("order", epoch)``)."""
+
+    def __init__(self, seed: int, n: int) -> None:
+        self.seed = seed
+        self.n = n
+        self._cached: tuple[int, np.ndarray] | None = None
+
+    def of(self, epoch: int) -> np.ndarray:
+        """The permutation of epoch ``epoch`` (the latest one is kept)."""
+        if self._cached is None or self._cached[0] != epoch:
+            self._cached = (epoch, rng_at(self.seed, "order", epoch).permutation(self.n))
+        return self._cached[1]
+
+    def take(self, state: TrainState[Any], size: int, *, span: bool) -> tuple[list[int], int]:
+        """The indices of the next batch of at most ``size`` items from ``state``'s position, and
+        the epoch it starts in; moves the position past them. Without ``span`` the batch ends at
+        the end of its epoch; with it, it runs on into the next epoch."""
+        if state.position >= self.n and span:
+            state.epoch, state.position = state.epoch + 1, 0
+        epoch, taken = state.epoch, []
+        while len(taken) < size:
+            if state.position >= self.n:
+                if not span or not self.n:
+                    break
+                state.epoch, state.position = state.epoch + 1, 0
+            order = self.of(state.epoch)
+            end = min(self.n, state.position + size - len(taken))
+            taken.extend(int(i) for i in order[state.position:end])
+            state.position = end
+        return taken, epoch

@@ -1,0 +1,62 @@
+"""The library surface: exactly these names, each importable from the package, and cheap to import."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import combee_fast
+
+PUBLIC = {
+    "__version__", "open_session", "Session", "SessionConfig", "TaskConfig", "TrainConfig", "MapConfig",
+    "CombeeConfig", "GepaConfig", "ControllerConfig", "EvalConfig", "TransportConfig", "EndpointSpec",
+    "SamplingConfig", "SimConfig", "CacheConfig", "OnlineConfig", "EmbedConfig", "load_config", "TrainResult",
+    "EvalResult", "LEARNERS", "Playbook", "Candidate", "Rollout", "Example", "OnlineLearner", "ThreadedLearner",
+    "ProcessLearner", "AppliedBatch", "CombeeError", "ConfigError", "CardError", "SplitChangedError",
+    "PlaybookFileError", "PlaybookParseError", "TaskDataError", "ReplayCacheError", "EndpointUnreachable",
+    "EndpointError", "CallsFailed", "LearnerProcessError", "StageTimeout",
+}
+
+
+def test_the_public_names_are_pinned_and_each_resolves() -> None:
+    assert set(combee_fast.__all__) == PUBLIC and len(combee_fast.__all__) == len(PUBLIC)
+    for name in PUBLIC:
+        assert getattr(combee_fast, name) is not None, name
+    assert issubclass(combee_fast.ConfigError, ValueError) and issubclass(combee_fast.CardError, combee_fast.ConfigError)
+    assert set(combee_fast.LEARNERS) == {"ace", "gepa"}
+
+
+def test_an_unknown_name_is_an_attribute_error() -> None:
+    try:
+        combee_fast.not_a_name  # noqa: B018
+    except AttributeError as exc:
+        assert "not_a_name" in str(exc)
+    else:
+        raise AssertionError("no AttributeError")
+
+
+def test_importing_the_package_loads_neither_numba_nor_the_session() -> None:
+    code = "import sys, combee_fast; print('numba' in sys.modules, 'combee_fast.session' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.stdout.split() == ["False", "False"], done.stderr
+
+
+def test_every_public_exception_is_defined_in_errors() -> None:
+    """Outside errors.py only the transport's own exceptions exist, and none leaves the endpoint package."""
+    import ast
+    from pathlib import Path
+
+    package = Path(combee_fast.__file__).parent
+    outside, transport = [], set()
+    for path in sorted(package.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef) and not node.name.startswith("_") and path.name != "errors.py":
+                bases = {getattr(base, "id", getattr(base, "attr", "")) for base in node.bases}
+                if bases & {"Exception", "RuntimeError", "ValueError", "TimeoutError", "ConnectionError",
+                            "CombeeError", "ConfigError"}:
+                    (transport.add(node.name) if path.parent.name == "endpoint" else
+                     outside.append(f"{path.relative_to(package)}: {node.name}"))
+    assert not outside, outside
+    for path in sorted(package.rglob("*.py")):
+        if path.parent.name != "endpoint":
+            assert not any(name in path.read_text() for name in transport), f"{path} names a transport exception"
