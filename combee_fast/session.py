@@ -28,6 +28,7 @@ from combee_fast.roles.clients import Fallback, RoleClients, RoleMap, open_role_
 from combee_fast.run.batch_plans import ControllerPlan, FixedBatch, LivePlan
 from combee_fast.run.context import LearnContext
 from combee_fast.run.cost import SIMULATED_GPUS, GpuClock
+from combee_fast.run.events import CallFailed, Events, StepDone, on_kind
 from combee_fast.run.interrupt import StopRequest
 from combee_fast.run.ledger import LedgerRow
 from combee_fast.run.rundir import RunDir
@@ -150,6 +151,7 @@ class Session:
         gpus: int | None = None,
         interrupt: StopRequest | None = None,
         stops: Sequence[StopRule] = (),
+        events: Events | None = None,
     ) -> TrainResult:
         """Train the configured (or named) method of the configured learner; ``plan`` overrides
         the configured batch plan, ``artifact`` the learner's starting artifact. ``method`` may
@@ -173,23 +175,27 @@ class Session:
 
         ``interrupt`` ends the run after the step in flight once requested (SIGINT, SIGTERM);
         ``stops`` are more stop rules (e.g. a card's budget: :class:`~combee_fast.verify.budget.BudgetGuard`).
+        ``events`` receives the run's :mod:`~combee_fast.run.events` (every step, version, failed
+        call and the stop); ``on_step`` is told each ledger row.
         """
         choice = self.resolve(method if isinstance(method, str) else None)
         built = method if method is not None and not isinstance(method, str) else \
             choice.kind.build_method(choice.method, self.context)
         resumed = run_dir.resumed if run_dir is not None else None
         self._record_uses(usage, again=resumed is not None)
+        events = events or Events()
+        if on_step is not None:
+            events.subscribe(on_kind(StepDone, lambda done: on_step(done.row)))
         training = Training(
             choice.kind, built, plan or await self.batch_plan(run_dir, method=choice.shown), self.train_items(),
             resumed or TrainState.fresh(artifact if artifact is not None else choice.kind.initial(self.config)),
             seed=self.config.seed, rules=self.stop_rules(choice, interrupt=interrupt, extra=stops),
             validate=self._validator(choice), eval_every=self.config.train.eval_every, run_dir=run_dir,
-            gpu_clock=self.gpu_clock(gpus), on_step=on_step, resumed=resumed is not None,
+            gpu_clock=self.gpu_clock(gpus), events=events, resumed=resumed is not None,
         )
         if resumed is None:
             self._start_run(run_dir, usage)
-        if run_dir is not None:  # every failed call goes to errors.jsonl as it happens
-            self.agents.on_failure = run_dir.append_error
+        self.agents.on_failure = _failure_recorder(events, run_dir)
         try:
             return await train(training)
         finally:
@@ -273,6 +279,18 @@ class Session:
         if self.server is not None:
             return GpuClock(gpus or SIMULATED_GPUS, busy_s=self.server.busy_s)
         return GpuClock(gpus) if gpus is not None else None
+
+
+def _failure_recorder(events: Events, run_dir: RunDir | None) -> Callable[[dict[str, Any]], None]:
+    """Each failed call: a line of the run's ``errors.jsonl`` (with its raw reply) as it happens,
+    and a :class:`~combee_fast.run.events.CallFailed` event."""
+
+    def record(failure: dict[str, Any]) -> None:
+        if run_dir is not None:
+            run_dir.append_error(failure)
+        events.emit(CallFailed(failure["role"], failure["label"], failure["message"]))
+
+    return record
 
 
 @contextlib.asynccontextmanager

@@ -13,4 +13,5 @@
 - :mod:`.context`: what a learner builds its methods and evaluation from.
 - :mod:`.cost`: GPU-seconds of each step.
 - :mod:`.usage`: the per-split usage record beside an experiment card.
+- :mod:`.events`: the typed event stream of a run and its hub (what consumers subscribe to).
 """

@@ -32,6 +32,7 @@ from combee_fast.errors import CallsFailed, EndpointUnreachable
 from combee_fast.methods.base import EvalResult, StepResult
 from combee_fast.protocols import BatchPlan, LearnerKind, Method, StopRule
 from combee_fast.run.cost import GpuClock
+from combee_fast.run.events import Events, RunStopped, StepDone, VersionApplied, on_kind
 from combee_fast.run.ledger import CallCounts, LedgerRow, ledger_row
 from combee_fast.run.rundir import RunDir
 from combee_fast.run.state import EpochOrder, TrainState
@@ -112,20 +113,24 @@ class Training(Generic[A]):
     ``items``: the train items; ``rules``: the stop rules, asked in order (failure rules after the
     others); ``validate``: scores an artifact on the validation examples (None: there are none);
     ``eval_every``: validate every that many steps (0: only after the last); ``gpu_clock``: the
-    GPU-seconds of each step (None: unknown); ``on_step``: told every ledger row.
+    GPU-seconds of each step (None: unknown); ``events``: where the run's
+    :mod:`~combee_fast.run.events` go (the run directory's ledger is a critical consumer of them).
     """
 
     def __init__(
         self, kind: LearnerKind[A, Any], method: Method[A], plan: BatchPlan, items: Sequence[Any],
         state: TrainState[A], *, seed: int, rules: Sequence[StopRule], validate: Validate | None,
         eval_every: int = 0, run_dir: RunDir | None = None, gpu_clock: GpuClock | None = None,
-        on_step: Callable[[LedgerRow], None] | None = None, resumed: bool = False,
+        events: Events | None = None, resumed: bool = False,
     ) -> None:
         self.kind, self.method, self.plan, self.items, self.state = kind, method, plan, items, state
         self.rules = [rule for rule in rules if rule.ends != "failure"]
         self.failure_rules = [rule for rule in rules if rule.ends == "failure"]
         self.validate, self.eval_every = validate, eval_every
-        self.run_dir, self.gpu_clock, self.on_step, self.resumed = run_dir, gpu_clock, on_step, resumed
+        self.run_dir, self.gpu_clock, self.resumed = run_dir, gpu_clock, resumed
+        self.events = events or Events()
+        if run_dir is not None:
+            self.events.subscribe(on_kind(StepDone, lambda done: run_dir.append_ledger(done.row)), critical=True)
         self.order = EpochOrder(seed, len(items))
 
     async def begin(self) -> None:
@@ -168,16 +173,15 @@ class Training(Generic[A]):
         state.artifact, state.validated = result.artifact, None
         if state.position >= self.order.n and not self.method.pending():
             state.epoch, state.position = state.epoch + 1, 0
-        if self.run_dir is not None and result.artifact.version != previous.version:
-            self.run_dir.save_version(self.kind.version_files(result.artifact))
-            self.run_dir.append_deltas(result.log)
+        if result.artifact.version != previous.version:
+            if self.run_dir is not None:
+                self.run_dir.save_version(self.kind.version_files(result.artifact))
+                self.run_dir.append_deltas(result.log)
+            self.events.emit(VersionApplied(result.artifact.version, len(result.artifact), row.step))
         self._judge()
         row = await self._validated(row, result)
         state.ledger.append(row)
-        if self.run_dir is not None:
-            self.run_dir.append_ledger(row)
-        if self.on_step is not None:
-            self.on_step(row)
+        self.events.emit(StepDone(row))
         self._judge_failures()
         state.plan_state, state.carried = self.plan.state(), self.method.carried()
         self._checkpoint()
@@ -191,6 +195,7 @@ class Training(Generic[A]):
         if self.run_dir is not None:
             self.run_dir.save_artifact("final.json", final)
             self.run_dir.save_artifact("best.json", best)
+        self.events.emit(RunStopped(state.stopping or "", state.stop_ends or "done", state.steps))
         return TrainResult(
             learner=self.kind.name, method=self.method.name, final=final, best=best, artifact=state.artifact,
             best_val_accuracy=state.best_score, final_eval=state.final_eval, train_sim_seconds=state.sim_seconds,
@@ -227,7 +232,9 @@ class Training(Generic[A]):
             for rule in self.failure_rules:
                 rule.check(self.state)
         except (CallsFailed, EndpointUnreachable) as exc:
-            raise type(exc)(f"{exc}{self._saved()}") from None
+            failed = type(exc)(f"{exc}{self._saved()}")
+            self.events.emit(RunStopped(str(failed), "failure", self.state.steps))
+            raise failed from None
 
     def _saved(self) -> str:
         """Save the artifact as the run's ``final.json``; the clause saying where it is."""
