@@ -64,6 +64,8 @@ _EXPORTS: dict[str, str] = {
     "CallsFailed": "combee_fast.errors",
     "LearnerProcessError": "combee_fast.errors",
     "StageTimeout": "combee_fast.errors",
+    "SandboxError": "combee_fast.errors",
+    "EpisodeOver": "combee_fast.errors",
 }
 
 __all__ = ["__version__", *_EXPORTS]

@@ -218,6 +218,10 @@ def _finish(result: Any, run_dir: Any, out: str, interrupt: Any, *, resumed_from
         "accounting": {"train": msgspec.to_builtins(result.counts),
                        "validation": msgspec.to_builtins(result.val_counts)},
     }
+    if result.episodes:
+        summary.update(episodes=result.episodes, episodes_failed=result.episodes_failed,
+                       env_seconds=round(result.env_seconds, 3),
+                       env_seconds_per_episode=round(result.env_seconds / result.episodes, 4))
     if resumed_from is not None:
         summary["resumed_from_step"] = resumed_from
     if result.interrupted:

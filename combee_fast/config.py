@@ -8,6 +8,9 @@
     ├── controller:  ControllerConfig  the dynamic batch-size controller (--batch-size auto)
     ├── train:       TrainConfig       epochs, batch size, validation cadence, stop rules
     ├── eval:        EvalConfig        held-out evaluation
+    ├── agent:       AgentConfig       the agent of episodes (built-in ReAct, or yours) and its environment
+    ├── executor:    ExecutorConfig    where episodes run (local, process) and their time limits
+    ├── sandbox:     SandboxConfig     isolation and limits of the commands an agent runs
     ├── transport:   TransportConfig   in-flight cap, timeouts, retries (every endpoint)
     ├── endpoints:   {role | "default": EndpointSpec}
     ├── local:       LocalConfig|None  a llama.cpp server started for the run (--local)
@@ -19,6 +22,7 @@
 Each knob has one meaning: ``transport.concurrency`` caps the HTTP requests in flight per
 endpoint; ``map.workers`` is how many items the map runs at once; ``eval.parallel`` how many
 examples an evaluation scores at once; ``controller.max_batch`` the largest batch a plan picks.
+Agent episodes run ``map.workers`` at once: the map's width is the rollout executor's capacity.
 
 The parts of the engine take their own sub-config; nothing copies a value by hand. A run is
 described by keyword (``SessionConfig(train=TrainConfig(batch_size=None))``), by a TOML or JSON
@@ -265,6 +269,103 @@ class TransportConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
             raise ConfigError("transport.backoff_base_s and backoff_max_s must be finite")
 
 
+AGENT_TOOL_CALLS = ("auto", "on", "off")
+"""How the built-in agent asks for actions: ``auto`` probes the endpoint for OpenAI tool calling
+(as structured output is probed), ``on`` uses tool calls, ``off`` a bounded JSON action schema."""
+
+
+class AgentConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """The agent of an episode (:mod:`combee_fast.rollouts`).
+
+    ``factory``: ``react`` (the built-in ReAct agent) or ``package.module:factory``, a callable
+    returning an :class:`~combee_fast.protocols.Agent`; None: the task's own way (the ReAct agent
+    for a task with an environment, the one generator call of a single-call task). ``env``:
+    ``package.module:factory``, a callable taking the run's sandboxes and returning a fresh
+    :class:`~combee_fast.protocols.Environment` (None: the task's own environment, if it has one).
+    ``max_steps``: model turns an episode may take; ``tool_calls``: see :data:`AGENT_TOOL_CALLS`;
+    ``observation_chars``: most characters of one observation an agent's prompt shows.
+    """
+
+    factory: str | None = None
+    env: str | None = None
+    max_steps: int = 8
+    tool_calls: str = "auto"
+    observation_chars: int = 2000
+
+    def __post_init__(self) -> None:
+        _at_least("agent", 1, max_steps=self.max_steps, observation_chars=self.observation_chars)
+        if self.tool_calls not in AGENT_TOOL_CALLS:
+            raise ConfigError(f"agent.tool_calls must be one of {', '.join(AGENT_TOOL_CALLS)}, got {self.tool_calls!r}")
+        for name, value in (("factory", self.factory), ("env", self.env)):
+            if value is not None and value != "react" and not _is_factory_path(value):
+                raise ConfigError(f"agent.{name} must be 'package.module:factory'"
+                                  f"{' or react' if name == 'factory' else ''}, got {value!r}")
+
+    @property
+    def enabled(self) -> bool:
+        """Whether an agent or an environment was asked for explicitly."""
+        return self.factory is not None or self.env is not None
+
+
+def _is_factory_path(value: str) -> bool:
+    module, sep, name = value.partition(":")
+    return bool(sep) and all(part.isidentifier() for part in module.split(".")) and name.isidentifier()
+
+
+EXECUTOR_BACKENDS = ("local", "process")
+"""Rollout executors shipped (:mod:`combee_fast.rollouts.executors`); each is imported only when chosen."""
+
+
+class ExecutorConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """Where agent episodes run. ``backend``: ``local`` (on the engine's event loop, environment
+    work off it) or ``process`` (a pool of ``processes`` worker processes). Its capacity is
+    ``map.workers`` episodes at once. ``step_timeout_s``: one environment step's wall-clock limit
+    (a sandboxed command is killed then); ``episode_timeout_s``: one whole episode's."""
+
+    backend: str = "local"
+    processes: int = 2
+    step_timeout_s: float = 20.0
+    episode_timeout_s: float = 300.0
+
+    def __post_init__(self) -> None:
+        _at_least("executor", 1, processes=self.processes)
+        if self.backend not in EXECUTOR_BACKENDS:
+            raise ConfigError(f"executor.backend must be one of {', '.join(EXECUTOR_BACKENDS)}, got {self.backend!r}")
+        for name, value in (("step_timeout_s", self.step_timeout_s), ("episode_timeout_s", self.episode_timeout_s)):
+            if not (value > 0 and math.isfinite(value)):
+                raise ConfigError(f"executor.{name} must be > 0 and finite, got {value!r}")
+
+
+SANDBOX_MODES = ("bwrap", "none")
+"""``bwrap``: every command an agent chose runs in a bubblewrap sandbox; ``none``: commands run
+as plain processes in a scratch folder (trusted commands only)."""
+
+
+class SandboxConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """Isolation and limits of the commands an agent runs (:mod:`combee_fast.sandbox`).
+
+    ``mode``: :data:`SANDBOX_MODES`. Limits, per command: ``cpu_s`` CPU seconds per process,
+    ``memory_mb`` address space per process, ``max_processes`` processes at once, ``file_mb`` the
+    largest file written, ``output_kb`` the output kept; per episode: ``disk_mb`` of working
+    directory. ``uid_base`` (root only): sandbox number ``k`` runs as uid ``uid_base + k``.
+    """
+
+    mode: str = "bwrap"
+    cpu_s: int = 10
+    memory_mb: int = 1024
+    max_processes: int = 64
+    file_mb: int = 8
+    output_kb: int = 64
+    disk_mb: int = 32
+    uid_base: int = 61000
+
+    def __post_init__(self) -> None:
+        if self.mode not in SANDBOX_MODES:
+            raise ConfigError(f"sandbox.mode must be one of {', '.join(SANDBOX_MODES)}, got {self.mode!r}")
+        _at_least("sandbox", 1, cpu_s=self.cpu_s, memory_mb=self.memory_mb, max_processes=self.max_processes,
+                  file_mb=self.file_mb, output_kb=self.output_kb, disk_mb=self.disk_mb, uid_base=self.uid_base)
+
+
 RESPONSE_FORMATS = ("auto", "json_schema", "json_object_schema", "json_object", "none")
 """Structured-output forms an endpoint can be told to use (see combee_fast.endpoint.capabilities)."""
 
@@ -420,6 +521,9 @@ class SessionConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     controller: ControllerConfig = msgspec.field(default_factory=ControllerConfig)
     train: TrainConfig = msgspec.field(default_factory=TrainConfig)
     eval: EvalConfig = msgspec.field(default_factory=EvalConfig)
+    agent: AgentConfig = msgspec.field(default_factory=AgentConfig)
+    executor: ExecutorConfig = msgspec.field(default_factory=ExecutorConfig)
+    sandbox: SandboxConfig = msgspec.field(default_factory=SandboxConfig)
     transport: TransportConfig = msgspec.field(default_factory=TransportConfig)
     endpoints: dict[str, EndpointSpec] = msgspec.field(default_factory=dict)  # role or "default"
     local: LocalConfig | None = None

@@ -13,9 +13,11 @@ Each names what was wrong and where. The tree::
     │   ├── ReplayCacheError         the replay cache file, with its line             -> exit 2
     │   ├── EndpointUnreachable      an endpoint did not answer (start-up or mid-run) -> exit 2
     │   ├── EndpointError            a blocking chat call failed                      -> exit 2
-    │   └── CallsFailed              most calls of a run failed                       -> exit 3
+    │   ├── SandboxError             a sandbox did not start or give its final state (its episode fails)
+    │   └── CallsFailed              most calls (or agent episodes) of a run failed   -> exit 3
     ├── LearnerProcessError (RuntimeError)  an embedded learner's child process died
-    └── StageTimeout (TimeoutError)         an item exceeded its stage's deadline
+    ├── StageTimeout (TimeoutError)         an item exceeded its stage's deadline
+    └── EpisodeOver                         raised into an agent that calls the model after its episode ended
 
 Failures of single LLM calls are not exceptions: they are :class:`combee_fast.schema.CallError`
 values recorded on the rollout or reflection they belong to, so a batch goes on. Only when most
@@ -106,6 +108,11 @@ class EndpointError(CombeeError):
     """A blocking chat call (:mod:`combee_fast.endpoint.blocking`) failed: the URL and the cause."""
 
 
+class SandboxError(CombeeError):
+    """A sandbox did not start, or did not give its final state: names why. The episode it
+    belonged to fails (``env_error``); the run goes on."""
+
+
 class CallsFailed(CombeeError):
     """Most calls of a step (or of a validation) failed: names the step, the failure kinds and
     counts, and where the artifact learned so far was saved."""
@@ -119,3 +126,7 @@ class LearnerProcessError(RuntimeError):
 
 class StageTimeout(TimeoutError):
     """An item did not finish within its stage's timeout."""
+
+
+class EpisodeOver(Exception):
+    """Raised into an agent that asks for a model turn after its episode ended or ran out of steps."""

@@ -101,7 +101,7 @@ def _assign(table: dict[str, Any], path: tuple[str, ...], value: Any) -> None:
 
 
 TASK_FLAGS = (
-    Flag("--task", path=("task", "name"), help="formula, finer, jsonl or traces"),
+    Flag("--task", path=("task", "name"), help="formula, finer, jsonl, traces or terminal"),
     Flag("--seed", path=("seed",), type=int, help="root of every random draw and request seed"),
 )
 
@@ -137,6 +137,18 @@ LEARN_FLAGS = (
     Flag("--combee-minibatch", path=("gepa", "combee_minibatch"), type=positive_int,
          help="GEPA: examples per iteration of combee-gepa and naive-gepa"),
     Flag("--token-budget", path=("token_budget",), type=positive_int, help="playbook token budget"),
+    Flag("--agent", path=("agent", "factory"),
+         help="the agent of episodes: react (built in) or package.module:factory (default: the task's own way)"),
+    Flag("--env", path=("agent", "env"),
+         help="the environment of episodes: package.module:factory, called with the run's sandboxes "
+              "(default: the task's own environment)"),
+    Flag("--max-steps", path=("agent", "max_steps"), type=positive_int, help="model turns an agent episode may take"),
+    Flag("--executor", path=("executor", "backend"), help="where agent episodes run: local or process"),
+    Flag("--processes", path=("executor", "processes"), type=positive_int,
+         help="worker processes of --executor process"),
+    Flag("--sandbox", path=("sandbox", "mode"),
+         help="bwrap (each command an agent runs in a bubblewrap sandbox) or none (plain processes: trusted "
+              "commands only)"),
     Flag("--no-ground-truth", path=("use_ground_truth",), value=False, help="reflect without the target answer"),
 )
 

@@ -4,7 +4,8 @@ What is learned (a learner is its own package plus one line in :mod:`combee_fast
 
 - :class:`Artifact`: what the run loop carries from step to step (ACE: a playbook; GEPA: its
   candidate pool): a version number and a size, nothing more.
-- :class:`Trace`: what the map made of one item; the ledger and the batch plans read only this.
+- :class:`Trace`: what the map made of one item; the ledger and the batch plans read only this
+  (and, of an :class:`EpisodeTrace`, its agent episodes).
 - :class:`Proposer`: proposes edits from records and merges proposals (the calls the shuffle
   and the reduce tree make); :class:`Learner` adds the map and the apply.
 - :class:`ChangeReport`: what one apply changed (the ledger's added, rejected, evicted).
@@ -22,6 +23,14 @@ Where items come from:
 
 - :class:`Task`: examples and a grader; :class:`RolloutSource`: a task whose rollouts already
   exist (collected traces), returned by :meth:`Task.rollout_source`.
+
+How a rollout is made (:mod:`combee_fast.rollouts`):
+
+- :class:`Agent`: acts in one episode through an :class:`AgentEpisode` (model calls, actions,
+  its answer); :class:`Environment`: reset from a task, step with an action, check at the end;
+  :class:`EnvironmentTask`: a task whose examples are solved in an environment.
+- :class:`RolloutExecutor`: runs episodes, at most ``capacity`` at once, and returns their
+  trajectories (``local``, ``process``; picked by ``executor.backend``).
 
 How a version reaches users:
 
@@ -42,7 +51,11 @@ if TYPE_CHECKING:
     from combee_fast.methods.base import Applied, EvalResult, StepResult, StepShape
     from combee_fast.run.context import LearnContext
     from combee_fast.run.state import TrainState
-    from combee_fast.schema import CallError, Example, Proposal, Rollout, Usage
+    from combee_fast.endpoint.calls import ChatResult
+    from combee_fast.rollouts.episode import Episode
+    from combee_fast.sandbox.sessions import Sandboxes
+    from combee_fast.schema import (CallError, Example, Message, Observation, Proposal, Rollout, Tool, ToolCall,
+                                    Trajectory, Usage)
     from combee_fast.tasks.base import Score, Split
 
 A = TypeVar("A")  # an artifact
@@ -126,6 +139,15 @@ class Trace(Protocol):
 
     def errors(self) -> list[tuple[str, CallError]]:
         """``(what, error)`` of every failed call."""
+        ...
+
+
+@runtime_checkable
+class EpisodeTrace(Trace, Protocol):
+    """A trace whose attempts were agent episodes (ACE's chain on a task with an environment)."""
+
+    def episodes(self) -> list[Trajectory]:
+        """The episodes of this trace's attempts, in order."""
         ...
 
 
@@ -333,6 +355,117 @@ class LearnerKind(Protocol[A, D]):
         """The learner of rollouts submitted online (reflect only); a ConfigError when this
         learner cannot learn online."""
         ...
+
+
+@runtime_checkable
+class Environment(Protocol):
+    """Where an agent acts in one episode. The executor owns its life: a fresh one per episode
+    (from its factory), :meth:`reset` first, :meth:`step` per action (each within the step's
+    wall-clock limit), :meth:`check` once at the end, :meth:`close` always, whatever happened."""
+
+    def tools(self) -> Sequence[Tool]:
+        """The actions it takes (each a tool with a JSON-Schema object of arguments)."""
+        ...
+
+    async def reset(self, task: Example) -> str:
+        """Set up ``task``; the first observation (what the agent sees before it acts)."""
+        ...
+
+    async def step(self, action: ToolCall) -> Observation:
+        """Carry out ``action``; never raises for a bad action (the observation says so)."""
+        ...
+
+    async def check(self) -> Score:
+        """The reward in [0, 1] of the final state, and the checker's feedback."""
+        ...
+
+    async def close(self) -> None: ...
+
+
+@runtime_checkable
+class EnvironmentTask(Protocol):
+    """A :class:`Task` whose examples are solved by acting in an environment."""
+
+    def environment(self, sandboxes: Sandboxes) -> Environment:
+        """A fresh environment, whose commands run in ``sandboxes``."""
+        ...
+
+
+class AgentEpisode(Protocol):
+    """What an :class:`Agent` gets for one episode, from the engine. ``task``: the example;
+    ``context``: the frozen context text (ACE: the playbook) of the version being learned;
+    ``seed``: the episode's node of the seed tree; ``previous_answer`` and ``reflection``: on a
+    retry round, the last attempt's answer and the reflection on it; ``tools`` and
+    ``observation``: the environment's tools and first observation (none: empty);
+    ``steps_left``: model turns left.
+
+    Every :meth:`chat` is one model call of the generator role through the engine's client (so it
+    is accounted like every call) and opens a step of the trajectory; :meth:`act` is one
+    environment step, recorded on the current step; :meth:`reject` marks the current step's
+    reply unusable (kept with its raw text); :meth:`finish` gives the answer and ends the episode.
+    """
+
+    task: Example
+    context: str
+    seed: int
+    round: int
+    previous_answer: str | None
+    reflection: str | None
+    tools: Sequence[Tool]
+    observation: str
+    context_length: int | None
+    tool_calls: bool
+
+    @property
+    def steps_left(self) -> int: ...
+
+    async def chat(self, messages: Sequence[Message], *, tools: Sequence[dict[str, Any]] = (),
+                   schema: dict[str, Any] | None = None, max_tokens: int | None = None) -> ChatResult: ...
+
+    async def act(self, action: ToolCall) -> Observation: ...
+
+    def reject(self, error: CallError) -> None: ...
+
+    def finish(self, answer: str | None, *, bullet_ids: Sequence[str] = ()) -> None: ...
+
+
+class Agent(Protocol):
+    """Acts in one episode (see :class:`AgentEpisode`). Returning without :meth:`AgentEpisode.finish`
+    ends the episode unfinished (its final state is still checked). An exception it raises
+    fails the episode (``agent_error``) and never stops the run."""
+
+    async def run(self, episode: AgentEpisode) -> None: ...
+
+
+class Attempts(Protocol):
+    """How a learner gets one attempt at an example against a context version: the one-step case
+    is one generator call (:meth:`~combee_fast.roles.agents.Agents.attempt`); otherwise an agent
+    episode run by a :class:`RolloutExecutor` (:class:`~combee_fast.rollouts.attempts.EpisodeAttempts`),
+    whose rollout carries its trajectory. ``previous`` and ``reflection``: a retry round's last
+    attempt and the reflection on it. Never raises for a failed call or episode."""
+
+    async def attempt(self, example: Example, context: str, *, version: int, epoch: int | str, round_: int = 0,
+                      previous: Rollout | None = None, reflection: Any = None) -> Rollout: ...
+
+
+class RolloutExecutor(Protocol):
+    """Runs agent episodes, at most :attr:`capacity` at once (the map's width), and returns each
+    one's :class:`~combee_fast.schema.Trajectory` with the usage, latency and errors of its steps.
+
+    ``run`` waits for room, never raises for an episode's failure (the trajectory says what went
+    wrong) and may be called from many tasks at once; ``start`` before the first, ``close`` after
+    the last (every worker and environment is released). Backends are picked by
+    ``executor.backend`` and imported only when chosen (:mod:`combee_fast.rollouts.executors`).
+    """
+
+    @property
+    def capacity(self) -> int: ...
+
+    async def start(self) -> None: ...
+
+    async def run(self, episode: Episode) -> Trajectory: ...
+
+    async def close(self) -> None: ...
 
 
 class EmbeddedLearner(Protocol):

@@ -8,7 +8,7 @@ carries ``schema_version``; see :data:`SCHEMA_VERSION`.
 from __future__ import annotations
 
 import enum
-from typing import Generic, Literal, TypeVar
+from typing import Any, Generic, Literal, TypeVar
 
 import msgspec
 
@@ -16,11 +16,24 @@ SCHEMA_VERSION = 2
 """Version of every persisted record. 1: playbooks without per-bullet provenance."""
 
 
-class Message(msgspec.Struct, frozen=True):
-    """One chat message as sent to an OpenAI-compatible endpoint."""
+class ToolCall(msgspec.Struct, frozen=True, omit_defaults=True):
+    """One tool call an assistant message asks for (OpenAI tool calling), or an agent's action:
+    the tool's ``name`` and its ``arguments`` as the JSON text the model wrote."""
+
+    name: str
+    arguments: str = "{}"
+    id: str = ""
+
+
+class Message(msgspec.Struct, frozen=True, omit_defaults=True):
+    """One chat message as sent to an OpenAI-compatible endpoint. ``tool_calls`` (an assistant
+    turn that called tools) and ``tool_call_id`` (a ``tool`` message answering one) are left out
+    of the encoding when unset, so plain messages encode as ``{"role", "content"}``."""
 
     role: str
     content: str
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None
 
 
 class Usage(msgspec.Struct, frozen=True):
@@ -100,11 +113,96 @@ class Example(msgspec.Struct, frozen=True):
         return f"{self.split}:{self.index}"
 
 
+class Tool(msgspec.Struct, frozen=True):
+    """A tool an environment offers an agent: its name, what it does, and the JSON Schema of its
+    arguments (an object)."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+
+class Observation(msgspec.Struct, frozen=True):
+    """What an environment answered one action: its text, the wall it hit (``error``: a sandbox
+    limit, an unknown tool...; None: none), and the environment's own seconds when it keeps its
+    own clock (None: the step's wall time is measured)."""
+
+    text: str
+    error: str | None = None
+    seconds: float | None = None
+
+
+class Step(msgspec.Struct, frozen=True):
+    """One step of an agent episode: a model turn (``thought``: its text; ``usage``: the call,
+    role ``""`` when the step made none), the ``action`` it chose (None: it finished, or its reply
+    was unusable), what the environment answered (``observation``, bounded), the seconds spent in
+    the model and in the environment, and what went wrong: ``error`` for the model call or an
+    unusable reply (``raw``: the reply as received), ``env_error`` for the environment (a
+    sandbox limit that fired, a step past its time limit...)."""
+
+    index: int
+    thought: str
+    action: ToolCall | None
+    observation: str
+    model_seconds: float
+    env_seconds: float
+    usage: Usage
+    error: CallError | None = None
+    env_error: str | None = None
+    raw: str | None = None
+
+
+class EpisodeError(msgspec.Struct, frozen=True):
+    """Why an episode failed: its ``kind`` (``model_call``, ``unparsed``, ``episode_timeout``, a
+    sandbox limit such as ``process_limit``...), a message, and the step it happened at."""
+
+    kind: str
+    message: str
+    step: int | None = None
+
+
+class Trajectory(msgspec.Struct, frozen=True):
+    """What one agent episode did: its steps in order, its final answer, the reward in [0, 1]
+    and the checker's feedback, the error it failed with (None: it did not), and the context
+    version (``version``, and ``context_sha`` of its text) that produced it. ``key`` identifies
+    the episode within a run (epoch, item, round, version); ``bullet_ids`` the context entries the
+    agent said it used; ``finished``: the agent ended the episode itself (not a step limit)."""
+
+    key: str
+    item_id: str
+    round: int
+    version: int
+    context_sha: str
+    seed: int
+    steps: tuple[Step, ...]
+    answer: str | None
+    reward: float
+    feedback: str
+    error: EpisodeError | None = None
+    bullet_ids: tuple[str, ...] = ()
+    finished: bool = False
+    call_error: CallError | None = None  # the model call that ended the episode, when one did
+
+    @property
+    def model_seconds(self) -> float:
+        return sum(step.model_seconds for step in self.steps)
+
+    @property
+    def env_seconds(self) -> float:
+        return sum(step.env_seconds for step in self.steps)
+
+    def call_outcomes(self) -> list[tuple[Usage, CallError | None]]:
+        """``(usage, error)`` of every model call of the episode, in order."""
+        return [(step.usage, step.error) for step in self.steps if step.usage.role]
+
+
 class Rollout(msgspec.Struct, frozen=True):
     """One generator attempt on one example, scored.
 
     ``round`` counts regenerations after reflection (0 = first attempt). ``error`` is set when
-    the call failed or its output could not be parsed; ``answer`` is then ``None``.
+    the call failed or its output could not be parsed; ``answer`` is then ``None``. An attempt
+    made by an agent episode carries its ``trajectory`` (its ``usage`` then sums the episode's
+    model calls, and ``error`` is the call error that left it unanswered, if any).
     """
 
     example: Example
@@ -118,6 +216,7 @@ class Rollout(msgspec.Struct, frozen=True):
     usage: Usage
     error: CallError | None = None
     raw: str | None = None
+    trajectory: Trajectory | None = None
 
     @property
     def id(self) -> str:

@@ -3,7 +3,9 @@ learner's method trained, out.
 
 Roles without an endpoint URL are served by the local llama.cpp server (``config.local``) or
 else the in-process simulated endpoint playing the task world (so a run needs no GPU, network or
-key). The CLI, the demo and the benchmarks all go through :func:`open_session` and
+key). A task with an environment (or a run given ``--agent``/``--env``) makes its attempts as
+agent episodes, run by the rollout executor of ``executor.backend`` (opened with the session,
+its capacity the map's width) through a :class:`~combee_fast.rollouts.journal.TrajectoryJournal`. The CLI, the demo and the benchmarks all go through :func:`open_session` and
 :meth:`Session.train`: a library user gets exactly what the CLI does, the batch-size controller
 included (``TrainConfig.batch_size=None``), whatever the learner.
 """
@@ -28,17 +30,20 @@ from combee_fast.roles.clients import Fallback, RoleClients, RoleMap, open_role_
 from combee_fast.run.batch_plans import ControllerPlan, FixedBatch, LivePlan
 from combee_fast.run.context import LearnContext
 from combee_fast.run.cost import SIMULATED_GPUS, GpuClock
-from combee_fast.run.events import CallFailed, Events, StepDone, on_kind
+from combee_fast.run.events import CallFailed, EpisodeFailed, Events, StepDone, on_kind
 from combee_fast.run.interrupt import StopRequest
 from combee_fast.run.ledger import LedgerRow
 from combee_fast.run.rundir import RunDir
 from combee_fast.run.state import TrainState
-from combee_fast.run.stops import (FailingCalls, Interrupted, NoImprovement, ScoreThreshold, UnansweredValidation,
-                                   WallClock)
+from combee_fast.run.stops import (FailingCalls, FailingEpisodes, Interrupted, NoImprovement, ScoreThreshold,
+                                   UnansweredValidation, WallClock)
 from combee_fast.run.train import Training, TrainResult, train
 from combee_fast.run.usage import SplitUsage, append_usage, usage_entry
-from combee_fast.schema import Example
-from combee_fast.sim.instructions import InstructionWorld
+from combee_fast.rollouts.attempts import EpisodeAttempts
+from combee_fast.rollouts.journal import TrajectoryJournal, trace_record
+from combee_fast.rollouts.spec import RolloutSpec, uses_agents
+from combee_fast.schema import Example, Trajectory
+from combee_fast.sim.worlds import world_for
 from combee_fast.sim.server import SimServer
 from combee_fast.tasks.base import Split
 from combee_fast.tasks.heldout import check_use
@@ -47,11 +52,12 @@ from combee_fast.tasks.registry import get_task
 
 class Session:
     """Open endpoints and loaded splits for one configuration; ``choice`` is its learner and
-    method (:func:`combee_fast.learners.resolve`); ``local`` the local server, if it started one."""
+    method (:func:`combee_fast.learners.resolve`); ``local`` the local server, if it started one;
+    ``episodes`` the rollout executor of agent episodes (None: attempts are single calls)."""
 
     def __init__(
         self, config: SessionConfig, task: Task, train_split: Split, val_split: Split, agents: Agents,
-        server: SimServer | None, local: Any = None,
+        server: SimServer | None, local: Any = None, episodes: TrajectoryJournal | None = None,
     ) -> None:
         self.config = config
         self.task = task
@@ -60,6 +66,7 @@ class Session:
         self.agents = agents
         self.server = server
         self.local = local
+        self.episodes = episodes
         self.choice = resolve(config.learner, config.method)
 
     @property
@@ -74,7 +81,9 @@ class Session:
     @property
     def context(self) -> LearnContext:
         """What the learner builds its methods and evaluation from."""
-        return LearnContext(self.config, self.task, self.agents, self.val_split.examples, self.learns_from_traces)
+        attempts = EpisodeAttempts(self.episodes, seed=self.config.seed) if self.episodes is not None else None
+        return LearnContext(self.config, self.task, self.agents, self.val_split.examples, self.learns_from_traces,
+                            attempts)
 
     def resolve(self, method: str | None = None) -> Choice:
         """The configured learner and method, or ``method`` (a name or alias) on the configured learner."""
@@ -137,6 +146,7 @@ class Session:
             rules.append(Interrupted(interrupt))
         return [*rules, FailingCalls(max_failed_fraction=train.max_failed_fraction,
                                      min_judged_calls=train.min_judged_calls, learning_roles=choice.kind.learning_roles),
+                FailingEpisodes(max_failed_fraction=train.max_failed_fraction, min_judged_calls=train.min_judged_calls),
                 UnansweredValidation(max_failed_fraction=train.max_failed_fraction)]
 
     async def train(
@@ -177,6 +187,11 @@ class Session:
         ``stops`` are more stop rules (e.g. a card's budget: :class:`~combee_fast.verify.budget.BudgetGuard`).
         ``events`` receives the run's :mod:`~combee_fast.run.events` (every step, version, failed
         call and the stop); ``on_step`` is told each ledger row.
+
+        With agent episodes, every finished trajectory goes to the run directory's
+        ``trajectories.jsonl`` and every failed one to ``errors.jsonl`` and an ``EpisodeFailed``
+        event; a resumed run takes the episodes it had finished since its checkpoint's previous
+        step from ``trajectories.jsonl`` instead of running them again.
         """
         choice = self.resolve(method if isinstance(method, str) else None)
         built = method if method is not None and not isinstance(method, str) else \
@@ -196,11 +211,28 @@ class Session:
         if resumed is None:
             self._start_run(run_dir, usage)
         self.agents.on_failure = _failure_recorder(events, run_dir)
+        self._record_episodes(events, run_dir)
         try:
             return await train(training)
         finally:
             self.agents.on_failure = None
+            self._record_episodes(None, None)
             self._record_calls(run_dir)
+
+    def _record_episodes(self, events: Events | None, run_dir: RunDir | None) -> None:
+        """Send the episodes' record to ``run_dir`` and ``events`` (None: stop sending it)."""
+        journal = self.episodes
+        if journal is None:
+            return
+        if events is None:
+            journal.on_finished = journal.on_failed = journal.on_unusable = None
+            return
+        if run_dir is not None:
+            journal.on_finished = lambda trajectory, episode: run_dir.append_trajectory(trace_record(trajectory, episode))
+            if run_dir.resumed is not None:
+                journal.resume_from(run_dir.resumed_trajectories())
+        journal.on_failed = _episode_failure_recorder(events, run_dir)
+        journal.on_unusable = self.agents.note_unusable
 
     def _record_uses(self, usage: SplitUsage | None, *, again: bool) -> None:
         """Check every split use (a test split is refused); under a card, append them to its
@@ -293,6 +325,25 @@ def _failure_recorder(events: Events, run_dir: RunDir | None) -> Callable[[dict[
     return record
 
 
+def _episode_failure_recorder(events: Events, run_dir: RunDir | None) -> Callable[[Trajectory], None]:
+    """Each failed episode: a line of the run's ``errors.jsonl`` (its kind, message, the step and
+    what the agent did there) and an :class:`~combee_fast.run.events.EpisodeFailed` event."""
+
+    def record(trajectory: Trajectory) -> None:
+        error = trajectory.error
+        assert error is not None
+        step = trajectory.steps[error.step] if error.step is not None and error.step < len(trajectory.steps) else None
+        if run_dir is not None:
+            run_dir.append_episode_failure({
+                "episode": trajectory.key, "item": trajectory.item_id, "kind": error.kind, "message": error.message,
+                "step": error.step, "action": msgspec.to_builtins(step.action) if step is not None else None,
+                "observation": step.observation[-2000:] if step is not None else None,
+                "raw": step.raw if step is not None else None})
+        events.emit(EpisodeFailed(trajectory.item_id, error.kind, error.message))
+
+    return record
+
+
 @contextlib.asynccontextmanager
 async def open_session(config: SessionConfig, *, check: bool = True) -> AsyncIterator[Session]:
     """Load the task, start the local server or the simulated endpoint if a role needs one, open
@@ -302,9 +353,10 @@ async def open_session(config: SessionConfig, *, check: bool = True) -> AsyncIte
     ``check``, every real endpoint is proved to serve its model first
     (:meth:`EndpointClient.check`): an unreachable one raises
     :class:`combee_fast.errors.EndpointUnreachable` before any work starts. Roles that name the
-    same URL and model share one client, and so one concurrency cap.
+    same URL and model share one client, and so one concurrency cap. A run of agent episodes
+    opens its rollout executor too (a sandbox that cannot start here is a :class:`ConfigError`).
     """
-    resolve(config.learner, config.method)
+    choice = resolve(config.learner, config.method)
     task = get_task(config.task.name, **config.task.options)
     train_split = task.load(config.task.train_split)
     val_split = task.load(config.task.val_split)
@@ -320,7 +372,24 @@ async def open_session(config: SessionConfig, *, check: bool = True) -> AsyncIte
         role_map = RoleMap.from_config(config, fallback)
         clients = await open_role_clients(role_map, stack, cache=cache, check=check)
         agents = Agents.on(role_map, task, clients)
-        yield Session(config, task, train_split, val_split, agents, server, local)
+        episodes = await _open_episodes(config, task, agents, choice.kind.name, stack)
+        yield Session(config, task, train_split, val_split, agents, server, local, episodes)
+
+
+async def _open_episodes(config: SessionConfig, task: Task, agents: Agents, learner: str,
+                         stack: contextlib.AsyncExitStack) -> TrajectoryJournal | None:
+    """The rollout executor of a run whose attempts are agent episodes (None: single calls)."""
+    if not uses_agents(config.agent, task):
+        return None
+    if learner != "ace":
+        raise ConfigError(f"learner {learner!r} does not run agent episodes; use --learner ace with task {task.name!r}")
+    from combee_fast.rollouts.chat import GeneratorChat
+    from combee_fast.rollouts.executors import open_executor
+
+    spec = RolloutSpec(config.agent, config.executor, config.sandbox, config.task, config.map.workers)
+    executor = await stack.enter_async_context(open_executor(spec, GeneratorChat(agents, config.agent.tool_calls),
+                                                             task=task))
+    return TrajectoryJournal(executor)
 
 
 async def _fallback_server(config: SessionConfig, task: Task,
@@ -342,7 +411,7 @@ async def _fallback_server(config: SessionConfig, task: Task,
         return None, None, None
     sim = config.sim
     try:
-        world = InstructionWorld.for_task(task, variant=sim.world)
+        world = world_for(task, sim.world)
     except ValueError as exc:
         raise ConfigError(f"sim.world: {exc}") from None
     server = await stack.enter_async_context(SimServer(

@@ -2,16 +2,22 @@
 
 This is ACE's map: it runs against one frozen playbook snapshot and touches no shared state, so
 many chains run in parallel. A chain's simulated duration is the sum of its calls' latencies
-(they are strictly sequential). :class:`SampleTrace` is a :class:`~combee_fast.protocols.Trace`.
+(they are strictly sequential) and of the environment time of its agent episodes.
+:class:`SampleTrace` is a :class:`~combee_fast.protocols.Trace`.
+
+An attempt is made by ``attempts`` (:class:`~combee_fast.protocols.Attempts`): one generator call
+by default (``agents`` itself), or an agent episode whose rollout carries its trajectory; the
+trace then counts every model call of the episode, and its environment seconds.
 """
 
 from __future__ import annotations
 
 import msgspec
 
+from combee_fast.protocols import Attempts
 from combee_fast.roles.agents import Agents
 from combee_fast.playbook import Playbook
-from combee_fast.schema import CallError, Example, Reflection, Rollout, Usage
+from combee_fast.schema import CallError, Example, Reflection, Rollout, Trajectory, Usage
 
 
 class SampleTrace(msgspec.Struct, frozen=True):
@@ -42,17 +48,38 @@ class SampleTrace(msgspec.Struct, frozen=True):
     def usages(self) -> list[Usage]:
         return [r.usage for r in self.rollouts] + [r.usage for r in self.reflections]
 
+    def episodes(self) -> list[Trajectory]:
+        """The agent episodes of this trace's attempts (collected rollouts' are not this run's)."""
+        return [r.trajectory for r in self.rollouts if r.trajectory is not None and r.usage.role != "trace"]
+
+    @property
+    def env_seconds(self) -> float:
+        """Seconds its agent episodes spent in their environments."""
+        return sum(trajectory.env_seconds for trajectory in self.episodes())
+
     def call_outcomes(self) -> list[tuple[Usage, CallError | None]]:
-        """``(usage, error)`` of each LLM call made, attempt and reflection in turn (collected
-        rollouts carry role "trace" and cost no call)."""
+        """``(usage, error)`` of each LLM call made, attempt and reflection in turn (an agent
+        episode's attempt: each of its model calls; collected rollouts carry role "trace" and cost
+        no call)."""
         ordered: list[Rollout | Reflection] = []
         for index in range(max(len(self.rollouts), len(self.reflections))):
             ordered += [*self.rollouts[index : index + 1], *self.reflections[index : index + 1]]
-        return [(r.usage, r.error) for r in ordered if r.usage.role != "trace"]
+        outcomes: list[tuple[Usage, CallError | None]] = []
+        for record in ordered:
+            if record.usage.role == "trace":
+                continue
+            trajectory = getattr(record, "trajectory", None)
+            if trajectory is not None:
+                outcomes += trajectory.call_outcomes()
+            else:
+                outcomes.append((record.usage, record.error))
+        return outcomes
 
     @property
     def sim_seconds(self) -> float:
-        return sum(usage.effective_latency_s for usage in self.usages())
+        seconds = sum(usage.effective_latency_s for usage in self.usages())
+        episodes = self.episodes()
+        return seconds + sum(t.env_seconds for t in episodes) if episodes else seconds
 
     def errors(self) -> list[tuple[str, CallError]]:
         found = [(r.id, r.error) for r in self.rollouts if r.error is not None]
@@ -68,14 +95,18 @@ async def run_sample(
     *,
     epoch: int,
     max_rounds: int,
+    attempts: Attempts | None = None,
 ) -> SampleTrace:
-    """ACE's generator-reflector loop on one example (``max_rounds`` regenerations at most).
+    """ACE's generator-reflector loop on one example (``max_rounds`` regenerations at most);
+    ``attempts`` makes each attempt (default: ``agents``' one generator call).
 
     The chain stops at the first failed call: what it produced so far is kept, with the error.
     """
-    rollout = await agents.generate(example, playbook_text, epoch=epoch)
+    attempts = attempts or agents
+    rollout = await attempts.attempt(example, playbook_text, version=playbook.version, epoch=epoch)
     first = SampleTrace(example.id, (rollout,), ())
-    rest = await continue_sample(agents, first, playbook, playbook_text, epoch=epoch, max_rounds=max_rounds)
+    rest = await continue_sample(agents, first, playbook, playbook_text, epoch=epoch, max_rounds=max_rounds,
+                                 attempts=attempts)
     return SampleTrace(example.id, (rollout, *rest.rollouts), rest.reflections)
 
 
@@ -97,9 +128,11 @@ async def continue_sample(
     *,
     epoch: int,
     max_rounds: int,
+    attempts: Attempts | None = None,
 ) -> SampleTrace:
     """Run ``trace``'s chain on (reflect its last attempt if not yet done, then regenerate while
     wrong) up to ``max_rounds``; returns only the calls made here, as a trace of its own."""
+    attempts = attempts or agents
     rollouts: list[Rollout] = []
     reflections: list[Reflection] = []
     rollout = trace.rollouts[-1]
@@ -111,8 +144,8 @@ async def continue_sample(
             reflections.append(reflection)
         if rollout.correct or rollout.round >= max_rounds or reflection.error is not None:
             break
-        rollout = await agents.generate(
-            rollout.example, playbook_text, epoch=epoch, round_=rollout.round + 1,
+        rollout = await attempts.attempt(
+            rollout.example, playbook_text, version=playbook.version, epoch=epoch, round_=rollout.round + 1,
             previous=rollout, reflection=reflection,
         )
         rollouts.append(rollout)

@@ -43,7 +43,8 @@ class AceKind:
         map_config = config.map
         if context.from_traces:
             map_config = msgspec.structs.replace(map_config, sync_rounds=None)
-        learner = AceLearner(context.agents, max_rounds=map_config.max_rounds, from_rollouts=context.from_traces)
+        learner = AceLearner(context.agents, max_rounds=map_config.max_rounds, from_rollouts=context.from_traces,
+                             attempts=context.attempts)
         return build_method(method, learner, map_config, config.combee, seed=config.seed)
 
     def stop_rules(self, config: SessionConfig) -> list[StopRule]:
@@ -64,7 +65,8 @@ class AceKind:
         return Playbook.load(path)
 
     async def evaluate(self, context: LearnContext, deployable: Playbook, examples: Sequence[Example]) -> EvalResult:
-        return await evaluate(context.agents, deployable, examples, concurrency=context.config.eval.parallel)
+        return await evaluate(context.agents, deployable, examples, concurrency=context.config.eval.parallel,
+                              attempts=context.attempts)
 
     def version_files(self, artifact: Playbook) -> list[tuple[str, bytes]]:
         return [(f"playbooks/v{artifact.version:05d}.json", artifact.to_bytes())]

@@ -17,6 +17,7 @@ from combee_fast.ace.chain import SampleTrace, can_continue, continue_sample, re
 from combee_fast.methods.base import Applied
 from combee_fast.playbook import Playbook
 from combee_fast.playbook.deltalog import logged_delta
+from combee_fast.protocols import Attempts
 from combee_fast.roles.agents import Agents
 from combee_fast.schema import Delta, Op, OpKind, Proposal, Reflection
 
@@ -43,12 +44,15 @@ def tag_ops(traces: Sequence[SampleTrace], playbook: Playbook) -> tuple[Op, ...]
 class AceLearner:
     """The playbook learner (a :class:`~combee_fast.protocols.Learner` of playbooks, reflections
     and ops) on ``agents``' role calls. A chain regenerates ``max_rounds`` times at most.
-    ``from_rollouts``: items are collected rollouts (reflect only, nothing to regenerate)."""
+    ``from_rollouts``: items are collected rollouts (reflect only, nothing to regenerate).
+    ``attempts``: how an attempt is made (default: one generator call; agent episodes)."""
 
-    def __init__(self, agents: Agents, *, max_rounds: int, from_rollouts: bool = False) -> None:
+    def __init__(self, agents: Agents, *, max_rounds: int, from_rollouts: bool = False,
+                 attempts: Attempts | None = None) -> None:
         self.agents = agents
         self.max_rounds = max_rounds
         self.from_rollouts = from_rollouts
+        self.attempts = attempts or agents
 
     async def render(self, artifact: Playbook) -> str:
         return await asyncio.to_thread(artifact.render)
@@ -56,14 +60,16 @@ class AceLearner:
     async def run_item(self, item: Any, artifact: Playbook, text: str, *, epoch: int, rounds: int) -> SampleTrace:
         if self.from_rollouts:
             return await reflect_only(self.agents, item, artifact, epoch=epoch)
-        return await run_sample(self.agents, item, artifact, text, epoch=epoch, max_rounds=rounds)
+        return await run_sample(self.agents, item, artifact, text, epoch=epoch, max_rounds=rounds,
+                                attempts=self.attempts)
 
     def continuation(
         self, trace: SampleTrace, artifact: Playbook, text: str, *, epoch: int
     ) -> Awaitable[SampleTrace] | None:
         if self.from_rollouts or not can_continue(trace, self.max_rounds):
             return None
-        return continue_sample(self.agents, trace, artifact, text, epoch=epoch, max_rounds=self.max_rounds)
+        return continue_sample(self.agents, trace, artifact, text, epoch=epoch, max_rounds=self.max_rounds,
+                               attempts=self.attempts)
 
     def record(self, trace: SampleTrace) -> Reflection | None:
         return trace.final_reflection

@@ -54,6 +54,9 @@ def request_key(model: str, request: ChatRequest) -> str:
         request.temperature, request.seed, request.json_schema, request.schema_name)
     if request.extra_body:  # only when set, so keys recorded before it existed still match
         identity += (request.extra_body,)
+    if request.tools or any(m.tool_calls or m.tool_call_id is not None for m in request.messages):
+        identity += (request.tools, request.tool_choice,
+                     [(m.tool_call_id, [(c.name, c.arguments) for c in m.tool_calls]) for m in request.messages])
     canonical = _key_encoder.encode(identity)
     return hashlib.sha256(canonical).hexdigest()
 

@@ -13,6 +13,9 @@ Structured-output forms, strongest first (:data:`FORMS`):
 the context length and slot count where the server tells them (llama.cpp ``GET /props``, vLLM's
 ``max_model_len`` in ``GET /v1/models``). :class:`FormState` holds the form an endpoint's client
 uses and steps down ONCE per rejected form (:func:`rejects_form`), with a warning.
+
+OpenAI tool calling is probed the same way, only when an agent asks for it (:func:`probe_tools`):
+one call offering one tool; a reply calling it with arguments of its schema proves it.
 """
 
 from __future__ import annotations
@@ -67,7 +70,8 @@ class Capabilities(msgspec.Struct, kw_only=True):
     it was configured or assumed); ``tried``: each probed form and what happened;
     ``context_length``/``slots``: as the server reported them (``None``: it did not say);
     ``tokenize``: the server answers ``POST /tokenize`` (llama.cpp); ``fallbacks``: forms left
-    during the run because a reply rejected them.
+    during the run because a reply rejected them; ``tools``: whether a tool-calling probe was
+    answered with a call of its tool (None: not probed).
     """
 
     endpoint: str
@@ -80,6 +84,7 @@ class Capabilities(msgspec.Struct, kw_only=True):
     tokenize: bool = False
     server: str | None = None
     fallbacks: list[str] = msgspec.field(default_factory=list)
+    tools: bool | None = None  # OpenAI tool calling works (None: not probed)
 
 
 def check_form(value: str) -> str:
@@ -205,6 +210,47 @@ async def probe(session: aiohttp.ClientSession, *, name: str, base_url: str, mod
         caps.tried[form] = f"accepted, reply did not match ({problem.kind})"
     caps.form = accepted or "none"
     return caps
+
+
+PROBE_TOOL: dict[str, Any] = {
+    "type": "function",
+    "function": {"name": "answer", "description": "Give the answer to the question.",
+                 "parameters": {"type": "object", "properties": PROBE_SCHEMA["properties"], "required": ["answer"]}},
+}
+"""The one tool of the tool-calling probe."""
+
+PROBE_TOOL_MESSAGES = (
+    Message(role="system", content="Answer by calling the tool 'answer' with yes or no."),
+    Message(role="user", content="Is 2 greater than 1?"),
+)
+
+
+async def probe_tools(session: aiohttp.ClientSession, *, base_url: str, model: str, headers: dict[str, str],
+                      timeout_s: float) -> tuple[bool, str]:
+    """Whether the endpoint answers a request offering :data:`PROBE_TOOL` with a call of it whose
+    arguments match its schema, and what happened. Never raises for endpoint failures."""
+    body = msgspec.json.encode(CompletionRequest(model=model, messages=PROBE_TOOL_MESSAGES, max_tokens=48,
+                                                 temperature=0.0, tools=(PROBE_TOOL,), tool_choice="auto"))
+    try:
+        async with session.post(base_url.rstrip("/") + "/chat/completions", data=body,
+                                headers={**headers, ROLE_HEADER: "probe"},
+                                timeout=aiohttp.ClientTimeout(total=timeout_s)) as response:
+            status, raw = response.status, await response.read()
+    except (TimeoutError, aiohttp.ClientError) as exc:
+        return False, f"no answer: {type(exc).__name__}"
+    if status != 200:
+        return False, f"HTTP {status}: {' '.join(raw.decode('utf-8', errors='replace').split())[:160]}"
+    try:
+        calls = msgspec.json.decode(raw, type=CompletionResponse).choices[0].message.tool_calls or ()
+    except (msgspec.MsgspecError, IndexError):
+        return False, "200 but not a chat completion"
+    for call in calls:
+        if call.function.name == "answer":
+            _, problem = parse_structured(call.function.arguments, None, PROBE_SCHEMA)
+            if problem is None:
+                return True, "honoured: the reply called the tool"
+            return False, f"the reply called the tool with unusable arguments ({problem.kind})"
+    return False, "the reply called no tool"
 
 
 async def _server_facts(session: aiohttp.ClientSession, caps: Capabilities, base_url: str,

@@ -52,7 +52,7 @@ import msgspec
 from combee_fast.endpoint.cache import ReplayCache, request_key
 from combee_fast.endpoint.http1 import Http1Pool
 from combee_fast.endpoint.capabilities import (Capabilities, FormState, check_form, is_validation_error, probe,
-                                              response_format, tokenize)
+                                              probe_tools, response_format, tokenize)
 from combee_fast.endpoint.calls import ChatRequest, ChatResult
 from combee_fast.endpoint.retry import RETRYABLE_STATUSES, backoff_s, retry_after_s
 from combee_fast.endpoint.capped import ReplyTooLarge, read_capped
@@ -68,11 +68,13 @@ from combee_fast.endpoint.wire import (
     CompletionResponse,
     ModelList,
     StreamOptions,
+    tool_calls_of,
+    wire_messages,
 )
 from combee_fast.config import TransportConfig
 from combee_fast.errors import ConfigError, EndpointUnreachable
 from combee_fast.redact import scrub, strip_userinfo
-from combee_fast.schema import CallError, Message, Usage
+from combee_fast.schema import CallError, Message, ToolCall, Usage
 from combee_fast.tokens import estimate_tokens
 
 __all__ = ["ChatRequest", "ChatResult", "EndpointClient", "EndpointConfig", "UsageTotals"]
@@ -118,6 +120,7 @@ class _Answer(msgspec.Struct):
     prompt_tokens: int
     completion_tokens: int
     sim_latency_s: float | None
+    tool_calls: tuple[ToolCall, ...] = ()
 
 
 class _AttemptFailed(Exception):
@@ -229,6 +232,18 @@ class EndpointClient:
         found.tried = {form: scrub(what, self._secrets) for form, what in found.tried.items()}  # bodies may echo keys
         self._adopt(found)
         return found
+
+    async def detect_tools(self) -> bool:
+        """Whether the endpoint does OpenAI tool calling (:func:`~.capabilities.probe_tools`),
+        probed once and kept in :attr:`capabilities` (``tools``, and what it answered in ``tried``)."""
+        caps = self.capabilities
+        if caps.tools is None:
+            config = self.config
+            supported, what = await probe_tools(self._open_session(), base_url=strip_userinfo(config.base_url),
+                                                model=config.model, headers=self._headers,
+                                                timeout_s=min(CHECK_TIMEOUT_S * 6, config.transport.timeout_s))
+            caps.tools, caps.tried["tools"] = supported, scrub(what, self._secrets)
+        return caps.tools
 
     def _adopt(self, found: Capabilities) -> None:
         """Use ``found``: its form from now on; a server reporting fewer slots than
@@ -363,40 +378,41 @@ class EndpointClient:
     async def _call(self, request: ChatRequest) -> ChatResult:
         started = time.perf_counter()
         tally = _Tally()
-        text, data, error, finish_reason = await self._answer(request, tally)
+        text, data, error, finish_reason, tool_calls = await self._answer(request, tally)
         if error is not None:  # error bodies may echo the request's headers; URLs may carry credentials
             error = msgspec.structs.replace(error, message=scrub(error.message, self._secrets),
                                             raw=None if error.raw is None else scrub(error.raw, self._secrets))
         return ChatResult(text=text, data=data, usage=self._usage(request, tally, time.perf_counter() - started),
-                          error=error, finish_reason=finish_reason)
+                          error=error, finish_reason=finish_reason, tool_calls=tool_calls)
 
     async def _answer(self, request: ChatRequest,
-                      tally: _Tally) -> tuple[str | None, Any, CallError | None, str | None]:
-        """``(text, data, error, finish_reason)`` of the call, with at most one repair request."""
+                      tally: _Tally) -> tuple[str | None, Any, CallError | None, str | None, tuple[ToolCall, ...]]:
+        """``(text, data, error, finish_reason, tool_calls)`` of the call, with at most one repair
+        request."""
         answer = await self._exchange(request, request.messages, tally)
         if isinstance(answer, CallError):
-            return None, None, answer, None
-        if request.json_schema is None:
+            return None, None, answer, None, ()
+        if request.json_schema is None or answer.tool_calls:
             error = None
             if answer.finish_reason == "length":
                 error = CallError(kind="truncated", message=f"answer cut at max_tokens={request.max_tokens}",
                                   raw=answer.text)
-            return answer.text, None, error, answer.finish_reason
+            return answer.text, None, error, answer.finish_reason, answer.tool_calls
         data, problem = parse_structured(answer.text, answer.finish_reason, request.json_schema)
         if problem is None:
-            return answer.text, data, None, answer.finish_reason
+            return answer.text, data, None, answer.finish_reason, ()
         if problem.kind == "truncated":  # the same request would run into max_tokens again: reported, not repaired
             return answer.text, None, msgspec.structs.replace(problem, message=(
-                f"{problem.message} (cut at max_tokens={request.max_tokens}; not repaired)")), answer.finish_reason
+                f"{problem.message} (cut at max_tokens={request.max_tokens}; not repaired)")), answer.finish_reason, ()
         tally.retry_kinds.append(problem.label)  # the repair request is counted as a retry of its kind
         repair = await self._exchange(request, repair_messages(request.messages, answer.text, problem), tally)
         if isinstance(repair, CallError):
             message = f"{problem.message}; repair request failed: {repair.message}"
-            return answer.text, None, msgspec.structs.replace(problem, message=message), answer.finish_reason
+            return answer.text, None, msgspec.structs.replace(problem, message=message), answer.finish_reason, ()
         data, still = parse_structured(repair.text, repair.finish_reason, request.json_schema)
         if still is not None:
             still = msgspec.structs.replace(still, message=f"{still.message} (after one repair request)")
-        return repair.text, data, still, repair.finish_reason
+        return repair.text, data, still, repair.finish_reason, ()
 
     def _usage(self, request: ChatRequest, tally: _Tally, latency_s: float) -> Usage:
         sim_latency_s = tally.sim_latency_s
@@ -436,13 +452,15 @@ class EndpointClient:
         stream = self.config.transport.stream
         return _request_encoder.encode(CompletionRequest(
             model=self.config.model,
-            messages=messages,
+            messages=wire_messages(messages),
             max_tokens=request.max_tokens,
             temperature=request.temperature,
             seed=request.seed,
             response_format=self._response_format(request, form),  # msgspec writes a Raw as is
             stream=stream,
             stream_options=_STREAM_OPTIONS if stream else None,
+            tools=request.tools,
+            tool_choice=request.tool_choice,
         ))
 
     async def _exchange(self, request: ChatRequest, messages: tuple[Message, ...],
@@ -573,6 +591,7 @@ class EndpointClient:
             prompt_tokens=usage.prompt_tokens if usage else 0,
             completion_tokens=usage.completion_tokens if usage else 0,
             sim_latency_s=_parse_float(sim_latency),
+            tool_calls=tool_calls_of(choice.message.tool_calls or ()),
         )
 
     def _account(self, result: ChatResult) -> None:

@@ -9,8 +9,8 @@ whole answer: streaming is about cancellation, not about reading tokens early.
 Contract of :func:`join_stream`: ``body`` is the complete response body of a 200 reply to a
 request with ``"stream": true``. Events are ``data: <json>`` lines separated by blank lines,
 ending with ``data: [DONE]`` (absent at the end of a stream is tolerated: the body is complete).
-The content deltas of choice 0 are joined, the last ``finish_reason`` and the last ``usage``
-seen are kept. A body that is a plain JSON completion (a server that ignored ``stream``) is
+The content deltas of choice 0 are joined (and its tool-call pieces, by their ``index``), the
+last ``finish_reason`` and the last ``usage`` seen are kept. A body that is a plain JSON completion (a server that ignored ``stream``) is
 decoded as one. Raises :class:`StreamFailed` for an ``error`` event and ``ValueError`` for a
 body that is neither.
 """
@@ -22,6 +22,8 @@ import msgspec
 from combee_fast.endpoint.wire import (
     AssistantMessage,
     Choice,
+    FunctionCall,
+    WireToolCall,
     CompletionChunk,
     CompletionResponse,
     CompletionUsage,
@@ -45,6 +47,7 @@ def join_stream(body: bytes) -> CompletionResponse:
     if body.lstrip()[:1] == b"{":
         return _response_decoder.decode(body)
     parts: list[str] = []
+    calls: dict[int, list[str]] = {}  # index -> [id, name, arguments so far]
     finish_reason: str | None = None
     usage: CompletionUsage | None = None
     events = 0
@@ -67,11 +70,19 @@ def join_stream(body: bytes) -> CompletionResponse:
                 continue
             if choice.delta.content:
                 parts.append(choice.delta.content)
+            for piece in choice.delta.tool_calls or ():
+                call = calls.setdefault(piece.index, ["", "", ""])
+                call[0] = piece.id or call[0]
+                function = piece.function or {}
+                call[1] = function.get("name") or call[1]
+                call[2] += function.get("arguments") or ""
             if choice.finish_reason is not None:
                 finish_reason = choice.finish_reason
     if events == 0:
         raise ValueError("no data events in a streamed reply")
-    message = AssistantMessage(content="".join(parts))
+    tool_calls = tuple(WireToolCall(FunctionCall(name, arguments or "{}"), id_)
+                       for _, (id_, name, arguments) in sorted(calls.items())) or None
+    message = AssistantMessage(content="".join(parts), tool_calls=tool_calls)
     return CompletionResponse(choices=(Choice(message=message, finish_reason=finish_reason),), usage=usage)
 
 
@@ -84,6 +95,10 @@ def stream_body(response: CompletionResponse, *, piece_chars: int = 64, include_
     events = [{**head, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]}]
     events += [{**head, "choices": [{"index": 0, "delta": {"content": text[start:start + piece_chars]}}]}
                for start in range(0, len(text), piece_chars)]
+    events += [{**head, "choices": [{"index": 0, "delta": {"tool_calls": [
+        {"index": index, "id": call.id, "type": "function",
+         "function": {"name": call.function.name, "arguments": call.function.arguments}}]}}]}
+        for index, call in enumerate(choice.message.tool_calls or ())]
     events.append({**head, "choices": [{"index": 0, "delta": {}, "finish_reason": choice.finish_reason}]})
     if include_usage and response.usage is not None:
         events.append({**head, "choices": [], "usage": response.usage})

@@ -10,7 +10,7 @@ from typing import Any
 
 import msgspec
 
-from combee_fast.schema import Message
+from combee_fast.schema import Message, ToolCall
 
 ROLE_HEADER = "X-Combee-Role"
 """Request header carrying the calling role; real servers ignore it."""
@@ -45,23 +45,77 @@ class StreamOptions(msgspec.Struct, frozen=True):
     include_usage: bool = True
 
 
+class FunctionCall(msgspec.Struct, frozen=True):
+    name: str
+    arguments: str = "{}"
+
+
+class WireToolCall(msgspec.Struct, frozen=True):
+    """A tool call as OpenAI writes it in an assistant message."""
+
+    function: FunctionCall
+    id: str = ""
+    type: str = "function"
+
+
+class WireMessage(msgspec.Struct, frozen=True, omit_defaults=True):
+    """A message of a tool-calling conversation, in OpenAI's form (plain messages are sent as
+    :class:`~combee_fast.schema.Message`, whose encoding is the same)."""
+
+    role: str
+    content: str | None
+    tool_calls: tuple[WireToolCall, ...] = ()
+    tool_call_id: str | None = None
+
+
+def wire_messages(messages: tuple[Message, ...]) -> tuple[Message | WireMessage, ...]:
+    """``messages`` as the wire takes them: unchanged unless some carry tool calls."""
+    if not any(m.tool_calls or m.tool_call_id is not None for m in messages):
+        return messages
+    return tuple(
+        WireMessage(m.role, m.content if m.content or not m.tool_calls else None,
+                    tuple(WireToolCall(FunctionCall(c.name, c.arguments), c.id) for c in m.tool_calls),
+                    m.tool_call_id)
+        for m in messages
+    )
+
+
+def tool_calls_of(calls: tuple[WireToolCall, ...]) -> tuple[ToolCall, ...]:
+    return tuple(ToolCall(c.function.name, c.function.arguments, c.id) for c in calls)
+
+
 class CompletionRequest(msgspec.Struct, frozen=True, omit_defaults=True):
     """Body of ``POST /chat/completions``; ``stream`` asks for server-sent events
-    (:mod:`combee_fast.endpoint.streamed`)."""
+    (:mod:`combee_fast.endpoint.streamed`); ``tools`` offers OpenAI function tools (their JSON
+    definitions), ``tool_choice`` how the model may use them."""
 
     model: str
-    messages: tuple[Message, ...]
+    messages: tuple[Any, ...]  # Message, or WireMessage in a tool-calling conversation (wire_messages)
     max_tokens: int | None = None
     temperature: float | None = None
     seed: int | None = None
     response_format: ResponseFormat | None = None
     stream: bool = False
     stream_options: StreamOptions | None = None
+    tools: tuple[dict[str, Any], ...] = ()
+    tool_choice: str | None = None
+
+
+class ReceivedRequest(CompletionRequest, frozen=True):
+    """A chat-completions body as a server decodes it (the simulated server)."""
+
+    messages: tuple[WireMessage, ...]
+
+    def schema_messages(self) -> tuple[Message, ...]:
+        """The messages as :class:`~combee_fast.schema.Message` values (no content: empty text)."""
+        return tuple(Message(m.role, m.content or "", tool_calls_of(m.tool_calls), m.tool_call_id)
+                     for m in self.messages)
 
 
 class AssistantMessage(msgspec.Struct, frozen=True):
     role: str = "assistant"
     content: str | None = None
+    tool_calls: tuple[WireToolCall, ...] | None = None
 
 
 class Choice(msgspec.Struct, frozen=True):
@@ -86,8 +140,18 @@ class CompletionResponse(msgspec.Struct, frozen=True):
     usage: CompletionUsage | None = None
 
 
+class ToolCallDelta(msgspec.Struct, frozen=True):
+    """A piece of a streamed tool call: ``index`` names the call; the first piece carries its id
+    and name, later ones more of its arguments."""
+
+    index: int = 0
+    id: str | None = None
+    function: dict[str, Any] | None = None
+
+
 class Delta(msgspec.Struct, frozen=True):
     content: str | None = None
+    tool_calls: tuple[ToolCallDelta, ...] | None = None
 
 
 class StreamChoice(msgspec.Struct, frozen=True):

@@ -8,6 +8,7 @@ reducer, and the calls that make them.
 - :mod:`.base`: what the roles share (prompt files, filling templates, JSON out of model output).
 - :mod:`.bounds`: bounds that make each schema a grammar a model cannot loop in.
 - :mod:`.budget`: prompts that fit the endpoint's context.
+- :mod:`.trajectory`: an agent's trajectory as the reflector reads it, within a budget.
 - :mod:`.agents`: :class:`~.agents.Agents`, the role calls of one run (seeded by path).
 - :mod:`.clients`: the role map (endpoints, replicas, seed, sampling) and the one place role
   clients are built from it.

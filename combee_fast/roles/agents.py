@@ -26,6 +26,7 @@ from combee_fast.roles.clients import RoleClients, RoleMap
 from combee_fast.roles.ops import ops_schema, parse_ops
 from combee_fast.roles.curator import playbook_stats_text
 from combee_fast.roles.reflector import cited_bullets_text
+from combee_fast.roles.trajectory import render_trajectory, trajectory_budget
 from combee_fast.schema import CallError, Example, Message, Op, Proposal, Reflection, Rollout, Usage
 from combee_fast.protocols import Task
 
@@ -92,6 +93,23 @@ class Agents:
             if self.on_failure is not None:
                 self.on_failure(failure)
 
+    def note_unusable(self, role: str, error: CallError, raw: str | None) -> None:
+        """Keep a reply of ``role`` that its caller found unusable (an agent's reply it could not
+        parse), as a failure, without counting another call."""
+        self.calls[role] -= 1
+        self._note(role, error, raw)
+
+    async def call(self, request: ChatRequest) -> ChatResult:
+        """One call of ``request.role`` through its client, counted and (when it fails) kept like
+        every role call: an agent's model turns go through here."""
+        result = await getattr(self.clients, request.role).chat(request)
+        self._note(request.role, result.error, result.text)
+        return result
+
+    def sampling_of(self, role: str) -> tuple[float, int, dict[str, Any] | None]:
+        """``(temperature, max_tokens, extra body fields)`` ``role`` sends."""
+        return self._temperature(role), self._max_tokens(role), self._extra_body(role)
+
     def effective_sampling(self) -> dict[str, dict[str, Any]]:
         """What each role sends: temperature, max tokens and the extra body fields (for the run
         directory's ``sampling.json``)."""
@@ -155,10 +173,19 @@ class Agents:
             feedback=score.feedback, usage=result.usage, raw=result.text,
         )
 
+    async def attempt(self, example: Example, context: str, *, version: int, epoch: int | str, round_: int = 0,
+                      previous: Rollout | None = None, reflection: Reflection | None = None) -> Rollout:
+        """The one-step case of :class:`~combee_fast.protocols.Attempts`: one generator call
+        (:meth:`generate`); ``version`` is not needed by it."""
+        return await self.generate(example, context, epoch=epoch, round_=round_, previous=previous,
+                                   reflection=reflection)
+
     async def reflect(self, rollout: Rollout, playbook: Playbook, *, epoch: int) -> Reflection:
         """Diagnose one rollout. A failed call gives a reflection with ``error`` and no tags."""
         cited = [bullet for bid in rollout.bullet_ids if (bullet := playbook.get(bid)) is not None]
         ground_truth = rollout.example.target if self.use_ground_truth else None
+        if rollout.trajectory is not None:
+            rollout = self._fitted_trajectory(rollout, cited_bullets_text(cited), ground_truth)
         messages = reflector.reflector_messages(rollout, cited_bullets_text(cited), ground_truth=ground_truth)
         schema = reflector.reflector_schema([bullet.id for bullet in cited])
         request = self._request("reflector", messages, epoch, rollout.id, schema=schema)
@@ -171,6 +198,16 @@ class Agents:
         parsed = reflector.parse_reflector(result.data, result.text, rollout_id=rollout.id, usage=result.usage)
         self._note("reflector", parsed.error, result.text)
         return parsed
+
+    def _fitted_trajectory(self, rollout: Rollout, cited: str, ground_truth: str | None) -> Rollout:
+        """``rollout`` whose reasoning is its trajectory rendered to fit the reflector's context
+        (:mod:`combee_fast.roles.trajectory`)."""
+        assert rollout.trajectory is not None
+        empty = msgspec.structs.replace(rollout, reasoning="")
+        others = reflector.reflector_messages(empty, cited, ground_truth=ground_truth)
+        budget = trajectory_budget(others, self.clients.reflector.capabilities.context_length,
+                                   self._max_tokens("reflector"))
+        return msgspec.structs.replace(rollout, reasoning=render_trajectory(rollout.trajectory, budget))
 
     async def curate(
         self,

@@ -18,7 +18,8 @@ from typing import Any
 import msgspec
 
 from combee_fast.methods.base import StepResult
-from combee_fast.schema import CallError, Usage
+from combee_fast.protocols import EpisodeTrace
+from combee_fast.schema import CallError, Trajectory, Usage
 
 
 class ErrorRecord(msgspec.Struct, frozen=True):
@@ -59,10 +60,14 @@ class LedgerRow(msgspec.Struct, frozen=True):
     val_accuracy: float | None = None  # over the answered validation examples
     val_answered: int | None = None
     val_unanswered: int | None = None
-    rollouts: int = 0  # generator calls the step made (collected traces: none)
+    rollouts: int = 0  # generator calls the step made (collected traces: none; agent tasks: episodes)
     gpu_seconds: float | None = None  # what the step cost the hardware (run/cost.py); None: unknown.
     # Measured like wall_seconds (the simulator's busy time follows real arrival times), so two
     # runs of one seed may differ in it while every other field is identical.
+    episodes: int = 0  # agent episodes the step ran (single-call tasks: none)
+    episode_failures: dict[str, int] = msgspec.field(default_factory=dict)  # kind -> failed episodes
+    env_seconds: float = 0.0  # seconds its episodes spent in their environments (on the critical path too)
+    env_seconds_per_episode: float = 0.0
 
 
 class CallCounts(msgspec.Struct):
@@ -136,6 +141,11 @@ def step_counts(result: StepResult[Any]) -> CallCounts:
     return counts
 
 
+def step_episodes(result: StepResult[Any]) -> list[Trajectory]:
+    """The agent episodes of a step's traces, in order."""
+    return [e for t in result.traces if isinstance(t, EpisodeTrace) for e in t.episodes()]
+
+
 def usage_columns(usages: Iterable[Usage]) -> tuple[dict[str, str], dict[str, int], dict[str, int]]:
     """Per role: the "model @ endpoint" that served it, prompt tokens and completion tokens."""
     prompt: Counter[str] = Counter()
@@ -158,6 +168,10 @@ def ledger_row(
     models, prompt, completion = usage_columns(step_usages(result))
     errors = [ErrorRecord(item, e.kind, e.message) for t in result.traces for item, e in t.errors()]
     errors += [ErrorRecord(p.source, p.error.kind, p.error.message) for p in result.proposals if p.error]
+    episodes = step_episodes(result)
+    failed = Counter(e.error.kind for e in episodes if e.error is not None)
+    errors += [ErrorRecord(e.key, e.error.kind, e.error.message) for e in episodes if e.error is not None]
+    env_seconds = sum(e.env_seconds for e in episodes)
     rewards = result.rewards
     return LedgerRow(
         method=method, epoch=epoch, step=step, batch_size=batch_size, batch_reason=reason,
@@ -167,5 +181,7 @@ def ledger_row(
         cumulative_sim_seconds=cumulative, version=result.artifact.version, size=len(result.artifact),
         added=sum(len(r.added_ids) for r in result.reports), rejected=sum(len(r.rejected) for r in result.reports),
         evicted=sum(len(r.evicted) for r in result.reports), errors=tuple(errors),
-        retries=counts.retries, failures=counts.errors, rollouts=counts.calls.get(rollout_role, 0),
+        retries=counts.retries, failures=counts.errors,
+        rollouts=len(episodes) if episodes else counts.calls.get(rollout_role, 0), episodes=len(episodes), episode_failures=dict(sorted(failed.items())), env_seconds=env_seconds,
+        env_seconds_per_episode=env_seconds / len(episodes) if episodes else 0.0,
     )

@@ -7,7 +7,10 @@ only writer and reader of these files:
                          accuracy, the artifact's version and size
     controller.jsonl     batch-size decisions with their inputs and reasons (auto batch size only)
     deltas.jsonl         every apply that changed the artifact, replayable (ACE: playbook/deltalog.py)
-    errors.jsonl         every failed or unusable call, as it happened
+    errors.jsonl         every failed or unusable call, and every failed agent episode, as it happened
+    trajectories.jsonl   every finished agent episode, as it finished: a line of the ``traces``
+                         task's format with the whole trajectory; never cut back on a resume (a
+                         resumed run reuses those finished since its checkpoint's previous step)
     playbooks/v*.json    every playbook version (ACE); candidates/c*.json every candidate and
                          pool/v*.json the best one of each pool version (GEPA)
     final.json, best.json  the last and the best artifact, in the form users deploy
@@ -49,6 +52,7 @@ from combee_fast.protocols import Deployable
 from combee_fast.run.checkpoint import CHECKPOINT_FILE, load_checkpoint, save_checkpoint
 from combee_fast.run.ledger import LedgerRow
 from combee_fast.run.state import TrainState
+from combee_fast.schema import Trajectory
 from combee_fast.tasks.base import SplitManifest
 
 _encoder = msgspec.json.Encoder(order="deterministic")
@@ -56,7 +60,9 @@ _encoder = msgspec.json.Encoder(order="deterministic")
 
 _RUN_FILES = ("config.json", "splits.json", "ledger.jsonl", "controller.jsonl", "deltas.jsonl", "errors.jsonl",
               "final.json", "best.json", "summary.json", "card.toml", CHECKPOINT_FILE, "calls.json",
-              "capabilities.json", "sampling.json", "server.log", "local_server.json")
+              "capabilities.json", "sampling.json", "server.log", "local_server.json", "trajectories.jsonl")
+_TRAJECTORIES = "trajectories.jsonl"
+_TRAJECTORIES_FROM = "trajectories.jsonl:from"  # in a checkpoint's files: where a resume reads trajectories from
 _LOCK_FILE = ".lock"
 _APPENDED = {"_ledger": "ledger.jsonl", "_decisions": "controller.jsonl", "_deltas": "deltas.jsonl",
              "_errors": "errors.jsonl"}
@@ -123,6 +129,8 @@ class RunDir:
             self._take_lock()
             for attribute, name in _APPENDED.items():
                 setattr(self, attribute, open_append(self.root / name))
+            self._trajectories: IO[bytes] | None = None
+            self._trajectories_mark = 0  # its length at the last checkpoint
         except OSError as exc:
             self._discard()
             raise ConfigError(f"run directory {self.target}: cannot create it: {exc.strerror or exc}") from None
@@ -139,6 +147,7 @@ class RunDir:
         self._created = []
         self._started = True
         self._lock = None
+        self._trajectories = None
         if not (self.root / "config.json").is_file():
             raise ConfigError(f"{root}: no config.json; not a run directory")
         try:
@@ -150,6 +159,8 @@ class RunDir:
                 if path.exists() and path.stat().st_size > length:
                     os.truncate(path, length)
                 setattr(self, attribute, open_append(path))
+            self._trajectories_mark = state.files.get(_TRAJECTORIES, 0)
+            self._resume_from = state.files.get(_TRAJECTORIES_FROM, 0)
         except OSError as exc:
             self.close()
             raise ConfigError(f"run directory {self.root}: cannot reopen it: {exc.strerror or exc}") from None
@@ -201,7 +212,7 @@ class RunDir:
     def close(self) -> None:
         """Close the files and release the lock; a run that never started is removed (the
         previous run stays)."""
-        for name in _APPENDED:
+        for name in (*_APPENDED, "_trajectories"):
             file = getattr(self, name, None)
             if file is not None:
                 file.close()
@@ -282,9 +293,48 @@ class RunDir:
             write_atomic(path, data)
 
     def save_checkpoint(self, state: TrainState[Any]) -> None:
-        """``checkpoint.pkl``: ``state``, with the append-only files' lengths at this point."""
-        state.files = self.file_lengths()
+        """``checkpoint.pkl``: ``state``, with the append-only files' lengths at this point (and
+        where a resume from it reads finished trajectories from: this checkpoint's previous one)."""
+        length = self._trajectories_length()
+        state.files = {**self.file_lengths(), _TRAJECTORIES: length, _TRAJECTORIES_FROM: self._trajectories_mark}
         save_checkpoint(self.root, state)
+        self._trajectories_mark = length
+
+    def append_trajectory(self, record: Any) -> None:
+        """One finished agent episode, as a line of ``trajectories.jsonl`` (written at once)."""
+        if self._trajectories is None:
+            self._trajectories = open_append(self.root / _TRAJECTORIES)
+        self._append(self._trajectories, record)
+
+    def resumed_trajectories(self) -> list[Trajectory]:
+        """The trajectories a reopened run finished since its checkpoint's previous step (a line
+        cut by the kill is dropped, and cut from the file)."""
+        path = self.root / _TRAJECTORIES
+        if self.resumed is None or not path.exists():
+            return []
+        with path.open("rb+") as handle:
+            handle.seek(self._resume_from)
+            data = handle.read()
+            complete = data.rfind(b"\n") + 1
+            if complete < len(data):
+                handle.truncate(self._resume_from + complete)
+        decoder = msgspec.json.Decoder(_StoredEpisode)
+        found = []
+        for line in data[:complete].splitlines():
+            try:
+                episode = decoder.decode(line).episode
+            except msgspec.DecodeError:
+                continue
+            if episode is not None:
+                found.append(episode)
+        return found
+
+    def _trajectories_length(self) -> int:
+        if self._trajectories is not None:
+            self._trajectories.flush()
+            return os.fstat(self._trajectories.fileno()).st_size
+        path = self.root / _TRAJECTORIES
+        return path.stat().st_size if path.exists() else 0
 
     def append_ledger(self, row: LedgerRow) -> None:
         self._append(self._ledger, row)
@@ -304,6 +354,10 @@ class RunDir:
 
     def append_error(self, record: Any) -> None:
         """One failed or unusable call, as a line of ``errors.jsonl`` (written at once)."""
+        self._append(self._errors, record)
+
+    def append_episode_failure(self, record: Any) -> None:
+        """One failed agent episode, as a line of ``errors.jsonl`` (written at once)."""
         self._append(self._errors, record)
 
     def append_deltas(self, entries: Iterable[Any]) -> None:
@@ -331,6 +385,12 @@ class RunDir:
     def _append(file: IO[bytes], row: Any) -> None:
         file.write(_encoder.encode(row) + b"\n")
         file.flush()
+
+
+class _StoredEpisode(msgspec.Struct):
+    """The part of a ``trajectories.jsonl`` line a resume reads."""
+
+    episode: Trajectory | None = None
 
 
 def read_split_manifests(path: str | os.PathLike[str], *, what: str | None = None) -> list[SplitManifest]:

@@ -39,6 +39,8 @@ class TrainState(Generic[A]):
     ``best``/``best_score``: the artifact with the highest validation score so far (over its
     answered examples) and that score; ``stale_validations``: validations since it last rose.
     ``files``: the byte lengths of the run directory's append-only files at this point.
+    ``episodes``/``episodes_failed``/``env_seconds``: agent episodes run, failed, and their
+    seconds in the environment.
     ``stopping``: why the run ends after this step (set by the stop rules; ``stop_ends`` says
     what that stop means); ``validated``: this step's validation, if it had one.
     """
@@ -58,6 +60,9 @@ class TrainState(Generic[A]):
     tokens: int = 0
     samples: int = 0
     rollouts: int = 0
+    episodes: int = 0
+    episodes_failed: int = 0
+    env_seconds: float = 0.0
     counts: CallCounts = field(default_factory=CallCounts)
     val_counts: CallCounts = field(default_factory=CallCounts)
     plan_state: Any = None
@@ -92,6 +97,9 @@ class TrainState(Generic[A]):
         self.tokens += sum(row.prompt_tokens.values()) + sum(row.completion_tokens.values())
         self.samples += batch_size
         self.rollouts += row.rollouts
+        self.episodes += row.episodes
+        self.episodes_failed += sum(row.episode_failures.values())
+        self.env_seconds += row.env_seconds
         self.counts.add_counts(step_counts)
         self.steps += 1
 

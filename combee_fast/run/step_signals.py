@@ -5,7 +5,8 @@ replayed from the cache measures (and so decides) exactly what the recorded run 
 
 * **Requests in flight** during each map call, from the step's schedule: every chain starts when
   the worker pool gives it a slot (the list schedule of :mod:`combee_fast.engine.timing`) and runs
-  its calls back to back; a call's in-flight level is the mean number of calls running over its
+  its calls back to back (an agent episode's environment seconds are counted in its chain's
+  duration, after its calls); a call's in-flight level is the mean number of calls running over its
   lifetime (itself included). A call that waited in a full server's queue overlapped many others,
   so its level tells the queue's length better than the count at its send time would.
 * **Rewards** of the batch's first attempts: mean and variance (native ``moments``) and the
@@ -28,6 +29,7 @@ from combee_fast.combee.latency_curve import CallSample
 from combee_fast.combee.planner import StepSignals
 from combee_fast.engine.timing import finish_times
 from combee_fast.methods.base import StepResult
+from combee_fast.protocols import EpisodeTrace
 from combee_fast.schema import Usage
 from combee_fast.tokens import estimate_tokens
 
@@ -37,11 +39,12 @@ DUPLICATE_SIMILARITY = 0.9
 
 def scheduled_calls(traces: Sequence[Any], workers: int, rollout_role: str) -> tuple[list[CallSample], float, float, float]:
     """``(samples, map seconds, calls on the slowest chain, rollout share)`` of the map."""
-    chains = [[usage for usage, _ in t.call_outcomes()] for t in traces]
-    chains = [c for c in chains if c]
+    pairs = [([usage for usage, _ in t.call_outcomes()], _env_seconds(t)) for t in traces]
+    chains = [chain for chain, _ in pairs if chain]
     if not chains:
         return [], 0.0, 0.0, 0.0
-    durations = [sum(u.effective_latency_s for u in chain) for chain in chains]
+    durations = [sum(u.effective_latency_s for u in chain) + env if env else sum(u.effective_latency_s for u in chain)
+                 for chain, env in pairs if chain]
     ends = finish_times(durations, workers)
     starts_at: list[float] = []
     ends_at: list[float] = []
@@ -63,6 +66,11 @@ def scheduled_calls(traces: Sequence[Any], workers: int, rollout_role: str) -> t
     slowest = max(range(len(chains)), key=lambda i: ends[i])
     share = sum(u.role == rollout_role for u in calls) / len(calls)
     return samples, float(ends[slowest]), float(len(chains[slowest])), share
+
+
+def _env_seconds(trace: Any) -> float:
+    """An episode trace's environment seconds (0.0 for any other trace)."""
+    return sum(e.env_seconds for e in trace.episodes()) if isinstance(trace, EpisodeTrace) else 0.0
 
 
 def reward_statistics(rewards: Sequence[float]) -> dict[str, float]:

@@ -9,7 +9,7 @@ run there. What a stop means is the rule's ``ends``:
 - ``"interrupt"``: SIGINT or SIGTERM asked for a stop (:class:`Interrupted`); the run can be resumed;
 - ``"failure"``: the run failed; such a rule raises instead of answering, and is asked after
   the others (it sees their answer in ``state.stopping``): :class:`FailingCalls`,
-  :class:`UnansweredValidation`.
+  :class:`FailingEpisodes`, :class:`UnansweredValidation`.
 
 A run never ends "successfully" on calls that did not happen. :class:`FailingCalls` judges the
 calls of a window: the latest steps holding at least ``min_judged_calls`` calls (one step of a
@@ -28,6 +28,11 @@ copying the prompt's placeholders) learns nothing, and says so. :class:`Unanswer
 fails a run whose validation left more than ``max_failed_fraction`` of its examples unanswered.
 The messages name the step(s), how many calls failed of how many, the count of each kind and one
 example message; the loop adds where the artifact learned so far was saved.
+
+:class:`FailingEpisodes` judges agent episodes the same way: over the latest steps holding at
+least ``min_judged_calls`` episodes (or whatever the run made when it is ending), more than
+``max_failed_fraction`` of them failed (a sandbox limit, a model call, unusable replies, a time
+limit...): :class:`~combee_fast.errors.CallsFailed`, naming the kinds and one message.
 """
 
 from __future__ import annotations
@@ -165,6 +170,40 @@ class FailingCalls:
                     f"{'step 1' if latest == 1 else f'steps 1-{latest}'}: {failed} of {calls} {role} calls failed "
                     f"({_kinds(kinds)}; e.g. {_short(example)}): the artifact cannot learn without usable {role} replies"
                 )
+
+
+class FailingEpisodes:
+    """Fails the run whose latest agent episodes mostly failed (module doc)."""
+
+    ends = "failure"
+
+    def __init__(self, *, max_failed_fraction: float, min_judged_calls: int) -> None:
+        self.max_failed_fraction = max_failed_fraction
+        self.min_judged = min_judged_calls
+
+    def check(self, state: TrainState[Any]) -> None:
+        window: list[LedgerRow] = []
+        held = 0
+        for row in reversed(state.ledger):
+            if not row.episodes:
+                continue
+            if window and held >= self.min_judged:
+                break
+            window.append(row)
+            held += row.episodes
+        if not window or (held < self.min_judged and state.stopping is None):
+            return None
+        kinds: dict[str, int] = {}
+        for row in window:
+            for kind, n in row.episode_failures.items():
+                kinds[kind] = kinds.get(kind, 0) + n
+        failed = sum(kinds.values())
+        if failed <= self.max_failed_fraction * held:
+            return None
+        first, latest = window[-1].step + 1, window[0].step + 1
+        steps = f"step {latest}" if first == latest else f"steps {first}-{latest}"
+        example = next((e.message for row in window for e in row.errors if e.kind in kinds), "")
+        raise CallsFailed(f"{steps}: {failed} of {held} agent episodes failed ({_kinds(kinds)}; e.g. {_short(example)})")
 
 
 class UnansweredValidation:

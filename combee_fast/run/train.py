@@ -51,7 +51,8 @@ class TrainResult(msgspec.Struct, frozen=True):
     ``val_counts``: the same for the loop's own validation calls. ``interrupted``: stopped by
     SIGINT/SIGTERM before the end, resumable from its checkpoint; ``stopped_by``: the limit that
     ended the run early (None: its work was done); ``summary``: what the learner says of its
-    artifact (:meth:`~combee_fast.protocols.LearnerKind.summary`).
+    artifact (:meth:`~combee_fast.protocols.LearnerKind.summary`). ``episodes``, ``episodes_failed``
+    and ``env_seconds``: the agent episodes of the learning steps and their environment seconds.
     """
 
     learner: str
@@ -75,6 +76,9 @@ class TrainResult(msgspec.Struct, frozen=True):
     interrupted: bool = False
     stopped_by: str | None = None
     summary: dict[str, Any] = msgspec.field(default_factory=dict)
+    episodes: int = 0
+    episodes_failed: int = 0
+    env_seconds: float = 0.0
 
 
 class Batch(msgspec.Struct, frozen=True):
@@ -204,6 +208,7 @@ class Training(Generic[A]):
             gpu_seconds=state.gpu_seconds if self.gpu_clock is not None else None, counts=state.counts,
             val_counts=state.val_counts, steps=state.steps, interrupted=state.stop_ends == "interrupt",
             stopped_by=state.stopping if state.stop_ends == "limit" else None, summary=self.kind.summary(state.artifact),
+            episodes=state.episodes, episodes_failed=state.episodes_failed, env_seconds=state.env_seconds,
         )
 
     async def _validated(self, row: LedgerRow, result: StepResult[A]) -> LedgerRow:

@@ -35,6 +35,7 @@ from collections.abc import Callable, Sequence
 
 import orjson
 
+from combee_fast.sim.responders import SimReply
 from combee_fast.sim.server import SimRequest
 from combee_fast.sim.world import (
     GENERIC_LESSONS, TaskWorld, _fresh, _json_lines, _lesson_key, _prose, _uniform, curator_output, generic_lesson,
@@ -83,7 +84,7 @@ def with_lessons(instruction: str, lessons: Sequence[str]) -> str:
 class InstructionWorld(TaskWorld):
     """The ACE task world plus the GEPA roles (module docstring)."""
 
-    def respond(self, request: SimRequest) -> str:
+    def respond(self, request: SimRequest) -> str | SimReply:
         handler = self._instruction_roles().get(request.role)
         if handler is None:
             return super().respond(request)

@@ -11,11 +11,12 @@ from typing import Any, Protocol
 
 import msgspec
 
-from combee_fast.schema import Message
+from combee_fast.schema import Message, ToolCall
 
 
 class SimRequest(msgspec.Struct, frozen=True):
-    """A chat request as the simulated server sees it (``role`` comes from ``X-Combee-Role``)."""
+    """A chat request as the simulated server sees it (``role`` comes from ``X-Combee-Role``;
+    ``tools``: the function tools the request offers, OpenAI's JSON definitions)."""
 
     role: str
     model: str
@@ -24,6 +25,7 @@ class SimRequest(msgspec.Struct, frozen=True):
     temperature: float
     seed: int | None
     json_schema: dict[str, Any] | None
+    tools: tuple[dict[str, Any], ...] = ()
 
     @property
     def last_user_content(self) -> str:
@@ -34,10 +36,26 @@ class SimRequest(msgspec.Struct, frozen=True):
         return ""
 
 
+class SimReply(msgspec.Struct, frozen=True):
+    """A reply that calls tools: its text and the calls (a request that offered ``tools``)."""
+
+    content: str
+    tool_calls: tuple[ToolCall, ...] = ()
+
+
 class Responder(Protocol):
-    def respond(self, request: SimRequest) -> str:
-        """The completion text; JSON text of an object matching ``request.json_schema`` if set."""
+    def respond(self, request: SimRequest) -> str | SimReply:
+        """The completion text (JSON text of an object matching ``request.json_schema`` if set),
+        or a :class:`SimReply` calling some of ``request.tools``."""
         ...
+
+
+def probe_tool_reply(request: SimRequest) -> SimReply:
+    """What a server with tool calling answers a request offering tools that no role plays (the
+    start-up probe): a call of its first tool with arguments that fit the tool's parameters."""
+    function = request.tools[0].get("function", {})
+    arguments = example_for_schema(function.get("parameters", {"type": "object"}), "yes")
+    return SimReply("", (ToolCall(str(function.get("name", "")), msgspec.json.encode(arguments).decode(), "call_0"),))
 
 
 def example_for_schema(schema: dict[str, Any], text: str) -> Any:

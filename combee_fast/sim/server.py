@@ -40,6 +40,7 @@ from combee_fast.sim.latency import (
 from combee_fast.sim.responders import (
     EchoResponder,
     Responder,
+    SimReply,
     SimRequest,
     TemplateResponder,
 )
@@ -54,6 +55,9 @@ from combee_fast.endpoint.wire import (
     CompletionUsage,
     ModelCard,
     ModelList,
+    FunctionCall,
+    ReceivedRequest,
+    WireToolCall,
 )
 from combee_fast.config import FAULT_KINDS, FaultConfig
 from combee_fast.endpoint.streamed import stream_body
@@ -109,7 +113,7 @@ class SimCounters(msgspec.Struct):
     busy_s: float = 0.0
 
 
-_request_decoder = msgspec.json.Decoder(CompletionRequest)
+_request_decoder = msgspec.json.Decoder(ReceivedRequest)
 _encoder = msgspec.json.Encoder()
 
 
@@ -293,21 +297,33 @@ class SimServer:
             sim_request = SimRequest(
                 role=role,
                 model=wire.model,
-                messages=wire.messages,
+                messages=wire.schema_messages(),
                 max_tokens=wire.max_tokens if wire.max_tokens is not None else 1 << 30,
                 temperature=wire.temperature if wire.temperature is not None else 1.0,
                 seed=wire.seed,
                 json_schema=json_schema,
+                tools=wire.tools,
             )
-            text = self._call_responder(sim_request)
+            reply = self._call_responder(sim_request)
+            calls: tuple[WireToolCall, ...] | None = None
+            if isinstance(reply, SimReply):
+                text = reply.content
+                calls = tuple(WireToolCall(FunctionCall(c.name, c.arguments), c.id or f"call_{i}")
+                              for i, c in enumerate(reply.tool_calls)) or None
+            else:
+                text = reply
             text, finish_reason = self._shape_completion(text, sim_request.max_tokens, fault)
-            prompt_tokens = estimate_tokens("".join(m.content for m in wire.messages))
-            completion_tokens = estimate_tokens(text)
+            if calls is not None and finish_reason == "stop":
+                finish_reason = "tool_calls"
+            prompt_tokens = estimate_tokens("".join(m.content or "" for m in wire.messages))
+            completion_tokens = estimate_tokens(text + "".join(c.function.name + c.function.arguments
+                                                               for c in calls or ()))
             sim_latency = await self._run_in_model(prompt_tokens, completion_tokens)
             body = CompletionResponse(
                 id=f"sim-{counters.requests}",
                 model=wire.model,
-                choices=(Choice(message=AssistantMessage(content=text), finish_reason=finish_reason),),
+                choices=(Choice(message=AssistantMessage(content=text, tool_calls=calls),
+                                finish_reason=finish_reason),),
                 usage=CompletionUsage(prompt_tokens, completion_tokens, prompt_tokens + completion_tokens),
             )
             counters.completed += 1
@@ -339,7 +355,7 @@ class SimServer:
         headers = {"Retry-After": str(math.ceil(seconds)), "retry-after-ms": f"{seconds * 1000:.0f}"}
         return _error_response(429, "injected rate limit", "rate_limit_exceeded", headers)
 
-    def _call_responder(self, sim_request: SimRequest) -> str:
+    def _call_responder(self, sim_request: SimRequest) -> str | SimReply:
         started = time.perf_counter()
         text = self._responder.respond(sim_request)
         elapsed = time.perf_counter() - started

@@ -33,7 +33,7 @@ from collections.abc import Iterable, Sequence
 import msgspec
 import orjson
 
-from combee_fast.sim.responders import example_for_schema
+from combee_fast.sim.responders import SimReply, example_for_schema, probe_tool_reply
 from combee_fast.sim.server import SimRequest
 from combee_fast.schema import Example, Message
 from combee_fast.protocols import Task
@@ -205,7 +205,7 @@ class TaskWorld:
         examples = [e for s in (splits or task.split_names()) for e in task.load(s).examples]
         return cls(task, examples, params)
 
-    def respond(self, request: SimRequest) -> str:
+    def respond(self, request: SimRequest) -> str | SimReply:
         """The role's answer to the request's prompt: its last message, or, in a repair
         conversation (prompt, bad assistant reply, repair instruction), the prompt it repairs."""
         prompt = _prompt_of(request.messages)
@@ -217,6 +217,8 @@ class TaskWorld:
             "reducer": self._reduce,
         }.get(request.role)
         if handler is None:  # e.g. the start-up probe: a constraining server answers the schema
+            if request.tools:
+                return probe_tool_reply(request)
             if request.json_schema is not None:
                 return orjson.dumps(example_for_schema(request.json_schema, request.role)).decode()
             return orjson.dumps({"error": f"the task world plays no role {request.role!r}"}).decode()

@@ -1,9 +1,10 @@
 """Tasks: where examples come from and how answers are scored.
 
-Built in: ``formula`` and ``finer`` (ACE's finance splits, bundled), ``jsonl`` (your own files)
-and ``traces`` (already-collected agent trajectories). Every split is pinned by a content hash.
+Built in: ``formula`` and ``finer`` (ACE's finance splits, bundled), ``jsonl`` (your own files),
+``traces`` (already-collected agent trajectories) and ``terminal`` (shell chores an agent solves in
+a sandbox: :mod:`.terminal`). Every split is pinned by a content hash.
 
-- :mod:`.formula`, :mod:`.finer`, :mod:`.jsonl`, :mod:`.traces`: one task each;
+- :mod:`.formula`, :mod:`.finer`, :mod:`.jsonl`, :mod:`.traces`, :mod:`.terminal`: one task each;
   :mod:`.registry`: tasks by name.
 - :mod:`.base`: examples, splits, scores, split manifests; :mod:`.splits`: split specs, row
   reading and pinning; :mod:`.ace_format`: ACE's JSONL rows.

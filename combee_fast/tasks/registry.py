@@ -9,6 +9,7 @@ from combee_fast.tasks.base import build_named
 from combee_fast.tasks.finer import FinerTask
 from combee_fast.tasks.formula import FormulaTask
 from combee_fast.tasks.jsonl import JsonlTask
+from combee_fast.tasks.terminal.task import TerminalTask
 from combee_fast.tasks.traces import TracesTask
 
 TASKS: dict[str, Callable[..., Task]] = {
@@ -16,6 +17,7 @@ TASKS: dict[str, Callable[..., Task]] = {
     "finer": FinerTask,
     "jsonl": JsonlTask,
     "traces": TracesTask,
+    "terminal": TerminalTask,
 }
 
 
@@ -25,6 +27,6 @@ def get_task(name: str, **options: Any) -> Task:
     ``formula``/``finer``: ``data_dir``, ``test_file`` (an external test split in the same format). ``jsonl``: ``path`` or ``splits``, ``input_field``,
     ``target_field``, ``scorer`` (``exact``/``numeric``/``regex``) and the scorer's options
     (``case_sensitive``; ``decimals``/``tolerance``; ``ignore_case``). ``traces``: ``path`` or
-    ``splits``, ``scorer`` and its options.
+    ``splits``, ``scorer`` and its options. ``terminal``: ``data_dir``, ``test_file``.
     """
     return build_named("task", name, TASKS, options)

@@ -9,7 +9,9 @@ File format (JSONL, one trace per line; keys in any order)::
      "score": 0.0,                # number in [0, 1]: the outcome (1.0 = success)
      "feedback": "...",           # string: what the grader / environment reported
      "ground_truth": "..." | null,  # optional: the expected answer, when known
-     "bullet_ids": ["..."]}       # optional: playbook bullets the agent cited
+     "bullet_ids": ["..."],       # optional: playbook bullets the agent cited
+     "episode": {...}}            # optional: the whole trajectory of an agent episode
+                                  # (a run's trajectories.jsonl writes it)
 
 :meth:`TracesTask.load_rollouts` turns each line into a scored round-0
 :class:`~combee_fast.schema.Rollout` (usage role ``"trace"``, messages = the task as the user
@@ -25,7 +27,7 @@ from typing import Any, Mapping
 
 import msgspec
 
-from combee_fast.schema import Example, Message, Rollout, Usage
+from combee_fast.schema import Example, Message, Rollout, Trajectory, Usage
 from combee_fast.errors import TaskDataError
 from combee_fast.tasks.base import Score, Split, SplitManifest
 from combee_fast.tasks.jsonl import split_files
@@ -46,6 +48,7 @@ class TraceRecord(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     feedback: str
     ground_truth: str | None = None
     bullet_ids: tuple[str, ...] = ()
+    episode: Trajectory | None = None
 
 
 _DECODER = msgspec.json.Decoder(TraceRecord)
@@ -115,6 +118,7 @@ class TracesTask:
                 score=record.score,
                 feedback=record.feedback,
                 usage=Usage(role=TRACE_ROLE),
+                trajectory=record.episode,
             )
             for index, record in records
         )

@@ -1,0 +1,271 @@
+"""One agent episode, the unit a :class:`~combee_fast.protocols.RolloutExecutor` runs.
+
+:class:`Episode` is what is submitted (it crosses process and machine boundaries: a msgspec
+struct): the example, the frozen context text and its version, the episode's seed and, on a
+retry round, the last answer and the reflection on it. :func:`run_episode` is its life, the same
+in every backend:
+
+1. a fresh environment from the bounded pool (:class:`EnvironmentPool`), reset from the task,
+   within the step's wall-clock limit (no environment: a task that is answered, not acted in);
+2. the agent runs on an :class:`EpisodeRun` (the engine's side of
+   :class:`~combee_fast.protocols.AgentEpisode`): every model call goes through ``chat_call`` (the
+   engine's generator client, so it is accounted as every call), every action through the
+   environment within the step's limit, each recorded as a :class:`~combee_fast.schema.Step`;
+3. the final state is checked (or the answer scored by the task), all within the episode's
+   wall-clock limit, and the environment is released whatever happened.
+
+The episode fails (its trajectory's ``error``) at the first of: a model call that failed
+(``model_call``: the episode is unanswered), an environment wall (a sandbox limit, a step past
+its time limit: the observation's error, except ``bad_action``), the agent giving up
+(:meth:`EpisodeRun.fail`), the agent raising (``agent_error``), the environment raising
+(``env_error``), the episode's time limit (``episode_timeout``). A failed episode is still
+scored. Nothing here raises for an episode's failure; cancellation propagates.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+
+from combee_fast.endpoint.calls import ChatRequest, ChatResult
+from combee_fast.errors import EpisodeOver
+from combee_fast.engine.rng import derive_seed
+from combee_fast.protocols import Agent, Environment, Task
+from combee_fast.schema import CallError, EpisodeError, Example, Message, Observation, Step, Tool, ToolCall, Trajectory, Usage
+
+ChatCall = Callable[[ChatRequest], Awaitable[ChatResult]]
+"""One generator call through the engine's client."""
+
+UNANSWERED_KINDS = frozenset({"timeout", "connection", "http_status", "replay_miss", "cancelled", "too_large"})
+"""Call failures that leave an episode unanswered (the model could not be reached)."""
+
+OBSERVATION_KEPT = 4
+"""A trajectory keeps this many times ``agent.observation_chars`` of each observation."""
+
+STEP_GRACE_S = 10.0
+"""Seconds past the step limit an environment step may take before it is given up on (the sandbox
+kills the command at the limit; this bounds an environment that does not)."""
+
+
+class Episode(msgspec.Struct, frozen=True):
+    """One episode to run (module docstring). ``key`` identifies it within a run."""
+
+    key: str
+    example: Example
+    context: str
+    version: int
+    context_sha: str
+    seed: int
+    round: int = 0
+    previous_answer: str | None = None
+    reflection: str | None = None
+
+
+class ChatFacts(msgspec.Struct, frozen=True):
+    """What an agent's model calls send and what the generator's endpoint can do: temperature,
+    the reply's token limit and extra body fields (the generator's sampling), the endpoint's
+    context length (None: unknown) and whether it does OpenAI tool calling."""
+
+    temperature: float
+    max_tokens: int
+    extra_body: dict[str, Any] | None
+    context_length: int | None
+    tool_calls: bool
+
+
+class Limits(msgspec.Struct, frozen=True):
+    """An episode's limits: model turns, each step's and the whole episode's wall clock, and the
+    characters of an observation kept."""
+
+    max_steps: int
+    step_timeout_s: float
+    episode_timeout_s: float
+    observation_chars: int
+
+
+class EnvironmentPool:
+    """Fresh environments from ``factory``, at most ``capacity`` alive at once; every one
+    acquired is released (closed) by :meth:`release`."""
+
+    def __init__(self, factory: Callable[[], Environment], capacity: int) -> None:
+        self._factory = factory
+        self._room = asyncio.Semaphore(capacity)
+
+    async def acquire(self) -> Environment:
+        await self._room.acquire()
+        try:
+            return self._factory()
+        except BaseException:
+            self._room.release()
+            raise
+
+    async def release(self, environment: Environment) -> None:
+        try:
+            await environment.close()
+        finally:
+            self._room.release()
+
+
+class EpisodeRun:
+    """The engine's side of one episode (:class:`~combee_fast.protocols.AgentEpisode`)."""
+
+    def __init__(self, episode: Episode, chat_call: ChatCall, facts: ChatFacts, limits: Limits) -> None:
+        self.task = episode.example
+        self.context = episode.context
+        self.seed = episode.seed
+        self.round = episode.round
+        self.previous_answer = episode.previous_answer
+        self.reflection = episode.reflection
+        self.tools: Sequence[Tool] = ()
+        self.observation = ""
+        self.context_length = facts.context_length
+        self.tool_calls = facts.tool_calls
+        self._chat_call = chat_call
+        self._facts = facts
+        self._limits = limits
+        self._environment: Environment | None = None
+        self._steps: list[Step] = []
+        self._open: Step | None = None  # the step waiting for its action
+        self.answer: str | None = None
+        self.bullet_ids: tuple[str, ...] = ()
+        self.finished = False
+        self.failure: EpisodeError | None = None
+        self.call_error: CallError | None = None
+
+    def bind(self, environment: Environment, observation: str) -> None:
+        self._environment = environment
+        self.tools = tuple(environment.tools())
+        self.observation = observation
+
+    @property
+    def steps_left(self) -> int:
+        return 0 if self.finished else self._limits.max_steps - len(self._steps) - (self._open is not None)
+
+    def fail(self, kind: str, message: str) -> None:
+        """Mark the episode failed with ``kind`` (the first failure is kept)."""
+        if self.failure is None:
+            self.failure = EpisodeError(kind, message, len(self._steps) + (self._open is not None))
+
+    async def chat(self, messages: Sequence[Message], *, tools: Sequence[dict[str, Any]] = (),
+                   schema: dict[str, Any] | None = None, max_tokens: int | None = None) -> ChatResult:
+        if self.steps_left <= 0 or self.call_error is not None:
+            raise EpisodeOver("the episode has no model turn left")
+        self._close_step()
+        facts = self._facts
+        turn = len(self._steps)
+        request = ChatRequest(
+            role="generator", messages=tuple(messages), max_tokens=max_tokens or facts.max_tokens,
+            temperature=facts.temperature, seed=derive_seed(self.seed, "turn", turn), json_schema=schema,
+            schema_name="action", extra_body=facts.extra_body, tools=tuple(tools), tool_choice="auto" if tools else None)
+        result = await self._chat_call(request)
+        self._open = Step(turn, result.text or "", None, "", result.usage.effective_latency_s, 0.0, result.usage,
+                          error=result.error)
+        if result.error is not None and result.error.kind in UNANSWERED_KINDS:
+            self.call_error = result.error
+            self.fail("model_call", f"{result.error.label}: {result.error.message}")
+        return result
+
+    def reject(self, error: CallError) -> None:
+        """The reply of the current step could not be used: kept on the step with its raw text."""
+        if self._open is not None:
+            raw = error.raw if error.raw is not None else self._open.thought
+            self._open = msgspec.structs.replace(self._open, error=error, raw=raw)
+
+    async def act(self, action: ToolCall) -> Observation:
+        started = time.perf_counter()
+        if self._environment is None:
+            observation = Observation("there is no environment to act in", "bad_action")
+        else:
+            try:
+                observation = await asyncio.wait_for(self._environment.step(action),
+                                                     self._limits.step_timeout_s + STEP_GRACE_S)
+            except TimeoutError:
+                observation = Observation(f"the step took longer than {self._limits.step_timeout_s:g} s and was "
+                                          "given up on", "step_timeout")
+        seconds = observation.seconds if observation.seconds is not None else time.perf_counter() - started
+        kept = observation.text[: OBSERVATION_KEPT * self._limits.observation_chars]
+        step = self._open or Step(len(self._steps), "", None, "", 0.0, 0.0, Usage())
+        self._open = None
+        self._steps.append(msgspec.structs.replace(step, action=action, observation=kept, env_seconds=seconds,
+                                                   env_error=observation.error))
+        if observation.error is not None and observation.error != "bad_action":
+            self.fail(observation.error, f"{action.name}: {observation.text[-200:].strip()}")
+        return observation
+
+    def finish(self, answer: str | None, *, bullet_ids: Sequence[str] = ()) -> None:
+        self.answer = answer
+        self.bullet_ids = tuple(bullet_ids)
+        self.finished = True
+
+    def _close_step(self) -> None:
+        if self._open is not None:
+            self._steps.append(self._open)
+            self._open = None
+
+    def steps(self) -> tuple[Step, ...]:
+        self._close_step()
+        return tuple(self._steps)
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """What runs episodes in one process: the agent, the environments' pool (None: the task is
+    answered, not acted in), the task (scores answers when there is no environment), the facts of
+    the generator's endpoint and the limits."""
+
+    agent: Agent
+    pool: EnvironmentPool | None
+    task: Task
+    facts: ChatFacts
+    limits: Limits
+
+
+def _scored(task: Task, example: Example, answer: str | None) -> tuple[float, str]:
+    try:
+        score = task.score(example, answer)
+    except ValueError as exc:
+        return 0.0, f"not scored: {exc}"
+    return score.value, score.feedback
+
+
+async def run_episode(runtime: Runtime, episode: Episode, chat_call: ChatCall) -> Trajectory:
+    """Run ``episode`` to its trajectory (module docstring)."""
+    run = EpisodeRun(episode, chat_call, runtime.facts, runtime.limits)
+    limits = runtime.limits
+    environment: Environment | None = None
+    reward, feedback = 0.0, ""
+    try:
+        async with asyncio.timeout(limits.episode_timeout_s):
+            if runtime.pool is not None:
+                environment = await runtime.pool.acquire()
+                run.bind(environment, await asyncio.wait_for(environment.reset(episode.example),
+                                                             limits.step_timeout_s + STEP_GRACE_S))
+            try:
+                await runtime.agent.run(run)
+            except EpisodeOver:
+                pass
+            except Exception as exc:  # a broken agent fails its episode, never the run
+                run.fail("agent_error", f"{type(exc).__name__}: {exc}")
+            if environment is not None:
+                score = await asyncio.wait_for(environment.check(), limits.step_timeout_s + STEP_GRACE_S)
+                reward, feedback = score.value, score.feedback
+            else:
+                reward, feedback = _scored(runtime.task, episode.example, run.answer)
+    except TimeoutError:
+        run.fail("episode_timeout", f"the episode took longer than {limits.episode_timeout_s:g} s")
+    except Exception as exc:  # the environment broke: this episode fails, the run goes on
+        run.fail("env_error", f"{type(exc).__name__}: {exc}")
+    finally:
+        if environment is not None and runtime.pool is not None:
+            await runtime.pool.release(environment)
+    return Trajectory(
+        key=episode.key, item_id=episode.example.id, round=episode.round, version=episode.version,
+        context_sha=episode.context_sha, seed=episode.seed, steps=run.steps(), answer=run.answer,
+        reward=float(min(1.0, max(0.0, reward))), feedback=feedback, error=run.failure, bullet_ids=run.bullet_ids,
+        finished=run.finished, call_error=run.call_error,
+    )

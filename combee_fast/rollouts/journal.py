@@ -1,0 +1,77 @@
+"""The run's record of its episodes: :class:`TrajectoryJournal`, an executor around the backend.
+
+- every trajectory is handed, as it finishes, to :attr:`~TrajectoryJournal.on_finished` (the
+  run directory writes it to ``trajectories.jsonl``, as a line of the ``traces`` task's format:
+  :func:`trace_record`);
+- a resumed run first gets the trajectories finished since its checkpoint's previous step
+  (:meth:`~TrajectoryJournal.resume_from`): an episode whose key is among them is not run again,
+  its stored trajectory is returned;
+- a failed episode goes to :attr:`~TrajectoryJournal.on_failed` (``errors.jsonl``, an
+  ``EpisodeFailed`` event), and every model reply an agent found unusable to
+  :attr:`~TrajectoryJournal.on_unusable` (accounted as a failed call of its role).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from combee_fast.protocols import RolloutExecutor
+from combee_fast.roles.trajectory import render_trajectory
+from combee_fast.rollouts.episode import Episode
+from combee_fast.schema import CallError, Trajectory
+from combee_fast.tasks.traces import TraceRecord
+
+
+def trace_record(trajectory: Trajectory, episode: Episode) -> TraceRecord:
+    """``trajectory`` as a line of the ``traces`` task (with the whole trajectory in ``episode``)."""
+    return TraceRecord(
+        id=trajectory.key, task=episode.example.input, trajectory=render_trajectory(trajectory),
+        answer=trajectory.answer, score=trajectory.reward, feedback=trajectory.feedback,
+        ground_truth=episode.example.target, bullet_ids=trajectory.bullet_ids, episode=trajectory,
+    )
+
+
+class TrajectoryJournal:
+    """A :class:`~combee_fast.protocols.RolloutExecutor` over ``inner`` (module docstring).
+    ``ran``: episodes run in this process; ``reused``: episodes answered from a resumed run's record."""
+
+    def __init__(self, inner: RolloutExecutor) -> None:
+        self.inner = inner
+        self.on_finished: Callable[[Trajectory, Episode], None] | None = None
+        self.on_failed: Callable[[Trajectory], None] | None = None
+        self.on_unusable: Callable[[str, CallError, str | None], None] | None = None
+        self.ran = 0
+        self.reused = 0
+        self._stored: dict[str, Trajectory] = {}
+
+    @property
+    def capacity(self) -> int:
+        return self.inner.capacity
+
+    async def start(self) -> None:
+        await self.inner.start()
+
+    async def close(self) -> None:
+        await self.inner.close()
+
+    def resume_from(self, trajectories: Iterable[Trajectory]) -> None:
+        """Answer these episodes (by key) from the record instead of running them."""
+        self._stored = {trajectory.key: trajectory for trajectory in trajectories}
+
+    async def run(self, episode: Episode) -> Trajectory:
+        stored = self._stored.pop(episode.key, None)
+        if stored is not None:
+            self.reused += 1
+            trajectory = stored
+        else:
+            trajectory = await self.inner.run(episode)
+            self.ran += 1
+            if self.on_finished is not None:
+                self.on_finished(trajectory, episode)
+            if self.on_unusable is not None:
+                for step in trajectory.steps:
+                    if step.error is not None and step.raw is not None:
+                        self.on_unusable(step.usage.role or "generator", step.error, step.raw)
+        if trajectory.error is not None and self.on_failed is not None:
+            self.on_failed(trajectory)
+        return trajectory

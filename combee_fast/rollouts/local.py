@@ -1,0 +1,51 @@
+"""The ``local`` backend: episodes on the engine's event loop, environment work off it.
+
+At most ``capacity`` episodes run at once (a semaphore; the environments' pool has the same
+bound). Agents' model calls are the engine's own calls; an environment's work is what it awaits
+(the terminal task's commands are child processes, its final state is parsed in a thread), so
+the loop only coordinates.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from combee_fast.rollouts.chat import GeneratorChat
+from combee_fast.rollouts.episode import Episode, Runtime, run_episode
+from combee_fast.rollouts.spec import RolloutSpec, build_runtime
+from combee_fast.sandbox.sessions import Sandboxes, warn_unsandboxed
+from combee_fast.schema import Trajectory
+
+
+class LocalExecutor:
+    """A :class:`~combee_fast.protocols.RolloutExecutor` on the caller's loop (module docstring)."""
+
+    def __init__(self, spec: RolloutSpec, chat: GeneratorChat, *, task: object = None) -> None:
+        self.spec = spec
+        self.chat = chat
+        self._task = task
+        self._room = asyncio.Semaphore(spec.capacity)
+        self._runtime: Runtime | None = None
+
+    @property
+    def capacity(self) -> int:
+        return self.spec.capacity
+
+    async def start(self) -> None:
+        sandboxes = Sandboxes(self.spec.sandbox, step_timeout_s=self.spec.executor.step_timeout_s,
+                              uid_count=self.spec.capacity)
+        facts = await self.chat.facts(probe=self.spec.probes_tools)
+        self._runtime = build_runtime(self.spec, facts, sandboxes, self._task)  # type: ignore[arg-type]
+        if self._runtime.pool is not None:
+            await sandboxes.check()
+            if not sandboxes.isolated:
+                warn_unsandboxed()
+
+    async def run(self, episode: Episode) -> Trajectory:
+        if self._runtime is None:
+            raise RuntimeError("LocalExecutor.run before start")
+        async with self._room:
+            return await run_episode(self._runtime, episode, self.chat)
+
+    async def close(self) -> None:
+        self._runtime = None

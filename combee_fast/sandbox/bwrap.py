@@ -1,0 +1,250 @@
+"""One episode's sandbox in bubblewrap (``bwrap``, the Debian package ``bubblewrap``).
+
+The sandbox sees: the host's ``/usr`` read-only (with the ``/bin``, ``/lib``... links of a
+merged-usr system), ``/etc/alternatives`` and ``/etc/ld.so.cache`` read-only (nothing else of
+``/etc``: no ``passwd``, ``shadow``, keys or hosts), a fresh ``/proc`` and a minimal ``/dev``, an
+empty ``/tmp``, and ``/work``: a tmpfs of ``disk_mb`` that starts with the set-up files. It has
+no network (a namespace of its own with only loopback), no view of the host's processes, no
+capabilities, an empty environment (``PATH``, ``HOME=/work``, ``LANG`` only: no API keys), and
+the resource limits of :mod:`.limits`. It dies with the process that opened it.
+
+Inside, a small ``sh`` runner reads one line per command from the host (``N SECONDS``), runs the
+command the host wrote to ``/run/cmd/cN`` under ``timeout -s KILL`` with its output to
+``/run/out`` (a host file, the only writable path the host shares: its size is bounded by the
+file-size limit) and answers ``N STATUS``. The command runs in a subshell: dash starts simple
+commands with ``vfork``, and a writer stopped by the file-size signal would take the runner with it. ``export`` makes it write the working directory as a
+tar stream on its stdout and exit: the final state, read once (:mod:`.state`).
+
+What it does not protect against: kernel bugs (it shares the host's kernel), reading whatever
+``/usr`` holds, CPU and memory pressure on the host within the limits, and a hostile command
+writing bytes into the runner's own pipes (that only garbles its own episode, which then fails).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from combee_fast.sandbox.classify import CommandResult, at_process_limit, classify
+from combee_fast.sandbox.limits import Limits, UidPool, process_setup
+from combee_fast.errors import SandboxError
+from combee_fast.sandbox.state import SetupFile, WorkState, setup_archive, state_from_tar
+
+RUNNER = r"""
+cd /work || exit 97
+tar -xpf /run/setup.tar 2>/run/out || { echo "setup-failed $?"; exit 98; }
+echo ready
+while read -r n t; do
+  [ "$n" = export ] && exec tar -cf - .
+  ( timeout -s KILL "$t" /bin/sh /run/cmd/c"$n" </dev/null >/run/out 2>&1 )
+  echo "$n $?"
+done
+"""
+"""The command runner inside the sandbox (module docstring)."""
+
+GRACE_S = 5.0
+"""Seconds past a command's limit the host waits for the runner before it kills the sandbox."""
+
+START_TIMEOUT_S = 30.0
+"""Seconds a sandbox may take to start (unpack its set-up and say it is ready)."""
+
+_STATUS = re.compile(rb"^(\d+) (\d+)\n$")
+_SYSTEM_LINKS = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
+_ETC_KEPT = ("/etc/alternatives", "/etc/ld.so.cache")
+
+
+def _system_view() -> list[str]:
+    """bwrap options giving the sandbox the host's system, read-only."""
+    options = ["--ro-bind", "/usr", "/usr"]
+    for name in _SYSTEM_LINKS:
+        host = Path("/") / name
+        if host.is_symlink():
+            options += ["--symlink", os.readlink(host), f"/{name}"]
+        elif host.is_dir():
+            options += ["--ro-bind", str(host), f"/{name}"]
+    for path in _ETC_KEPT:
+        options += ["--ro-bind-try", path, path]
+    return options
+
+
+def bwrap_command(folder: Path, limits: Limits) -> list[str]:
+    """The command line of a sandbox whose host-side files are in ``folder``."""
+    executable = shutil.which("bwrap") or "bwrap"
+    return [
+        executable, "--unshare-all", "--die-with-parent", "--new-session", "--clearenv",
+        "--setenv", "PATH", "/usr/local/bin:/usr/bin:/bin", "--setenv", "HOME", "/work",
+        "--setenv", "LANG", "C.UTF-8", "--setenv", "TMPDIR", "/tmp",
+        *_system_view(), "--proc", "/proc", "--dev", "/dev",
+        "--size", str(limits.disk_bytes), "--tmpfs", "/tmp",
+        "--size", str(limits.disk_bytes), "--tmpfs", "/work",
+        "--ro-bind", str(folder / "cmd"), "/run/cmd", "--ro-bind", str(folder / "setup.tar"), "/run/setup.tar",
+        "--bind", str(folder / "out"), "/run/out", "--chdir", "/work",
+        "--", "/bin/sh", "-c", RUNNER,
+    ]
+
+
+PROBE_UID = 65534
+"""The uid the start-up probe's sandbox runs as under root (``nobody``)."""
+
+
+async def bwrap_problem(limits: Limits) -> str | None:
+    """Why a sandbox cannot start here (None: one started and ran a command)."""
+    if shutil.which("bwrap") is None:
+        return "bubblewrap (bwrap) is not installed"
+    try:
+        session = await BwrapSession.start([], limits, UidPool(PROBE_UID, 1))
+    except SandboxError as exc:
+        return f"bubblewrap cannot start a sandbox here ({exc})"
+    try:
+        result = await session.run("echo ok", timeout_s=10.0)
+    finally:
+        await session.close()
+    return None if result.output.strip() == "ok" else f"a probe command answered {result.output[:120]!r}"
+
+
+class BwrapSession:
+    """A running sandbox (module docstring); use :meth:`start`, then :meth:`run`, then
+    :meth:`final_state` and :meth:`close` (always)."""
+
+    def __init__(self, process: asyncio.subprocess.Process, folder: Path, limits: Limits, uids: UidPool,
+                 uid: int | None) -> None:
+        self._process = process
+        self._folder = folder
+        self._limits = limits
+        self._uids = uids
+        self._uid = uid
+        self._commands = 0
+        self._dead: str | None = None  # why the sandbox can run no more commands
+
+    @classmethod
+    async def start(cls, files: Sequence[SetupFile], limits: Limits, uids: UidPool) -> BwrapSession:
+        """A sandbox whose ``/work`` holds ``files``; :class:`SandboxError` if it does not start."""
+        uid = uids.take()
+        folder = Path(tempfile.mkdtemp(prefix="combee-sandbox-"))
+        try:
+            os.chmod(folder, 0o711)
+            (folder / "cmd").mkdir(mode=0o711)
+            (folder / "setup.tar").write_bytes(setup_archive(files))
+            os.chmod(folder / "setup.tar", 0o644)
+            out = folder / "out"
+            out.touch(mode=0o600)
+            if uid is not None:
+                os.chown(out, uid, uid)
+            process = await asyncio.create_subprocess_exec(
+                *bwrap_command(folder, limits), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE, preexec_fn=process_setup(limits, uid), env={}, start_new_session=True)
+        except BaseException:
+            shutil.rmtree(folder, ignore_errors=True)
+            uids.give_back(uid)
+            raise
+        session = cls(process, folder, limits, uids, uid)
+        try:
+            line = await asyncio.wait_for(process.stdout.readline(), START_TIMEOUT_S)  # type: ignore[union-attr]
+        except TimeoutError:
+            line = b""
+        if line != b"ready\n":
+            await session.close()
+            detail = await session._stderr() or session._out_text() or line.decode(errors="replace").strip()
+            raise SandboxError(detail or "no answer")
+        return session
+
+    async def run(self, command: str, *, timeout_s: float) -> CommandResult:
+        """Run ``command`` (``sh`` syntax) in ``/work``, killed after ``timeout_s`` (whole seconds)."""
+        if self._dead is not None:
+            return CommandResult(-1, f"the sandbox is gone: {self._dead}", 0, 0.0, "sandbox_failed")
+        self._commands += 1
+        n = self._commands
+        path = self._folder / "cmd" / f"c{n}"
+        path.write_text(command + "\n")
+        os.chmod(path, 0o644)
+        limit = max(1, int(timeout_s + 0.999))
+        started = time.perf_counter()
+        process = self._process
+        try:
+            process.stdin.write(b"%d %d\n" % (n, limit))  # type: ignore[union-attr]
+            await process.stdin.drain()  # type: ignore[union-attr]
+            line = await asyncio.wait_for(process.stdout.readline(), limit + GRACE_S)  # type: ignore[union-attr]
+        except (TimeoutError, ConnectionError, BrokenPipeError):
+            line = b""
+        seconds = time.perf_counter() - started
+        match = _STATUS.match(line)
+        if match is None or int(match[1]) != n:
+            self._dead = "it stopped answering" if not line else f"it answered {line[:80]!r}"
+            self._kill()
+            kind = "step_timeout" if not line and seconds >= limit else "sandbox_failed"
+            return CommandResult(-1, f"the command ended its sandbox ({self._dead})", 0, seconds, kind)
+        code = int(match[2])
+        output, size = self._read_output()
+        kind = classify(code, output, output_bytes=size, file_limit=self._limits.file_bytes, elapsed_s=seconds,
+                        timeout_s=limit)
+        if kind is None and at_process_limit(self._uid, self._limits.processes):
+            kind = "process_limit"
+        return CommandResult(code, output, size, seconds, kind)
+
+    def _read_output(self) -> tuple[str, int]:
+        """The first ``output_bytes`` of the command's output, as text, and its whole size."""
+        path = self._folder / "out"
+        size = path.stat().st_size
+        with path.open("rb") as handle:
+            data = handle.read(self._limits.output_bytes)
+        return data.replace(b"\x00", b"").decode("utf-8", errors="replace"), size
+
+    def _out_text(self) -> str:
+        try:
+            return self._read_output()[0].strip()
+        except OSError:
+            return ""
+
+    async def final_state(self) -> WorkState:
+        """The working directory, as the sandbox's tar stream holds it; :class:`SandboxError`
+        when it is unreadable or larger than the disk limit allows."""
+        if self._dead is not None:
+            raise SandboxError(f"the sandbox is gone: {self._dead}")
+        process = self._process
+        cap = self._limits.disk_bytes + (1 << 20)
+        chunks: list[bytes] = []
+        size = 0
+        try:
+            process.stdin.write(b"export 0\n")  # type: ignore[union-attr]
+            await process.stdin.drain()  # type: ignore[union-attr]
+            async with asyncio.timeout(START_TIMEOUT_S):
+                while chunk := await process.stdout.read(1 << 16):  # type: ignore[union-attr]
+                    size += len(chunk)
+                    if size > cap:
+                        raise SandboxError(f"the working directory's state exceeds {cap} bytes")
+                    chunks.append(chunk)
+        except (TimeoutError, ConnectionError, BrokenPipeError) as exc:
+            raise SandboxError(f"the sandbox did not give its state ({type(exc).__name__})") from None
+        finally:
+            self._dead = "its state was taken"
+        return await asyncio.to_thread(state_from_tar, b"".join(chunks))
+
+    def _kill(self) -> None:
+        if self._process.returncode is None:
+            try:
+                self._process.kill()
+            except ProcessLookupError:
+                pass
+
+    async def _stderr(self) -> str:
+        try:
+            data = await asyncio.wait_for(self._process.stderr.read(2000), 1.0)  # type: ignore[union-attr]
+        except (TimeoutError, ValueError):
+            return ""
+        return data.decode(errors="replace").strip()
+
+    async def close(self) -> None:
+        """Kill the sandbox (everything in it dies with it) and remove its host-side files."""
+        self._dead = self._dead or "closed"
+        self._kill()
+        await self._process.wait()
+        await asyncio.to_thread(shutil.rmtree, self._folder, True)
+        self._uids.give_back(self._uid)
+        self._uid = None

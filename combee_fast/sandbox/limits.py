@@ -1,0 +1,94 @@
+"""What one sandboxed command may use, and the process setup that enforces it.
+
+Every limit is a kernel resource limit set in the child before it executes the sandbox
+(inherited by everything it starts): CPU seconds per process (``RLIMIT_CPU``: SIGXCPU at the
+limit, SIGKILL one second later), address space per process (``RLIMIT_AS``), processes of the
+sandbox's uid (``RLIMIT_NPROC``), the largest file written (``RLIMIT_FSIZE``: SIGXFSZ past it;
+the command's output file is one of them, so output past it stops the writer), no core files.
+Disk (``disk_mb``) is the size of the working directory's tmpfs inside the sandbox, and the
+wall clock of a command is the step's time limit.
+
+Under root each sandbox runs as a uid of its own (:class:`UidPool`), so the process limit counts
+that sandbox's processes alone. Another user cannot change uid: the limit is then raised by the
+processes that user already runs (so that the user's other work does not use up the sandbox's
+share), and it counts any process of that user started meanwhile.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+from collections.abc import Callable
+
+import msgspec
+
+from combee_fast.config import SandboxConfig
+
+MIB = 1024 * 1024
+
+
+class Limits(msgspec.Struct, frozen=True):
+    """The limits of one sandbox's commands, in the units the kernel takes."""
+
+    cpu_s: int
+    memory_bytes: int
+    processes: int
+    file_bytes: int
+    output_bytes: int
+    disk_bytes: int
+
+    @classmethod
+    def of(cls, config: SandboxConfig) -> Limits:
+        return cls(config.cpu_s, config.memory_mb * MIB, config.max_processes, config.file_mb * MIB,
+                   config.output_kb * 1024, config.disk_mb * MIB)
+
+
+def user_processes(uid: int) -> int:
+    """How many processes ``uid`` runs now (read from ``/proc``)."""
+    count = 0
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                count += entry.stat().st_uid == uid
+            except OSError:
+                continue
+    return count
+
+
+def process_setup(limits: Limits, uid: int | None) -> Callable[[], None]:
+    """What the child runs before it executes the sandbox: its resource limits, then (``uid``
+    given, under root) that uid and group with no supplementary groups."""
+    processes = limits.processes if uid is not None else limits.processes + user_processes(os.getuid())
+
+    def setup() -> None:
+        resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_s, limits.cpu_s + 1))
+        resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_bytes, limits.file_bytes))
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        resource.setrlimit(resource.RLIMIT_NPROC, (processes, processes))
+        if uid is not None:
+            os.setgroups([])
+            os.setgid(uid)
+            os.setuid(uid)
+
+    return setup
+
+
+class UidPool:
+    """The uids sandboxes run as under root: ``count`` of them from ``first``, each held by one
+    open sandbox at a time. Elsewhere :meth:`take` gives None (the sandbox keeps the user's uid)."""
+
+    def __init__(self, first: int, count: int) -> None:
+        self.root = os.geteuid() == 0
+        self._free = list(range(first + count - 1, first - 1, -1))
+
+    def take(self) -> int | None:
+        if not self.root:
+            return None
+        if not self._free:
+            raise RuntimeError("every sandbox uid of this pool is in use")
+        return self._free.pop()
+
+    def give_back(self, uid: int | None) -> None:
+        if uid is not None:
+            self._free.append(uid)
