@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-import struct
 import sys
 
 import msgspec
@@ -39,14 +38,12 @@ from combee_fast.config import EmbedConfig, OnlineConfig
 from combee_fast.embedded.host_settings import HostSettings
 from combee_fast.embedded.online import AppliedBatch
 from combee_fast.endpoint.client import UsageTotals
+from combee_fast.engine.frames import frame, read_frame
 from combee_fast.errors import LearnerProcessError
 from combee_fast.playbook import Playbook
 from combee_fast.roles.agents import Agents
 from combee_fast.roles.clients import RoleMap
 from combee_fast.schema import Rollout
-
-_LENGTH = struct.Struct(">I")
-
 
 # ----------------------------------------------------------------------------- the wire
 
@@ -92,20 +89,6 @@ class Finished(msgspec.Struct, tag="finished"):
 
 HostMessage = Start | Submit | Stop
 ChildMessage = Ready | Published | Settled | Finished
-
-
-def frame(data: bytes) -> bytes:
-    """``data`` with its 4-byte big-endian length in front."""
-    return _LENGTH.pack(len(data)) + data
-
-
-async def read_frame(reader: asyncio.StreamReader) -> bytes | None:
-    """The next frame's payload; ``None`` at a clean end of stream."""
-    try:
-        head = await reader.readexactly(_LENGTH.size)
-    except asyncio.IncompleteReadError:
-        return None
-    return await reader.readexactly(_LENGTH.unpack(head)[0])
 
 
 # ----------------------------------------------------------------------------- host side

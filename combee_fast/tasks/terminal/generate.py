@@ -19,8 +19,8 @@ from combee_fast.tasks.terminal.chores import Chore
 from combee_fast.tasks.terminal.families import FAMILIES, make_chore
 from combee_fast.tasks.terminal.task import SPLIT_FILES
 
-INSTANCES = 10
-TRAIN = 5
+INSTANCES = 16
+TRAIN = 10
 SELECTION = 2
 
 

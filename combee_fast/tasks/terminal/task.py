@@ -1,7 +1,7 @@
 """The terminal task: small shell and data chores solved by an agent in a sandbox.
 
-Splits (bundled, pinned): ``train`` (5 chores per family), ``selection`` (2 per family: pick the
-best context, tune), ``test`` (3 per family: report only) and ``val`` (the selection split under
+Splits (bundled, pinned): ``train`` (10 chores per family), ``selection`` (2 per family: pick the
+best context, tune), ``test`` (4 per family: report only) and ``val`` (the selection split under
 the name runs validate on by default). Each split's SHA-256 is pinned in :data:`SPLIT_SHA256`:
 a changed file is refused. Each example's input is the chore's instruction; ``meta`` names its
 ``family`` (the knowledge unit) and its ``chore``; there is no target (the checks over the final
@@ -28,9 +28,9 @@ SPLIT_FILES = {"train": "terminal_train.jsonl", "selection": "terminal_selection
 """The bundled split files (in ``combee_fast/tasks/data``), written by :mod:`.generate`."""
 
 SPLIT_SHA256 = {
-    "train": "09eeebd897ace33af49c726bc8e36f3b6a265c3737428767d8a68496ab40d801",
-    "selection": "02733c225989beb3f3e45fd92a58b74b0275bebe02a3fffa9aecdf0b0409552e",
-    "test": "b7d8c656e5d0b58855d310895534058e18d3e0b9843bf7c08543ede37115f276",
+    "train": "6c1c903b0daf3063c2a5dc59806da9fc84c46629e1553f117d226c365cee7313",
+    "selection": "e6889ce2b0f70faefe7c42e8315ad3c4897484d0a838ad176e842c1945d0688b",
+    "test": "623852b36f1793a392f23ec9d5d43b1808fb946a79ec3922d07b4eaf3c7c9589",
 }
 """The content hash of every bundled split (:func:`combee_fast.tasks.splits.split_sha256`)."""
 

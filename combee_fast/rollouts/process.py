@@ -1,0 +1,242 @@
+"""The ``process`` backend: episodes in a pool of worker processes.
+
+``executor.processes`` workers (``python -m combee_fast.rollouts.process_worker``) each build the
+runtime of the spec themselves (the agent, imported there; the environments, whose commands run
+in the worker's sandboxes; the task) and run up to their share of the capacity at once, on their
+own interpreter, GIL and garbage. A worker has no endpoint of its own: its agents' model calls
+come back to this process as frames and go through the session's generator client
+(:class:`~combee_fast.rollouts.chat.GeneratorChat`), so usage, caps, retries, the replay cache
+and the accounting are the engine's. Its environment holds no API key (only ``PATH``, ``HOME``,
+``LANG``, ``TMPDIR``, ``PYTHONPATH``, ``VIRTUAL_ENV`` and ``COMBEE_*`` variables are passed on).
+
+The wire: length-prefixed msgpack frames on the worker's stdin and stdout (:data:`ToWorker`,
+:data:`FromWorker`). Each worker's sandboxes run as their own uids under root (a range of its own).
+A worker that dies fails the episodes it was running (``worker_died``) and is started again for
+the next ones, at most :data:`MAX_RESTARTS` times in a run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+import subprocess
+import sys
+from typing import Any
+
+import msgspec
+
+from combee_fast.endpoint.calls import ChatRequest, ChatResult
+from combee_fast.engine.frames import frame, read_frame
+from combee_fast.errors import ConfigError
+from combee_fast.protocols import EnvironmentTask
+from combee_fast.rollouts.chat import GeneratorChat
+from combee_fast.rollouts.episode import ChatFacts, Episode
+from combee_fast.rollouts.spec import RolloutSpec
+from combee_fast.sandbox.sessions import Sandboxes, warn_unsandboxed
+from combee_fast.schema import EpisodeError, Trajectory
+
+MAX_RESTARTS = 8
+"""Worker restarts allowed in one run (a worker that keeps dying is a broken set-up)."""
+
+START_TIMEOUT_S = 120.0
+"""Seconds a worker may take to import and build its runtime."""
+
+KEPT_VARIABLES = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "PYTHONPATH", "VIRTUAL_ENV")
+
+
+class Start(msgspec.Struct, tag="start"):
+    """First frame to a worker: the spec, the endpoint's facts, its index, capacity and uids."""
+
+    spec: RolloutSpec
+    facts: ChatFacts
+    index: int
+    capacity: int
+    uid_first: int
+
+
+class RunEpisode(msgspec.Struct, tag="run"):
+    id: int
+    episode: Episode
+
+
+class ChatReply(msgspec.Struct, tag="reply"):
+    id: int
+    result: ChatResult
+
+
+class Stop(msgspec.Struct, tag="stop"):
+    pass
+
+
+class Ready(msgspec.Struct, tag="ready"):
+    pass
+
+
+class Refused(msgspec.Struct, tag="refused"):
+    """The worker could not build its runtime (a bad ``--agent`` or ``--env``...): why."""
+
+    message: str
+
+
+class ChatCall(msgspec.Struct, tag="chat"):
+    id: int
+    request: ChatRequest
+
+
+class EpisodeDone(msgspec.Struct, tag="done"):
+    id: int
+    trajectory: Trajectory
+
+
+ToWorker = Start | RunEpisode | ChatReply | Stop
+FromWorker = Ready | Refused | ChatCall | EpisodeDone
+
+
+def worker_environment() -> dict[str, str]:
+    """The environment a worker starts with (module docstring)."""
+    return {name: value for name, value in os.environ.items() if name in KEPT_VARIABLES or name.startswith("COMBEE_")}
+
+
+def failed_trajectory(episode: Episode, kind: str, message: str) -> Trajectory:
+    """The trajectory of an episode that never ran to its end."""
+    return Trajectory(episode.key, episode.example.id, episode.round, episode.version, episode.context_sha, episode.seed,
+                      (), None, 0.0, "", EpisodeError(kind, message))
+
+
+class _Worker:
+    """One worker process and the episodes it runs."""
+
+    def __init__(self, index: int, capacity: int) -> None:
+        self.index = index
+        self.capacity = capacity
+        self.process: asyncio.subprocess.Process | None = None
+        self.running: dict[int, tuple[Episode, asyncio.Future[Trajectory]]] = {}
+        self.reader: asyncio.Task[None] | None = None
+
+    @property
+    def load(self) -> int:
+        return len(self.running)
+
+
+class ProcessExecutor:
+    """A :class:`~combee_fast.protocols.RolloutExecutor` over worker processes (module docstring)."""
+
+    def __init__(self, spec: RolloutSpec, chat: GeneratorChat, *, task: Any = None) -> None:
+        self.spec = spec
+        self.chat = chat
+        self._task = task
+        self._room = asyncio.Semaphore(spec.capacity)
+        share = -(-spec.capacity // spec.executor.processes)
+        self._workers = [_Worker(index, share) for index in range(spec.executor.processes)]
+        self._facts: ChatFacts | None = None
+        self._ids = itertools.count()
+        self._encoder = msgspec.msgpack.Encoder()
+        self._decoder = msgspec.msgpack.Decoder(FromWorker)
+        self._restarts = 0
+        self._calls: set[asyncio.Task[None]] = set()
+        self._closing = False
+
+    @property
+    def capacity(self) -> int:
+        return self.spec.capacity
+
+    async def start(self) -> None:
+        self._facts = await self.chat.facts(probe=self.spec.probes_tools)
+        if self.spec.agent.env is not None or isinstance(self._task, EnvironmentTask):
+            sandboxes = Sandboxes(self.spec.sandbox, step_timeout_s=self.spec.executor.step_timeout_s, uid_count=1)
+            await sandboxes.check()
+            if not sandboxes.isolated:
+                warn_unsandboxed()
+        try:
+            for worker in self._workers:
+                await self._spawn(worker)
+        except BaseException:
+            await self.close()
+            raise
+
+    async def _spawn(self, worker: _Worker) -> None:
+        assert self._facts is not None
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "combee_fast.rollouts.process_worker", stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, env=worker_environment(), limit=1 << 26)
+        worker.process = process
+        uid_first = self.spec.sandbox.uid_base + worker.index * worker.capacity
+        self._send(worker, Start(self.spec, self._facts, worker.index, worker.capacity, uid_first))
+        try:
+            first = await asyncio.wait_for(read_frame(process.stdout), START_TIMEOUT_S)  # type: ignore[arg-type]
+        except TimeoutError:
+            first = None
+        message = self._decoder.decode(first) if first else None
+        if not isinstance(message, Ready):
+            process.kill()
+            await process.wait()
+            why = message.message if isinstance(message, Refused) else "it exited before it was ready"
+            raise ConfigError(f"executor process: worker {worker.index} did not start: {why}")
+        worker.reader = asyncio.create_task(self._read(worker, process))
+
+    def _send(self, worker: _Worker, message: object) -> None:
+        process = worker.process
+        if process is not None and process.stdin is not None and not process.stdin.is_closing():
+            process.stdin.write(frame(self._encoder.encode(message)))
+
+    async def _read(self, worker: _Worker, process: asyncio.subprocess.Process) -> None:
+        assert process.stdout is not None
+        try:
+            while (data := await read_frame(process.stdout)) is not None:
+                message = self._decoder.decode(data)
+                if isinstance(message, ChatCall):
+                    call = asyncio.create_task(self._answer(worker, message))
+                    self._calls.add(call)
+                    call.add_done_callback(self._calls.discard)
+                elif isinstance(message, EpisodeDone):
+                    entry = worker.running.pop(message.id, None)
+                    if entry is not None and not entry[1].done():
+                        entry[1].set_result(message.trajectory)
+        except (asyncio.IncompleteReadError, msgspec.DecodeError, ConnectionError):
+            pass
+        await process.wait()
+        self._lost(worker, f"worker {worker.index} exited with status {process.returncode}")
+
+    def _lost(self, worker: _Worker, why: str) -> None:
+        """Fail what ``worker`` was running; it is started again for the next episode."""
+        worker.process = None
+        running, worker.running = worker.running, {}
+        for episode, future in running.values():
+            if not future.done():
+                future.set_result(failed_trajectory(episode, "worker_died", why))
+
+    async def _answer(self, worker: _Worker, call: ChatCall) -> None:
+        result = await self.chat(call.request)
+        self._send(worker, ChatReply(call.id, result))
+
+    async def run(self, episode: Episode) -> Trajectory:
+        async with self._room:
+            worker = min(self._workers, key=lambda w: (w.process is None, w.load))
+            if worker.process is None:
+                if self._closing or self._restarts >= MAX_RESTARTS:
+                    return failed_trajectory(episode, "worker_died", "no worker process is left to run it")
+                self._restarts += 1
+                await self._spawn(worker)
+            future: asyncio.Future[Trajectory] = asyncio.get_running_loop().create_future()
+            key = next(self._ids)
+            worker.running[key] = (episode, future)
+            self._send(worker, RunEpisode(key, episode))
+            return await future
+
+    async def close(self) -> None:
+        self._closing = True
+        for worker in self._workers:
+            self._send(worker, Stop())
+        for worker in self._workers:
+            process = worker.process
+            if process is not None:
+                try:
+                    await asyncio.wait_for(process.wait(), 10.0)
+                except TimeoutError:
+                    process.kill()
+                    await process.wait()
+            if worker.reader is not None:
+                await worker.reader
+        for call in list(self._calls):
+            call.cancel()
