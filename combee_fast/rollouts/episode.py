@@ -146,10 +146,12 @@ class EpisodeRun:
     def steps_left(self) -> int:
         return 0 if self.finished else self._limits.max_steps - len(self._steps) - (self._open is not None)
 
-    def fail(self, kind: str, message: str) -> None:
-        """Mark the episode failed with ``kind`` (the first failure is kept)."""
+    def fail(self, kind: str, message: str, *, step: int | None = None) -> None:
+        """Mark the episode failed with ``kind`` at ``step`` (default: the current one); the first
+        failure is kept."""
         if self.failure is None:
-            self.failure = EpisodeError(kind, message, len(self._steps) + (self._open is not None))
+            at = step if step is not None else len(self._steps) - (self._open is None)
+            self.failure = EpisodeError(kind, message, max(0, at))
 
     async def chat(self, messages: Sequence[Message], *, tools: Sequence[dict[str, Any]] = (),
                    schema: dict[str, Any] | None = None, max_tokens: int | None = None) -> ChatResult:
@@ -194,7 +196,7 @@ class EpisodeRun:
         self._steps.append(msgspec.structs.replace(step, action=action, observation=kept, env_seconds=seconds,
                                                    env_error=observation.error))
         if observation.error is not None and observation.error != "bad_action":
-            self.fail(observation.error, f"{action.name}: {observation.text[-200:].strip()}")
+            self.fail(observation.error, f"{action.name}: {observation.text[-200:].strip()}", step=step.index)
         return observation
 
     def finish(self, answer: str | None, *, bullet_ids: Sequence[str] = ()) -> None:

@@ -26,6 +26,7 @@ import asyncio
 import os
 import re
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -33,7 +34,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from combee_fast.sandbox.classify import CommandResult, at_process_limit, classify
-from combee_fast.sandbox.limits import Limits, UidPool, process_setup
+from combee_fast.sandbox.limits import Limits, UidPool, end_processes, process_setup
 from combee_fast.errors import SandboxError
 from combee_fast.sandbox.state import SetupFile, WorkState, setup_archive, state_from_tar
 
@@ -42,8 +43,11 @@ cd /work || exit 97
 tar -xpf /run/setup.tar 2>/run/out || { echo "setup-failed $?"; exit 98; }
 echo ready
 while read -r n t; do
-  [ "$n" = export ] && exec tar -cf - .
-  ( timeout -s KILL "$t" /bin/sh /run/cmd/c"$n" </dev/null >/run/out 2>&1 )
+  if [ "$n" = export ]; then
+    ( ulimit -f "$t" && tar -cf /run/out . ) </dev/null 2>/dev/null
+  else
+    ( timeout -s KILL "$t" /bin/sh /run/cmd/c"$n" </dev/null >/run/out 2>&1 )
+  fi
   echo "$n $?"
 done
 """
@@ -54,6 +58,9 @@ GRACE_S = 5.0
 
 START_TIMEOUT_S = 30.0
 """Seconds a sandbox may take to start (unpack its set-up and say it is ready)."""
+
+END_WAIT_S = 5.0
+"""Seconds a closed sandbox's processes may take to be gone before its uid is retired."""
 
 _STATUS = re.compile(rb"^(\d+) (\d+)\n$")
 _SYSTEM_LINKS = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
@@ -74,11 +81,12 @@ def _system_view() -> list[str]:
     return options
 
 
-def bwrap_command(folder: Path, limits: Limits) -> list[str]:
-    """The command line of a sandbox whose host-side files are in ``folder``."""
+def bwrap_command(folder: Path, limits: Limits, info_fd: int) -> list[str]:
+    """The command line of a sandbox whose host-side files are in ``folder``; bwrap writes what
+    it started (its ``child-pid``) on ``info_fd``."""
     executable = shutil.which("bwrap") or "bwrap"
     return [
-        executable, "--unshare-all", "--die-with-parent", "--new-session", "--clearenv",
+        executable, "--unshare-all", "--die-with-parent", "--new-session", "--clearenv", "--info-fd", str(info_fd),
         "--setenv", "PATH", "/usr/local/bin:/usr/bin:/bin", "--setenv", "HOME", "/work",
         "--setenv", "LANG", "C.UTF-8", "--setenv", "TMPDIR", "/tmp",
         *_system_view(), "--proc", "/proc", "--dev", "/dev",
@@ -109,13 +117,45 @@ async def bwrap_problem(limits: Limits) -> str | None:
     return None if result.output.strip() == "ok" else f"a probe command answered {result.output[:120]!r}"
 
 
+def _prepare(files: Sequence[SetupFile], uid: int | None) -> Path:
+    """The host-side folder of a new sandbox: its set-up archive, its command folder and its
+    output file (the one file the sandbox's uid may write)."""
+    folder = Path(tempfile.mkdtemp(prefix="combee-sandbox-"))
+    try:
+        os.chmod(folder, 0o711)
+        (folder / "cmd").mkdir(mode=0o711)
+        (folder / "setup.tar").write_bytes(setup_archive(files))
+        os.chmod(folder / "setup.tar", 0o644)
+        out = folder / "out"
+        out.touch(mode=0o600)
+        if uid is not None:
+            os.chown(out, uid, uid)
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+    return folder
+
+
+def _child_pid(info: int) -> int | None:
+    """The ``child-pid`` bwrap wrote on its info pipe (None: it wrote none)."""
+    os.set_blocking(info, False)
+    try:
+        data = os.read(info, 4096)
+    except BlockingIOError:
+        return None
+    match = re.search(rb'"child-pid"\s*:\s*(\d+)', data)
+    return int(match[1]) if match else None
+
+
 class BwrapSession:
     """A running sandbox (module docstring); use :meth:`start`, then :meth:`run`, then
     :meth:`final_state` and :meth:`close` (always)."""
 
     def __init__(self, process: asyncio.subprocess.Process, folder: Path, limits: Limits, uids: UidPool,
-                 uid: int | None) -> None:
+                 uid: int | None, info: int) -> None:
         self._process = process
+        self._info = info
+        self._init_pid: int | None = None  # the sandbox's first process (its pid namespace's init), host pid
         self._folder = folder
         self._limits = limits
         self._uids = uids
@@ -127,24 +167,21 @@ class BwrapSession:
     async def start(cls, files: Sequence[SetupFile], limits: Limits, uids: UidPool) -> BwrapSession:
         """A sandbox whose ``/work`` holds ``files``; :class:`SandboxError` if it does not start."""
         uid = uids.take()
-        folder = Path(tempfile.mkdtemp(prefix="combee-sandbox-"))
+        folder = await asyncio.to_thread(_prepare, files, uid)
+        info, info_child = os.pipe()
         try:
-            os.chmod(folder, 0o711)
-            (folder / "cmd").mkdir(mode=0o711)
-            (folder / "setup.tar").write_bytes(setup_archive(files))
-            os.chmod(folder / "setup.tar", 0o644)
-            out = folder / "out"
-            out.touch(mode=0o600)
-            if uid is not None:
-                os.chown(out, uid, uid)
             process = await asyncio.create_subprocess_exec(
-                *bwrap_command(folder, limits), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE, preexec_fn=process_setup(limits, uid), env={}, start_new_session=True)
+                *bwrap_command(folder, limits, info_child), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE, preexec_fn=process_setup(limits, uid), env={}, start_new_session=True,
+                pass_fds=(info_child,))
         except BaseException:
+            os.close(info)
             shutil.rmtree(folder, ignore_errors=True)
             uids.give_back(uid)
             raise
-        session = cls(process, folder, limits, uids, uid)
+        finally:
+            os.close(info_child)
+        session = cls(process, folder, limits, uids, uid, info)
         try:
             line = await asyncio.wait_for(process.stdout.readline(), START_TIMEOUT_S)  # type: ignore[union-attr]
         except TimeoutError:
@@ -153,6 +190,7 @@ class BwrapSession:
             await session.close()
             detail = await session._stderr() or session._out_text() or line.decode(errors="replace").strip()
             raise SandboxError(detail or "no answer")
+        session._init_pid = _child_pid(info)
         return session
 
     async def run(self, command: str, *, timeout_s: float) -> CommandResult:
@@ -203,35 +241,37 @@ class BwrapSession:
             return ""
 
     async def final_state(self) -> WorkState:
-        """The working directory, as the sandbox's tar stream holds it; :class:`SandboxError`
+        """The working directory, as the sandbox's tar archive of it holds it; :class:`SandboxError`
         when it is unreadable or larger than the disk limit allows."""
         if self._dead is not None:
             raise SandboxError(f"the sandbox is gone: {self._dead}")
         process = self._process
-        cap = self._limits.disk_bytes + (1 << 20)
-        chunks: list[bytes] = []
-        size = 0
         try:
-            process.stdin.write(b"export 0\n")  # type: ignore[union-attr]
+            process.stdin.write(b"export %d\n" % (self._limits.state_bytes // 512))  # type: ignore[union-attr]
             await process.stdin.drain()  # type: ignore[union-attr]
-            async with asyncio.timeout(START_TIMEOUT_S):
-                while chunk := await process.stdout.read(1 << 16):  # type: ignore[union-attr]
-                    size += len(chunk)
-                    if size > cap:
-                        raise SandboxError(f"the working directory's state exceeds {cap} bytes")
-                    chunks.append(chunk)
+            line = await asyncio.wait_for(process.stdout.readline(), START_TIMEOUT_S)  # type: ignore[union-attr]
         except (TimeoutError, ConnectionError, BrokenPipeError) as exc:
             raise SandboxError(f"the sandbox did not give its state ({type(exc).__name__})") from None
         finally:
             self._dead = "its state was taken"
-        return await asyncio.to_thread(state_from_tar, b"".join(chunks))
+        if line != b"export 0\n":
+            raise SandboxError(f"the sandbox could not write its state ({line.decode(errors='replace').strip()!r}; "
+                               f"at most {self._limits.state_bytes} bytes)")
+        return await asyncio.to_thread(lambda: state_from_tar((self._folder / "out").read_bytes()))
 
     def _kill(self) -> None:
-        if self._process.returncode is None:
-            try:
+        """Kill the sandbox's init: the kernel kills every process of its pid namespace and the
+        init reaps them on its way out, then bwrap (still our child) reaps the init and exits.
+        Killing bwrap itself instead would leave the init to the host's init to reap."""
+        if self._process.returncode is not None:
+            return
+        try:
+            if self._init_pid is not None:
+                os.kill(self._init_pid, signal.SIGKILL)
+            else:
                 self._process.kill()
-            except ProcessLookupError:
-                pass
+        except ProcessLookupError:
+            pass
 
     async def _stderr(self) -> str:
         try:
@@ -244,7 +284,14 @@ class BwrapSession:
         """Kill the sandbox (everything in it dies with it) and remove its host-side files."""
         self._dead = self._dead or "closed"
         self._kill()
-        await self._process.wait()
+        try:
+            await asyncio.wait_for(self._process.wait(), END_WAIT_S)
+        except TimeoutError:
+            self._process.kill()
+            await self._process.wait()
+        os.close(self._info)
         await asyncio.to_thread(shutil.rmtree, self._folder, True)
-        self._uids.give_back(self._uid)
-        self._uid = None
+        uid, self._uid = self._uid, None
+        if uid is not None and await asyncio.to_thread(end_processes, uid, within_s=END_WAIT_S):
+            return  # a process of it outlived the kill: its uid is not used again
+        self._uids.give_back(uid)

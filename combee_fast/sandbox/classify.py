@@ -42,6 +42,9 @@ _SIGNATURES = (
 )
 
 
+_FILE_TOO_LARGE = re.compile(r"File size limit exceeded", re.I)
+
+
 def at_process_limit(uid: int | None, limit: int) -> bool:
     """Whether ``uid`` (a sandbox's own uid) runs as many processes as its limit allows."""
     from combee_fast.sandbox.limits import user_processes
@@ -59,6 +62,8 @@ def classify(exit_code: int, output: str, *, output_bytes: int, file_limit: int,
         return None
     if exit_code == FILE_SIGNAL:
         return "output_limit" if output_bytes >= file_limit else "file_too_large"
+    if _FILE_TOO_LARGE.search(output):  # a shell reporting its child stopped by SIGXFSZ
+        return "file_too_large"
     if exit_code == KILLED:
         return "step_timeout" if elapsed_s >= 0.9 * timeout_s else "cpu_limit"
     if exit_code == CPU_SIGNAL:

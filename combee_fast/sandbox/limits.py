@@ -4,12 +4,15 @@ Every limit is a kernel resource limit set in the child before it executes the s
 (inherited by everything it starts): CPU seconds per process (``RLIMIT_CPU``: SIGXCPU at the
 limit, SIGKILL one second later), address space per process (``RLIMIT_AS``), processes of the
 sandbox's uid (``RLIMIT_NPROC``), the largest file written (``RLIMIT_FSIZE``: SIGXFSZ past it;
-the command's output file is one of them, so output past it stops the writer), no core files.
+the command's output file is one of them, so output past it stops the writer; its hard limit is
+the working directory's archive size, :attr:`Limits.state_bytes`, so a command that raises its
+own limit writes at most that), no core files.
 Disk (``disk_mb``) is the size of the working directory's tmpfs inside the sandbox, and the
 wall clock of a command is the step's time limit.
 
 Under root each sandbox runs as a uid of its own (:class:`UidPool`), so the process limit counts
-that sandbox's processes alone. Another user cannot change uid: the limit is then raised by the
+that sandbox's processes alone, and a closed sandbox's uid is given back only once no process of
+it is left (:func:`end_processes`). Another user cannot change uid: the limit is then raised by the
 processes that user already runs (so that the user's other work does not use up the sandbox's
 share), and it counts any process of that user started meanwhile.
 """
@@ -18,6 +21,8 @@ from __future__ import annotations
 
 import os
 import resource
+import signal
+import time
 from collections.abc import Callable
 
 import msgspec
@@ -25,6 +30,8 @@ import msgspec
 from combee_fast.config import SandboxConfig
 
 MIB = 1024 * 1024
+STATE_MARGIN = 4 * MIB
+"""Bytes a working directory's archive may take beyond its disk (tar's headers and padding)."""
 
 
 class Limits(msgspec.Struct, frozen=True):
@@ -37,6 +44,12 @@ class Limits(msgspec.Struct, frozen=True):
     output_bytes: int
     disk_bytes: int
 
+    @property
+    def state_bytes(self) -> int:
+        """The largest archive of the working directory (its disk and a margin): the file-size
+        hard limit, which only the sandbox's own export raises its soft limit to."""
+        return max(self.file_bytes, self.disk_bytes + STATE_MARGIN)
+
     @classmethod
     def of(cls, config: SandboxConfig) -> Limits:
         return cls(config.cpu_s, config.memory_mb * MIB, config.max_processes, config.file_mb * MIB,
@@ -45,14 +58,30 @@ class Limits(msgspec.Struct, frozen=True):
 
 def user_processes(uid: int) -> int:
     """How many processes ``uid`` runs now (read from ``/proc``)."""
-    count = 0
-    for entry in os.scandir("/proc"):
-        if entry.name.isdigit():
+    return sum(1 for entry in os.scandir("/proc") if entry.name.isdigit() and _owner(entry) == uid)
+
+
+def end_processes(uid: int, *, within_s: float) -> int:
+    """Kill every process of ``uid`` (a sandbox's own uid, under root) and wait until none is left
+    or ``within_s`` passed; how many are left."""
+    deadline = time.monotonic() + within_s
+    while True:
+        left = [int(entry.name) for entry in os.scandir("/proc") if entry.name.isdigit() and _owner(entry) == uid]
+        if not left or time.monotonic() > deadline:
+            return len(left)
+        for pid in left:
             try:
-                count += entry.stat().st_uid == uid
-            except OSError:
-                continue
-    return count
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.01)
+
+
+def _owner(entry: os.DirEntry[str]) -> int | None:
+    try:
+        return entry.stat().st_uid
+    except OSError:
+        return None
 
 
 def process_setup(limits: Limits, uid: int | None) -> Callable[[], None]:
@@ -63,7 +92,7 @@ def process_setup(limits: Limits, uid: int | None) -> Callable[[], None]:
     def setup() -> None:
         resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_s, limits.cpu_s + 1))
         resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
-        resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_bytes, limits.file_bytes))
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_bytes, limits.state_bytes))
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         resource.setrlimit(resource.RLIMIT_NPROC, (processes, processes))
         if uid is not None:

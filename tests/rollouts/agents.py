@@ -1,0 +1,80 @@
+"""Agents the tests plug in with ``--agent tests.rollouts.agents:<factory>`` (real agents of the
+contract, run by the engine like any user's).
+
+- ``hostile``: item ``k`` of its batch (by example index) runs hostile command ``k`` of
+  :data:`HOSTILE` (a fork bomb, filling the disk, sleeping forever, printing without end, reading
+  secrets, opening a network connection, writing outside its working directory); other items
+  look around and finish. ``all_hostile``: every item is hostile.
+- ``counting``: the built-in ReAct agent, writing one line per episode it starts to the file named
+  by ``COMBEE_TEST_EPISODE_LOG``: ``<item> <round> <context hash>``.
+- ``broken``: raises in the middle of its episode.
+"""
+
+from __future__ import annotations
+
+import os
+
+from combee_fast.config import AgentConfig
+from combee_fast.protocols import AgentEpisode
+from combee_fast.rollouts.attempts import context_sha
+from combee_fast.rollouts.react import ReactAgent
+from combee_fast.schema import Message, ToolCall
+
+HOSTILE = {
+    "process_limit": ["bomb() { bomb | bomb & }; bomb", "sleep 1; echo done"],
+    "disk_full": ["for i in $(seq 100); do head -c 1M /dev/zero > fill$i || exit 1; done"],
+    "step_timeout": ["sleep 100000"],
+    "output_limit": ["yes 'all work and no play'"],
+    "hidden_path": ["cat /etc/shadow; printenv OPENAI_API_KEY > key.txt; cat /root/.ssh/id_rsa"],
+    "network_denied": ["python3 -c 'import socket; socket.create_connection((\"1.1.1.1\", 443), timeout=3)'"],
+    "write_denied": ["echo owned > /usr/combee-escape.txt"],
+}
+"""Hostile commands by the error kind each must end in."""
+
+
+def _run(command: str) -> ToolCall:
+    import json
+
+    return ToolCall("run", json.dumps({"command": command}))
+
+
+class Hostile:
+    def __init__(self, *, every: bool) -> None:
+        self.every = every
+
+    async def run(self, episode: AgentEpisode) -> None:
+        kinds = list(HOSTILE)
+        index = episode.task.index % len(kinds) if self.every else episode.task.index
+        commands = HOSTILE[kinds[index]] if index < len(kinds) else ["ls -la"]
+        for command in commands:
+            await episode.act(_run(command))
+        episode.finish("done")
+
+
+def hostile() -> Hostile:
+    return Hostile(every=False)
+
+
+def all_hostile() -> Hostile:
+    return Hostile(every=True)
+
+
+class Counting(ReactAgent):
+    async def run(self, episode: AgentEpisode) -> None:
+        with open(os.environ["COMBEE_TEST_EPISODE_LOG"], "a") as log:
+            log.write(f"{episode.task.id} {episode.round} {context_sha(episode.context)}\n")
+        await super().run(episode)
+
+
+def counting() -> Counting:
+    return Counting(AgentConfig())
+
+
+class Broken:
+    async def run(self, episode: AgentEpisode) -> None:
+        await episode.chat([Message("user", episode.task.input)])
+        raise RuntimeError("this agent is broken")
+
+
+def broken() -> Broken:
+    return Broken()

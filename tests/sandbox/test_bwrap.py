@@ -1,0 +1,157 @@
+"""The bubblewrap sandbox holds hostile commands: each hits its wall, is named by its own kind,
+and leaves the host as it was (real bwrap sessions, real processes, a real loopback server)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from aiohttp import web
+
+from combee_fast.config import SandboxConfig
+from combee_fast.errors import SandboxError
+from combee_fast.sandbox.limits import user_processes
+from combee_fast.sandbox.sessions import Sandboxes
+from combee_fast.sandbox.state import SetupFile, state_from_tar
+
+pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed (.ci/run installs it)")
+
+LIMITS = SandboxConfig(cpu_s=2, memory_mb=256, max_processes=24, file_mb=1, output_kb=8, disk_mb=4, uid_base=62000)
+
+
+def _sandboxes(**changes: object) -> Sandboxes:
+    config = SandboxConfig(**{**{f: getattr(LIMITS, f) for f in LIMITS.__struct_fields__}, **changes})
+    return Sandboxes(config, step_timeout_s=2.0, uid_count=2)
+
+
+async def _run(commands: list[str], files: list[SetupFile] = ()) -> list:  # type: ignore[assignment]
+    sandboxes = _sandboxes()
+    session = await sandboxes.open(list(files))
+    try:
+        return [await session.run(command, timeout_s=sandboxes.step_timeout_s) for command in commands]
+    finally:
+        await session.close()
+
+
+def _sandbox_folders() -> set[str]:
+    return {p.name for p in Path(os.environ.get("TMPDIR", "/tmp")).glob("combee-sandbox-*")}
+
+
+async def test_a_command_sees_its_files_and_writes_only_its_working_directory() -> None:
+    before = _sandbox_folders()
+    sandboxes = _sandboxes()
+    session = await sandboxes.open([SetupFile("in/nums.txt", b"10\n9\n"), SetupFile("run.sh", b"echo hi\n", 0o755, 3600)])
+    try:
+        listing = await session.run("ls -l in run.sh; sort -n in/nums.txt > out.txt; ./run.sh", timeout_s=2)
+        state = await session.final_state()
+    finally:
+        await session.close()
+    assert listing.exit_code == 0 and listing.kind is None and "hi" in listing.output
+    assert state.files["out.txt"] == b"9\n10\n" and state.modes["run.sh"] & 0o100
+    assert _sandbox_folders() == before  # its host-side folder is gone
+
+
+async def test_a_fork_bomb_hits_the_process_limit_and_leaves_no_process() -> None:
+    uid = LIMITS.uid_base
+    results = await _run(["bomb() { bomb | bomb & }; bomb", "sleep 1; echo still here"])
+    assert "process_limit" in {r.kind for r in results}
+    assert user_processes(uid) == 0 and user_processes(uid + 1) == 0  # closed: every one of them is gone
+
+
+async def test_filling_the_disk_stops_at_the_working_directory_size() -> None:
+    free = shutil.disk_usage("/tmp").free
+    results = await _run(["for i in 1 2 3 4 5 6 7 8; do head -c 900K /dev/zero > f$i || exit 1; done",
+                          "rm -f f*; head -c 2M /dev/zero > big"])
+    assert [r.kind for r in results] == ["disk_full", "file_too_large"]
+    assert shutil.disk_usage("/tmp").free > free - (2 << 20)
+
+
+async def test_sleeping_forever_is_killed_at_the_step_limit() -> None:
+    results = await _run(["sleep 600", "echo next"])
+    assert results[0].kind == "step_timeout" and results[0].seconds < 10
+    assert results[1].output == "next\n"
+
+
+async def test_printing_without_end_is_stopped_and_bounded() -> None:
+    results = await _run(["yes", "echo next"])
+    assert results[0].kind == "output_limit" and results[0].output_bytes <= LIMITS.file_mb << 20
+    assert len(results[0].output) <= LIMITS.output_kb * 1024 and results[1].output == "next\n"
+
+
+async def test_secrets_are_not_there(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-do-not-leak-1234")
+    results = await _run(["cat /etc/shadow", "env; printenv OPENAI_API_KEY", "ls /root /home"])
+    assert results[0].kind == "hidden_path"
+    assert "sk-test-do-not-leak" not in results[1].output and "OPENAI" not in results[1].output
+    assert results[2].kind == "hidden_path"
+
+
+async def test_no_network_reaches_the_host() -> None:
+    seen: list[str] = []
+
+    async def handle(request: web.BaseRequest) -> web.Response:
+        seen.append(request.path)
+        return web.Response(text="reached")
+
+    runner = web.ServerRunner(web.Server(handle))
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
+    try:
+        results = await _run([f"python3 -c 'import urllib.request; print(urllib.request.urlopen(\"http://127.0.0.1:{port}/\", "
+                              "timeout=2).read())'",
+                              "python3 -c 'import socket; socket.create_connection((\"1.1.1.1\", 80), timeout=2)'"])
+    finally:
+        await runner.cleanup()
+    assert [r.kind for r in results] == ["network_denied", "network_denied"] and not seen
+
+
+async def test_writing_outside_the_working_directory_is_refused(tmp_path: Path) -> None:
+    target = tmp_path / "escape.txt"
+    results = await _run(["echo x > /usr/escape.txt", f"echo x > {target}", "echo x > /root/escape.txt"])
+    assert results[0].kind == "write_denied" and results[2].kind == "hidden_path"
+    assert not target.exists() and not Path("/usr/escape.txt").exists() and not Path("/root/escape.txt").exists()
+
+
+async def test_memory_and_cpu_limits() -> None:
+    results = await _run(["python3 -c 'x = bytearray(512 * 1024 * 1024)'", "while :; do :; done"])
+    assert results[0].kind == "memory_limit"
+    assert results[1].kind in ("cpu_limit", "step_timeout")
+
+
+async def test_a_state_stream_leaving_the_working_directory_is_refused() -> None:
+    import io
+    import tarfile
+
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as archive:
+        info = tarfile.TarInfo("../outside.txt")
+        info.size = 1
+        archive.addfile(info, io.BytesIO(b"x"))
+    with pytest.raises(SandboxError, match="not inside the working directory"):
+        state_from_tar(buffer.getvalue())
+
+
+async def test_a_link_planted_in_the_working_directory_is_not_followed() -> None:
+    sandboxes = _sandboxes()
+    session = await sandboxes.open([])
+    try:
+        await session.run("ln -s /etc/hostname out.txt; ln -s / root", timeout_s=2)
+        state = await session.final_state()
+    finally:
+        await session.close()
+    assert state.links == {"out.txt": "/etc/hostname", "root": "/"} and not state.files
+
+
+async def test_trusted_mode_runs_plain_processes_in_a_scratch_folder() -> None:
+    sandboxes = _sandboxes(mode="none")
+    session = await sandboxes.open([SetupFile("a.txt", b"b\na\n")])
+    try:
+        result = await session.run("sort a.txt > b.txt; sleep 5", timeout_s=1)
+        state = await session.final_state()
+    finally:
+        await session.close()
+    assert result.kind == "step_timeout" and state.files["b.txt"] == b"a\nb\n"
