@@ -60,7 +60,8 @@ def _block(step: Step, detail: int) -> str:
             lines.append(f"  raw reply: {_cut(step.raw, detail)}")
     if step.action is not None:
         lines.append(f"  action: {step.action.name} {_cut(step.action.arguments, detail)}")
-        lines.append(f"  observation: {_cut(step.observation, detail)}")
+        if step.observation or step.env_seconds:
+            lines.append(f"  observation: {_cut(step.observation, detail)}")
     if step.env_error is not None:
         lines.append(f"  environment: {step.env_error}")
     return "\n".join(lines)

@@ -36,10 +36,14 @@ from combee_fast.endpoint.calls import ChatRequest, ChatResult
 from combee_fast.errors import EpisodeOver
 from combee_fast.engine.rng import derive_seed
 from combee_fast.protocols import Agent, Environment, Task
+from combee_fast.sandbox.bwrap import GRACE_S
 from combee_fast.schema import CallError, EpisodeError, Example, Message, Observation, Step, Tool, ToolCall, Trajectory, Usage
 
 ChatCall = Callable[[ChatRequest], Awaitable[ChatResult]]
 """One generator call through the engine's client."""
+
+FINISH_ACTION = "finish"
+"""The action a step records when the agent ended the episode on it."""
 
 UNANSWERED_KINDS = frozenset({"timeout", "connection", "http_status", "replay_miss", "cancelled", "too_large"})
 """Call failures that leave an episode unanswered (the model could not be reached)."""
@@ -47,9 +51,10 @@ UNANSWERED_KINDS = frozenset({"timeout", "connection", "http_status", "replay_mi
 OBSERVATION_KEPT = 4
 """A trajectory keeps this many times ``agent.observation_chars`` of each observation."""
 
-STEP_GRACE_S = 10.0
+STEP_GRACE_S = GRACE_S + 1.0
 """Seconds past the step limit an environment step may take before it is given up on (the sandbox
-kills the command at the limit; this bounds an environment that does not)."""
+kills the command at the limit, and itself past its own grace; this bounds an environment that
+does neither)."""
 
 
 class Episode(msgspec.Struct, frozen=True):
@@ -200,9 +205,13 @@ class EpisodeRun:
         return observation
 
     def finish(self, answer: str | None, *, bullet_ids: Sequence[str] = ()) -> None:
+        """End the episode with ``answer``; the current step's action is recorded as ``finish``."""
         self.answer = answer
         self.bullet_ids = tuple(bullet_ids)
         self.finished = True
+        if self._open is not None:
+            arguments = msgspec.json.encode({"answer": answer, "bullet_ids": list(bullet_ids)}).decode()
+            self._open = msgspec.structs.replace(self._open, action=ToolCall(FINISH_ACTION, arguments))
 
     def _close_step(self) -> None:
         if self._open is not None:

@@ -33,7 +33,7 @@ from combee_fast.roles.base import EMPTY_PLAYBOOK, clean_bullet_id, decode_json_
 from combee_fast.roles.budget import TEMPLATE_TOKENS_PER_MESSAGE, conservative_tokens, cut_playbook
 from combee_fast.schema import CallError, Message, Tool, ToolCall
 from combee_fast.endpoint.calls import ChatResult
-from combee_fast.rollouts.episode import UNANSWERED_KINDS
+from combee_fast.rollouts.episode import FINISH_ACTION, UNANSWERED_KINDS
 
 PROMPTS = Path(__file__).parent / "prompts"
 
@@ -58,7 +58,7 @@ ARGUMENT_CHARS = 2000
 OLD_OBSERVATION_CHARS = 200
 
 FINISH = Tool(
-    "finish",
+    FINISH_ACTION,
     "End the episode once the task is done: a short final answer, and the ids of the playbook entries you used.",
     {"type": "object", "properties": {"answer": bounds.text(bounds.ANSWER_CHARS),
                                       "bullet_ids": bounds.array(bounds.text(bounds.ID_CHARS), bounds.MAX_CITED)},

@@ -8,6 +8,8 @@ contract, run by the engine like any user's).
 - ``counting``: the built-in ReAct agent, writing one line per episode it starts to the file named
   by ``COMBEE_TEST_EPISODE_LOG``: ``<item> <round> <context hash>``.
 - ``broken``: raises in the middle of its episode.
+- ``talker``: says one thing with the environment's ``say`` tool, then finishes; ``lingering``
+  keeps calling the model (slowly) until its episode is stopped.
 """
 
 from __future__ import annotations
@@ -78,3 +80,27 @@ class Broken:
 
 def broken() -> Broken:
     return Broken()
+
+
+class Talker:
+    async def run(self, episode: AgentEpisode) -> None:
+        await episode.chat([Message("user", episode.task.input)])
+        await episode.act(ToolCall("say", '{"text": "hello"}'))
+        episode.finish("said")
+
+
+def talker() -> Talker:
+    return Talker()
+
+
+class Lingering:
+    async def run(self, episode: AgentEpisode) -> None:
+        import asyncio
+
+        while True:
+            await asyncio.sleep(0.2)
+            await episode.act(ToolCall("say", '{"text": "still here"}'))
+
+
+def lingering() -> Lingering:
+    return Lingering()

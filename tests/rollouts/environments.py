@@ -1,0 +1,70 @@
+"""Environments the tests plug in with ``--env tests.rollouts.environments:<factory>`` (each
+factory takes the run's sandboxes, as every environment factory does).
+
+- ``counting``: a trivial environment (one tool, ``say``) that counts how many are open at once,
+  opened and closed in all (:data:`LIVE`).
+- ``stuck``: its ``step`` never returns.
+- ``broken``: its ``reset`` raises.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+
+from combee_fast.schema import Example, Observation, Tool, ToolCall
+from combee_fast.tasks.base import Score
+
+LIVE: Counter[str] = Counter()
+"""``open`` now, ``most`` open at once, ``opened`` and ``closed`` in all."""
+
+SAY = Tool("say", "Say something.", {"type": "object", "properties": {"text": {"type": "string"}}})
+
+
+class Counting:
+    def __init__(self) -> None:
+        LIVE["opened"] += 1
+        LIVE["open"] += 1
+        LIVE["most"] = max(LIVE["most"], LIVE["open"])
+        self.said = 0
+
+    def tools(self) -> tuple[Tool, ...]:
+        return (SAY,)
+
+    async def reset(self, task: Example) -> str:
+        await asyncio.sleep(0.01)
+        return f"ready for {task.id}"
+
+    async def step(self, action: ToolCall) -> Observation:
+        self.said += 1
+        return Observation(f"heard {action.arguments}")
+
+    async def check(self) -> Score:
+        return Score(1.0 if self.said else 0.0, f"{self.said} said")
+
+    async def close(self) -> None:
+        LIVE["open"] -= 1
+        LIVE["closed"] += 1
+
+
+class Stuck(Counting):
+    async def step(self, action: ToolCall) -> Observation:
+        await asyncio.sleep(3600)
+        raise AssertionError("unreachable")
+
+
+class Broken(Counting):
+    async def reset(self, task: Example) -> str:
+        raise OSError("this environment cannot start")
+
+
+def counting(sandboxes: object) -> Counting:
+    return Counting()
+
+
+def stuck(sandboxes: object) -> Stuck:
+    return Stuck()
+
+
+def broken(sandboxes: object) -> Broken:
+    return Broken()
