@@ -13,7 +13,8 @@ the task's data, which plays the part of the model's world knowledge.
   bullets. Draws are seeded by the request seed, so two methods that ask the same question in the
   same epoch and round get the same draw (common random numbers).
 - **Reflector**: names the missing unit's lesson with some probability (lower without ground truth),
-  otherwise a generic lesson; tags the cited bullets.
+  otherwise a generic lesson; tags the cited bullets. An example without a target (a collected
+  trace) is judged by the outcome its prompt reports.
 - **Curator**: its output saturates with the number of reflections in the call, following the
   entries per curator call the paper measured (:data:`PAPER_CURATOR_CURVE`), keeping generic
   lessons before specific ones: that is context overload. It skips lessons the playbook holds.
@@ -136,6 +137,7 @@ _TAG = {name: re.compile(rf"<{name}>\n(.*?)\n?</{name}>", re.DOTALL) for name in
     "playbook", "question", "reflection", "model_answer", "ground_truth", "cited_bullets",
     "reflections", "proposals",
 )}
+_REPORTED_CORRECT = re.compile(r"^Outcome: correct\b", re.MULTILINE)
 _BULLET = re.compile(r"^\[([^\]]+)\] helpful=\d+ harmful=\d+ :: (.*)$", re.MULTILINE)
 _LESSON_KEY = re.compile(r"^(.+?) — ")
 
@@ -272,9 +274,12 @@ class TaskWorld:
         cited = [bid for bid, _ in _bullets(_section(prompt, "cited_bullets") or "")]
         if question is None:
             return _reflection("The question is unknown to me.", "", "", "", "", [])
-        score = self.task.score(question.example, answer).value
-        right = score >= 1.0
-        wrong_units = [u for i, u in enumerate(question.units) if not self._entity_right(question, answer, i)]
+        if question.example.target is None:  # nothing to score against (a collected trace): the reported outcome
+            right = _REPORTED_CORRECT.search(prompt) is not None
+            wrong_units = [] if right else list(question.units)
+        else:
+            right = self.task.score(question.example, answer).value >= 1.0
+            wrong_units = [u for i, u in enumerate(question.units) if not self._entity_right(question, answer, i)]
         unit = (wrong_units or list(question.units))[0]
         naming = self.params.name_unit_after_right if right else self.params.name_unit_after_wrong
         if not has_truth:

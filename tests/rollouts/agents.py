@@ -8,6 +8,8 @@ contract, run by the engine like any user's).
 - ``counting``: the built-in ReAct agent, writing one line per episode it starts to the file named
   by ``COMBEE_TEST_EPISODE_LOG``: ``<item> <round> <context hash>``.
 - ``broken``: raises in the middle of its episode.
+- ``vanishing``: on item 0 its process dies in the middle of the episode (the ``process``
+  backend's worker); elsewhere the built-in agent.
 - ``talker``: says one thing with the environment's ``say`` tool, then finishes; ``lingering``
   keeps calling the model (slowly) until its episode is stopped.
 """
@@ -104,3 +106,15 @@ class Lingering:
 
 def lingering() -> Lingering:
     return Lingering()
+
+
+class Vanishing(ReactAgent):
+    async def run(self, episode: AgentEpisode) -> None:
+        if episode.task.index == 0 and episode.round == 0:
+            await episode.act(_run("ls"))
+            os._exit(17)
+        await super().run(episode)
+
+
+def vanishing() -> Vanishing:
+    return Vanishing(AgentConfig())
