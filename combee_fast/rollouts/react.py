@@ -53,15 +53,18 @@ UNUSABLE = _prompt("react_unusable.txt")
 MAX_UNUSABLE = 2
 """Unusable replies in a row that end an episode."""
 
-THOUGHT_CHARS = 1200
-ARGUMENT_CHARS = 2000
+THOUGHT_CHARS = 400
+ARGUMENT_CHARS = 400
+MAX_CITED = 8
+"""Bounds of the JSON action: a constraining grammar grows with every character and item a
+string or an array may take (llama.cpp refuses grammars much larger than these make)."""
 OLD_OBSERVATION_CHARS = 200
 
 FINISH = Tool(
     FINISH_ACTION,
     "End the episode once the task is done: a short final answer, and the ids of the playbook entries you used.",
     {"type": "object", "properties": {"answer": bounds.text(bounds.ANSWER_CHARS),
-                                      "bullet_ids": bounds.array(bounds.text(bounds.ID_CHARS), bounds.MAX_CITED)},
+                                      "bullet_ids": bounds.array(bounds.text(bounds.ID_CHARS), MAX_CITED)},
      "required": ["answer"], "additionalProperties": False},
 )
 """The agent's own tool: it ends the episode."""
@@ -73,7 +76,7 @@ def _bounded(schema: dict[str, Any]) -> dict[str, Any]:
         return {**schema, "maxLength": min(schema.get("maxLength", ARGUMENT_CHARS), ARGUMENT_CHARS)}
     if schema.get("type") == "array":
         return {**schema, "items": _bounded(schema.get("items", {"type": "string"})),
-                "maxItems": min(schema.get("maxItems", bounds.MAX_CITED), bounds.MAX_CITED)}
+                "maxItems": min(schema.get("maxItems", MAX_CITED), MAX_CITED)}
     if "properties" in schema:
         return {**schema, "properties": {k: _bounded(v) for k, v in schema["properties"].items()}}
     return schema

@@ -2,8 +2,10 @@
 a read-only system, a scrubbed environment and limits, or (``--sandbox none``) plain processes
 for trusted commands.
 
-- :mod:`.limits`: what one command may use (CPU, memory, processes, file size, output, disk)
-  and the process setup that applies it (resource limits, the sandbox's own uid under root).
+- :mod:`.limits`: what one command may use (CPU, memory, processes, file size, output, disk),
+  and the uids sandboxes run as under root.
+- :mod:`.launch`: starting a sandbox's process cheaply (``posix_spawn`` of ``prlimit``, ``setpriv``
+  and the sandbox), and awaiting it.
 - :mod:`.classify`: which limit or wall a failed command ran into (``process_limit``,
   ``disk_full``, ``network_denied``...), as one error kind.
 - :mod:`.state`: the working directory as files: set-up archives in, final state out (read

@@ -27,14 +27,14 @@ import os
 import re
 import shutil
 import signal
-import subprocess
 import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
 from combee_fast.sandbox.classify import CommandResult, at_process_limit, classify
-from combee_fast.sandbox.limits import Limits, UidPool, end_processes, process_setup
+from combee_fast.sandbox.launch import Launched, limited
+from combee_fast.sandbox.limits import Limits, UidPool, end_processes
 from combee_fast.errors import SandboxError
 from combee_fast.sandbox.state import SetupFile, WorkState, setup_archive, state_from_tar
 
@@ -151,8 +151,8 @@ class BwrapSession:
     """A running sandbox (module docstring); use :meth:`start`, then :meth:`run`, then
     :meth:`final_state` and :meth:`close` (always)."""
 
-    def __init__(self, process: asyncio.subprocess.Process, folder: Path, limits: Limits, uids: UidPool,
-                 uid: int | None, info: int) -> None:
+    def __init__(self, process: Launched, folder: Path, limits: Limits, uids: UidPool, uid: int | None,
+                 info: int) -> None:
         self._process = process
         self._info = info
         self._init_pid: int | None = None  # the sandbox's first process (its pid namespace's init), host pid
@@ -170,10 +170,8 @@ class BwrapSession:
         folder = await asyncio.to_thread(_prepare, files, uid)
         info, info_child = os.pipe()
         try:
-            process = await asyncio.create_subprocess_exec(
-                *bwrap_command(folder, limits, info_child), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE, preexec_fn=process_setup(limits, uid), env={}, start_new_session=True,
-                pass_fds=(info_child,))
+            process = await Launched.start(limited(bwrap_command(folder, limits, info_child), limits, uid),
+                                           pass_fds=(info_child,))
         except BaseException:
             os.close(info)
             shutil.rmtree(folder, ignore_errors=True)
@@ -188,7 +186,7 @@ class BwrapSession:
             line = b""
         if line != b"ready\n":
             await session.close()
-            detail = await session._stderr() or session._out_text() or line.decode(errors="replace").strip()
+            detail = process.error_text() or session._out_text() or line.decode(errors="replace").strip()
             raise SandboxError(detail or "no answer")
         session._init_pid = _child_pid(info)
         return session
@@ -273,22 +271,16 @@ class BwrapSession:
         except ProcessLookupError:
             pass
 
-    async def _stderr(self) -> str:
-        try:
-            data = await asyncio.wait_for(self._process.stderr.read(2000), 1.0)  # type: ignore[union-attr]
-        except (TimeoutError, ValueError):
-            return ""
-        return data.decode(errors="replace").strip()
-
     async def close(self) -> None:
         """Kill the sandbox (everything in it dies with it) and remove its host-side files."""
         self._dead = self._dead or "closed"
         self._kill()
-        try:
-            await asyncio.wait_for(self._process.wait(), END_WAIT_S)
-        except TimeoutError:
-            self._process.kill()
-            await self._process.wait()
+        if self._process.returncode is None:
+            try:
+                await asyncio.wait_for(self._process.wait(), END_WAIT_S)
+            except TimeoutError:
+                self._process.kill()
+                await self._process.wait()
         os.close(self._info)
         await asyncio.to_thread(shutil.rmtree, self._folder, True)
         uid, self._uid = self._uid, None

@@ -1,7 +1,7 @@
-"""What one sandboxed command may use, and the process setup that enforces it.
+"""What one sandboxed command may use.
 
-Every limit is a kernel resource limit set in the child before it executes the sandbox
-(inherited by everything it starts): CPU seconds per process (``RLIMIT_CPU``: SIGXCPU at the
+Every limit is a kernel resource limit set before the sandbox starts (by :mod:`.launch`;
+inherited by everything it starts): CPU seconds per process (``RLIMIT_CPU``: SIGXCPU at the
 limit, SIGKILL one second later), address space per process (``RLIMIT_AS``), processes of the
 sandbox's uid (``RLIMIT_NPROC``), the largest file written (``RLIMIT_FSIZE``: SIGXFSZ past it;
 the command's output file is one of them, so output past it stops the writer; its hard limit is
@@ -20,10 +20,8 @@ share), and it counts any process of that user started meanwhile.
 from __future__ import annotations
 
 import os
-import resource
 import signal
 import time
-from collections.abc import Callable
 
 import msgspec
 
@@ -82,25 +80,6 @@ def _owner(entry: os.DirEntry[str]) -> int | None:
         return entry.stat().st_uid
     except OSError:
         return None
-
-
-def process_setup(limits: Limits, uid: int | None) -> Callable[[], None]:
-    """What the child runs before it executes the sandbox: its resource limits, then (``uid``
-    given, under root) that uid and group with no supplementary groups."""
-    processes = limits.processes if uid is not None else limits.processes + user_processes(os.getuid())
-
-    def setup() -> None:
-        resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_s, limits.cpu_s + 1))
-        resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
-        resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_bytes, limits.state_bytes))
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-        resource.setrlimit(resource.RLIMIT_NPROC, (processes, processes))
-        if uid is not None:
-            os.setgroups([])
-            os.setgid(uid)
-            os.setuid(uid)
-
-    return setup
 
 
 class UidPool:

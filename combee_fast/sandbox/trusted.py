@@ -14,14 +14,14 @@ import asyncio
 import os
 import shutil
 import signal
-import subprocess
 import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
 from combee_fast.sandbox.classify import KILLED, CommandResult, classify
-from combee_fast.sandbox.limits import Limits, process_setup
+from combee_fast.sandbox.launch import Launched, limited
+from combee_fast.sandbox.limits import Limits
 from combee_fast.sandbox.state import SetupFile, WorkState, safe_relative, state_of_folder
 
 
@@ -54,19 +54,17 @@ class TrustedSession:
     async def run(self, command: str, *, timeout_s: float) -> CommandResult:
         """Run ``command`` with ``sh`` in the working directory; its group is killed after ``timeout_s``."""
         started = time.perf_counter()
+        argv = limited(["/bin/sh", "-c", 'cd "$1" || exit 97; exec /bin/sh -c "$2"', "sh", str(self._work), command],
+                       self._limits, None)
+        env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(self._work), "LANG": "C.UTF-8"}
         with self._out.open("wb") as out:
-            process = await asyncio.create_subprocess_exec(
-                "/bin/sh", "-c", command, cwd=self._work, stdin=subprocess.DEVNULL, stdout=out, stderr=out,
-                env={"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(self._work), "LANG": "C.UTF-8"},
-                preexec_fn=process_setup(self._limits, None), start_new_session=True)
+            process = await Launched.start(argv, pipes=False, stdout_file=out.fileno(), env=env)
             try:
                 code = await asyncio.wait_for(process.wait(), timeout_s)
             except TimeoutError:
                 os.killpg(process.pid, signal.SIGKILL)
                 await process.wait()
                 code = KILLED
-        if code < 0:
-            code = 128 - code
         seconds = time.perf_counter() - started
         size = self._out.stat().st_size
         with self._out.open("rb") as handle:

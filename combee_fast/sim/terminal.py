@@ -36,8 +36,7 @@ from combee_fast.schema import Example, Message, ToolCall
 from combee_fast.sim.instructions import InstructionWorld
 from combee_fast.sim.responders import SimReply, SimRequest
 from combee_fast.sim.world import (
-    WorldParams, _bullets, _prose, _Question, _reflection, _uniform, lesson_unit, noise_lesson,
-    world_params,
+    WorldParams, _bullets, _Question, _reflection, _uniform, lesson_unit, noise_lesson, world_params,
 )
 from combee_fast.tasks.terminal.chores import Chore
 from combee_fast.tasks.terminal.families import BY_KEY
@@ -55,6 +54,15 @@ GENERIC_TERMINAL_LESSONS = (
     "Keep the original order of lines unless the task asks for sorting.",
 )
 
+TERMINAL_FILLER = (
+    "The files are listed first, so nothing is changed blindly.",
+    "The command writes its result to the file the task names.",
+    "The output is checked against what the task asks for.",
+    "Each step is one command whose result can be read before the next.",
+    "File names are quoted where they could be expanded by the shell.",
+    "The working directory holds everything the task needs.",
+)
+
 INSPECT = "ls -la"
 
 _TAGS = {name: re.compile(rf"<{name}>\n(.*?)\n?</{name}>", re.DOTALL) for name in (
@@ -65,6 +73,11 @@ _OUTCOME = re.compile(r"^Outcome: (correct|incorrect)", re.MULTILINE)
 def _section(text: str, name: str) -> str:
     match = _TAGS[name].search(text)
     return match[1] if match else ""
+
+
+def _prose(sentences: int, *seed: object) -> str:
+    start = int(_uniform("terminal-prose", *seed) * len(TERMINAL_FILLER))
+    return " ".join(TERMINAL_FILLER[(start + i) % len(TERMINAL_FILLER)] for i in range(sentences))
 
 
 def family_lesson(name: str, lessons: Sequence[str], facet: int) -> str:

@@ -26,7 +26,7 @@ RUN_TOOL = Tool(
     "run",
     "Run one shell command (POSIX sh) in the working directory /work and see its exit status and output. "
     "coreutils, findutils, grep, sed, awk, tar and python3 are available; there is no network.",
-    {"type": "object", "properties": {"command": {"type": "string", "maxLength": 2000}}, "required": ["command"],
+    {"type": "object", "properties": {"command": {"type": "string", "maxLength": 400}}, "required": ["command"],
      "additionalProperties": False},
 )
 """The environment's one tool."""

@@ -1,0 +1,136 @@
+"""Starting a sandbox's process cheaply: ``posix_spawn`` (no copy of the engine's memory) of a
+short chain of small programs that each set one thing and ``exec`` the next.
+
+Forking the engine (hundreds of megabytes once numpy and numba are loaded) to run a child's set-up
+code costs tens of milliseconds a process; ``posix_spawn`` costs about one. So the limits are set
+by ``prlimit`` (util-linux), the uid by ``setpriv`` (util-linux, root only), and the child gets
+its own session (``setsid``: a Ctrl-C at the terminal reaches the engine, which stops cleanly,
+not its sandboxes) from ``posix_spawn`` itself. :class:`Launched` is the running child: its pipes
+as asyncio streams, and its exit, awaited through a pidfd (no thread, no child watcher).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import signal
+from collections.abc import Sequence
+
+from combee_fast.sandbox.limits import Limits, user_processes
+
+
+def limited(argv: Sequence[str], limits: Limits, uid: int | None) -> list[str]:
+    """``argv`` run under ``limits`` (:mod:`.limits`) and, ``uid`` given (root only), as that uid
+    and group with no supplementary group."""
+    processes = limits.processes if uid is not None else limits.processes + user_processes(os.getuid())
+    chain = [shutil.which("prlimit") or "prlimit", f"--cpu={limits.cpu_s}:{limits.cpu_s + 1}",
+             f"--as={limits.memory_bytes}", f"--fsize={limits.file_bytes}:{limits.state_bytes}", "--core=0",
+             f"--nproc={processes}"]
+    if uid is not None:
+        chain += [shutil.which("setpriv") or "setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups"]
+    return [*chain, *argv]
+
+
+RESTORED_SIGNALS = (signal.SIGPIPE, signal.SIGXFSZ)
+"""Signals Python ignores that a child must get back (ignored dispositions survive ``exec``):
+a writer to a closed pipe, or past the file-size limit, is stopped by them."""
+
+
+class Launched:
+    """A child started by :meth:`start`: ``stdin``, ``stdout`` as asyncio streams (``stdin``/
+    ``stdout`` None when not piped), ``stderr`` read in a bounded way by :meth:`error_text`."""
+
+    def __init__(self, pid: int, stdin: asyncio.StreamWriter | None, stdout: asyncio.StreamReader | None,
+                 stderr: int | None) -> None:
+        self.pid = pid
+        self.stdin = stdin
+        self.stdout = stdout
+        self._stderr = stderr
+        self.returncode: int | None = None
+        self._pidfd = os.pidfd_open(pid)
+
+    @classmethod
+    async def start(cls, argv: Sequence[str], *, pipes: bool = True, stdout_file: int | None = None,
+                    pass_fds: Sequence[int] = (), env: dict[str, str] | None = None) -> Launched:
+        """Start ``argv`` in a session of its own; ``pipes``: stdin, stdout and stderr are pipes to
+        us (else stdin is ``/dev/null`` and stdout and stderr go to ``stdout_file``)."""
+        loop = asyncio.get_running_loop()
+        ours: list[int] = []
+        actions: list[tuple[int, ...]] = []
+        if pipes:
+            child_in, our_in = os.pipe()
+            our_out, child_out = os.pipe()
+            our_err, child_err = os.pipe()
+            actions += [(os.POSIX_SPAWN_DUP2, child_in, 0), (os.POSIX_SPAWN_DUP2, child_out, 1),
+                        (os.POSIX_SPAWN_DUP2, child_err, 2)]
+            theirs = [child_in, child_out, child_err]
+            ours = [our_in, our_out, our_err]
+        else:
+            null = os.open(os.devnull, os.O_RDONLY)
+            assert stdout_file is not None
+            actions += [(os.POSIX_SPAWN_DUP2, null, 0), (os.POSIX_SPAWN_DUP2, stdout_file, 1),
+                        (os.POSIX_SPAWN_DUP2, stdout_file, 2)]
+            theirs = [null]
+        for fd in (*ours, *theirs):
+            os.set_inheritable(fd, False)
+        for fd in pass_fds:
+            os.set_inheritable(fd, True)
+        try:
+            pid = os.posix_spawn(argv[0], list(argv), env if env is not None else {}, file_actions=actions,
+                                 setsid=True, setsigmask=(), setsigdef=RESTORED_SIGNALS)
+        finally:
+            for fd in theirs:
+                os.close(fd)
+            for fd in pass_fds:
+                os.set_inheritable(fd, False)
+        if not pipes:
+            return cls(pid, None, None, None)
+        our_in, our_out, our_err = ours
+        reader = asyncio.StreamReader(limit=1 << 20)
+        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(our_out, "rb", 0))
+        transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, os.fdopen(our_in, "wb", 0))
+        writer = asyncio.StreamWriter(transport, protocol, None, loop)
+        os.set_blocking(our_err, False)
+        return cls(pid, writer, reader, our_err)
+
+    def error_text(self, limit: int = 2000) -> str:
+        """What the child wrote on stderr so far (at most ``limit`` bytes)."""
+        if self._stderr is None:
+            return ""
+        try:
+            return os.read(self._stderr, limit).decode(errors="replace").strip()
+        except BlockingIOError:
+            return ""
+
+    def kill(self) -> None:
+        if self.returncode is None:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+    async def wait(self) -> int:
+        """Its exit status (the shell's convention: 128 + the signal that killed it)."""
+        if self.returncode is None:
+            loop = asyncio.get_running_loop()
+            exited = loop.create_future()
+            loop.add_reader(self._pidfd, lambda: exited.done() or exited.set_result(None))
+            try:
+                await exited
+            finally:
+                loop.remove_reader(self._pidfd)
+            _, status = os.waitpid(self.pid, 0)
+            self.returncode = os.waitstatus_to_exitcode(status)
+            if self.returncode < 0:
+                self.returncode = 128 - self.returncode
+            self._release()
+        return self.returncode
+
+    def _release(self) -> None:
+        os.close(self._pidfd)
+        if self._stderr is not None:
+            os.close(self._stderr)
+            self._stderr = None
+        if self.stdin is not None:
+            self.stdin.close()
