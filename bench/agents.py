@@ -12,8 +12,8 @@ latency does not depend on load); the batched methods run at ``--time-scale``.
 
 The sandbox's start and teardown are measured apart, on the test split's chores, each run by its
 oracle twice in turn: in a sandbox session (start, commands, final state, close) and as bare
-``sh -c`` subprocesses in a scratch folder (files written, commands, folder read, removed); the
-overhead is the mean of the per-chore differences.
+``sh -c`` subprocesses in a scratch folder where sandboxes keep their host-side files (files
+written, commands, folder read, removed); the overhead is the mean of the per-chore differences.
 
 Last line: ``speedup=<sequential/combee> acc_sequential=<test %> acc_combee=<test %>
 acc_naive=<test %> sandbox_overhead_ms=<ms per episode> rollouts_per_s=<combee episodes per wall s>``.
@@ -37,6 +37,7 @@ from combee_fast.config import (ExecutorConfig, MapConfig, SandboxConfig, Sessio
 from combee_fast.engine.loop import run
 from combee_fast.run.batch_plans import FixedBatch
 from combee_fast.run.train import TrainResult
+from combee_fast.sandbox.bwrap import scratch_folder
 from combee_fast.sandbox.sessions import Sandboxes
 from combee_fast.session import open_session
 from combee_fast.tasks.terminal.chores import Chore
@@ -68,7 +69,7 @@ async def _sandboxed(sandboxes: Sandboxes, chore: Chore) -> float:
 
 def _bare(chore: Chore) -> float:
     started = time.perf_counter()
-    folder = Path(tempfile.mkdtemp(prefix="combee-bare-"))
+    folder = Path(tempfile.mkdtemp(prefix="combee-bare-", dir=scratch_folder()))  # where sandboxes keep theirs
     try:
         for spec in chore.files:
             path = folder / spec.path

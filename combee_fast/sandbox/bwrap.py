@@ -9,10 +9,12 @@ capabilities, an empty environment (``PATH``, ``HOME=/work``, ``LANG`` only: no 
 the resource limits of :mod:`.limits`. It dies with the process that opened it.
 
 Inside, a small ``sh`` runner reads one line per command from the host (``N SECONDS``), runs the
-command the host wrote to ``/run/cmd/cN`` under ``timeout -s KILL`` with its output to
-``/run/out`` (a host file, the only writable path the host shares: its size is bounded by the
-file-size limit) and answers ``N STATUS``. The command runs in a subshell: dash starts simple
-commands with ``vfork``, and a writer stopped by the file-size signal would take the runner with it. ``export`` makes it write the working directory as a
+command the host wrote to ``/run/cmd/cN`` with its output to ``/run/out`` (a host file, the only
+writable path the host shares: its size is bounded by the file-size limit), waits for it and
+answers ``N STATUS``. The command runs as a background job the runner waits for: dash starts
+foreground commands with ``vfork``, and a writer stopped by the file-size signal would take the
+runner with it. At the step's limit the host kills the command and everything it started that is
+still its descendant (:func:`kill_tree`); what detached itself dies when the sandbox is closed. ``export`` makes it write the working directory as a
 tar stream on its stdout and exit: the final state, read once (:mod:`.state`).
 
 What it does not protect against: kernel bugs (it shares the host's kernel), reading whatever
@@ -33,8 +35,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from combee_fast.sandbox.classify import CommandResult, at_process_limit, classify
-from combee_fast.sandbox.launch import Launched, limited
-from combee_fast.sandbox.limits import Limits, UidPool, end_processes
+from combee_fast.sandbox.launch import Launched, as_uid
+from combee_fast.sandbox.limits import Limits, UidPool, end_processes, process_limit, shell_limits
 from combee_fast.errors import SandboxError
 from combee_fast.sandbox.state import SetupFile, WorkState, setup_archive, state_from_tar
 
@@ -46,7 +48,8 @@ while read -r n t; do
   if [ "$n" = export ]; then
     ( ulimit -f "$t" && tar -cf /run/out . ) </dev/null 2>/dev/null
   else
-    ( timeout -s KILL "$t" /bin/sh /run/cmd/c"$n" </dev/null >/run/out 2>&1 )
+    /bin/sh /run/cmd/c"$n" </dev/null >/run/out 2>&1 &
+    wait $!
   fi
   echo "$n $?"
 done
@@ -58,6 +61,11 @@ GRACE_S = 5.0
 
 START_TIMEOUT_S = 30.0
 """Seconds a sandbox may take to start (unpack its set-up and say it is ready)."""
+
+SHM = "/dev/shm"
+
+INLINE_STATE_BYTES = 256 * 1024
+"""A final state archive this small is read on the event loop (a thread's hand-off costs more)."""
 
 END_WAIT_S = 5.0
 """Seconds a closed sandbox's processes may take to be gone before its uid is retired."""
@@ -81,9 +89,9 @@ def _system_view() -> list[str]:
     return options
 
 
-def bwrap_command(folder: Path, limits: Limits, info_fd: int) -> list[str]:
-    """The command line of a sandbox whose host-side files are in ``folder``; bwrap writes what
-    it started (its ``child-pid``) on ``info_fd``."""
+def bwrap_command(folder: Path, limits: Limits, info_fd: int, processes: int) -> list[str]:
+    """The command line of a sandbox whose host-side files are in ``folder``, its runner limited
+    to ``limits`` and ``processes``; bwrap writes what it started (its ``child-pid``) on ``info_fd``."""
     executable = shutil.which("bwrap") or "bwrap"
     return [
         executable, "--unshare-all", "--die-with-parent", "--new-session", "--clearenv", "--info-fd", str(info_fd),
@@ -94,7 +102,7 @@ def bwrap_command(folder: Path, limits: Limits, info_fd: int) -> list[str]:
         "--size", str(limits.disk_bytes), "--tmpfs", "/work",
         "--ro-bind", str(folder / "cmd"), "/run/cmd", "--ro-bind", str(folder / "setup.tar"), "/run/setup.tar",
         "--bind", str(folder / "out"), "/run/out", "--chdir", "/work",
-        "--", "/bin/sh", "-c", RUNNER,
+        "--", "/bin/sh", "-c", shell_limits(limits, processes) + "\n" + RUNNER,
     ]
 
 
@@ -117,10 +125,17 @@ async def bwrap_problem(limits: Limits) -> str | None:
     return None if result.output.strip() == "ok" else f"a probe command answered {result.output[:120]!r}"
 
 
+def scratch_folder() -> str | None:
+    """Where sandboxes keep their host-side files: ``/dev/shm`` (memory) when it is writable, else
+    the system's temporary folder. Removing files from a disk mounted with ``discard`` costs
+    milliseconds each; each sandbox's files there are bounded by the file-size hard limit."""
+    return SHM if os.access(SHM, os.W_OK) else None
+
+
 def _prepare(files: Sequence[SetupFile], uid: int | None) -> Path:
     """The host-side folder of a new sandbox: its set-up archive, its command folder and its
     output file (the one file the sandbox's uid may write)."""
-    folder = Path(tempfile.mkdtemp(prefix="combee-sandbox-"))
+    folder = Path(tempfile.mkdtemp(prefix="combee-sandbox-", dir=scratch_folder()))
     try:
         os.chmod(folder, 0o711)
         (folder / "cmd").mkdir(mode=0o711)
@@ -147,6 +162,42 @@ def _child_pid(info: int) -> int | None:
     return int(match[1]) if match else None
 
 
+def _parents() -> dict[int, list[int]]:
+    """Every process's children, from ``/proc/*/stat``."""
+    children: dict[int, list[int]] = {}
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                with open(f"/proc/{entry.name}/stat", "rb") as stat:
+                    fields = stat.read().rsplit(b")", 1)[1].split()
+            except OSError:
+                continue
+            children.setdefault(int(fields[1]), []).append(int(entry.name))
+    return children
+
+
+def kill_tree(init: int, *, keep: int) -> None:
+    """SIGKILL the descendants of the sandbox's init ``init`` below its first ``keep`` generations
+    (the init's runner at depth 1 is kept with ``keep=2``; the command at depth 2 and what it
+    started die), until none is left (a fork bomb keeps forking)."""
+    for _ in range(50):
+        children = _parents()
+        level, doomed = [init], []
+        for depth in range(1, 64):
+            level = [child for pid in level for child in children.get(pid, ())]
+            if not level:
+                break
+            if depth >= keep:
+                doomed += level
+        if not doomed:
+            return
+        for pid in doomed:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
 class BwrapSession:
     """A running sandbox (module docstring); use :meth:`start`, then :meth:`run`, then
     :meth:`final_state` and :meth:`close` (always)."""
@@ -162,6 +213,7 @@ class BwrapSession:
         self._uid = uid
         self._commands = 0
         self._dead: str | None = None  # why the sandbox can run no more commands
+        self._troubled = False  # a command hit the process limit or ended the runner
 
     @classmethod
     async def start(cls, files: Sequence[SetupFile], limits: Limits, uids: UidPool) -> BwrapSession:
@@ -170,8 +222,8 @@ class BwrapSession:
         folder = await asyncio.to_thread(_prepare, files, uid)
         info, info_child = os.pipe()
         try:
-            process = await Launched.start(limited(bwrap_command(folder, limits, info_child), limits, uid),
-                                           pass_fds=(info_child,))
+            command = bwrap_command(folder, limits, info_child, process_limit(limits, uid))
+            process = await Launched.start(as_uid(command, uid), pass_fds=(info_child,))
         except BaseException:
             os.close(info)
             shutil.rmtree(folder, ignore_errors=True)
@@ -206,22 +258,31 @@ class BwrapSession:
         try:
             process.stdin.write(b"%d %d\n" % (n, limit))  # type: ignore[union-attr]
             await process.stdin.drain()  # type: ignore[union-attr]
-            line = await asyncio.wait_for(process.stdout.readline(), limit + GRACE_S)  # type: ignore[union-attr]
+            answer = asyncio.ensure_future(process.stdout.readline())  # type: ignore[union-attr]
+            done, _ = await asyncio.wait([answer], timeout=timeout_s)
+            if not done and self._init_pid is not None:
+                await asyncio.to_thread(kill_tree, self._init_pid, keep=2)
+            line = await asyncio.wait_for(answer, GRACE_S)
         except (TimeoutError, ConnectionError, BrokenPipeError):
             line = b""
         seconds = time.perf_counter() - started
         match = _STATUS.match(line)
         if match is None or int(match[1]) != n:
             self._dead = "it stopped answering" if not line else f"it answered {line[:80]!r}"
+            output, size = self._read_output()
+            forked_out = classify(0, output, output_bytes=size, file_limit=self._limits.file_bytes, elapsed_s=seconds,
+                                  timeout_s=limit) == "process_limit" or at_process_limit(self._uid, self._limits.processes)
             self._kill()
-            kind = "step_timeout" if not line and seconds >= limit else "sandbox_failed"
-            return CommandResult(-1, f"the command ended its sandbox ({self._dead})", 0, seconds, kind)
+            self._troubled = True
+            kind = "process_limit" if forked_out else "step_timeout" if not line and seconds >= limit else "sandbox_failed"
+            return CommandResult(-1, f"the command ended its sandbox ({self._dead})\n{output}", size, seconds, kind)
         code = int(match[2])
         output, size = self._read_output()
         kind = classify(code, output, output_bytes=size, file_limit=self._limits.file_bytes, elapsed_s=seconds,
                         timeout_s=limit)
         if kind is None and at_process_limit(self._uid, self._limits.processes):
             kind = "process_limit"
+        self._troubled = self._troubled or kind == "process_limit"
         return CommandResult(code, output, size, seconds, kind)
 
     def _read_output(self) -> tuple[str, int]:
@@ -255,7 +316,10 @@ class BwrapSession:
         if line != b"export 0\n":
             raise SandboxError(f"the sandbox could not write its state ({line.decode(errors='replace').strip()!r}; "
                                f"at most {self._limits.state_bytes} bytes)")
-        return await asyncio.to_thread(lambda: state_from_tar((self._folder / "out").read_bytes()))
+        data = (self._folder / "out").read_bytes()
+        if len(data) <= INLINE_STATE_BYTES:
+            return state_from_tar(data)
+        return await asyncio.to_thread(state_from_tar, data)
 
     def _kill(self) -> None:
         """Kill the sandbox's init: the kernel kills every process of its pid namespace and the
@@ -272,8 +336,12 @@ class BwrapSession:
             pass
 
     async def close(self) -> None:
-        """Kill the sandbox (everything in it dies with it) and remove its host-side files."""
+        """Kill the sandbox (everything in it dies with it) and remove its host-side files. Once
+        bwrap has reaped the killed init the pid namespace is empty: its uid is free again at once.
+        Otherwise (the init ended by itself or outlived the wait, or a command hit the process
+        limit) the uid is given back only once no live process of it is left."""
         self._dead = self._dead or "closed"
+        ended_alone = self._process.returncode is not None
         self._kill()
         if self._process.returncode is None:
             try:
@@ -281,9 +349,11 @@ class BwrapSession:
             except TimeoutError:
                 self._process.kill()
                 await self._process.wait()
+                ended_alone = True
         os.close(self._info)
-        await asyncio.to_thread(shutil.rmtree, self._folder, True)
+        shutil.rmtree(self._folder, ignore_errors=True)  # a few small files
         uid, self._uid = self._uid, None
-        if uid is not None and await asyncio.to_thread(end_processes, uid, within_s=END_WAIT_S):
+        if uid is not None and (ended_alone or self._troubled) and \
+                await asyncio.to_thread(end_processes, uid, within_s=END_WAIT_S):
             return  # a process of it outlived the kill: its uid is not used again
         self._uids.give_back(uid)

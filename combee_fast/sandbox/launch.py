@@ -1,11 +1,11 @@
-"""Starting a sandbox's process cheaply: ``posix_spawn`` (no copy of the engine's memory) of a
-short chain of small programs that each set one thing and ``exec`` the next.
+"""Starting a sandbox's process cheaply: ``posix_spawn`` (no copy of the engine's memory).
 
 Forking the engine (hundreds of megabytes once numpy and numba are loaded) to run a child's set-up
-code costs tens of milliseconds a process; ``posix_spawn`` costs about one. So the limits are set
-by ``prlimit`` (util-linux), the uid by ``setpriv`` (util-linux, root only), and the child gets
-its own session (``setsid``: a Ctrl-C at the terminal reaches the engine, which stops cleanly,
-not its sandboxes) from ``posix_spawn`` itself. :class:`Launched` is the running child: its pipes
+code costs tens of milliseconds a process; ``posix_spawn`` costs about one. So nothing runs in the
+child before ``exec``: the uid is set by ``setpriv`` (util-linux, root only: :func:`as_uid`), the
+limits by the sandbox's own first shell (:func:`~combee_fast.sandbox.limits.shell_limits`), and
+the child gets its own session (``setsid``: a Ctrl-C at the terminal reaches the engine, which
+stops cleanly, not its sandboxes) from ``posix_spawn`` itself. :class:`Launched` is the running child: its pipes
 as asyncio streams, and its exit, awaited through a pidfd (no thread, no child watcher).
 """
 
@@ -17,19 +17,14 @@ import shutil
 import signal
 from collections.abc import Sequence
 
-from combee_fast.sandbox.limits import Limits, user_processes
 
 
-def limited(argv: Sequence[str], limits: Limits, uid: int | None) -> list[str]:
-    """``argv`` run under ``limits`` (:mod:`.limits`) and, ``uid`` given (root only), as that uid
-    and group with no supplementary group."""
-    processes = limits.processes if uid is not None else limits.processes + user_processes(os.getuid())
-    chain = [shutil.which("prlimit") or "prlimit", f"--cpu={limits.cpu_s}:{limits.cpu_s + 1}",
-             f"--as={limits.memory_bytes}", f"--fsize={limits.file_bytes}:{limits.state_bytes}", "--core=0",
-             f"--nproc={processes}"]
-    if uid is not None:
-        chain += [shutil.which("setpriv") or "setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups"]
-    return [*chain, *argv]
+def as_uid(argv: Sequence[str], uid: int | None) -> list[str]:
+    """``argv`` run as ``uid`` and its group with no supplementary group (``setpriv``, root only;
+    None: as this process's user)."""
+    if uid is None:
+        return list(argv)
+    return [shutil.which("setpriv") or "setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", *argv]
 
 
 RESTORED_SIGNALS = (signal.SIGPIPE, signal.SIGXFSZ)

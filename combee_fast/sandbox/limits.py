@@ -1,7 +1,7 @@
 """What one sandboxed command may use.
 
-Every limit is a kernel resource limit set before the sandbox starts (by :mod:`.launch`;
-inherited by everything it starts): CPU seconds per process (``RLIMIT_CPU``: SIGXCPU at the
+Every limit is a kernel resource limit, set by the first thing the sandbox runs, our own runner
+script, before any command (:func:`shell_limits`: ``ulimit``, inherited by everything it starts): CPU seconds per process (``RLIMIT_CPU``: SIGXCPU at the
 limit, SIGKILL one second later), address space per process (``RLIMIT_AS``), processes of the
 sandbox's uid (``RLIMIT_NPROC``), the largest file written (``RLIMIT_FSIZE``: SIGXFSZ past it;
 the command's output file is one of them, so output past it stops the writer; its hard limit is
@@ -59,12 +59,47 @@ def user_processes(uid: int) -> int:
     return sum(1 for entry in os.scandir("/proc") if entry.name.isdigit() and _owner(entry) == uid)
 
 
+def _live(uid: int) -> list[int]:
+    """The processes of ``uid`` that are not zombies (a zombie holds no resource but its process
+    slot, until its parent, or the host's init, reaps it)."""
+    found = []
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit() and _owner(entry) == uid:
+            try:
+                with open(f"/proc/{entry.name}/stat", "rb") as stat:
+                    if stat.read().rsplit(b")", 1)[1].split()[0] != b"Z":
+                        found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+def live_processes(uid: int) -> int:
+    """How many processes ``uid`` runs now that are not zombies."""
+    return len(_live(uid))
+
+
+def process_limit(limits: Limits, uid: int | None) -> int:
+    """The process limit of a sandbox running as ``uid`` (None: as this process's own user,
+    whose running processes are added to it)."""
+    return limits.processes if uid is not None else limits.processes + user_processes(os.getuid())
+
+
+def shell_limits(limits: Limits, processes: int) -> str:
+    """The ``sh`` commands that set ``limits`` (and ``processes`` as the process limit) on the
+    shell running them and so on everything it starts; the shell exits 96 if one cannot be set.
+    (``ulimit -f`` counts 512-byte blocks, ``-v`` kibibytes.)"""
+    return (f"ulimit -p {processes} && ulimit -v {limits.memory_bytes // 1024} && "
+            f"ulimit -f {limits.state_bytes // 512} && ulimit -S -f {limits.file_bytes // 512} && "
+            f"ulimit -t {limits.cpu_s + 1} && ulimit -S -t {limits.cpu_s} && ulimit -c 0 || exit 96")
+
+
 def end_processes(uid: int, *, within_s: float) -> int:
-    """Kill every process of ``uid`` (a sandbox's own uid, under root) and wait until none is left
-    or ``within_s`` passed; how many are left."""
+    """Kill every live process of ``uid`` (a sandbox's own uid, under root) and wait until none is
+    left or ``within_s`` passed; how many are left."""
     deadline = time.monotonic() + within_s
     while True:
-        left = [int(entry.name) for entry in os.scandir("/proc") if entry.name.isdigit() and _owner(entry) == uid]
+        left = _live(uid)
         if not left or time.monotonic() > deadline:
             return len(left)
         for pid in left:

@@ -20,8 +20,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from combee_fast.sandbox.classify import KILLED, CommandResult, classify
-from combee_fast.sandbox.launch import Launched, limited
-from combee_fast.sandbox.limits import Limits
+from combee_fast.sandbox.launch import Launched
+from combee_fast.sandbox.limits import Limits, process_limit, shell_limits
 from combee_fast.sandbox.state import SetupFile, WorkState, safe_relative, state_of_folder
 
 
@@ -54,8 +54,8 @@ class TrustedSession:
     async def run(self, command: str, *, timeout_s: float) -> CommandResult:
         """Run ``command`` with ``sh`` in the working directory; its group is killed after ``timeout_s``."""
         started = time.perf_counter()
-        argv = limited(["/bin/sh", "-c", 'cd "$1" || exit 97; exec /bin/sh -c "$2"', "sh", str(self._work), command],
-                       self._limits, None)
+        script = shell_limits(self._limits, process_limit(self._limits, None)) + '\ncd "$1" || exit 97; exec /bin/sh -c "$2"'
+        argv = ["/bin/sh", "-c", script, "sh", str(self._work), command]
         env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(self._work), "LANG": "C.UTF-8"}
         with self._out.open("wb") as out:
             process = await Launched.start(argv, pipes=False, stdout_file=out.fileno(), env=env)

@@ -11,11 +11,13 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
-from combee_fast.sandbox.limits import user_processes
+from combee_fast.sandbox.bwrap import scratch_folder
+from combee_fast.sandbox.limits import live_processes
 from tests.rollouts.agents import HOSTILE
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600),
@@ -52,13 +54,13 @@ def _learn(tmp_path: Path, agent: str, *, items: int) -> subprocess.CompletedPro
 
 
 def _sandbox_folders() -> set[str]:
-    return {path.name for path in Path(os.environ.get("TMPDIR", "/tmp")).glob("combee-sandbox-*")}
+    return {path.name for path in Path(scratch_folder() or tempfile.gettempdir()).glob("combee-sandbox-*")}
 
 
 def _untouched(run: Path, folders_before: set[str]) -> None:
     assert not Path("/usr/combee-escape.txt").exists()
     assert _sandbox_folders() <= folders_before
-    assert all(user_processes(uid) == 0 for uid in range(UID_BASE, UID_BASE + WORKERS))
+    assert all(live_processes(uid) == 0 for uid in range(UID_BASE, UID_BASE + WORKERS))
     for path in run.rglob("*"):
         if path.is_file():
             assert SECRET not in path.read_text(errors="replace"), path

@@ -3,8 +3,8 @@ and leaves the host as it was (real bwrap sessions, real processes, a real loopb
 
 from __future__ import annotations
 
-import os
 import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -12,7 +12,8 @@ from aiohttp import web
 
 from combee_fast.config import SandboxConfig
 from combee_fast.errors import SandboxError
-from combee_fast.sandbox.limits import user_processes
+from combee_fast.sandbox.bwrap import scratch_folder
+from combee_fast.sandbox.limits import live_processes
 from combee_fast.sandbox.sessions import Sandboxes
 from combee_fast.sandbox.state import SetupFile, state_from_tar
 
@@ -36,7 +37,7 @@ async def _run(commands: list[str], files: list[SetupFile] = ()) -> list:  # typ
 
 
 def _sandbox_folders() -> set[str]:
-    return {p.name for p in Path(os.environ.get("TMPDIR", "/tmp")).glob("combee-sandbox-*")}
+    return {p.name for p in Path(scratch_folder() or tempfile.gettempdir()).glob("combee-sandbox-*")}
 
 
 async def test_a_command_sees_its_files_and_writes_only_its_working_directory() -> None:
@@ -57,7 +58,7 @@ async def test_a_fork_bomb_hits_the_process_limit_and_leaves_no_process() -> Non
     uid = LIMITS.uid_base
     results = await _run(["bomb() { bomb | bomb & }; bomb", "sleep 1; echo still here"])
     assert "process_limit" in {r.kind for r in results}
-    assert user_processes(uid) == 0 and user_processes(uid + 1) == 0  # closed: every one of them is gone
+    assert live_processes(uid) == 0 and live_processes(uid + 1) == 0  # closed: every one of them is gone
 
 
 async def test_filling_the_disk_stops_at_the_working_directory_size() -> None:
