@@ -138,7 +138,7 @@ def main() -> None:
     args = parser.parse_args()
     overhead = run(sandbox_overhead_ms(SandboxConfig(), ExecutorConfig().step_timeout_s))
     runs = run(compare(args))
-    (seq, acc_seq), (comb, acc_comb), (naive, acc_naive) = runs["sequential"], runs["combee"], runs["naive"]
+    (seq, acc_seq), (comb, acc_comb), (_, acc_naive) = runs["sequential"], runs["combee"], runs["naive"]
     print(f"load average {os.getloadavg()[0]:.2f}", file=sys.stderr)
     print(
         f"speedup={seq.train_sim_seconds / comb.train_sim_seconds:.2f} acc_sequential={acc_seq:.1f} "

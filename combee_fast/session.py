@@ -5,7 +5,8 @@ Roles without an endpoint URL are served by the local llama.cpp server (``config
 else the in-process simulated endpoint playing the task world (so a run needs no GPU, network or
 key). A task with an environment (or a run given ``--agent``/``--env``) makes its attempts as
 agent episodes, run by the rollout executor of ``executor.backend`` (opened with the session,
-its capacity the map's width) through a :class:`~combee_fast.rollouts.journal.TrajectoryJournal`. The CLI, the demo and the benchmarks all go through :func:`open_session` and
+its capacity the map's width) through a :class:`~combee_fast.rollouts.journal.TrajectoryJournal`.
+The CLI, the demo and the benchmarks all go through :func:`open_session` and
 :meth:`Session.train`: a library user gets exactly what the CLI does, the batch-size controller
 included (``TrainConfig.batch_size=None``), whatever the learner.
 """
@@ -228,7 +229,8 @@ class Session:
             journal.on_finished = journal.on_failed = journal.on_unusable = None
             return
         if run_dir is not None:
-            journal.on_finished = lambda trajectory, episode: run_dir.append_trajectory(trace_record(trajectory, episode))
+            journal.on_finished = lambda trajectory, episode: run_dir.append_trajectory(
+                trace_record(trajectory, episode))
             if run_dir.resumed is not None:
                 journal.resume_from(run_dir.resumed_trajectories())
         journal.on_failed = _episode_failure_recorder(events, run_dir)

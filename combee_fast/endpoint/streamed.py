@@ -10,7 +10,8 @@ Contract of :func:`join_stream`: ``body`` is the complete response body of a 200
 request with ``"stream": true``. Events are ``data: <json>`` lines separated by blank lines,
 ending with ``data: [DONE]`` (absent at the end of a stream is tolerated: the body is complete).
 The content deltas of choice 0 are joined (and its tool-call pieces, by their ``index``), the
-last ``finish_reason`` and the last ``usage`` seen are kept. A body that is a plain JSON completion (a server that ignored ``stream``) is
+last ``finish_reason`` and the last ``usage`` seen are kept. A body that is a plain JSON completion
+(a server that ignored ``stream``) is
 decoded as one. Raises :class:`StreamFailed` for an ``error`` event and ``ValueError`` for a
 body that is neither.
 """

@@ -37,7 +37,8 @@ from combee_fast.errors import EpisodeOver
 from combee_fast.engine.rng import derive_seed
 from combee_fast.protocols import Agent, Environment, Task
 from combee_fast.sandbox.bwrap import GRACE_S
-from combee_fast.schema import CallError, EpisodeError, Example, Message, Observation, Step, Tool, ToolCall, Trajectory, Usage
+from combee_fast.schema import (CallError, EpisodeError, Example, Message, Observation, Step, Tool, ToolCall, Trajectory,
+                                Usage)
 
 ChatCall = Callable[[ChatRequest], Awaitable[ChatResult]]
 """One generator call through the engine's client."""
@@ -168,7 +169,8 @@ class EpisodeRun:
         request = ChatRequest(
             role="generator", messages=tuple(messages), max_tokens=max_tokens or facts.max_tokens,
             temperature=facts.temperature, seed=derive_seed(self.seed, "turn", turn), json_schema=schema,
-            schema_name="action", extra_body=facts.extra_body, tools=tuple(tools), tool_choice="auto" if tools else None)
+            schema_name="action", extra_body=facts.extra_body, tools=tuple(tools),
+            tool_choice="auto" if tools else None)
         result = await self._chat_call(request)
         self._open = Step(turn, result.text or "", None, "", result.usage.effective_latency_s, 0.0, result.usage,
                           error=result.error)

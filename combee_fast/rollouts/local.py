@@ -13,7 +13,7 @@ import asyncio
 from combee_fast.rollouts.chat import GeneratorChat
 from combee_fast.rollouts.episode import Episode, Runtime, run_episode
 from combee_fast.rollouts.spec import RolloutSpec, build_runtime
-from combee_fast.sandbox.sessions import Sandboxes, warn_unsandboxed
+from combee_fast.sandbox.sessions import Sandboxes
 from combee_fast.schema import Trajectory
 
 
@@ -38,8 +38,6 @@ class LocalExecutor:
         self._runtime = build_runtime(self.spec, facts, sandboxes, self._task)  # type: ignore[arg-type]
         if self._runtime.pool is not None:
             await sandboxes.check()
-            if not sandboxes.isolated:
-                warn_unsandboxed()
 
     async def run(self, episode: Episode) -> Trajectory:
         if self._runtime is None:

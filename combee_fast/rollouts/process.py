@@ -33,7 +33,7 @@ from combee_fast.protocols import EnvironmentTask
 from combee_fast.rollouts.chat import GeneratorChat
 from combee_fast.rollouts.episode import ChatFacts, Episode
 from combee_fast.rollouts.spec import RolloutSpec
-from combee_fast.sandbox.sessions import Sandboxes, warn_unsandboxed
+from combee_fast.sandbox.sessions import Sandboxes
 from combee_fast.schema import EpisodeError, Trajectory
 
 MAX_RESTARTS = 8
@@ -100,8 +100,8 @@ def worker_environment() -> dict[str, str]:
 
 def failed_trajectory(episode: Episode, kind: str, message: str) -> Trajectory:
     """The trajectory of an episode that never ran to its end."""
-    return Trajectory(episode.key, episode.example.id, episode.round, episode.version, episode.context_sha, episode.seed,
-                      (), None, 0.0, "", EpisodeError(kind, message))
+    return Trajectory(episode.key, episode.example.id, episode.round, episode.version, episode.context_sha,
+                      episode.seed, (), None, 0.0, "", EpisodeError(kind, message))
 
 
 class _Worker:
@@ -144,10 +144,7 @@ class ProcessExecutor:
     async def start(self) -> None:
         self._facts = await self.chat.facts(probe=self.spec.probes_tools)
         if self.spec.agent.env is not None or isinstance(self._task, EnvironmentTask):
-            sandboxes = Sandboxes(self.spec.sandbox, step_timeout_s=self.spec.executor.step_timeout_s, uid_count=1)
-            await sandboxes.check()
-            if not sandboxes.isolated:
-                warn_unsandboxed()
+            await Sandboxes(self.spec.sandbox, step_timeout_s=self.spec.executor.step_timeout_s, uid_count=1).check()
         try:
             for worker in self._workers:
                 await self._spawn(worker)

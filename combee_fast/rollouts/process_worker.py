@@ -22,7 +22,8 @@ from combee_fast.engine.frames import frame, read_frame
 from combee_fast.engine.loop import run
 from combee_fast.errors import CombeeError
 from combee_fast.rollouts.episode import run_episode
-from combee_fast.rollouts.process import ChatCall, ChatReply, EpisodeDone, Ready, Refused, RunEpisode, Start, Stop, ToWorker
+from combee_fast.rollouts.process import (ChatCall, ChatReply, EpisodeDone, Ready, Refused, RunEpisode, Start, Stop,
+                                         ToWorker)
 from combee_fast.rollouts.spec import build_runtime
 from combee_fast.sandbox.sessions import Sandboxes
 

@@ -179,8 +179,9 @@ class ReactAgent:
         empty = fill(SYSTEM, playbook=EMPTY_PLAYBOOK, format=fmt)
         playbook = episode.context.strip()
         if playbook and episode.context_length is not None:
-            room = episode.context_length - reply_tokens - conservative_tokens(empty) - 2 * TEMPLATE_TOKENS_PER_MESSAGE \
-                - conservative_tokens(episode.task.input) - conservative_tokens(episode.observation)
+            others = conservative_tokens(empty) + conservative_tokens(episode.task.input) \
+                + conservative_tokens(episode.observation) + 2 * TEMPLATE_TOKENS_PER_MESSAGE
+            room = episode.context_length - reply_tokens - others
             playbook = cut_playbook(playbook, max(0, room) * 3)
         return Message("system", fill(SYSTEM, playbook=playbook or EMPTY_PLAYBOOK, format=fmt))
 

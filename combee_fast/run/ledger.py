@@ -182,6 +182,7 @@ def ledger_row(
         added=sum(len(r.added_ids) for r in result.reports), rejected=sum(len(r.rejected) for r in result.reports),
         evicted=sum(len(r.evicted) for r in result.reports), errors=tuple(errors),
         retries=counts.retries, failures=counts.errors,
-        rollouts=len(episodes) if episodes else counts.calls.get(rollout_role, 0), episodes=len(episodes), episode_failures=dict(sorted(failed.items())), env_seconds=env_seconds,
+        rollouts=len(episodes) if episodes else counts.calls.get(rollout_role, 0), episodes=len(episodes),
+        episode_failures=dict(sorted(failed.items())), env_seconds=env_seconds,
         env_seconds_per_episode=env_seconds / len(episodes) if episodes else 0.0,
     )

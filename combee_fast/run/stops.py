@@ -203,7 +203,8 @@ class FailingEpisodes:
         first, latest = window[-1].step + 1, window[0].step + 1
         steps = f"step {latest}" if first == latest else f"steps {first}-{latest}"
         example = next((e.message for row in window for e in row.errors if e.kind in kinds), "")
-        raise CallsFailed(f"{steps}: {failed} of {held} agent episodes failed ({_kinds(kinds)}; e.g. {_short(example)})")
+        raise CallsFailed(f"{steps}: {failed} of {held} agent episodes failed ({_kinds(kinds)}; "
+                          f"e.g. {_short(example)})")
 
 
 class UnansweredValidation:

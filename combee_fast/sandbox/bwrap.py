@@ -14,12 +14,18 @@ writable path the host shares: its size is bounded by the file-size limit), wait
 answers ``N STATUS``. The command runs as a background job the runner waits for: dash starts
 foreground commands with ``vfork``, and a writer stopped by the file-size signal would take the
 runner with it. At the step's limit the host kills the command and everything it started that is
-still its descendant (:func:`kill_tree`); what detached itself dies when the sandbox is closed. ``export`` makes it write the working directory as a
-tar stream on its stdout and exit: the final state, read once (:mod:`.state`).
+still its descendant (:func:`kill_tree`); what detached itself dies when the sandbox is closed.
+``export BLOCKS`` makes it write the working directory as a tar archive into ``/run/out``,
+raising its own file-size limit to the hard limit (the disk's size and a margin) for that: the
+final state, read once (:mod:`.state`). Closing kills the sandbox's pid-namespace init while
+bwrap still waits for it, so nothing is left for the host's init to reap. The limits are set by
+the runner's first line (:func:`~.limits.shell_limits`); the process is started without a fork of
+the engine (:mod:`.launch`); its host-side files live in memory (:func:`scratch_folder`).
 
 What it does not protect against: kernel bugs (it shares the host's kernel), reading whatever
-``/usr`` holds, CPU and memory pressure on the host within the limits, and a hostile command
-writing bytes into the runner's own pipes (that only garbles its own episode, which then fails).
+``/usr`` holds, CPU and memory pressure on the host within the limits, processes a command
+detached from itself living until the sandbox is closed, and a hostile command writing bytes into
+the runner's own pipes (that only garbles its own episode, which then fails).
 """
 
 from __future__ import annotations
@@ -270,11 +276,13 @@ class BwrapSession:
         if match is None or int(match[1]) != n:
             self._dead = "it stopped answering" if not line else f"it answered {line[:80]!r}"
             output, size = self._read_output()
-            forked_out = classify(0, output, output_bytes=size, file_limit=self._limits.file_bytes, elapsed_s=seconds,
-                                  timeout_s=limit) == "process_limit" or at_process_limit(self._uid, self._limits.processes)
+            forked_out = at_process_limit(self._uid, self._limits.processes) or classify(
+                0, output, output_bytes=size, file_limit=self._limits.file_bytes, elapsed_s=seconds,
+                timeout_s=limit) == "process_limit"
             self._kill()
             self._troubled = True
-            kind = "process_limit" if forked_out else "step_timeout" if not line and seconds >= limit else "sandbox_failed"
+            timed_out = not line and seconds >= limit
+            kind = "process_limit" if forked_out else "step_timeout" if timed_out else "sandbox_failed"
             return CommandResult(-1, f"the command ended its sandbox ({self._dead})\n{output}", size, seconds, kind)
         code = int(match[2])
         output, size = self._read_output()

@@ -84,7 +84,8 @@ class Launched:
         our_in, our_out, our_err = ours
         reader = asyncio.StreamReader(limit=1 << 20)
         await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(our_out, "rb", 0))
-        transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, os.fdopen(our_in, "wb", 0))
+        transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin,
+                                                            os.fdopen(our_in, "wb", 0))
         writer = asyncio.StreamWriter(transport, protocol, None, loop)
         os.set_blocking(our_err, False)
         return cls(pid, writer, reader, our_err)

@@ -1,11 +1,11 @@
 """What one sandboxed command may use.
 
 Every limit is a kernel resource limit, set by the first thing the sandbox runs, our own runner
-script, before any command (:func:`shell_limits`: ``ulimit``, inherited by everything it starts): CPU seconds per process (``RLIMIT_CPU``: SIGXCPU at the
-limit, SIGKILL one second later), address space per process (``RLIMIT_AS``), processes of the
-sandbox's uid (``RLIMIT_NPROC``), the largest file written (``RLIMIT_FSIZE``: SIGXFSZ past it;
-the command's output file is one of them, so output past it stops the writer; its hard limit is
-the working directory's archive size, :attr:`Limits.state_bytes`, so a command that raises its
+script, before any command (:func:`shell_limits`: ``ulimit``, inherited by everything it starts):
+CPU seconds per process (``RLIMIT_CPU``: SIGXCPU at the limit, SIGKILL one second later),
+address space per process (``RLIMIT_AS``), processes of the sandbox's uid (``RLIMIT_NPROC``),
+the largest file written (``RLIMIT_FSIZE``: SIGXFSZ past it; the command's output file is one of
+them, so output past it stops the writer; its hard limit is the working directory's archive size, :attr:`Limits.state_bytes`, so a command that raises its
 own limit writes at most that), no core files.
 Disk (``disk_mb``) is the size of the working directory's tmpfs inside the sandbox, and the
 wall clock of a command is the step's time limit.

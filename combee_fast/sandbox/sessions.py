@@ -55,8 +55,9 @@ class Sandboxes:
 
     async def check(self) -> None:
         """:class:`ConfigError` in one line when the mode cannot run here (no ``bwrap``, or one
-        that cannot create its namespaces)."""
+        that cannot create its namespaces); without isolation, the one line saying so."""
         if not self.isolated:
+            warn_unsandboxed()
             return
         from combee_fast.sandbox.bwrap import bwrap_problem
 

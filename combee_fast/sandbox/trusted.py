@@ -54,7 +54,8 @@ class TrustedSession:
     async def run(self, command: str, *, timeout_s: float) -> CommandResult:
         """Run ``command`` with ``sh`` in the working directory; its group is killed after ``timeout_s``."""
         started = time.perf_counter()
-        script = shell_limits(self._limits, process_limit(self._limits, None)) + '\ncd "$1" || exit 97; exec /bin/sh -c "$2"'
+        limits = shell_limits(self._limits, process_limit(self._limits, None))
+        script = limits + '\ncd "$1" || exit 97; exec /bin/sh -c "$2"'
         argv = ["/bin/sh", "-c", script, "sh", str(self._work), command]
         env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(self._work), "LANG": "C.UTF-8"}
         with self._out.open("wb") as out:

