@@ -12,11 +12,20 @@ as asyncio streams, and its exit, awaited through a pidfd (no thread, no child w
 from __future__ import annotations
 
 import asyncio
+import io
 import os
 import shutil
 import signal
 from collections.abc import Sequence
 
+
+def _pipe_end(fd: int, mode: str, loop: asyncio.AbstractEventLoop) -> io.FileIO:
+    """A file object on our end ``fd`` of a pipe, for ``connect_read_pipe``/``connect_write_pipe``.
+    uvloop hands the number itself to libuv, which closes it with the transport, and then closes
+    the file object too: a second close of the same number, which closes whatever another thread
+    opened in between. Under uvloop the file object therefore does not own ``fd`` (the transport
+    closes it once); under asyncio's own loop the transport closes it through the file object."""
+    return io.FileIO(fd, mode, closefd=type(loop).__module__.partition(".")[0] != "uvloop")
 
 
 def as_uid(argv: Sequence[str], uid: int | None) -> list[str]:
@@ -83,9 +92,9 @@ class Launched:
             return cls(pid, None, None, None)
         our_in, our_out, our_err = ours
         reader = asyncio.StreamReader(limit=1 << 20)
-        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(our_out, "rb", 0))
+        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), _pipe_end(our_out, "rb", loop))
         transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin,
-                                                            os.fdopen(our_in, "wb", 0))
+                                                            _pipe_end(our_in, "wb", loop))
         writer = asyncio.StreamWriter(transport, protocol, None, loop)
         os.set_blocking(our_err, False)
         return cls(pid, writer, reader, our_err)
