@@ -57,7 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     evaluate = commands.add_parser("eval", help="score a run's final.json or best.json on a split")
     flags.add_task_flags(evaluate)
-    evaluate.add_argument("--split", default="val", help="split name, optionally sliced: val[0:100]")
+    evaluate.add_argument("--split", default="test", help="split name, optionally sliced: test[0:50] (a test split is only reported on)")
     evaluate.add_argument("--playbook", required=True,
                           help="a run's final.json or best.json, of any learner (a playbook, a GEPA candidate)")
     evaluate.add_argument("--card", help="an experiment card: record this report in its usage record")

@@ -55,12 +55,15 @@ def _at_least(owner: str, minimum: int | float, **values: int | float | None) ->
 
 
 class TaskConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """Which task (see :mod:`combee_fast.tasks`), its keyword options, and the split specs."""
+    """Which task (see :mod:`combee_fast.tasks`), its keyword options, and the split specs:
+    ``train_split`` is learned from, ``val_split`` selects the best artifact (the bundled tasks'
+    ``selection`` split, disjoint from their ``test`` split; a split sharing rows with a test
+    split is refused: :mod:`combee_fast.tasks.heldout`)."""
 
     name: str = "formula"
     options: dict[str, str] = msgspec.field(default_factory=dict)  # e.g. {"path": "traces.jsonl"}
     train_split: str = "train"
-    val_split: str = "val"
+    val_split: str = "selection"
 
 
 class MapConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):

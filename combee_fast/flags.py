@@ -13,6 +13,7 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from combee_fast.tasks.registry import task_option
 from combee_fast.config import (FAULT_KINDS, RESPONSE_FORMATS, ROLES, SessionConfig, config_from_dict, config_to_dict,
                                 read_config_file)
 
@@ -38,13 +39,6 @@ def _batch_size(text: str) -> int | None:
         return positive_int(text)
     except argparse.ArgumentTypeError:
         raise argparse.ArgumentTypeError(f"must be a positive integer or 'auto', got {text!r}") from None
-
-
-def _task_option(text: str) -> tuple[str, str]:
-    key, sep, value = text.partition("=")
-    if not sep or not key:
-        raise argparse.ArgumentTypeError(f"must be KEY=VALUE, got {text!r}")
-    return key, value
 
 
 def _sampling_option(text: str) -> tuple[tuple[str, ...], Any]:
@@ -176,7 +170,7 @@ def add_task_flags(parser: argparse.ArgumentParser) -> None:
     for flag in TASK_FLAGS:
         flag.add_to(parser)
     parser.add_argument("--data", help="the data file of a jsonl or traces task (its split is 'all')")
-    parser.add_argument("--task-option", type=_task_option, action="append", default=[], metavar="KEY=VALUE",
+    parser.add_argument("--task-option", type=task_option, action="append", default=[], metavar="KEY=VALUE",
                         help="a task option, e.g. input_field=question or scorer=numeric (repeatable)")
 
 
