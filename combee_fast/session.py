@@ -34,6 +34,7 @@ from combee_fast.run.cost import SIMULATED_GPUS, GpuClock
 from combee_fast.run.events import CallFailed, Events, StepDone, on_kind
 from combee_fast.run.interrupt import StopRequest
 from combee_fast.run.ledger import LedgerRow
+from combee_fast.run.progress import Budget, Progress
 from combee_fast.run.provenance import Provenance, provenance
 from combee_fast.run.report import RunFacts, curve_png, run_report
 from combee_fast.run.rundir import CURVE_FILE, RunDir
@@ -96,6 +97,31 @@ class Session:
         if source is not None:
             return tuple(source.load_rollouts(self.config.task.train_split))
         return self.train_split.examples
+
+    def budget(self, method: str | None = None) -> Budget | None:
+        """What a run of ``method`` (default: the configured one) spends towards its end (train
+        samples over the epochs; GEPA: metric calls), from the learner's stop rules; None when
+        they say nothing of it."""
+        choice = self.resolve(method)
+        items = len(self.train_items())
+        for rule in choice.kind.stop_rules(self.config):
+            if (budget := getattr(rule, "budget", None)) is not None:
+                return budget(items)
+        return None
+
+    def reports_simulated_time(self) -> bool:
+        """Whether the calls' latencies are simulated seconds: the in-process simulated endpoint,
+        or a simulated server that said its time scale."""
+        return self.server is not None or any(
+            client.time_scale is not None for role in ROLES for client in self.clients.replicas(role))
+
+    def progress(self, method: str | None = None, **options: Any) -> Progress:
+        """A :class:`~combee_fast.run.progress.Progress` view of a run of ``method`` (subscribe it
+        to the run's events); ``options`` go to it (``stream``, ``live``)."""
+        choice = self.resolve(method)
+        return Progress(label=choice.shown, budget=self.budget(method),
+                        size_unit=getattr(choice.kind, "size_unit", "size"), simulated=self.reports_simulated_time,
+                        **options)
 
     def split_uses(self, declared: Mapping[str, str] | None = None) -> list[tuple[Split, str, str]]:
         """``(split, role, use)`` for every use training makes of a split: the train split is

@@ -341,6 +341,11 @@ class EndpointClient:
             return None
         return f"{base}/v1/models lists {', '.join(sorted(map(repr, listed))) or 'no model'}: give the base URL {base}/v1"
 
+    @property
+    def time_scale(self) -> float | None:
+        """Real seconds per simulated second, once a simulated server said so (None: real time)."""
+        return self._time_scale
+
     def usage_totals(self) -> dict[tuple[str, str, str], UsageTotals]:
         """A copy of the running totals, keyed by (role, model, endpoint)."""
         return {key: msgspec.structs.replace(totals) for key, totals in self._totals.items()}

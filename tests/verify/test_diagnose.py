@@ -3,6 +3,8 @@ right reason for a world whose reflections carry no information and for a budget
 
 from __future__ import annotations
 
+from combee_fast.run.usage import usage_path
+
 import json
 
 import pytest
@@ -37,7 +39,7 @@ def test_diagnose_says_go_for_formula_and_writes_a_one_page_report_with_a_plot(t
     filled = (out / "card.diagnosed.toml").read_text()
     assert '= "unknown"' not in filled and "converged_score = 0." in filled
     assert _combee("plan", str(out / "card.diagnosed.toml")).returncode == 0
-    record = json.loads((card.parent / "card.usage.json").read_text())
+    record = json.loads(usage_path(card).read_text())
     assert [e["use"] for e in record if e["role"] == "test"] == ["report"]
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from combee_fast.run.usage import usage_path
+
 import json
 
 import pytest
@@ -28,7 +30,7 @@ def test_verify_passes_combee_fails_an_unkept_claim_and_reuses_the_cached_baseli
     assert "Serial baseline cells from the cache: 0 of 6" in report and "Role separation" in report
     assert {p.name for p in (tmp_path / "v1").iterdir()} >= {"verify.md", "cells.png", "accuracy-time.png", "index.md"}
     assert len(list(cache.glob("*.json"))) == 6
-    record = json.loads((card.parent / "card.usage.json").read_text())
+    record = json.loads(usage_path(card).read_text())
     assert {(e["role"], e["use"]) for e in record} == {("train", "train"), ("selection", "select"), ("test", "report")}
 
     # the same card, another claim the configuration cannot keep: FAIL naming every cell; no baseline reruns
