@@ -25,7 +25,9 @@ from combee_fast.redact import escape_control
 from combee_fast.config import FaultConfig, SimConfig
 from combee_fast.errors import CombeeError
 from combee_fast.sim.server import PRESETS, SIM_MODEL, EchoResponder, LatencyPreset, Responder, SimServer
-from combee_fast.sim.worlds import BUNDLED_TASKS, bundled_worlds, task_world
+from combee_fast.sim.peers import PeerReplies, PeerRouter
+from combee_fast.sim.world import TaskWorld
+from combee_fast.sim.worlds import BUNDLED_TASKS, TaskWorlds, bundled_worlds, task_world
 from combee_fast.tasks.registry import get_task, task_option
 
 ECHO = "echo"
@@ -64,6 +66,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     parser.add_argument("--data", help="the data file of a jsonl or traces --world")
     parser.add_argument("--task-option", type=task_option, action="append", default=[], metavar="KEY=VALUE",
                         help="an option of the --world task, as learn takes it (repeatable)")
+    parser.add_argument("--peers", action="store_true",
+                        help="also answer other learners' prompts (requests without a combee role header, e.g. the "
+                             "PyPI gepa package's), as the peers bench does: task questions of the (first) world "
+                             "with an answer line, reflections with a rewritten instruction")
     parser.add_argument("--world-variant", default=sim.world,
                         help="the task-world variant: default, collapse or uninformative (reflections carry no "
                              "information)")
@@ -88,7 +94,13 @@ def server_from_args(args: argparse.Namespace) -> SimServer:
         rate_truncated=args.rate_truncated, retry_after_s=args.retry_after, stall_s=args.stall,
     )
     preset = args.preset if args.constant_latency is None else LatencyPreset.constant(args.constant_latency)
-    return SimServer(_responder(args), preset=preset, time_scale=args.time_scale, faults=faults,
+    responder = _responder(args)
+    if args.peers:
+        if not isinstance(responder, (TaskWorld, TaskWorlds)):
+            raise ConfigError("--peers answers with a task world: drop --world echo")
+        world = responder.worlds[0] if isinstance(responder, TaskWorlds) else responder
+        responder = PeerRouter(responder, PeerReplies(world))
+    return SimServer(responder, preset=preset, time_scale=args.time_scale, faults=faults,
                      seed=args.seed, latency_jitter=args.latency_jitter, host=args.host, port=args.port,
                      reject_json_schema=args.reject_json_schema, reuse_port=args.reuse_port, model=args.model)
 
