@@ -64,7 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--out", help="the evaluation's folder: eval.json, results.jsonl (per example), report.md, "
                                         "prompt.txt (default: eval-<split>-<date-time> beside --playbook)")
     evaluate.add_argument("--overwrite", action="store_true", help="replace the evaluation already in --out")
-    flags.add_endpoint_flags(evaluate, roles=("generator",), faults=False)
+    flags.add_endpoint_flags(evaluate, roles=("generator",))  # GEPA's solver uses the generator's endpoint
 
     show = commands.add_parser("show", help="print a run's learned context (prompt.txt), ready to paste into an agent")
     show.add_argument("run", metavar="RUN", help="a run directory (or a final.json / best.json)")

@@ -202,9 +202,9 @@ def add_learn_flags(parser: argparse.ArgumentParser) -> None:
         flag.add_to(tracking)
 
 
-def add_endpoint_flags(parser: argparse.ArgumentParser, *, roles: Sequence[str] = ROLES, faults: bool = True) -> None:
+def add_endpoint_flags(parser: argparse.ArgumentParser, *, roles: Sequence[str] = ROLES) -> None:
     """Endpoints per role (``roles``: those the command calls), transport, cache, and the
-    simulated endpoint (its fault flags only with ``faults``). Without ``--endpoint``, the
+    simulated endpoint. Without ``--endpoint``, the
     ``OPENAI_BASE_URL`` environment variable names the endpoint of every role, and
     ``OPENAI_API_KEY`` is the key of an endpoint given no ``--api-key-env``."""
     group = parser.add_argument_group("endpoints (default: the in-process simulated endpoint)")
@@ -242,8 +242,7 @@ def add_endpoint_flags(parser: argparse.ArgumentParser, *, roles: Sequence[str] 
                        help="requests the server serves at once (native llama-server only; default 1)")
     sim = parser.add_argument_group("simulated endpoint")
     for flag in SIM_FLAGS:
-        if faults or flag.path[:2] != ("sim", "faults"):
-            flag.add_to(sim)
+        flag.add_to(sim)
 
 
 def session_config(

@@ -265,7 +265,7 @@ class Session:
             curve = curve_png(list(facts.curve), title=title)
             page = run_report(
                 title=title, outcome=_outcome(result, failure, facts, run_dir), result=result, facts=facts,
-                record=ended, val_split=self.config.task.val_split, lessons=kind.lessons(state.artifact),
+                counts=state.counts, record=ended, val_split=self.config.task.val_split, lessons=kind.lessons(state.artifact),
                 learned={getattr(kind, "size_unit", "size"): len(state.artifact), **kind.summary(state.artifact)},
                 plot=CURVE_FILE if curve is not None else None)
             run_dir.write_report(page, curve)

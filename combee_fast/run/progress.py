@@ -118,6 +118,7 @@ class Progress:
 
     def _draw(self, row: LedgerRow) -> None:
         from rich.console import Console
+        from rich.markup import escape
         from rich.progress import BarColumn, Progress as Bar, TextColumn
 
         if self._bar is None:
@@ -125,6 +126,6 @@ class Progress:
                             console=Console(file=self.stream), transient=False)
             self._bar.start()
             total = self.budget.total if self.budget is not None else None
-            self._task = self._bar.add_task(self.label, total=total, text="")
+            self._task = self._bar.add_task(escape(self.label), total=total, text="")
         self._bar.update(self._task, completed=self.spent,
-                         description=f"[{self.label}] {self.step_count()}", text=self.fields(row))
+                         description=escape(f"[{self.label}] {self.step_count()}"), text=escape(self.fields(row)))

@@ -21,7 +21,7 @@ import numpy as np
 from combee_fast.config import HISTORY_KEPT
 from combee_fast.methods.base import EvalResult
 from combee_fast.native.bootstrap import MeanInterval, mean_interval
-from combee_fast.run.events import CallFailed, Event, RunStopped, StepDone, VersionApplied
+from combee_fast.run.events import Event, RunStopped, StepDone, VersionApplied
 from combee_fast.run.ledger import CallCounts
 from combee_fast.run.provenance import Provenance
 
@@ -45,7 +45,6 @@ class RunFacts:
     def __init__(self) -> None:
         self.steps = 0
         self.versions = 0
-        self.failed: collections.Counter[tuple[str, str]] = collections.Counter()  # (role, label) -> calls
         self.curve: collections.deque[CurvePoint] = collections.deque(maxlen=HISTORY_KEPT)
         self.stopped: RunStopped | None = None
 
@@ -57,8 +56,6 @@ class RunFacts:
                 self.curve.append(CurvePoint(row.step + 1, row.cumulative_sim_seconds, row.val_accuracy, row.size))
         elif isinstance(event, VersionApplied):
             self.versions += 1
-        elif isinstance(event, CallFailed):
-            self.failed[(event.role, event.label)] += 1
         elif isinstance(event, RunStopped):
             self.stopped = event
 
@@ -120,12 +117,11 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def calls_lines(counts: CallCounts, failed: Mapping[tuple[str, str], int]) -> list[str]:
+def calls_lines(counts: CallCounts) -> list[str]:
     """Calls per role: made, failed (by kind), retried attempts."""
     lines = ["| role | calls | failed | retried attempts |", "|---|---:|---|---:|"]
-    roles = dict.fromkeys([*counts.calls, *(role for role, _ in failed)])
-    for role in roles:
-        kinds = {label: n for (who, label), n in failed.items() if who == role} or counts.errors.get(role, {})
+    for role in dict.fromkeys([*counts.calls, *counts.errors]):
+        kinds = counts.errors.get(role, {})
         failures = ", ".join(f"{label} {n}" for label, n in sorted(kinds.items())) or "0"
         lines.append(f"| {role} | {counts.calls.get(role, 0):,} | {failures} | "
                      f"{sum(counts.retries.get(role, {}).values()):,} |")
@@ -139,13 +135,14 @@ def _lessons(lessons: Sequence[str]) -> list[str]:
 
 
 def run_report(
-    *, title: str, outcome: str, result: Any, facts: RunFacts, record: Provenance, val_split: str,
-    lessons: Sequence[str], learned: Mapping[str, Any], plot: str | None = None,
+    *, title: str, outcome: str, result: Any, facts: RunFacts, counts: CallCounts, record: Provenance,
+    val_split: str, lessons: Sequence[str], learned: Mapping[str, Any], plot: str | None = None,
 ) -> str:
     """The Markdown of a learning run's page. ``result``: its
     :class:`~combee_fast.run.train.TrainResult`, or None when it failed (``outcome`` says how it
-    ended); ``lessons``/``learned``: what the learner says it holds; ``plot``: the file name of
-    the curve's PNG beside the page, if one was drawn (:func:`curve_png`)."""
+    ended); ``counts``: the training calls per role so far; ``lessons``/``learned``: what the
+    learner says it holds; ``plot``: the file name of the curve's PNG beside the page, if one was
+    drawn (:func:`curve_png`)."""
     lines = [f"# {title}", "", f"**{outcome}**", ""]
     lines += ["## Result", ""]
     if result is not None and result.final_eval is not None:
@@ -165,10 +162,9 @@ def run_report(
                   "|---:|---:|---:|---:|---:|---:|",
                   f"| {result.rollouts:,} | {result.calls:,} | {result.tokens:,} | {gpu} | "
                   f"{result.train_sim_seconds:,.1f} | {result.train_wall_seconds:,.1f} |", "",
-                  "Calls per role (training):", "", *calls_lines(result.counts, facts.failed)]
+                  "Calls per role (training):", "", *calls_lines(counts)]
     else:
-        lines += [f"{facts.steps} step(s) completed; failed calls per role:", "",
-                  *calls_lines(CallCounts(), facts.failed)]
+        lines += [f"{facts.steps} step(s) completed; calls per role (training) so far:", "", *calls_lines(counts)]
     lines += ["", "## What was learned", "",
               *(f"- {name}: {value}" for name, value in learned.items()), "", *_lessons(lessons), ""]
     curve = list(facts.curve)
@@ -199,6 +195,6 @@ def eval_report(*, title: str, split: str, result: EvalResult, record: Provenanc
     else:
         lines += ["No row of this split was learned from or selected on by the run that made the artifact "
                   "(compared by content), as far as its `splits.json` tells.", ""]
-    lines += ["## Cost", "", f"Critical path {result.sim_seconds:,.1f} s.", "", *calls_lines(counts, {}), ""]
+    lines += ["## Cost", "", f"Critical path {result.sim_seconds:,.1f} s.", "", *calls_lines(counts), ""]
     lines += ["## Provenance", "", *provenance_lines(record), ""]
     return "\n".join(lines)

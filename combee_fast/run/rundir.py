@@ -84,6 +84,10 @@ def check_run_target(root: str | os.PathLike[str], *, overwrite: bool = False) -
     if path.exists() and not path.is_dir():
         raise ConfigError(f"run directory {path} exists and is not a folder; choose another --out")
     if _holds_a_run(path) and not overwrite:
+        failed = _failure_of(path)
+        if failed is not None:
+            raise ConfigError(f"run directory {path} holds a run that failed ({failed}); pass --overwrite to replace "
+                              "it (its errors.jsonl and report.md go with it) or choose another --out")
         raise ConfigError(f"run directory {path} already holds a run; choose another --out or pass --overwrite")
     existing = path.parent  # the staging folder is created there (after its missing parents)
     while not existing.exists():
@@ -96,6 +100,19 @@ def check_run_target(root: str | os.PathLike[str], *, overwrite: bool = False) -
         except OSError as exc:
             raise ConfigError(f"run directory {path}: cannot write in {folder} ({exc.strerror or exc})") from None
     return path
+
+
+def _failure_of(path: Path) -> str | None:
+    """Why the run in ``path`` failed, cut short, as its ``summary.json`` says (None: it did not)."""
+    try:
+        summary = msgspec.json.decode((path / "summary.json").read_bytes())
+    except (OSError, msgspec.DecodeError):
+        return None
+    failed = summary.get("failed") if isinstance(summary, dict) else None
+    if not isinstance(failed, str):
+        return None
+    text = " ".join(failed.split())
+    return text if len(text) <= 120 else text[:117] + "..."
 
 
 def _holds_a_run(path: Path) -> bool:

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from combee_fast.run.usage import usage_path
-
 import json
 import shutil
 from pathlib import Path
 
+from combee_fast.run.usage import usage_path
 from tests.cli.test_cli import _combee
 
 CARD = Path(__file__).parents[2] / "cards" / "formula.toml"
@@ -149,3 +148,12 @@ def test_a_gepa_run_under_a_card_stops_cleanly_on_its_budget_and_keeps_it_when_r
     assert resumed.returncode == 0, resumed.stderr
     assert json.loads(resumed.stdout)["stopped_by"] == summary["stopped_by"]
     assert json.loads(resumed.stdout)["rollouts"] == summary["rollouts"]
+
+
+def test_verify_refuses_a_configuration_whose_endpoints_are_no_hardware_class_of_the_card(tmp_path):
+    config = tmp_path / "run.toml"
+    config.write_text('method = "combee"\n[endpoints.default]\nurl = "http://127.0.0.1:9/v1"\nmodel = "m"\n')
+    done = _combee("verify", str(card_copy(tmp_path)), "--config", str(config), "--out", str(tmp_path / "v"))
+    assert done.returncode == 2 and done.stderr.count("\n") == 1
+    assert f"--config {config}: the configuration names endpoints (generator=http://127.0.0.1:9/v1" in done.stderr
+    assert "[[hardware]] class with endpoints" in done.stderr and not (tmp_path / "v").exists()
