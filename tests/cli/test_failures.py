@@ -84,7 +84,9 @@ def test_eval_reports_unanswered_examples_and_fails_when_most_are(tmp_path) -> N
         "split": "val[0:10]", "learner": "ace", "examples": 10, "accuracy": 0.0, "answered": 0, "unanswered": 10,
         "unanswered_by_kind": {"malformed": 10}, "interval": None}
     assert len((Path(report["run_dir"]) / "errors.jsonl").read_text().splitlines()) == 10
-    assert broken.stderr.count("\n") == 1 and "10 of 10 examples of val[0:10] unanswered (malformed 10)" in broken.stderr
+    warning, error = broken.stderr.splitlines()  # the rows the run selected on are said, then the failure
+    assert warning.startswith("combee eval: warning: 10 rows of val[0:10] were seen by the run")
+    assert "10 of 10 examples of val[0:10] unanswered (malformed 10)" in error
 
 
 def test_summary_and_ledger_count_calls_retries_and_errors_per_role_and_kind(tmp_path) -> None:
