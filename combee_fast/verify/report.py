@@ -166,8 +166,8 @@ def _target_line(d: Diagnosis) -> str:
 def demo_report(folder: str | Path, results: Sequence[tuple[str, int, TrainResult, MeanInterval]], *, split: str,
                 models: dict[str, str], use_ground_truth: bool, scorer: str, record: Provenance | None = None) -> Path:
     """Write the demo's page (methods side by side: time, speedup, accuracy on ``split`` with its
-    95% interval, cost, role separation) and ``accuracy-time.png`` into ``folder``, and the
-    index; returns the page."""
+    95% interval, cost, role separation), ``accuracy-time.png``, ``prompt.txt`` (the last
+    method's final playbook, rendered) and the index into ``folder``; returns the page."""
     root = Path(folder)
     root.mkdir(parents=True, exist_ok=True)
     points = [(f"{method} (batch {batch})", [(r.train_sim_seconds, score.mean, "flat")])
@@ -190,8 +190,11 @@ def demo_report(folder: str | Path, results: Sequence[tuple[str, int, TrainResul
     roles, warnings = role_separation(models, use_ground_truth=use_ground_truth, scorer=scorer)
     lines += ["", "Role separation:", "", *roles, *(f"\n**Warning:** {w}" for w in warnings), "",
               "One seed shows one draw of the task world. For claims that survive (seeds x hardware classes, paired "
-              "intervals), see `combee diagnose cards/formula.toml` and `combee verify cards/formula.toml --config X`."]
+              "intervals), see `combee diagnose cards/formula.toml` and `combee verify cards/formula.toml --config X`.",
+              "", f"`prompt.txt` holds the final playbook of {results[-1][0]} (batch {results[-1][1]}), rendered as "
+              "the generator reads it."]
     page = root / PAGE
+    write_atomic(root / "prompt.txt", (results[-1][2].final.render().rstrip("\n") + "\n").encode())
     write_atomic(page, "\n".join(_with_provenance(lines, record)).encode())
     write_index(root, title="combee demo")
     return page

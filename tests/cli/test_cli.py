@@ -86,6 +86,7 @@ def test_demo_prints_the_three_method_table_and_the_path_of_its_report(tmp_path)
     assert "| proposes edits: curator |" in report and "| serves the prompt: generator |" in report
     assert "scored on the held-out `test` split" in report and "test accuracy % [95% CI]" in report
     assert "## Provenance" in report and "combee demo --train-limit 40" in report
+    assert "helpful=" in (tmp_path / "demo" / "prompt.txt").read_text()
     assert (tmp_path / "demo" / "accuracy-time.png").read_bytes()[:4] == b"\x89PNG"
 
 

@@ -52,3 +52,12 @@ async def test_on_a_terminal_the_bar_is_drawn_and_gepa_counts_metric_calls_and_c
 
 def test_clock_reads_hours_minutes_seconds() -> None:
     assert (clock(0), clock(61), clock(3725.9), clock(-3)) == ("0:00:00", "0:01:01", "1:02:05", "0:00:00")
+
+
+async def test_a_real_endpoint_gets_no_simulated_seconds() -> None:
+    stream = io.StringIO()
+    async with open_session(CONFIG) as session:
+        progress = session.progress(stream=stream)
+        progress.simulated = lambda: False  # as on an endpoint that reports no simulated time
+        await session.train(plan=FixedBatch(8), events=Events(progress))
+    assert stream.getvalue() and " sim " not in stream.getvalue()
