@@ -137,8 +137,7 @@ class Training(Generic[A]):
         """A fresh run: its first checkpoint. A resumed one: the plan's state and the carried work
         back. Then the stop rules, once (a resumed run may have been done already)."""
         if self.resumed:
-            if self.state.plan_state is not None:  # None: killed before the first step was checkpointed
-                self.plan.restore(self.state.plan_state)
+            self.plan.restore(self.state.plan_state)
             await self.method.resume(self.state.carried, {item.id: item for item in self.items})
         else:
             self._checkpoint()
