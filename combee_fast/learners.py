@@ -3,6 +3,7 @@
     learner   methods (the name ledgers and summaries show)
     ace       sequential, naive, combee
     gepa      sequential (gepa), naive (naive-gepa), combee (combee-gepa)
+    textgrad  sequential (textgrad), naive (naive-textgrad), combee (combee-textgrad)
 
 A run names a learner and a method (``SessionConfig.learner``, ``SessionConfig.method``); the
 learner may be left out, and the method's name then says which: a learner's display names
@@ -20,8 +21,9 @@ from combee_fast.ace.kind import ACE
 from combee_fast.errors import ConfigError
 from combee_fast.gepa.kind import GEPA
 from combee_fast.protocols import LearnerKind
+from combee_fast.textgrad.kind import TEXTGRAD
 
-LEARNERS: dict[str, LearnerKind[Any, Any]] = {"ace": ACE, "gepa": GEPA}
+LEARNERS: dict[str, LearnerKind[Any, Any]] = {"ace": ACE, "gepa": GEPA, "textgrad": TEXTGRAD}
 """Every learner, by name."""
 
 DEFAULT_LEARNER = "ace"

@@ -75,11 +75,11 @@ def server_from_args(args: argparse.Namespace) -> SimServer:
 def _responder(world: str | None, variant: str) -> Responder:
     if world is None:
         return EchoResponder()
-    from combee_fast.sim.world import TaskWorld
+    from combee_fast.sim.textgrad import TextGradWorld
     from combee_fast.tasks.registry import get_task
 
-    try:
-        return TaskWorld.for_task(get_task(world), variant=variant)
+    try:  # the world every learner's roles are answered by, as in-process
+        return TextGradWorld.for_task(get_task(world), variant=variant)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
 

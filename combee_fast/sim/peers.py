@@ -37,10 +37,12 @@ import orjson
 
 from combee_fast.sim.instructions import AGGREGATOR_ROLE, PROPOSER_ROLE, SOLVER_ROLE, instruction_lessons
 from combee_fast.sim.responders import Responder, SimRequest, example_for_schema
+from combee_fast.sim.textgrad import TEXTGRAD_ROLES
 from combee_fast.sim.world import TaskWorld, _prose
 
-WORLD_ROLES = frozenset({"generator", "reflector", "curator", "reducer", SOLVER_ROLE, PROPOSER_ROLE, AGGREGATOR_ROLE})
-"""The role headers the task world answers (the ACE roles and the GEPA roles)."""
+WORLD_ROLES = frozenset({"generator", "reflector", "curator", "reducer", SOLVER_ROLE, PROPOSER_ROLE, AGGREGATOR_ROLE,
+                         *TEXTGRAD_ROLES})
+"""The role headers the task world answers (the ACE, GEPA and TextGrad roles)."""
 
 _CURRENT = re.compile(r"<current_instruction>\n(.*?)\n?</current_instruction>", re.DOTALL)
 _FENCED = re.compile(r"```[^\n]*\n(.*?)```", re.DOTALL)
