@@ -29,6 +29,9 @@ LEARNERS: dict[str, LearnerKind[Any, Any]] = {"ace": ACE, "gepa": GEPA, "textgra
 DEFAULT_LEARNER = "ace"
 """The learner of the plain method names."""
 
+SERIAL_METHOD = "sequential"
+"""Every learner's serial method: the baseline an experiment card names by default."""
+
 
 class Choice(NamedTuple):
     """A resolved (learner, method): the registered learner and the method's registered name."""
@@ -67,6 +70,28 @@ def resolve(learner: str | None, method: str) -> Choice:
         raise ConfigError(f"unknown method {method!r} for learner {kind.name!r}; choose one of: "
                           f"{', '.join(kind.methods) if learner else ', '.join(method_names())}")
     return Choice(kind, method)
+
+
+def serial_baselines() -> dict[str, str]:
+    """The serial methods an experiment card may name as its baseline, each with what it runs:
+    :data:`SERIAL_METHOD` on the learner of the configuration it is compared with, and each
+    learner's own name for its serial method (``gepa``, ``textgrad``) on that learner."""
+    names = {SERIAL_METHOD: "the verified configuration's learner, serially; ACE in diagnose"}
+    for name, kind in LEARNERS.items():
+        shown = kind.methods.get(SERIAL_METHOD, SERIAL_METHOD)
+        if shown != SERIAL_METHOD:
+            names[shown] = f"learner {name}, serially"
+    return names
+
+
+def serial_baseline(method: str, learner: str | None) -> Choice:
+    """The serial baseline a card's ``method`` names (one of :func:`serial_baselines`): on
+    ``learner`` (None: ACE) for :data:`SERIAL_METHOD`, on its own learner for a learner's name;
+    :class:`ConfigError` naming the choices for any other method."""
+    if method not in serial_baselines():
+        raise ConfigError(f"serial baseline {method!r} is not a serial method; a card may name "
+                          f"{', '.join(serial_baselines())}")
+    return resolve(learner if method == SERIAL_METHOD else None, method)
 
 
 def kind_of_file(path: str | Path) -> tuple[LearnerKind[Any, Any], Any]:
