@@ -32,7 +32,8 @@ from combee_fast.session import open_session
 SERIAL_TIME_SCALE = 1e-3
 
 
-async def _train(args: argparse.Namespace, method: str, batch: int, time_scale: float) -> tuple[TrainResult, EvalResult]:
+async def _train(args: argparse.Namespace, method: str, batch: int,
+                 time_scale: float) -> tuple[TrainResult, EvalResult]:
     config = SessionConfig(learner="textgrad", method=method, seed=args.seed,
                            task=TaskConfig(name=args.task, val_split=args.val_split),
                            sim=SimConfig(args.preset, time_scale))
@@ -76,8 +77,9 @@ def main() -> None:
     args = parser.parse_args()
     runs = run(compare(args))
     (serial, serial_test, _), (combee, combee_test, _), (naive, naive_test, _) = runs.values()
-    print(f"speedup={serial.train_sim_seconds / combee.train_sim_seconds:.2f} acc_serial={100 * serial_test.accuracy:.1f} "
-          f"acc_combee={100 * combee_test.accuracy:.1f} acc_naive={100 * naive_test.accuracy:.1f} "
+    print(f"speedup={serial.train_sim_seconds / combee.train_sim_seconds:.2f} "
+          f"acc_serial={100 * serial_test.accuracy:.1f} acc_combee={100 * combee_test.accuracy:.1f} "
+          f"acc_naive={100 * naive_test.accuracy:.1f} "
           f"sim_s_serial={serial.train_sim_seconds:.0f} sim_s_combee={combee.train_sim_seconds:.0f} "
           f"sim_s_naive={naive.train_sim_seconds:.0f}")
 

@@ -174,7 +174,8 @@ def changes_text(proposals: Sequence[Sequence[LineEdit]]) -> str:
     """Proposals as the reduce reads them: a block per proposal, a reference per change."""
     blocks = []
     for number, edits in enumerate(proposals, start=1):
-        lines = [f"[{ref}] {'remove' if e.remove else f'add to {e.part}'}: {e.line}" for ref, e in _referenced(number, edits)]
+        lines = [f"[{ref}] {'remove' if edit.remove else f'add to {edit.part}'}: {edit.line}"
+                 for ref, edit in _referenced(number, edits)]
         blocks.append("\n".join([f"### Proposal {number}", *lines]))
     return "\n\n".join(blocks)
 
@@ -284,7 +285,8 @@ class TextGradCalls:
         reply = self._parsed(REDUCE_ROLE, result, _ReduceReply)
         if isinstance(reply, CallError):
             return Update((), result.usage, reply)
-        by_ref = {ref: edit for number, edits in enumerate(proposals, start=1) for ref, edit in _referenced(number, edits)}
+        by_ref = {ref: edit for number, edits in enumerate(proposals, start=1)
+                  for ref, edit in _referenced(number, edits)}
         kept = [by_ref[ref.strip().strip("[]")] for ref in reply.keep if ref.strip().strip("[]") in by_ref]
         return Update(tuple(dict.fromkeys((*kept, *_added(reply.add, names)))), result.usage)
 
