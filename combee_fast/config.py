@@ -417,8 +417,8 @@ class CacheConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
 
 class SessionConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """Everything a learning run needs. ``learner`` (``ace``, ``gepa``; None: the one the method
-    names, ACE for ``sequential``/``naive``/``combee``) and ``method`` pick the registered pair
+    """Everything a learning run needs. ``learner`` (``ace``, ``gepa``, ``textgrad``; None: the one
+    the method names, ACE for ``sequential``/``naive``/``combee``) and ``method`` pick the registered pair
     (:mod:`combee_fast.learners`). Roles without an endpoint URL are served by the local server
     (``local``) or else the in-process simulated endpoint; without ``local``, either every role
     has a URL or none has."""

@@ -113,10 +113,11 @@ TASK_FLAGS = (
 LEARN_FLAGS = (
     Flag("--train-split", path=("task", "train_split"), help="split name, optionally sliced: train[0:100]"),
     Flag("--val-split", path=("task", "val_split"), help="validation split, optionally sliced: val[0:100]"),
-    Flag("--learner", path=("learner",), help="ace or gepa (default: the one the method names; ace for "
+    Flag("--learner", path=("learner",), help="ace, gepa or textgrad (default: the one the method names; ace for "
                                               "sequential, naive, combee)"),
     Flag("--method", path=("method",), help="sequential, naive or combee (each learner's); gepa, naive-gepa, "
-                                            "combee-gepa name GEPA's"),
+                                            "combee-gepa name GEPA's; textgrad, naive-textgrad, combee-textgrad "
+                                            "TextGrad's"),
     Flag("--batch-size", path=("train", "batch_size"), type=_batch_size,
          help="ACE: items per step, an integer or 'auto' (GEPA: --minibatch, --combee-minibatch)"),
     Flag("--epochs", path=("train", "epochs"), type=positive_int, help="ACE: passes over the train split"),

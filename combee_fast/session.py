@@ -44,8 +44,8 @@ from combee_fast.run.stops import (FailingCalls, Interrupted, NoImprovement, Sco
 from combee_fast.run.train import Training, TrainResult, train
 from combee_fast.run.usage import SplitUsage, append_usage, usage_entry
 from combee_fast.schema import Example
-from combee_fast.sim.instructions import InstructionWorld
 from combee_fast.sim.server import SimServer
+from combee_fast.sim.worlds import task_world
 from combee_fast.tasks.base import Split
 from combee_fast.tasks.heldout import check_disjoint, check_use
 from combee_fast.tasks.registry import get_task
@@ -427,7 +427,7 @@ async def _fallback_server(config: SessionConfig, task: Task,
         return None, None, None
     sim = config.sim
     try:
-        world = InstructionWorld.for_task(task, variant=sim.world)
+        world = task_world(task, variant=sim.world)  # every learner's roles
     except ValueError as exc:
         raise ConfigError(f"sim.world: {exc}") from None
     server = await stack.enter_async_context(SimServer(
