@@ -8,8 +8,8 @@ package stays cheap and compiles nothing: Numba kernels compile on first call or
     SessionConfig, TrainConfig, ...        the configuration tree (combee_fast.config)
     load_config                            a TOML or JSON run description
     TrainResult, EvalResult                what training and evaluation return
-    LEARNERS                               the registered learners (ace, gepa) and their methods
-    Playbook, Candidate                    what ACE and GEPA learn and deploy
+    LEARNERS                               the registered learners (ace, gepa, textgrad) and their methods
+    Playbook, Candidate, PromptVariable    what ACE, GEPA and TextGrad learn and deploy
     OnlineLearner, ThreadedLearner, ProcessLearner   embedded online learners
     CombeeError, ConfigError, ...          every error (combee_fast.errors)
 """
@@ -45,6 +45,7 @@ _EXPORTS: dict[str, str] = {
     "LEARNERS": "combee_fast.learners",
     "Playbook": "combee_fast.playbook",
     "Candidate": "combee_fast.gepa.candidate",
+    "PromptVariable": "combee_fast.textgrad.variable",
     "Rollout": "combee_fast.schema",
     "Example": "combee_fast.schema",
     "OnlineLearner": "combee_fast.embedded.online",

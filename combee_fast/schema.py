@@ -73,6 +73,7 @@ ErrorKind = Literal[
     "replay_miss",
     "cancelled",
     "placeholder",
+    "no_answer",
 ]
 
 

@@ -17,7 +17,8 @@ import pytest
 BENCH = Path(__file__).resolve().parents[1] / "bench" / "peers.py"
 LAST_LINE = re.compile(
     r"gepa_pypi_s_per_call=(\S+) gepa_ours_s_per_call=(\S+) combee_gepa_s_per_call=(\S+) "
-    r"combee_ace_s_per_sample=(\S+) sequential_ace_s_per_sample=(\S+)"
+    r"combee_ace_s_per_sample=(\S+) sequential_ace_s_per_sample=(\S+) textgrad_pypi_s_per_sample=(\S+) "
+    r"textgrad_ours_s_per_sample=(\S+) combee_textgrad_s_per_sample=(\S+) mipro_s_per_metric_call=(\S+)"
 )
 
 
@@ -54,7 +55,8 @@ async def test_peers_bench_runs_at_tiny_scale() -> None:
     assert bench.table(rows)[0].startswith("peer")
     match = LAST_LINE.fullmatch(bench.last_line(rows))
     assert match is not None
-    assert all(value != "nan" for value in match.groups()[1:])
+    assert all(value != "nan" for value in match.groups()[1:5] + match.groups()[6:8])
+    _check_the_prompt_peers(bench, rows, args, match)
     if not bench.gepa_pypi_available():
         assert by["gepa (PyPI)"].reason.startswith("cannot run: the gepa package is not installed")
         pytest.skip("the PyPI gepa package is not installed (pip install -e '.[bench]'): its rows were not run")
@@ -64,3 +66,28 @@ async def test_peers_bench_runs_at_tiny_scale() -> None:
     assert by["gepa (PyPI) + Combee refl."].peak > 1  # the interop's map: several reflections at once
     assert match.group(1) != "nan"
     assert any(line.startswith("faithfulness gepa (ours, 1 in flight)") for line in bench.faithfulness(rows, args.val))
+
+
+def _check_the_prompt_peers(bench, rows, args, match) -> None:
+    """The TextGrad and MIPROv2 rows: ours always run; the PyPI textgrad and DSPy run when the
+    bench extra is installed (both are in it), else they say why."""
+    names = [row.name for row in rows[8:]]
+    assert names[1:3] == ["textgrad (ours, 1 in flight)", "combee-textgrad"]
+    by = {row.name: row for row in rows[8:]}
+    serial, combee = by["textgrad (ours, 1 in flight)"], by["combee-textgrad"]
+    assert serial.peak == 1 and serial.depth == serial.calls == 4 * args.train and serial.samples == args.train
+    assert serial.sim_seconds > serial.calls  # the world answers our roles (replies of some 100 tokens on flat)
+    assert combee.peak > 1 and combee.depth < combee.calls and combee.sim_seconds < serial.sim_seconds
+    pypi, mipro = rows[8], rows[11]
+    if not bench.textgrad_pypi_available():
+        assert pypi.reason.startswith("cannot run: the textgrad package is not installed")
+    else:
+        assert pypi.name.startswith("textgrad (PyPI 0.1.8") and pypi.reason is None
+        assert pypi.peak == 1 and pypi.depth == pypi.calls == 5 * args.train  # forward, loss, 2 backward, step
+        assert match.group(6) != "nan"
+    if bench.dspy_version() is None:
+        assert mipro.reason.startswith("cannot run: dspy is not installed")
+    else:
+        assert mipro.name.startswith("MIPROv2 (DSPy 3.4") and mipro.reason is None
+        assert mipro.calls > mipro.depth > 0 and mipro.metric_calls > 0 and mipro.sim_seconds > 0
+        assert match.group(9) != "nan"
