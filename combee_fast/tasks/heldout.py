@@ -53,9 +53,17 @@ _REFUSED = {
 """Per refused use: what the engine would do, and what to name instead."""
 
 
+CONTENT_META = "content"
+"""The ``Example.meta`` key under which a task whose input and target do not hold a row's whole
+content (a terminal chore: its set-up files and checks too) names that content (a hash of it)."""
+
+
 def row_key(example: Example) -> str:
-    """A row's identity by content: the SHA-256 of its input and target."""
-    return hashlib.sha256(f"{example.input}\x00{example.target}".encode()).hexdigest()
+    """A row's identity by content: the SHA-256 of its input and target, and of the content its
+    task names under :data:`CONTENT_META` when it names one."""
+    content = example.meta.get(CONTENT_META)
+    text = f"{example.input}\x00{example.target}" + (f"\x00{content}" if content is not None else "")
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def row_keys(split: Split) -> frozenset[str]:

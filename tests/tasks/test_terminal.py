@@ -15,7 +15,7 @@ from combee_fast.errors import ConfigError, TaskDataError
 from combee_fast.protocols import EnvironmentTask
 from combee_fast.sandbox.sessions import Sandboxes
 from combee_fast.tasks.ace_format import DATA_DIR
-from combee_fast.tasks.heldout import check_use
+from combee_fast.tasks.heldout import check_disjoint, check_use, row_keys
 from combee_fast.tasks.registry import get_task
 from combee_fast.tasks.terminal.chores import Chore, grade
 from combee_fast.tasks.terminal.generate import write_splits
@@ -62,6 +62,19 @@ def test_the_test_split_is_for_reports_only() -> None:
     with pytest.raises(ConfigError, match="role test"):
         check_use(task, "test", "select")
     assert check_use(task, "val", "select") == "selection"
+
+
+def test_every_chore_is_distinct_by_content_and_learning_splits_are_disjoint_from_test() -> None:
+    task = get_task("terminal")
+    splits = {name: task.load(name) for name in ("train", "selection", "test")}
+    keys = {name: row_keys(split) for name, split in splits.items()}
+    assert all(len(keys[name]) == len(split.examples) for name, split in splits.items())
+    assert not keys["train"] & keys["test"] and not keys["selection"] & keys["test"]
+    assert not keys["train"] & keys["selection"]
+    check_disjoint(task, splits["train"], "train")
+    check_disjoint(task, splits["selection"], "select")
+    same_instruction = {e.input for e in splits["train"].examples} & {e.input for e in splits["test"].examples}
+    assert same_instruction  # rows are told apart by their files and checks, not by the instruction alone
 
 
 def test_a_chore_has_no_target_and_is_not_scored_by_an_answer() -> None:

@@ -311,8 +311,9 @@ def case_insensitive_grep(rng: random.Random) -> Chore:
 
 def whole_word_rename(rng: random.Random) -> Chore:
     old, new = rng.choice([("cnt", "count"), ("idx", "index"), ("tmp", "scratch"), ("len", "size")])
+    limit = rng.randint(5, 99)
     text = (
-        f"int {old}_max = 10;\n"
+        f"int {old}_max = {limit};\n"
         f"int {old} = 0;\n"
         f"void reset_{old}(void) {{ {old} = 0; }}\n"
         f"int next(void) {{ {old} = {old} + 1; return {old} < {old}_max; }}\n"

@@ -4,12 +4,15 @@ Splits (bundled, pinned): ``train`` (10 chores per family), ``selection`` (2 per
 best context, tune), ``test`` (4 per family: report only) and ``val`` (the selection split under
 the name runs validate on by default). Each split's SHA-256 is pinned in :data:`SPLIT_SHA256`:
 a changed file is refused. Each example's input is the chore's instruction; ``meta`` names its
-``family`` (the knowledge unit) and its ``chore``; there is no target (the checks over the final
-working directory decide). The chores come from :mod:`.families`, written by :mod:`.generate`.
+``family`` (the knowledge unit), its ``chore`` and its ``content`` (a hash of its set-up files and
+checks: rows are compared with the test split by it, :func:`~combee_fast.tasks.heldout.row_key`);
+there is no target (the checks over the final working directory decide). The chores come from
+:mod:`.families`, written by :mod:`.generate`.
 """
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 import msgspec
@@ -20,6 +23,7 @@ from combee_fast.sandbox.sessions import Sandboxes
 from combee_fast.schema import Example
 from combee_fast.tasks.ace_format import DATA_DIR
 from combee_fast.tasks.base import Score, Split
+from combee_fast.tasks.heldout import CONTENT_META
 from combee_fast.tasks.splits import SplitFile, select_rows
 from combee_fast.tasks.terminal.chores import Chore
 
@@ -28,9 +32,9 @@ SPLIT_FILES = {"train": "terminal_train.jsonl", "selection": "terminal_selection
 """The bundled split files (in ``combee_fast/tasks/data``), written by :mod:`.generate`."""
 
 SPLIT_SHA256 = {
-    "train": "6c1c903b0daf3063c2a5dc59806da9fc84c46629e1553f117d226c365cee7313",
-    "selection": "e6889ce2b0f70faefe7c42e8315ad3c4897484d0a838ad176e842c1945d0688b",
-    "test": "623852b36f1793a392f23ec9d5d43b1808fb946a79ec3922d07b4eaf3c7c9589",
+    "train": "ec06fa55ccdffb5e9f28c781d64f0bde0d6450ff6f4de11f7b182a9a6da1e5d1",
+    "selection": "463b09b9b8cb0e28a07bf67d8ca2477d03b2003f1c39dffd089467a1bca645bf",
+    "test": "dfc3ca8921745dce9d21b6e39de662dcaf756e86c11a53355d34e3d5246a8ad6",
 }
 """The content hash of every bundled split (:func:`combee_fast.tasks.splits.split_sha256`)."""
 
@@ -74,8 +78,9 @@ class TerminalTask:
             except msgspec.DecodeError as exc:
                 raise TaskDataError(str(selected.path), raw.line, f"not a chore: {exc}") from None
             self._chores[chore.id] = chore
+            content = hashlib.sha256(msgspec.json.encode([chore.files, chore.checks])).hexdigest()
             examples.append(Example(index, chore.instruction, None, selected.name,
-                                    {"family": chore.family, "chore": chore.id}))
+                                    {"family": chore.family, "chore": chore.id, CONTENT_META: content}))
         return Split(selected.manifest, tuple(examples))
 
     def chore(self, example: Example) -> Chore:
