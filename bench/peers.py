@@ -7,7 +7,8 @@ One :class:`~combee_fast.sim.server.SimServer` (real HTTP on loopback) serves, i
 the PyPI ``gepa`` package (its defaults: ``optimize`` with the default adapter and reflection,
 ``reflection_minibatch_size`` 3, Pareto selection; through blocking LM callables that call the
 endpoint), our ``gepa`` (also once with one request in flight, to compare the loops alone), our
-``combee-gepa``, our ``sequential`` ACE and our ``combee``; and the PyPI ``ace-framework``
+``combee-gepa``, our ``async-gepa`` (the same minibatch, its stages decoupled, several proposals
+in flight, its budget reserved at dispatch), our ``sequential`` ACE and our ``combee``; and the PyPI ``ace-framework``
 package's ACE (0.7.1: the current release needs Python >= 3.12), reported as run or as
 "cannot run: <reason>".
 
@@ -21,8 +22,9 @@ the sum of its latencies). GEPA runs use the same train and validation slices an
 metric-call budget; the ACE runs learn from the same train slice without validation.
 
 Last line: ``gepa_pypi_s_per_call=<a> gepa_ours_s_per_call=<b> combee_gepa_s_per_call=<c>
-combee_ace_s_per_sample=<d> sequential_ace_s_per_sample=<e>`` (per metric call for GEPA, per
-training sample for ACE).
+combee_ace_s_per_sample=<d> sequential_ace_s_per_sample=<e> async_gepa_s_per_call=<f>
+async_gepa_overshoot=<g>`` (per metric call for GEPA, per training sample for ACE; ``g``: the
+metric calls ``async-gepa`` made past the budget).
 """
 
 from __future__ import annotations
@@ -262,6 +264,7 @@ async def run_peers(args: PeersArgs) -> list[PeerRow]:
         rows.append(await run_ours_gepa(server, args, "gepa", "gepa (ours, 1 in flight)",
                                         concurrency=1))
         rows.append(await run_ours_gepa(server, args, "combee-gepa", "combee-gepa"))
+        rows.append(await run_ours_gepa(server, args, "async-gepa", "async-gepa"))
         rows.append(await run_ours_ace(server, args, "sequential", 1))
         rows.append(await run_ours_ace(server, args, "combee", args.ace_batch))
         if ace_framework_version() is None:
@@ -322,8 +325,11 @@ def faithfulness(rows: Sequence[PeerRow], val: int) -> list[str]:
     return lines
 
 
-def last_line(rows: Sequence[PeerRow]) -> str:
+def last_line(rows: Sequence[PeerRow], budget: int = PeersArgs().budget) -> str:
     by = {r.name: r for r in rows}
+
+    def overshoot(r: PeerRow) -> str:
+        return "nan" if r.reason is not None else str(max(0, r.metric_calls - budget))
 
     def value(name: str, per_sample: bool) -> str:
         r = by[name]
@@ -334,7 +340,9 @@ def last_line(rows: Sequence[PeerRow]) -> str:
     return (f"gepa_pypi_s_per_call={value('gepa (PyPI)', False)} gepa_ours_s_per_call={value('gepa (ours)', False)} "
             f"combee_gepa_s_per_call={value('combee-gepa', False)} "
             f"combee_ace_s_per_sample={value('combee ACE', True)} "
-            f"sequential_ace_s_per_sample={value('sequential ACE', True)}")
+            f"sequential_ace_s_per_sample={value('sequential ACE', True)} "
+            f"async_gepa_s_per_call={value('async-gepa', False)} "
+            f"async_gepa_overshoot={overshoot(by['async-gepa'])}")
 
 
 NOTES = (
@@ -367,7 +375,7 @@ def main() -> None:
           f"{args.budget} metric calls, seed {args.seed}; simulated seconds on the critical path", file=sys.stderr)
     for line in (*table(rows), *NOTES, ACE_FRAMEWORK_NOTE + ".", *faithfulness(rows, args.val)):
         print(line)
-    print(last_line(rows))
+    print(last_line(rows, args.budget))
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 
     learner   methods (the name ledgers and summaries show)
     ace       sequential, naive, combee
-    gepa      sequential (gepa), naive (naive-gepa), combee (combee-gepa)
+    gepa      sequential (gepa), naive (naive-gepa), combee (combee-gepa), async (async-gepa)
 
 A run names a learner and a method (``SessionConfig.learner``, ``SessionConfig.method``); the
 learner may be left out, and the method's name then says which: a learner's display names

@@ -17,7 +17,8 @@ import pytest
 BENCH = Path(__file__).resolve().parents[1] / "bench" / "peers.py"
 LAST_LINE = re.compile(
     r"gepa_pypi_s_per_call=(\S+) gepa_ours_s_per_call=(\S+) combee_gepa_s_per_call=(\S+) "
-    r"combee_ace_s_per_sample=(\S+) sequential_ace_s_per_sample=(\S+)"
+    r"combee_ace_s_per_sample=(\S+) sequential_ace_s_per_sample=(\S+) async_gepa_s_per_call=(\S+) "
+    r"async_gepa_overshoot=(\S+)"
 )
 
 
@@ -36,15 +37,15 @@ async def test_peers_bench_runs_at_tiny_scale() -> None:
     args = bench.PeersArgs(train=6, val=4, budget=24, combee_batch=4, ace_batch=3, time_scale=0.005)
     rows = await bench.run_peers(args)
     by = {row.name: row for row in rows}
-    assert list(by)[:7] == ["gepa (PyPI)", "gepa (PyPI) + Combee refl.", "gepa (ours)", "gepa (ours, 1 in flight)",
-                            "combee-gepa", "sequential ACE", "combee ACE"]
-    ace = rows[7]
+    assert list(by)[:8] == ["gepa (PyPI)", "gepa (PyPI) + Combee refl.", "gepa (ours)", "gepa (ours, 1 in flight)",
+                            "combee-gepa", "async-gepa", "sequential ACE", "combee ACE"]
+    ace = rows[8]
     assert ace.name.startswith("ACE (ace-framework")
     if bench.ace_framework_version() is None:
         assert ace.reason.startswith("cannot run: ace-framework is not installed")
     else:
         assert ace.reason is None and ace.samples == args.train and ace.peak == 1 and ace.depth == ace.calls
-    for name in ("gepa (ours)", "gepa (ours, 1 in flight)", "combee-gepa", "sequential ACE", "combee ACE"):
+    for name in ("gepa (ours)", "gepa (ours, 1 in flight)", "combee-gepa", "async-gepa", "sequential ACE", "combee ACE"):
         row = by[name]
         assert row.reason is None and row.samples > 0 and row.calls > 0 and row.depth > 0, name
     serial = by["gepa (ours, 1 in flight)"]
@@ -52,8 +53,10 @@ async def test_peers_bench_runs_at_tiny_scale() -> None:
     assert by["sequential ACE"].peak == 1
     assert by["combee-gepa"].peak > 1 and by["combee ACE"].peak > 1
     assert bench.table(rows)[0].startswith("peer")
-    match = LAST_LINE.fullmatch(bench.last_line(rows))
+    match = LAST_LINE.fullmatch(bench.last_line(rows, args.budget))
     assert match is not None
+    assert by["async-gepa"].metric_calls <= args.budget and match.group(7) == "0"  # reserved at dispatch
+    assert by["async-gepa"].peak > 1
     assert all(value != "nan" for value in match.groups()[1:])
     if not bench.gepa_pypi_available():
         assert by["gepa (PyPI)"].reason.startswith("cannot run: the gepa package is not installed")
