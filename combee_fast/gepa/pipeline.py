@@ -74,14 +74,16 @@ from combee_fast.schema import Example, Proposal as Call
 
 class PipelineState(msgspec.Struct, kw_only=True):
     """What a checkpoint keeps of the search in flight: the simulated-time ``schedule``, every
-    proposal in flight by iteration, the ``budget``, how many proposals were ``started`` and the
-    metric calls of the grading tasks in flight in simulated time (``load``)."""
+    proposal in flight by iteration, the ``budget``, how many proposals were ``started``, the
+    metric calls of the grading tasks in flight in simulated time (``load``) and the minibatch
+    size last asked for (``wanted``)."""
 
     schedule: Any
     proposals: dict[int, Proposal]
     budget: MetricBudget
     started: int
     load: int = 0
+    wanted: int = 1
 
 
 class _Slice:
@@ -117,7 +119,6 @@ class AsyncGepa:
         self._pool: GepaState | None = None
         self._slice = _Slice(0)
         self._in_flight = config.pipeline.proposals
-        self._wanted = 1  # the minibatch size last asked for
 
     # -- the Method protocol ---------------------------------------------------------------------
 
@@ -151,7 +152,7 @@ class AsyncGepa:
         planned = shape.in_flight if shape is not None else None
         self._in_flight = min(self.config.pipeline.proposals, planned or self.config.pipeline.proposals)
         if items and not past:
-            self._wanted = len(items)
+            state.wanted = len(items)
             await self._advance(self._admissible)  # a slot, and the budget for this size (at once, but after a
             if self._admissible():                 # lowered limit or near the budget's end)
                 self._admit(tuple(items), shape)
@@ -161,7 +162,7 @@ class AsyncGepa:
             await self._advance(lambda: len(self._slice.reports) > ended and self._admissible())
         pool = self._pool
         assert pool is not None
-        if not state.proposals and not self._fits(self._wanted):
+        if not state.proposals and not self._fits(state.wanted):
             pool = msgspec.structs.replace(pool, budget_closed=True)
         if pool.version - self._slice.version > 1:
             pool = msgspec.structs.replace(pool, step_from=self._slice.version)
@@ -201,7 +202,7 @@ class AsyncGepa:
         """Another proposal can start: fewer than the limit in flight, and the budget can pay for
         one on a minibatch of the size last asked for."""
         assert self._state is not None
-        return len(self._state.proposals) < self._in_flight and self._fits(self._wanted)
+        return len(self._state.proposals) < self._in_flight and self._fits(self._state.wanted)
 
     def _admit(self, items: tuple[Example, ...], shape: StepShape | None) -> None:
         """Start iteration ``started`` on ``items`` against the pool as it is now: draw its parent,

@@ -65,6 +65,7 @@ def _learn(*args: str, timeout: int = 240) -> subprocess.CompletedProcess[str]:
 SLICE = ["--train-split", "train[0:72]", "--val-split", "val[0:15]", "--combee-minibatch", "12"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("synchronous", ["combee-gepa", "gepa"])
 def test_the_sequential_mode_writes_the_synchronous_loops_final_json(tmp_path, synchronous: str) -> None:
     """async-gepa with one proposal in flight is the synchronous loop: the same final.json, byte for
@@ -100,6 +101,7 @@ def test_async_gepa_learns_within_its_budget_with_several_proposals_in_flight(tm
     assert Candidate.load(out / "best.json") == Candidate.load(out / "final.json")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method", ["combee-gepa", "async-gepa"])
 def test_batch_size_auto_hands_gepas_minibatch_to_the_live_planner(tmp_path, method: str) -> None:
     out = tmp_path / method

@@ -214,6 +214,7 @@ def uninterrupted_async_gepa(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT])
 def test_an_async_gepa_run_stopped_with_proposals_in_flight_resumes_to_the_same_final_json(
         uninterrupted_async_gepa: Path, tmp_path: Path, sig: signal.Signals) -> None:

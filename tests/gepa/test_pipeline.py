@@ -21,6 +21,8 @@ from combee_fast.run.train import TrainResult
 from combee_fast.schema import Example
 from combee_fast.session import Session, open_session
 
+pytestmark = pytest.mark.slow  # each trains (a few seconds) against the simulated endpoint
+
 
 def _config(*, pipeline: PipelineConfig = PipelineConfig(), **gepa: object) -> SessionConfig:
     """Formula on a small slice, the flat preset at 1e-4 real seconds per simulated second."""
