@@ -23,7 +23,9 @@ exist and whose running is certain (a parent graded and not perfect is reflected
 is merged; an accepted child is validated) starts at once, under the stage's limit as a real
 in-flight limit too, so stages of different proposals overlap on the endpoint as they do in the
 schedule. Only the parent's grading (the draw depends on the pool) and the screening (the policy
-depends on it) wait for the schedule to reach them.
+depends on it) wait for the schedule to reach them; because of those waits, on an endpoint whose
+latency grows with load the stages that overlap in the schedule did not all overlap on it, and
+the schedule's time is then a lower estimate.
 
 **Budget.** A proposal is started only once the budget can pay for every metric call it may make
 (:mod:`.budget`); once the proposals in flight have ended and a proposal on the minibatch asked
