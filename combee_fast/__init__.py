@@ -30,6 +30,7 @@ _EXPORTS: dict[str, str] = {
     "MapConfig": "combee_fast.config",
     "CombeeConfig": "combee_fast.config",
     "GepaConfig": "combee_fast.config",
+    "PipelineConfig": "combee_fast.config",
     "ControllerConfig": "combee_fast.config",
     "EvalConfig": "combee_fast.config",
     "TransportConfig": "combee_fast.config",

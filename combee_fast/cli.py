@@ -132,10 +132,10 @@ async def _learn(args: argparse.Namespace) -> int:
         return await _resume(args)
     config = flags.session_config(args)
     choice = resolve(config.learner, config.method)
-    if getattr(args, "cfg__train__batch_size", None) is not None and choice.kind.batch_size(choice.method, config) != \
+    if hasattr(args, "cfg__train__batch_size") and choice.kind.batch_size(choice.method, config) != \
             config.train.batch_size:
-        raise ConfigError(f"--batch-size is ACE's; learner {choice.kind.name} takes its minibatch from --minibatch "
-                          "(serial) and --combee-minibatch")
+        raise ConfigError(f"--batch-size is ACE's (and 'auto' asks for the planner); learner {choice.kind.name}'s "
+                          f"method {choice.shown} takes its minibatch from --minibatch (serial) or --combee-minibatch")
     out = args.out or f"runs/{config.task.name}-{choice.shown}-{time.strftime('%Y%m%d-%H%M%S')}"
     check_run_target(out, overwrite=args.overwrite)
     usage, gpus, stops = None, args.gpus, ()

@@ -141,7 +141,8 @@ class Session:
         return uses
 
     async def batch_plan(self, run_dir: RunDir | None = None, *, method: str | None = None) -> BatchPlan:
-        """The configured plan: the method's fixed batch size, or (None) the live planner, or
+        """The configured plan: the method's fixed batch size, or (None) the live planner (the
+        learner's own when it has one, :meth:`~combee_fast.protocols.LearnerKind.live_plan`), or
         (``controller.mode = "paper"``) the paper's rule, bounded by the simulated server's
         running-sequence capacity when it has one. Both planners stay within ``controller.max_batch``."""
         config, choice = self.config, self.resolve(method)
@@ -150,6 +151,9 @@ class Session:
         if size is not None:
             return FixedBatch(size)
         if config.controller.mode == "live":  # the endpoint's capacity is measured, not read from a preset
+            own = kind.live_plan(choice.method, config, run_dir)
+            if own is not None:
+                return own
             return await LivePlan.start(config.controller, config.combee, workers=config.map.workers,
                                         lessons=kind.lessons, rollout_role=kind.rollout_role, knob=self.agents,
                                         run_dir=run_dir)

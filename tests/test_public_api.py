@@ -9,7 +9,7 @@ import combee_fast
 
 PUBLIC = {
     "__version__", "open_session", "Session", "SessionConfig", "TaskConfig", "TrainConfig", "MapConfig",
-    "CombeeConfig", "GepaConfig", "ControllerConfig", "EvalConfig", "TransportConfig", "EndpointSpec",
+    "CombeeConfig", "GepaConfig", "PipelineConfig", "ControllerConfig", "EvalConfig", "TransportConfig", "EndpointSpec",
     "SamplingConfig", "SimConfig", "CacheConfig", "OnlineConfig", "EmbedConfig", "load_config", "TrainResult",
     "EvalResult", "LEARNERS", "Playbook", "Candidate", "PromptVariable", "Rollout", "Example", "OnlineLearner", "ThreadedLearner",
     "ProcessLearner", "AppliedBatch", "CombeeError", "ConfigError", "CardError", "SplitChangedError",

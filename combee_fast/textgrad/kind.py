@@ -20,6 +20,7 @@ from combee_fast.methods import METHODS, build_method
 from combee_fast.methods.base import EvalResult
 from combee_fast.protocols import Learner, Method, StopRule
 from combee_fast.run.context import LearnContext
+from combee_fast.run.rundir import RunDir
 from combee_fast.run.stops import EpochsDone
 from combee_fast.schema import Example
 from combee_fast.textgrad.calls import FORWARD_ROLE, GRADIENT_ROLE, LOSS_ROLE, REDUCE_ROLE, STEP_ROLE, TextGradCalls
@@ -50,6 +51,10 @@ class TextGradKind:
 
     def batch_size(self, method: str, config: SessionConfig) -> int | None:
         return config.train.batch_size
+
+    def live_plan(self, method: str, config: SessionConfig, run_dir: RunDir | None) -> None:
+        """TextGrad's batches are planned by the generic live planner."""
+        return None
 
     def build_method(self, method: str, context: LearnContext) -> Method[PromptVariable]:
         if context.from_traces:
