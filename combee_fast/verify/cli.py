@@ -41,7 +41,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         description="Verify a configuration against an experiment card on its test split.",
     )
     verify.add_argument("card", help="the experiment card, a TOML file")
-    verify.add_argument("--config", action="append", required=True, metavar="X",
+    verify.add_argument("--config", action="append", required=True, metavar="FILE",
                         help="a run configuration (TOML or JSON) to verify; repeat to verify several")
     verify.add_argument("--label", action="append", help="a name per --config (default: method-b<batch>)")
     verify.add_argument("--seeds", type=_seeds, default=defaults.seeds, help="comma-separated seeds (at least 3)")
