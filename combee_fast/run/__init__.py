@@ -14,4 +14,6 @@
 - :mod:`.cost`: GPU-seconds of each step.
 - :mod:`.usage`: the per-split usage record beside an experiment card.
 - :mod:`.events`: the typed event stream of a run and its hub (what consumers subscribe to).
+- :mod:`.event_log`: a consumer writing every event to a JSONL file (bounded writes, rotated).
+- :mod:`.metrics`: a consumer serving an online learner's figures as a Prometheus endpoint.
 """

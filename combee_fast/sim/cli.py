@@ -44,8 +44,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     parser.add_argument("--world", metavar="TASK",
                         help="answer as the task world of TASK (formula, finer) instead of echoing")
     parser.add_argument("--world-variant", default=SimConfig().world,
-                        help="with --world: the task-world variant (default, or uninformative: reflections "
-                             "carry no information)")
+                        help="with --world: the task-world variant (default, collapse, uninformative, noisy or "
+                             "harmful; combine with '+')")
     for kind in ("429", "500", "drop", "stall", "malformed", "truncated"):
         parser.add_argument(f"--rate-{kind}", type=float, default=0.0, help=f"probability of a {kind} fault")
     faults = FaultConfig()
