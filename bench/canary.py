@@ -24,7 +24,11 @@ released against. Figures over all seeds:
 - ``shadow_exposure``: shadow, the share of requests served by a candidate; ``shadow_cost``:
   shadow re-run tokens over the hosts' generator tokens;
 - ``accuracy_staged``/``accuracy_shadow``/``accuracy_none``: the mean true accuracy of the
-  versions that served the requests.
+  versions that served the requests, and ``accuracy_ratio``: staged over none;
+- ``wrong_served_<policy>``: the share of requests served by a version holding a wrong lesson
+  about a formula of the traffic (under ``none`` a wrong lesson, once learned, stays: every later
+  version holds it too, which ``exposure_none`` does not count, since those versions do not lower
+  accuracy further).
 
     python bench/canary.py                       # 20 seeds, 3 policies each
 Last line: ``exposure=... false_rollback=... detect_rollouts=<median>/<p90> shadow_exposure=...
@@ -52,7 +56,7 @@ from combee_fast.engine.loop import run
 from combee_fast.playbook import Playbook
 from combee_fast.run.events import Event, Events, ReleaseDecision
 from combee_fast.session import open_session
-from combee_fast.sim.world import TaskWorld
+from combee_fast.sim.world import TaskWorld, is_harmful
 from combee_fast.verify.card import load_card, release_config
 
 CARD = Path(__file__).parents[1] / "cards" / "formula.toml"
@@ -70,6 +74,7 @@ class RunFigures(msgspec.Struct):
     seed: int
     requests: int
     lowering_served: int  # requests served by a version that lowers accuracy
+    wrong_served: int  # requests served by a version holding a wrong lesson about a formula of the traffic
     candidate_served: int  # requests served by a version while it was a candidate
     accuracy: float  # mean true accuracy of the versions that served the requests
     rolled_back_good: int
@@ -96,6 +101,7 @@ async def one_run(seed: int, policy: str, args: argparse.Namespace) -> RunFigure
         units = sorted({e.meta["formula"] for e in session.train_split.examples})[: args.units]
         traffic = [e for e in session.train_split.examples if e.meta["formula"] in units]
         truth: dict[int, float] = {0: world.expected_accuracy("", traffic)}
+        wrong: dict[int, bool] = {0: False}
         rng = np.random.default_rng(seed)
         users = rng.integers(0, args.users, args.requests)
         tasks = rng.integers(0, len(traffic), args.requests)
@@ -110,8 +116,11 @@ async def one_run(seed: int, policy: str, args: argparse.Namespace) -> RunFigure
                 for version in (learner.gate.candidate, learner.gate.incumbent):
                     if version is not None and version.number not in truth:
                         truth[version.number] = world.expected_accuracy(version.text, traffic)
+                        wrong[version.number] = any(is_harmful(line) for line in version.text.splitlines()
+                                                    if any(f"{unit} — " in line for unit in units))
                 if "same_text_as" in event.evidence:  # refused: the text of a version rolled back before
                     truth[event.candidate] = truth[event.evidence["same_text_as"]]
+                    wrong[event.candidate] = wrong[event.evidence["same_text_as"]]
 
         learner = OnlineLearner(session.agents, Playbook.empty(), online, events=Events(record))
 
@@ -139,6 +148,7 @@ async def one_run(seed: int, policy: str, args: argparse.Namespace) -> RunFigure
         counts[d.decision] = counts.get(d.decision, 0) + 1
     return RunFigures(
         policy=policy, seed=seed, requests=args.requests, lowering_served=int(np.isin(served, list(lowering)).sum()),
+        wrong_served=int(np.isin(served, [v for v, held in wrong.items() if held]).sum()),
         candidate_served=int(on_candidate.sum()), accuracy=float(np.mean([truth[v] for v in served.tolist()])),
         rolled_back_good=sum(d.decision == "rollback" for d in good), decided_good=len(good), detections=detections,
         shadow_tokens=learner.gate.shadow_tokens, host_tokens=host_tokens, decisions=counts,
@@ -206,6 +216,10 @@ def main() -> None:
           f"accuracy_staged={statistics.mean(r.accuracy for r in staged):.4f} "
           f"accuracy_shadow={statistics.mean(r.accuracy for r in shadow):.4f} "
           f"accuracy_none={statistics.mean(r.accuracy for r in none):.4f} "
+          f"accuracy_ratio={statistics.mean(r.accuracy for r in staged) / statistics.mean(r.accuracy for r in none):.2f} "
+          f"wrong_served_staged={_share(sum(r.wrong_served for r in staged), requests):.4f} "
+          f"wrong_served_shadow={_share(sum(r.wrong_served for r in shadow), requests):.4f} "
+          f"wrong_served_none={_share(sum(r.wrong_served for r in none), requests):.4f} "
           f"rollbacks={sum(r.decisions.get('rollback', 0) for r in staged)} "
           f"promotions={sum(r.decisions.get('promote', 0) for r in staged)} "
           f"seeds={args.seeds} requests={args.requests} margin={args.margin} "

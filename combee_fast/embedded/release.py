@@ -113,7 +113,8 @@ def bucket(key: str, salt: int) -> float:
 
 
 class ShadowRun(msgspec.Struct, frozen=True):
-    """A task to run again with the candidate's context (``epoch`` names the seed path)."""
+    """A task to run again with the candidate's context (``epoch`` names the seed path: the
+    candidate and the rollout re-run, so two re-runs of one task are two draws)."""
 
     candidate: int
     example: Example
@@ -398,7 +399,9 @@ class ReleaseGate:
             self.shadow_skipped += 1
             return None
         self._shadow_in_flight += 1
-        return ShadowRun(candidate.number, rollout.example, candidate.text, f"shadow-v{candidate.number}", reward)
+        # the seed path names the rollout re-run: each re-run is its own draw, as each request is
+        return ShadowRun(candidate.number, rollout.example, candidate.text, f"shadow-v{candidate.number}:{rollout.id}",
+                         reward)
 
     def _sequence(self, version: int) -> np.ndarray:
         """Version ``version``'s reward sequence (the oldest other than the two in release goes

@@ -197,7 +197,7 @@ def test_rewards_are_attributed_per_version_and_unusable_ones_are_only_counted()
 def test_shadow_serves_nothing_and_decides_on_paired_reruns_in_submission_order() -> None:
     gate, recorder = _gate("shadow", shadow_share=0.5, margin=0.05)
     gate.learned(_grown(Playbook.empty(), "A wrong rule."), None, 0)
-    runs = []
+    runs, started = [], []
     rng = np.random.default_rng(2)
     for i in range(2_000):
         context = gate.context_for(f"user-{i}")
@@ -205,6 +205,7 @@ def test_shadow_serves_nothing_and_decides_on_paired_reruns_in_submission_order(
         run = gate.observe(_rollout(i, context.version, float(rng.random() < 0.8)))
         if run is not None:
             runs.append(run)
+            started.append(run)
         while runs and (len(runs) > 8 or i % 7 == 0):  # re-runs finish later, a few at a time, in order
             done = runs.pop(0)
             gate.shadow_done(done, _rollout(i, None, float(rng.random() < 0.3)))
@@ -214,6 +215,7 @@ def test_shadow_serves_nothing_and_decides_on_paired_reruns_in_submission_order(
     rollback = [e for e in recorder.events if isinstance(e, ReleaseDecision)][-1]
     assert rollback.evidence["method"] == "paired" and rollback.evidence["pairs"] > 0
     assert gate.shadow_calls > 0 and gate.shadow_tokens == 12 * gate.shadow_calls
+    assert len({run.epoch for run in started}) == len(started)  # each re-run its own seed path: its own draw
 
 
 def test_the_card_selects_the_policy_and_the_margin() -> None:

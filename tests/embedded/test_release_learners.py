@@ -10,17 +10,16 @@ import asyncio
 import msgspec
 import pytest
 
-from combee_fast.config import OnlineConfig, ReleaseConfig, SessionConfig, SimConfig, TaskConfig
+from combee_fast.config import EmbedConfig, OnlineConfig, ReleaseConfig, SessionConfig, SimConfig, TaskConfig
 from combee_fast.embedded.online import OnlineLearner
 from combee_fast.embedded.process import ProcessLearner
 from combee_fast.embedded.threaded import ThreadedLearner
 from combee_fast.errors import ReleaseError
 from combee_fast.playbook import Playbook
 from combee_fast.run.events import Event, Events, ReleaseDecision, ReleaseStatus
-from combee_fast.schema import Rollout
+from combee_fast.schema import Delta, Op, OpKind, Rollout
 from combee_fast.session import Session, open_session
 from combee_fast.sim.world import HARMFUL_FACETS, harmful_lesson, specific_lesson
-from combee_fast.schema import Delta, Op, OpKind
 
 CONFIG = SessionConfig(task=TaskConfig(train_split="train", val_split="val[0:10]"), sim=SimConfig("flat", 1e-4))
 BATCH = 48
@@ -164,7 +163,9 @@ async def test_shadow_re_runs_in_the_child_process_roll_a_harmful_candidate_back
         harmful = _lessons(*(specific_lesson(unit, 0) for unit in units),
                            *(harmful_lesson(unit, 1, 40) for unit in units))
         seen: list[Event] = []
-        async with ProcessLearner(session.agents, incumbent, online, events=Events(seen.append)) as learner:
+        # a normal-priority child: the host here generates without pause, so an idle-priority one would wait
+        embed = EmbedConfig(child_sched_idle=False, child_nice=None)
+        async with ProcessLearner(session.agents, incumbent, online, embed=embed, events=Events(seen.append)) as learner:
             number = await learner.propose(harmful)
             await _candidate(learner, number)
             for i in range(1_500):
