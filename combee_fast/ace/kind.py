@@ -30,6 +30,7 @@ class AceKind:
     methods = {name: name for name in METHODS}
     rollout_role = "generator"
     learning_roles = ("reflector", "curator", "reducer")
+    size_unit = "bullets"  # what the artifact's size counts, in progress lines and reports
 
     def initial(self, config: SessionConfig) -> Playbook:
         return Playbook.empty(token_budget=config.token_budget)

@@ -17,7 +17,7 @@ bad endpoint or reply: the failure is recorded on what it returns.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import msgspec
@@ -29,7 +29,7 @@ from combee_fast.gepa.candidate import load_prompt
 from combee_fast.gepa.revisions import changes_text, compose
 from combee_fast.protocols import Task
 from combee_fast.roles.agents import RoleClients
-from combee_fast.roles.base import convert, decode_json_object, fill
+from combee_fast.roles.base import convert, decode_json_object, fill, no_answer
 from combee_fast.schema import CallError, Example, Message, Usage
 
 SOLVER_ROLE = "gepa_solver"
@@ -138,14 +138,27 @@ def examples_text(evaluations: Sequence[Evaluation]) -> str:
     )
 
 
-class GepaCalls:
-    """The GEPA role calls of one run: ``task`` grades answers, ``seed`` roots the request seeds."""
+OnError = Callable[[str, CallError, "str | None"], None]
+"""Told each failed or unusable call: its role, its error and the raw reply."""
 
-    def __init__(self, task: Task, clients: RoleClients, *, seed: int, temperature: float = 0.0) -> None:
+
+class GepaCalls:
+    """The GEPA role calls of one run: ``task`` grades answers, ``seed`` roots the request seeds;
+    ``on_error`` is told every failed or unusable call (e.g. the run's ``errors.jsonl``)."""
+
+    def __init__(self, task: Task, clients: RoleClients, *, seed: int, temperature: float = 0.0,
+                 on_error: OnError | None = None) -> None:
         self.task = task
         self.clients = clients
         self.seed = seed
         self.temperature = temperature
+        self.on_error = on_error
+
+    def _failed(self, role: str, error: CallError, result: ChatResult) -> CallError:
+        """``error``, told to :attr:`on_error` first."""
+        if self.on_error is not None:
+            self.on_error(role, error, result.text)
+        return error
 
     async def solve(self, example: Example, system_prompt: str) -> Evaluation:
         """One metric call: ``example`` answered under ``system_prompt``, graded."""
@@ -158,6 +171,10 @@ class GepaCalls:
         answer = None
         if not isinstance(reply, CallError):
             answer = (reply.final_answer if isinstance(reply.final_answer, str) else str(reply.final_answer)).strip()
+            if (problem := no_answer(answer, role=SOLVER_ROLE, question=example.input)) is not None:
+                reply, answer = problem, None
+        if isinstance(reply, CallError):
+            self._failed(SOLVER_ROLE, reply, result)
         score = self.task.score(example, answer)
         return Evaluation(
             example, answer, score.value, score.feedback, result.usage, reply if isinstance(reply, CallError) else None
@@ -181,7 +198,7 @@ class GepaCalls:
         )
         reply = _parsed(result, _AggregateReply, AGGREGATOR_ROLE)
         if isinstance(reply, CallError):
-            return Rewrite(None, result.usage, reply)
+            return Rewrite(None, result.usage, self._failed(AGGREGATOR_ROLE, reply, result))
         return Rewrite(compose(current, texts, reply.remove, reply.keep, reply.add), result.usage)
 
     async def _rewrite(
@@ -191,10 +208,12 @@ class GepaCalls:
         request = self._request(role, messages, REWRITE_MAX_TOKENS, REWRITE_SCHEMA, "rewrite", *seed_path)
         result = await client.chat(request)
         reply = _parsed(result, _RewriteReply, role)
+        if not isinstance(reply, CallError) and not reply.instruction.strip():
+            reply = CallError("schema_mismatch", f"{role}: empty instruction", raw=result.text)
+        elif not isinstance(reply, CallError):
+            reply = no_answer(reply.instruction, role=role) or reply
         if isinstance(reply, CallError):
-            return Rewrite(None, result.usage, reply)
-        if not reply.instruction.strip():
-            return Rewrite(None, result.usage, CallError("schema_mismatch", f"{role}: empty instruction"))
+            return Rewrite(None, result.usage, self._failed(role, reply, result))
         return Rewrite(reply.instruction.strip("\n"), result.usage)
 
     def _request(

@@ -39,6 +39,7 @@ class GepaKind:
     methods = {"sequential": "gepa", "naive": "naive-gepa", "combee": "combee-gepa"}
     rollout_role = SOLVER_ROLE
     learning_roles = (PROPOSER_ROLE, AGGREGATOR_ROLE)
+    size_unit = "candidates"  # what the artifact's size counts, in progress lines and reports
 
     def initial(self, config: SessionConfig) -> GepaState:
         return GepaState(seed=Candidate.seed())
@@ -52,7 +53,8 @@ class GepaKind:
         config = context.config
         reflection: Reflection = (CombeeReflection(config.combee, seed=config.seed) if method == "combee"
                                   else SerialReflection())
-        calls = GepaCalls(context.task, context.agents.clients, seed=config.seed)
+        calls = GepaCalls(context.task, context.agents.clients, seed=config.seed,
+                          on_error=context.agents.record_failure)
         return GepaIteration(self.methods[method], calls, reflection, context.val_examples, config=config.gepa,
                              seed=config.seed, workers=config.map.workers)
 
@@ -70,8 +72,9 @@ class GepaKind:
 
     async def evaluate(self, context: LearnContext, deployable: Candidate, examples: Sequence[Example]) -> EvalResult:
         """``deployable``'s solves of ``examples`` (seeded as in the search), over the answered ones."""
-        graded = await grade(GepaCalls(context.task, context.agents.clients, seed=context.config.seed), deployable,
-                             examples, workers=context.config.eval.parallel)
+        calls = GepaCalls(context.task, context.agents.clients, seed=context.config.seed,
+                          on_error=context.agents.record_failure)
+        graded = await grade(calls, deployable, examples, workers=context.config.eval.parallel)
         answered = [e.score for e in graded.evaluations if e.error is None]
         failed: dict[str, int] = {}
         for e in graded.evaluations:

@@ -183,7 +183,6 @@ class Training(Generic[A]):
         state.ledger.append(row)
         self.events.emit(StepDone(row))
         self._judge_failures()
-        state.plan_state, state.carried = self.plan.state(), self.method.carried()
         self._checkpoint()
 
     async def finish(self) -> TrainResult:
@@ -245,5 +244,7 @@ class Training(Generic[A]):
         return f"; run stopped; {self.run_dir.root / 'final.json'} holds what was learned so far (version {version})"
 
     def _checkpoint(self) -> None:
+        """The state as it is now, with the plan's and the method's own, into ``checkpoint.pkl``."""
         if self.run_dir is not None:
+            self.state.plan_state, self.state.carried = self.plan.state(), self.method.carried()
             self.run_dir.save_checkpoint(self.state)
