@@ -7,9 +7,13 @@ One :class:`~combee_fast.sim.server.SimServer` (real HTTP on loopback) serves, i
 the PyPI ``gepa`` package (its defaults: ``optimize`` with the default adapter and reflection,
 ``reflection_minibatch_size`` 3, Pareto selection; through blocking LM callables that call the
 endpoint), our ``gepa`` (also once with one request in flight, to compare the loops alone), our
-``combee-gepa``, our ``sequential`` ACE and our ``combee``; and the PyPI ``ace-framework``
+``combee-gepa``, our ``async-gepa`` (the same minibatch, its stages decoupled, several proposals
+in flight, its budget reserved at dispatch), our ``sequential`` ACE and our ``combee``; and the PyPI ``ace-framework``
 package's ACE (0.7.1: the current release needs Python >= 3.12), reported as run or as
-"cannot run: <reason>".
+"cannot run: <reason>"; then the PyPI ``textgrad`` package (0.1.8, its own loop: forward, an LLM
+loss, backward through both, one ``TextualGradientDescent`` step per example, through an
+``EngineLM`` of ours), our serial ``textgrad`` (one request in flight) and ``combee-textgrad``,
+and DSPy's ``MIPROv2`` (3.4, ``auto="light"``, through ``dspy.LM`` on the endpoint).
 
 Our roles are answered by the task world; the peers' prompts, which the world cannot play, by
 :class:`~combee_fast.sim.peers.PeerReplies` (text of the length our roles' replies have, in the
@@ -21,8 +25,10 @@ the sum of its latencies). GEPA runs use the same train and validation slices an
 metric-call budget; the ACE runs learn from the same train slice without validation.
 
 Last line: ``gepa_pypi_s_per_call=<a> gepa_ours_s_per_call=<b> combee_gepa_s_per_call=<c>
-combee_ace_s_per_sample=<d> sequential_ace_s_per_sample=<e>`` (per metric call for GEPA, per
-training sample for ACE).
+combee_ace_s_per_sample=<d> sequential_ace_s_per_sample=<e> textgrad_pypi_s_per_sample=<f>
+textgrad_ours_s_per_sample=<g> combee_textgrad_s_per_sample=<h> mipro_s_per_metric_call=<i>
+async_gepa_s_per_call=<j> async_gepa_overshoot=<k>`` (per metric call for GEPA and MIPROv2, per
+training sample for ACE and TextGrad; ``k``: the metric calls ``async-gepa`` made past the budget).
 """
 
 from __future__ import annotations
@@ -31,11 +37,16 @@ import argparse
 import asyncio
 import importlib.metadata
 import importlib.util
+import logging
 import os
 import sys
+import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+# This folder holds scripts named like the peers (bench/textgrad.py): the peers are the installed packages.
+sys.path[:] = [entry for entry in sys.path if os.path.abspath(entry or ".") != os.path.dirname(os.path.abspath(__file__))]
 
 from combee_fast.config import EndpointSpec, GepaConfig, MapConfig, SessionConfig, TaskConfig, TransportConfig
 from combee_fast.endpoint.blocking import BlockingChat
@@ -45,10 +56,10 @@ from combee_fast.gepa.interop import CombeeReflectionStrategy
 from combee_fast.run.batch_plans import FixedBatch
 from combee_fast.schema import Example
 from combee_fast.session import open_session
-from combee_fast.sim.instructions import InstructionWorld
 from combee_fast.sim.peers import PeerReplies, PeerRouter
 from combee_fast.sim.server import SimServer
-from combee_fast.sim.spans import chain_depth, peak_overlap
+from combee_fast.sim.spans import chain_depth, chain_seconds, peak_overlap
+from combee_fast.sim.textgrad import TextGradWorld
 from combee_fast.tasks.registry import get_task
 
 PRESET = "flat"
@@ -196,6 +207,116 @@ def run_ace_framework(url: str, train_set: Sequence[Example]) -> dict[str, Any]:
             "peak_client": chat.peak_in_flight}
 
 
+TEXTGRAD_EVALUATION = (
+    "Judge the model answer to the question against the grader remarks: say whether it is correct and, if not, "
+    "what exactly went wrong. Be concise and concrete."
+)
+
+
+def textgrad_pypi_available() -> bool:
+    return importlib.util.find_spec("textgrad") is not None
+
+
+def run_textgrad_pypi(url: str, task: Any, train_set: Sequence[Example], *, batch: int = 1) -> dict[str, Any]:
+    """The PyPI ``textgrad`` package's own loop (blocking; run it in a thread): a system-prompt
+    :class:`textgrad.Variable` under a ``BlackboxLLM``, an LLM loss (``MultiFieldEvaluation`` of
+    the question, the answer and the grader's remarks), ``backward`` through both calls and a
+    ``TextualGradientDescent`` step per ``batch`` examples (1: one step per example, as our
+    ``textgrad``), every call through an engine of ours (its documented extension point,
+    ``EngineLM``) that calls the endpoint."""
+    os.environ.setdefault("TEXTGRAD_LOG_DIR", tempfile.mkdtemp(prefix="textgrad-logs-"))  # it logs to ./logs/
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # litellm (its dependency) would fetch its cost map
+    import textgrad as tg
+    from textgrad.engine import EngineLM
+
+    logging.getLogger("textgrad").propagate = False  # its log file only, not the console ace-framework set up
+
+    from combee_fast.textgrad.variable import PromptVariable
+
+    chat = BlockingChat(url, "sim")
+
+    class EndpointEngine(EngineLM):
+        model_string = "sim"
+
+        def generate(self, prompt: str, system_prompt: str | None = None, **kwargs: Any) -> str:
+            system = [{"role": "system", "content": system_prompt}] if system_prompt else []
+            return chat([*system, {"role": "user", "content": prompt}])
+
+        def __call__(self, prompt: str, **kwargs: Any) -> str:
+            return self.generate(prompt, **kwargs)
+
+    engine = EndpointEngine()
+    tg.set_backward_engine(engine, override=True)
+    prompt = tg.Variable(PromptVariable.seed().render(), requires_grad=True,
+                         role_description="system prompt of the model that answers the questions")
+    model = tg.BlackboxLLM(engine, system_prompt=prompt)
+    optimizer = tg.TGD(parameters=[prompt], engine=engine)
+    loss = tg.loss.MultiFieldEvaluation(
+        tg.Variable(TEXTGRAD_EVALUATION, requires_grad=False, role_description="evaluation instruction"),
+        role_descriptions=["question", "model answer", "grader remarks"], engine=engine)
+    steps = 0
+    try:
+        for start in range(0, len(train_set), batch):
+            optimizer.zero_grad()
+            losses = []
+            for example in train_set[start: start + batch]:
+                question = tg.Variable(example.input, requires_grad=False, role_description="question to the model")
+                answer = model(question)
+                final = answer.value.rsplit("Final answer:", 1)[-1].strip()
+                remarks = tg.Variable(task.score(example, final).feedback or "(none)", requires_grad=False,
+                                      role_description="grader remarks")
+                losses.append(loss([question, answer, remarks]))
+            tg.sum(losses).backward()
+            optimizer.step()
+            steps += 1
+    finally:
+        chat.close()
+    return {"sim_seconds": chat.sim_seconds, "calls": chat.calls, "samples": len(train_set), "steps": steps,
+            "prompt_lines": len(prompt.value.splitlines())}
+
+
+def dspy_version() -> str | None:
+    """The installed dspy's version (None: not installed)."""
+    try:
+        return importlib.metadata.version("dspy")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def run_mipro(url: str, task: Any, train_set: Sequence[Example], val_set: Sequence[Example], *,
+              seed: int) -> dict[str, Any]:
+    """DSPy's MIPROv2 with its defaults (``auto="light"``: bootstrapped demos, grounded instruction
+    proposals, an Optuna search of minibatch trials) compiling ``ChainOfThought("question ->
+    answer")`` on ``train_set``, validated on ``val_set`` (blocking; run it in a thread). Its LM
+    is ``dspy.LM`` on the endpoint (litellm's OpenAI-compatible client, no cache). Its calls are
+    counted from the server's spans; ``metric_calls`` are the metric's invocations."""
+    os.environ.setdefault("DSPY_CACHEDIR", tempfile.mkdtemp(prefix="dspy-cache-"))
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    os.environ.setdefault("TQDM_DISABLE", "1")  # its evaluations' progress bars
+    import dspy
+
+    dspy.disable_logging()
+
+    by_question = {e.input: e for e in [*train_set, *val_set]}
+    graded = 0
+
+    def metric(example: Any, prediction: Any, trace: Any = None) -> float:
+        nonlocal graded
+        graded += 1
+        return task.score(by_question[example.question], str(getattr(prediction, "answer", "") or "")).value
+
+    def data(examples: Sequence[Example]) -> list[Any]:
+        return [dspy.Example(question=e.input, answer=e.target or "").with_inputs("question") for e in examples]
+
+    lm = dspy.LM("openai/sim", api_base=url, api_key="none", cache=False, temperature=0.0, max_tokens=1024,
+                 num_retries=0)
+    optimizer = dspy.MIPROv2(metric=metric, prompt_model=lm, task_model=lm, auto="light", seed=seed, verbose=False)
+    with dspy.context(lm=lm):
+        best = optimizer.compile(dspy.ChainOfThought("question -> answer"), trainset=data(train_set),
+                                 valset=data(val_set), minibatch_size=min(35, len(val_set)))
+    return {"metric_calls": graded, "samples": len(train_set), "trials": len(getattr(best, "trial_logs", {}))}
+
+
 async def _measured(server: SimServer, work: Callable[[], Any]) -> tuple[Any, int, int]:
     mark = server.span_count()
     outcome = await work()
@@ -240,12 +361,48 @@ async def run_ours_ace(server: SimServer, args: PeersArgs, method: str, batch: i
     )
 
 
+async def run_ours_textgrad(server: SimServer, args: PeersArgs, method: str, batch: int, name: str, *,
+                            concurrency: int | None = None) -> PeerRow:
+    config = _session_config(server.url, args, method, val=0, concurrency=concurrency)  # every call is learning
+    async with open_session(config) as session:
+        result, depth, peak = await _measured(server, lambda: session.train(plan=FixedBatch(batch)))
+    return PeerRow(name, result.train_sim_seconds, result.samples, result.rollouts, result.calls, result.steps, depth,
+                   peak)
+
+
+async def run_prompt_peers(server: SimServer, args: PeersArgs, task: Any, train_set: Sequence[Example],
+                           val_set: Sequence[Example]) -> list[PeerRow]:
+    """The PyPI textgrad and DSPy's MIPROv2 beside our serial and Combee TextGrad; a peer that
+    cannot run gets a row saying why. MIPROv2's seconds are the critical path of its spans
+    (:func:`~combee_fast.sim.spans.chain_seconds`): litellm does not report the server's latency."""
+    rows: list[PeerRow] = []
+    if not textgrad_pypi_available():
+        rows.append(PeerRow("textgrad (PyPI)", reason="cannot run: the textgrad package is not installed "
+                            "(pip install -e '.[bench]')"))
+    else:
+        got, depth, peak = await _measured(server, lambda: asyncio.to_thread(run_textgrad_pypi, server.url, task,
+                                                                             train_set))
+        rows.append(PeerRow(f"textgrad (PyPI {importlib.metadata.version('textgrad')})", got["sim_seconds"],
+                            got["samples"], got["samples"], got["calls"], got["steps"], depth, peak, comparable=False))
+    rows.append(await run_ours_textgrad(server, args, "textgrad", 1, "textgrad (ours, 1 in flight)", concurrency=1))
+    rows.append(await run_ours_textgrad(server, args, "combee-textgrad", args.ace_batch, "combee-textgrad"))
+    if dspy_version() is None:
+        rows.append(PeerRow("MIPROv2 (DSPy)", reason="cannot run: dspy is not installed (pip install -e '.[bench]')"))
+        return rows
+    mark = server.span_count()
+    got = await asyncio.to_thread(run_mipro, server.url, task, train_set, val_set, seed=args.seed)
+    spans = server.spans(mark)
+    rows.append(PeerRow(f"MIPROv2 (DSPy {dspy_version()})", chain_seconds(spans), got["samples"], got["metric_calls"],
+                        len(spans), got["trials"], chain_depth(spans), peak_overlap(spans), comparable=False))
+    return rows
+
+
 async def run_peers(args: PeersArgs) -> list[PeerRow]:
     """Every peer on one endpoint, in order; a peer that cannot run gets a row with its reason."""
     task = get_task(args.task)
     train_set = task.load("train").examples[: args.train]
     val_set = task.load("val").examples[: args.val]
-    world = InstructionWorld.for_task(task)
+    world = TextGradWorld.for_task(task)  # the ACE, GEPA and TextGrad roles
     rows: list[PeerRow] = []
     async with SimServer(PeerRouter(world, PeerReplies(world)), preset=PRESET, time_scale=args.time_scale,
                          seed=args.seed) as server:
@@ -262,6 +419,7 @@ async def run_peers(args: PeersArgs) -> list[PeerRow]:
         rows.append(await run_ours_gepa(server, args, "gepa", "gepa (ours, 1 in flight)",
                                         concurrency=1))
         rows.append(await run_ours_gepa(server, args, "combee-gepa", "combee-gepa"))
+        rows.append(await run_ours_gepa(server, args, "async-gepa", "async-gepa"))
         rows.append(await run_ours_ace(server, args, "sequential", 1))
         rows.append(await run_ours_ace(server, args, "combee", args.ace_batch))
         if ace_framework_version() is None:
@@ -272,6 +430,7 @@ async def run_peers(args: PeersArgs) -> list[PeerRow]:
                 run_ace_framework, server.url, train_set))
             rows.append(PeerRow(f"ACE (ace-framework {ace_framework_version()})", got["sim_seconds"], got["samples"],
                                 got["samples"], got["calls"], got["samples"], depth, peak, comparable=False))
+        rows += await run_prompt_peers(server, args, task, train_set, val_set)
     return rows
 
 
@@ -322,8 +481,14 @@ def faithfulness(rows: Sequence[PeerRow], val: int) -> list[str]:
     return lines
 
 
-def last_line(rows: Sequence[PeerRow]) -> str:
+def last_line(rows: Sequence[PeerRow], budget: int = PeersArgs().budget) -> str:
     by = {r.name: r for r in rows}
+
+    def by_prefix(prefix: str) -> str:  # a peer's row is named with its installed version
+        return next(name for name in by if name.startswith(prefix))
+
+    def overshoot(r: PeerRow) -> str:
+        return "nan" if r.reason is not None else str(max(0, r.metric_calls - budget))
 
     def value(name: str, per_sample: bool) -> str:
         r = by[name]
@@ -334,7 +499,13 @@ def last_line(rows: Sequence[PeerRow]) -> str:
     return (f"gepa_pypi_s_per_call={value('gepa (PyPI)', False)} gepa_ours_s_per_call={value('gepa (ours)', False)} "
             f"combee_gepa_s_per_call={value('combee-gepa', False)} "
             f"combee_ace_s_per_sample={value('combee ACE', True)} "
-            f"sequential_ace_s_per_sample={value('sequential ACE', True)}")
+            f"sequential_ace_s_per_sample={value('sequential ACE', True)} "
+            f"textgrad_pypi_s_per_sample={value(by_prefix('textgrad (PyPI'), True)} "
+            f"textgrad_ours_s_per_sample={value('textgrad (ours, 1 in flight)', True)} "
+            f"combee_textgrad_s_per_sample={value('combee-textgrad', True)} "
+            f"mipro_s_per_metric_call={value(by_prefix('MIPROv2 (DSPy'), False)} "
+            f"async_gepa_s_per_call={value('async-gepa', False)} "
+            f"async_gepa_overshoot={overshoot(by['async-gepa'])}")
 
 
 NOTES = (
@@ -346,6 +517,11 @@ NOTES = (
     "'1 in flight' row runs our loop with one request at a time: that is the like-for-like comparison.",
     "calls/iteration also follows how often a child is accepted (each acceptance grades the whole val slice),",
     "which depends on the answers each endpoint route gives, not on the loop.",
+    "textgrad (PyPI) makes 5 calls per example (forward, loss, two backward calls: loss to answer, answer to",
+    "prompt, and its step); ours 4 (one gradient call reads the whole conversation); and its step rewrites the",
+    "whole prompt (a reply that grows with it) where ours replies with the lines to change. MIPROv2's seconds",
+    "are the critical path of its request spans (its litellm client does not report the server's latency);",
+    "its iterations are its search trials; only its evaluations run in parallel (its 8 threads: peak 8).",
 )
 
 
@@ -367,7 +543,7 @@ def main() -> None:
           f"{args.budget} metric calls, seed {args.seed}; simulated seconds on the critical path", file=sys.stderr)
     for line in (*table(rows), *NOTES, ACE_FRAMEWORK_NOTE + ".", *faithfulness(rows, args.val)):
         print(line)
-    print(last_line(rows))
+    print(last_line(rows, args.budget))
 
 
 if __name__ == "__main__":

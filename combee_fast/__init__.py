@@ -8,8 +8,8 @@ package stays cheap and compiles nothing: Numba kernels compile on first call or
     SessionConfig, TrainConfig, ...        the configuration tree (combee_fast.config)
     load_config                            a TOML or JSON run description
     TrainResult, EvalResult                what training and evaluation return
-    LEARNERS                               the registered learners (ace, gepa) and their methods
-    Playbook, Candidate                    what ACE and GEPA learn and deploy
+    LEARNERS                               the registered learners (ace, gepa, textgrad) and their methods
+    Playbook, Candidate, PromptVariable    what ACE, GEPA and TextGrad learn and deploy
     OnlineLearner, ThreadedLearner, ProcessLearner   embedded online learners
     Release, ReleaseConfig                 which versions serve requests, and the release policy
     CombeeError, ConfigError, ...          every error (combee_fast.errors)
@@ -31,6 +31,7 @@ _EXPORTS: dict[str, str] = {
     "MapConfig": "combee_fast.config",
     "CombeeConfig": "combee_fast.config",
     "GepaConfig": "combee_fast.config",
+    "PipelineConfig": "combee_fast.config",
     "ControllerConfig": "combee_fast.config",
     "EvalConfig": "combee_fast.config",
     "TransportConfig": "combee_fast.config",
@@ -47,6 +48,7 @@ _EXPORTS: dict[str, str] = {
     "LEARNERS": "combee_fast.learners",
     "Playbook": "combee_fast.playbook",
     "Candidate": "combee_fast.gepa.candidate",
+    "PromptVariable": "combee_fast.textgrad.variable",
     "Rollout": "combee_fast.schema",
     "Example": "combee_fast.schema",
     "OnlineLearner": "combee_fast.embedded.online",

@@ -38,7 +38,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="combee", description="Parallel prompt learning (Combee) on a streaming engine.")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
-    learn = commands.add_parser("learn", help="learn a playbook (ACE) or a prompt (GEPA) from a task's train split")
+    learn = commands.add_parser("learn", help="learn a playbook (ACE) or a prompt (GEPA, TextGrad) from a task's "
+                                              "train split")
     flags.add_task_flags(learn)
     flags.add_learn_flags(learn)
     learn.add_argument("--out", help="run directory (default: runs/<task>-<method>-<date-time>)")
@@ -59,7 +60,8 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--split", default="test",
                           help="split name, optionally sliced: test[0:50] (default: test, which is only reported on)")
     evaluate.add_argument("--playbook", required=True, metavar="FILE",
-                          help="a run's final.json or best.json, of any learner (a playbook, a GEPA candidate)")
+                          help="a run's final.json or best.json, of any learner (a playbook, a GEPA candidate, a "
+                               "TextGrad prompt)")
     evaluate.add_argument("--card", help="an experiment card: record this report in its usage record")
     evaluate.add_argument("--out", help="the evaluation's folder: eval.json, results.jsonl (per example), report.md, "
                                         "prompt.txt (default: eval-<split>-<date-time> beside --playbook)")
@@ -130,10 +132,10 @@ async def _learn(args: argparse.Namespace) -> int:
         return await _resume(args)
     config = flags.session_config(args)
     choice = resolve(config.learner, config.method)
-    if getattr(args, "cfg__train__batch_size", None) is not None and choice.kind.batch_size(choice.method, config) != \
+    if hasattr(args, "cfg__train__batch_size") and choice.kind.batch_size(choice.method, config) != \
             config.train.batch_size:
-        raise ConfigError(f"--batch-size is ACE's; learner {choice.kind.name} takes its minibatch from --minibatch "
-                          "(serial) and --combee-minibatch")
+        raise ConfigError(f"--batch-size is ACE's (and 'auto' asks for the planner); learner {choice.kind.name}'s "
+                          f"method {choice.shown} takes its minibatch from --minibatch (serial) or --combee-minibatch")
     out = args.out or f"runs/{config.task.name}-{choice.shown}-{time.strftime('%Y%m%d-%H%M%S')}"
     check_run_target(out, overwrite=args.overwrite)
     usage, gpus, stops = None, args.gpus, ()

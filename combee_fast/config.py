@@ -4,7 +4,7 @@
     ├── task:        TaskConfig        which task, its options, which splits
     ├── map:         MapConfig         the per-item chain (ACE rounds, carried chains, timeout, width)
     ├── combee:      CombeeConfig      augmented shuffle and reduce shape
-    ├── gepa:        GepaConfig        GEPA's search (learner "gepa")
+    ├── gepa:        GepaConfig        GEPA's search (learner "gepa"; pipeline: PipelineConfig, async-gepa's stages)
     ├── controller:  ControllerConfig  the dynamic batch-size controller (--batch-size auto)
     ├── train:       TrainConfig       epochs, batch size, validation cadence, stop rules
     ├── eval:        EvalConfig        held-out evaluation
@@ -53,6 +53,10 @@ def _at_least(owner: str, minimum: int | float, **values: int | float | None) ->
     for name, value in values.items():
         if value is not None and value < minimum:
             raise ConfigError(f"{owner}.{name} must be >= {minimum}, got {value}")
+
+
+AUTO = "auto"
+"""``train.batch_size = "auto"`` or ``gepa.combee_minibatch = "auto"`` (TOML, JSON, ``--batch-size auto``): the batch-size controller; read as None."""
 
 
 class TaskConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -105,26 +109,76 @@ class CombeeConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
         _at_least("combee", 2, max_fan_in=self.max_fan_in)
 
 
+STALENESS_POLICIES = ("full", "guarded")
+"""What the asynchronous GEPA pipeline does with a proposal the pool moved past (:mod:`combee_fast.gepa.staleness`)."""
+
+
+class PipelineConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """The asynchronous GEPA pipeline (method ``async-gepa``, :mod:`combee_fast.gepa.pipeline`).
+
+    ``proposals``: proposals in flight at once (1: the synchronous loop, one iteration after the
+    other). The other limits are each stage's tasks in flight at once: ``grade`` (parents graded
+    on their minibatch), ``reflect`` (reflection maps), ``aggregate`` (aggregation trees),
+    ``screen`` (children graded on their minibatch) and ``validate`` (accepted children graded on
+    the validation set); no stage queue holds more than ``proposals`` tasks. ``staleness``: what
+    happens to a child whose pool moved on while it was made (``full``: it is screened against
+    the pool as it now is; ``guarded``: it is dropped when more than ``max_staleness`` candidates
+    joined the pool since its parent was drawn). ``reflection``: how a proposal reflects, ``combee``
+    (shuffled groups and the aggregation tree, as ``combee-gepa``) or ``serial`` (one call, as
+    serial GEPA; its merge stage makes no call).
+    """
+
+    proposals: int = 4
+    grade: int = 4
+    reflect: int = 4
+    aggregate: int = 4
+    screen: int = 4
+    validate: int = 4
+    staleness: str = "full"
+    max_staleness: int = 2
+    reflection: str = "combee"
+
+    def __post_init__(self) -> None:
+        _at_least("gepa.pipeline", 1, proposals=self.proposals, grade=self.grade, reflect=self.reflect,
+                  aggregate=self.aggregate, screen=self.screen, validate=self.validate)
+        _at_least("gepa.pipeline", 0, max_staleness=self.max_staleness)
+        if self.staleness not in STALENESS_POLICIES:
+            raise ConfigError(f"gepa.pipeline.staleness must be one of {', '.join(STALENESS_POLICIES)}, "
+                              f"got {self.staleness!r}")
+        if self.reflection not in ("combee", "serial"):
+            raise ConfigError(f"gepa.pipeline.reflection must be combee or serial, got {self.reflection!r}")
+
+    def limits(self) -> dict[str, int]:
+        """Each stage's in-flight limit, by stage name, in the order a proposal goes through them."""
+        return {"grade": self.grade, "reflect": self.reflect, "aggregate": self.aggregate, "screen": self.screen,
+                "validate": self.validate}
+
+
 class GepaConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """GEPA's evolutionary search over a system prompt (learner ``gepa``).
 
     ``minibatch``: examples per iteration of serial GEPA (method ``gepa``, GEPA's default);
-    ``combee_minibatch``: examples per iteration of the batched methods (``combee-gepa``, and
-    ``naive`` on the GEPA learner). ``max_metric_calls``: the budget; every evaluation of a
-    candidate on one example (minibatch or validation) is one metric call, as GEPA counts them,
-    and no iteration starts once it is spent. ``max_epochs``: also stop before the first
-    minibatch of that pass over the train split (None: the budget alone stops the search; GEPA
-    does not read ``train.epochs``). ``skip_perfect``: no reflection when the parent already
-    scores 1 on the whole minibatch (GEPA's default).
+    ``combee_minibatch``: examples per iteration of the batched methods (``combee-gepa``,
+    ``async-gepa``, and ``naive`` on the GEPA learner); ``"auto"`` (read as None): the live
+    planner sizes each iteration's minibatch. ``max_metric_calls``: the budget; every evaluation
+    of a candidate on one example (minibatch or validation) is one metric call, as GEPA counts
+    them, and no iteration starts once it is spent (``async-gepa`` reserves each proposal's calls
+    when it starts it, so it never spends past the budget). ``max_epochs``: also stop before the
+    first minibatch of that pass over the train split (None: the budget alone stops the search;
+    GEPA does not read ``train.epochs``). ``skip_perfect``: no reflection when the parent
+    already scores 1 on the whole minibatch (GEPA's default). ``pipeline``: ``async-gepa``'s stages.
     """
 
     minibatch: int = 3
-    combee_minibatch: int = 40
+    combee_minibatch: int | Literal["auto"] | None = 40
     max_metric_calls: int = 3000
     max_epochs: int | None = None
     skip_perfect: bool = True
+    pipeline: PipelineConfig = msgspec.field(default_factory=PipelineConfig)
 
     def __post_init__(self) -> None:
+        if self.combee_minibatch == AUTO:
+            msgspec.structs.force_setattr(self, "combee_minibatch", None)
         _at_least("gepa", 1, minibatch=self.minibatch, combee_minibatch=self.combee_minibatch,
                   max_metric_calls=self.max_metric_calls, max_epochs=self.max_epochs)
 
@@ -189,10 +243,6 @@ class ControllerConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
             raise ConfigError(f"controller: need growth >= 1 and time_slack >= 0, got {self.growth}, {self.time_slack}")
         if not self.min_group <= self.group_records:
             raise ConfigError(f"controller: need min_group <= group_records, got {self.min_group}, {self.group_records}")
-
-
-AUTO = "auto"
-"""``train.batch_size = "auto"`` (TOML, JSON, ``--batch-size auto``): the batch-size controller; read as None."""
 
 
 class TrainConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -418,8 +468,8 @@ class CacheConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
 
 class SessionConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """Everything a learning run needs. ``learner`` (``ace``, ``gepa``; None: the one the method
-    names, ACE for ``sequential``/``naive``/``combee``) and ``method`` pick the registered pair
+    """Everything a learning run needs. ``learner`` (``ace``, ``gepa``, ``textgrad``; None: the one
+    the method names, ACE for ``sequential``/``naive``/``combee``) and ``method`` pick the registered pair
     (:mod:`combee_fast.learners`). Roles without an endpoint URL are served by the local server
     (``local``) or else the in-process simulated endpoint; without ``local``, either every role
     has a URL or none has."""

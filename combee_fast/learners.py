@@ -2,7 +2,8 @@
 
     learner   methods (the name ledgers and summaries show)
     ace       sequential, naive, combee
-    gepa      sequential (gepa), naive (naive-gepa), combee (combee-gepa)
+    gepa      sequential (gepa), naive (naive-gepa), combee (combee-gepa), async (async-gepa)
+    textgrad  sequential (textgrad), naive (naive-textgrad), combee (combee-textgrad)
 
 A run names a learner and a method (``SessionConfig.learner``, ``SessionConfig.method``); the
 learner may be left out, and the method's name then says which: a learner's display names
@@ -20,12 +21,16 @@ from combee_fast.ace.kind import ACE
 from combee_fast.errors import ConfigError
 from combee_fast.gepa.kind import GEPA
 from combee_fast.protocols import LearnerKind
+from combee_fast.textgrad.kind import TEXTGRAD
 
-LEARNERS: dict[str, LearnerKind[Any, Any]] = {"ace": ACE, "gepa": GEPA}
+LEARNERS: dict[str, LearnerKind[Any, Any]] = {"ace": ACE, "gepa": GEPA, "textgrad": TEXTGRAD}
 """Every learner, by name."""
 
 DEFAULT_LEARNER = "ace"
 """The learner of the plain method names."""
+
+SERIAL_METHOD = "sequential"
+"""Every learner's serial method: the baseline an experiment card names by default."""
 
 
 class Choice(NamedTuple):
@@ -65,6 +70,28 @@ def resolve(learner: str | None, method: str) -> Choice:
         raise ConfigError(f"unknown method {method!r} for learner {kind.name!r}; choose one of: "
                           f"{', '.join(kind.methods) if learner else ', '.join(method_names())}")
     return Choice(kind, method)
+
+
+def serial_baselines() -> dict[str, str]:
+    """The serial methods an experiment card may name as its baseline, each with what it runs:
+    :data:`SERIAL_METHOD` on the learner of the configuration it is compared with, and each
+    learner's own name for its serial method (``gepa``, ``textgrad``) on that learner."""
+    names = {SERIAL_METHOD: "the verified configuration's learner, serially; ACE in diagnose"}
+    for name, kind in LEARNERS.items():
+        shown = kind.methods.get(SERIAL_METHOD, SERIAL_METHOD)
+        if shown != SERIAL_METHOD:
+            names[shown] = f"learner {name}, serially"
+    return names
+
+
+def serial_baseline(method: str, learner: str | None) -> Choice:
+    """The serial baseline a card's ``method`` names (one of :func:`serial_baselines`): on
+    ``learner`` (None: ACE) for :data:`SERIAL_METHOD`, on its own learner for a learner's name;
+    :class:`ConfigError` naming the choices for any other method."""
+    if method not in serial_baselines():
+        raise ConfigError(f"serial baseline {method!r} is not a serial method; a card may name "
+                          f"{', '.join(serial_baselines())}")
+    return resolve(learner if method == SERIAL_METHOD else None, method)
 
 
 def kind_of_file(path: str | Path) -> tuple[LearnerKind[Any, Any], Any]:

@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from combee_fast.config import SessionConfig
     from combee_fast.methods.base import Applied, EvalResult, StepResult, StepShape
     from combee_fast.run.context import LearnContext
+    from combee_fast.run.rundir import RunDir
     from combee_fast.run.state import TrainState
     from combee_fast.schema import CallError, Example, Proposal, Rollout, Usage
     from combee_fast.tasks.base import Score, Split
@@ -297,6 +298,11 @@ class LearnerKind(Protocol[A, D]):
 
     def batch_size(self, method: str, config: SessionConfig) -> int | None:
         """The fixed batch size of ``method`` (None: the batch-size controller plans it)."""
+        ...
+
+    def live_plan(self, method: str, config: SessionConfig, run_dir: RunDir | None) -> BatchPlan | None:
+        """This learner's own live planner of ``method``'s batches, when they are planned (None:
+        the generic one, :class:`~combee_fast.run.batch_plans.LivePlan`)."""
         ...
 
     def build_method(self, method: str, context: LearnContext) -> Method[A]:

@@ -44,8 +44,8 @@ from combee_fast.run.stops import (FailingCalls, Interrupted, NoImprovement, Sco
 from combee_fast.run.train import Training, TrainResult, train
 from combee_fast.run.usage import SplitUsage, append_usage, usage_entry
 from combee_fast.schema import Example
-from combee_fast.sim.instructions import InstructionWorld
 from combee_fast.sim.server import SimServer
+from combee_fast.sim.worlds import task_world
 from combee_fast.tasks.base import Split
 from combee_fast.tasks.heldout import check_disjoint, check_use
 from combee_fast.tasks.registry import get_task
@@ -141,7 +141,8 @@ class Session:
         return uses
 
     async def batch_plan(self, run_dir: RunDir | None = None, *, method: str | None = None) -> BatchPlan:
-        """The configured plan: the method's fixed batch size, or (None) the live planner, or
+        """The configured plan: the method's fixed batch size, or (None) the live planner (the
+        learner's own when it has one, :meth:`~combee_fast.protocols.LearnerKind.live_plan`), or
         (``controller.mode = "paper"``) the paper's rule, bounded by the simulated server's
         running-sequence capacity when it has one. Both planners stay within ``controller.max_batch``."""
         config, choice = self.config, self.resolve(method)
@@ -150,6 +151,9 @@ class Session:
         if size is not None:
             return FixedBatch(size)
         if config.controller.mode == "live":  # the endpoint's capacity is measured, not read from a preset
+            own = kind.live_plan(choice.method, config, run_dir)
+            if own is not None:
+                return own
             return await LivePlan.start(config.controller, config.combee, workers=config.map.workers,
                                         lessons=kind.lessons, rollout_role=kind.rollout_role, knob=self.agents,
                                         run_dir=run_dir)
@@ -427,7 +431,7 @@ async def _fallback_server(config: SessionConfig, task: Task,
         return None, None, None
     sim = config.sim
     try:
-        world = InstructionWorld.for_task(task, variant=sim.world)
+        world = task_world(task, variant=sim.world)  # every learner's roles
     except ValueError as exc:
         raise ConfigError(f"sim.world: {exc}") from None
     server = await stack.enter_async_context(SimServer(

@@ -22,14 +22,14 @@ LAYERS = [
     {"sim", "combee"},
     {"methods"},
     {"run"},
-    {"ace", "gepa"},
+    {"ace", "gepa", "textgrad"},
     {"learners"},
     {"embedded"},
     {"session"},
     {"verify"},
     {"flags", "demo", "cli"},
 ]
-LEARNER_PACKAGES = {"ace", "gepa"}
+LEARNER_PACKAGES = {"ace", "gepa", "textgrad"}
 """Packages that each register one learner in combee_fast.learners."""
 LAYER_OF = {name: level for level, names in enumerate(LAYERS) for name in names}
 

@@ -9,10 +9,10 @@ import combee_fast
 
 PUBLIC = {
     "__version__", "open_session", "Session", "SessionConfig", "TaskConfig", "TrainConfig", "MapConfig",
-    "CombeeConfig", "GepaConfig", "ControllerConfig", "EvalConfig", "TransportConfig", "EndpointSpec",
+    "CombeeConfig", "GepaConfig", "PipelineConfig", "ControllerConfig", "EvalConfig", "TransportConfig", "EndpointSpec",
     "SamplingConfig", "SimConfig", "CacheConfig", "OnlineConfig", "EmbedConfig", "ReleaseConfig", "load_config",
     "TrainResult", "Release", "ReleaseError",
-    "EvalResult", "LEARNERS", "Playbook", "Candidate", "Rollout", "Example", "OnlineLearner", "ThreadedLearner",
+    "EvalResult", "LEARNERS", "Playbook", "Candidate", "PromptVariable", "Rollout", "Example", "OnlineLearner", "ThreadedLearner",
     "ProcessLearner", "AppliedBatch", "CombeeError", "ConfigError", "CardError", "SplitChangedError",
     "PlaybookFileError", "PlaybookParseError", "TaskDataError", "ReplayCacheError", "EndpointUnreachable",
     "EndpointError", "CallsFailed", "LearnerProcessError", "StageTimeout",
@@ -24,7 +24,7 @@ def test_the_public_names_are_pinned_and_each_resolves() -> None:
     for name in PUBLIC:
         assert getattr(combee_fast, name) is not None, name
     assert issubclass(combee_fast.ConfigError, ValueError) and issubclass(combee_fast.CardError, combee_fast.ConfigError)
-    assert set(combee_fast.LEARNERS) == {"ace", "gepa"}
+    assert set(combee_fast.LEARNERS) == {"ace", "gepa", "textgrad"}
 
 
 def test_an_unknown_name_is_an_attribute_error() -> None:

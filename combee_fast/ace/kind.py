@@ -19,6 +19,7 @@ from combee_fast.playbook import Playbook
 from combee_fast.protocols import Method, StopRule
 from combee_fast.roles.agents import Agents
 from combee_fast.run.context import LearnContext
+from combee_fast.run.rundir import RunDir
 from combee_fast.run.stops import EpochsDone
 from combee_fast.schema import Example
 
@@ -37,6 +38,10 @@ class AceKind:
 
     def batch_size(self, method: str, config: SessionConfig) -> int | None:
         return config.train.batch_size
+
+    def live_plan(self, method: str, config: SessionConfig, run_dir: RunDir | None) -> None:
+        """ACE's batches are planned by the generic live planner."""
+        return None
 
     def build_method(self, method: str, context: LearnContext) -> Method[Playbook]:
         """``method`` over the session's role calls; collected traces have no rounds to carry."""

@@ -30,11 +30,11 @@ from combee_fast.gepa.revisions import changes_text, compose
 from combee_fast.protocols import Task
 from combee_fast.roles.agents import RoleClients
 from combee_fast.roles.base import convert, decode_json_object, fill, no_answer
+from combee_fast.roles.names import GEPA_AGGREGATOR_ROLE as AGGREGATOR_ROLE
+from combee_fast.roles.names import GEPA_PROPOSER_ROLE as PROPOSER_ROLE
+from combee_fast.roles.names import GEPA_SOLVER_ROLE as SOLVER_ROLE
 from combee_fast.schema import CallError, Example, Message, Usage
 
-SOLVER_ROLE = "gepa_solver"
-PROPOSER_ROLE = "gepa_proposer"
-AGGREGATOR_ROLE = "gepa_aggregator"
 
 SOLVER_MAX_TOKENS = 1024
 REWRITE_MAX_TOKENS = 8192

@@ -33,14 +33,18 @@ METHODS: dict[str, MethodFactory] = {
 
 
 def build_method(name: str, learner: Learner[Any, Any, Any], map_config: MapConfig, combee: CombeeConfig, *,
-                 seed: int) -> Method[Any]:
-    """The method ``name`` on ``learner``; :class:`~combee_fast.errors.ConfigError` if unknown."""
+                 seed: int, shown: str | None = None) -> Method[Any]:
+    """The method ``name`` on ``learner``, called ``shown`` in ledgers and summaries (default:
+    ``name``); :class:`~combee_fast.errors.ConfigError` if unknown."""
     from combee_fast.errors import ConfigError
 
     factory = METHODS.get(name)
     if factory is None:
         raise ConfigError(f"unknown method {name!r}; choose one of: {', '.join(METHODS)}")
-    return factory(learner, map_config, combee, seed=seed)
+    method = factory(learner, map_config, combee, seed=seed)
+    if shown is not None:
+        method.name = shown
+    return method
 
 
 __all__ = ["METHODS", "Applied", "Combee", "EvalResult", "Naive", "Sequential", "StepResult", "StepShape",

@@ -51,6 +51,22 @@ class EvalResult(msgspec.Struct, frozen=True):
         """The message of the first failed call ('' when none failed)."""
         return next((error.message for _, error in self.outcomes if error is not None), "")
 
+    @classmethod
+    def graded(cls, calls: Sequence[tuple[float, Usage, CallError | None]], sim_seconds: float) -> EvalResult:
+        """The result of one scored call per example: ``(score, usage, error)`` each, in the
+        examples' order (a failed call is unanswered, whatever its score)."""
+        answered = [score for score, _, error in calls if error is None]
+        failed: dict[str, int] = {}
+        for _, _, error in calls:
+            if error is not None:
+                failed[error.label] = failed.get(error.label, 0) + 1
+        return cls(
+            accuracy=sum(answered) / len(answered) if answered else 0.0, examples=len(calls), answered=len(answered),
+            unanswered=len(calls) - len(answered), unanswered_by_kind=dict(sorted(failed.items())),
+            sim_seconds=sim_seconds, scores=tuple(float(score) if error is None else 0.0 for score, _, error in calls),
+            outcomes=tuple((usage, error) for _, usage, error in calls),
+        )
+
 
 class StepResult(msgspec.Struct, Generic[A], frozen=True):
     """What one learning step did. ``artifact`` is the artifact after its apply(s);
@@ -79,11 +95,13 @@ class StepShape(msgspec.Struct, frozen=True):
     """Per-step overrides of the method's shape, set by a batch plan (None: the configured value).
 
     ``max_group``: records one curator reads; ``duplicates``: p of the augmented shuffle;
-    ``shuffle_salt`` > 0 draws the shuffle from a new seed path (a diversity remedy)."""
+    ``shuffle_salt`` > 0 draws the shuffle from a new seed path (a diversity remedy);
+    ``in_flight``: batches a method that runs several at once keeps in flight."""
 
     max_group: int | None = None
     duplicates: int | None = None
     shuffle_salt: int = 0
+    in_flight: int | None = None
 
 
 def rewards_of(traces: Sequence[Any]) -> tuple[float, ...]:

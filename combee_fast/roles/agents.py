@@ -81,10 +81,16 @@ class Agents:
         return RoleMap.of_clients(self.clients, seed=self.seed, temperature=self.temperature,
                                   use_ground_truth=self.use_ground_truth, sampling=self.sampling)
 
+    def note_call(self, role: str, error: CallError | None, text: str | None) -> None:
+        """Count a call of ``role`` made outside these four roles (another learner's calls on the
+        same clients), as the roles' own calls are: in :attr:`calls`, and when it failed in
+        :attr:`failures` and through :attr:`on_failure`."""
+        self._note(role, error, text)
+
     def _note(self, role: str, error: CallError | None, text: str | None) -> None:
         """Count a call of ``role``; keep its failure (kind, message, raw reply) if it failed, and
         hand it to :attr:`on_failure`."""
-        self.calls[role] += 1
+        self.calls[role] = self.calls.get(role, 0) + 1
         if error is not None:
             self.record_failure(role, error, text)
 

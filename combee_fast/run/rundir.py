@@ -9,7 +9,9 @@ only writer and reader of these files:
     deltas.jsonl         every apply that changed the artifact, replayable (ACE: playbook/deltalog.py)
     errors.jsonl         every failed or unusable call, as it happened
     playbooks/v*.json    every playbook version (ACE); candidates/c*.json every candidate and
-                         pool/v*.json the best one of each pool version (GEPA)
+                         pool/v*.json the best one of each pool version (GEPA); prompts/v*.json
+                         every prompt variable (TextGrad): a learner's version files, each
+                         ``<folder>/<letter><5+ digits>.json`` (:data:`VERSION_FILE`)
     final.json, best.json  the last and the best artifact, in the form users deploy
     summary.json         totals, accounting and how the run ended
     calls.json           calls per role, trimmed calls, failures
@@ -40,6 +42,7 @@ from __future__ import annotations
 import collections
 import fcntl
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Iterable
@@ -70,7 +73,19 @@ _RUN_FILES = ("config.json", "splits.json", "ledger.jsonl", "controller.jsonl", 
 _LOCK_FILE = ".lock"
 _APPENDED = {"_ledger": "ledger.jsonl", "_decisions": "controller.jsonl", "_deltas": "deltas.jsonl",
              "_errors": "errors.jsonl"}
-_RUN_FOLDERS = {"playbooks": "v*.json", "candidates": "c*.json", "pool": "v*.json"}  # ACE's versions, GEPA's pool
+VERSION_FOLDER = re.compile(r"[a-z][a-z_]*")
+VERSION_FILE = re.compile(r"[a-z]\d{5,}\.json")
+"""A learner's version file is ``<folder>/<file>`` directly in the run directory, the folder
+named by :data:`VERSION_FOLDER` and the file by this (``playbooks/v00001.json``): the run
+directory knows version folders by this shape, not by learner."""
+
+
+def _version_folders(path: Path) -> list[str]:
+    """The folders of ``path`` that hold a learner's version files."""
+    if not path.is_dir():
+        return []
+    return [entry.name for entry in path.iterdir() if entry.is_dir() and VERSION_FOLDER.fullmatch(entry.name)
+            and any(VERSION_FILE.fullmatch(file.name) for file in entry.iterdir())]
 
 
 def check_run_target(root: str | os.PathLike[str], *, overwrite: bool = False) -> Path:
@@ -116,8 +131,7 @@ def _failure_of(path: Path) -> str | None:
 
 
 def _holds_a_run(path: Path) -> bool:
-    return path.is_dir() and (any((path / name).exists() for name in _RUN_FILES)
-                              or any(any((path / folder).glob(pattern)) for folder, pattern in _RUN_FOLDERS.items()))
+    return path.is_dir() and (any((path / name).exists() for name in _RUN_FILES) or bool(_version_folders(path)))
 
 
 class RunDir:
@@ -215,7 +229,7 @@ class RunDir:
             os.rename(staging, target)
         else:
             trash = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.replaced-"))
-            for name in (*_RUN_FILES, *_RUN_FOLDERS):
+            for name in (*_RUN_FILES, *_version_folders(target)):
                 if (target / name).exists():
                     os.replace(target / name, trash / name)
             for entry in staging.iterdir():
@@ -317,10 +331,11 @@ class RunDir:
         deployable.save(self.root / name)
 
     def save_version(self, files: Iterable[tuple[str, bytes]]) -> None:
-        """A new version's files (``playbooks/v*.json``, ``candidates/c*.json``)."""
+        """A new version's files (``playbooks/v*.json``, ``candidates/c*.json``...: :data:`VERSION_FILE`)."""
         for name, data in files:
             path = self.root / name
-            if path.parent.name not in _RUN_FOLDERS or path.parent.parent != self.root:
+            if (path.parent.parent != self.root or not VERSION_FOLDER.fullmatch(path.parent.name)
+                    or not VERSION_FILE.fullmatch(path.name)):
                 raise ValueError(f"not a version file of a run: {name!r}")
             if not path.parent.is_dir():
                 path.parent.mkdir()

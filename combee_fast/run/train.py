@@ -14,7 +14,9 @@ examples, and the best artifact is the one with the highest such accuracy.
 
 The stop rules (:mod:`combee_fast.run.stops`) are asked after every step and once before the
 first: the first that answers ends the run there, cleanly (a failure rule raises instead; the
-artifact learned so far is saved as ``final.json`` first). A run stopped by a signal
+artifact learned so far is saved as ``final.json`` first). When the rule says the work is done
+(``ends = "done"``) and the method still carries work (an asynchronous method's proposals in
+flight), steps without items drain it first. A run stopped by a signal
 (``interrupt``) ends without validating and is marked ``interrupted``; one stopped by a limit
 says so in ``stopped_by``. With a run directory a checkpoint is written before the first step and
 after every completed one; a run resumed from one ends as it would have uninterrupted.
@@ -149,9 +151,12 @@ class Training(Generic[A]):
         return Batch(items, reason, epoch, time.perf_counter(), gpu)
 
     def next_batch(self) -> Batch | None:
-        """The next step's batch; None once a stop rule ended the run."""
+        """The next step's batch; None once a stop rule ended the run (after its carried work is
+        drained, when the rule says the work is done)."""
         state = self.state
         if state.stopping is not None:
+            if state.stop_ends == "done" and self.method.pending():
+                return self.clock_in((), "drain", state.epoch)  # work in flight finishes before a clean stop
             return None
         if state.position >= self.order.n and not self.method.batches_span_epochs:
             return self.clock_in((), "drain", state.epoch)  # chains carried past the epoch's last batch
@@ -171,8 +176,8 @@ class Training(Generic[A]):
             row = msgspec.structs.replace(row, gpu_seconds=self.gpu_clock.read(state.wall_seconds + wall) - batch.gpu_before)
         state.add_step(row, batch_size=len(batch.items), wall_seconds=wall)
         state.artifact, state.validated = result.artifact, None
-        if state.position >= self.order.n and not self.method.pending():
-            state.epoch, state.position = state.epoch + 1, 0
+        if state.position >= self.order.n and (self.method.batches_span_epochs or not self.method.pending()):
+            state.epoch, state.position = state.epoch + 1, 0  # a spanning method's pass ends with its last batch
         if result.artifact.version != previous.version:
             if self.run_dir is not None:
                 self.run_dir.save_version(self.kind.version_files(result.artifact))

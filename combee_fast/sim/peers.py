@@ -20,6 +20,14 @@ in the format the peer parses:
   sends it): our JSON, three sentences of reasoning and the instruction with one guidance line
   appended; in GEPA's default words (the current instruction in the first fenced block): the same
   reasoning, then the new instruction in a fenced block.
+- **an optimizer step of the PyPI textgrad** (its prompt asks for ``<IMPROVED_VARIABLE>`` tags):
+  three sentences, then the variable (the full system prompt its conversations show, else the
+  span it is given) with one guidance line appended, between those tags.
+- **a DSPy prompt** (fields marked ``[[ ## name ## ]]``, its chat adapter's format): every output
+  field the prompt asks for, in order, then ``[[ ## completed ## ]]``. When an input field holds a
+  task question, its reasoning and answer are the world's (lessons read from the system message,
+  as for a task question above); otherwise each field gets a value of its declared type (two
+  sentences of prose for text).
 - **a request with a JSON schema** (ace-framework's roles ask for structured output): an object
   of that schema (references and unions resolved, arrays empty), two sentences of prose in each
   string;
@@ -37,14 +45,23 @@ import orjson
 
 from combee_fast.sim.instructions import AGGREGATOR_ROLE, PROPOSER_ROLE, SOLVER_ROLE, instruction_lessons
 from combee_fast.sim.responders import Responder, SimRequest, example_for_schema
+from combee_fast.sim.textgrad import TEXTGRAD_ROLES
 from combee_fast.sim.world import TaskWorld, _prose
 
-WORLD_ROLES = frozenset({"generator", "reflector", "curator", "reducer", SOLVER_ROLE, PROPOSER_ROLE, AGGREGATOR_ROLE})
-"""The role headers the task world answers (the ACE roles and the GEPA roles)."""
+WORLD_ROLES = frozenset({"generator", "reflector", "curator", "reducer", SOLVER_ROLE, PROPOSER_ROLE, AGGREGATOR_ROLE,
+                         *TEXTGRAD_ROLES})
+"""The role headers the task world answers (the ACE, GEPA and TextGrad roles)."""
 
 _CURRENT = re.compile(r"<current_instruction>\n(.*?)\n?</current_instruction>", re.DOTALL)
 _FENCED = re.compile(r"```[^\n]*\n(.*?)```", re.DOTALL)
 _REVISION_LINE = re.compile(r"^\[(\d+\.\d+)\] ", re.MULTILINE)
+_IMPROVED = ("<IMPROVED_VARIABLE>", "</IMPROVED_VARIABLE>")
+_FULL_VARIABLE = (re.compile(r"<LM_SYSTEM_PROMPT> (.*?) </LM_SYSTEM_PROMPT>", re.DOTALL),
+                  re.compile(r"<VARIABLE> (.*?) </VARIABLE>", re.DOTALL))
+_DSPY_REMINDER = "Respond with the corresponding output fields"
+_DSPY_OUTPUT = re.compile(r"`\[\[ ## (\w+) ## \]\]`(?: \(must be formatted as a valid Python ([^)]*\)?)\))?")
+_DSPY_FIELD = re.compile(r"^\[\[ ## (\w+) ## \]\]$", re.MULTILINE)
+_LITERAL = re.compile(r"""Literal\[\s*['"]([^'"]*)['"]""")
 
 
 def _digest(text: str) -> int:
@@ -78,6 +95,19 @@ def _guided(current: str, seed: int) -> str:
     return f"{current}\n- {_prose(1, 'peer-guidance', seed)} ({seed % 9973})"
 
 
+def _typed(annotation: str, seed: int) -> str:
+    """A value a DSPy output field of Python type ``annotation`` ('' for text) parses."""
+    kind = annotation.strip()
+    if not kind or kind.startswith("str"):
+        return _prose(2, "peer-field", seed)
+    if (literal := _LITERAL.search(kind)) is not None:
+        return literal.group(1)
+    for prefix, value in (("bool", "True"), ("int", "1"), ("float", "0.5"), ("list", "[]"), ("dict", "{}")):
+        if kind.startswith(prefix):
+            return value
+    return _prose(2, "peer-field", seed)
+
+
 class PeerReplies:
     """A :class:`~combee_fast.sim.responders.Responder` for prompts the world cannot play
     (module docstring); ``world`` supplies the questions, answers and prose."""
@@ -99,6 +129,12 @@ class PeerReplies:
             return orjson.dumps({
                 "reasoning": _prose(3, "peer-merge", seed), "remove": [], "keep": list(dict.fromkeys(refs)), "add": [],
             }).decode()
+        if _IMPROVED[0] in prompt:
+            full = next((m for pattern in _FULL_VARIABLE if (m := pattern.search(prompt)) is not None), None)
+            variable = _guided(full.group(1).strip() if full is not None else "", seed)
+            return f"{_prose(3, 'peer-tgd', seed)}\n{_IMPROVED[0]}{variable}{_IMPROVED[1]}"
+        if _DSPY_REMINDER in prompt:
+            return self._dspy(system, prompt, seed)
         tagged = _CURRENT.search(prompt)
         if tagged is not None:
             instruction = _guided(tagged.group(1).strip("\n"), seed)
@@ -110,6 +146,24 @@ class PeerReplies:
         if request.json_schema is not None:
             return orjson.dumps(_filled(request.json_schema, request.json_schema.get("$defs", {}), seed)).decode()
         return _prose(6, "peer-other", seed)
+
+
+    def _dspy(self, system: str, prompt: str, seed: int) -> str:
+        """Every output field the DSPy prompt asks for (module docstring)."""
+        reminder = prompt.rfind(_DSPY_REMINDER)
+        outputs = [(name, kind) for name, kind in _DSPY_OUTPUT.findall(prompt[reminder:]) if name != "completed"]
+        pieces = _DSPY_FIELD.split(prompt[:reminder])
+        inputs = [value.strip() for value in pieces[2::2]]
+        question = next((q for value in inputs if (q := self.world._questions.get(value)) is not None), None)
+        values = {name: _typed(kind, seed + index) for index, (name, kind) in enumerate(outputs)}
+        if question is not None and outputs:
+            entries = [(f"i{n}", lesson) for n, lesson in enumerate(instruction_lessons(system))]
+            reply = self.world.answer(question, entries, "", _digest(system))
+            answer_field = next((name for name, _ in reversed(outputs) if name != "reasoning"), outputs[-1][0])
+            values[answer_field] = str(reply["final_answer"])
+            if "reasoning" in values:
+                values["reasoning"] = str(reply["reasoning"])
+        return "\n\n".join([*(f"[[ ## {name} ## ]]\n{value}" for name, value in values.items()), "[[ ## completed ## ]]"])
 
 
 class PeerRouter:

@@ -4,6 +4,9 @@
   finished. For calls that depend on each other (each sent when the last answered) it is their
   number; for waves of concurrent calls it is the number of waves: the critical path's depth.
 - :func:`peak_overlap`: the most requests in flight at one instant.
+- :func:`chain_seconds`: the longest total duration of such a chain: the critical path's
+  simulated seconds, without the client's own time between calls (for a client whose calls the
+  engine cannot time itself, e.g. a peer library's own HTTP client).
 
 Both are pure functions of the spans (simulated seconds), so they hold for any time scale as long
 as the client's own overhead between dependent calls stays above zero, which it always does.
@@ -11,6 +14,7 @@ as the client's own overhead between dependent calls stays above zero, which it 
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Sequence
 
 
@@ -35,3 +39,17 @@ def peak_overlap(spans: Sequence[tuple[float, float]]) -> int:
         open_now += step
         peak = max(peak, open_now)
     return peak
+
+
+def chain_seconds(spans: Sequence[tuple[float, float]]) -> float:
+    """The largest summed duration of a chain of spans, each starting at or after the previous
+    one's end (weighted interval scheduling: O(n log n)). Calls sent one after another give the
+    sum of their latencies; waves of concurrent calls, the sum of each wave's longest. Empty
+    spans give 0."""
+    ordered = sorted(spans, key=lambda span: (span[1], span[0]))
+    ends = [end for _, end in ordered]
+    best = [0.0]  # best[i]: the longest chain among the first i spans
+    for start, end in ordered:
+        before = bisect_right(ends, start, hi=len(best) - 1)  # spans ending at or before this one starts
+        best.append(max(best[-1], best[before] + end - start))
+    return best[-1]

@@ -1,15 +1,16 @@
 """The worlds a simulated endpoint plays: one task's, or several tasks' behind one server.
 
 :func:`task_world` is the world of one task as the in-process simulated endpoint builds it (the
-ACE roles and GEPA's, :class:`~combee_fast.sim.instructions.InstructionWorld`), so a standalone
+ACE roles, GEPA's and TextGrad's, :class:`~combee_fast.sim.textgrad.TextGradWorld`), so a standalone
 ``combee sim-server --world TASK`` answers exactly what a run without an endpoint would get.
 
 :class:`TaskWorlds` answers for several tasks at once (``combee sim-server`` with no ``--world``
 plays every bundled task): each request goes to the world that knows the question its prompt
-names (the ``<question>`` of a generator, reflector or GEPA solver prompt; the first graded
-example of a GEPA proposer prompt). A prompt that names no question (curator, reducer, GEPA
-aggregator: they read lessons, not questions) goes to the first world; those roles read only
-the curator curve and the reducer capacity, which every bundled world shares.
+names (the ``<question>`` of a generator, reflector, GEPA solver or TextGrad forward, loss or
+gradient prompt; the first graded example of a GEPA proposer prompt). A prompt that names no
+question (curator, reducer, GEPA aggregator, TextGrad step and merge: they read lessons, not
+questions) goes to the first world; those roles read only the curator curve and the reducer
+capacity, which every bundled world shares.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from collections.abc import Sequence
 from combee_fast.protocols import Task
 from combee_fast.sim.instructions import InstructionWorld
 from combee_fast.sim.responders import SimRequest
+from combee_fast.sim.textgrad import TextGradWorld
 from combee_fast.sim.world import _json_lines
 from combee_fast.tasks.registry import get_task
 
@@ -30,10 +32,10 @@ _QUESTION = re.compile(r"<question>\n(.*?)\n?</question>", re.DOTALL)
 _EXAMPLES = re.compile(r"<examples>\n(.*?)\n?</examples>", re.DOTALL)
 
 
-def task_world(task: Task, *, variant: str = "default") -> InstructionWorld:
+def task_world(task: Task, *, variant: str = "default") -> TextGradWorld:
     """The world of ``task`` (every split's examples), as the in-process simulated endpoint plays
     it; ValueError for an unknown ``variant``."""
-    return InstructionWorld.for_task(task, variant=variant)
+    return TextGradWorld.for_task(task, variant=variant)
 
 
 def asked_question(request: SimRequest) -> str | None:

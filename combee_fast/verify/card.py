@@ -8,7 +8,9 @@ A card is a TOML file with these tables (every field but ``task.options`` is req
                       external test split in the task's format, path relative to the working
                       directory), input_shape, output_shape,
                       success_metric, baseline_test_score (a score in [0, 1] or "unknown")
-    [serial_baseline] method, version, rollouts_to_converge (int or "unknown"),
+    [serial_baseline] method (one of :func:`~combee_fast.learners.serial_baselines`: ``sequential``
+                      on the compared configuration's learner, or a learner's own serial method,
+                      ``gepa``, ``textgrad``), version, rollouts_to_converge (int or "unknown"),
                       converged_score (score or "unknown"): "unknown" is filled in by `diagnose`
     [[hardware]]      name, exactly one of sim_preset (a simulator preset) or endpoints (a table
                       role|"default" -> {url, model, ...}, as in a run config), gpu_type,
@@ -44,6 +46,7 @@ import msgspec
 
 from combee_fast.config import RELEASE_POLICIES, ROLES, EndpointSpec, ReleaseConfig, SessionConfig
 from combee_fast.errors import CardError, CombeeError, ConfigError
+from combee_fast.learners import serial_baselines
 from combee_fast.sim.latency import PRESETS
 from combee_fast.tasks.heldout import SPLIT_ROLES, split_role
 from combee_fast.tasks.registry import get_task
@@ -293,6 +296,9 @@ def consistency_problems(card: Card) -> list[str]:
     rollouts = card.serial_baseline.rollouts_to_converge
     if rollouts != UNKNOWN and rollouts < 1:  # type: ignore[operator]
         problems.append(f"serial_baseline.rollouts_to_converge must be >= 1 or \"unknown\", got {rollouts}")
+    if card.serial_baseline.method not in serial_baselines():
+        problems.append(f"serial_baseline.method {card.serial_baseline.method!r} is not a serial method a card may "
+                        f"name; choose one of: {', '.join(serial_baselines())}")
     if not card.claim.speedup > 0:
         problems.append(f"claim.speedup must be > 0, got {card.claim.speedup}")
     if not 0.0 <= card.claim.margin <= 1.0:
@@ -378,4 +384,6 @@ def card_summary(card: Card) -> list[str]:
                  f"{CANARY_POLICIES[card.failure_cost.canary_policy]}")
     lines.append(f"claim: {card.claim.speedup:g}x over the serial baseline, losing at most "
                  f"{100 * card.claim.margin:g} points on test; target score {known(card.claim.target_score)}")
+    lines.append("serial baselines a card may name: "
+                 + "; ".join(f"{name} ({runs})" for name, runs in serial_baselines().items()))
     return lines

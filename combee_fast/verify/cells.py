@@ -14,7 +14,7 @@ from pathlib import Path
 import msgspec
 
 from combee_fast.config import ROLES, GepaConfig, SessionConfig, SimConfig, TaskConfig, TrainConfig
-from combee_fast.learners import resolve
+from combee_fast.learners import serial_baseline
 from combee_fast.run.rundir import RunDir
 from combee_fast.run.usage import SplitUsage, append_usage, usage_entry, usage_path
 from combee_fast.session import open_session
@@ -67,14 +67,14 @@ def cell_config(card: Card, config: SessionConfig, hardware: HardwareClass, seed
 def baseline_config(card: Card, hardware: HardwareClass, seed: int, *, time_scale: float,
                     world: str = SimConfig().world, learner: str | None = None,
                     gepa: GepaConfig | None = None) -> SessionConfig:
-    """The card's serial baseline as a cell: its method on ``learner`` (default: the one the
-    method names) at batch 1, every other setting the default but GEPA's search settings
-    (``gepa``: the verified configuration's, so both spend the same budget); ``time_scale`` for
-    the simulated endpoint (one request in flight, so any scale gives the same simulated times);
-    ``world`` the task-world variant."""
+    """The card's serial baseline as a cell: its method (:func:`~combee_fast.learners.serial_baseline`:
+    ``sequential`` on ``learner``, a learner's own serial name on that learner) at batch 1, every
+    other setting the default but GEPA's search settings (``gepa``: the verified configuration's,
+    so both spend the same budget); ``time_scale`` for the simulated endpoint (one request in
+    flight, so any scale gives the same simulated times); ``world`` the task-world variant."""
     method = card.serial_baseline.method
-    kind = resolve(learner, method).kind
-    base = SessionConfig(learner=learner, method=method,
+    kind = serial_baseline(method, learner).kind
+    base = SessionConfig(learner=kind.name if method != "sequential" else learner, method=method,
                          train=TrainConfig(batch_size=1), gepa=gepa if kind.name == "gepa" and gepa else GepaConfig(),
                          sim=SimConfig(world=world))
     return cell_config(card, base, hardware, seed, time_scale=time_scale)

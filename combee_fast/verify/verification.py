@@ -71,7 +71,8 @@ async def verify_config(
     """Run ``config`` and the serial baseline in every cell of ``card`` and judge them.
 
     The serial baseline is the card's method on the configuration's learner (ACE's
-    ``sequential``; for GEPA, serial GEPA with the configuration's search settings).
+    ``sequential``; for GEPA, serial GEPA with the configuration's search settings), or the
+    learner the card's method names (``gepa``, ``textgrad``: :func:`~combee_fast.learners.serial_baseline`).
     ``runs_dir``: keep each cell's run directory under it (``<hardware>-seed<k>``). ``on_cell``
     is told one line per finished cell. :class:`ConfigError` for a configuration of another task.
     """

@@ -28,6 +28,10 @@ pytestmark = [
 ]
 
 
+CONTENT_FAILURES = ("placeholder", "no_answer")
+"""Kinds of a reply that parsed but carries no answer (see ``roles.base.no_answer``)."""
+
+
 def _combee(*args: str, timeout: float = 1500) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "combee_fast.cli", *args], capture_output=True, text=True,
                           timeout=timeout)
@@ -44,16 +48,21 @@ def test_learn_and_eval_with_a_local_model(tmp_path) -> None:
     failures = [json.loads(line) for line in (out / "errors.jsonl").read_text().splitlines()]
     for failure in failures:
         assert failure["kind"] and "raw" in failure and failure["role"] in calls
-    generator_failures = sum(1 for failure in failures if failure["role"] == "generator")
-    parsed = 1 - generator_failures / calls["generator"]
-    print(f"\nlocal model: {calls['generator'] - generator_failures} of {calls['generator']} generator replies parsed "
-          f"({100 * parsed:.1f}%); structured-output form {capabilities[0]['form']}; calls {calls}; "
-          f"failures by kind {sorted({f['kind'] for f in failures})}")
+    generator = [failure for failure in failures if failure["role"] == "generator"]
+    # A reply that parsed but copies the prompt's slot (``<response>``) is the model's failure, not
+    # the parser's: it is recorded as such (with its raw text) and kept out of the parse rate.
+    unparsed = [failure for failure in generator if failure["kind"] not in CONTENT_FAILURES]
+    parsed = 1 - len(unparsed) / calls["generator"]
+    print(f"\nlocal model: {calls['generator'] - len(unparsed)} of {calls['generator']} generator replies parsed "
+          f"({100 * parsed:.1f}%), {len(generator) - len(unparsed)} of them without an answer; structured-output "
+          f"form {capabilities[0]['form']}; calls {calls}; failures by kind {sorted({f['kind'] for f in failures})}")
     assert parsed >= 0.95
+    assert all(failure["raw"].strip() for failure in generator if failure["kind"] in CONTENT_FAILURES)
     # The 135M model answers, but its reflections copy the prompt's placeholders: the run then goes
-    # through every step and ends with exit 3 naming that role, never with "learned nothing" as success.
+    # through every step and ends with exit 3 saying which calls failed (all of them, or one
+    # learning role's), never with "learned nothing" as success.
     assert done.returncode == 0 or (done.returncode == 3 and re.search(
-        r"of \d+ (reflector|curator|reducer) calls failed .*cannot learn without usable", done.stderr)), done.stderr
+        r"\d+ of \d+ (reflector |curator |reducer )?calls failed \(", done.stderr)), done.stderr
     evaluated = _combee("eval", "--local", "--split", "val[0:4]", "--playbook", str(out / "final.json"))
     assert evaluated.returncode == 0, evaluated.stderr
     assert json.loads(evaluated.stdout.strip().splitlines()[-1])["examples"] == 4

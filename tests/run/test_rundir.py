@@ -72,8 +72,9 @@ def test_overwrite_that_fails_to_start_keeps_the_previous_run(tmp_path) -> None:
 
 def test_version_and_artifact_files_go_only_where_the_run_keeps_them(tmp_path) -> None:
     run_dir = RunDir(tmp_path / "run")
-    with pytest.raises(ValueError, match="not a version file"):
-        run_dir.save_version([("../escape.json", b"{}")])
+    for name in ("../escape.json", "prompts/notes.json", "a/b/v00001.json", "Prompts/v00001.json", "v00001.json"):
+        with pytest.raises(ValueError, match="not a version file"):
+            run_dir.save_version([(name, b"{}")])
     with pytest.raises(ValueError, match="not an artifact file"):
         run_dir.save_artifact("config.json", Playbook.empty())
     run_dir.close()
@@ -114,3 +115,24 @@ def test_bad_targets_are_refused_in_one_line_before_anything_is_made(tmp_path) -
         with pytest.raises(ConfigError, match="Permission denied"):
             check_run_target(locked / "run")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["file", *(["locked"] if os.geteuid() != 0 else [])]
+
+
+def test_any_learners_version_folder_is_known_by_its_shape_and_replaced_with_its_run(tmp_path) -> None:
+    root = tmp_path / "run"
+    first = RunDir(root)
+    first.save_version([("prompts/v00001.json", b"{}"), ("candidates/c00000.json", b"{}")])  # TextGrad's, GEPA's
+    first.start()
+    first.close()
+    (root / "data").mkdir()
+    (root / "data" / "mine.json").write_text("{}")  # not a version file: kept
+    only = tmp_path / "only"
+    (only / "prompts").mkdir(parents=True)
+    (only / "prompts" / "v00003.json").write_text("{}")
+    with pytest.raises(ConfigError):
+        check_run_target(only)  # a folder holding nothing but a learner's versions holds a run
+    check_run_target(root / "data")
+    second = RunDir(root, overwrite=True)
+    second.start()
+    second.close()
+    assert not (root / "prompts").exists() and not (root / "candidates").exists()
+    assert (root / "data" / "mine.json").exists()

@@ -1,0 +1,96 @@
+"""TextGrad registered as a learner (:class:`~combee_fast.protocols.LearnerKind`): a prompt
+variable learned by textual gradients, through the generic methods of :mod:`combee_fast.methods`
+over :class:`~combee_fast.textgrad.learner.TextGradLearner`.
+
+Methods: ``sequential`` (shown as ``textgrad``: TextGrad's own loop, one optimizer step per
+example), ``naive`` (``naive-textgrad``: one step over a whole batch's gradients, TextGrad's
+batched mode) and ``combee`` (``combee-textgrad``: one step per augmented-shuffle group, merged
+by the reduce tree). A step's batch is ``train.batch_size`` examples, as for ACE.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from combee_fast.config import SessionConfig
+from combee_fast.errors import ConfigError
+from combee_fast.methods import METHODS, build_method
+from combee_fast.methods.base import EvalResult
+from combee_fast.protocols import Learner, Method, StopRule
+from combee_fast.run.context import LearnContext
+from combee_fast.run.rundir import RunDir
+from combee_fast.run.stops import EpochsDone
+from combee_fast.schema import Example
+from combee_fast.textgrad.calls import FORWARD_ROLE, GRADIENT_ROLE, LOSS_ROLE, REDUCE_ROLE, STEP_ROLE, TextGradCalls
+from combee_fast.textgrad.evaluate import evaluate
+from combee_fast.textgrad.learner import TextGradLearner
+from combee_fast.textgrad.variable import PromptVariable, is_variable_file
+
+
+def calls_of(context: LearnContext) -> TextGradCalls:
+    """The TextGrad role calls on a session's clients, seeded and sampled as its role calls are,
+    every call counted by them (``calls.json``, ``errors.jsonl``)."""
+    agents = context.agents
+    return TextGradCalls(context.task, agents.clients, seed=context.config.seed, temperature=agents.temperature,
+                         on_call=agents.note_call)
+
+
+class TextGradKind:
+    """The TextGrad learner: what it learns and deploys is a
+    :class:`~combee_fast.textgrad.variable.PromptVariable`."""
+
+    name = "textgrad"
+    methods = {name: ("textgrad" if name == "sequential" else f"{name}-textgrad") for name in METHODS}
+    rollout_role = FORWARD_ROLE
+    learning_roles = (LOSS_ROLE, GRADIENT_ROLE, STEP_ROLE, REDUCE_ROLE)
+
+    def initial(self, config: SessionConfig) -> PromptVariable:
+        return PromptVariable.seed()
+
+    def batch_size(self, method: str, config: SessionConfig) -> int | None:
+        return config.train.batch_size
+
+    def live_plan(self, method: str, config: SessionConfig, run_dir: RunDir | None) -> None:
+        """TextGrad's batches are planned by the generic live planner."""
+        return None
+
+    def build_method(self, method: str, context: LearnContext) -> Method[PromptVariable]:
+        if context.from_traces:
+            raise ConfigError("learner textgrad runs its own forward calls; it cannot learn from collected traces")
+        config = context.config
+        return build_method(method, TextGradLearner(calls_of(context)), config.map, config.combee, seed=config.seed,
+                            shown=self.methods[method])
+
+    def stop_rules(self, config: SessionConfig) -> list[StopRule]:
+        return [EpochsDone(config.train.epochs)]
+
+    def deployable(self, artifact: PromptVariable) -> PromptVariable:
+        return artifact
+
+    def load(self, path: str | Path) -> PromptVariable | None:
+        return PromptVariable.load(path) if is_variable_file(path) else None
+
+    async def evaluate(self, context: LearnContext, deployable: PromptVariable,
+                       examples: Sequence[Example]) -> EvalResult:
+        return await evaluate(calls_of(context), deployable, examples, concurrency=context.config.eval.parallel)
+
+    def version_files(self, artifact: PromptVariable) -> list[tuple[str, bytes]]:
+        return [(f"prompts/v{artifact.version:05d}.json", artifact.to_bytes())]
+
+    def load_version(self, root: Path, version: int, config: SessionConfig) -> PromptVariable:
+        return PromptVariable.load(root / f"prompts/v{version:05d}.json") if version else self.initial(config)
+
+    def lessons(self, artifact: PromptVariable) -> list[str]:
+        return [line for _, line in artifact.lines()]
+
+    def summary(self, artifact: PromptVariable) -> dict[str, Any]:
+        return {"prompt_lines": len(artifact), "prompt_chars": len(artifact.render())}
+
+    def online_learner(self, agents: Any) -> Learner[Any, Any, Any]:
+        raise ConfigError("learner textgrad cannot learn online from submitted rollouts; use learner ace")
+
+
+TEXTGRAD = TextGradKind()
+"""The registered TextGrad learner."""
