@@ -438,14 +438,15 @@ class FaultConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 class SimConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """The in-process simulated endpoint: latency preset, real seconds per simulated second,
     random latency jitter, injected faults, and the task-world variant it plays
-    (:data:`combee_fast.sim.world.WORLD_VARIANTS`: ``default``, or ``uninformative``, whose
-    reflections carry no information)."""
+    (:data:`combee_fast.sim.world.WORLD_VARIANTS`: ``default``, ``uninformative``, whose
+    reflections carry no information, ``noisy``, whose answers are drawn per call, ``harmful``,
+    some of whose lessons are wrong...; joined by ``+`` they combine)."""
 
     preset: str = "h200-70b"
     time_scale: float = 0.01
     latency_jitter: float = 0.0
     faults: FaultConfig = msgspec.field(default_factory=FaultConfig)
-    world: str = "default"  # task-world variant: default, collapse or uninformative (combee_fast.sim.world)
+    world: str = "default"  # task-world variant: default, collapse, uninformative, noisy, harmful (combee_fast.sim.world)
 
 
 class TrackingConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -532,13 +533,57 @@ class SessionConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
         return self.local is None and any(self.endpoint_for(role).url is None for role in ROLES)
 
 
+RELEASE_POLICIES = ("none", "shadow", "staged", "hold")
+"""How an online learner releases a learned version (:mod:`combee_fast.embedded.release`); the
+experiment card's ``failure_cost.canary_policy`` names one of them."""
+
+
+class ReleaseConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """How an online learner's new versions reach requests (:mod:`combee_fast.embedded.release`).
+
+    ``policy``: ``none`` (every learned version is served at once), ``shadow`` (a candidate is
+    scored on ``shadow_share`` of the submitted tasks, re-run with its context, never served;
+    at most ``shadow_in_flight`` re-runs at once), ``staged`` (a candidate is served to the
+    growing ``stages`` shares of requests, sticky by key; the last stage is 1.0, promotion) or
+    ``hold`` (a candidate waits for ``approve`` or ``reject``). ``margin``: the accuracy a
+    candidate may lose and still be promoted (a fraction; the card's ``claim.margin``);
+    ``alpha``: the error rate of the anytime-valid test behind every automatic decision.
+    ``status_every``: rewards between two status events; ``keep_versions``: versions whose
+    rewards and intervals are kept (and rolled-back texts remembered: the last ``keep_versions``)."""
+
+    policy: str = "none"
+    margin: float = 0.02
+    alpha: float = 0.05
+    stages: tuple[float, ...] = (0.01, 0.1, 0.5, 1.0)
+    shadow_share: float = 0.2
+    shadow_in_flight: int = 16
+    status_every: int = 100
+    keep_versions: int = 64
+
+    def __post_init__(self) -> None:
+        if self.policy not in RELEASE_POLICIES:
+            raise ConfigError(f"release.policy: unknown policy {self.policy!r}; choose one of: {', '.join(RELEASE_POLICIES)}")
+        if not 0.0 <= self.margin < 1.0:
+            raise ConfigError(f"release.margin must be in [0, 1), got {self.margin}")
+        if not 0.0 < self.alpha < 1.0:
+            raise ConfigError(f"release.alpha must be in (0, 1), got {self.alpha}")
+        stages = self.stages
+        if not stages or stages[-1] != 1.0 or stages[0] <= 0.0 or any(b <= a for a, b in zip(stages, stages[1:])):
+            raise ConfigError(f"release.stages must rise strictly from above 0 to 1.0, got {list(stages)}")
+        if not 0.0 < self.shadow_share <= 1.0:
+            raise ConfigError(f"release.shadow_share must be in (0, 1], got {self.shadow_share}")
+        _at_least("release", 1, shadow_in_flight=self.shadow_in_flight, status_every=self.status_every,
+                  keep_versions=self.keep_versions)
+
+
 class OnlineConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """The online learner: a batch takes the rollouts waiting when the learner is free, up to a
     ceiling (at most ``batch_size``, the planned bs*), and closes ``max_wait_s`` after its first;
     the ceiling shrinks when a batch's publish latency passes ``max_publish_s``. ``queue_size``
     rollouts wait at most (``submit`` waits when full); ``workers`` reflections run at once;
     ``keep_batches`` applied batches are kept. Shuffle and reduce follow ``combee``, as offline.
-    ``learner``: the registered learner that learns online (:mod:`combee_fast.learners`)."""
+    ``learner``: the registered learner that learns online (:mod:`combee_fast.learners`).
+    ``release``: how a learned version reaches requests (:class:`ReleaseConfig`)."""
 
     learner: str = "ace"
     batch_size: int = 32
@@ -549,6 +594,7 @@ class OnlineConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     keep_batches: int = HISTORY_KEPT
     seed: int = 0
     combee: CombeeConfig = msgspec.field(default_factory=CombeeConfig)
+    release: ReleaseConfig = msgspec.field(default_factory=ReleaseConfig)
 
     def __post_init__(self) -> None:
         _at_least("online", 1, batch_size=self.batch_size, queue_size=self.queue_size, workers=self.workers,

@@ -13,6 +13,8 @@ Each names what was wrong and where. The tree::
     │   ├── ReplayCacheError         the replay cache file, with its line             -> exit 2
     │   ├── EndpointUnreachable      an endpoint did not answer (start-up or mid-run) -> exit 2
     │   ├── EndpointError            a blocking chat call failed                      -> exit 2
+    │   ├── ReleaseError             approve/reject of a version that is not the candidate, or
+    │   │                            of one rolled back (never published again)
     │   └── CallsFailed              most calls of a run failed                       -> exit 3
     ├── LearnerProcessError (RuntimeError)  an embedded learner's child process died
     └── StageTimeout (TimeoutError)         an item exceeded its stage's deadline
@@ -104,6 +106,11 @@ class EndpointUnreachable(CombeeError):
 
 class EndpointError(CombeeError):
     """A blocking chat call (:mod:`combee_fast.endpoint.blocking`) failed: the URL and the cause."""
+
+
+class ReleaseError(CombeeError):
+    """A release request that cannot be honoured: approving or rejecting a version that is not
+    the candidate (naming the candidate), or one that was rolled back."""
 
 
 class CallsFailed(CombeeError):

@@ -184,7 +184,8 @@ SIM_FLAGS = (
     Flag("--latency-jitter", path=("sim", "latency_jitter"), type=float, help="random +- fraction per request"),
     Flag("--sim-world", path=("sim", "world"),
          help="task-world variant: default, collapse (reflections collapse onto one lesson below temperature 0.5) "
-              "or uninformative (reflections carry no information)"),
+              "uninformative (reflections carry no information), noisy (answers drawn per call) or harmful "
+              "(some lessons are wrong); combine with '+'"),
     *(
         Flag(f"--fault-{kind}", path=("sim", "faults", f"rate_{kind}"), type=float, help=f"rate of injected {kind} faults")
         for kind in FAULT_KINDS

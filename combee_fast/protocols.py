@@ -26,7 +26,8 @@ Where items come from:
 How a version reaches users:
 
 - :class:`EmbeddedLearner`: an online learner inside a host (in its loop, a thread or a child
-  process): submit rollouts, read the latest version, never block.
+  process): submit rollouts, read the version in service (per request key), release by policy,
+  never block.
 """
 
 from __future__ import annotations
@@ -356,18 +357,41 @@ class EmbeddedLearner(Protocol):
         """Apply everything submitted, settle every ticket, then stop."""
         ...
 
-    async def submit(self, rollout: Rollout) -> asyncio.Future[Any]:
-        """Queue ``rollout`` (waits only for room); a future of the batch that applied it."""
+    async def submit(self, rollout: Rollout, *, version: int | None = None) -> asyncio.Future[Any]:
+        """Queue ``rollout`` (waits only for room), stamped with ``version``, the context
+        version it was produced with, when given; a future of the batch that applied it."""
+        ...
+
+    def context_for(self, key: str) -> Any:
+        """The version and text the request keyed ``key`` runs with (the release gate's
+        :class:`~combee_fast.embedded.release.Context`: sticky per key); never blocks."""
+        ...
+
+    @property
+    def release(self) -> Any:
+        """Which versions serve requests now (:class:`~combee_fast.embedded.release.Release`)."""
+        ...
+
+    async def approve(self, version: int) -> None:
+        """Promote candidate ``version`` (a ReleaseError if it is not the candidate)."""
+        ...
+
+    async def reject(self, version: int) -> None:
+        """Roll candidate ``version`` back (a ReleaseError if it is not the candidate)."""
+        ...
+
+    async def propose(self, artifact: Any) -> int:
+        """Hand ``artifact`` to the release as the next version; its number."""
         ...
 
     @property
     def text(self) -> str:
-        """The latest published version, rendered."""
+        """The version in service (the incumbent), rendered."""
         ...
 
     @property
     def playbook(self) -> Any:
-        """The latest published version."""
+        """The version in service (the incumbent)."""
         ...
 
     @property

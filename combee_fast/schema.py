@@ -105,7 +105,10 @@ class Rollout(msgspec.Struct, frozen=True):
     """One generator attempt on one example, scored.
 
     ``round`` counts regenerations after reflection (0 = first attempt). ``error`` is set when
-    the call failed or its output could not be parsed; ``answer`` is then ``None``.
+    the call failed or its output could not be parsed; ``answer`` is then ``None``. ``version``:
+    the context version the rollout was produced with (an online learner's
+    ``context_for(key).version``), so its reward is attributed to that version; ``None`` when
+    unknown (offline runs, where the step's snapshot is the version).
     """
 
     example: Example
@@ -119,6 +122,7 @@ class Rollout(msgspec.Struct, frozen=True):
     usage: Usage
     error: CallError | None = None
     raw: str | None = None
+    version: int | None = None
 
     @property
     def id(self) -> str:

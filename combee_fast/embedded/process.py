@@ -2,16 +2,18 @@
 
 :class:`ProcessLearner` has the API of :class:`~combee_fast.embedded.threaded.ThreadedLearner`
 (``start``/``stop``/``async with``, ``submit`` returning a ticket of the host's loop, ``text``,
-``playbook``, ``snapshot``, ``batches``, ``usage_totals``); the child
+``playbook``, ``snapshot``, ``batches``, ``usage_totals``, ``context_for``, ``release``,
+``approve``/``reject``/``propose``); the child
 (:mod:`combee_fast.embedded.process_worker`) runs an unchanged
 :class:`~combee_fast.embedded.online.OnlineLearner`, so batches and playbooks are the same as in the
 thread or on the host's loop for the same submissions. The two talk over the child's stdin and
 stdout in length-prefixed msgpack frames (:data:`HostMessage`, :data:`ChildMessage`).
 
 The host's loop does: encode a submitted rollout and write it (``submit``); decode one frame per
-applied batch (the rendered text, the playbook's file bytes, the batch) and swap the snapshot in;
-settle that batch's tickets. ``playbook`` decodes the file bytes on the first read of each
-version (``text`` never decodes). Contracts:
+applied batch and one per release change (the gate's :class:`~combee_fast.embedded.release.Release`,
+the incumbent's file bytes and batch) and swap the snapshot in; settle that batch's tickets;
+re-emit the child's events into ``events``. ``playbook`` decodes the file bytes on the first read
+of each version (``text`` and ``context_for`` never decode). Contracts:
 - ``submit`` and ``stop`` run on one event loop (the host's); at most ``queue_size + batch_size``
   rollouts are unsettled, ``submit`` waits for room beyond that;
 - the child reaches the endpoints with its own clients built from ``agents``' role map
@@ -19,6 +21,10 @@ version (``text`` never decodes). Contracts:
   the form found at start-up; no replay cache; API keys come from the inherited environment);
   reflection, curation and reduction never score, so the child has no task;
 - if the child dies, every unsettled ticket fails with :class:`LearnerProcessError`;
+- ``approve``, ``reject`` and ``propose`` are frames written in order with the submissions;
+  the gate's refusal comes back as :class:`~combee_fast.errors.ReleaseError`;
+- under the ``shadow`` policy the child scores its re-runs with the task ``task`` names
+  (default: the host's task by name, with no options);
 - ``on_publish`` is not offered: the child cannot await a host coroutine;
 - while it runs, the young-generation GC threshold of the host's process is
   :class:`~combee_fast.config.EmbedConfig`'s ``gc_threshold0`` (restored at ``stop``); the child
@@ -35,14 +41,16 @@ import sys
 
 import msgspec
 
-from combee_fast.config import EmbedConfig, OnlineConfig
+from combee_fast.config import EmbedConfig, OnlineConfig, TaskConfig
 from combee_fast.embedded.host_settings import HostSettings
 from combee_fast.embedded.online import AppliedBatch
+from combee_fast.embedded.release import Context, Release
 from combee_fast.endpoint.client import UsageTotals
-from combee_fast.errors import LearnerProcessError
+from combee_fast.errors import ConfigError, LearnerProcessError, ReleaseError
 from combee_fast.playbook import Playbook
 from combee_fast.roles.agents import Agents
 from combee_fast.roles.clients import RoleMap
+from combee_fast.run.events import Event, Events
 from combee_fast.schema import Rollout
 
 _LENGTH = struct.Struct(">I")
@@ -57,6 +65,8 @@ class Start(msgspec.Struct, tag="start"):
     role_map: RoleMap
     online: OnlineConfig
     playbook: bytes
+    task: TaskConfig | None = None  # the task that scores shadow re-runs (None: none needed)
+    events: bool = False  # forward the learner's events as Emitted frames
 
 
 class Submit(msgspec.Struct, tag="submit"):
@@ -68,14 +78,46 @@ class Stop(msgspec.Struct, tag="stop"):
     pass
 
 
+class Command(msgspec.Struct, tag="command"):
+    """A call on the child's release gate: ``approve``/``reject`` a version, ``propose`` a playbook."""
+
+    seq: int
+    name: str
+    version: int | None = None
+    playbook: bytes | None = None
+
+
 class Ready(msgspec.Struct, tag="ready"):
     pass
 
 
-class Published(msgspec.Struct, tag="published"):
-    text: str
-    playbook: bytes
+class Applied(msgspec.Struct, tag="applied"):
+    """One applied batch."""
+
     batch: AppliedBatch
+
+
+class Released(msgspec.Struct, tag="released"):
+    """The release changed: which versions serve, the incumbent's file bytes and its batch."""
+
+    release: Release
+    playbook: bytes
+    batch: AppliedBatch | None = None
+
+
+class Emitted(msgspec.Struct, tag="emitted"):
+    """One event of the child's learner, for the host's hub."""
+
+    event: Event
+
+
+class Answered(msgspec.Struct, tag="answered"):
+    """The outcome of :class:`Command` ``seq``: its result, or the error's type name and text."""
+
+    seq: int
+    result: int | None = None
+    error_type: str | None = None
+    error: str | None = None
 
 
 class Settled(msgspec.Struct, tag="settled"):
@@ -90,8 +132,8 @@ class Finished(msgspec.Struct, tag="finished"):
     usage: list[tuple[tuple[str, str, str], UsageTotals]]
 
 
-HostMessage = Start | Submit | Stop
-ChildMessage = Ready | Published | Settled | Finished
+HostMessage = Start | Submit | Stop | Command
+ChildMessage = Ready | Applied | Released | Emitted | Answered | Settled | Finished
 
 
 def frame(data: bytes) -> bytes:
@@ -112,14 +154,16 @@ async def read_frame(reader: asyncio.StreamReader) -> bytes | None:
 
 
 class ProcessSnapshot:
-    """One published version: ``text`` at once, ``playbook`` decoded on its first read."""
+    """One published version (the incumbent) and its release: ``text`` at once, ``playbook``
+    decoded on its first read."""
 
-    __slots__ = ("text", "batch", "_data", "_playbook")
+    __slots__ = ("text", "batch", "release", "_data", "_playbook")
 
-    def __init__(self, text: str, data: bytes, batch: AppliedBatch | None,
+    def __init__(self, text: str, data: bytes, batch: AppliedBatch | None, release: Release,
                  playbook: Playbook | None = None) -> None:
         self.text = text
         self.batch = batch
+        self.release = release
         self._data = data
         self._playbook = playbook
 
@@ -140,12 +184,23 @@ class ProcessLearner:
     """An :class:`OnlineLearner` in a child process; see the module doc."""
 
     def __init__(self, agents: Agents, playbook: Playbook, config: OnlineConfig | None = None, *,
-                 embed: EmbedConfig | None = None) -> None:
+                 embed: EmbedConfig | None = None, events: Events | None = None,
+                 task: TaskConfig | None = None) -> None:
         self.config = config or OnlineConfig()
         self.embed = embed or EmbedConfig()
+        self._events = events
         self._settings = HostSettings(self.embed, switch_interval=False)  # one busy thread: no GIL to share
-        self._start = Start(agents.role_map(), self.config, playbook.to_bytes())
-        self._snapshot = ProcessSnapshot(playbook.render(), b"", None, playbook)
+        if task is None and self.config.release.policy == "shadow":
+            if agents.task is None:
+                raise ConfigError("online.release.policy 'shadow' in a ProcessLearner needs task=TaskConfig(...): "
+                                  "the child scores its re-runs")
+            task = TaskConfig(name=agents.task.name)
+        self._start = Start(agents.role_map(), self.config, playbook.to_bytes(),
+                            task if self.config.release.policy == "shadow" else None, events is not None)
+        text = playbook.render()
+        self._snapshot = ProcessSnapshot(text, b"", None, Release(self.config.release.policy,
+                                                                  Context(playbook.version, text)), playbook)
+        self._answers: dict[int, asyncio.Future[int | None]] = {}
         self._capacity = self.config.queue_size + self.config.batch_size
         self._encoder = msgspec.msgpack.Encoder()
         self._decoder = msgspec.msgpack.Decoder(ChildMessage)  # type: ignore[arg-type]
@@ -178,6 +233,42 @@ class ProcessLearner:
     def playbook(self) -> Playbook:
         return self._snapshot.playbook
 
+    @property
+    def release(self) -> Release:
+        """Which versions serve requests (the child's latest, copied whole)."""
+        return self._snapshot.release
+
+    def context_for(self, key: str) -> Context:
+        """The version and text the request keyed ``key`` runs with; answered in the host's process."""
+        return self._snapshot.release.context_for(key)
+
+    async def approve(self, version: int) -> None:
+        """Promote candidate ``version`` (after the submissions made before this call)."""
+        await self._command(Command(0, "approve", version=version))
+
+    async def reject(self, version: int) -> None:
+        """Roll candidate ``version`` back (after the submissions made before this call)."""
+        await self._command(Command(0, "reject", version=version))
+
+    async def propose(self, playbook: Playbook) -> int:
+        """Hand ``playbook`` to the release as the next version; its number."""
+        number = await self._command(Command(0, "propose", playbook=playbook.to_bytes()))
+        assert number is not None
+        return number
+
+    async def _command(self, command: Command) -> int | None:
+        process = self._process
+        if process is None or self._reading is None or self._reading.done():
+            raise RuntimeError("ProcessLearner is not started: use 'async with' or start()")
+        loop = asyncio.get_running_loop()
+        seq, self._seq = self._seq, self._seq + 1
+        answer: asyncio.Future[int | None] = loop.create_future()
+        self._answers[seq] = answer
+        if not self._outbox:
+            loop.call_soon(self._write_out)
+        self._outbox.append(frame(self._encoder.encode(msgspec.structs.replace(command, seq=seq))))
+        return await answer
+
     def usage_totals(self) -> dict[tuple[str, str, str], UsageTotals]:
         """The child's usage totals, as of its stop."""
         return dict(self._usage)
@@ -208,8 +299,9 @@ class ProcessLearner:
             raise LearnerProcessError(f"the learner process exited with code {code} before it was ready")
         self._reading = asyncio.create_task(self._read(process.stdout), name="combee-learner-process-reader")
 
-    async def submit(self, rollout: Rollout) -> asyncio.Future[AppliedBatch]:
-        """Queue ``rollout``; returns a future resolving to the batch that applied it."""
+    async def submit(self, rollout: Rollout, *, version: int | None = None) -> asyncio.Future[AppliedBatch]:
+        """Queue ``rollout`` (stamped with ``version``, the context version it ran with, when
+        given); returns a future resolving to the batch that applied it."""
         process = self._process
         if process is None or self._reading is None or self._reading.done():
             raise RuntimeError("ProcessLearner is not started: use 'async with' or start()")
@@ -223,6 +315,8 @@ class ProcessLearner:
         self._tickets[seq] = ticket
         if not self._outbox:
             loop.call_soon(self._write_out)
+        if version is not None and rollout.version != version:
+            rollout = msgspec.structs.replace(rollout, version=version)
         self._outbox.append(frame(self._encoder.encode(Submit(seq, rollout))))
         stdin = process.stdin
         assert stdin is not None
@@ -258,9 +352,16 @@ class ProcessLearner:
         try:
             while (data := await read_frame(stdout)) is not None:
                 message = self._decoder.decode(data)
-                if isinstance(message, Published):
+                if isinstance(message, Applied):
                     self.batches.append(message.batch)
-                    self._snapshot = ProcessSnapshot(message.text, message.playbook, message.batch)
+                elif isinstance(message, Released):
+                    self._snapshot = ProcessSnapshot(message.release.incumbent.text, message.playbook, message.batch,
+                                                     message.release)
+                elif isinstance(message, Emitted):
+                    if self._events is not None:
+                        self._events.emit(message.event)
+                elif isinstance(message, Answered):
+                    self._answer(message)
                 elif isinstance(message, Settled):
                     self._settle(message)
                 elif isinstance(message, Finished):
@@ -279,11 +380,23 @@ class ProcessLearner:
                 ticket.set_exception(LearnerProcessError(message.error or "the batch failed"))
         self._wake_submitters()
 
+    def _answer(self, message: Answered) -> None:
+        answer = self._answers.pop(message.seq, None)
+        if answer is None or answer.done():
+            return
+        if message.error is None:
+            answer.set_result(message.result)
+        elif message.error_type == ReleaseError.__name__:
+            answer.set_exception(ReleaseError(message.error))
+        else:
+            answer.set_exception(LearnerProcessError(f"{message.error_type}: {message.error}"))
+
     def _fail_all(self, exc: Exception) -> None:
         tickets, self._tickets = self._tickets, {}
-        for ticket in tickets.values():
-            if not ticket.done():
-                ticket.set_exception(exc)
+        answers, self._answers = self._answers, {}
+        for future in [*tickets.values(), *answers.values()]:
+            if not future.done():
+                future.set_exception(exc)
         self._wake_submitters()
 
     def _wake_submitters(self) -> None:

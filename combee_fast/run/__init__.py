@@ -14,6 +14,8 @@
 - :mod:`.cost`: GPU-seconds of each step.
 - :mod:`.usage`: the per-split usage record of an experiment card, in the state directory.
 - :mod:`.events`: the typed event stream of a run and its hub (what consumers subscribe to).
+- :mod:`.event_log`: a consumer writing every event to a JSONL file (bounded writes, rotated).
+- :mod:`.metrics`: a consumer serving an online learner's figures as a Prometheus endpoint.
 - :mod:`.progress`: the progress bar (or plain lines), a consumer of the events.
 - :mod:`.report`: the run's page, ``report.md``, from its events and result.
 - :mod:`.provenance`: version, commit, host, command line, times, seed and splits of a run.

@@ -71,8 +71,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                              "PyPI gepa package's), as the peers bench does: task questions of the (first) world "
                              "with an answer line, reflections with a rewritten instruction")
     parser.add_argument("--world-variant", default=sim.world,
-                        help="the task-world variant: default, collapse or uninformative (reflections carry no "
-                             "information)")
+                        help="the task-world variant: default, collapse, uninformative (reflections carry no "
+                             "information), noisy (answers drawn per call) or harmful (some lessons are wrong); "
+                             "combine with '+'")
     for kind in ("429", "500", "drop", "stall", "malformed", "truncated"):
         parser.add_argument(f"--rate-{kind}", type=float, default=0.0, help=f"probability of a {kind} fault")
     faults = FaultConfig()

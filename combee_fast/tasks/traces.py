@@ -9,7 +9,8 @@ File format (JSONL, one trace per line; keys in any order)::
      "score": 0.0,                # number in [0, 1]: the outcome (1.0 = success)
      "feedback": "...",           # string: what the grader / environment reported
      "ground_truth": "..." | null,  # optional: the expected answer, when known
-     "bullet_ids": ["..."]}       # optional: playbook bullets the agent cited
+     "bullet_ids": ["..."],       # optional: playbook bullets the agent cited
+     "version": 3}                # optional: the context version the agent ran with
 
 :meth:`TracesTask.load_rollouts` turns each line into a scored round-0
 :class:`~combee_fast.schema.Rollout` (usage role ``"trace"``, messages = the task as the user
@@ -46,6 +47,7 @@ class TraceRecord(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     feedback: str
     ground_truth: str | None = None
     bullet_ids: tuple[str, ...] = ()
+    version: int | None = None
 
 
 _DECODER = msgspec.json.Decoder(TraceRecord)
@@ -115,6 +117,7 @@ class TracesTask:
                 score=record.score,
                 feedback=record.feedback,
                 usage=Usage(role=TRACE_ROLE),
+                version=record.version,
             )
             for index, record in records
         )
