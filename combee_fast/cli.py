@@ -20,7 +20,7 @@ import msgspec
 from combee_fast import flags
 from combee_fast.config import ROLES
 from combee_fast.errors import (
-    EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, CallsFailed, CombeeError, ConfigError,
+    EXIT_INTERRUPTED, EXIT_OK, EXIT_STORAGE, EXIT_USAGE, CallsFailed, CombeeError, ConfigError, SplitChangedError,
 )
 from combee_fast.redact import escape_control, scrub
 from combee_fast.run.ledger import LedgerRow
@@ -160,7 +160,12 @@ async def _learn(args: argparse.Namespace) -> int:
             if run_dir.started:
                 session.keep_local_log(run_dir)
             run_dir.close()
-    return _finish(result, run_dir, out, interrupt)
+    return _finish(result, run_dir, _shown(out, run_dir), interrupt)
+
+
+def _shown(out: str, run_dir: Any) -> str:
+    """Where the run's files are, as the user named it when it is there."""
+    return out if run_dir.location == Path(out) else str(run_dir.location)
 
 
 async def _resume(args: argparse.Namespace) -> int:
@@ -185,7 +190,11 @@ async def _resume(args: argparse.Namespace) -> int:
 
             stops = (card_budget(card),)
         async with open_session(config) as session:
-            for split, manifest in zip((session.train_split, session.val_split), run_dir.read_splits()):
+            recorded = run_dir.read_splits()
+            if len(recorded) != 2:
+                raise SplitChangedError(f"{run_dir.root / 'splits.json'} records {len(recorded)} splits, not the train "
+                                        "and validation splits of the run; refusing to resume")
+            for split, manifest in zip((session.train_split, session.val_split), recorded):
                 verify_split(split, manifest)
             _notify_waits(session, args.quiet)
             interrupt = StopRequest()
@@ -288,6 +297,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"combee {args.command}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except OSError as exc:  # the machine: a full disk, an I/O error, a file gone read-only
+        where = f" ({exc.filename})" if exc.filename else ""
+        print(f"combee {args.command}: error: {escape_control(scrub(exc.strerror or str(exc)))}{escape_control(where)}",
+              file=sys.stderr)
+        return EXIT_STORAGE
 
 
 if __name__ == "__main__":

@@ -6,5 +6,6 @@ give the same batches and the same artifact.
 - :mod:`.threaded`: :class:`~.threaded.ThreadedLearner`, on its own loop in a daemon thread.
 - :mod:`.process`: :class:`~.process.ProcessLearner`, in a child process (the host side and the wire).
 - :mod:`.process_worker`: the child process's side (``python -m combee_fast.embedded.process_worker``).
+- :mod:`.intake`: the check every submitted rollout passes on the host before a learner takes it.
 - :mod:`.host_settings`: the process-wide GC/GIL settings an embedded learner changes and restores.
 """

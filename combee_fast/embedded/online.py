@@ -14,6 +14,11 @@ trickle in go out in small batches, and a burst fills batches up to the ceiling.
 starts at ``batch_size`` (the planned bs*) and is lowered when a batch's publish latency (from
 when it could start forming to its publish) passes ``max_publish_s``, raised back step by step
 when it is well under. Only the last ``keep_batches`` batches are kept in :attr:`OnlineLearner.batches`.
+
+A submitted rollout is checked first (:mod:`combee_fast.embedded.intake`): a malformed one is
+refused with :class:`~combee_fast.errors.RolloutError` and never queued. A batch whose step raises
+is taken apart: each of its rollouts is run again as a batch of its own, so only a rollout that
+fails alone fails its ticket. ``stop`` may be called more than once, and at once from several tasks.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from typing import Any
 import msgspec
 
 from combee_fast.config import MapConfig, OnlineConfig
+from combee_fast.embedded.intake import checked
 from combee_fast.errors import ConfigError
 from combee_fast.learners import LEARNERS
 from combee_fast.methods.combee import Combee
@@ -83,6 +89,7 @@ class OnlineLearner:
         self._worker: asyncio.Task[None] | None = None
         self._steps = 0  # batches attempted, applied or not: each gets its own seed path
         self._submitted = 0  # rollouts submitted so far (for the arrival rate)
+        self._stopping: asyncio.Future[None] | None = None  # the one stop in progress
 
     async def __aenter__(self) -> OnlineLearner:
         await self.start()
@@ -105,22 +112,32 @@ class OnlineLearner:
 
     async def start(self) -> None:
         if self._worker is None:
+            self._stopping = None
             self._worker = asyncio.create_task(self._run(), name="combee-online-learner")
 
     async def stop(self) -> None:
-        """Apply what was submitted, then stop the worker."""
+        """Apply what was submitted, then stop the worker (the first call does; the others wait for it)."""
         if self._worker is None:
             return
+        if self._stopping is None:
+            self._stopping = asyncio.ensure_future(self._stop())
+        await asyncio.shield(self._stopping)
+
+    async def _stop(self) -> None:
+        worker = self._worker
+        assert worker is not None
         await self._queue.join()
-        self._worker.cancel()
+        worker.cancel()
         with contextlib.suppress(asyncio.CancelledError):
-            await self._worker
+            await worker
         self._worker = None
 
     async def submit(self, rollout: Rollout) -> asyncio.Future[AppliedBatch]:
-        """Queue ``rollout``; returns a future resolving to the batch that applied it."""
+        """Queue ``rollout``; returns a future resolving to the batch that applied it.
+        :class:`~combee_fast.errors.RolloutError` (nothing queued) for a malformed rollout."""
         if self._worker is None:
             raise RuntimeError("OnlineLearner is not started: use 'async with' or start()")
+        checked(rollout)
         loop = asyncio.get_running_loop()
         ticket: asyncio.Future[AppliedBatch] = loop.create_future()
         await self._queue.put((rollout, ticket, loop.time()))
@@ -164,35 +181,53 @@ class OnlineLearner:
             now = loop.time()
             arrival = (self._submitted - counted) / max(now - closed_at, 1e-9)
             closed_at, counted = now, self._submitted
-            number, self._steps = self._steps, self._steps + 1
-            ceiling = self.ceiling
             try:
-                result = await self._method.step(
-                    [rollout for rollout, _, _ in batch], self.playbook, epoch=0, step=number
-                )
-            except Exception as exc:  # a bug, not a bad endpoint: those are recorded on the records
-                for _, ticket, _ in batch:
-                    if not ticket.done():
-                        ticket.set_exception(exc)
-            else:
-                self.playbook = result.artifact
-                latency = loop.time() - opened
-                applied = AppliedBatch(
-                    number, tuple(r.id for r, _, _ in batch), result.artifact.version, result.reports[0],
-                    waiting=self._queue.qsize(), arrival_per_s=arrival, ceiling=ceiling, publish_latency_s=latency,
-                )
-                self.batches.append(applied)
-                self._adapt_ceiling(latency)
                 try:
-                    if self._on_publish is not None:
-                        await self._on_publish(result.artifact, applied)
-                except Exception as exc:
-                    for _, ticket, _ in batch:
-                        if not ticket.done():
-                            ticket.set_exception(exc)
-                for _, ticket, _ in batch:
-                    if not ticket.done():
-                        ticket.set_result(applied)
+                    await self._apply(batch, opened, arrival)
+                except Exception as exc:  # a bug, not a bad endpoint: those are recorded on the records
+                    await self._take_apart(batch, exc, opened, arrival)
             finally:
                 for _ in batch:
                     self._queue.task_done()
+
+    async def _take_apart(self, batch: list[tuple[Rollout, asyncio.Future[AppliedBatch], float]], exc: Exception,
+                          opened: float, arrival: float) -> None:
+        """A batch whose step raised ``exc``: each rollout run again alone; only what fails alone fails."""
+        if len(batch) == 1:
+            _fail(batch, exc)
+            return
+        for single in batch:
+            try:
+                await self._apply([single], opened, arrival)
+            except Exception as alone:
+                _fail([single], alone)
+
+    async def _apply(self, batch: list[tuple[Rollout, asyncio.Future[AppliedBatch], float]], opened: float,
+                     arrival: float) -> None:
+        """One step over ``batch``, published; its tickets settled unless the step raised."""
+        loop = asyncio.get_running_loop()
+        number, self._steps = self._steps, self._steps + 1
+        ceiling = self.ceiling
+        result = await self._method.step([rollout for rollout, _, _ in batch], self.playbook, epoch=0, step=number)
+        self.playbook = result.artifact
+        latency = loop.time() - opened
+        applied = AppliedBatch(
+            number, tuple(r.id for r, _, _ in batch), result.artifact.version, result.reports[0],
+            waiting=self._queue.qsize(), arrival_per_s=arrival, ceiling=ceiling, publish_latency_s=latency,
+        )
+        self.batches.append(applied)
+        self._adapt_ceiling(latency)
+        try:
+            if self._on_publish is not None:
+                await self._on_publish(result.artifact, applied)
+        except Exception as exc:
+            _fail(batch, exc)
+        for _, ticket, _ in batch:
+            if not ticket.done():
+                ticket.set_result(applied)
+
+
+def _fail(batch: list[tuple[Rollout, asyncio.Future[AppliedBatch], float]], exc: BaseException) -> None:
+    for _, ticket, _ in batch:
+        if not ticket.done():
+            ticket.set_exception(exc)

@@ -4,7 +4,8 @@ Reads :data:`~combee_fast.embedded.process.HostMessage` frames on stdin (``Start
 ``Submit``... and ``Stop``), runs an :class:`~combee_fast.embedded.online.OnlineLearner` on its own
 clients, and writes ``Ready``, then ``Published``/``Settled`` per batch and ``Finished`` on
 stdout. Submissions enter the learner in the order they were written; tickets settled in the
-same loop iteration travel in one ``Settled`` frame.
+same loop iteration travel in one ``Settled`` frame. Each submitted rollout is decoded apart from
+its frame: one that does not decode settles its own ticket with the error, nothing else.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from combee_fast.engine.loop import run
 from combee_fast.playbook import Playbook
 from combee_fast.roles.agents import Agents
 from combee_fast.roles.clients import open_role_clients
+from combee_fast.schema import Rollout
 from combee_fast.embedded.process import (
     Finished,
     HostMessage,
@@ -76,6 +78,7 @@ class _Worker:
 
     async def serve(self, reader: asyncio.StreamReader) -> None:
         decoder = msgspec.msgpack.Decoder(HostMessage)  # type: ignore[arg-type]
+        rollouts = msgspec.msgpack.Decoder(Rollout)
         async with contextlib.AsyncExitStack() as stack:
             clients = await open_role_clients(self.role_map, stack)
             # reflection, curation and reduction never score: the child needs no task
@@ -86,7 +89,12 @@ class _Worker:
                 while (data := await read_frame(reader)) is not None:
                     message = decoder.decode(data)
                     if isinstance(message, Submit):
-                        inner = await learner.submit(message.rollout)
+                        try:
+                            rollout = rollouts.decode(message.rollout)
+                            inner = await learner.submit(rollout)
+                        except ValueError as exc:  # msgspec's errors and RolloutError alike
+                            self.send(Settled((message.seq,), error=f"{type(exc).__name__}: {exc}"))
+                            continue
                         inner.add_done_callback(lambda done, seq=message.seq: self.on_settled(seq, done))
                     elif isinstance(message, Stop):
                         break

@@ -4,4 +4,5 @@
 - :mod:`.rng`: one seeded RNG tree per run, every draw addressed by a path.
 - :mod:`.timing`: critical-path time of items run by a pool of workers.
 - :mod:`.loop`: the event loop (uvloop when installed).
+- :mod:`.kept`: typed snapshots of an object's working state (for checkpoints).
 """

@@ -17,7 +17,7 @@ bad endpoint or reply: the failure is recorded on what it returns.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import msgspec
@@ -138,14 +138,21 @@ def examples_text(evaluations: Sequence[Evaluation]) -> str:
     )
 
 
-class GepaCalls:
-    """The GEPA role calls of one run: ``task`` grades answers, ``seed`` roots the request seeds."""
+Noted = Callable[[str, CallError | None, str | None], None]
+"""Told ``(role, error, reply text)`` of every call made (the run's call counts and errors.jsonl)."""
 
-    def __init__(self, task: Task, clients: RoleClients, *, seed: int, temperature: float = 0.0) -> None:
+
+class GepaCalls:
+    """The GEPA role calls of one run: ``task`` grades answers, ``seed`` roots the request seeds;
+    ``note`` is told of every call and how it ended."""
+
+    def __init__(self, task: Task, clients: RoleClients, *, seed: int, temperature: float = 0.0,
+                 note: Noted | None = None) -> None:
         self.task = task
         self.clients = clients
         self.seed = seed
         self.temperature = temperature
+        self.note = note
 
     async def solve(self, example: Example, system_prompt: str) -> Evaluation:
         """One metric call: ``example`` answered under ``system_prompt``, graded."""
@@ -155,6 +162,7 @@ class GepaCalls:
             self._request(SOLVER_ROLE, messages, SOLVER_MAX_TOKENS, SOLVER_SCHEMA, "answer", example.id)
         )
         reply = _parsed(result, _SolverReply, "solver")
+        self._noted(SOLVER_ROLE, result, reply)
         answer = None
         if not isinstance(reply, CallError):
             answer = (reply.final_answer if isinstance(reply.final_answer, str) else str(reply.final_answer)).strip()
@@ -180,6 +188,7 @@ class GepaCalls:
             self._request(AGGREGATOR_ROLE, messages, AGGREGATE_MAX_TOKENS, AGGREGATE_SCHEMA, "aggregation", *seed_path)
         )
         reply = _parsed(result, _AggregateReply, AGGREGATOR_ROLE)
+        self._noted(AGGREGATOR_ROLE, result, reply)
         if isinstance(reply, CallError):
             return Rewrite(None, result.usage, reply)
         return Rewrite(compose(current, texts, reply.remove, reply.keep, reply.add), result.usage)
@@ -191,11 +200,16 @@ class GepaCalls:
         request = self._request(role, messages, REWRITE_MAX_TOKENS, REWRITE_SCHEMA, "rewrite", *seed_path)
         result = await client.chat(request)
         reply = _parsed(result, _RewriteReply, role)
+        self._noted(role, result, reply)
         if isinstance(reply, CallError):
             return Rewrite(None, result.usage, reply)
         if not reply.instruction.strip():
             return Rewrite(None, result.usage, CallError("schema_mismatch", f"{role}: empty instruction"))
         return Rewrite(reply.instruction.strip("\n"), result.usage)
+
+    def _noted(self, role: str, result: ChatResult, reply: Any) -> None:
+        if self.note is not None:
+            self.note(role, reply if isinstance(reply, CallError) else None, result.text)
 
     def _request(
         self, role: str, messages: tuple[Message, ...], max_tokens: int, schema: dict[str, Any], schema_name: str,

@@ -39,6 +39,13 @@ class GepaKind:
     methods = {"sequential": "gepa", "naive": "naive-gepa", "combee": "combee-gepa"}
     rollout_role = SOLVER_ROLE
     learning_roles = (PROPOSER_ROLE, AGGREGATOR_ROLE)
+    artifact_type = GepaState
+
+    def encode_artifact(self, artifact: GepaState) -> bytes:
+        return msgspec.msgpack.encode(artifact)
+
+    def decode_artifact(self, data: bytes) -> GepaState:
+        return msgspec.msgpack.decode(data, type=GepaState)
 
     def initial(self, config: SessionConfig) -> GepaState:
         return GepaState(seed=Candidate.seed())
@@ -52,7 +59,7 @@ class GepaKind:
         config = context.config
         reflection: Reflection = (CombeeReflection(config.combee, seed=config.seed) if method == "combee"
                                   else SerialReflection())
-        calls = GepaCalls(context.task, context.agents.clients, seed=config.seed)
+        calls = GepaCalls(context.task, context.agents.clients, seed=config.seed, note=context.agents.note_call)
         return GepaIteration(self.methods[method], calls, reflection, context.val_examples, config=config.gepa,
                              seed=config.seed, workers=config.map.workers)
 
@@ -70,7 +77,8 @@ class GepaKind:
 
     async def evaluate(self, context: LearnContext, deployable: Candidate, examples: Sequence[Example]) -> EvalResult:
         """``deployable``'s solves of ``examples`` (seeded as in the search), over the answered ones."""
-        graded = await grade(GepaCalls(context.task, context.agents.clients, seed=context.config.seed), deployable,
+        graded = await grade(GepaCalls(context.task, context.agents.clients, seed=context.config.seed,
+                                       note=context.agents.note_call), deployable,
                              examples, workers=context.config.eval.parallel)
         answered = [e.score for e in graded.evaluations if e.error is None]
         failed: dict[str, int] = {}

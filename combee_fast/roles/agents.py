@@ -83,7 +83,7 @@ class Agents:
     def _note(self, role: str, error: CallError | None, text: str | None) -> None:
         """Count a call of ``role``; keep its failure (kind, message, raw reply) if it failed, and
         hand it to :attr:`on_failure`."""
-        self.calls[role] += 1
+        self.calls[role] = self.calls.get(role, 0) + 1
         if error is not None:
             self.failures_total += 1
             failure = {"role": role, "kind": error.kind, "label": error.label, "message": error.message,
@@ -91,6 +91,11 @@ class Agents:
             self.failures.append(failure)
             if self.on_failure is not None:
                 self.on_failure(failure)
+
+    def note_call(self, role: str, error: CallError | None, text: str | None) -> None:
+        """Count a call another learner's role made through these clients (GEPA's), as the
+        roles' own are: in :attr:`calls`, and its failure in :attr:`failures` and :attr:`on_failure`."""
+        self._note(role, error, text)
 
     def effective_sampling(self) -> dict[str, dict[str, Any]]:
         """What each role sends: temperature, max tokens and the extra body fields (for the run

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -26,6 +27,9 @@ def test_verify_passes_combee_fails_an_unkept_claim_and_reuses_the_cached_baseli
     for cell in ("h200/seed0", "h200/seed1", "h200/seed2", "hosted/seed0", "hosted/seed1", "hosted/seed2"):
         assert f"| {cell} |" in report
     assert "Serial baseline cells from the cache: 0 of 6" in report and "Role separation" in report
+    plans = report.split("Batch plan per cell")[1]
+    for cell in ("h200/seed0", "h200/seed1", "h200/seed2", "hosted/seed0", "hosted/seed1", "hosted/seed2"):
+        assert re.search(rf"^- {cell}: 10( x \d+)?(, \d+)?$", plans, re.MULTILINE), (cell, plans)
     assert {p.name for p in (tmp_path / "v1").iterdir()} >= {"verify.md", "cells.png", "accuracy-time.png", "index.md"}
     assert len(list(cache.glob("*.json"))) == 6
     record = json.loads((card.parent / "card.usage.json").read_text())
