@@ -26,13 +26,13 @@ from combee_fast.protocols import BatchPlan, Method, StopRule, Task
 from combee_fast.roles.agents import Agents
 from combee_fast.roles.clients import Fallback, RoleClients, RoleMap, open_role_clients
 from combee_fast.run.batch_plans import ControllerPlan, FixedBatch, LivePlan, ReplayedPlan
+from combee_fast.run.checkpoint import StoredCheckpoint
 from combee_fast.run.context import LearnContext
 from combee_fast.run.cost import SIMULATED_GPUS, GpuClock
 from combee_fast.run.events import CallFailed, Events, StepDone, on_kind
 from combee_fast.run.interrupt import StopRequest
 from combee_fast.run.ledger import LedgerRow
 from combee_fast.run.rundir import RunDir
-from combee_fast.run.checkpoint import StoredCheckpoint
 from combee_fast.run.state import CallsRecord, TrainState
 from combee_fast.run.stops import (FailingCalls, Interrupted, NoImprovement, NothingKept, ScoreThreshold,
                                    UnansweredValidation, WallClock)
