@@ -96,7 +96,7 @@ class ServerProcesses:
     def _spawn(self, port: int) -> str:
         process = subprocess.Popen(
             [sys.executable, "-m", "combee_fast.sim.cli", "sim-server", "--port", str(port),
-             "--constant-latency", str(self.latency_s), "--reuse-port"],
+             "--constant-latency", str(self.latency_s), "--reuse-port", "--world", "echo"],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )
         self._processes.append(process)

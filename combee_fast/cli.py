@@ -23,7 +23,6 @@ from combee_fast.errors import (
     EXIT_INTERRUPTED, EXIT_OK, EXIT_STORAGE, EXIT_USAGE, CallsFailed, CombeeError, ConfigError, SplitChangedError,
 )
 from combee_fast.redact import escape_control, scrub
-from combee_fast.run.ledger import LedgerRow
 from combee_fast.sim import cli as sim_cli
 from combee_fast.verify import cli as verify_cli
 
@@ -55,13 +54,24 @@ def build_parser() -> argparse.ArgumentParser:
                                       "record the uses beside it")
     flags.add_endpoint_flags(learn)
 
-    evaluate = commands.add_parser("eval", help="score a run's final.json or best.json on a split")
+    evaluate = commands.add_parser("eval", help="score a run's final.json or best.json on a split (default: test)")
     flags.add_task_flags(evaluate)
-    evaluate.add_argument("--split", default="val", help="split name, optionally sliced: val[0:100]")
-    evaluate.add_argument("--playbook", required=True,
+    evaluate.add_argument("--split", default="test",
+                          help="split name, optionally sliced: test[0:50] (default: test, which is only reported on)")
+    evaluate.add_argument("--playbook", required=True, metavar="FILE",
                           help="a run's final.json or best.json, of any learner (a playbook, a GEPA candidate)")
     evaluate.add_argument("--card", help="an experiment card: record this report in its usage record")
-    flags.add_endpoint_flags(evaluate)
+    evaluate.add_argument("--out", help="the evaluation's folder: eval.json, results.jsonl (per example), report.md, "
+                                        "prompt.txt (default: eval-<split>-<date-time> beside --playbook)")
+    evaluate.add_argument("--overwrite", action="store_true", help="replace the evaluation already in --out")
+    flags.add_endpoint_flags(evaluate, roles=("generator",))  # GEPA's solver uses the generator's endpoint
+
+    show = commands.add_parser("show", help="print a run's learned context (prompt.txt), ready to paste into an agent")
+    show.add_argument("run", metavar="RUN", help="a run directory (or a final.json / best.json)")
+    show.add_argument("--report", action="store_true", help="print the run's page (report.md) instead")
+
+    compare = commands.add_parser("compare", help="tabulate runs side by side, and each configuration over its seeds")
+    compare.add_argument("runs", metavar="RUN", nargs="+", help="run directories (learn or eval)")
 
     demo = commands.add_parser("demo", help="sequential vs naive vs combee on Formula, simulated endpoint")
     demo.add_argument("--train-limit", type=flags.positive_int, default=500, help="train examples to learn from")
@@ -70,20 +80,6 @@ def build_parser() -> argparse.ArgumentParser:
     sim_cli.register(commands)
     verify_cli.register(commands)
     return parser
-
-
-def _progress(row: LedgerRow) -> None:
-    val = "" if row.val_accuracy is None else f"  val {100 * row.val_accuracy:.1f}%"
-    first_try = f"  first-try {100 * row.first_try_accuracy:.0f}%" if row.batch_size else ""
-    errors = f"  errors {len(row.errors)}" if row.errors else ""
-    if row.val_unanswered:
-        val += f" of {row.val_answered} answered ({row.val_unanswered} unanswered)"
-    print(
-        f"[{row.method}] epoch {row.epoch + 1} step {row.step + 1}  batch {row.batch_size} ({row.batch_reason})"
-        f"  sim {row.cumulative_sim_seconds:,.0f} s  size {row.size}{first_try}{errors}{val}",
-        file=sys.stderr,
-        flush=True,
-    )
 
 
 NOTICE_EVERY_S = 1.0
@@ -152,20 +148,48 @@ async def _learn(args: argparse.Namespace) -> int:
         _notify_waits(session, args.quiet)
         interrupt = StopRequest()
         interrupt.install()
+        events, tracker = _run_events(session, args, config, name=Path(out).name)
+        failed = True
         try:
-            result = await session.train(run_dir=run_dir, on_step=None if args.quiet else _progress, usage=usage,
-                                         gpus=gpus, interrupt=interrupt, stops=stops)
+            result = await session.train(run_dir=run_dir, usage=usage, gpus=gpus, interrupt=interrupt, stops=stops,
+                                         events=events)
+            code = _finish(result, run_dir, _shown(out, run_dir), interrupt)
+            failed = False
+        except CombeeError as exc:
+            if run_dir.started:  # a retry's refusal then names this run as a failed one
+                run_dir.write_summary({"failed": scrub(str(exc)), "exit_code": exc.exit_code,
+                                       "run_dir": _shown(out, run_dir)})
+            raise
         finally:
             interrupt.uninstall()
             if run_dir.started:
                 session.keep_local_log(run_dir)
+            if tracker is not None:
+                tracker.finish(run_dir.root if run_dir.started else None, failed=failed)
             run_dir.close()
-    return _finish(result, run_dir, _shown(out, run_dir), interrupt)
+    return code
 
 
 def _shown(out: str, run_dir: Any) -> str:
     """Where the run's files are, as the user named it when it is there."""
     return out if run_dir.location == Path(out) else str(run_dir.location)
+
+
+def _run_events(session: Any, args: argparse.Namespace, config: Any, *, name: str) -> tuple[Any, Any]:
+    """The run's event hub with what the command line asked to see or record: the progress (not
+    with ``--quiet``) and the MLflow logger (``tracking.mlflow``, returned too: it is finished
+    once the run's files are written)."""
+    from combee_fast.run.events import Events
+
+    events, tracker = Events(), None
+    if not args.quiet:
+        events.subscribe(session.progress())
+    if config.tracking.mlflow:
+        from combee_fast.run.mlflow_log import MlflowLogger
+
+        tracker = MlflowLogger.start(config, run_name=name)
+        events.subscribe(tracker)
+    return events, tracker
 
 
 async def _resume(args: argparse.Namespace) -> int:
@@ -200,14 +224,20 @@ async def _resume(args: argparse.Namespace) -> int:
             interrupt = StopRequest()
             interrupt.install()
             resumed_from = run_dir.resumed.steps  # type: ignore[union-attr]
+            events, tracker = _run_events(session, args, config, name=Path(out).name)
+            failed = True
             try:
-                result = await session.train(run_dir=run_dir, on_step=None if args.quiet else _progress,
-                                             gpus=args.gpus, interrupt=interrupt, stops=stops)
+                result = await session.train(run_dir=run_dir, gpus=args.gpus, interrupt=interrupt, stops=stops,
+                                             events=events)
+                code = _finish(result, run_dir, out, interrupt, resumed_from=resumed_from)
+                failed = False
             finally:
                 interrupt.uninstall()
+                if tracker is not None:
+                    tracker.finish(run_dir.root, failed=failed)
     finally:
         run_dir.close()
-    return _finish(result, run_dir, out, interrupt, resumed_from=resumed_from)
+    return code
 
 
 def _finish(result: Any, run_dir: Any, out: str, interrupt: Any, *, resumed_from: int | None = None) -> int:
@@ -245,32 +275,149 @@ def _finish(result: Any, run_dir: Any, out: str, interrupt: Any, *, resumed_from
 
 
 async def _eval(args: argparse.Namespace) -> int:
+    """Score a deployable on a split; write the evaluation's folder (``eval.json`` with the score
+    and its interval, ``results.jsonl`` per example, ``report.md``, ``prompt.txt``, provenance)."""
     from combee_fast.learners import kind_of_file
-    from combee_fast.run.rundir import read_split_manifests
+    from combee_fast.run.rundir import RunDir, check_run_target, read_split_manifests
     from combee_fast.session import open_session
     from combee_fast.tasks.base import verify_split
 
     kind, deployable = kind_of_file(args.playbook)
     config = flags.session_config(args, [(("task", "val_split"), args.split), (("task", "train_split"), args.split)])
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    out = args.out or str(Path(args.playbook).parent / f"eval-{_file_name(args.split)}-{stamp}")
+    check_run_target(out, overwrite=args.overwrite)
     async with open_session(config) as session:
+        recorded = []
         manifests_file = Path(args.playbook).with_name("splits.json")
         if manifests_file.exists():
             recorded = read_split_manifests(manifests_file, what=f"the split hashes of {args.playbook}")
             for manifest in recorded:
                 if (manifest.task, manifest.split) == (session.task.name, args.split):
                     verify_split(session.val_split, manifest)
-        result = await session.evaluate(deployable, session.val_split.examples, learner=kind.name)
+        seen = _seen_rows(session, recorded)
+        run_dir = RunDir(out, overwrite=args.overwrite)
+        try:
+            result, report = await _evaluated(session, config, run_dir, kind, deployable, args, seen)
+        finally:
+            run_dir.close()
+        out = _shown(out, run_dir)
         if args.card:
             from combee_fast.verify.discipline import record_report
 
             record_report(args.card, config, session.task, session.val_split, run=f"eval {args.playbook}")
-    report = {"examples": result.examples, "accuracy": result.accuracy, "answered": result.answered,
-              "unanswered": result.unanswered, "unanswered_by_kind": result.unanswered_by_kind}
-    print(msgspec.json.encode({"split": args.split, "learner": kind.name, **report}).decode())
+    for split, shared in seen.items():
+        print(f"combee eval: warning: {shared} rows of {args.split} were seen by the run that made "
+              f"{args.playbook} (its split {split}, compared by content): not a held-out score", file=sys.stderr)
+    print(msgspec.json.encode(report).decode())
     if result.unanswered > config.train.max_failed_fraction * result.examples:
         kinds = ", ".join(f"{kind} {n}" for kind, n in result.unanswered_by_kind.items())
         raise CallsFailed(f"{result.unanswered} of {result.examples} examples of {args.split} unanswered "
-                          f"({kinds}); the accuracy covers only the {result.answered} answered")
+                          f"({kinds}); the accuracy covers only the {result.answered} answered; see {out}")
+    return EXIT_OK
+
+
+def _file_name(text: str) -> str:
+    """``text`` (a split spec such as ``val[0:50]``) as part of a folder name."""
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in text).strip("_") or "split"
+
+
+def _seen_rows(session: Any, recorded: Sequence[Any]) -> dict[str, int]:
+    """Per split the artifact's run recorded (learned from, selected on): the rows it shares, by
+    content, with the evaluated split (splits of another task or changed since are skipped)."""
+    from combee_fast.errors import CombeeError
+    from combee_fast.tasks.heldout import row_keys
+
+    evaluated = row_keys(session.val_split)
+    seen = {}
+    for manifest in recorded:
+        if manifest.task != session.task.name:
+            continue
+        try:
+            split = session.task.load(manifest.split)
+        except CombeeError:
+            continue
+        if split.manifest.sha256 == manifest.sha256 and (shared := len(evaluated & row_keys(split))):
+            seen[manifest.split] = shared
+    return seen
+
+
+async def _evaluated(session: Any, config: Any, run_dir: Any, kind: Any, deployable: Any,
+                     args: argparse.Namespace, seen: dict[str, int]) -> tuple[Any, dict[str, Any]]:
+    """Evaluate ``deployable`` on the session's split into ``run_dir``: the result and the
+    report printed (and kept as ``eval.json``)."""
+    import asyncio
+
+    from combee_fast.run.ledger import CallCounts
+    from combee_fast.run.provenance import provenance
+    from combee_fast.run.compare import file_sha256
+    from combee_fast.run.report import answered_interval, eval_report
+    from combee_fast.tasks.heldout import row_key
+
+    split = session.val_split
+    record = provenance(seed=config.seed, splits=[split.manifest])
+    run_dir.write_config(config)
+    run_dir.write_splits([split.manifest])
+    run_dir.write_provenance(record)
+    run_dir.write_prompt(deployable.render())
+    run_dir.start()
+    session.agents.on_failure = run_dir.append_error
+    try:
+        result = await session.evaluate(deployable, split.examples, learner=kind.name)
+    finally:
+        session.agents.on_failure = None
+    if 2 * result.answered > result.examples:  # replacing --overwrite's evaluation once most examples are answered
+        run_dir.replace_previous()
+    interval = await asyncio.to_thread(answered_interval, result)
+    errors = [None] * len(result.scores)
+    if len(result.outcomes) == len(result.scores):
+        errors = [error.label if error is not None else None for _, error in result.outcomes]
+    rows = [{"index": e.index, "id": e.id, "row": row_key(e), "score": score, "answered": error is None,
+             "error": error} for e, score, error in zip(split.examples, result.scores, errors)]
+    report = {"split": args.split, "learner": kind.name, "examples": result.examples, "accuracy": result.accuracy,
+              "interval": None if interval is None else {"lower": interval.lower, "upper": interval.upper,
+                                                          "level": interval.level, "resamples": interval.resamples},
+              "answered": result.answered, "unanswered": result.unanswered,
+              "unanswered_by_kind": result.unanswered_by_kind, "seen_rows": seen, "playbook": args.playbook,
+              "playbook_sha256": file_sha256(args.playbook), "run_dir": str(run_dir.location)}
+    counts = CallCounts()
+    for usage, error in result.outcomes:
+        counts.add(usage, error)
+    run_dir.write_eval(report, rows)
+    run_dir.write_provenance(record.ended_now())
+    run_dir.write_report(eval_report(title=f"combee eval: {args.playbook} on {session.task.name} {args.split}",
+                                     split=args.split, result=result, record=record.ended_now(), seen=seen,
+                                     counts=counts))
+    return result, report
+
+
+def _show(args: argparse.Namespace) -> int:
+    """``combee show RUN``: the run's learned context (``prompt.txt``), or its page (``--report``)."""
+    from combee_fast.learners import kind_of_file
+    from combee_fast.run.rundir import read_run
+
+    path = Path(args.run)
+    if path.is_file():  # a final.json or best.json of any learner
+        print(kind_of_file(path)[1].render())
+        return EXIT_OK
+    record = read_run(path)
+    if args.report:
+        report = path / "report.md"
+        if not report.is_file():
+            raise ConfigError(f"{path}: no report.md")
+        print(report.read_text(encoding="utf-8"), end="")
+        return EXIT_OK
+    if record.prompt is None:
+        raise ConfigError(f"{path}: no prompt.txt (a run made before it was written: combee show {path}/best.json)")
+    print(record.prompt, end="")
+    return EXIT_OK
+
+
+def _compare(args: argparse.Namespace) -> int:
+    """``combee compare RUN...``: a Markdown table of the runs, then the same configuration over its seeds."""
+    from combee_fast.run.compare import compare_lines
+
+    print("\n".join(compare_lines(args.runs)))
     return EXIT_OK
 
 
@@ -285,9 +432,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     handlers = {"learn": _learn, "eval": _eval, "demo": _demo}
-    if args.command not in handlers:
+    plain = {"show": _show, "compare": _compare}
+    if args.command not in handlers and args.command not in plain:
         return args.handler(args)
     try:
+        if args.command in plain:
+            return plain[args.command](args)
         from combee_fast.engine.loop import run
 
         return run(handlers[args.command](args))

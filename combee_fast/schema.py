@@ -60,6 +60,7 @@ ErrorKind = Literal[
     "replay_miss",
     "cancelled",
     "placeholder",
+    "no_answer",
 ]
 
 

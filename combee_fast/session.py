@@ -10,7 +10,9 @@ included (``TrainConfig.batch_size=None``), whatever the learner.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import shlex
 import sys
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any
@@ -20,6 +22,7 @@ import msgspec
 from combee_fast.config import ROLES, SessionConfig
 from combee_fast.endpoint.cache import CacheMode, ReplayCache
 from combee_fast.errors import CheckpointError, ConfigError
+from combee_fast.redact import scrub
 from combee_fast.learners import LEARNERS, Choice, resolve
 from combee_fast.methods.base import EvalResult
 from combee_fast.protocols import BatchPlan, Method, StopRule, Task
@@ -32,7 +35,10 @@ from combee_fast.run.cost import SIMULATED_GPUS, GpuClock
 from combee_fast.run.events import CallFailed, Events, StepDone, on_kind
 from combee_fast.run.interrupt import StopRequest
 from combee_fast.run.ledger import LedgerRow
-from combee_fast.run.rundir import RunDir
+from combee_fast.run.progress import Budget, Progress
+from combee_fast.run.provenance import Provenance, provenance
+from combee_fast.run.report import RunFacts, curve_png, run_report
+from combee_fast.run.rundir import CURVE_FILE, RunDir
 from combee_fast.run.state import CallsRecord, TrainState
 from combee_fast.run.stops import (FailingCalls, Interrupted, NoImprovement, NothingKept, ScoreThreshold,
                                    UnansweredValidation, WallClock)
@@ -42,7 +48,7 @@ from combee_fast.schema import Example
 from combee_fast.sim.instructions import InstructionWorld
 from combee_fast.sim.server import SimServer
 from combee_fast.tasks.base import Split
-from combee_fast.tasks.heldout import check_use
+from combee_fast.tasks.heldout import check_disjoint, check_use
 from combee_fast.tasks.registry import get_task
 
 
@@ -93,17 +99,46 @@ class Session:
             return tuple(source.load_rollouts(self.config.task.train_split))
         return self.train_split.examples
 
+    def budget(self, method: str | None = None) -> Budget | None:
+        """What a run of ``method`` (default: the configured one) spends towards its end (train
+        samples over the epochs; GEPA: metric calls), from the learner's stop rules; None when
+        they say nothing of it."""
+        choice = self.resolve(method)
+        items = len(self.train_items())
+        for rule in choice.kind.stop_rules(self.config):
+            if (budget := getattr(rule, "budget", None)) is not None:
+                return budget(items)
+        return None
+
+    def reports_simulated_time(self) -> bool:
+        """Whether the calls' latencies are simulated seconds: the in-process simulated endpoint,
+        or a simulated server that said its time scale."""
+        return self.server is not None or any(
+            client.time_scale is not None for role in ROLES for client in self.clients.replicas(role))
+
+    def progress(self, method: str | None = None, **options: Any) -> Progress:
+        """A :class:`~combee_fast.run.progress.Progress` view of a run of ``method`` (subscribe it
+        to the run's events); ``options`` go to it (``stream``, ``live``)."""
+        choice = self.resolve(method)
+        return Progress(label=choice.shown, budget=self.budget(method),
+                        size_unit=getattr(choice.kind, "size_unit", "size"), simulated=self.reports_simulated_time,
+                        **options)
+
     def split_uses(self, declared: Mapping[str, str] | None = None) -> list[tuple[Split, str, str]]:
         """``(split, role, use)`` for every use training makes of a split: the train split is
         learned from (and, with the controller, the batch size is tuned on its steps); the
         validation split selects the best artifact. :class:`ConfigError` (from
-        :func:`~combee_fast.tasks.heldout.check_use`) when a use falls on a test split.
-        ``declared``: split roles an experiment card declares over the task's own."""
+        :func:`~combee_fast.tasks.heldout.check_use` and
+        :func:`~combee_fast.tasks.heldout.check_disjoint`) when a use falls on a test split, or on
+        a split sharing rows with one by content. ``declared``: split roles an experiment card
+        declares over the task's own."""
         task, names = self.task, self.config.task
         uses = [(self.train_split, check_use(task, names.train_split, "train", declared), "train")]
         if self.choice.kind.batch_size(self.choice.method, self.config) is None:
             uses.append((self.train_split, check_use(task, names.train_split, "tune", declared), "tune"))
         uses.append((self.val_split, check_use(task, names.val_split, "select", declared), "select"))
+        for split, _, use in uses:
+            check_disjoint(task, split, use, declared)
         return uses
 
     async def batch_plan(self, run_dir: RunDir | None = None, *, method: str | None = None) -> BatchPlan:
@@ -202,6 +237,9 @@ class Session:
         def calls_now() -> CallsRecord:
             return calls_before.plus(agents.calls, agents.trimmed, agents.failures_total)
 
+        facts = RunFacts()
+        events.subscribe(facts)
+        record = provenance(seed=self.config.seed, splits=[self.train_split.manifest, self.val_split.manifest])
         training = Training(
             choice.kind, built, plan, self.train_items(), state,
             seed=self.config.seed, rules=self.stop_rules(choice, interrupt=interrupt, extra=stops),
@@ -210,12 +248,22 @@ class Session:
         )
         if stored is None:
             self._start_run(run_dir, usage)
+        if run_dir is not None:
+            run_dir.write_provenance(record)
         self.agents.on_failure = _failure_recorder(events, run_dir)
+        result: TrainResult | None = None
+        failure: BaseException | None = None
         try:
-            return await train(training)
+            result = await train(training)
+            return result
+        except BaseException as exc:
+            failure = exc
+            raise
         finally:
             self.agents.on_failure = None
             self._record_calls(run_dir, calls_now())
+            if run_dir is not None and run_dir.started:
+                await asyncio.to_thread(self._write_page, run_dir, training, choice, facts, record, result, failure)
 
     def _resumed_state(self, stored: StoredCheckpoint, kind: Any, method: Method[Any], plan: BatchPlan,
                        run_dir: RunDir) -> TrainState[Any]:
@@ -228,6 +276,28 @@ class Session:
                              carried_type=method.carried_type(kind.artifact_type))
         state.ledger.extend(run_dir.read_ledger())
         return state
+
+    def _write_page(self, run_dir: RunDir, training: Training[Any], choice: Choice, facts: RunFacts,
+                    record: Provenance, result: TrainResult | None, failure: BaseException | None) -> None:
+        """``prompt.txt`` (the best artifact so far, rendered), ``report.md`` and the provenance
+        with its end time, however the run ended. A page that cannot be written is said on
+        stderr, never raised over the run's own outcome."""
+        try:
+            state, kind = training.state, choice.kind
+            deployable = kind.deployable(state.best if state.best_score is not None else state.artifact)
+            run_dir.write_prompt(deployable.render())
+            ended = record.ended_now()
+            run_dir.write_provenance(ended)
+            title = f"combee learn: {kind.name} {choice.shown} on {self.task.name}"
+            curve = curve_png(list(facts.curve), title=title)
+            page = run_report(
+                title=title, outcome=_outcome(result, failure, facts, run_dir), result=result, facts=facts,
+                counts=state.counts, record=ended, val_split=self.config.task.val_split, lessons=kind.lessons(state.artifact),
+                learned={getattr(kind, "size_unit", "size"): len(state.artifact), **kind.summary(state.artifact)},
+                plot=CURVE_FILE if curve is not None else None)
+            run_dir.write_report(page, curve)
+        except Exception as exc:  # the run's outcome stands; its page is a courtesy
+            print(f"combee: could not write {run_dir.root / 'report.md'}: {type(exc).__name__}: {exc}", file=sys.stderr)
 
     def _record_uses(self, usage: SplitUsage | None, *, again: bool) -> None:
         """Check every split use (a test split is refused); under a card, append them to its
@@ -308,6 +378,21 @@ class Session:
         return GpuClock(gpus) if gpus is not None else None
 
 
+def _outcome(result: TrainResult | None, failure: BaseException | None, facts: RunFacts, run_dir: RunDir) -> str:
+    """How a run ended, in one sentence for its page."""
+    if failure is not None:
+        code = getattr(failure, "exit_code", None)
+        return f"Failed{f' (exit {code})' if code is not None else ''}: {scrub(str(failure)) or type(failure).__name__}"
+    assert result is not None
+    if result.interrupted:
+        return (f"Interrupted after step {result.steps}; resume with "
+                f"`combee learn --resume {shlex.quote(str(run_dir.root))}`")
+    if result.stopped_by is not None:
+        return f"Stopped early after step {result.steps}: {result.stopped_by}"
+    reason = facts.stopped.reason if facts.stopped is not None and facts.stopped.reason else "its work was done"
+    return f"Done after step {result.steps}: {reason}"
+
+
 def _failure_recorder(events: Events, run_dir: RunDir | None) -> Callable[[dict[str, Any]], None]:
     """Each failed call: a line of the run's ``errors.jsonl`` (with its raw reply) as it happens,
     and a :class:`~combee_fast.run.events.CallFailed` event."""
@@ -376,4 +461,4 @@ async def _fallback_server(config: SessionConfig, task: Task,
         world, preset=sim.preset, time_scale=sim.time_scale, faults=sim.faults, seed=config.seed,
         latency_jitter=sim.latency_jitter,
     ))
-    return server, None, Fallback(server.url, f"sim:{sim.preset}", "sim", config.transport, simulated=True)
+    return server, None, Fallback(server.url, f"sim:{sim.preset}", server.model, config.transport, simulated=True)

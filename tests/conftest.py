@@ -9,6 +9,15 @@ import pytest
 
 from combee_fast.sim.server import EchoResponder, Responder, SimServer
 
+
+@pytest.fixture(autouse=True)
+def _isolated_environment(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test (and every process it starts) keeps combee's state (usage records) in a folder
+    of its own, and sees none of the caller's OpenAI or MLflow settings."""
+    monkeypatch.setenv("COMBEE_STATE_DIR", str(tmp_path_factory.mktemp("state")))
+    for name in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "MLFLOW_TRACKING_URI"):
+        monkeypatch.delenv(name, raising=False)
+
 StartSimServer = Callable[..., Awaitable[SimServer]]
 
 

@@ -31,6 +31,7 @@ class AceKind:
     methods = {name: name for name in METHODS}
     rollout_role = "generator"
     learning_roles = ("reflector", "curator", "reducer")
+    size_unit = "bullets"  # what the artifact's size counts, in progress lines and reports
     artifact_type = Playbook
 
     def encode_artifact(self, artifact: Playbook) -> bytes:

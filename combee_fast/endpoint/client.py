@@ -308,6 +308,12 @@ class EndpointClient:
         listed = _listed_models(body) if status == 200 else None
         if listed is not None and model in listed:
             return
+        if listed:  # the server says what it serves: another name would be answered by no model of ours
+            raise EndpointUnreachable(f"{where} does not serve model {model!r}: GET /models does not list model "
+                                      f"{model!r}; it lists {', '.join(sorted(map(repr, listed)))}")
+        if listed is None and (hint := await self._versioned_hint(session, timeout)) is not None:
+            raise EndpointUnreachable(f"{where} does not serve model {model!r}: GET /models answered HTTP {status}; "
+                                      f"{hint}")
         if status != 200:
             models_problem = f"GET /models answered HTTP {status}"
         elif listed is None:
@@ -337,6 +343,26 @@ class EndpointClient:
             f"{where} does not serve model {model!r}: {models_problem}, and a one-token chat completion "
             f"answered {answer}"
         )
+
+    async def _versioned_hint(self, session: Any, timeout: aiohttp.ClientTimeout) -> str | None:
+        """For a base URL without ``/v1`` whose ``/v1/models`` answers a model list: the sentence
+        saying which URL to give; else None (never raises)."""
+        base = strip_userinfo(self.config.base_url).rstrip("/")
+        if base.endswith("/v1"):
+            return None
+        try:
+            async with session.get(base + "/v1/models", headers=self._headers, timeout=timeout) as response:
+                listed = _listed_models(await response.read()) if response.status == 200 else None
+        except (TimeoutError, aiohttp.ClientError):
+            return None
+        if listed is None:
+            return None
+        return f"{base}/v1/models lists {', '.join(sorted(map(repr, listed))) or 'no model'}: give the base URL {base}/v1"
+
+    @property
+    def time_scale(self) -> float | None:
+        """Real seconds per simulated second, once a simulated server said so (None: real time)."""
+        return self._time_scale
 
     def usage_totals(self) -> dict[tuple[str, str, str], UsageTotals]:
         """A copy of the running totals, keyed by (role, model, endpoint)."""

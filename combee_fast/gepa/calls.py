@@ -29,7 +29,7 @@ from combee_fast.gepa.candidate import load_prompt
 from combee_fast.gepa.revisions import changes_text, compose
 from combee_fast.protocols import Task
 from combee_fast.roles.agents import RoleClients
-from combee_fast.roles.base import convert, decode_json_object, fill
+from combee_fast.roles.base import convert, decode_json_object, fill, no_answer
 from combee_fast.schema import CallError, Example, Message, Usage
 
 SOLVER_ROLE = "gepa_solver"
@@ -162,10 +162,12 @@ class GepaCalls:
             self._request(SOLVER_ROLE, messages, SOLVER_MAX_TOKENS, SOLVER_SCHEMA, "answer", example.id)
         )
         reply = _parsed(result, _SolverReply, "solver")
-        self._noted(SOLVER_ROLE, result, reply)
         answer = None
         if not isinstance(reply, CallError):
             answer = (reply.final_answer if isinstance(reply.final_answer, str) else str(reply.final_answer)).strip()
+            if (problem := no_answer(answer, role=SOLVER_ROLE, question=example.input)) is not None:
+                reply, answer = problem, None
+        self._noted(SOLVER_ROLE, result, reply)
         score = self.task.score(example, answer)
         return Evaluation(
             example, answer, score.value, score.feedback, result.usage, reply if isinstance(reply, CallError) else None
@@ -200,11 +202,13 @@ class GepaCalls:
         request = self._request(role, messages, REWRITE_MAX_TOKENS, REWRITE_SCHEMA, "rewrite", *seed_path)
         result = await client.chat(request)
         reply = _parsed(result, _RewriteReply, role)
+        if not isinstance(reply, CallError) and not reply.instruction.strip():
+            reply = CallError("schema_mismatch", f"{role}: empty instruction", raw=result.text)
+        elif not isinstance(reply, CallError):
+            reply = no_answer(reply.instruction, role=role) or reply
         self._noted(role, result, reply)
         if isinstance(reply, CallError):
             return Rewrite(None, result.usage, reply)
-        if not reply.instruction.strip():
-            return Rewrite(None, result.usage, CallError("schema_mismatch", f"{role}: empty instruction"))
         return Rewrite(reply.instruction.strip("\n"), result.usage)
 
     def _noted(self, role: str, result: ChatResult, reply: Any) -> None:

@@ -39,6 +39,7 @@ class GepaKind:
     methods = {"sequential": "gepa", "naive": "naive-gepa", "combee": "combee-gepa"}
     rollout_role = SOLVER_ROLE
     learning_roles = (PROPOSER_ROLE, AGGREGATOR_ROLE)
+    size_unit = "candidates"  # what the artifact's size counts, in progress lines and reports
     artifact_type = GepaState
 
     def encode_artifact(self, artifact: GepaState) -> bytes:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from combee_fast.run.progress import Budget
 from combee_fast.run.state import TrainState
 
 
@@ -19,3 +20,7 @@ class MetricCallBudget:
     def check(self, state: TrainState[Any]) -> str | None:
         spent = state.artifact.metric_calls
         return f"metric-call budget spent: {spent:,} of {self.limit:,}" if spent >= self.limit else None
+
+    def budget(self, items: int) -> Budget:
+        """What the run spends towards this end: metric calls (the ledger's rollouts)."""
+        return Budget("metric calls", self.limit, lambda row: row.rollouts)

@@ -22,6 +22,7 @@ from combee_fast.engine.rng import derive_seed
 from combee_fast.playbook import Playbook
 from combee_fast.roles import curator, generator, reducer, reflector
 from combee_fast.roles.budget import PLAYBOOK_ROLES, TokenCounts, cut_playbook, fit_playbook, is_context_error
+from combee_fast.roles.base import no_answer
 from combee_fast.roles.clients import RoleClients, RoleMap
 from combee_fast.roles.ops import ops_schema, parse_ops
 from combee_fast.roles.curator import playbook_stats_text
@@ -85,12 +86,17 @@ class Agents:
         hand it to :attr:`on_failure`."""
         self.calls[role] = self.calls.get(role, 0) + 1
         if error is not None:
-            self.failures_total += 1
-            failure = {"role": role, "kind": error.kind, "label": error.label, "message": error.message,
-                       "status": error.status, "raw": error.raw if error.raw is not None else text}
-            self.failures.append(failure)
-            if self.on_failure is not None:
-                self.on_failure(failure)
+            self.record_failure(role, error, text)
+
+    def record_failure(self, role: str, error: CallError, text: str | None) -> None:
+        """Keep one failed or unusable call of ``role`` (kind, message, raw reply) and hand it to
+        :attr:`on_failure`; for role calls made outside these agents (another learner's roles)."""
+        self.failures_total += 1
+        failure = {"role": role, "kind": error.kind, "label": error.label, "message": error.message,
+                   "status": error.status, "raw": error.raw if error.raw is not None else text}
+        self.failures.append(failure)
+        if self.on_failure is not None:
+            self.on_failure(failure)
 
     def note_call(self, role: str, error: CallError | None, text: str | None) -> None:
         """Count a call another learner's role made through these clients (GEPA's), as the
@@ -145,6 +151,8 @@ class Agents:
         request, result = await self._chat_fitted("generator", playbook_text, build)
         messages = request.messages
         parsed = _parsed(result, generator.parse_generator)
+        if not isinstance(parsed, CallError):
+            parsed = no_answer(parsed.final_answer, role="generator", question=example.input) or parsed
         self._note("generator", parsed if isinstance(parsed, CallError) else None, result.text)
         if isinstance(parsed, CallError):
             score = self.task.score(example, None)

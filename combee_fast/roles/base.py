@@ -62,6 +62,28 @@ def is_placeholder(text: str) -> bool:
     return _PLACEHOLDER.fullmatch(text.strip()) is not None
 
 
+QUESTION_COPY_MIN_CHARS = 20
+"""Shortest question whose verbatim copy in an answer marks the answer as a copy, not content."""
+
+
+def no_answer(text: str, *, role: str, question: str | None = None) -> CallError | None:
+    """Why ``text`` (the answer field of a reply that parsed) carries no answer, as a
+    :class:`CallError`, or None when it is content: empty (``no_answer``), the role's own name
+    echoed back (``no_answer``: a server answering a schema with placeholders), a copy of the
+    prompt's placeholder (``placeholder``), or a copy of the question (``no_answer``)."""
+    stripped = text.strip()
+    if not stripped:
+        return CallError("no_answer", f"{role}: the reply parsed but its answer is empty", raw=text)
+    if stripped.lower() == role.lower():
+        return CallError("no_answer", f"{role}: the answer is the role's name echoed back, not content: "
+                                      f"{stripped[:80]!r}", raw=text)
+    if is_placeholder(stripped):
+        return CallError("placeholder", f"{role}: the answer is {PLACEHOLDER_PROBLEM}: {stripped[:80]!r}", raw=text)
+    if question is not None and len(question.strip()) >= QUESTION_COPY_MIN_CHARS and question.strip() in stripped:
+        return CallError("no_answer", f"{role}: the answer is a copy of the question, not an answer", raw=text)
+    return None
+
+
 def clean_bullet_id(text: str) -> str:
     """A bullet id as models write it (``"[form-00001]"``, ``" form-00001 "``) reduced to the id."""
     return text.strip().strip("[]").strip()

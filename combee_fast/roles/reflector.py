@@ -21,6 +21,7 @@ from combee_fast.roles.base import (
     fill,
     is_placeholder,
     load_prompt,
+    no_answer,
 )
 from combee_fast.schema import Bullet, BulletTag, CallError, Message, Reflection, Rollout, Usage
 
@@ -144,6 +145,8 @@ def parse_reflector(data: Any, text: str | None, *, rollout_id: str, usage: Usag
     if is_placeholder(reply.key_insight):
         problem = CallError("placeholder", f"key_insight is {PLACEHOLDER_PROBLEM}: {reply.key_insight[:80]!r}", raw=text)
         return failed_reflection(rollout_id, usage, problem)
+    if reply.key_insight.strip() and (echo := no_answer(reply.key_insight, role="reflector")) is not None:
+        return failed_reflection(rollout_id, usage, echo)  # the role's name echoed back
     tags: dict[str, BulletTag] = {}
     for tag in reply.bullet_tags:
         bullet_id = clean_bullet_id(tag.id)

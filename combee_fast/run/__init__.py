@@ -13,6 +13,11 @@
 - :mod:`.ledger`: one row per step (time, calls, tokens per role, errors, accuracy).
 - :mod:`.context`: what a learner builds its methods and evaluation from.
 - :mod:`.cost`: GPU-seconds of each step.
-- :mod:`.usage`: the per-split usage record beside an experiment card.
+- :mod:`.usage`: the per-split usage record of an experiment card, in the state directory.
 - :mod:`.events`: the typed event stream of a run and its hub (what consumers subscribe to).
+- :mod:`.progress`: the progress bar (or plain lines), a consumer of the events.
+- :mod:`.report`: the run's page, ``report.md``, from its events and result.
+- :mod:`.provenance`: version, commit, host, command line, times, seed and splits of a run.
+- :mod:`.mlflow_log`: the MLflow logger, a consumer of the events (optional ``mlflow`` extra).
+- :mod:`.compare`: runs side by side and across seeds (``combee compare``).
 """

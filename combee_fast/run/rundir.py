@@ -17,6 +17,12 @@ only writer and reader of these files:
     checkpoint.bin       the state after the last completed step, to resume from (run/checkpoint.py)
     card.toml            the experiment card the run was made under (``learn --card``), if any
     server.log, local_server.json   the local server's log and command (``--local``)
+    report.md            the run's one page: result with its 95% interval, cost, what was learned,
+                         the learning curve (curve.png) and provenance (run/report.py)
+    prompt.txt           the learned context, rendered as an agent reads it: what to paste
+    provenance.json      version, git commit, host, command line, start and end time, seed, splits
+    eval.json, results.jsonl   an evaluation's score with its interval, and each example's result
+                         (``combee eval``)
 
 A run is written first into a hidden staging folder beside its directory
 (``.<name>.starting-*``). :meth:`RunDir.start`, called once the run has started (configuration,
@@ -63,6 +69,7 @@ from combee_fast.protocols import Deployable, LearnerKind
 from combee_fast.run.checkpoint import (CHECKPOINT_FILE, LEGACY_CHECKPOINT_FILE, FileMark, Header, StoredCheckpoint,
                                         read_checkpoint, save_checkpoint)
 from combee_fast.run.ledger import LedgerRow
+from combee_fast.run.provenance import Provenance
 from combee_fast.run.state import TrainState
 from combee_fast.run.swap import recover, swap_in, take_lock, unswapped_name
 from combee_fast.tasks.base import SplitManifest
@@ -70,9 +77,12 @@ from combee_fast.tasks.base import SplitManifest
 _encoder = msgspec.json.Encoder(order="deterministic")
 
 
+CURVE_FILE = "curve.png"
+"""The learning curve beside ``report.md``."""
 _RUN_FILES = ("config.json", "splits.json", "ledger.jsonl", "controller.jsonl", "deltas.jsonl", "errors.jsonl",
               "final.json", "best.json", "summary.json", "card.toml", CHECKPOINT_FILE, LEGACY_CHECKPOINT_FILE,
-              "calls.json", "capabilities.json", "sampling.json", "server.log", "local_server.json")
+              "calls.json", "capabilities.json", "sampling.json", "server.log", "local_server.json", "report.md",
+              "prompt.txt", "provenance.json", CURVE_FILE, "eval.json", "results.jsonl")
 _APPENDED = ("ledger.jsonl", "controller.jsonl", "deltas.jsonl", "errors.jsonl")
 _MARKED = ("config.json", "splits.json")  # besides the appended files: what a resume must find unchanged
 _RUN_FOLDERS = {"playbooks": "v*.json", "candidates": "c*.json", "pool": "v*.json"}  # ACE's versions, GEPA's pool
@@ -93,6 +103,10 @@ def check_run_target(root: str | os.PathLike[str], *, overwrite: bool = False) -
     if path.parent.is_dir():
         _recover(path)
     if _holds_a_run(path) and not overwrite:
+        failed = _failure_of(path)
+        if failed is not None:
+            raise ConfigError(f"run directory {path} holds a run that failed ({failed}); pass --overwrite to replace "
+                              "it (its errors.jsonl and report.md go with it) or choose another --out")
         raise ConfigError(f"run directory {path} already holds a run; choose another --out or pass --overwrite")
     existing = path.parent  # the staging folder is created there (after its missing parents)
     while not existing.exists():
@@ -105,6 +119,19 @@ def check_run_target(root: str | os.PathLike[str], *, overwrite: bool = False) -
         except OSError as exc:
             raise ConfigError(f"run directory {path}: cannot write in {folder} ({exc.strerror or exc})") from None
     return path
+
+
+def _failure_of(path: Path) -> str | None:
+    """Why the run in ``path`` failed, cut short, as its ``summary.json`` says (None: it did not)."""
+    try:
+        summary = msgspec.json.decode(read_regular(path / "summary.json"))
+    except (OSError, msgspec.DecodeError):
+        return None
+    failed = summary.get("failed") if isinstance(summary, dict) else None
+    if not isinstance(failed, str):
+        return None
+    text = " ".join(failed.split())
+    return text if len(text) <= 120 else text[:117] + "..."
 
 
 def _holds_a_run(path: Path) -> bool:
@@ -383,6 +410,27 @@ class RunDir:
     def write_summary(self, summary: dict[str, Any]) -> None:
         self._write_json("summary.json", summary)
 
+    def write_report(self, text: str, curve: bytes | None = None) -> None:
+        """``report.md``, the run's page, and its learning curve (``curve.png``) when it has one."""
+        if curve is not None:
+            with _writing(self.target / CURVE_FILE):
+                write_atomic(self.root / CURVE_FILE, curve)
+        self._write_text("report.md", text)
+
+    def write_prompt(self, text: str) -> None:
+        """``prompt.txt``: the learned context as an agent reads it."""
+        self._write_text("prompt.txt", text if text.endswith("\n") else text + "\n")
+
+    def write_provenance(self, record: Provenance) -> None:
+        self._write_json("provenance.json", record)
+
+    def write_eval(self, report: dict[str, Any], results: Iterable[Any]) -> None:
+        """An evaluation's ``eval.json`` (its score, interval, counts) and ``results.jsonl`` (one
+        line per example)."""
+        with _writing(self.target / "results.jsonl"):
+            write_atomic(self.root / "results.jsonl", b"".join(_encoder.encode(row) + b"\n" for row in results))
+        self._write_json("eval.json", report)
+
     def keep_server_log(self, log: str, facts: dict[str, Any]) -> None:
         """The local server's log (``server.log``) and what it was (``local_server.json``)."""
         self._write_text("server.log", log)
@@ -478,3 +526,37 @@ def read_split_manifests(path: str | os.PathLike[str], *, what: str | None = Non
         if what is None:
             raise SplitChangedError(f"{path} is unreadable: {exc}") from None
         raise SplitChangedError(f"{path} ({what}) is unreadable: {exc}; move it away to go on without the check") from None
+
+
+class RunRecord(msgspec.Struct, frozen=True):
+    """What ``combee show`` and ``combee compare`` read of a finished run (None: the file is
+    missing or unreadable)."""
+
+    root: str
+    config: dict[str, Any] | None
+    summary: dict[str, Any] | None
+    evaluation: dict[str, Any] | None
+    provenance: dict[str, Any] | None
+    prompt: str | None
+
+
+def read_run(root: str | os.PathLike[str]) -> RunRecord:
+    """The files of the run (or evaluation) in ``root`` that describe it; :class:`ConfigError`
+    in one line when ``root`` is not a run directory."""
+    path = Path(root)
+    if not path.is_dir() or not _holds_a_run(path):
+        raise ConfigError(f"{root}: not a run directory (no config.json, summary.json or report.md)")
+
+    def table(name: str) -> dict[str, Any] | None:
+        try:
+            value = msgspec.json.decode(read_regular(path / name))
+        except (OSError, msgspec.DecodeError):
+            return None
+        return value if isinstance(value, dict) else None
+
+    try:
+        prompt: str | None = read_regular(path / "prompt.txt").decode("utf-8")
+    except (OSError, UnicodeDecodeError):
+        prompt = None
+    return RunRecord(str(path), table("config.json"), table("summary.json"), table("eval.json"),
+                     table("provenance.json"), prompt)

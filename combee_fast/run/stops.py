@@ -38,6 +38,7 @@ from typing import Any
 from combee_fast.errors import CallsFailed, EndpointUnreachable, NothingLearned
 from combee_fast.run.interrupt import StopRequest
 from combee_fast.run.ledger import CallCounts, LedgerRow
+from combee_fast.run.progress import Budget
 from combee_fast.run.state import TrainState
 
 UNREACHABLE_KINDS = frozenset({"connection", "timeout"})
@@ -56,6 +57,10 @@ class EpochsDone:
 
     def check(self, state: TrainState[Any]) -> str | None:
         return f"{self.epochs} epoch(s) done" if state.epoch >= self.epochs else None
+
+    def budget(self, items: int) -> Budget:
+        """What the run spends towards this end: every epoch's ``items`` train samples."""
+        return Budget("samples", self.epochs * items, lambda row: row.batch_size)
 
 
 class Interrupted:

@@ -187,7 +187,6 @@ class Training(Generic[A]):
         state.ledger.append(row)
         self.events.emit(StepDone(row))
         self._judge_failures()
-        state.plan_state, state.carried = self.plan.state(), self.method.carried()
         self._checkpoint()
         if self.run_dir is not None and _mostly_succeeded(row):
             self.run_dir.replace_previous()
@@ -256,7 +255,9 @@ class Training(Generic[A]):
         return f"; run stopped; {run_dir.location / 'final.json'} holds what was learned so far (version {version}){kept}"
 
     def _checkpoint(self) -> None:
+        """The state as it is now, with the plan's and the method's own and the calls so far, into the checkpoint."""
         if self.run_dir is not None:
+            self.state.plan_state, self.state.carried = self.plan.state(), self.method.carried()
             if self.calls_now is not None:
                 self.state.calls_record = self.calls_now()
             self.run_dir.save_checkpoint(self.state, self.kind, method=self.method.name, seed=self.seed)

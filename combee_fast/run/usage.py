@@ -1,7 +1,10 @@
 """The per-split usage record: which run used which split for what, as a fact on disk.
 
-The record is a JSON array of :class:`UsageEntry` in a file beside the experiment card
-(``formula.toml`` -> ``formula.usage.json``). Each run appends its entries in one step: under an
+The record is a JSON array of :class:`UsageEntry` in a file of the state directory
+(:func:`state_dir`: ``$COMBEE_STATE_DIR``, else ``$XDG_STATE_HOME/combee``, else
+``~/.local/state/combee``), one per card: ``usage/<card name>-<hash of the card's absolute
+path>.usage.json``, so records and their locks never land in the project's source tree beside the
+card. Each run appends its entries in one step: under an
 exclusive lock on ``<record>.lock`` the record is read, extended and written back atomically
 (temporary file, fsync, rename), so concurrent runs never lose each other's entries and a crash
 leaves the old record or the new one. "Has the test split ever been used to tune" is then
@@ -11,6 +14,8 @@ answered by reading the record, not by trusting the card.
 from __future__ import annotations
 
 import fcntl
+import hashlib
+import os
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -36,10 +41,27 @@ class UsageEntry(msgspec.Struct, frozen=True):
     sha256: str
 
 
+STATE_DIR_ENV = "COMBEE_STATE_DIR"
+"""The environment variable naming the state directory (usage records and their locks)."""
+
+
+def state_dir() -> Path:
+    """Where combee keeps state that outlives a run: ``$COMBEE_STATE_DIR``, else
+    ``$XDG_STATE_HOME/combee``, else ``~/.local/state/combee``."""
+    if folder := os.environ.get(STATE_DIR_ENV):
+        return Path(folder)
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "combee"
+
+
 def usage_path(card: str | Path) -> Path:
-    """The usage record beside ``card``: same folder, ``<stem>.usage.json``."""
-    card_path = Path(card)
-    return card_path.with_name(f"{card_path.stem}.usage.json")
+    """The usage record of ``card`` in the state directory (module docstring); its folder is
+    created when missing."""
+    card_path = Path(card).resolve()
+    digest = hashlib.sha256(str(card_path).encode()).hexdigest()[:12]
+    folder = state_dir() / "usage"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder / f"{card_path.stem}-{digest}.usage.json"
 
 
 def read_usage(path: str | Path) -> list[UsageEntry]:

@@ -2,6 +2,13 @@
 
 ``combee_fast/cli.py`` calls :func:`register`; ``python -m combee_fast.sim.cli
 sim-server ...`` runs it standalone. The first line on stdout is ``listening on <url>``.
+
+By default it serves what a run without an endpoint gets in process: every bundled task's world
+(ACE's roles and GEPA's, :mod:`combee_fast.sim.worlds`) at the in-process endpoint's latency
+preset and time scale (:class:`~combee_fast.config.SimConfig`). ``--world TASK`` plays one task
+(a ``jsonl`` or ``traces`` task with ``--data`` and ``--task-option``, as ``learn`` takes them);
+``--world echo`` answers every request with its last user message (for transport benchmarks).
+``GET /v1/models`` lists one model, ``--model`` (default ``sim``).
 """
 
 from __future__ import annotations
@@ -16,7 +23,15 @@ from combee_fast.engine.loop import run
 from combee_fast.errors import EXIT_OK, EXIT_USAGE, ConfigError
 from combee_fast.redact import escape_control
 from combee_fast.config import FaultConfig, SimConfig
-from combee_fast.sim.server import PRESETS, REAL_TIME, EchoResponder, LatencyPreset, Responder, SimServer
+from combee_fast.errors import CombeeError
+from combee_fast.sim.server import PRESETS, SIM_MODEL, EchoResponder, LatencyPreset, Responder, SimServer
+from combee_fast.sim.peers import PeerReplies, PeerRouter
+from combee_fast.sim.world import TaskWorld
+from combee_fast.sim.worlds import BUNDLED_TASKS, TaskWorlds, bundled_worlds, task_world
+from combee_fast.tasks.registry import get_task, task_option
+
+ECHO = "echo"
+"""``--world echo``: answer every request with its last user message."""
 
 SERVER_GC_THRESHOLD0 = 20_000
 """Young-generation GC threshold of a standalone server process. With about a thousand requests in
@@ -26,26 +41,38 @@ the loop, holding every answer due meanwhile (``bench/throughput.py`` shows the 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Add the ``sim-server`` subcommand; its handler is ``args.handler(args) -> int``."""
+    sim = SimConfig()
     parser = subparsers.add_parser(
         "sim-server",
         help="run the simulated OpenAI-compatible inference server on loopback",
-        description="Simulated continuous-batching inference server (echo responder, or a task world).",
+        description="Simulated continuous-batching inference server playing the task world of every bundled task "
+                    "(or of --world TASK), as a run without an endpoint gets it in process.",
     )
-    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
     parser.add_argument("--port", type=_port, default=8000, help="1-65535, or 0 to pick a free port")
-    parser.add_argument("--preset", choices=sorted(PRESETS), default="flat", help="latency model")
+    parser.add_argument("--model", default=SIM_MODEL, help="the model name GET /v1/models lists")
+    parser.add_argument("--preset", choices=sorted(PRESETS), default=sim.preset, help="latency model")
     parser.add_argument("--constant-latency", type=float, metavar="SECONDS",
                         help="every request takes exactly SECONDS (overrides --preset)")
-    parser.add_argument("--time-scale", type=float, default=REAL_TIME,
-                        help="real seconds slept per simulated second")
-    parser.add_argument("--latency-jitter", type=float, default=0.0,
+    parser.add_argument("--time-scale", type=float, default=sim.time_scale,
+                        help="real seconds slept per simulated second (default: as learn's simulated endpoint)")
+    parser.add_argument("--latency-jitter", type=float, default=sim.latency_jitter,
                         help="+-fraction of random per-request latency change")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=0, help="seed of the fault and jitter draws")
     parser.add_argument("--world", metavar="TASK",
-                        help="answer as the task world of TASK (formula, finer) instead of echoing")
-    parser.add_argument("--world-variant", default=SimConfig().world,
-                        help="with --world: the task-world variant (default, or uninformative: reflections "
-                             "carry no information)")
+                        help=f"play one task's world: formula, finer, jsonl or traces (with --data), or {ECHO} "
+                             f"(answer with the last user message); default: every bundled task "
+                             f"({', '.join(BUNDLED_TASKS)})")
+    parser.add_argument("--data", help="the data file of a jsonl or traces --world")
+    parser.add_argument("--task-option", type=task_option, action="append", default=[], metavar="KEY=VALUE",
+                        help="an option of the --world task, as learn takes it (repeatable)")
+    parser.add_argument("--peers", action="store_true",
+                        help="also answer other learners' prompts (requests without a combee role header, e.g. the "
+                             "PyPI gepa package's), as the peers bench does: task questions of the (first) world "
+                             "with an answer line, reflections with a rewritten instruction")
+    parser.add_argument("--world-variant", default=sim.world,
+                        help="the task-world variant: default, collapse or uninformative (reflections carry no "
+                             "information)")
     for kind in ("429", "500", "drop", "stall", "malformed", "truncated"):
         parser.add_argument(f"--rate-{kind}", type=float, default=0.0, help=f"probability of a {kind} fault")
     faults = FaultConfig()
@@ -78,19 +105,30 @@ def server_from_args(args: argparse.Namespace) -> SimServer:
         rate_truncated=args.rate_truncated, retry_after_s=args.retry_after, stall_s=args.stall,
     )
     preset = args.preset if args.constant_latency is None else LatencyPreset.constant(args.constant_latency)
-    return SimServer(_responder(args.world, args.world_variant), preset=preset, time_scale=args.time_scale, faults=faults,
+    responder = _responder(args)
+    if args.peers:
+        if not isinstance(responder, (TaskWorld, TaskWorlds)):
+            raise ConfigError("--peers answers with a task world: drop --world echo")
+        world = responder.worlds[0] if isinstance(responder, TaskWorlds) else responder
+        responder = PeerRouter(responder, PeerReplies(world))
+    return SimServer(responder, preset=preset, time_scale=args.time_scale, faults=faults,
                      seed=args.seed, latency_jitter=args.latency_jitter, host=args.host, port=args.port,
-                     reject_json_schema=args.reject_json_schema, reuse_port=args.reuse_port)
+                     reject_json_schema=args.reject_json_schema, reuse_port=args.reuse_port, model=args.model)
 
 
-def _responder(world: str | None, variant: str) -> Responder:
-    if world is None:
+def _responder(args: argparse.Namespace) -> Responder:
+    """The world (or echo) the arguments ask for; :class:`ConfigError` for a bad task or variant."""
+    options = dict(args.task_option)
+    if args.data:
+        options["path"] = args.data
+    if args.world == ECHO:
         return EchoResponder()
-    from combee_fast.sim.world import TaskWorld
-    from combee_fast.tasks.registry import get_task
-
     try:
-        return TaskWorld.for_task(get_task(world), variant=variant)
+        if args.world is None:
+            if options:
+                raise ConfigError("--data and --task-option belong to a --world task")
+            return bundled_worlds(variant=args.world_variant)
+        return task_world(get_task(args.world, **options), variant=args.world_variant)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
 
@@ -116,7 +154,7 @@ def run_sim_server(args: argparse.Namespace) -> int:
     try:
         server = server_from_args(args)
         run(_serve(server))
-    except ConfigError as exc:
+    except CombeeError as exc:
         print(f"sim-server: {escape_control(str(exc))}", file=sys.stderr)
         return EXIT_USAGE
     except OSError as exc:  # the port is taken, the host is not ours...

@@ -80,7 +80,10 @@ LLAMA_CPP_PYTHON_REJECTION = (
 sent by a server made with ``reject_json_schema=True``."""
 
 REAL_TIME = 1.0
-"""Time scale of a standalone server: one real second per simulated second."""
+"""One real second per simulated second."""
+
+SIM_MODEL = "sim"
+"""The model name a simulated server lists at ``GET /v1/models`` unless told another."""
 
 
 SPANS_KEPT = 100_000
@@ -129,7 +132,8 @@ class SimServer:
     ``schema`` is honoured. With ``reuse_port`` (``SO_REUSEPORT``) several server processes can
     listen on one port and the kernel spreads connections over them; each keeps its own latency
     model and counters, so only a capacity-free preset (e.g. :meth:`LatencyPreset.constant`)
-    behaves as one server.
+    behaves as one server. ``model`` is the one model ``GET /v1/models`` lists (chat requests
+    are answered whatever model they name; the client's start-up check refuses an unlisted one).
     """
 
     def __init__(
@@ -146,6 +150,7 @@ class SimServer:
         api_key: str | None = None,
         reject_json_schema: bool = False,
         reuse_port: bool = False,
+        model: str = SIM_MODEL,
     ) -> None:
         if not (math.isfinite(time_scale) and time_scale > 0):
             raise ConfigError(f"time_scale must be a positive number, got {time_scale!r}")
@@ -163,6 +168,7 @@ class SimServer:
         self._authorization = None if api_key is None else f"Bearer {api_key}"
         self._reject_json_schema = reject_json_schema
         self._reuse_port = reuse_port
+        self.model = model
         self._model = BatchModel(self.preset)
         self._counters = SimCounters()
         self._spans: collections.deque[tuple[float, float]] = collections.deque(maxlen=SPANS_KEPT)
@@ -258,7 +264,7 @@ class SimServer:
             response.headers[TIME_SCALE_HEADER] = repr(self._time_scale)
             return response
         if request.method == "GET" and request.path == "/v1/models":
-            return web.Response(body=_encoder.encode(ModelList(data=(ModelCard(id="sim"),))),
+            return web.Response(body=_encoder.encode(ModelList(data=(ModelCard(id=self.model),))),
                                 content_type="application/json")
         if request.method == "GET" and request.path == "/v1/combee/counters":
             return web.Response(body=_encoder.encode(self.counters()), content_type="application/json")

@@ -205,6 +205,10 @@ class TaskWorld:
         examples = [e for s in (splits or task.split_names()) for e in task.load(s).examples]
         return cls(task, examples, params)
 
+    def knows(self, question: str) -> bool:
+        """Whether ``question`` (an example's input, stripped) is one of this world's."""
+        return question in self._questions
+
     def respond(self, request: SimRequest) -> str:
         """The role's answer to the request's prompt: its last message, or, in a repair
         conversation (prompt, bad assistant reply, repair instruction), the prompt it repairs."""

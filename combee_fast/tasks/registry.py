@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 from typing import Any, Callable
 
 from combee_fast.protocols import Task
@@ -28,3 +29,11 @@ def get_task(name: str, **options: Any) -> Task:
     ``splits``, ``scorer`` and its options.
     """
     return build_named("task", name, TASKS, options)
+
+
+def task_option(text: str) -> tuple[str, str]:
+    """argparse type of ``--task-option KEY=VALUE``: the pair."""
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"must be KEY=VALUE, got {text!r}")
+    return key, value

@@ -21,6 +21,7 @@ from combee_fast.config import SessionConfig, SimConfig, VerifyConfig, load_conf
 from combee_fast.errors import CombeeError, ConfigError
 from combee_fast.run.usage import read_usage, usage_path
 from combee_fast.verify.card import card_summary, load_card
+from combee_fast.verify.verification import check_endpoints
 
 EXIT_USAGE = 2
 
@@ -67,6 +68,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                           help="task-world variant: default, or uninformative (reflections carry no information)")
     diagnose.add_argument("--resamples", type=int, help="bootstrap resamples per interval (default 10000)")
     diagnose.add_argument("--out", help="report folder (default: runs/diagnose-<card>-<date-time>)")
+    diagnose.add_argument("--quiet", action="store_true", help="no progress lines")
     diagnose.set_defaults(handler=run_diagnose)
 
 
@@ -124,6 +126,11 @@ def run_verify(args: argparse.Namespace) -> int:
         card = load_card(args.card)
         settings = VerifyConfig(seeds=args.seeds, serial_time_scale=args.serial_time_scale, baseline_cache=args.cache)
         configs = [load_config(path) for path in args.config]
+        for path, config in zip(args.config, configs):
+            try:
+                check_endpoints(card, config)
+            except ConfigError as exc:
+                raise ConfigError(f"--config {path}: {exc}") from None
         labels = args.label or []
         if labels and len(labels) != len(configs):
             raise ConfigError(f"give one --label per --config ({len(configs)}), got {len(labels)}")
@@ -142,15 +149,18 @@ async def _verify(args: argparse.Namespace, card, settings: VerifyConfig,  # typ
 
     def progress(line: str) -> None:
         if not args.quiet:
-            print(f"  {line}", file=sys.stderr, flush=True)
+            print(line, file=sys.stderr, flush=True)
 
+    from combee_fast.run.provenance import provenance
+
+    record = provenance(seed=None, splits=[split.manifest for split in _card_splits(card)])
     results = []
     for index, config in enumerate(configs):
         label = labels[index] if labels else None
         results.append(await verify_config(
             card, args.card, config, settings=settings, label=label, resamples=args.resamples or DEFAULT_RESAMPLES,
             runs_dir=out / "runs", on_cell=progress))
-    report = verify_report(out, results, title=f"verify {card.name}")
+    report = verify_report(out, results, title=f"verify {card.name}", record=record)
     for result in results:
         for line in result.verdict.broken:
             print(f"{result.label}: broken cell {line}", file=sys.stderr)
@@ -160,6 +170,14 @@ async def _verify(args: argparse.Namespace, card, settings: VerifyConfig,  # typ
     print(f"{words} min_speedup={min(r.verdict.min_speedup for r in results):.2f} "
           f"max_quality_drop={max(r.verdict.max_quality_drop for r in results):.1f} report={report}")
     return 0 if all(r.verdict.passed for r in results) else 1
+
+
+def _card_splits(card):  # type: ignore[no-untyped-def]
+    """The card's splits, loaded (for the provenance's split hashes)."""
+    from combee_fast.tasks.registry import get_task
+
+    task = get_task(card.task.name, **card.task.options)
+    return [task.load(split.name) for split in card.eval_set.splits]
 
 
 def run_diagnose(args: argparse.Namespace) -> int:
@@ -185,9 +203,16 @@ async def _diagnose(args: argparse.Namespace, card, hardware, settings: VerifyCo
     from combee_fast.verify.fill import filled_card
     from combee_fast.verify.report import diagnose_report
 
+    from combee_fast.run.provenance import provenance
+
+    def progress(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    record = provenance(seed=args.seed, splits=[split.manifest for split in _card_splits(card)])
     result = await diagnose(card, args.card, out, hardware=hardware, seed=args.seed, settings=settings,
-                            world=args.sim_world, epochs=args.epochs, resamples=args.resamples or DEFAULT_RESAMPLES)
-    report = diagnose_report(out, result)
+                            world=args.sim_world, epochs=args.epochs, resamples=args.resamples or DEFAULT_RESAMPLES,
+                            on_progress=None if args.quiet else progress)
+    report = diagnose_report(out, result, record=record)
     (out / "card.diagnosed.toml").write_text(filled_card(Path(args.card).read_text(), result))
     for reason in result.reasons():
         print(f"  {reason}", file=sys.stderr)

@@ -26,6 +26,8 @@ GPU-seconds up to the first checkpoint at or above it.
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import msgspec
@@ -33,6 +35,7 @@ import numpy as np
 
 from combee_fast.config import SimConfig, VerifyConfig
 from combee_fast.native.bootstrap import DEFAULT_RESAMPLES, MeanInterval, PairedDifference, mean_interval, paired_bootstrap
+from combee_fast.run.events import Events
 from combee_fast.run.rundir import RunDir
 from combee_fast.run.usage import append_usage, usage_entry
 from combee_fast.session import open_session
@@ -161,11 +164,14 @@ def checkpoint_steps(rollouts: list[int], count: int) -> list[int]:
 
 async def diagnose(card: Card, card_path: str | Path, out: str | Path, *, hardware: HardwareClass | None = None,
                    seed: int = 0, settings: VerifyConfig = VerifyConfig(), world: str = SimConfig().world,
-                   epochs: int | None = None, resamples: int = DEFAULT_RESAMPLES) -> Diagnosis:
+                   epochs: int | None = None, resamples: int = DEFAULT_RESAMPLES,
+                   on_progress: Callable[[str], None] | None = None) -> Diagnosis:
     """Run the serial baseline of ``card`` into ``out/baseline`` and diagnose it (module docstring).
 
     ``hardware``: the class to run on (default: the card's first). ``epochs``: passes over the
     train split (default: the config default); the card's budget may stop the run sooner.
+    ``on_progress``: told one line per scored checkpoint; with it the baseline's steps are shown
+    as ``learn`` shows them (:meth:`~combee_fast.session.Session.progress`, on stderr).
     """
     hardware = hardware or card.hardware[0]
     config = baseline_config(card, hardware, seed, time_scale=settings.serial_time_scale, world=world)
@@ -181,7 +187,9 @@ async def diagnose(card: Card, card_path: str | Path, out: str | Path, *, hardwa
         test = session.task.load(test_name)
         run_dir = RunDir(run_root, overwrite=True)
         try:
-            result = await session.train(run_dir=run_dir, usage=usage, gpus=hardware.gpu_count, stops=(guard,))
+            events = Events(session.progress()) if on_progress is not None else None
+            result = await session.train(run_dir=run_dir, usage=usage, gpus=hardware.gpu_count, stops=(guard,),
+                                         events=events)
         finally:
             run_dir.close()
         kind = session.choice.kind
@@ -199,9 +207,19 @@ async def diagnose(card: Card, card_path: str | Path, out: str | Path, *, hardwa
                 (int(cumulative[step]), int(tokens[step]), None if gpu is None else float(gpu[step]))
             return Checkpoint(step, *spent, version, size, scores, mean_interval(np.asarray(scores), resamples=resamples))
 
-        empty = await score(-1, 0, 0)
-        curve = [await score(step, ledger[step].version, ledger[step].size)
-                 for step in checkpoint_steps(cumulative, settings.checkpoints)]
+        steps = checkpoint_steps(cumulative, settings.checkpoints)
+        started = time.monotonic()
+
+        async def scored(index: int, step: int, version: int, size: int) -> Checkpoint:
+            checkpoint = await score(step, version, size)
+            if on_progress is not None:
+                on_progress(f"[diagnose] checkpoint {index} of {len(steps)} ({time.monotonic() - started:,.0f} s): "
+                            f"{checkpoint.rollouts:,} rollouts, test {100 * checkpoint.score.mean:.1f}%")
+            return checkpoint
+
+        empty = await scored(0, -1, 0, 0)
+        curve = [await scored(index, step, ledger[step].version, ledger[step].size)
+                 for index, step in enumerate(steps, start=1)]
     append_usage(usage.record, [usage_entry(test.manifest, role=role, use="report", run=name, command="diagnose")])
     last = curve[-1]
     start_at = last.rollouts * (1.0 - settings.plateau_window)

@@ -1,5 +1,5 @@
 """Runs made under an experiment card: the run's splits must be the card's, and every use of
-a split is appended to the usage record beside the card.
+a split is appended to the card's usage record (in the state directory: :mod:`combee_fast.run.usage`).
 
 ``learn --card CARD`` learns on the card's train split and selects on its selection split (a run
 naming any other split is refused), counts GPU-seconds with the GPU count of the card's

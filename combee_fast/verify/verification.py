@@ -11,16 +11,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TypeVar
 
 import msgspec
 
-from combee_fast.config import SessionConfig, VerifyConfig
+from combee_fast.config import ROLES, SessionConfig, VerifyConfig
 from combee_fast.errors import ConfigError
 from combee_fast.learners import resolve
 from combee_fast.native.bootstrap import DEFAULT_RESAMPLES
+from combee_fast.redact import strip_userinfo
 from combee_fast.verify.baseline import baseline_cell
 from combee_fast.verify.card import Card, HardwareClass
 from combee_fast.verify.cells import CellRun, cell_config, run_cell
@@ -48,6 +50,19 @@ def _gate(hardware: HardwareClass, locks: dict[str, asyncio.Lock]) -> contextlib
     return locks.setdefault(hardware.name, asyncio.Lock())
 
 
+def check_endpoints(card: Card, config: SessionConfig) -> None:
+    """:class:`ConfigError` (one line) when ``config`` names endpoints that are none of the card's
+    hardware classes: verify runs every cell on the card's classes, so endpoints given only in a
+    configuration would be dropped."""
+    urls = {role: config.endpoint_for(role).url for role in ROLES}
+    if all(url is None for url in urls.values()) or card.hardware_for(config) is not None:
+        return
+    named = ", ".join(f"{role}={strip_userinfo(url)}" for role, url in urls.items() if url is not None)
+    raise ConfigError(f"the configuration names endpoints ({named}) that are no hardware class of card "
+                      f"{card.name!r}; verify runs every cell on the card's classes: add them to the card as a "
+                      "[[hardware]] class with endpoints = {default = {url = ..., model = ...}} (see the README)")
+
+
 async def verify_config(
     card: Card, card_path: str | Path, config: SessionConfig, *, settings: VerifyConfig = VerifyConfig(),
     label: str | None = None, resamples: int = DEFAULT_RESAMPLES, runs_dir: str | Path | None = None,
@@ -63,9 +78,17 @@ async def verify_config(
     choice = resolve(config.learner, config.method)
     if config.task.name != card.task.name:
         raise ConfigError(f"the configuration is for task {config.task.name!r}; the card is for {card.task.name!r}")
+    check_endpoints(card, config)
     locks: dict[str, asyncio.Lock] = {}
     cells = [(hardware, seed) for hardware in card.hardware for seed in settings.seeds]
     name = label or f"{choice.shown}-b{choice.kind.batch_size(choice.method, config) or 'auto'}"
+    started, finished = time.monotonic(), [0]
+
+    def said(line: str) -> None:
+        """One finished cell, counted (``k of n``) with the real time so far."""
+        if on_cell is not None:
+            finished[0] += 1
+            on_cell(f"[verify] cell {finished[0]} of {2 * len(cells)} ({time.monotonic() - started:,.0f} s): {line}")
 
     async def gated(hardware: HardwareClass, work: Callable[[], Awaitable[T]]) -> T:
         async with _gate(hardware, locks):
@@ -75,19 +98,17 @@ async def verify_config(
         run_dir = None if runs_dir is None else Path(runs_dir) / f"{name}-{hardware.name}-seed{seed}"
         cell = await gated(hardware, lambda: run_cell(
             card, card_path, cell_config(card, config, hardware, seed), hardware, command="verify", run_dir=run_dir))
-        if on_cell is not None:
-            on_cell(f"{name} {hardware.name} seed {seed}: {cell.sim_seconds:,.0f} sim s, "
-                    f"test {100 * cell.test_accuracy:.1f}%")
+        said(f"{name} {hardware.name} seed {seed}: {cell.sim_seconds:,.0f} sim s, {cell.wall_seconds:,.1f} wall s, "
+             f"test {100 * cell.test_accuracy:.1f}%")
         return cell
 
     async def theirs(hardware: HardwareClass, seed: int) -> tuple[CellRun, bool]:
         found = await gated(hardware, lambda: baseline_cell(
             card, card_path, hardware, seed, folder=settings.baseline_cache, time_scale=settings.serial_time_scale,
             world=config.sim.world, learner=choice.kind.name, gepa=config.gepa))
-        if on_cell is not None:
-            cell, cached = found
-            on_cell(f"baseline {hardware.name} seed {seed}: {cell.sim_seconds:,.0f} sim s, "
-                    f"test {100 * cell.test_accuracy:.1f}%{' (cached)' if cached else ''}")
+        cell, cached = found
+        said(f"baseline {hardware.name} seed {seed}: {cell.sim_seconds:,.0f} sim s, {cell.wall_seconds:,.1f} wall s, "
+             f"test {100 * cell.test_accuracy:.1f}%{' (cached)' if cached else ''}")
         return found
 
     results = await asyncio.gather(*(ours(h, s) for h, s in cells), *(theirs(h, s) for h, s in cells))

@@ -79,11 +79,14 @@ def test_demo_prints_the_three_method_table_and_the_path_of_its_report(tmp_path)
     assert done.returncode == 0, done.stderr
     rows = done.stdout.strip().splitlines()
     assert [row.split()[0] for row in rows[-4:-1]] == ["sequential", "naive", "combee"]
-    assert rows[-1] == f"report: {tmp_path / 'demo' / 'index.md'}"
+    assert rows[-1] == f"report: {tmp_path / 'demo' / 'report.md'}"
     index = (tmp_path / "demo" / "index.md").read_text()
-    assert "[demo.md](demo.md)" in index and "[accuracy-time.png](accuracy-time.png)" in index
-    report = (tmp_path / "demo" / "demo.md").read_text()
+    assert "[report.md](report.md)" in index and "[accuracy-time.png](accuracy-time.png)" in index
+    report = (tmp_path / "demo" / "report.md").read_text()
     assert "| proposes edits: curator |" in report and "| serves the prompt: generator |" in report
+    assert "scored on the held-out `test` split" in report and "test accuracy % [95% CI]" in report
+    assert "## Provenance" in report and "combee demo --train-limit 40" in report
+    assert "helpful=" in (tmp_path / "demo" / "prompt.txt").read_text()
     assert (tmp_path / "demo" / "accuracy-time.png").read_bytes()[:4] == b"\x89PNG"
 
 

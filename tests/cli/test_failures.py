@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from aiohttp import web
@@ -68,16 +69,24 @@ def test_eval_reports_unanswered_examples_and_fails_when_most_are(tmp_path) -> N
                    *FAST, "--out", str(out), "--quiet").returncode == 0
     clean = _combee("eval", "--split", "val[0:10]", "--playbook", str(out / "final.json"), *FAST)
     assert clean.returncode == 0, clean.stderr
-    assert json.loads(clean.stdout) | {"accuracy": None} == {
-        "split": "val[0:10]", "learner": "ace", "examples": 10, "accuracy": None, "answered": 10, "unanswered": 0,
+    report = json.loads(clean.stdout)
+    assert {k: report[k] for k in ("split", "learner", "examples", "answered", "unanswered", "unanswered_by_kind")} == {
+        "split": "val[0:10]", "learner": "ace", "examples": 10, "answered": 10, "unanswered": 0,
         "unanswered_by_kind": {}}
+    assert report["seen_rows"] == {"val[0:10]": 10}  # the run selected on these rows: said, not hidden
+    assert report["interval"]["lower"] <= report["accuracy"] <= report["interval"]["upper"]
     broken = _combee("eval", "--split", "val[0:10]", "--playbook", str(out / "final.json"), *FAST,
                      "--fault-malformed", "1.0")
     assert broken.returncode == EXIT_CALLS_FAILED
-    assert json.loads(broken.stdout) == {
+    report = json.loads(broken.stdout)
+    assert {k: report[k] for k in ("split", "learner", "examples", "accuracy", "answered", "unanswered",
+                                   "unanswered_by_kind", "interval")} == {
         "split": "val[0:10]", "learner": "ace", "examples": 10, "accuracy": 0.0, "answered": 0, "unanswered": 10,
-        "unanswered_by_kind": {"malformed": 10}}
-    assert broken.stderr.count("\n") == 1 and "10 of 10 examples of val[0:10] unanswered (malformed 10)" in broken.stderr
+        "unanswered_by_kind": {"malformed": 10}, "interval": None}
+    assert len((Path(report["run_dir"]) / "errors.jsonl").read_text().splitlines()) == 10
+    warning, error = broken.stderr.splitlines()  # the rows the run selected on are said, then the failure
+    assert warning.startswith("combee eval: warning: 10 rows of val[0:10] were seen by the run")
+    assert "10 of 10 examples of val[0:10] unanswered (malformed 10)" in error
 
 
 def test_summary_and_ledger_count_calls_retries_and_errors_per_role_and_kind(tmp_path) -> None:

@@ -94,7 +94,21 @@ async def test_rejected_credentials_are_named() -> None:
             await _check(server.url)
 
 
-async def test_the_simulated_server_passes_for_any_model(start_sim_server: StartSimServer) -> None:
+async def test_the_simulated_server_passes_for_the_model_it_lists_and_refuses_another(
+        start_sim_server: StartSimServer) -> None:
     server = await start_sim_server(time_scale=0.001)
     await _check(server.url, model="sim")
-    await _check(server.url, model="anything")
+    with pytest.raises(EndpointUnreachable) as raised:
+        await _check(server.url, model="my-model")
+    assert str(raised.value).endswith("does not list model 'my-model'; it lists 'sim'")
+    named = await start_sim_server(time_scale=0.001, model="llama")
+    await _check(named.url, model="llama")
+
+
+async def test_a_base_url_without_v1_is_refused_naming_the_url_to_give(start_sim_server: StartSimServer) -> None:
+    server = await start_sim_server(time_scale=0.001)
+    bare = server.url.removesuffix("/v1")
+    with pytest.raises(EndpointUnreachable) as raised:
+        await _check(bare, model="sim")
+    message = str(raised.value)
+    assert "\n" not in message and message.endswith(f"{bare}/v1/models lists 'sim': give the base URL {bare}/v1")

@@ -26,7 +26,8 @@ def config(server: SimServer, **options: object) -> EndpointConfig:
     (transport fields go to its :class:`TransportConfig`)."""
     transport = {"backoff_base_s": 0.001, "timeout_s": 5.0, **{k: v for k, v in options.items() if k in TRANSPORT_FIELDS}}
     rest = {k: v for k, v in options.items() if k not in TRANSPORT_FIELDS}
-    return EndpointConfig(name="sim", base_url=server.url, model="m", transport=TransportConfig(**transport), **rest)  # type: ignore[arg-type]
+    return EndpointConfig(**{"name": "sim", "base_url": server.url, "model": "m", **rest},  # type: ignore[arg-type]
+                          transport=TransportConfig(**transport))
 
 
 def ask(text: str, role: str = "generator", **options: object) -> ChatRequest:
@@ -184,11 +185,11 @@ async def test_api_key_comes_from_the_environment(start_sim_server: StartSimServ
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     server = await start_sim_server(time_scale=0.001, api_key="sekrit")
     monkeypatch.setenv("SIM_KEY", "sekrit")
-    async with EndpointClient(config(server, api_key_env="SIM_KEY")) as client:
+    async with EndpointClient(config(server, api_key_env="SIM_KEY", model="sim")) as client:
         await client.check()
         ok = await client.chat(ask("q"))
     monkeypatch.setenv("WRONG_KEY", "guess")
-    async with EndpointClient(config(server, api_key_env="WRONG_KEY")) as client:
+    async with EndpointClient(config(server, api_key_env="WRONG_KEY", model="sim")) as client:
         rejected = await client.chat(ask("q"))
         with pytest.raises(EndpointUnreachable, match="rejected the credentials: HTTP 401"):
             await client.check()

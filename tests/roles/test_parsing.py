@@ -268,3 +268,17 @@ def test_placeholder_copies_are_their_own_error_kind_and_real_ops_survive() -> N
              ' {"type": "ADD", "section": "formulas", "content": "Divide by 100 before compounding"}]}')
     ops = parse_ops(None, mixed)
     assert not isinstance(ops, CallError) and [op.content for op in ops] == ["Divide by 100 before compounding"]
+
+
+def test_a_reply_without_an_answer_is_named_for_what_it_is() -> None:
+    from combee_fast.roles.base import no_answer
+
+    question = "Use formula Current Ratio to answer: assets 10, liabilities 5?"
+    assert no_answer("2.00", role="generator", question=question) is None
+    assert no_answer("  ", role="generator").kind == "no_answer"
+    assert no_answer("generator", role="generator").kind == "no_answer"
+    assert no_answer("gepa_solver", role="gepa_solver").message.startswith("gepa_solver: the answer is the role's name")
+    assert no_answer("<the answer>", role="generator").kind == "placeholder"
+    copied = no_answer(f"Question: {question}", role="generator", question=question)
+    assert copied.kind == "no_answer" and "copy of the question" in copied.message
+    assert no_answer("5", role="generator", question="5") is None  # a short question may be its own answer

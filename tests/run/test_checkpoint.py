@@ -174,3 +174,41 @@ def test_a_run_directory_is_held_by_one_process_at_a_time(tmp_path: Path) -> Non
         RunDir.reopen(tmp_path / "run")
     run_dir.close()
     RunDir.reopen(tmp_path / "run").close()  # released at close
+
+
+class _StopAtOnce:
+    """Ends a run before its first step, as a signal arriving during start-up would."""
+
+    ends = "interrupt"
+
+    def check(self, state: TrainState) -> str | None:
+        return "interrupted before the first step" if state.steps == 0 else None
+
+
+async def test_a_run_resumed_from_its_first_checkpoint_ends_as_an_uninterrupted_one(tmp_path: Path) -> None:
+    """The checkpoint written before the first step holds the batch plan's state too (the live
+    planner's), so a run killed before its first step completed resumes."""
+    import msgspec
+
+    from combee_fast.config import CacheConfig, SimConfig, TaskConfig, TrainConfig
+    from combee_fast.session import open_session
+
+    config = SessionConfig(task=TaskConfig(train_split="train[0:60]", val_split="val[0:10]"),
+                           train=TrainConfig(batch_size=None), sim=SimConfig("flat", 1e-4),
+                           cache=CacheConfig(str(tmp_path / "cache.jsonl"), "record"))
+    whole = RunDir(tmp_path / "whole")
+    async with open_session(config) as session:
+        await session.train(run_dir=whole)
+    whole.close()
+    replay = msgspec.structs.replace(config, cache=CacheConfig(str(tmp_path / "cache.jsonl"), "replay"))
+    first = RunDir(tmp_path / "resumed")
+    async with open_session(replay) as session:
+        stopped = await session.train(run_dir=first, stops=(_StopAtOnce(),))
+    first.close()
+    assert stopped.interrupted and stopped.steps == 0 and load_checkpoint(tmp_path / "resumed").plan_state is not None
+    again = RunDir.reopen(tmp_path / "resumed")
+    async with open_session(replay) as session:
+        result = await session.train(run_dir=again)
+    again.close()
+    assert result.steps > 1 and not result.interrupted
+    assert (tmp_path / "resumed" / "final.json").read_bytes() == (tmp_path / "whole" / "final.json").read_bytes()

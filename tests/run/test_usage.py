@@ -19,10 +19,12 @@ for i in range(int(sys.argv[3])):
 """
 
 
-def test_the_record_lives_beside_the_card_and_round_trips(tmp_path):
+def test_the_record_lives_in_the_state_directory_not_beside_the_card_and_round_trips(tmp_path, monkeypatch):
+    monkeypatch.setenv("COMBEE_STATE_DIR", str(tmp_path / "state"))
     record = usage_path(tmp_path / "cards" / "formula.toml")
-    assert record == tmp_path / "cards" / "formula.usage.json"
-    record.parent.mkdir()
+    assert record.parent == tmp_path / "state" / "usage" and record.name.startswith("formula-")
+    assert usage_path(tmp_path / "other" / "formula.toml") != record  # one record per card file
+    assert not (tmp_path / "cards").exists()
     assert read_usage(record) == []
     manifest = FormulaTask().load("test[0:10]").manifest
     entry = usage_entry(manifest, role="test", use="report", run="runs/a", command="eval")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from combee_fast.errors import ConfigError
@@ -67,3 +69,34 @@ def test_an_external_test_file_replaces_the_bundled_test_split(tmp_path, task_cl
     assert test.manifest.rows == 7 and test.manifest.source == str(external)
     assert split_role(task, "test") == "test"
     assert task.load("train").manifest == task_class().load("train").manifest  # nothing else moves
+
+
+def test_splits_are_compared_with_the_test_split_by_content_not_by_name(tmp_path):
+    from combee_fast.tasks.heldout import check_disjoint, row_keys
+
+    formula = FormulaTask()
+    for spec in ("selection", "val[0:200]", "train"):
+        check_disjoint(formula, formula.load(spec), "select")  # disjoint from test: allowed
+    with pytest.raises(ConfigError) as raised:
+        check_disjoint(formula, formula.load("val[190:210]"), "tune")
+    assert "split 'val[190:210]' shares 10 of its 20 rows with test split 'test'" in str(raised.value)
+    assert "tune the batch size on it" in str(raised.value)
+    check_disjoint(formula, formula.load("val"), "report")  # reporting on test rows is what test is for
+    copy = tmp_path / "copy.jsonl"  # the test rows under another file and another name
+    copy.write_text("".join(json.dumps({"input": e.input, "target": e.target}) + "\n"
+                            for e in formula.load("test[0:3]").examples))
+    task = JsonlTask(splits={"train": str(copy), "heldout": str(copy)})
+    copied = task.load("train")
+    assert row_keys(copied) == row_keys(formula.load("test[0:3]")) and split_role(task, "heldout") == "selection"
+    with pytest.raises(ConfigError, match="shares 3 of its 3 rows with test split 'heldout'"):
+        check_disjoint(task, copied, "train", declared={"heldout": "test"})
+
+
+@pytest.mark.parametrize("task", [FormulaTask(), FinerTask()], ids=lambda t: t.name)
+def test_the_default_selection_split_is_disjoint_from_test_and_val_is_not(task):
+    from combee_fast.config import TaskConfig
+    from combee_fast.tasks.heldout import check_disjoint
+
+    check_disjoint(task, task.load(TaskConfig().val_split), "select")
+    with pytest.raises(ConfigError, match="shares 100 of its"):
+        check_disjoint(task, task.load("val"), "select")

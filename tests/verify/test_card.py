@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from combee_fast.errors import CardError
+from combee_fast.run.usage import usage_path
 from combee_fast.verify.card import CANARY_POLICIES, Card, card_summary, field_problems, load_card
 
 CARD = Path(__file__).parents[2] / "cards" / "formula.toml"
@@ -203,7 +204,8 @@ def test_a_run_finds_the_hardware_class_it_runs_on(tmp_path, table):
     assert split.hardware_for(SessionConfig(endpoints=both)).gpu_count == 8
     run = learn_under_card(written, SessionConfig(endpoints=both, task=msgspec.structs.replace(
         SessionConfig().task, train_split="train", val_split="selection")), run="runs/x")
-    assert run.gpus == 8 and run.usage.roles["test"] == "test" and run.usage.record == str(tmp_path / "cards" / "c.usage.json")
+    assert run.gpus == 8 and run.usage.roles["test"] == "test" and run.usage.record == str(usage_path(written))
+    assert not list((tmp_path / "cards").glob("*.usage.json"))  # nothing beside the card
 
 
 def _leaf_paths(table: dict, prefix: str = "") -> list[tuple[str, tuple]]:

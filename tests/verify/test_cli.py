@@ -6,6 +6,7 @@ import json
 import shutil
 from pathlib import Path
 
+from combee_fast.run.usage import usage_path
 from tests.cli.test_cli import _combee
 
 CARD = Path(__file__).parents[2] / "cards" / "formula.toml"
@@ -62,13 +63,13 @@ def test_learn_under_a_card_records_its_uses_and_keeps_the_card(tmp_path):
                    *FAST, "--out", str(out))
     assert done.returncode == 0, done.stderr
     assert (out / "card.toml").read_text() == card.read_text()
-    record = json.loads((card.parent / "formula.usage.json").read_text())
+    record = json.loads(usage_path(card).read_text())
     assert [(e["split"], e["role"], e["use"], e["run"]) for e in record] == [
         ("train[0:10]", "train", "train", str(out)), ("selection[0:10]", "selection", "select", str(out))]
     evaluated = _combee("eval", "--card", str(card), "--split", "test", "--playbook", str(out / "best.json"),
                         "--sim-preset", "flat", "--time-scale", "0.0001")
     assert evaluated.returncode == 0, evaluated.stderr
-    record = json.loads((card.parent / "formula.usage.json").read_text())
+    record = json.loads(usage_path(card).read_text())
     assert (record[-1]["split"], record[-1]["role"], record[-1]["use"], record[-1]["rows"]) == ("test", "test", "report", 100)
     plan = _combee("plan", str(card))
     assert plan.returncode == 0 and "test report x1" in plan.stdout.splitlines()[-1]
@@ -94,7 +95,7 @@ def test_eval_under_a_card_with_an_external_test_file(tmp_path):
                    "--playbook", str(empty), "--sim-preset", "flat", "--time-scale", "0.0001")
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["examples"] == 20
-    record = json.loads((card.parent / "formula.usage.json").read_text())
+    record = json.loads(usage_path(card).read_text())
     assert [(e["split"], e["use"], e["rows"], e["sha256"]) for e in record] == [("test", "report", 20, sha)]
 
 
@@ -104,14 +105,14 @@ def test_learn_under_a_card_refuses_splits_the_card_does_not_name(tmp_path):
                    *FAST, "--out", str(tmp_path / "run"))
     assert done.returncode == 2 and done.stderr.count("\n") == 1
     assert "its selection split is 'selection'; the run names --val-split 'val[0:10]'" in done.stderr
-    assert not (card.parent / "formula.usage.json").exists()
+    assert not usage_path(card).exists()
     other = _combee("learn", "--card", str(card), "--task", "finer", *FAST, "--out", str(tmp_path / "r2"))
     assert other.returncode == 2 and "is for task 'formula'" in other.stderr
 
 
 def test_plan_refuses_a_card_whose_record_contradicts_it(tmp_path):
     card = card_copy(tmp_path)
-    (card.parent / "formula.usage.json").write_text(json.dumps([{
+    usage_path(card).write_text(json.dumps([{
         "time": "2026-01-01T00:00:00Z", "run": "runs/x", "command": "learn", "task": "formula", "split": "test",
         "role": "test", "use": "select", "rows": 100, "sha256": "3ac3"}]))
     done = _combee("plan", str(card))
@@ -147,3 +148,12 @@ def test_a_gepa_run_under_a_card_stops_cleanly_on_its_budget_and_keeps_it_when_r
     assert resumed.returncode == 0, resumed.stderr
     assert json.loads(resumed.stdout)["stopped_by"] == summary["stopped_by"]
     assert json.loads(resumed.stdout)["rollouts"] == summary["rollouts"]
+
+
+def test_verify_refuses_a_configuration_whose_endpoints_are_no_hardware_class_of_the_card(tmp_path):
+    config = tmp_path / "run.toml"
+    config.write_text('method = "combee"\n[endpoints.default]\nurl = "http://127.0.0.1:9/v1"\nmodel = "m"\n')
+    done = _combee("verify", str(card_copy(tmp_path)), "--config", str(config), "--out", str(tmp_path / "v"))
+    assert done.returncode == 2 and done.stderr.count("\n") == 1
+    assert f"--config {config}: the configuration names endpoints (generator=http://127.0.0.1:9/v1" in done.stderr
+    assert "[[hardware]] class with endpoints" in done.stderr and not (tmp_path / "v").exists()

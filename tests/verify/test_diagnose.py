@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from combee_fast.run.usage import usage_path
 from tests.cli.test_cli import _combee
 from tests.verify.small_card import small_card
 
@@ -26,18 +27,21 @@ def test_diagnose_says_go_for_formula_and_writes_a_one_page_report_with_a_plot(t
     last = done.stdout.splitlines()[-1]
     assert last.startswith("decision=GO plateau=yes above_empty=yes converged_score=")
     out = tmp_path / "go" / "out"
-    report = (out / "diagnose.md").read_text()
+    report = (out / "report.md").read_text()
     assert report.startswith("# diagnose formula-combee-b40: GO")
     assert "![held-out score against rollouts](convergence.png)" in report
-    assert report.rstrip().splitlines()[-2].startswith("- plateau reached")
+    decision = report.split("## GO for parallelisation")[1].split("## Provenance")[0].strip().splitlines()
+    assert decision[0].startswith("- plateau reached") and "## Provenance" in report
+    assert "[diagnose] checkpoint 0 of" in done.stderr and "[diagnose] checkpoint 1 of" in done.stderr
+    assert "[sequential] step 1" in done.stderr  # the serial baseline's own progress
     assert "## GO for parallelisation" in report and "| evaluates rollouts |" in report
     assert (out / "convergence.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert "[diagnose.md](diagnose.md)" in (out / "index.md").read_text()
+    assert "[report.md](report.md)" in (out / "index.md").read_text()
     assert "Cost to reach the target score" in report and "rollouts," in report
     filled = (out / "card.diagnosed.toml").read_text()
     assert '= "unknown"' not in filled and "converged_score = 0." in filled
     assert _combee("plan", str(out / "card.diagnosed.toml")).returncode == 0
-    record = json.loads((card.parent / "card.usage.json").read_text())
+    record = json.loads(usage_path(card).read_text())
     assert [e["use"] for e in record if e["role"] == "test"] == ["report"]
 
 
@@ -48,7 +52,7 @@ def test_diagnose_says_no_go_when_reflections_carry_no_information(tmp_path):
     assert done.stdout.splitlines()[-1].startswith("decision=NO-GO plateau=yes above_empty=no")
     assert "the method is the problem: change it before scaling" in done.stderr
     assert "add serial rollouts first" not in done.stderr
-    assert "## NO-GO for parallelisation" in (tmp_path / "noinfo" / "out" / "diagnose.md").read_text()
+    assert "## NO-GO for parallelisation" in (tmp_path / "noinfo" / "out" / "report.md").read_text()
 
 
 @pytest.mark.slow

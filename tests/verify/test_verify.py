@@ -7,6 +7,7 @@ import re
 
 import pytest
 
+from combee_fast.run.usage import usage_path
 from tests.cli.test_cli import _combee
 from tests.verify.small_card import run_config, small_card
 
@@ -23,16 +24,20 @@ def test_verify_passes_combee_fails_an_unkept_claim_and_reuses_the_cached_baseli
     assert done.returncode == 0, done.stderr
     last = done.stdout.splitlines()[-1]
     assert last.startswith("verdict=PASS min_speedup=") and "report=" in last
-    report = (tmp_path / "v1" / "verify.md").read_text()
+    report = (tmp_path / "v1" / "report.md").read_text()
     for cell in ("h200/seed0", "h200/seed1", "h200/seed2", "hosted/seed0", "hosted/seed1", "hosted/seed2"):
         assert f"| {cell} |" in report
     assert "Serial baseline cells from the cache: 0 of 6" in report and "Role separation" in report
     plans = report.split("Batch plan per cell")[1]
     for cell in ("h200/seed0", "h200/seed1", "h200/seed2", "hosted/seed0", "hosted/seed1", "hosted/seed2"):
         assert re.search(rf"^- {cell}: 10( x \d+)?(, \d+)?$", plans, re.MULTILINE), (cell, plans)
-    assert {p.name for p in (tmp_path / "v1").iterdir()} >= {"verify.md", "cells.png", "accuracy-time.png", "index.md"}
+    assert "| speedup (simulated) | speedup (wall clock) |" in report and "## Provenance" in report
+    assert all((tmp_path / "v1" / "runs" / cell / "report.md").is_file() and
+               (tmp_path / "v1" / "runs" / cell / "prompt.txt").is_file()
+               for cell in [p.name for p in (tmp_path / "v1" / "runs").iterdir()])
+    assert {p.name for p in (tmp_path / "v1").iterdir()} >= {"report.md", "cells.png", "accuracy-time.png", "index.md"}
     assert len(list(cache.glob("*.json"))) == 6
-    record = json.loads((card.parent / "card.usage.json").read_text())
+    record = json.loads(usage_path(card).read_text())
     assert {(e["role"], e["use"]) for e in record} == {("train", "train"), ("selection", "select"), ("test", "report")}
 
     # the same card, another claim the configuration cannot keep: FAIL naming every cell; no baseline reruns
@@ -43,7 +48,7 @@ def test_verify_passes_combee_fails_an_unkept_claim_and_reuses_the_cached_baseli
     assert failed.returncode == 1, failed.stderr
     assert failed.stdout.splitlines()[-1].startswith("verdict=FAIL")
     assert failed.stderr.count("broken cell") == 6 and "< claimed 1000x" in failed.stderr
-    assert "Serial baseline cells from the cache: 6 of 6" in (tmp_path / "v2" / "verify.md").read_text()
+    assert "Serial baseline cells from the cache: 6 of 6" in (tmp_path / "v2" / "report.md").read_text()
     assert {p: p.stat().st_mtime_ns for p in cache.glob("*.json")} == stamps
 
 
@@ -56,7 +61,7 @@ def test_verify_gives_a_verdict_for_a_combee_gepa_configuration_against_serial_g
                    "--out", str(tmp_path / "v"), *FAST_SERIAL)
     assert done.returncode in (0, 1), done.stderr
     assert done.stdout.splitlines()[-1].startswith(("verdict=PASS ", "verdict=FAIL "))
-    report = (tmp_path / "v" / "verify.md").read_text()
+    report = (tmp_path / "v" / "report.md").read_text()
     for cell in ("h200/seed0", "h200/seed1", "h200/seed2", "hosted/seed0", "hosted/seed1", "hosted/seed2"):
         assert f"| {cell} |" in report
     cached = [json.loads(p.read_text()) for p in (tmp_path / "cache").glob("*.json")]

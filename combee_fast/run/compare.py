@@ -1,0 +1,133 @@
+"""``combee compare RUN...``: runs side by side, then the same configuration across its seeds.
+
+Each run is read from its files (:func:`~combee_fast.run.rundir.read_run`): its configuration,
+summary and the evaluations kept inside it (``RUN/eval-*/eval.json``, the latest per split) or
+the evaluation it is itself. :func:`compare_lines` is one Markdown table with a row per run
+(learner and method, seed, validation accuracy, each evaluated split's accuracy, rollouts,
+tokens, critical-path and wall seconds, how it ended), then, for every configuration run under
+more than one seed, the mean and standard deviation of each score over its seeds.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import statistics
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from combee_fast.errors import ConfigError
+from combee_fast.run.rundir import RunRecord, read_run
+
+_NOT_THE_CONFIGURATION = ("seed", "endpoints", "cache", "tracking")
+"""Configuration fields that do not make two runs different configurations in the seed table."""
+
+
+class Compared(msgspec.Struct, frozen=True):
+    """One run as the comparison shows it; ``scores``: split -> accuracy."""
+
+    name: str
+    method: str
+    seed: int | None
+    scores: dict[str, float]
+    rollouts: int | None
+    tokens: int | None
+    sim_seconds: float | None
+    wall_seconds: float | None
+    ended: str
+    configuration: str
+
+
+def file_sha256(path: str | Path) -> str | None:
+    """The SHA-256 of a file's bytes (None when it cannot be read)."""
+    try:
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
+def _evaluations(root: Path, own: Mapping[str, Any] | None) -> dict[str, float]:
+    """split -> accuracy of the run's own evaluation and of those kept inside it (latest wins;
+    an evaluation of a file the run no longer holds, e.g. after ``--overwrite``, is left out)."""
+    found = {}
+    for folder in sorted(root.glob("eval-*")):
+        try:
+            record = read_run(folder)
+        except ConfigError:
+            continue
+        evaluated = (record.evaluation or {}).get("playbook")
+        if record.evaluation is not None and evaluated is not None and \
+                file_sha256(root / Path(evaluated).name) == record.evaluation.get("playbook_sha256"):
+            found[f"{record.evaluation['split']}"] = float(record.evaluation["accuracy"])
+    if own is not None:
+        found[str(own["split"])] = float(own["accuracy"])
+    return found
+
+
+def compared(record: RunRecord) -> Compared:
+    """``record`` as a row of the comparison."""
+    summary, config = record.summary or {}, record.config or {}
+    scores = _evaluations(Path(record.root), record.evaluation)
+    if summary.get("final_val_accuracy") is not None:
+        val = config.get("task", {}).get("val_split", "validation")
+        scores = {f"{val} (validation)": float(summary["final_val_accuracy"]), **scores}
+    if summary.get("failed"):
+        ended = "failed"
+    elif summary.get("interrupted"):
+        ended = "interrupted"
+    elif summary.get("stopped_by"):
+        ended = f"stopped: {summary['stopped_by']}"
+    else:
+        ended = "done" if summary else ("evaluation" if record.evaluation else "unknown")
+    method = summary.get("method") or (record.evaluation or {}).get("learner") or config.get("method", "?")
+    key = {name: value for name, value in config.items() if name not in _NOT_THE_CONFIGURATION}
+    return Compared(
+        name=record.root, method=f"{summary.get('learner', '')} {method}".strip(), seed=config.get("seed"),
+        scores=scores, rollouts=summary.get("rollouts"), tokens=summary.get("tokens"),
+        sim_seconds=summary.get("train_sim_seconds"), wall_seconds=summary.get("train_wall_seconds"), ended=ended,
+        configuration=msgspec.json.encode(key, order="deterministic").decode())
+
+
+def _number(value: float | int | None, form: str) -> str:
+    return "" if value is None else format(value, form)
+
+
+def compare_lines(runs: Sequence[str]) -> list[str]:
+    """The Markdown comparison of the run directories ``runs`` (module docstring);
+    :class:`~combee_fast.errors.ConfigError` naming the first that is not a run."""
+    rows = [compared(read_run(run)) for run in runs]
+    splits = list(dict.fromkeys(split for row in rows for split in row.scores))
+    header = ["run", "method", "seed", *splits, "rollouts", "tokens", "critical path s", "wall s", "ended"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for row in rows:
+        cells = [row.name, row.method, _number(row.seed, "d"),
+                 *(f"{100 * row.scores[s]:.1f}%" if s in row.scores else "" for s in splits),
+                 _number(row.rollouts, ","), _number(row.tokens, ","), _number(row.sim_seconds, ",.1f"),
+                 _number(row.wall_seconds, ",.1f"), row.ended]
+        lines.append("| " + " | ".join(cells) + " |")
+    groups: dict[str, list[Compared]] = {}
+    for row in rows:
+        groups.setdefault(row.configuration, []).append(row)
+    seeded = [group for group in groups.values() if len({row.seed for row in group}) > 1]
+    if seeded:
+        lines += ["", "Across seeds (mean ± standard deviation):", "",
+                  "| method | runs | seeds | " + " | ".join(splits) + " | critical path s |",
+                  "|" + "---|" * (4 + len(splits))]
+        for group in seeded:
+            cells = [group[0].method, str(len(group)), ", ".join(str(row.seed) for row in group)]
+            for split in splits:
+                values = [row.scores[split] for row in group if split in row.scores]
+                cells.append(_spread([100 * v for v in values], "%"))
+            cells.append(_spread([row.sim_seconds for row in group if row.sim_seconds is not None], " s"))
+            lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def _spread(values: Sequence[float], unit: str) -> str:
+    if not values:
+        return ""
+    if len(values) == 1:
+        return f"{values[0]:,.1f}{unit}"
+    return f"{statistics.mean(values):,.1f} ± {statistics.stdev(values):,.1f}{unit} (n={len(values)})"

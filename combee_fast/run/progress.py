@@ -1,0 +1,131 @@
+"""Progress a person can read: a consumer of the run's :mod:`~combee_fast.run.events`.
+
+On a terminal, :class:`Progress` draws a live bar (the ``rich`` library): step k of about n, the
+budget spent (train samples for ACE, metric calls for GEPA: the run's :class:`Budget`), elapsed
+real time, the time left at the pace so far, the artifact's size in its own unit, the latest
+validation; elsewhere (a file, a pipe, CI) it prints one plain line per step with the same
+fields. Real seconds (``elapsed``, ``eta``) and simulated seconds (``sim``: the critical path in
+the simulated endpoint's seconds, shown only when the run is on one) are labelled apart.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from collections.abc import Callable
+from typing import IO, Any, NamedTuple
+
+from combee_fast.run.events import Event, RunStopped, StepDone
+from combee_fast.run.ledger import LedgerRow
+
+
+class Budget(NamedTuple):
+    """What a run spends towards its end: ``total`` of ``unit``, each step spending ``spent(row)``."""
+
+    unit: str
+    total: float
+    spent: Callable[[LedgerRow], float]
+
+
+def clock(seconds: float) -> str:
+    """``h:mm:ss`` of a number of seconds."""
+    seconds = max(0, int(seconds))
+    return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
+
+
+class Progress:
+    """The run's progress on ``stream`` (default stderr): a live bar when ``live`` (default: the
+    stream is a terminal), else a plain line per step. ``label``: the method's name; ``budget``:
+    what the run spends (None: unknown, no ETA); ``size_unit``: what the artifact's size counts;
+    ``simulated()``: whether the run's critical path is in simulated seconds (shown as ``sim``;
+    asked at every step, since a remote simulated server says so only in its replies)."""
+
+    def __init__(self, *, label: str, budget: Budget | None, size_unit: str = "size",
+                 simulated: Callable[[], bool] = lambda: False, stream: IO[str] | None = None,
+                 live: bool | None = None) -> None:
+        self.label, self.budget, self.size_unit, self.simulated = label, budget, size_unit, simulated
+        self.stream = stream if stream is not None else sys.stderr
+        self.live = self.stream.isatty() if live is None else live
+        self.started = time.monotonic()
+        self.spent = 0.0
+        self.steps = 0
+        self._bar: Any = None
+        self._task: Any = None
+
+    def __call__(self, event: Event) -> None:
+        if isinstance(event, StepDone):
+            self._step(event.row)
+        elif isinstance(event, RunStopped):
+            self.close()
+
+    def close(self) -> None:
+        """Stop the live bar (its last state stays on the terminal)."""
+        if self._bar is not None:
+            self._bar.stop()
+            self._bar = None
+
+    # ------------------------------------------------------------------------- what it says
+
+    def fields(self, row: LedgerRow) -> str:
+        """The step's line after ``step k of ~n`` (the plain line; the bar shows the same)."""
+        elapsed = time.monotonic() - self.started
+        parts = []
+        if self.budget is not None:
+            share = min(1.0, self.spent / self.budget.total) if self.budget.total else 1.0
+            parts.append(f"{self.budget.unit} {self.spent:,.0f} of {self.budget.total:,.0f} ({100 * share:.0f}%)")
+        parts.append(f"elapsed {clock(elapsed)}")
+        if (left := self.eta(elapsed)) is not None:
+            parts.append(f"eta {clock(left)}")
+        parts.append(f"batch {row.batch_size} ({row.batch_reason})")
+        parts.append(f"{self.size_unit} {row.size}")
+        if row.batch_size:
+            parts.append(f"first-try {100 * row.first_try_accuracy:.0f}%")
+        if row.errors:
+            parts.append(f"errors {len(row.errors)}")
+        if row.val_accuracy is not None:
+            val = f"val {100 * row.val_accuracy:.1f}%"
+            if row.val_unanswered:
+                val += f" of {row.val_answered} answered ({row.val_unanswered} unanswered)"
+            parts.append(val)
+        if self.simulated():
+            parts.append(f"sim {row.cumulative_sim_seconds:,.0f} s")
+        return "  ".join(parts)
+
+    def step_count(self) -> str:
+        """``step k`` with the steps expected at this pace (``of ~n``) when the budget says."""
+        if self.budget is None or self.spent <= 0:
+            return f"step {self.steps}"
+        expected = max(self.steps, math.ceil(self.steps * self.budget.total / self.spent))
+        return f"step {self.steps} of ~{expected}"
+
+    def eta(self, elapsed: float) -> float | None:
+        """Real seconds left at the pace so far (None: unknown yet)."""
+        if self.budget is None or self.spent <= 0:
+            return None
+        return max(0.0, elapsed * (self.budget.total - self.spent) / self.spent)
+
+    # ------------------------------------------------------------------------------ output
+
+    def _step(self, row: LedgerRow) -> None:
+        self.steps = row.step + 1
+        if self.budget is not None:
+            self.spent += self.budget.spent(row)
+        if not self.live:
+            print(f"[{self.label}] {self.step_count()}  {self.fields(row)}", file=self.stream, flush=True)
+            return
+        self._draw(row)
+
+    def _draw(self, row: LedgerRow) -> None:
+        from rich.console import Console
+        from rich.markup import escape
+        from rich.progress import BarColumn, Progress as Bar, TextColumn
+
+        if self._bar is None:
+            self._bar = Bar(TextColumn("[bold]{task.description}"), BarColumn(), TextColumn("{task.fields[text]}"),
+                            console=Console(file=self.stream), transient=False)
+            self._bar.start()
+            total = self.budget.total if self.budget is not None else None
+            self._task = self._bar.add_task(escape(self.label), total=total, text="")
+        self._bar.update(self._task, completed=self.spent,
+                         description=escape(f"[{self.label}] {self.step_count()}"), text=escape(self.fields(row)))

@@ -1,0 +1,81 @@
+"""The worlds a simulated endpoint plays: one task's, or several tasks' behind one server.
+
+:func:`task_world` is the world of one task as the in-process simulated endpoint builds it (the
+ACE roles and GEPA's, :class:`~combee_fast.sim.instructions.InstructionWorld`), so a standalone
+``combee sim-server --world TASK`` answers exactly what a run without an endpoint would get.
+
+:class:`TaskWorlds` answers for several tasks at once (``combee sim-server`` with no ``--world``
+plays every bundled task): each request goes to the world that knows the question its prompt
+names (the ``<question>`` of a generator, reflector or GEPA solver prompt; the first graded
+example of a GEPA proposer prompt). A prompt that names no question (curator, reducer, GEPA
+aggregator: they read lessons, not questions) goes to the first world; those roles read only
+the curator curve and the reducer capacity, which every bundled world shares.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from combee_fast.protocols import Task
+from combee_fast.sim.instructions import InstructionWorld
+from combee_fast.sim.responders import SimRequest
+from combee_fast.sim.world import _json_lines
+from combee_fast.tasks.registry import get_task
+
+BUNDLED_TASKS = ("formula", "finer")
+"""The tasks whose data ships with the package: what ``combee sim-server`` plays by default."""
+
+_QUESTION = re.compile(r"<question>\n(.*?)\n?</question>", re.DOTALL)
+_EXAMPLES = re.compile(r"<examples>\n(.*?)\n?</examples>", re.DOTALL)
+
+
+def task_world(task: Task, *, variant: str = "default") -> InstructionWorld:
+    """The world of ``task`` (every split's examples), as the in-process simulated endpoint plays
+    it; ValueError for an unknown ``variant``."""
+    return InstructionWorld.for_task(task, variant=variant)
+
+
+def asked_question(request: SimRequest) -> str | None:
+    """The question a request's prompt names, stripped; None when it names none."""
+    for message in request.messages:
+        match = _QUESTION.search(message.content)
+        if match:
+            return match[1].strip()
+        examples = _EXAMPLES.search(message.content)
+        if examples:
+            for row in _json_lines(examples[1]):
+                if isinstance(row.get("question"), str):
+                    return row["question"].strip()
+    return None
+
+
+class TaskWorlds:
+    """One :class:`~combee_fast.sim.server.Responder` over several task worlds (module docstring)."""
+
+    def __init__(self, worlds: Sequence[InstructionWorld]) -> None:
+        if not worlds:
+            raise ValueError("TaskWorlds needs at least one world")
+        self.worlds = tuple(worlds)
+
+    @property
+    def tasks(self) -> tuple[str, ...]:
+        return tuple(world.task.name for world in self.worlds)
+
+    def world_for(self, request: SimRequest) -> InstructionWorld:
+        """The world that knows the request's question (the first world when it names none or no
+        world knows it: that world then answers as for any unknown question)."""
+        question = asked_question(request)
+        if question is not None:
+            for world in self.worlds:
+                if world.knows(question):
+                    return world
+        return self.worlds[0]
+
+    def respond(self, request: SimRequest) -> str:
+        return self.world_for(request).respond(request)
+
+
+def bundled_worlds(*, variant: str = "default") -> TaskWorlds:
+    """Every bundled task's world behind one responder (ValueError for an unknown ``variant``)."""
+    return TaskWorlds([task_world(get_task(name), variant=variant) for name in BUNDLED_TASKS])
