@@ -191,6 +191,7 @@ async def test_a_run_resumed_from_its_first_checkpoint_ends_as_an_uninterrupted_
     import msgspec
 
     from combee_fast.config import CacheConfig, SimConfig, TaskConfig, TrainConfig
+    from combee_fast.run.batch_plans import LivePlanState
     from combee_fast.session import open_session
 
     config = SessionConfig(task=TaskConfig(train_split="train[0:60]", val_split="val[0:10]"),
@@ -205,7 +206,9 @@ async def test_a_run_resumed_from_its_first_checkpoint_ends_as_an_uninterrupted_
     async with open_session(replay) as session:
         stopped = await session.train(run_dir=first, stops=(_StopAtOnce(),))
     first.close()
-    assert stopped.interrupted and stopped.steps == 0 and load_checkpoint(tmp_path / "resumed").plan_state is not None
+    kept = read_checkpoint(tmp_path / "resumed").state(ACE, method="combee", plan_state_type=LivePlanState,
+                                                       carried_type=CARRIED)
+    assert stopped.interrupted and stopped.steps == 0 and kept.plan_state is not None
     again = RunDir.reopen(tmp_path / "resumed")
     async with open_session(replay) as session:
         result = await session.train(run_dir=again)
