@@ -1,10 +1,12 @@
 """Soak: the online learner takes many submissions (``COMBEE_SOAK_SUBMISSIONS``, default 30,000)
 through injected faults (429, 500, dropped connections, malformed and truncated replies) from a
-``combee sim-server`` process playing the Formula world on loopback (its own memory is not ours).
-Every rollout lands in exactly one applied batch or is reported failed (its ticket fails); the
-learner's in-memory history stays bounded; and memory is flat over the second half: the resident set grows by less
-than :data:`SECOND_HALF_RSS_BYTES` (what grew before, found with ``python bench/online_memory.py
---tracemalloc``, was the applied-batch history: now ``OnlineConfig.keep_batches`` batches).
+``combee sim-server --world echo`` process on loopback (its own memory is not ours; echoed replies
+exercise the transport, the faults and the learner's bookkeeping, not a playbook that keeps
+learning). Every rollout lands in exactly one applied batch or is reported failed (its ticket
+fails); the learner's in-memory history stays bounded; and memory is flat over the second half:
+the resident set grows by less than :data:`SECOND_HALF_RSS_BYTES` (what grew before, found with
+``python bench/online_memory.py --tracemalloc``, was the applied-batch history: now
+``OnlineConfig.keep_batches`` batches).
 
 The history kept here, :data:`KEPT_BATCHES`, is full well before the first half ends, so the
 second half measures what a long-lived host keeps growing, not the history filling up: 140 bytes
@@ -50,7 +52,7 @@ def _sim_server() -> subprocess.Popen[str]:
     rates = [arg for kind, rate in (("429", FAULTS.rate_429), ("500", FAULTS.rate_500), ("drop", FAULTS.rate_drop),
                                     ("malformed", FAULTS.rate_malformed), ("truncated", FAULTS.rate_truncated))
              for arg in (f"--rate-{kind}", str(rate))]
-    return subprocess.Popen([sys.executable, "-m", "combee_fast.cli", "sim-server", "--port", "0", "--world", "formula",
+    return subprocess.Popen([sys.executable, "-m", "combee_fast.cli", "sim-server", "--port", "0", "--world", "echo",
                              "--preset", "flat",
                              "--time-scale", "1e-5", "--seed", "3", "--retry-after", "0", *rates],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
