@@ -70,6 +70,10 @@ _EXPORTS: dict[str, str] = {
     "CallsFailed": "combee_fast.errors",
     "LearnerProcessError": "combee_fast.errors",
     "StageTimeout": "combee_fast.errors",
+    "CheckpointError": "combee_fast.errors",
+    "StorageError": "combee_fast.errors",
+    "RolloutError": "combee_fast.errors",
+    "NothingLearned": "combee_fast.errors",
 }
 
 __all__ = ["__version__", *_EXPORTS]

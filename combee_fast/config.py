@@ -37,14 +37,21 @@ from typing import Any, Literal
 import msgspec
 
 from combee_fast.errors import ConfigError
+from combee_fast.files import read_regular
 from combee_fast.redact import strip_userinfo
 
 ROLES = ("generator", "reflector", "curator", "reducer")
 """The four ACE roles, in call order. Each may have its own endpoint and model."""
 
 HISTORY_KEPT = 1000
-"""Most entries any in-memory history keeps (ledger rows of a ``TrainResult``, an online learner's
-applied batches, the controller's decisions and measurements): the run's files are the record."""
+"""Most entries any in-memory history keeps (ledger rows of a ``TrainResult``, the controller's
+decisions and measurements, failed calls): the run's files are the record."""
+
+BATCHES_KEPT = 100
+"""Applied batches an online learner keeps by default (``OnlineConfig.keep_batches``). Each holds
+its rollout ids and what its apply changed (evicted bullets, rejected ops): tens of kilobytes for
+a batch of hundreds of rollouts, so a history of :data:`HISTORY_KEPT` of them would grow for the
+first quarter of a million submissions."""
 
 FAULT_KINDS = ("429", "500", "drop", "stall", "malformed", "truncated")
 
@@ -259,6 +266,10 @@ class TrainConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     Optional stoppers (None: off): ``patience``, validations in a row that do not raise the best
     score; ``target_score``, a best validation score to stop at; ``max_wall_s``, seconds of
     training (wall clock, validation excluded).
+
+    ``plan_from``: an earlier run's ``controller.jsonl``, whose batch decisions (sizes, shapes,
+    remedies) this run takes step by step instead of planning its own
+    (:class:`~combee_fast.run.batch_plans.ReplayedPlan`).
     """
 
     batch_size: int | Literal["auto"] | None = 40
@@ -269,6 +280,7 @@ class TrainConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     patience: int | None = None
     target_score: float | None = None
     max_wall_s: float | None = None
+    plan_from: str | None = None
 
     def __post_init__(self) -> None:
         if self.batch_size == AUTO:
@@ -295,11 +307,13 @@ class EvalConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
 
 class TransportConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """How hard to push an endpoint: HTTP requests in flight per endpoint, per-attempt timeout,
-    retries with exponential backoff and jitter, the largest reply read."""
+    """How hard to push an endpoint: HTTP requests in flight per endpoint, the time a call may take
+    (``timeout_s``: all its attempts, backoff and repair; ``attempt_timeout_s``: one attempt, None:
+    all of the call's), retries with exponential backoff and jitter, the largest reply read."""
 
     concurrency: int = 256
     timeout_s: float = 600.0
+    attempt_timeout_s: float | None = None
     max_retries: int = 4
     backoff_base_s: float = 0.25
     backoff_max_s: float = 20.0
@@ -315,6 +329,8 @@ class TransportConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
                   backoff_max_s=self.backoff_max_s)
         if not (self.timeout_s > 0 and math.isfinite(self.timeout_s)):
             raise ConfigError(f"transport.timeout_s must be > 0 and finite, got {self.timeout_s}")
+        if self.attempt_timeout_s is not None and not (self.attempt_timeout_s > 0 and math.isfinite(self.attempt_timeout_s)):
+            raise ConfigError(f"transport.attempt_timeout_s must be > 0 and finite, got {self.attempt_timeout_s}")
         if not (math.isfinite(self.backoff_base_s) and math.isfinite(self.backoff_max_s)):
             raise ConfigError("transport.backoff_base_s and backoff_max_s must be finite")
 
@@ -591,7 +607,7 @@ class OnlineConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     max_publish_s: float = 60.0
     queue_size: int = 1024
     workers: int = 64
-    keep_batches: int = HISTORY_KEPT
+    keep_batches: int = BATCHES_KEPT
     seed: int = 0
     combee: CombeeConfig = msgspec.field(default_factory=CombeeConfig)
     release: ReleaseConfig = msgspec.field(default_factory=ReleaseConfig)
@@ -678,9 +694,11 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
     """The raw table of a TOML or JSON config file; :class:`ConfigError` if unreadable."""
     file = Path(path)
     try:
-        data = file.read_bytes()
+        data = read_regular(file)
         table = tomllib.loads(data.decode()) if file.suffix == ".toml" else msgspec.json.decode(data)
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, msgspec.DecodeError) as exc:
+    except OSError as exc:
+        raise ConfigError(f"{path}: not a readable config file: {exc.strerror or exc}") from None
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError, msgspec.DecodeError) as exc:
         raise ConfigError(f"{path}: not a readable config file: {exc}") from None
     if not isinstance(table, dict):
         raise ConfigError(f"{path}: a config file holds one table, got {type(table).__name__}")

@@ -119,6 +119,9 @@ LEARN_FLAGS = (
     Flag("--method", path=("method",), help="sequential, naive or combee (each learner's); gepa, naive-gepa, "
                                             "combee-gepa name GEPA's; textgrad, naive-textgrad, combee-textgrad "
                                             "TextGrad's"),
+    Flag("--plan-from", path=("train", "plan_from"), metavar="RUN/controller.jsonl",
+         help="take every step's batch size and shape from an earlier run's decisions (repeats a --batch-size auto "
+              "run on a deterministic endpoint, no replay cache needed)"),
     Flag("--batch-size", path=("train", "batch_size"), type=_batch_size,
          help="ACE: items per step, an integer or 'auto' (GEPA: --minibatch, --combee-minibatch; 'auto' also "
               "plans GEPA's batched minibatch)"),
@@ -169,7 +172,10 @@ ENDPOINT_FLAGS = (
     Flag("--concurrency", path=("transport", "concurrency"), type=positive_int,
          help="HTTP requests in flight per endpoint"),
     Flag("--eval-parallel", path=("eval", "parallel"), type=positive_int, help="examples an evaluation scores at once"),
-    Flag("--timeout", path=("transport", "timeout_s"), type=float, help="seconds per request attempt"),
+    Flag("--timeout", path=("transport", "timeout_s"), type=float,
+         help="seconds a call may take: every attempt, the waits between them and a repair request"),
+    Flag("--attempt-timeout", path=("transport", "attempt_timeout_s"), type=float,
+         help="seconds one attempt of a call may take (unset: all of --timeout), so a stalled attempt is retried"),
     Flag("--stream", path=("transport", "stream"), value=True,
          help="stream replies, so a request given up on (timeout, stop) is cancelled on the server "
               "(llama-cpp-python cancels only streamed requests; on with --local)"),

@@ -229,7 +229,13 @@ class Method(Protocol[A]):
         ...
 
     def carried(self) -> Any:
-        """What a checkpoint keeps of the carried work (None: nothing is carried)."""
+        """What a checkpoint keeps of the carried work (None: nothing is carried): a value of
+        :meth:`carried_type`."""
+        ...
+
+    def carried_type(self, artifact_type: Any) -> Any:
+        """The type of what :meth:`carried` returns, for artifacts of ``artifact_type`` (how a
+        checkpoint decodes it: a msgspec-typed value, artifacts as ``artifact_type``)."""
         ...
 
     async def resume(self, carried: Any, items: Mapping[str, Any]) -> None:
@@ -238,7 +244,12 @@ class Method(Protocol[A]):
 
 
 class BatchPlan(Protocol):
-    """Chooses each step's batch size (and shape) and learns from what the step cost."""
+    """Chooses each step's batch size (and shape) and learns from what the step cost.
+
+    ``state_type`` is the type of what :meth:`state` returns (msgspec-typed), which a checkpoint
+    keeps and decodes as that type."""
+
+    state_type: Any
 
     def next_size(self, remaining: int) -> tuple[int, str]:
         """The next batch size and the reason for it; ``remaining`` items wait in the epoch."""
@@ -291,6 +302,22 @@ class LearnerKind(Protocol[A, D]):
     methods: Mapping[str, str]
     rollout_role: str
     learning_roles: tuple[str, ...]
+    size_unit: str
+    """What ``len(artifact)`` counts (``bullets``, ``candidates``, ``lines``), in progress lines
+    and reports."""
+    artifact_type: type[A]
+    """The artifact's class. A checkpoint stores the run's artifact and best one with
+    :meth:`encode_artifact` and reads them back with :meth:`decode_artifact`; an artifact inside
+    the carried work (typed as this class) likewise, unless msgspec encodes the class itself."""
+
+    def encode_artifact(self, artifact: A) -> bytes:
+        """``artifact`` as bytes that :meth:`decode_artifact` turns back into an equal artifact
+        (version, every part, every counter: a resumed run goes on from it)."""
+        ...
+
+    def decode_artifact(self, data: bytes) -> A:
+        """The artifact :meth:`encode_artifact` encoded; ``ValueError`` when ``data`` is not one."""
+        ...
 
     def initial(self, config: SessionConfig) -> A:
         """The artifact a run starts from."""

@@ -15,7 +15,8 @@ PUBLIC = {
     "EvalResult", "LEARNERS", "Playbook", "Candidate", "PromptVariable", "Rollout", "Example", "OnlineLearner", "ThreadedLearner",
     "ProcessLearner", "AppliedBatch", "CombeeError", "ConfigError", "CardError", "SplitChangedError",
     "PlaybookFileError", "PlaybookParseError", "TaskDataError", "ReplayCacheError", "EndpointUnreachable",
-    "EndpointError", "CallsFailed", "LearnerProcessError", "StageTimeout",
+    "EndpointError", "CallsFailed", "LearnerProcessError", "StageTimeout", "CheckpointError", "StorageError",
+    "RolloutError", "NothingLearned",
 }
 
 

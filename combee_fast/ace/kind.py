@@ -13,6 +13,7 @@ import msgspec
 from combee_fast.ace.evaluate import evaluate
 from combee_fast.ace.learner import AceLearner
 from combee_fast.config import MapConfig, SessionConfig
+from combee_fast.files import read_regular
 from combee_fast.methods import METHODS, build_method
 from combee_fast.methods.base import EvalResult
 from combee_fast.playbook import Playbook
@@ -32,6 +33,13 @@ class AceKind:
     rollout_role = "generator"
     learning_roles = ("reflector", "curator", "reducer")
     size_unit = "bullets"  # what the artifact's size counts, in progress lines and reports
+    artifact_type = Playbook
+
+    def encode_artifact(self, artifact: Playbook) -> bytes:
+        return artifact.to_bytes()
+
+    def decode_artifact(self, data: bytes) -> Playbook:
+        return Playbook.from_bytes(data)
 
     def initial(self, config: SessionConfig) -> Playbook:
         return Playbook.empty(token_budget=config.token_budget)
@@ -62,7 +70,7 @@ class AceKind:
         """The playbook at ``path``; None when it is another learner's file (a JSON object
         without ``bullets``); :class:`~combee_fast.errors.PlaybookFileError` when it is unreadable."""
         try:
-            data = msgspec.json.decode(Path(path).read_bytes())
+            data = msgspec.json.decode(read_regular(path))
         except (OSError, msgspec.DecodeError):
             data = None
         if isinstance(data, dict) and "bullets" not in data:

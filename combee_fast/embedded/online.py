@@ -21,6 +21,11 @@ Each batch learns on the gate's head (:meth:`~combee_fast.embedded.release.Relea
 batch whose line a rollback abandoned while it was learning is discarded (``discarded``). Under
 the ``shadow`` policy the learner also re-runs sampled tasks with the candidate's context (through
 ``agents``, scored by its task) and feeds the gate their rewards in submission order.
+
+A submitted rollout is checked first (:mod:`combee_fast.embedded.intake`): a malformed one is
+refused with :class:`~combee_fast.errors.RolloutError` and never queued. A batch whose step raises
+is taken apart: each of its rollouts is run again as a batch of its own, so only a rollout that
+fails alone fails its ticket. ``stop`` may be called more than once, and at once from several tasks.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ import msgspec
 
 from combee_fast.config import MapConfig, OnlineConfig
 from combee_fast.embedded.release import Context, Release, ReleaseGate, ShadowRun
+from combee_fast.embedded.intake import checked
 from combee_fast.errors import ConfigError
 from combee_fast.learners import LEARNERS
 from combee_fast.methods.combee import Combee
@@ -109,6 +115,7 @@ class OnlineLearner:
         self._worker: asyncio.Task[None] | None = None
         self._steps = 0  # batches attempted, applied or not: each gets its own seed path
         self._submitted = 0  # rollouts submitted so far (for the arrival rate)
+        self._stopping: asyncio.Future[None] | None = None  # the one stop in progress
 
     async def __aenter__(self) -> OnlineLearner:
         await self.start()
@@ -163,27 +170,38 @@ class OnlineLearner:
 
     async def start(self) -> None:
         if self._worker is None:
+            self._stopping = None
             self._worker = asyncio.create_task(self._run(), name="combee-online-learner")
 
     async def stop(self) -> None:
-        """Apply what was submitted and finish the shadow re-runs, then stop the worker."""
+        """Apply what was submitted and finish the shadow re-runs, then stop the worker (the first
+        call does; the others wait for it)."""
         if self._worker is None:
             return
+        if self._stopping is None:
+            self._stopping = asyncio.ensure_future(self._stop())
+        await asyncio.shield(self._stopping)
+
+    async def _stop(self) -> None:
+        worker = self._worker
+        assert worker is not None
         await self._queue.join()
         if self._shadow_drain is not None:
             await self._shadow_drain
-        self._worker.cancel()
+        worker.cancel()
         with contextlib.suppress(asyncio.CancelledError):
-            await self._worker
+            await worker
         self._worker = None
         self._gate.emit_status()
 
     async def submit(self, rollout: Rollout, *, version: int | None = None) -> asyncio.Future[AppliedBatch]:
         """Queue ``rollout`` (stamped with ``version``, the context version it was produced with,
         when given) and hand its reward to the release gate; returns a future resolving to the
-        batch that applied it."""
+        batch that applied it. :class:`~combee_fast.errors.RolloutError` (nothing queued) for a
+        malformed rollout."""
         if self._worker is None:
             raise RuntimeError("OnlineLearner is not started: use 'async with' or start()")
+        checked(rollout)
         if version is not None and rollout.version != version:
             rollout = msgspec.structs.replace(rollout, version=version)
         shadow = self._gate.observe(rollout)
@@ -248,46 +266,65 @@ class OnlineLearner:
             now = loop.time()
             arrival = (self._submitted - counted) / max(now - closed_at, 1e-9)
             closed_at, counted = now, self._submitted
-            number, self._steps = self._steps, self._steps + 1
-            ceiling = self.ceiling
-            base, lineage = self._gate.base()
             try:
-                result = await self._method.step(
-                    [rollout for rollout, _, _ in batch], base, epoch=0, step=number
-                )
-            except Exception as exc:  # a bug, not a bad endpoint: those are recorded on the records
-                for _, ticket, _ in batch:
-                    if not ticket.done():
-                        ticket.set_exception(exc)
-            else:
-                latency = loop.time() - opened
-                changed = result.artifact.version != base.version
-                discarded = changed and lineage != self._gate.lineage
-                applied = AppliedBatch(
-                    number, tuple(r.id for r, _, _ in batch),
-                    result.artifact.version if changed else self._gate.head_version, result.reports[0],
-                    waiting=self._queue.qsize(), arrival_per_s=arrival, ceiling=ceiling, publish_latency_s=latency,
-                    discarded=discarded,
-                )
-                self.batches.append(applied)
-                self._adapt_ceiling(latency)
-                if self._events is not None:
-                    if changed and not discarded:
-                        self._events.emit(VersionApplied(applied.version, len(result.artifact), number))
-                    self._events.emit(BatchApplied(number, applied.version, len(batch), applied.waiting,
-                                                   loop.time() - closed_at, latency))
-                if changed and not discarded:
-                    self._gate.learned(result.artifact, applied, lineage)
                 try:
-                    if self._on_publish is not None:
-                        await self._on_publish(result.artifact, applied)
-                except Exception as exc:
-                    for _, ticket, _ in batch:
-                        if not ticket.done():
-                            ticket.set_exception(exc)
-                for _, ticket, _ in batch:
-                    if not ticket.done():
-                        ticket.set_result(applied)
+                    await self._apply(batch, opened, arrival, closed_at)
+                except Exception as exc:  # a bug, not a bad endpoint: those are recorded on the records
+                    await self._take_apart(batch, exc, opened, arrival, closed_at)
             finally:
                 for _ in batch:
                     self._queue.task_done()
+
+    async def _take_apart(self, batch: list[tuple[Rollout, asyncio.Future[AppliedBatch], float]], exc: Exception,
+                          opened: float, arrival: float, closed_at: float) -> None:
+        """A batch whose step raised ``exc``: each rollout run again alone; only what fails alone fails."""
+        if len(batch) == 1:
+            _fail(batch, exc)
+            return
+        for single in batch:
+            try:
+                await self._apply([single], opened, arrival, closed_at)
+            except Exception as alone:
+                _fail([single], alone)
+
+    async def _apply(self, batch: list[tuple[Rollout, asyncio.Future[AppliedBatch], float]], opened: float,
+                     arrival: float, closed_at: float) -> None:
+        """One step over ``batch`` on the gate's head, handed to the gate (unless a rollback
+        abandoned its line meanwhile); its tickets settled unless the step raised."""
+        loop = asyncio.get_running_loop()
+        number, self._steps = self._steps, self._steps + 1
+        ceiling = self.ceiling
+        base, lineage = self._gate.base()
+        result = await self._method.step([rollout for rollout, _, _ in batch], base, epoch=0, step=number)
+        latency = loop.time() - opened
+        changed = result.artifact.version != base.version
+        discarded = changed and lineage != self._gate.lineage
+        applied = AppliedBatch(
+            number, tuple(r.id for r, _, _ in batch),
+            result.artifact.version if changed else self._gate.head_version, result.reports[0],
+            waiting=self._queue.qsize(), arrival_per_s=arrival, ceiling=ceiling, publish_latency_s=latency,
+            discarded=discarded,
+        )
+        self.batches.append(applied)
+        self._adapt_ceiling(latency)
+        if self._events is not None:
+            if changed and not discarded:
+                self._events.emit(VersionApplied(applied.version, len(result.artifact), number))
+            self._events.emit(BatchApplied(number, applied.version, len(batch), applied.waiting,
+                                           loop.time() - closed_at, latency))
+        if changed and not discarded:
+            self._gate.learned(result.artifact, applied, lineage)
+        try:
+            if self._on_publish is not None:
+                await self._on_publish(result.artifact, applied)
+        except Exception as exc:
+            _fail(batch, exc)
+        for _, ticket, _ in batch:
+            if not ticket.done():
+                ticket.set_result(applied)
+
+
+def _fail(batch: list[tuple[Rollout, asyncio.Future[AppliedBatch], float]], exc: BaseException) -> None:
+    for _, ticket, _ in batch:
+        if not ticket.done():
+            ticket.set_exception(exc)

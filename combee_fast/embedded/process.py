@@ -15,12 +15,19 @@ the incumbent's file bytes and batch) and swap the snapshot in; settle that batc
 re-emit the child's events into ``events``. ``playbook`` decodes the file bytes on the first read
 of each version (``text`` and ``context_for`` never decode). Contracts:
 - ``submit`` and ``stop`` run on one event loop (the host's); at most ``queue_size + batch_size``
-  rollouts are unsettled, ``submit`` waits for room beyond that;
+  rollouts are unsettled, ``submit`` waits for room beyond that; ``submit`` checks the rollout on
+  the host first (:mod:`~combee_fast.embedded.intake`: a malformed one is
+  :class:`~combee_fast.errors.RolloutError` and is never sent), and the child decodes each
+  rollout on its own, so a frame it cannot read fails that ticket alone;
 - the child reaches the endpoints with its own clients built from ``agents``' role map
   (:func:`~combee_fast.roles.clients.open_role_clients`: every replica, each role's sampling,
   the form found at start-up; no replay cache; API keys come from the inherited environment);
   reflection, curation and reduction never score, so the child has no task;
-- if the child dies, every unsettled ticket fails with :class:`LearnerProcessError`;
+- every ticket settles: if the child dies, every unsettled ticket, any ``submit`` waiting for
+  room and every later one fails with :class:`LearnerProcessError` saying how it ended ("the
+  learner's process exited with code ...: <its last error line>"; the child's stderr goes on to
+  the host's, its last lines kept); ``stop`` may be called more than once, and at once from
+  several tasks; a frame longer than :data:`MAX_FRAME_BYTES` ends the child;
 - ``approve``, ``reject`` and ``propose`` are frames written in order with the submissions;
   the gate's refusal comes back as :class:`~combee_fast.errors.ReleaseError`;
 - under the ``shadow`` policy the child scores its re-runs with the task ``task`` names
@@ -35,6 +42,7 @@ of each version (``text`` and ``context_for`` never decode). Contracts:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections import deque
 import struct
 import sys
@@ -43,6 +51,7 @@ import msgspec
 
 from combee_fast.config import EmbedConfig, OnlineConfig, TaskConfig
 from combee_fast.embedded.host_settings import HostSettings
+from combee_fast.embedded.intake import checked
 from combee_fast.embedded.online import AppliedBatch
 from combee_fast.embedded.release import Context, Release
 from combee_fast.endpoint.client import UsageTotals
@@ -54,6 +63,9 @@ from combee_fast.run.events import Event, Events
 from combee_fast.schema import Rollout
 
 _LENGTH = struct.Struct(">I")
+MAX_FRAME_BYTES = 1 << 28
+"""Longest frame either side reads (a published playbook and its text fit many times over)."""
+_STDERR_KEPT = 4096  # last characters of the child's stderr kept to say why it ended
 
 
 # ----------------------------------------------------------------------------- the wire
@@ -70,8 +82,10 @@ class Start(msgspec.Struct, tag="start"):
 
 
 class Submit(msgspec.Struct, tag="submit"):
+    """Ticket ``seq``'s rollout, encoded on its own (the child decodes it apart from the frame)."""
+
     seq: int
-    rollout: Rollout
+    rollout: msgspec.Raw
 
 
 class Stop(msgspec.Struct, tag="stop"):
@@ -147,7 +161,10 @@ async def read_frame(reader: asyncio.StreamReader) -> bytes | None:
         head = await reader.readexactly(_LENGTH.size)
     except asyncio.IncompleteReadError:
         return None
-    return await reader.readexactly(_LENGTH.unpack(head)[0])
+    length = _LENGTH.unpack(head)[0]
+    if length > MAX_FRAME_BYTES:
+        raise ValueError(f"a frame of {length} bytes, over {MAX_FRAME_BYTES} (not a frame of this protocol?)")
+    return await reader.readexactly(length)
 
 
 # ----------------------------------------------------------------------------- host side
@@ -211,6 +228,10 @@ class ProcessLearner:
         self._seq = 0
         self._outbox: list[bytes] = []  # frames written once per loop iteration, in one call
         self._usage: dict[tuple[str, str, str], UsageTotals] = {}
+        self._ended: str | None = None  # how the child ended, once it did (every later submit says it)
+        self._stderr = ""  # the end of its stderr
+        self._relaying: asyncio.Task[None] | None = None
+        self._stop_task: asyncio.Future[None] | None = None  # the one stop in progress
         self.batches: deque[AppliedBatch] = deque(maxlen=self.config.keep_batches)  # the latest, bounded
 
     async def __aenter__(self) -> ProcessLearner:
@@ -257,9 +278,7 @@ class ProcessLearner:
         return number
 
     async def _command(self, command: Command) -> int | None:
-        process = self._process
-        if process is None or self._reading is None or self._reading.done():
-            raise RuntimeError("ProcessLearner is not started: use 'async with' or start()")
+        self._running()
         loop = asyncio.get_running_loop()
         seq, self._seq = self._seq, self._seq + 1
         answer: asyncio.Future[int | None] = loop.create_future()
@@ -277,6 +296,7 @@ class ProcessLearner:
         """Spawn the child and wait until its learner runs (imports take a second or two)."""
         if self._process is not None:
             return
+        self._ended, self._stop_task = None, None
         self._settings.apply()
         try:
             await asyncio.wait_for(self._spawn(), self.embed.start_timeout_s)
@@ -287,37 +307,45 @@ class ProcessLearner:
     async def _spawn(self) -> None:
         process = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "combee_fast.embedded.process_worker", *_priority_args(self.embed),
-            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
         )
         self._process = process
-        assert process.stdin is not None and process.stdout is not None
+        assert process.stdin is not None and process.stdout is not None and process.stderr is not None
+        self._relaying = asyncio.create_task(self._relay(process.stderr), name="combee-learner-process-stderr")
         process.stdin.write(frame(self._encoder.encode(self._start)))
-        first = await read_frame(process.stdout)
-        if first is None or not isinstance(self._decoder.decode(first), Ready):
-            code = await process.wait()
+        try:
+            first = await read_frame(process.stdout)
+            ready = first is not None and isinstance(self._decoder.decode(first), Ready)
+        except (ValueError, asyncio.IncompleteReadError):
+            ready = False
+        if not ready:
+            process.kill()
+            await self._ending(process)
             self._process = None
-            raise LearnerProcessError(f"the learner process exited with code {code} before it was ready")
-        self._reading = asyncio.create_task(self._read(process.stdout), name="combee-learner-process-reader")
+            raise LearnerProcessError(f"{self._ended} before it was ready")
+        self._reading = asyncio.create_task(self._read(process), name="combee-learner-process-reader")
 
     async def submit(self, rollout: Rollout, *, version: int | None = None) -> asyncio.Future[AppliedBatch]:
         """Queue ``rollout`` (stamped with ``version``, the context version it ran with, when
-        given); returns a future resolving to the batch that applied it."""
-        process = self._process
-        if process is None or self._reading is None or self._reading.done():
-            raise RuntimeError("ProcessLearner is not started: use 'async with' or start()")
+        given); returns a future resolving to the batch that applied it.
+        :class:`~combee_fast.errors.RolloutError` for a malformed rollout (nothing sent);
+        :class:`LearnerProcessError` once the child has ended."""
+        if version is not None and rollout.version != version:
+            rollout = msgspec.structs.replace(rollout, version=version)
+        data = msgspec.Raw(checked(rollout))
+        process = self._running()
         loop = asyncio.get_running_loop()
         while len(self._tickets) >= self._capacity:
             waiter = loop.create_future()
             self._room_waiters.append(waiter)
             await waiter
+            process = self._running()
         seq, self._seq = self._seq, self._seq + 1
         ticket: asyncio.Future[AppliedBatch] = loop.create_future()
         self._tickets[seq] = ticket
         if not self._outbox:
             loop.call_soon(self._write_out)
-        if version is not None and rollout.version != version:
-            rollout = msgspec.structs.replace(rollout, version=version)
-        self._outbox.append(frame(self._encoder.encode(Submit(seq, rollout))))
+        self._outbox.append(frame(self._encoder.encode(Submit(seq, data))))
         stdin = process.stdin
         assert stdin is not None
         if stdin.transport.get_write_buffer_size() > 1 << 20:  # the child is behind: wait, bounded
@@ -331,26 +359,44 @@ class ProcessLearner:
         if frames and process is not None and process.stdin is not None and not process.stdin.is_closing():
             process.stdin.write(b"".join(frames))
 
+    def _running(self) -> asyncio.subprocess.Process:
+        """The child, while it runs; else why not (:class:`LearnerProcessError` once it ended)."""
+        if self._ended is not None:
+            raise LearnerProcessError(f"{self._ended}; start a new ProcessLearner")
+        process = self._process
+        if process is None or self._reading is None:
+            raise RuntimeError("ProcessLearner is not started: use 'async with' or start()")
+        return process
+
     async def stop(self) -> None:
-        """Apply what was submitted, then let the child exit."""
-        process, reading = self._process, self._reading
+        """Apply what was submitted, then let the child exit. The first call stops; calls
+        meanwhile wait for it; later ones return at once."""
+        process = self._process
         if process is None:
             return
+        if self._stop_task is None:
+            self._stop_task = asyncio.ensure_future(self._stop(process))
+        await asyncio.shield(self._stop_task)
+
+    async def _stop(self, process: asyncio.subprocess.Process) -> None:
         try:
             self._write_out()
             if process.stdin is not None and not process.stdin.is_closing():
-                process.stdin.write(frame(self._encoder.encode(Stop())))
-                process.stdin.close()
-            if reading is not None:
-                await reading
+                with contextlib.suppress(OSError):  # the child is gone: nothing to tell it
+                    process.stdin.write(frame(self._encoder.encode(Stop())))
+                    process.stdin.close()
+            if self._reading is not None:
+                await self._reading
             await process.wait()
         finally:
-            self._process = None
+            self._process = self._ended = None  # stopped: a later submit is told to start it
             self._settings.restore()
 
-    async def _read(self, stdout: asyncio.StreamReader) -> None:
+    async def _read(self, process: asyncio.subprocess.Process) -> None:
+        assert process.stdout is not None
+        broken = ""
         try:
-            while (data := await read_frame(stdout)) is not None:
+            while (data := await read_frame(process.stdout)) is not None:
                 message = self._decoder.decode(data)
                 if isinstance(message, Applied):
                     self.batches.append(message.batch)
@@ -366,8 +412,31 @@ class ProcessLearner:
                     self._settle(message)
                 elif isinstance(message, Finished):
                     self._usage = dict(message.usage)
+        except (ValueError, asyncio.IncompleteReadError) as exc:  # msgspec's errors are ValueErrors
+            broken = f" (its output was not the learner's protocol: {' '.join(str(exc).split())[:200]})"
+            process.kill()
         finally:
-            self._fail_all(LearnerProcessError("the learner process exited with tickets unsettled"))
+            await self._ending(process)
+            if self._tickets or self._answers or broken:
+                self._fail_all(LearnerProcessError(f"{self._ended}{broken}, with tickets unsettled"))
+            self._wake_submitters()
+
+    async def _ending(self, process: asyncio.subprocess.Process) -> None:
+        """Wait for the child's end and its last stderr lines; say how it ended (:attr:`_ended`)."""
+        code = await process.wait()
+        if self._relaying is not None:
+            await self._relaying
+        last = next((line for line in reversed(self._stderr.splitlines()) if line.strip()), "")
+        how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
+        self._ended = f"the learner's process {how}" + (f": {last.strip()[:300]}" if last else "")
+
+    async def _relay(self, stderr: asyncio.StreamReader) -> None:
+        """The child's stderr, passed on to the host's, its end kept."""
+        while chunk := await stderr.read(_STDERR_KEPT):
+            text = chunk.decode(errors="replace")
+            self._stderr = (self._stderr + text)[-_STDERR_KEPT:]
+            with contextlib.suppress(OSError, ValueError):  # the host closed its stderr
+                sys.stderr.write(text)
 
     def _settle(self, message: Settled) -> None:
         for seq in message.seqs:

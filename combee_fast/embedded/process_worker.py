@@ -5,7 +5,9 @@ Reads :data:`~combee_fast.embedded.process.HostMessage` frames on stdin (``Start
 on its own clients, and writes ``Ready``, then ``Applied``/``Settled`` per batch, ``Released`` per
 release change, ``Emitted`` per event (when asked), ``Answered`` per command, and ``Finished`` on
 stdout. Submissions and commands reach the learner in the order they were written; tickets
-settled in the same loop iteration travel in one ``Settled`` frame.
+settled in the same loop iteration travel in one ``Settled`` frame. Each submitted rollout is
+decoded apart from its frame: one that does not decode settles its own ticket with the error,
+nothing else.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from combee_fast.roles.agents import Agents
 from combee_fast.roles.clients import open_role_clients
 from combee_fast.run.events import Event, Events
 from combee_fast.tasks.registry import get_task
+from combee_fast.schema import Rollout
 from combee_fast.embedded.process import (
     Answered,
     Applied,
@@ -103,6 +106,7 @@ class _Worker:
 
     async def serve(self, reader: asyncio.StreamReader) -> None:
         decoder = msgspec.msgpack.Decoder(HostMessage)  # type: ignore[arg-type]
+        rollouts = msgspec.msgpack.Decoder(Rollout)
         async with contextlib.AsyncExitStack() as stack:
             clients = await open_role_clients(self.role_map, stack)
             # reflection, curation and reduction never score: the child needs a task only to
@@ -118,7 +122,12 @@ class _Worker:
                 while (data := await read_frame(reader)) is not None:
                     message = decoder.decode(data)
                     if isinstance(message, Submit):
-                        inner = await learner.submit(message.rollout)
+                        try:
+                            rollout = rollouts.decode(message.rollout)
+                            inner = await learner.submit(rollout)
+                        except ValueError as exc:  # msgspec's errors and RolloutError alike
+                            self.send(Settled((message.seq,), error=f"{type(exc).__name__}: {exc}"))
+                            continue
                         inner.add_done_callback(lambda done, seq=message.seq: self.on_settled(seq, done))
                     elif isinstance(message, Command):
                         self.answer(learner, message)

@@ -20,7 +20,12 @@ Contracts:
   learner thread before it returns: that holds the GIL, so it belongs at start-up.
 - ``submit`` and ``stop`` are called from one event loop (the host's); tickets are futures of
   that loop. At most ``queue_size + batch_size`` submitted rollouts are unsettled; ``submit``
-  waits for room beyond that.
+  waits for room beyond that. ``submit`` checks the rollout on the host first
+  (:mod:`~combee_fast.embedded.intake`: a malformed one is :class:`~combee_fast.errors.RolloutError`).
+- Every ticket settles: if the learner's thread ends early (an error in it), every unsettled
+  ticket, and any ``submit`` waiting for room or called later, fails with
+  :class:`~combee_fast.errors.LearnerProcessError` saying why. ``stop`` may be called more than
+  once, and at once from several tasks.
 - The learner reaches the endpoints through clients rebuilt on its own loop from ``agents``'
   role map (:func:`~combee_fast.roles.clients.open_role_clients`: every replica, the sampling of
   each role, the form found at start-up, the same replay cache; its own connections,
@@ -50,8 +55,10 @@ from combee_fast.config import EmbedConfig, OnlineConfig
 from combee_fast.embedded.host_settings import HostSettings
 from combee_fast.embedded.online import AppliedBatch, OnlineLearner
 from combee_fast.embedded.release import Context, Release
+from combee_fast.embedded.intake import checked
 from combee_fast.endpoint.client import UsageTotals
 from combee_fast.engine.loop import new_event_loop
+from combee_fast.errors import LearnerProcessError
 from combee_fast.playbook import Playbook
 from combee_fast.roles.agents import Agents
 from combee_fast.roles.clients import open_role_clients
@@ -116,6 +123,9 @@ class ThreadedLearner:
         # host side (touched only on the host's loop)
         self._host_loop: asyncio.AbstractEventLoop | None = None
         self._unsettled = 0
+        self._open: set[_Ticket] = set()  # tickets not settled yet (failed together if the thread dies)
+        self._ended: BaseException | None = None  # why the learner's thread ended early
+        self._stop_task: asyncio.Future[None] | None = None  # the one stop in progress
         self._room_waiters: collections.deque[asyncio.Future[None]] = collections.deque()
         # shared: a deque is safe to append on one thread and pop on another
         self._inbox: collections.deque[tuple[Rollout | _Command, asyncio.Future[Any]]] = collections.deque()
@@ -192,6 +202,7 @@ class ThreadedLearner:
         """Start the thread and wait until its loop is ready."""
         if self._thread is not None:
             return
+        self._ended, self._stop_task = None, None
         self._settings.apply()
         ready: concurrent.futures.Future[None] = concurrent.futures.Future()
         self._finished = concurrent.futures.Future()
@@ -206,22 +217,25 @@ class ThreadedLearner:
     async def submit(self, rollout: Rollout, *, version: int | None = None) -> asyncio.Future[AppliedBatch]:
         """Queue ``rollout`` (stamped with ``version``, the context version it ran with, when
         given); returns a future (of the caller's loop) resolving to the batch that applied it,
-        or to the exception that failed that batch."""
+        or to the exception that failed that batch. :class:`~combee_fast.errors.RolloutError`
+        (nothing queued) for a malformed rollout."""
+        checked(rollout)
         loop = self._host()
         while self._unsettled >= self._capacity:
             waiter = loop.create_future()
             self._room_waiters.append(waiter)
             await waiter
+            self._check_running()
         self._unsettled += 1
         ticket: asyncio.Future[AppliedBatch] = loop.create_future()
         if version is not None and rollout.version != version:
             rollout = msgspec.structs.replace(rollout, version=version)
+        self._open.add(ticket)
         self._post(rollout, ticket)
         return ticket
 
     def _host(self) -> asyncio.AbstractEventLoop:
-        if self._thread is None or self._loop is None:
-            raise RuntimeError("ThreadedLearner is not started: use 'async with' or start()")
+        self._check_running()
         loop = self._host_loop
         if loop is None:
             loop = self._host_loop = asyncio.get_running_loop()
@@ -238,24 +252,56 @@ class ThreadedLearner:
         self._post(_Command(name, argument), answer)
         return await answer
 
+    def _check_running(self) -> None:
+        if self._ended is not None:
+            raise LearnerProcessError(f"the learner's thread ended: {_cause(self._ended)}")
+        if self._thread is None or self._loop is None:
+            raise RuntimeError("ThreadedLearner is not started: use 'async with' or start()")
+
     async def stop(self) -> None:
-        """Apply what was submitted, then stop the thread (and restore the process settings)."""
+        """Apply what was submitted, then stop the thread (and restore the process settings).
+        The first call stops; calls meanwhile wait for it; later ones return at once."""
         if self._thread is None or self._finished is None:
             return
+        if self._stop_task is None:
+            self._stop_task = asyncio.ensure_future(self._stop(self._thread, self._finished))
+        await asyncio.shield(self._stop_task)
+
+    async def _stop(self, thread: threading.Thread, finished: concurrent.futures.Future[None]) -> None:
         loop = self._loop
         if loop is not None and not loop.is_closed():
             with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
                 loop.call_soon_threadsafe(self._begin_stop)
         try:
-            await asyncio.wrap_future(self._finished)
+            await asyncio.wrap_future(finished)
+        except Exception as exc:
+            raise LearnerProcessError(f"the learner's thread ended: {_cause(exc)}") from exc
         finally:
-            self._thread.join()
+            await asyncio.to_thread(thread.join)
             self._thread = None
             self._settings.restore()
+
+    def _end(self, exc: BaseException) -> None:
+        """On the host's loop: the learner's thread ended early; every unsettled ticket and every
+        command not yet answered fails."""
+        self._ended = exc
+        failure = LearnerProcessError(f"the learner's thread ended with tickets unsettled: {_cause(exc)}")
+        open_tickets, self._open = self._open, set()
+        commands = [answer for item, answer in self._inbox if isinstance(item, _Command)]
+        for future in (*open_tickets, *commands):
+            if not future.done():
+                future.set_exception(failure)
+        self._inbox.clear()
+        self._unsettled = 0
+        waiters, self._room_waiters = self._room_waiters, collections.deque()
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
 
     def _settle(self, settled: list[tuple[_Ticket, asyncio.Future[AppliedBatch]]]) -> None:
         """On the host's loop: resolve tickets from their learner-side futures, free room."""
         for ticket, inner in settled:
+            self._open.discard(ticket)
             if ticket.done():
                 continue
             if inner.cancelled():
@@ -281,6 +327,10 @@ class ThreadedLearner:
             if not ready.done():
                 ready.set_exception(exc)
             self._finished.set_exception(exc)  # type: ignore[union-attr]
+            host = self._host_loop
+            if host is not None and not host.is_closed():
+                with contextlib.suppress(RuntimeError):  # the host's loop closed meanwhile
+                    host.call_soon_threadsafe(self._end, exc)
         else:
             self._finished.set_result(None)  # type: ignore[union-attr]
         finally:
@@ -374,3 +424,7 @@ class ThreadedLearner:
     async def _published(self, playbook: Playbook, batch: AppliedBatch) -> None:
         if self._on_publish is not None:
             await self._on_publish(playbook, batch)
+
+
+def _cause(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {' '.join(str(exc).split()) or 'no message'}"

@@ -5,4 +5,5 @@
 - :mod:`.timing`: critical-path time of items run by a pool of workers.
 - :mod:`.virtual`: stages with in-flight limits advanced in simulated time (a discrete-event schedule).
 - :mod:`.loop`: the event loop (uvloop when installed).
+- :mod:`.kept`: typed snapshots of an object's working state (for checkpoints).
 """

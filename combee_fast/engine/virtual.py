@@ -10,8 +10,9 @@ the earliest end in simulated time (ties: the task started first), and only once
 task's duration is known: no started task can then end before it. What happens next therefore
 depends on the durations alone, never on which real work happened to finish first.
 
-The schedule is plain data (picklable): stage queues hold the owner's keys, and nothing in it
-refers to running work. Pure: no clock, no I/O.
+The schedule is plain data: stage queues hold the owner's keys, and nothing in it refers to
+running work; :meth:`StageSchedule.state` is all of it as a typed :class:`ScheduleState` (what a
+checkpoint keeps), :meth:`StageSchedule.restored` builds it back. Pure: no clock, no I/O.
 """
 
 from __future__ import annotations
@@ -44,6 +45,19 @@ class Ended(msgspec.Struct, Generic[K], frozen=True):
     seq: int
 
 
+class ScheduleState(msgspec.Struct, frozen=True):
+    """All of a :class:`StageSchedule` whose keys are ``int``: limits, clock, each stage's queue
+    and busy slots, the ends not taken yet ``(at, seq, stage, key)`` and the next ``seq``. Only
+    a schedule with no started task without duration is kept (``unfinished`` empty)."""
+
+    limits: dict[str, int]
+    clock: float
+    queues: dict[str, tuple[int, ...]]
+    busy: dict[str, int]
+    ends: tuple[tuple[float, int, str, int], ...]
+    seq: int
+
+
 class StageSchedule(Generic[K]):
     """Stages with FIFO queues and in-flight limits, advanced in simulated time.
 
@@ -60,6 +74,26 @@ class StageSchedule(Generic[K]):
         self._unfinished: dict[int, Started[K]] = {}
         self._ends: list[tuple[float, int, str, K]] = []
         self._seq = 0
+
+    def state(self) -> ScheduleState:
+        """The schedule as a :class:`ScheduleState`; ``RuntimeError`` while a started task has no
+        duration (its end is not known, so it cannot be kept)."""
+        if self._unfinished:
+            raise RuntimeError(f"{len(self._unfinished)} started task(s) have no duration yet: nothing to keep")
+        return ScheduleState(dict(self.limits), self.clock, {stage: tuple(q) for stage, q in self._queues.items()},
+                             dict(self._busy), tuple(self._ends), self._seq)  # type: ignore[arg-type]
+
+    @classmethod
+    def restored(cls, state: ScheduleState) -> StageSchedule[int]:
+        """The schedule ``state`` was taken of, to go on from."""
+        schedule: StageSchedule[int] = cls(state.limits)  # type: ignore[assignment]
+        schedule.clock = state.clock
+        schedule._queues = {stage: deque(state.queues.get(stage, ())) for stage in state.limits}
+        schedule._busy = dict(state.busy)
+        schedule._ends = list(state.ends)
+        heapq.heapify(schedule._ends)
+        schedule._seq = state.seq
+        return schedule
 
     def enqueue(self, stage: str, key: K) -> None:
         """Queue ``key`` on ``stage``; it starts once a slot of the stage is free."""

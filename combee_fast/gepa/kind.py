@@ -48,6 +48,13 @@ class GepaKind:
     rollout_role = SOLVER_ROLE
     learning_roles = (PROPOSER_ROLE, AGGREGATOR_ROLE)
     size_unit = "candidates"  # what the artifact's size counts, in progress lines and reports
+    artifact_type = GepaState
+
+    def encode_artifact(self, artifact: GepaState) -> bytes:
+        return msgspec.msgpack.encode(artifact)
+
+    def decode_artifact(self, data: bytes) -> GepaState:
+        return msgspec.msgpack.decode(data, type=GepaState)
 
     def initial(self, config: SessionConfig) -> GepaState:
         return GepaState(seed=Candidate.seed())
@@ -72,7 +79,7 @@ class GepaKind:
         combee = method == "combee" or (method == "async" and config.gepa.pipeline.reflection == "combee")
         reflection: Reflection = CombeeReflection(config.combee, seed=config.seed) if combee else SerialReflection()
         calls = GepaCalls(context.task, context.agents.clients, seed=config.seed,
-                          on_error=context.agents.record_failure)
+                          note=context.agents.note_call)
         if method == "async":
             work = StageWork(calls, reflection, context.val_examples, workers=config.map.workers,
                              skip_perfect=config.gepa.skip_perfect)
@@ -94,9 +101,9 @@ class GepaKind:
 
     async def evaluate(self, context: LearnContext, deployable: Candidate, examples: Sequence[Example]) -> EvalResult:
         """``deployable``'s solves of ``examples`` (seeded as in the search), over the answered ones."""
-        calls = GepaCalls(context.task, context.agents.clients, seed=context.config.seed,
-                          on_error=context.agents.record_failure)
-        graded = await grade(calls, deployable, examples, workers=context.config.eval.parallel)
+        graded = await grade(GepaCalls(context.task, context.agents.clients, seed=context.config.seed,
+                                       note=context.agents.note_call), deployable,
+                             examples, workers=context.config.eval.parallel)
         answered = [e.score for e in graded.evaluations if e.error is None]
         failed: dict[str, int] = {}
         for e in graded.evaluations:

@@ -61,7 +61,7 @@ import msgspec
 
 from combee_fast.config import GepaConfig
 from combee_fast.engine.rng import rng_at
-from combee_fast.engine.virtual import Ended, StageSchedule
+from combee_fast.engine.virtual import Ended, ScheduleState, StageSchedule
 from combee_fast.gepa.budget import MetricBudget
 from combee_fast.gepa.calls import Evaluation, GepaCalls
 from combee_fast.gepa.iteration import grade_seed
@@ -86,6 +86,28 @@ class PipelineState(msgspec.Struct, kw_only=True):
     started: int
     load: int = 0
     wanted: int = 1
+
+
+class KeptPipeline(msgspec.Struct, kw_only=True):
+    """A :class:`PipelineState` as a checkpoint keeps it: the schedule as its
+    :class:`~combee_fast.engine.virtual.ScheduleState`, the rest as it is."""
+
+    schedule: ScheduleState
+    proposals: dict[int, Proposal]
+    budget: MetricBudget
+    started: int
+    load: int
+    wanted: int
+
+    @classmethod
+    def of(cls, state: PipelineState) -> KeptPipeline:
+        return cls(schedule=state.schedule.state(), proposals=state.proposals, budget=state.budget,
+                   started=state.started, load=state.load, wanted=state.wanted)
+
+    def pipeline(self) -> PipelineState:
+        """The search state to go on from."""
+        return PipelineState(schedule=StageSchedule.restored(self.schedule), proposals=dict(self.proposals),
+                             budget=self.budget, started=self.started, load=self.load, wanted=self.wanted)
 
 
 class _Slice:
@@ -132,14 +154,18 @@ class AsyncGepa:
         """Proposals in flight."""
         return len(self._state.proposals) if self._state is not None else 0
 
-    def carried(self) -> PipelineState | None:
+    def carried(self) -> KeptPipeline | None:
         """The search in flight (None: nothing is; the pool then says everything)."""
-        return self._state if self.pending() else None
+        return KeptPipeline.of(self._state) if self._state is not None and self.pending() else None
 
-    async def resume(self, carried: PipelineState | None, items: Mapping[str, Any]) -> None:
+    def carried_type(self, artifact_type: Any) -> Any:
+        return KeptPipeline | None
+
+    async def resume(self, carried: KeptPipeline | None, items: Mapping[str, Any]) -> None:
         """Take up the search a checkpoint kept; the work of its started stages still without a
         result is run again at the next step."""
-        self._state, self._revive = carried, carried is not None
+        self._state = carried.pipeline() if carried is not None else None
+        self._revive = carried is not None
 
     async def step(
         self, items: Sequence[Any], artifact: GepaState, *, epoch: int, step: int, shape: StepShape | None = None

@@ -40,6 +40,7 @@ import msgspec
 
 from combee_fast.combee.latency_curve import fit_line
 from combee_fast.config import CombeeConfig, ControllerConfig
+from combee_fast.engine.kept import capture, restore_into
 from combee_fast.gepa.measure import ProposalMeasure
 from combee_fast.gepa.pool import GepaState
 from combee_fast.methods.base import StepResult, StepShape
@@ -73,6 +74,28 @@ def reflection_groups(minibatch: int, duplicates: int, max_group: int | None) ->
     return groups
 
 
+class GepaPlannerState(msgspec.Struct, frozen=True):
+    """What a checkpoint keeps of a :class:`GepaPlanner` (everything not derived from its configuration)."""
+
+    decisions: tuple[GepaDecision, ...]
+    _latency: tuple[tuple[float, float], ...]
+    _load: tuple[tuple[float, float], ...]
+    _accepted: tuple[tuple[str, ...], ...]
+    _merge: float | None
+    _pool: float | None
+    _cap: int
+    _in_flight: int
+    _healthy: int
+    _problems: tuple[str, ...]
+
+
+class GepaPlanState(msgspec.Struct, frozen=True):
+    """What a checkpoint keeps of a :class:`GepaPlan`: the planner and its last decision."""
+
+    planner: GepaPlannerState
+    decision: GepaDecision | None
+
+
 class GepaPlanner:
     """Decides each proposal's :class:`GepaDecision`; call :meth:`decide`, run it, :meth:`record`.
     ``in_flight_ceiling``: the most proposals the method runs at once (1: synchronous)."""
@@ -92,6 +115,12 @@ class GepaPlanner:
         self._in_flight = min(START_IN_FLIGHT, in_flight_ceiling)
         self._healthy = 0
         self._problems: list[str] = []
+
+    def state(self) -> GepaPlannerState:
+        return capture(self, GepaPlannerState)
+
+    def restore(self, state: GepaPlannerState) -> None:
+        restore_into(self, state)
 
     # -- measuring -----------------------------------------------------------------------------
 
@@ -218,6 +247,8 @@ class GepaPlan:
     """The planner as the run loop's :class:`~combee_fast.protocols.BatchPlan`: every decision
     goes to the run directory's ``controller.jsonl``."""
 
+    state_type = GepaPlanState
+
     def __init__(self, planner: GepaPlanner, run_dir: RunDir | None = None) -> None:
         self.planner = planner
         self.run_dir = run_dir
@@ -239,9 +270,10 @@ class GepaPlan:
         measures = [report.measure for report in result.reports if report.measure is not None]
         self.planner.record(measures, result.artifact)
 
-    def state(self) -> tuple[GepaPlanner, GepaDecision | None]:
+    def state(self) -> GepaPlanState:
         """What a checkpoint keeps: the planner and its last decision."""
-        return self.planner, self.decision
+        return GepaPlanState(self.planner.state(), self.decision)
 
-    def restore(self, state: tuple[GepaPlanner, GepaDecision | None]) -> None:
-        self.planner, self.decision = state
+    def restore(self, state: GepaPlanState) -> None:
+        self.planner.restore(state.planner)
+        self.decision = state.decision

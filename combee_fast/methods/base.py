@@ -124,6 +124,9 @@ class StepsOnly:
     def carried(self) -> None:
         return None
 
+    def carried_type(self, artifact_type: Any) -> Any:
+        return type(None)
+
     async def resume(self, carried: Any, items: Any) -> None:
         if carried is not None:
             raise RuntimeError(f"{type(self).__name__} carries no work between steps; a checkpoint says it did")

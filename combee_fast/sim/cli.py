@@ -49,7 +49,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                     "(or of --world TASK), as a run without an endpoint gets it in process.",
     )
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
-    parser.add_argument("--port", type=int, default=8000, help="0 picks a free port")
+    parser.add_argument("--port", type=_port, default=8000, help="1-65535, or 0 to pick a free port")
     parser.add_argument("--model", default=SIM_MODEL, help="the model name GET /v1/models lists")
     parser.add_argument("--preset", choices=sorted(PRESETS), default=sim.preset, help="latency model")
     parser.add_argument("--constant-latency", type=float, metavar="SECONDS",
@@ -85,6 +85,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                         help="listen with SO_REUSEPORT, so several sim-server processes can share one port "
                              "(each with its own latency model: use with --constant-latency)")
     parser.set_defaults(handler=run_sim_server)
+
+
+def _port(text: str) -> int:
+    """argparse type: a TCP port, 1-65535 (0: a free one)."""
+    try:
+        port = int(text)
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"must be a TCP port, 1-65535 (or 0 for a free one), got {text!r}")
+    return port
 
 
 def server_from_args(args: argparse.Namespace) -> SimServer:

@@ -14,6 +14,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from combee_fast.config import SessionConfig
 from combee_fast.errors import ConfigError
 from combee_fast.methods import METHODS, build_method
@@ -45,6 +47,14 @@ class TextGradKind:
     methods = {name: ("textgrad" if name == "sequential" else f"{name}-textgrad") for name in METHODS}
     rollout_role = FORWARD_ROLE
     learning_roles = (LOSS_ROLE, GRADIENT_ROLE, STEP_ROLE, REDUCE_ROLE)
+    size_unit = "lines"  # what the artifact's size counts, in progress lines and reports
+    artifact_type = PromptVariable
+
+    def encode_artifact(self, artifact: PromptVariable) -> bytes:
+        return msgspec.msgpack.encode(artifact)
+
+    def decode_artifact(self, data: bytes) -> PromptVariable:
+        return msgspec.msgpack.decode(data, type=PromptVariable)
 
     def initial(self, config: SessionConfig) -> PromptVariable:
         return PromptVariable.seed()

@@ -46,6 +46,7 @@ import msgspec
 
 from combee_fast.config import RELEASE_POLICIES, ROLES, EndpointSpec, ReleaseConfig, SessionConfig
 from combee_fast.errors import CardError, CombeeError, ConfigError
+from combee_fast.files import read_regular
 from combee_fast.learners import serial_baselines
 from combee_fast.sim.latency import PRESETS
 from combee_fast.tasks.heldout import SPLIT_ROLES, split_role
@@ -203,8 +204,10 @@ def load_card(path: str | Path) -> Card:
 def read_card_table(path: str | Path) -> dict[str, Any]:
     """The raw TOML table of a card; :class:`ConfigError` when it is not readable TOML."""
     try:
-        return tomllib.loads(Path(path).read_text())
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        return tomllib.loads(read_regular(path).decode())
+    except OSError as exc:
+        raise ConfigError(f"card {path}: not a readable TOML file: {exc.strerror or exc}") from None
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise ConfigError(f"card {path}: not a readable TOML file: {exc}") from None
 
 

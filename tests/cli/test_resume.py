@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from combee_fast.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
-from combee_fast.run.checkpoint import load_checkpoint
+from combee_fast.run.checkpoint import read_checkpoint
 from combee_fast.run.rundir import RunDir
 
 RUN = ["--task", "formula", "--method", "combee", "--batch-size", "20", "--epochs", "2",
@@ -73,7 +73,7 @@ def test_sigkill_at_a_random_step_then_resume_gives_the_same_final_json(uninterr
     killed = _start_and_stop(out, at_step, signal.SIGKILL)
     assert killed.returncode == -signal.SIGKILL
     assert not (out / "summary.json").exists()
-    checkpoint = load_checkpoint(out)
+    checkpoint = read_checkpoint(out)
     assert checkpoint.steps >= at_step - 1  # the kill may fall between a ledger line and its checkpoint
     resumed = _resume(out)
     assert resumed.returncode == EXIT_OK, resumed.stderr
@@ -97,7 +97,7 @@ def test_sigint_and_sigterm_stop_at_a_safe_point_and_resume(uninterrupted: Path,
     assert f"resume with: combee learn --resume {out}" in stopped.stderr
     assert stopped.stderr.strip().splitlines()[-1].startswith(f"combee learn: interrupted by {sig.name}")
     assert (out / "final.json").exists() and (out / "best.json").exists()
-    assert summary["steps_completed"] == _ledger_lines(out) == load_checkpoint(out).steps
+    assert summary["steps_completed"] == _ledger_lines(out) == read_checkpoint(out).steps
     resumed = _resume(out)
     assert resumed.returncode == EXIT_OK, resumed.stderr
     assert "interrupted" not in json.loads((out / "summary.json").read_bytes())

@@ -28,6 +28,9 @@ def test_verify_passes_combee_fails_an_unkept_claim_and_reuses_the_cached_baseli
     for cell in ("h200/seed0", "h200/seed1", "h200/seed2", "hosted/seed0", "hosted/seed1", "hosted/seed2"):
         assert f"| {cell} |" in report
     assert "Serial baseline cells from the cache: 0 of 6" in report and "Role separation" in report
+    plans = report.split("Batch plan per cell")[1]
+    for cell in ("h200/seed0", "h200/seed1", "h200/seed2", "hosted/seed0", "hosted/seed1", "hosted/seed2"):
+        assert re.search(rf"^- {cell}: 10( x \d+)?(, \d+)?$", plans, re.MULTILINE), (cell, plans)
     assert "| speedup (simulated) | speedup (wall clock) |" in report and "## Provenance" in report
     assert all((tmp_path / "v1" / "runs" / cell / "report.md").is_file() and
                (tmp_path / "v1" / "runs" / cell / "prompt.txt").is_file()
