@@ -8,11 +8,16 @@
      one step's traces, answered or reported failed;
    - unaccounted calls: every request the simulated server counted must be in the run's
      accounting as a call or a retry (learning steps and validation);
-2. a ``combee learn`` process killed with SIGKILL at a random step and resumed with
-   ``combee learn --resume``; its ``final.json`` is compared byte for byte with the clean run's.
+2. a ``combee learn`` process killed with SIGKILL at a random step and resumed by two
+   ``combee learn --resume`` processes started at once: one must be refused (exit 2, the run is
+   in use), the other must end with the clean run's ``final.json``, byte for byte, and as many
+   ledger rows;
+3. ``--corruptions`` random corruptions (1 to 3 bytes changed) of the clean run's real
+   checkpoint, each loaded as a resume would: none may load.
 
-Last line: ``lost_rollouts=<n> unaccounted_calls=<n> resume_identical=<0|1> acc_clean=<a> acc_faults=<b>``
-(the counts summed over both runs; accuracies over the answered validation examples).
+Last line: ``lost_rollouts=<n> unaccounted_calls=<n> resume_identical=<0|1> concurrent_resume_refused=<0|1>
+corrupt_checkpoints_loaded=<n> corruptions=<n> acc_clean=<a> acc_faults=<b>`` (the counts summed over
+both runs; accuracies over the answered validation examples).
 """
 
 from __future__ import annotations
@@ -59,6 +64,9 @@ class _Watched:
     def carried(self) -> Any:
         return self.method.carried()
 
+    def carried_type(self, artifact_type: Any) -> Any:
+        return self.method.carried_type(artifact_type)
+
     async def resume(self, carried: Any, items: Any) -> None:
         await self.method.resume(carried, items)
 
@@ -100,8 +108,9 @@ def _ledger_lines(out: Path) -> int:
         return 0
 
 
-def _kill_and_resume(out: Path, steps: int, rng: random.Random) -> int:
-    """SIGKILL a ``combee learn`` once a random step is in its ledger, resume it; the step."""
+def _kill_and_resume_twice(out: Path, steps: int, rng: random.Random) -> tuple[int, bool]:
+    """SIGKILL a ``combee learn`` once a random step is in its ledger, then start two resumes of
+    it at once; ``(the step, whether exactly one was refused as in use and the other finished)``."""
     at_step = rng.randint(1, steps - 1)
     command = [sys.executable, "-m", "combee_fast.cli", "learn"]
     process = subprocess.Popen([*command, *RUN, "--out", str(out), "--quiet"], stdout=subprocess.DEVNULL)
@@ -109,13 +118,47 @@ def _kill_and_resume(out: Path, steps: int, rng: random.Random) -> int:
         time.sleep(0.01)
     process.send_signal(signal.SIGKILL)
     process.wait()
-    subprocess.run([*command, "--resume", str(out), "--quiet"], check=True, stdout=subprocess.DEVNULL)
-    return at_step
+    resumes = [subprocess.Popen([*command, "--resume", str(out), "--quiet"], stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    ended = [(resume.wait(), resume.stderr.read()) for resume in resumes]  # type: ignore[union-attr]
+    codes = sorted(code for code, _ in ended)
+    refused = codes == [0, 2] and any(code == 2 and "in use by another combee process" in err for code, err in ended)
+    return at_step, refused
+
+
+def _corruptions_loaded(run_dir: Path, n: int, rng: random.Random) -> int:
+    """How many of ``n`` random 1-3 byte corruptions of ``run_dir``'s checkpoint load as a resume
+    would load them (header, checksum, then the typed state of the run's learner, plan and method)."""
+    from combee_fast.ace.kind import ACE
+    from combee_fast.errors import CheckpointError
+    from combee_fast.methods.combee import CarriedChains
+    from combee_fast.playbook import Playbook
+    from combee_fast.run.checkpoint import CHECKPOINT_FILE, read_checkpoint
+
+    good = (run_dir / CHECKPOINT_FILE).read_bytes()
+    read_checkpoint(run_dir).state(ACE, method="combee", plan_state_type=type(None),
+                                   carried_type=CarriedChains[Playbook] | None)  # the real one loads
+    loaded = 0
+    with tempfile.TemporaryDirectory(prefix="combee-corrupt-") as folder:
+        copy = Path(folder)
+        for _ in range(n):
+            data = bytearray(good)
+            for _ in range(rng.randint(1, 3)):
+                data[rng.randrange(len(data))] ^= rng.randint(1, 255)  # always a change
+            (copy / CHECKPOINT_FILE).write_bytes(bytes(data))
+            try:
+                read_checkpoint(copy).state(ACE, method="combee", plan_state_type=type(None),
+                                            carried_type=CarriedChains[Playbook] | None)
+            except CheckpointError:
+                continue
+            loaded += 1
+    return loaded
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--seed", type=int, default=None, help="seed of the kill step (default: random)")
+    parser.add_argument("--seed", type=int, default=None, help="seed of the kill step and corruptions (default: random)")
+    parser.add_argument("--corruptions", type=int, default=400, help="random corruptions of a real checkpoint")
     args = parser.parse_args(argv)
     assert set(FAULT_KINDS) >= {"429", "500", "drop", "malformed", "truncated"}
     with tempfile.TemporaryDirectory(prefix="combee-faults-") as folder:
@@ -129,13 +172,19 @@ def main(argv: Sequence[str] | None = None) -> None:
             print(f"{name:<7} steps {result.steps}  calls {result.calls}  val {result.final_eval.accuracy:.3f} "
                   f"({result.final_eval.unanswered} unanswered)  lost {lost}  unaccounted {unaccounted}  "
                   f"failed {kinds}  retried {retries}", flush=True)
-        at_step = _kill_and_resume(root / "resumed", clean.steps, random.Random(args.seed))
+        rng = random.Random(args.seed)
+        at_step, refused = _kill_and_resume_twice(root / "resumed", clean.steps, rng)
         identical = (root / "resumed" / "final.json").read_bytes() == (root / "clean" / "final.json").read_bytes()
-        print(f"killed (SIGKILL) at step {at_step} of {clean.steps}, resumed: final.json "
-              f"{'identical' if identical else 'DIFFERENT'}", flush=True)
+        rows_match = _ledger_lines(root / "resumed") == _ledger_lines(root / "clean")
+        print(f"killed (SIGKILL) at step {at_step} of {clean.steps}, resumed by two processes at once: "
+              f"{'one refused' if refused else 'NOT ONE REFUSED'}, final.json {'identical' if identical else 'DIFFERENT'}, "
+              f"ledger rows {'as clean' if rows_match else 'DIFFERENT'}", flush=True)
+        loaded = _corruptions_loaded(root / "clean", args.corruptions, rng)
+        print(f"{args.corruptions} random corruptions of the clean run's checkpoint: {loaded} loaded", flush=True)
     print(f"lost_rollouts={lost_clean + lost_faults} unaccounted_calls={unaccounted_clean + unaccounted_faults} "
-          f"resume_identical={int(identical)} acc_clean={clean.final_eval.accuracy:.4g} "
-          f"acc_faults={faults.final_eval.accuracy:.4g}")
+          f"resume_identical={int(identical and rows_match)} concurrent_resume_refused={int(refused)} "
+          f"corrupt_checkpoints_loaded={loaded} corruptions={args.corruptions} "
+          f"acc_clean={clean.final_eval.accuracy:.4g} acc_faults={faults.final_eval.accuracy:.4g}")
 
 
 if __name__ == "__main__":

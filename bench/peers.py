@@ -7,7 +7,8 @@ One :class:`~combee_fast.sim.server.SimServer` (real HTTP on loopback) serves, i
 the PyPI ``gepa`` package (its defaults: ``optimize`` with the default adapter and reflection,
 ``reflection_minibatch_size`` 3, Pareto selection; through blocking LM callables that call the
 endpoint), our ``gepa`` (also once with one request in flight, to compare the loops alone), our
-``combee-gepa``, our ``sequential`` ACE and our ``combee``; and the PyPI ``ace-framework``
+``combee-gepa``, our ``async-gepa`` (the same minibatch, its stages decoupled, several proposals
+in flight, its budget reserved at dispatch), our ``sequential`` ACE and our ``combee``; and the PyPI ``ace-framework``
 package's ACE (0.7.1: the current release needs Python >= 3.12), reported as run or as
 "cannot run: <reason>"; then the PyPI ``textgrad`` package (0.1.8, its own loop: forward, an LLM
 loss, backward through both, one ``TextualGradientDescent`` step per example, through an
@@ -25,8 +26,9 @@ metric-call budget; the ACE runs learn from the same train slice without validat
 
 Last line: ``gepa_pypi_s_per_call=<a> gepa_ours_s_per_call=<b> combee_gepa_s_per_call=<c>
 combee_ace_s_per_sample=<d> sequential_ace_s_per_sample=<e> textgrad_pypi_s_per_sample=<f>
-textgrad_ours_s_per_sample=<g> combee_textgrad_s_per_sample=<h> mipro_s_per_metric_call=<i>``
-(per metric call for GEPA and MIPROv2, per training sample for ACE and TextGrad).
+textgrad_ours_s_per_sample=<g> combee_textgrad_s_per_sample=<h> mipro_s_per_metric_call=<i>
+async_gepa_s_per_call=<j> async_gepa_overshoot=<k>`` (per metric call for GEPA and MIPROv2, per
+training sample for ACE and TextGrad; ``k``: the metric calls ``async-gepa`` made past the budget).
 """
 
 from __future__ import annotations
@@ -417,6 +419,7 @@ async def run_peers(args: PeersArgs) -> list[PeerRow]:
         rows.append(await run_ours_gepa(server, args, "gepa", "gepa (ours, 1 in flight)",
                                         concurrency=1))
         rows.append(await run_ours_gepa(server, args, "combee-gepa", "combee-gepa"))
+        rows.append(await run_ours_gepa(server, args, "async-gepa", "async-gepa"))
         rows.append(await run_ours_ace(server, args, "sequential", 1))
         rows.append(await run_ours_ace(server, args, "combee", args.ace_batch))
         if ace_framework_version() is None:
@@ -478,11 +481,14 @@ def faithfulness(rows: Sequence[PeerRow], val: int) -> list[str]:
     return lines
 
 
-def last_line(rows: Sequence[PeerRow]) -> str:
+def last_line(rows: Sequence[PeerRow], budget: int = PeersArgs().budget) -> str:
     by = {r.name: r for r in rows}
 
     def by_prefix(prefix: str) -> str:  # a peer's row is named with its installed version
         return next(name for name in by if name.startswith(prefix))
+
+    def overshoot(r: PeerRow) -> str:
+        return "nan" if r.reason is not None else str(max(0, r.metric_calls - budget))
 
     def value(name: str, per_sample: bool) -> str:
         r = by[name]
@@ -497,7 +503,9 @@ def last_line(rows: Sequence[PeerRow]) -> str:
             f"textgrad_pypi_s_per_sample={value(by_prefix('textgrad (PyPI'), True)} "
             f"textgrad_ours_s_per_sample={value('textgrad (ours, 1 in flight)', True)} "
             f"combee_textgrad_s_per_sample={value('combee-textgrad', True)} "
-            f"mipro_s_per_metric_call={value(by_prefix('MIPROv2 (DSPy'), False)}")
+            f"mipro_s_per_metric_call={value(by_prefix('MIPROv2 (DSPy'), False)} "
+            f"async_gepa_s_per_call={value('async-gepa', False)} "
+            f"async_gepa_overshoot={overshoot(by['async-gepa'])}")
 
 
 NOTES = (
@@ -535,7 +543,7 @@ def main() -> None:
           f"{args.budget} metric calls, seed {args.seed}; simulated seconds on the critical path", file=sys.stderr)
     for line in (*table(rows), *NOTES, ACE_FRAMEWORK_NOTE + ".", *faithfulness(rows, args.val)):
         print(line)
-    print(last_line(rows))
+    print(last_line(rows, args.budget))
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ package stays cheap and compiles nothing: Numba kernels compile on first call or
     LEARNERS                               the registered learners (ace, gepa, textgrad) and their methods
     Playbook, Candidate, PromptVariable    what ACE, GEPA and TextGrad learn and deploy
     OnlineLearner, ThreadedLearner, ProcessLearner   embedded online learners
+    Release, ReleaseConfig                 which versions serve requests, and the release policy
     CombeeError, ConfigError, ...          every error (combee_fast.errors)
 """
 
@@ -30,6 +31,7 @@ _EXPORTS: dict[str, str] = {
     "MapConfig": "combee_fast.config",
     "CombeeConfig": "combee_fast.config",
     "GepaConfig": "combee_fast.config",
+    "PipelineConfig": "combee_fast.config",
     "ControllerConfig": "combee_fast.config",
     "EvalConfig": "combee_fast.config",
     "TransportConfig": "combee_fast.config",
@@ -39,6 +41,7 @@ _EXPORTS: dict[str, str] = {
     "CacheConfig": "combee_fast.config",
     "OnlineConfig": "combee_fast.config",
     "EmbedConfig": "combee_fast.config",
+    "ReleaseConfig": "combee_fast.config",
     "load_config": "combee_fast.config",
     "TrainResult": "combee_fast.run.train",
     "EvalResult": "combee_fast.methods.base",
@@ -52,6 +55,7 @@ _EXPORTS: dict[str, str] = {
     "ThreadedLearner": "combee_fast.embedded.threaded",
     "ProcessLearner": "combee_fast.embedded.process",
     "AppliedBatch": "combee_fast.embedded.online",
+    "Release": "combee_fast.embedded.release",
     "CombeeError": "combee_fast.errors",
     "ConfigError": "combee_fast.errors",
     "CardError": "combee_fast.errors",
@@ -62,11 +66,16 @@ _EXPORTS: dict[str, str] = {
     "ReplayCacheError": "combee_fast.errors",
     "EndpointUnreachable": "combee_fast.errors",
     "EndpointError": "combee_fast.errors",
+    "ReleaseError": "combee_fast.errors",
     "CallsFailed": "combee_fast.errors",
     "LearnerProcessError": "combee_fast.errors",
     "StageTimeout": "combee_fast.errors",
     "SandboxError": "combee_fast.errors",
     "EpisodeOver": "combee_fast.errors",
+    "CheckpointError": "combee_fast.errors",
+    "StorageError": "combee_fast.errors",
+    "RolloutError": "combee_fast.errors",
+    "NothingLearned": "combee_fast.errors",
 }
 
 __all__ = ["__version__", *_EXPORTS]

@@ -20,7 +20,7 @@ import msgspec
 from combee_fast import flags
 from combee_fast.config import ROLES
 from combee_fast.errors import (
-    EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, CallsFailed, CombeeError, ConfigError,
+    EXIT_INTERRUPTED, EXIT_OK, EXIT_STORAGE, EXIT_USAGE, CallsFailed, CombeeError, ConfigError, SplitChangedError,
 )
 from combee_fast.redact import escape_control, scrub
 from combee_fast.sim import cli as sim_cli
@@ -132,10 +132,10 @@ async def _learn(args: argparse.Namespace) -> int:
         return await _resume(args)
     config = flags.session_config(args)
     choice = resolve(config.learner, config.method)
-    if getattr(args, "cfg__train__batch_size", None) is not None and choice.kind.batch_size(choice.method, config) != \
+    if hasattr(args, "cfg__train__batch_size") and choice.kind.batch_size(choice.method, config) != \
             config.train.batch_size:
-        raise ConfigError(f"--batch-size is ACE's; learner {choice.kind.name} takes its minibatch from --minibatch "
-                          "(serial) and --combee-minibatch")
+        raise ConfigError(f"--batch-size is ACE's (and 'auto' asks for the planner); learner {choice.kind.name}'s "
+                          f"method {choice.shown} takes its minibatch from --minibatch (serial) or --combee-minibatch")
     out = args.out or f"runs/{config.task.name}-{choice.shown}-{time.strftime('%Y%m%d-%H%M%S')}"
     check_run_target(out, overwrite=args.overwrite)
     usage, gpus, stops = None, args.gpus, ()
@@ -155,11 +155,12 @@ async def _learn(args: argparse.Namespace) -> int:
         try:
             result = await session.train(run_dir=run_dir, usage=usage, gpus=gpus, interrupt=interrupt, stops=stops,
                                          events=events)
-            code = _finish(result, run_dir, out, interrupt)
+            code = _finish(result, run_dir, _shown(out, run_dir), interrupt)
             failed = False
         except CombeeError as exc:
             if run_dir.started:  # a retry's refusal then names this run as a failed one
-                run_dir.write_summary({"failed": scrub(str(exc)), "exit_code": exc.exit_code, "run_dir": out})
+                run_dir.write_summary({"failed": scrub(str(exc)), "exit_code": exc.exit_code,
+                                       "run_dir": _shown(out, run_dir)})
             raise
         finally:
             interrupt.uninstall()
@@ -169,6 +170,11 @@ async def _learn(args: argparse.Namespace) -> int:
                 tracker.finish(run_dir.root if run_dir.started else None, failed=failed)
             run_dir.close()
     return code
+
+
+def _shown(out: str, run_dir: Any) -> str:
+    """Where the run's files are, as the user named it when it is there."""
+    return out if run_dir.location == Path(out) else str(run_dir.location)
 
 
 def _run_events(session: Any, args: argparse.Namespace, config: Any, *, name: str) -> tuple[Any, Any]:
@@ -210,7 +216,11 @@ async def _resume(args: argparse.Namespace) -> int:
 
             stops = (card_budget(card),)
         async with open_session(config) as session:
-            for split, manifest in zip((session.train_split, session.val_split), run_dir.read_splits()):
+            recorded = run_dir.read_splits()
+            if len(recorded) != 2:
+                raise SplitChangedError(f"{run_dir.root / 'splits.json'} records {len(recorded)} splits, not the train "
+                                        "and validation splits of the run; refusing to resume")
+            for split, manifest in zip((session.train_split, session.val_split), recorded):
                 verify_split(split, manifest)
             _notify_waits(session, args.quiet)
             interrupt = StopRequest()
@@ -297,6 +307,7 @@ async def _eval(args: argparse.Namespace) -> int:
             result, report = await _evaluated(session, config, run_dir, kind, deployable, args, seen)
         finally:
             run_dir.close()
+        out = _shown(out, run_dir)
         if args.card:
             from combee_fast.verify.discipline import record_report
 
@@ -361,6 +372,8 @@ async def _evaluated(session: Any, config: Any, run_dir: Any, kind: Any, deploya
         result = await session.evaluate(deployable, split.examples, learner=kind.name)
     finally:
         session.agents.on_failure = None
+    if 2 * result.answered > result.examples:  # replacing --overwrite's evaluation once most examples are answered
+        run_dir.replace_previous()
     interval = await asyncio.to_thread(answered_interval, result)
     errors = [None] * len(result.scores)
     if len(result.outcomes) == len(result.scores):
@@ -372,7 +385,7 @@ async def _evaluated(session: Any, config: Any, run_dir: Any, kind: Any, deploya
                                                           "level": interval.level, "resamples": interval.resamples},
               "answered": result.answered, "unanswered": result.unanswered,
               "unanswered_by_kind": result.unanswered_by_kind, "seen_rows": seen, "playbook": args.playbook,
-              "playbook_sha256": file_sha256(args.playbook), "run_dir": str(run_dir.root)}
+              "playbook_sha256": file_sha256(args.playbook), "run_dir": str(run_dir.location)}
     counts = CallCounts()
     for usage, error in result.outcomes:
         counts.add(usage, error)
@@ -440,6 +453,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"combee {args.command}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except OSError as exc:  # the machine: a full disk, an I/O error, a file gone read-only
+        where = f" ({exc.filename})" if exc.filename else ""
+        print(f"combee {args.command}: error: {escape_control(scrub(exc.strerror or str(exc)))}{escape_control(where)}",
+              file=sys.stderr)
+        return EXIT_STORAGE
 
 
 if __name__ == "__main__":

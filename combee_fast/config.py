@@ -4,7 +4,7 @@
     ├── task:        TaskConfig        which task, its options, which splits
     ├── map:         MapConfig         the per-item chain (ACE rounds, carried chains, timeout, width)
     ├── combee:      CombeeConfig      augmented shuffle and reduce shape
-    ├── gepa:        GepaConfig        GEPA's search (learner "gepa")
+    ├── gepa:        GepaConfig        GEPA's search (learner "gepa"; pipeline: PipelineConfig, async-gepa's stages)
     ├── controller:  ControllerConfig  the dynamic batch-size controller (--batch-size auto)
     ├── train:       TrainConfig       epochs, batch size, validation cadence, stop rules
     ├── eval:        EvalConfig        held-out evaluation
@@ -41,14 +41,21 @@ from typing import Any, Literal
 import msgspec
 
 from combee_fast.errors import ConfigError
+from combee_fast.files import read_regular
 from combee_fast.redact import strip_userinfo
 
 ROLES = ("generator", "reflector", "curator", "reducer")
 """The four ACE roles, in call order. Each may have its own endpoint and model."""
 
 HISTORY_KEPT = 1000
-"""Most entries any in-memory history keeps (ledger rows of a ``TrainResult``, an online learner's
-applied batches, the controller's decisions and measurements): the run's files are the record."""
+"""Most entries any in-memory history keeps (ledger rows of a ``TrainResult``, the controller's
+decisions and measurements, failed calls): the run's files are the record."""
+
+BATCHES_KEPT = 100
+"""Applied batches an online learner keeps by default (``OnlineConfig.keep_batches``). Each holds
+its rollout ids and what its apply changed (evicted bullets, rejected ops): tens of kilobytes for
+a batch of hundreds of rollouts, so a history of :data:`HISTORY_KEPT` of them would grow for the
+first quarter of a million submissions."""
 
 FAULT_KINDS = ("429", "500", "drop", "stall", "malformed", "truncated")
 
@@ -57,6 +64,10 @@ def _at_least(owner: str, minimum: int | float, **values: int | float | None) ->
     for name, value in values.items():
         if value is not None and value < minimum:
             raise ConfigError(f"{owner}.{name} must be >= {minimum}, got {value}")
+
+
+AUTO = "auto"
+"""``train.batch_size = "auto"`` or ``gepa.combee_minibatch = "auto"`` (TOML, JSON, ``--batch-size auto``): the batch-size controller; read as None."""
 
 
 class TaskConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -109,26 +120,76 @@ class CombeeConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
         _at_least("combee", 2, max_fan_in=self.max_fan_in)
 
 
+STALENESS_POLICIES = ("full", "guarded")
+"""What the asynchronous GEPA pipeline does with a proposal the pool moved past (:mod:`combee_fast.gepa.staleness`)."""
+
+
+class PipelineConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """The asynchronous GEPA pipeline (method ``async-gepa``, :mod:`combee_fast.gepa.pipeline`).
+
+    ``proposals``: proposals in flight at once (1: the synchronous loop, one iteration after the
+    other). The other limits are each stage's tasks in flight at once: ``grade`` (parents graded
+    on their minibatch), ``reflect`` (reflection maps), ``aggregate`` (aggregation trees),
+    ``screen`` (children graded on their minibatch) and ``validate`` (accepted children graded on
+    the validation set); no stage queue holds more than ``proposals`` tasks. ``staleness``: what
+    happens to a child whose pool moved on while it was made (``full``: it is screened against
+    the pool as it now is; ``guarded``: it is dropped when more than ``max_staleness`` candidates
+    joined the pool since its parent was drawn). ``reflection``: how a proposal reflects, ``combee``
+    (shuffled groups and the aggregation tree, as ``combee-gepa``) or ``serial`` (one call, as
+    serial GEPA; its merge stage makes no call).
+    """
+
+    proposals: int = 4
+    grade: int = 4
+    reflect: int = 4
+    aggregate: int = 4
+    screen: int = 4
+    validate: int = 4
+    staleness: str = "full"
+    max_staleness: int = 2
+    reflection: str = "combee"
+
+    def __post_init__(self) -> None:
+        _at_least("gepa.pipeline", 1, proposals=self.proposals, grade=self.grade, reflect=self.reflect,
+                  aggregate=self.aggregate, screen=self.screen, validate=self.validate)
+        _at_least("gepa.pipeline", 0, max_staleness=self.max_staleness)
+        if self.staleness not in STALENESS_POLICIES:
+            raise ConfigError(f"gepa.pipeline.staleness must be one of {', '.join(STALENESS_POLICIES)}, "
+                              f"got {self.staleness!r}")
+        if self.reflection not in ("combee", "serial"):
+            raise ConfigError(f"gepa.pipeline.reflection must be combee or serial, got {self.reflection!r}")
+
+    def limits(self) -> dict[str, int]:
+        """Each stage's in-flight limit, by stage name, in the order a proposal goes through them."""
+        return {"grade": self.grade, "reflect": self.reflect, "aggregate": self.aggregate, "screen": self.screen,
+                "validate": self.validate}
+
+
 class GepaConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """GEPA's evolutionary search over a system prompt (learner ``gepa``).
 
     ``minibatch``: examples per iteration of serial GEPA (method ``gepa``, GEPA's default);
-    ``combee_minibatch``: examples per iteration of the batched methods (``combee-gepa``, and
-    ``naive`` on the GEPA learner). ``max_metric_calls``: the budget; every evaluation of a
-    candidate on one example (minibatch or validation) is one metric call, as GEPA counts them,
-    and no iteration starts once it is spent. ``max_epochs``: also stop before the first
-    minibatch of that pass over the train split (None: the budget alone stops the search; GEPA
-    does not read ``train.epochs``). ``skip_perfect``: no reflection when the parent already
-    scores 1 on the whole minibatch (GEPA's default).
+    ``combee_minibatch``: examples per iteration of the batched methods (``combee-gepa``,
+    ``async-gepa``, and ``naive`` on the GEPA learner); ``"auto"`` (read as None): the live
+    planner sizes each iteration's minibatch. ``max_metric_calls``: the budget; every evaluation
+    of a candidate on one example (minibatch or validation) is one metric call, as GEPA counts
+    them, and no iteration starts once it is spent (``async-gepa`` reserves each proposal's calls
+    when it starts it, so it never spends past the budget). ``max_epochs``: also stop before the
+    first minibatch of that pass over the train split (None: the budget alone stops the search;
+    GEPA does not read ``train.epochs``). ``skip_perfect``: no reflection when the parent
+    already scores 1 on the whole minibatch (GEPA's default). ``pipeline``: ``async-gepa``'s stages.
     """
 
     minibatch: int = 3
-    combee_minibatch: int = 40
+    combee_minibatch: int | Literal["auto"] | None = 40
     max_metric_calls: int = 3000
     max_epochs: int | None = None
     skip_perfect: bool = True
+    pipeline: PipelineConfig = msgspec.field(default_factory=PipelineConfig)
 
     def __post_init__(self) -> None:
+        if self.combee_minibatch == AUTO:
+            msgspec.structs.force_setattr(self, "combee_minibatch", None)
         _at_least("gepa", 1, minibatch=self.minibatch, combee_minibatch=self.combee_minibatch,
                   max_metric_calls=self.max_metric_calls, max_epochs=self.max_epochs)
 
@@ -195,10 +256,6 @@ class ControllerConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
             raise ConfigError(f"controller: need min_group <= group_records, got {self.min_group}, {self.group_records}")
 
 
-AUTO = "auto"
-"""``train.batch_size = "auto"`` (TOML, JSON, ``--batch-size auto``): the batch-size controller; read as None."""
-
-
 class TrainConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """Offline training (the run loop, :mod:`combee_fast.run.train`) and its stop rules.
 
@@ -213,6 +270,10 @@ class TrainConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     Optional stoppers (None: off): ``patience``, validations in a row that do not raise the best
     score; ``target_score``, a best validation score to stop at; ``max_wall_s``, seconds of
     training (wall clock, validation excluded).
+
+    ``plan_from``: an earlier run's ``controller.jsonl``, whose batch decisions (sizes, shapes,
+    remedies) this run takes step by step instead of planning its own
+    (:class:`~combee_fast.run.batch_plans.ReplayedPlan`).
     """
 
     batch_size: int | Literal["auto"] | None = 40
@@ -223,6 +284,7 @@ class TrainConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     patience: int | None = None
     target_score: float | None = None
     max_wall_s: float | None = None
+    plan_from: str | None = None
 
     def __post_init__(self) -> None:
         if self.batch_size == AUTO:
@@ -249,11 +311,13 @@ class EvalConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
 
 class TransportConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """How hard to push an endpoint: HTTP requests in flight per endpoint, per-attempt timeout,
-    retries with exponential backoff and jitter, the largest reply read."""
+    """How hard to push an endpoint: HTTP requests in flight per endpoint, the time a call may take
+    (``timeout_s``: all its attempts, backoff and repair; ``attempt_timeout_s``: one attempt, None:
+    all of the call's), retries with exponential backoff and jitter, the largest reply read."""
 
     concurrency: int = 256
     timeout_s: float = 600.0
+    attempt_timeout_s: float | None = None
     max_retries: int = 4
     backoff_base_s: float = 0.25
     backoff_max_s: float = 20.0
@@ -269,6 +333,8 @@ class TransportConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
                   backoff_max_s=self.backoff_max_s)
         if not (self.timeout_s > 0 and math.isfinite(self.timeout_s)):
             raise ConfigError(f"transport.timeout_s must be > 0 and finite, got {self.timeout_s}")
+        if self.attempt_timeout_s is not None and not (self.attempt_timeout_s > 0 and math.isfinite(self.attempt_timeout_s)):
+            raise ConfigError(f"transport.attempt_timeout_s must be > 0 and finite, got {self.attempt_timeout_s}")
         if not (math.isfinite(self.backoff_base_s) and math.isfinite(self.backoff_max_s)):
             raise ConfigError("transport.backoff_base_s and backoff_max_s must be finite")
 
@@ -489,14 +555,15 @@ class FaultConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 class SimConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """The in-process simulated endpoint: latency preset, real seconds per simulated second,
     random latency jitter, injected faults, and the task-world variant it plays
-    (:data:`combee_fast.sim.world.WORLD_VARIANTS`: ``default``, or ``uninformative``, whose
-    reflections carry no information)."""
+    (:data:`combee_fast.sim.world.WORLD_VARIANTS`: ``default``, ``uninformative``, whose
+    reflections carry no information, ``noisy``, whose answers are drawn per call, ``harmful``,
+    some of whose lessons are wrong...; joined by ``+`` they combine)."""
 
     preset: str = "h200-70b"
     time_scale: float = 0.01
     latency_jitter: float = 0.0
     faults: FaultConfig = msgspec.field(default_factory=FaultConfig)
-    world: str = "default"  # task-world variant: default, collapse or uninformative (combee_fast.sim.world)
+    world: str = "default"  # task-world variant: default, collapse, uninformative, noisy, harmful (combee_fast.sim.world)
 
 
 class TrackingConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -586,13 +653,57 @@ class SessionConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
         return self.local is None and any(self.endpoint_for(role).url is None for role in ROLES)
 
 
+RELEASE_POLICIES = ("none", "shadow", "staged", "hold")
+"""How an online learner releases a learned version (:mod:`combee_fast.embedded.release`); the
+experiment card's ``failure_cost.canary_policy`` names one of them."""
+
+
+class ReleaseConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """How an online learner's new versions reach requests (:mod:`combee_fast.embedded.release`).
+
+    ``policy``: ``none`` (every learned version is served at once), ``shadow`` (a candidate is
+    scored on ``shadow_share`` of the submitted tasks, re-run with its context, never served;
+    at most ``shadow_in_flight`` re-runs at once), ``staged`` (a candidate is served to the
+    growing ``stages`` shares of requests, sticky by key; the last stage is 1.0, promotion) or
+    ``hold`` (a candidate waits for ``approve`` or ``reject``). ``margin``: the accuracy a
+    candidate may lose and still be promoted (a fraction; the card's ``claim.margin``);
+    ``alpha``: the error rate of the anytime-valid test behind every automatic decision.
+    ``status_every``: rewards between two status events; ``keep_versions``: versions whose
+    rewards and intervals are kept (and rolled-back texts remembered: the last ``keep_versions``)."""
+
+    policy: str = "none"
+    margin: float = 0.02
+    alpha: float = 0.05
+    stages: tuple[float, ...] = (0.01, 0.1, 0.5, 1.0)
+    shadow_share: float = 0.2
+    shadow_in_flight: int = 16
+    status_every: int = 100
+    keep_versions: int = 64
+
+    def __post_init__(self) -> None:
+        if self.policy not in RELEASE_POLICIES:
+            raise ConfigError(f"release.policy: unknown policy {self.policy!r}; choose one of: {', '.join(RELEASE_POLICIES)}")
+        if not 0.0 <= self.margin < 1.0:
+            raise ConfigError(f"release.margin must be in [0, 1), got {self.margin}")
+        if not 0.0 < self.alpha < 1.0:
+            raise ConfigError(f"release.alpha must be in (0, 1), got {self.alpha}")
+        stages = self.stages
+        if not stages or stages[-1] != 1.0 or stages[0] <= 0.0 or any(b <= a for a, b in zip(stages, stages[1:])):
+            raise ConfigError(f"release.stages must rise strictly from above 0 to 1.0, got {list(stages)}")
+        if not 0.0 < self.shadow_share <= 1.0:
+            raise ConfigError(f"release.shadow_share must be in (0, 1], got {self.shadow_share}")
+        _at_least("release", 1, shadow_in_flight=self.shadow_in_flight, status_every=self.status_every,
+                  keep_versions=self.keep_versions)
+
+
 class OnlineConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """The online learner: a batch takes the rollouts waiting when the learner is free, up to a
     ceiling (at most ``batch_size``, the planned bs*), and closes ``max_wait_s`` after its first;
     the ceiling shrinks when a batch's publish latency passes ``max_publish_s``. ``queue_size``
     rollouts wait at most (``submit`` waits when full); ``workers`` reflections run at once;
     ``keep_batches`` applied batches are kept. Shuffle and reduce follow ``combee``, as offline.
-    ``learner``: the registered learner that learns online (:mod:`combee_fast.learners`)."""
+    ``learner``: the registered learner that learns online (:mod:`combee_fast.learners`).
+    ``release``: how a learned version reaches requests (:class:`ReleaseConfig`)."""
 
     learner: str = "ace"
     batch_size: int = 32
@@ -600,9 +711,10 @@ class OnlineConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     max_publish_s: float = 60.0
     queue_size: int = 1024
     workers: int = 64
-    keep_batches: int = HISTORY_KEPT
+    keep_batches: int = BATCHES_KEPT
     seed: int = 0
     combee: CombeeConfig = msgspec.field(default_factory=CombeeConfig)
+    release: ReleaseConfig = msgspec.field(default_factory=ReleaseConfig)
 
     def __post_init__(self) -> None:
         _at_least("online", 1, batch_size=self.batch_size, queue_size=self.queue_size, workers=self.workers,
@@ -686,9 +798,11 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
     """The raw table of a TOML or JSON config file; :class:`ConfigError` if unreadable."""
     file = Path(path)
     try:
-        data = file.read_bytes()
+        data = read_regular(file)
         table = tomllib.loads(data.decode()) if file.suffix == ".toml" else msgspec.json.decode(data)
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, msgspec.DecodeError) as exc:
+    except OSError as exc:
+        raise ConfigError(f"{path}: not a readable config file: {exc.strerror or exc}") from None
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError, msgspec.DecodeError) as exc:
         raise ConfigError(f"{path}: not a readable config file: {exc}") from None
     if not isinstance(table, dict):
         raise ConfigError(f"{path}: a config file holds one table, got {type(table).__name__}")

@@ -6,7 +6,9 @@ Each names what was wrong and where. The tree::
     ├── CombeeError                  every error raised on purpose; ``exit_code`` for the CLI
     │   ├── ConfigError (ValueError) a bad flag, config value, file or combination   -> exit 2
     │   │   ├── CardError            an experiment card: every missing and invalid field
-    │   │   └── SplitChangedError    a split's content hash differs from the recorded one
+    │   │   ├── SplitChangedError    a split's content hash differs from the recorded one
+    │   │   └── CheckpointError      a checkpoint that cannot be resumed from: unreadable, corrupt,
+    │   │                            of another format, or its run's files changed since
     │   ├── PlaybookFileError        a playbook file cannot be read                   -> exit 2
     │   ├── PlaybookParseError       rendered playbook text cannot be parsed          -> exit 2
     │   ├── TaskDataError            a task's data file, with its line                -> exit 2
@@ -14,8 +16,13 @@ Each names what was wrong and where. The tree::
     │   ├── EndpointUnreachable      an endpoint did not answer (start-up or mid-run) -> exit 2
     │   ├── EndpointError            a blocking chat call failed                      -> exit 2
     │   ├── SandboxError             a sandbox did not start or give its final state (its episode fails)
-    │   └── CallsFailed              most calls (or agent episodes) of a run failed   -> exit 3
-    ├── LearnerProcessError (RuntimeError)  an embedded learner's child process died
+    │   ├── ReleaseError             approve/reject of a version that is not the candidate, or
+    │   │                            of one rolled back (never published again)
+    │   ├── CallsFailed              most calls (or agent episodes) of a run failed   -> exit 3
+    │   │   └── NothingLearned       the run ends with an empty artifact: every lesson dropped
+    │   └── StorageError             a file could not be written (a full disk...)      -> exit 4
+    ├── RolloutError (ValueError)           a malformed rollout submitted to an embedded learner
+    ├── LearnerProcessError (RuntimeError)  an embedded learner's child process (or thread) died
     ├── StageTimeout (TimeoutError)         an item exceeded its stage's deadline
     └── EpisodeOver                         raised into an agent that calls the model after its episode ended
 
@@ -32,7 +39,11 @@ EXIT_USAGE = 2
 that stopped answering altogether)."""
 EXIT_CALLS_FAILED = 3
 """The run stopped because most calls of a step (or of a validation) failed for a reason other
-than an unreachable endpoint: HTTP errors, unparseable answers, replay-cache misses."""
+than an unreachable endpoint: HTTP errors, unparseable answers, replay-cache misses; or it
+learned nothing (every lesson proposed was dropped)."""
+EXIT_STORAGE = 4
+"""The machine failed the command: a file could not be written (a full disk, a read-only file
+system, an I/O error). What was written before is intact; a learning run can be resumed."""
 EXIT_INTERRUPTED = 130
 """Stopped by SIGINT (Ctrl-C) or SIGTERM; a learning run so stopped can be resumed (``learn --resume``)."""
 
@@ -64,6 +75,11 @@ class CardError(ConfigError):
 
 class SplitChangedError(ConfigError):
     """A data split's content hash differs from the one the run recorded."""
+
+
+class CheckpointError(ConfigError):
+    """A run's checkpoint cannot be resumed from: names the file and why (missing, a pickle of an
+    older version, cut, corrupt, of another format or learner, or a run file changed since)."""
 
 
 class PlaybookFileError(CombeeError):
@@ -113,6 +129,11 @@ class SandboxError(CombeeError):
     belonged to fails (``env_error``); the run goes on."""
 
 
+class ReleaseError(CombeeError):
+    """A release request that cannot be honoured: approving or rejecting a version that is not
+    the candidate (naming the candidate), or one that was rolled back."""
+
+
 class CallsFailed(CombeeError):
     """Most calls of a step (or of a validation) failed: names the step, the failure kinds and
     counts, and where the artifact learned so far was saved."""
@@ -120,8 +141,27 @@ class CallsFailed(CombeeError):
     exit_code = EXIT_CALLS_FAILED
 
 
+class StorageError(CombeeError):
+    """A file could not be written or read back for a reason of the machine (a full disk, a
+    read-only file system, an I/O error): names the file and the system's reason."""
+
+    exit_code = EXIT_STORAGE
+
+
+class RolloutError(ValueError):
+    """A rollout submitted to an embedded learner is malformed (not a Rollout, a field of the
+    wrong type, a negative round, a score that is not a number): names the rollout and the field.
+    The learner never saw it."""
+
+
+class NothingLearned(CallsFailed):
+    """The run ends with an empty artifact although its steps proposed lessons: every one was
+    rejected or evicted (a token budget too small to hold one, say). Names the counts."""
+
+
 class LearnerProcessError(RuntimeError):
-    """An embedded learner's child process failed or exited early (its unsettled tickets fail with it)."""
+    """An embedded learner's child process (or its thread) failed or exited early: says how (its
+    exit code and last error line); its unsettled tickets fail with it."""
 
 
 class StageTimeout(TimeoutError):

@@ -15,8 +15,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from combee_fast.tasks.registry import task_option
-from combee_fast.config import (FAULT_KINDS, RESPONSE_FORMATS, ROLES, SessionConfig, config_from_dict, config_to_dict,
-                                read_config_file)
+from combee_fast.config import (FAULT_KINDS, RESPONSE_FORMATS, ROLES, STALENESS_POLICIES, SessionConfig,
+                                config_from_dict, config_to_dict, read_config_file)
 from combee_fast.errors import ConfigError
 
 _DEFAULTS = config_to_dict(SessionConfig())
@@ -81,7 +81,8 @@ class Flag:
 
     def add_to(self, parser: argparse._ActionsContainer) -> None:
         default = _lookup(_DEFAULTS, self.path)
-        shown = "auto" if self.path == ("train", "batch_size") and default is None else default
+        shown = "auto" if self.path in (("train", "batch_size"), ("gepa", "combee_minibatch")) and default is None \
+            else default
         options = {key: value for key, value in self.options.items() if key != "metavar"}
         kwargs: dict[str, Any] = dict(dest=self.dest, default=argparse.SUPPRESS, **options)
         if self.value is not None:
@@ -118,8 +119,12 @@ LEARN_FLAGS = (
     Flag("--method", path=("method",), help="sequential, naive or combee (each learner's); gepa, naive-gepa, "
                                             "combee-gepa name GEPA's; textgrad, naive-textgrad, combee-textgrad "
                                             "TextGrad's"),
+    Flag("--plan-from", path=("train", "plan_from"), metavar="RUN/controller.jsonl",
+         help="take every step's batch size and shape from an earlier run's decisions (repeats a --batch-size auto "
+              "run on a deterministic endpoint, no replay cache needed)"),
     Flag("--batch-size", path=("train", "batch_size"), type=_batch_size,
-         help="ACE: items per step, an integer or 'auto' (GEPA: --minibatch, --combee-minibatch)"),
+         help="ACE: items per step, an integer or 'auto' (GEPA: --minibatch, --combee-minibatch; 'auto' also "
+              "plans GEPA's batched minibatch)"),
     Flag("--epochs", path=("train", "epochs"), type=positive_int, help="ACE: passes over the train split"),
     Flag("--eval-every", path=("train", "eval_every"), type=int, help="validate every N steps (0: at the end)"),
     Flag("--patience", path=("train", "patience"), type=positive_int,
@@ -140,8 +145,16 @@ LEARN_FLAGS = (
     Flag("--max-metric-calls", path=("gepa", "max_metric_calls"), type=positive_int,
          help="GEPA: budget of metric calls (one per candidate graded on one example)"),
     Flag("--minibatch", path=("gepa", "minibatch"), type=positive_int, help="GEPA: examples per serial iteration"),
-    Flag("--combee-minibatch", path=("gepa", "combee_minibatch"), type=positive_int,
-         help="GEPA: examples per iteration of combee-gepa and naive-gepa"),
+    Flag("--combee-minibatch", path=("gepa", "combee_minibatch"), type=_batch_size,
+         help="GEPA: examples per iteration of combee-gepa, async-gepa and naive-gepa, an integer or 'auto' "
+              "(the live planner)"),
+    Flag("--proposals-in-flight", path=("gepa", "pipeline", "proposals"), type=positive_int,
+         help="async-gepa: proposals in flight at once (1: the synchronous loop; the ceiling under 'auto')"),
+    Flag("--staleness", path=("gepa", "pipeline", "staleness"), choices=STALENESS_POLICIES,
+         help="async-gepa: a child the pool moved past is re-screened against the pool's best (full) or dropped "
+              "once older than --max-staleness (guarded)"),
+    Flag("--max-staleness", path=("gepa", "pipeline", "max_staleness"), type=int,
+         help="async-gepa: candidates that may join the pool while a child is made before guarded drops it"),
     Flag("--token-budget", path=("token_budget",), type=positive_int, help="playbook token budget"),
     Flag("--agent", path=("agent", "factory"),
          help="the agent of episodes: react (built in) or package.module:factory (default: the task's own way)"),
@@ -171,7 +184,10 @@ ENDPOINT_FLAGS = (
     Flag("--concurrency", path=("transport", "concurrency"), type=positive_int,
          help="HTTP requests in flight per endpoint"),
     Flag("--eval-parallel", path=("eval", "parallel"), type=positive_int, help="examples an evaluation scores at once"),
-    Flag("--timeout", path=("transport", "timeout_s"), type=float, help="seconds per request attempt"),
+    Flag("--timeout", path=("transport", "timeout_s"), type=float,
+         help="seconds a call may take: every attempt, the waits between them and a repair request"),
+    Flag("--attempt-timeout", path=("transport", "attempt_timeout_s"), type=float,
+         help="seconds one attempt of a call may take (unset: all of --timeout), so a stalled attempt is retried"),
     Flag("--stream", path=("transport", "stream"), value=True,
          help="stream replies, so a request given up on (timeout, stop) is cancelled on the server "
               "(llama-cpp-python cancels only streamed requests; on with --local)"),
@@ -186,7 +202,8 @@ SIM_FLAGS = (
     Flag("--latency-jitter", path=("sim", "latency_jitter"), type=float, help="random +- fraction per request"),
     Flag("--sim-world", path=("sim", "world"),
          help="task-world variant: default, collapse (reflections collapse onto one lesson below temperature 0.5) "
-              "or uninformative (reflections carry no information)"),
+              "uninformative (reflections carry no information), noisy (answers drawn per call) or harmful "
+              "(some lessons are wrong); combine with '+'"),
     *(
         Flag(f"--fault-{kind}", path=("sim", "faults", f"rate_{kind}"), type=float, help=f"rate of injected {kind} faults")
         for kind in FAULT_KINDS

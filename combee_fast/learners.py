@@ -2,7 +2,7 @@
 
     learner   methods (the name ledgers and summaries show)
     ace       sequential, naive, combee
-    gepa      sequential (gepa), naive (naive-gepa), combee (combee-gepa)
+    gepa      sequential (gepa), naive (naive-gepa), combee (combee-gepa), async (async-gepa)
     textgrad  sequential (textgrad), naive (naive-textgrad), combee (combee-textgrad)
 
 A run names a learner and a method (``SessionConfig.learner``, ``SessionConfig.method``); the

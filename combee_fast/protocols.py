@@ -35,7 +35,8 @@ How a rollout is made (:mod:`combee_fast.rollouts`):
 How a version reaches users:
 
 - :class:`EmbeddedLearner`: an online learner inside a host (in its loop, a thread or a child
-  process): submit rollouts, read the latest version, never block.
+  process): submit rollouts, read the version in service (per request key), release by policy,
+  never block.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ if TYPE_CHECKING:
     from combee_fast.config import SessionConfig
     from combee_fast.methods.base import Applied, EvalResult, StepResult, StepShape
     from combee_fast.run.context import LearnContext
+    from combee_fast.run.rundir import RunDir
     from combee_fast.run.state import TrainState
     from combee_fast.endpoint.calls import ChatResult
     from combee_fast.rollouts.episode import Episode
@@ -249,7 +251,13 @@ class Method(Protocol[A]):
         ...
 
     def carried(self) -> Any:
-        """What a checkpoint keeps of the carried work (None: nothing is carried)."""
+        """What a checkpoint keeps of the carried work (None: nothing is carried): a value of
+        :meth:`carried_type`."""
+        ...
+
+    def carried_type(self, artifact_type: Any) -> Any:
+        """The type of what :meth:`carried` returns, for artifacts of ``artifact_type`` (how a
+        checkpoint decodes it: a msgspec-typed value, artifacts as ``artifact_type``)."""
         ...
 
     async def resume(self, carried: Any, items: Mapping[str, Any]) -> None:
@@ -258,7 +266,12 @@ class Method(Protocol[A]):
 
 
 class BatchPlan(Protocol):
-    """Chooses each step's batch size (and shape) and learns from what the step cost."""
+    """Chooses each step's batch size (and shape) and learns from what the step cost.
+
+    ``state_type`` is the type of what :meth:`state` returns (msgspec-typed), which a checkpoint
+    keeps and decodes as that type."""
+
+    state_type: Any
 
     def next_size(self, remaining: int) -> tuple[int, str]:
         """The next batch size and the reason for it; ``remaining`` items wait in the epoch."""
@@ -311,6 +324,22 @@ class LearnerKind(Protocol[A, D]):
     methods: Mapping[str, str]
     rollout_role: str
     learning_roles: tuple[str, ...]
+    size_unit: str
+    """What ``len(artifact)`` counts (``bullets``, ``candidates``, ``lines``), in progress lines
+    and reports."""
+    artifact_type: type[A]
+    """The artifact's class. A checkpoint stores the run's artifact and best one with
+    :meth:`encode_artifact` and reads them back with :meth:`decode_artifact`; an artifact inside
+    the carried work (typed as this class) likewise, unless msgspec encodes the class itself."""
+
+    def encode_artifact(self, artifact: A) -> bytes:
+        """``artifact`` as bytes that :meth:`decode_artifact` turns back into an equal artifact
+        (version, every part, every counter: a resumed run goes on from it)."""
+        ...
+
+    def decode_artifact(self, data: bytes) -> A:
+        """The artifact :meth:`encode_artifact` encoded; ``ValueError`` when ``data`` is not one."""
+        ...
 
     def initial(self, config: SessionConfig) -> A:
         """The artifact a run starts from."""
@@ -318,6 +347,11 @@ class LearnerKind(Protocol[A, D]):
 
     def batch_size(self, method: str, config: SessionConfig) -> int | None:
         """The fixed batch size of ``method`` (None: the batch-size controller plans it)."""
+        ...
+
+    def live_plan(self, method: str, config: SessionConfig, run_dir: RunDir | None) -> BatchPlan | None:
+        """This learner's own live planner of ``method``'s batches, when they are planned (None:
+        the generic one, :class:`~combee_fast.run.batch_plans.LivePlan`)."""
         ...
 
     def build_method(self, method: str, context: LearnContext) -> Method[A]:
@@ -483,18 +517,41 @@ class EmbeddedLearner(Protocol):
         """Apply everything submitted, settle every ticket, then stop."""
         ...
 
-    async def submit(self, rollout: Rollout) -> asyncio.Future[Any]:
-        """Queue ``rollout`` (waits only for room); a future of the batch that applied it."""
+    async def submit(self, rollout: Rollout, *, version: int | None = None) -> asyncio.Future[Any]:
+        """Queue ``rollout`` (waits only for room), stamped with ``version``, the context
+        version it was produced with, when given; a future of the batch that applied it."""
+        ...
+
+    def context_for(self, key: str) -> Any:
+        """The version and text the request keyed ``key`` runs with (the release gate's
+        :class:`~combee_fast.embedded.release.Context`: sticky per key); never blocks."""
+        ...
+
+    @property
+    def release(self) -> Any:
+        """Which versions serve requests now (:class:`~combee_fast.embedded.release.Release`)."""
+        ...
+
+    async def approve(self, version: int) -> None:
+        """Promote candidate ``version`` (a ReleaseError if it is not the candidate)."""
+        ...
+
+    async def reject(self, version: int) -> None:
+        """Roll candidate ``version`` back (a ReleaseError if it is not the candidate)."""
+        ...
+
+    async def propose(self, artifact: Any) -> int:
+        """Hand ``artifact`` to the release as the next version; its number."""
         ...
 
     @property
     def text(self) -> str:
-        """The latest published version, rendered."""
+        """The version in service (the incumbent), rendered."""
         ...
 
     @property
     def playbook(self) -> Any:
-        """The latest published version."""
+        """The version in service (the incumbent)."""
         ...
 
     @property

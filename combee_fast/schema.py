@@ -203,7 +203,10 @@ class Rollout(msgspec.Struct, frozen=True):
     ``round`` counts regenerations after reflection (0 = first attempt). ``error`` is set when
     the call failed or its output could not be parsed; ``answer`` is then ``None``. An attempt
     made by an agent episode carries its ``trajectory`` (its ``usage`` then sums the episode's
-    model calls, and ``error`` is the call error that left it unanswered, if any).
+    model calls, and ``error`` is the call error that left it unanswered, if any). ``version``:
+    the context version the rollout was produced with (an online learner's
+    ``context_for(key).version``), so its reward is attributed to that version; ``None`` when
+    unknown (offline runs, where the step's snapshot is the version).
     """
 
     example: Example
@@ -218,6 +221,7 @@ class Rollout(msgspec.Struct, frozen=True):
     error: CallError | None = None
     raw: str | None = None
     trajectory: Trajectory | None = None
+    version: int | None = None
 
     @property
     def id(self) -> str:

@@ -24,14 +24,15 @@ import msgspec
 
 from combee_fast.config import ROLES, SessionConfig
 from combee_fast.endpoint.cache import CacheMode, ReplayCache
-from combee_fast.errors import ConfigError
+from combee_fast.errors import CheckpointError, ConfigError
 from combee_fast.redact import scrub
 from combee_fast.learners import LEARNERS, Choice, resolve
 from combee_fast.methods.base import EvalResult
 from combee_fast.protocols import BatchPlan, Method, StopRule, Task
 from combee_fast.roles.agents import Agents
 from combee_fast.roles.clients import Fallback, RoleClients, RoleMap, open_role_clients
-from combee_fast.run.batch_plans import ControllerPlan, FixedBatch, LivePlan
+from combee_fast.run.batch_plans import ControllerPlan, FixedBatch, LivePlan, ReplayedPlan
+from combee_fast.run.checkpoint import StoredCheckpoint
 from combee_fast.run.context import LearnContext
 from combee_fast.run.cost import SIMULATED_GPUS, GpuClock
 from combee_fast.run.events import CallFailed, EpisodeFailed, Events, StepDone, on_kind
@@ -41,8 +42,8 @@ from combee_fast.run.progress import Budget, Progress
 from combee_fast.run.provenance import Provenance, provenance
 from combee_fast.run.report import RunFacts, curve_png, run_report
 from combee_fast.run.rundir import CURVE_FILE, RunDir
-from combee_fast.run.state import TrainState
-from combee_fast.run.stops import (FailingCalls, FailingEpisodes, Interrupted, NoImprovement, ScoreThreshold,
+from combee_fast.run.state import CallsRecord, TrainState
+from combee_fast.run.stops import (FailingCalls, FailingEpisodes, Interrupted, NoImprovement, NothingKept, ScoreThreshold,
                                    UnansweredValidation, WallClock)
 from combee_fast.run.train import Training, TrainResult, train
 from combee_fast.run.usage import SplitUsage, append_usage, usage_entry
@@ -130,7 +131,7 @@ class Session:
         to the run's events); ``options`` go to it (``stream``, ``live``)."""
         choice = self.resolve(method)
         return Progress(label=choice.shown, budget=self.budget(method),
-                        size_unit=getattr(choice.kind, "size_unit", "size"), simulated=self.reports_simulated_time,
+                        size_unit=choice.kind.size_unit, simulated=self.reports_simulated_time,
                         **options)
 
     def split_uses(self, declared: Mapping[str, str] | None = None) -> list[tuple[Split, str, str]]:
@@ -151,15 +152,22 @@ class Session:
         return uses
 
     async def batch_plan(self, run_dir: RunDir | None = None, *, method: str | None = None) -> BatchPlan:
-        """The configured plan: the method's fixed batch size, or (None) the live planner, or
-        (``controller.mode = "paper"``) the paper's rule, bounded by the simulated server's
-        running-sequence capacity when it has one. Both planners stay within ``controller.max_batch``."""
+        """The configured plan: an earlier run's decisions (``train.plan_from``), the method's fixed
+        batch size, or (None) the live planner (the learner's own when it has one,
+        :meth:`~combee_fast.protocols.LearnerKind.live_plan`), or (``controller.mode = "paper"``)
+        the paper's rule, bounded by the simulated server's running-sequence capacity when it has
+        one. Both planners stay within ``controller.max_batch``."""
         config, choice = self.config, self.resolve(method)
         kind = choice.kind
+        if config.train.plan_from is not None:
+            return ReplayedPlan.load(config.train.plan_from, knob=self.agents, run_dir=run_dir)
         size = kind.batch_size(choice.method, config)
         if size is not None:
             return FixedBatch(size)
         if config.controller.mode == "live":  # the endpoint's capacity is measured, not read from a preset
+            own = kind.live_plan(choice.method, config, run_dir)
+            if own is not None:
+                return own
             return await LivePlan.start(config.controller, config.combee, workers=config.map.workers,
                                         lessons=kind.lessons, rollout_role=kind.rollout_role, knob=self.agents,
                                         run_dir=run_dir)
@@ -183,7 +191,9 @@ class Session:
         return [*rules, FailingCalls(max_failed_fraction=train.max_failed_fraction,
                                      min_judged_calls=train.min_judged_calls, learning_roles=choice.kind.learning_roles),
                 FailingEpisodes(max_failed_fraction=train.max_failed_fraction, min_judged_calls=train.min_judged_calls),
-                UnansweredValidation(max_failed_fraction=train.max_failed_fraction)]
+                UnansweredValidation(max_failed_fraction=train.max_failed_fraction),
+                NothingKept(f"token_budget={self.config.token_budget} may hold none of them"
+                            if self.config.token_budget is not None else "")]
 
     async def train(
         self,
@@ -232,22 +242,31 @@ class Session:
         choice = self.resolve(method if isinstance(method, str) else None)
         built = method if method is not None and not isinstance(method, str) else \
             choice.kind.build_method(choice.method, self.context)
-        resumed = run_dir.resumed if run_dir is not None else None
-        self._record_uses(usage, again=resumed is not None)
+        stored = run_dir.resumed if run_dir is not None else None
+        self._record_uses(usage, again=stored is not None)
         events = events or Events()
         if on_step is not None:
             events.subscribe(on_kind(StepDone, lambda done: on_step(done.row)))
+        plan = plan or await self.batch_plan(run_dir, method=choice.shown)
+        if stored is not None and run_dir is not None:
+            state = self._resumed_state(stored, choice.kind, built, plan, run_dir)
+        else:
+            state = TrainState.fresh(artifact if artifact is not None else choice.kind.initial(self.config))
+        calls_before, agents = state.calls_record, self.agents
+
+        def calls_now() -> CallsRecord:
+            return calls_before.plus(agents.calls, agents.trimmed, agents.failures_total)
+
         facts = RunFacts()
         events.subscribe(facts)
         record = provenance(seed=self.config.seed, splits=[self.train_split.manifest, self.val_split.manifest])
         training = Training(
-            choice.kind, built, plan or await self.batch_plan(run_dir, method=choice.shown), self.train_items(),
-            resumed or TrainState.fresh(artifact if artifact is not None else choice.kind.initial(self.config)),
+            choice.kind, built, plan, self.train_items(), state,
             seed=self.config.seed, rules=self.stop_rules(choice, interrupt=interrupt, extra=stops),
             validate=self._validator(choice), eval_every=self.config.train.eval_every, run_dir=run_dir,
-            gpu_clock=self.gpu_clock(gpus), events=events, resumed=resumed is not None,
+            gpu_clock=self.gpu_clock(gpus), events=events, resumed=stored is not None, calls_now=calls_now,
         )
-        if resumed is None:
+        if stored is None:
             self._start_run(run_dir, usage)
         if run_dir is not None:
             run_dir.write_provenance(record)
@@ -264,9 +283,21 @@ class Session:
         finally:
             self.agents.on_failure = None
             self._record_episodes(None, None)
-            self._record_calls(run_dir)
+            self._record_calls(run_dir, calls_now())
             if run_dir is not None and run_dir.started:
                 await asyncio.to_thread(self._write_page, run_dir, training, choice, facts, record, result, failure)
+
+    def _resumed_state(self, stored: StoredCheckpoint, kind: Any, method: Method[Any], plan: BatchPlan,
+                       run_dir: RunDir) -> TrainState[Any]:
+        """The checkpointed state of the run being resumed, typed for ``kind``, ``method`` and
+        ``plan``, with its latest ledger rows; :class:`CheckpointError` when it cannot be."""
+        if stored.header.seed != self.config.seed:
+            raise CheckpointError(f"{stored.path}: made under seed {stored.header.seed}, but the run's configuration "
+                                  f"now says seed {self.config.seed}; refusing to resume")
+        state = stored.state(kind, method=method.name, plan_state_type=plan.state_type,
+                             carried_type=method.carried_type(kind.artifact_type))
+        state.ledger.extend(run_dir.read_ledger())
+        return state
 
     def _write_page(self, run_dir: RunDir, training: Training[Any], choice: Choice, facts: RunFacts,
                     record: Provenance, result: TrainResult | None, failure: BaseException | None) -> None:
@@ -284,7 +315,7 @@ class Session:
             page = run_report(
                 title=title, outcome=_outcome(result, failure, facts, run_dir), result=result, facts=facts,
                 counts=state.counts, record=ended, val_split=self.config.task.val_split, lessons=kind.lessons(state.artifact),
-                learned={getattr(kind, "size_unit", "size"): len(state.artifact), **kind.summary(state.artifact)},
+                learned={kind.size_unit: len(state.artifact), **kind.summary(state.artifact)},
                 plot=CURVE_FILE if curve is not None else None)
             run_dir.write_report(page, curve)
         except Exception as exc:  # the run's outcome stands; its page is a courtesy
@@ -333,14 +364,14 @@ class Session:
 
         return validate
 
-    def _record_calls(self, run_dir: RunDir | None) -> None:
+    def _record_calls(self, run_dir: RunDir | None, calls: CallsRecord) -> None:
         """Rewrite ``capabilities.json`` at the end (a form may have been left during the run) and
-        write ``calls.json`` (calls per role; ``trimmed``: per role, calls sent again with half the
-        playbook after a context error; failures are in ``errors.jsonl``, line by line)."""
+        write ``calls.json`` (``calls``: calls per role over every process of the run; ``trimmed``:
+        per role, calls sent again with half the playbook after a context error; failures are in
+        ``errors.jsonl``, line by line)."""
         if run_dir is not None:
             run_dir.write_capabilities(self.capabilities())
-            run_dir.write_calls({**self.agents.calls, "trimmed": self.agents.trimmed,
-                                 "failed": self.agents.failures_total})
+            run_dir.write_calls(calls.as_file())
 
     def capabilities(self) -> list[dict[str, object]]:
         """Each distinct endpoint's :class:`~combee_fast.endpoint.capabilities.Capabilities`

@@ -11,6 +11,8 @@ all at once with :func:`warmup`.
   bootstrap of the difference of two methods' mean scores (seeded, thread-count independent).
 * :mod:`.similarity`: n-gram hashing embedder, blocked all-pairs and top-k over unit vectors,
   near-duplicates and the retention measure.
+* :mod:`.sequential`: anytime-valid confidence sequences (empirical Bernstein) of a mean reward
+  and of the difference of two versions, two-sample or paired, checked after every reward.
 
 Who calls which kernel:
 
@@ -29,6 +31,8 @@ Who calls which kernel:
   per-in-flight-level latency and P50/P95 in every decision of the live planner.
 * ``near_duplicates`` also: :func:`combee_fast.run.step_signals.distinct_count`, the planner's
   diversity alarm.
+* :mod:`.sequential`: :mod:`combee_fast.embedded.release` (the release gate: each candidate
+  version against the incumbent after every reward, and every version's reward interval).
 
 :mod:`.reference` holds a plain-Python reference of each kernel (what it computes, slowly): the
 tests check the kernels against them and ``bench/kernels.py`` and ``bench/bootstrap.py`` time
@@ -70,6 +74,12 @@ _EXPORTS = {
         "bootstrap_means",
         "mean_interval",
         "paired_bootstrap",
+    ),
+    "sequential": (
+        "ArmInterval",
+        "Crossing",
+        "confidence_sequence",
+        "first_crossing",
     ),
     "similarity": (
         "Embedder",

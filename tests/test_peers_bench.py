@@ -18,7 +18,8 @@ BENCH = Path(__file__).resolve().parents[1] / "bench" / "peers.py"
 LAST_LINE = re.compile(
     r"gepa_pypi_s_per_call=(\S+) gepa_ours_s_per_call=(\S+) combee_gepa_s_per_call=(\S+) "
     r"combee_ace_s_per_sample=(\S+) sequential_ace_s_per_sample=(\S+) textgrad_pypi_s_per_sample=(\S+) "
-    r"textgrad_ours_s_per_sample=(\S+) combee_textgrad_s_per_sample=(\S+) mipro_s_per_metric_call=(\S+)"
+    r"textgrad_ours_s_per_sample=(\S+) combee_textgrad_s_per_sample=(\S+) mipro_s_per_metric_call=(\S+) "
+    r"async_gepa_s_per_call=(\S+) async_gepa_overshoot=(\S+)"
 )
 
 
@@ -37,15 +38,15 @@ async def test_peers_bench_runs_at_tiny_scale() -> None:
     args = bench.PeersArgs(train=6, val=4, budget=24, combee_batch=4, ace_batch=3, time_scale=0.005)
     rows = await bench.run_peers(args)
     by = {row.name: row for row in rows}
-    assert list(by)[:7] == ["gepa (PyPI)", "gepa (PyPI) + Combee refl.", "gepa (ours)", "gepa (ours, 1 in flight)",
-                            "combee-gepa", "sequential ACE", "combee ACE"]
-    ace = rows[7]
+    assert list(by)[:8] == ["gepa (PyPI)", "gepa (PyPI) + Combee refl.", "gepa (ours)", "gepa (ours, 1 in flight)",
+                            "combee-gepa", "async-gepa", "sequential ACE", "combee ACE"]
+    ace = rows[8]
     assert ace.name.startswith("ACE (ace-framework")
     if bench.ace_framework_version() is None:
         assert ace.reason.startswith("cannot run: ace-framework is not installed")
     else:
         assert ace.reason is None and ace.samples == args.train and ace.peak == 1 and ace.depth == ace.calls
-    for name in ("gepa (ours)", "gepa (ours, 1 in flight)", "combee-gepa", "sequential ACE", "combee ACE"):
+    for name in ("gepa (ours)", "gepa (ours, 1 in flight)", "combee-gepa", "async-gepa", "sequential ACE", "combee ACE"):
         row = by[name]
         assert row.reason is None and row.samples > 0 and row.calls > 0 and row.depth > 0, name
     serial = by["gepa (ours, 1 in flight)"]
@@ -53,9 +54,11 @@ async def test_peers_bench_runs_at_tiny_scale() -> None:
     assert by["sequential ACE"].peak == 1
     assert by["combee-gepa"].peak > 1 and by["combee ACE"].peak > 1
     assert bench.table(rows)[0].startswith("peer")
-    match = LAST_LINE.fullmatch(bench.last_line(rows))
+    match = LAST_LINE.fullmatch(bench.last_line(rows, args.budget))
     assert match is not None
-    assert all(value != "nan" for value in match.groups()[1:5] + match.groups()[6:8])
+    assert all(value != "nan" for value in match.groups()[1:5] + match.groups()[6:8] + match.groups()[9:])
+    assert by["async-gepa"].metric_calls <= args.budget and match.group(11) == "0"  # reserved at dispatch
+    assert by["async-gepa"].peak > 1
     _check_the_prompt_peers(bench, rows, args, match)
     if not bench.gepa_pypi_available():
         assert by["gepa (PyPI)"].reason.startswith("cannot run: the gepa package is not installed")
@@ -71,14 +74,15 @@ async def test_peers_bench_runs_at_tiny_scale() -> None:
 def _check_the_prompt_peers(bench, rows, args, match) -> None:
     """The TextGrad and MIPROv2 rows: ours always run; the PyPI textgrad and DSPy run when the
     bench extra is installed (both are in it), else they say why."""
-    names = [row.name for row in rows[8:]]
+    first = next(i for i, row in enumerate(rows) if row.name.startswith("textgrad ("))  # the PyPI row leads them
+    names = [row.name for row in rows[first:]]
     assert names[1:3] == ["textgrad (ours, 1 in flight)", "combee-textgrad"]
-    by = {row.name: row for row in rows[8:]}
+    by = {row.name: row for row in rows[first:]}
     serial, combee = by["textgrad (ours, 1 in flight)"], by["combee-textgrad"]
     assert serial.peak == 1 and serial.depth == serial.calls == 4 * args.train and serial.samples == args.train
     assert serial.sim_seconds > serial.calls  # the world answers our roles (replies of some 100 tokens on flat)
     assert combee.peak > 1 and combee.depth < combee.calls and combee.sim_seconds < serial.sim_seconds
-    pypi, mipro = rows[8], rows[11]
+    pypi, mipro = rows[first], rows[first + 3]
     if not bench.textgrad_pypi_available():
         assert pypi.reason.startswith("cannot run: the textgrad package is not installed")
     else:

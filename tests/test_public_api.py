@@ -9,12 +9,14 @@ import combee_fast
 
 PUBLIC = {
     "__version__", "open_session", "Session", "SessionConfig", "TaskConfig", "TrainConfig", "MapConfig",
-    "CombeeConfig", "GepaConfig", "ControllerConfig", "EvalConfig", "TransportConfig", "EndpointSpec",
-    "SamplingConfig", "SimConfig", "CacheConfig", "OnlineConfig", "EmbedConfig", "load_config", "TrainResult",
+    "CombeeConfig", "GepaConfig", "PipelineConfig", "ControllerConfig", "EvalConfig", "TransportConfig", "EndpointSpec",
+    "SamplingConfig", "SimConfig", "CacheConfig", "OnlineConfig", "EmbedConfig", "ReleaseConfig", "load_config",
+    "TrainResult", "Release", "ReleaseError",
     "EvalResult", "LEARNERS", "Playbook", "Candidate", "PromptVariable", "Rollout", "Example", "OnlineLearner", "ThreadedLearner",
     "ProcessLearner", "AppliedBatch", "CombeeError", "ConfigError", "CardError", "SplitChangedError",
     "PlaybookFileError", "PlaybookParseError", "TaskDataError", "ReplayCacheError", "EndpointUnreachable",
     "EndpointError", "CallsFailed", "LearnerProcessError", "StageTimeout", "SandboxError", "EpisodeOver",
+    "CheckpointError", "StorageError", "RolloutError", "NothingLearned",
 }
 
 

@@ -13,12 +13,14 @@ import msgspec
 from combee_fast.ace.evaluate import evaluate
 from combee_fast.ace.learner import AceLearner
 from combee_fast.config import MapConfig, SessionConfig
+from combee_fast.files import read_regular
 from combee_fast.methods import METHODS, build_method
 from combee_fast.methods.base import EvalResult
 from combee_fast.playbook import Playbook
 from combee_fast.protocols import Method, StopRule
 from combee_fast.roles.agents import Agents
 from combee_fast.run.context import LearnContext
+from combee_fast.run.rundir import RunDir
 from combee_fast.run.stops import EpochsDone
 from combee_fast.schema import Example
 
@@ -31,12 +33,23 @@ class AceKind:
     rollout_role = "generator"
     learning_roles = ("reflector", "curator", "reducer")
     size_unit = "bullets"  # what the artifact's size counts, in progress lines and reports
+    artifact_type = Playbook
+
+    def encode_artifact(self, artifact: Playbook) -> bytes:
+        return artifact.to_bytes()
+
+    def decode_artifact(self, data: bytes) -> Playbook:
+        return Playbook.from_bytes(data)
 
     def initial(self, config: SessionConfig) -> Playbook:
         return Playbook.empty(token_budget=config.token_budget)
 
     def batch_size(self, method: str, config: SessionConfig) -> int | None:
         return config.train.batch_size
+
+    def live_plan(self, method: str, config: SessionConfig, run_dir: RunDir | None) -> None:
+        """ACE's batches are planned by the generic live planner."""
+        return None
 
     def build_method(self, method: str, context: LearnContext) -> Method[Playbook]:
         """``method`` over the session's role calls; collected traces have no rounds to carry."""
@@ -58,7 +71,7 @@ class AceKind:
         """The playbook at ``path``; None when it is another learner's file (a JSON object
         without ``bullets``); :class:`~combee_fast.errors.PlaybookFileError` when it is unreadable."""
         try:
-            data = msgspec.json.decode(Path(path).read_bytes())
+            data = msgspec.json.decode(read_regular(path))
         except (OSError, msgspec.DecodeError):
             data = None
         if isinstance(data, dict) and "bullets" not in data:

@@ -36,6 +36,7 @@ from collections.abc import Sequence
 import msgspec
 
 from combee_fast.config import HISTORY_KEPT, ControllerConfig
+from combee_fast.engine.kept import capture, restore_into
 from combee_fast.errors import ConfigError
 
 
@@ -146,6 +147,23 @@ def _log_steepest_slope(log_A: float, alpha: float, batch_sizes: Sequence[float]
     return math.log(alpha) + log_A - (alpha + 1.0) * math.log(min(batch_sizes))
 
 
+class ControllerState(msgspec.Struct, frozen=True):
+    """What a checkpoint keeps of a :class:`BatchSizeController` (everything not derived from its configuration)."""
+
+    decisions: tuple[Decision, ...]
+    measurements: tuple[IterationMeasurement, ...]
+    fit: PowerLawFit | None
+    _profiled: int
+    _pending: Decision | None
+    _current: int | None
+    _cap: int
+    _healthy_streak: int
+    _best_validation: float
+    _quality_problem: str | None
+    _level_sum: float
+    _level_weight: float
+
+
 class BatchSizeController:
     """Chooses each iteration's batch size; call :meth:`next_batch_size`, run, :meth:`record`.
 
@@ -176,6 +194,14 @@ class BatchSizeController:
         self._quality_problem: str | None = None
         self._level_sum = 0.0  # recency-weighted sums for log A
         self._level_weight = 0.0
+
+    def state(self) -> ControllerState:
+        """What the controller measured, fitted and decided so far, for a checkpoint."""
+        return capture(self, ControllerState)
+
+    def restore(self, state: ControllerState) -> None:
+        """Continue from :meth:`state` (on a controller of the same configuration and bounds)."""
+        restore_into(self, state)
 
     @property
     def profiling(self) -> bool:

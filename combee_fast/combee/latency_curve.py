@@ -27,6 +27,8 @@ from collections.abc import Iterable, Sequence
 import msgspec
 import numpy as np
 
+from combee_fast.engine.kept import capture, restore_into
+
 
 class CallSample(msgspec.Struct, frozen=True):
     """One call: mean requests in flight during it (itself included), its tokens, its seconds."""
@@ -35,6 +37,16 @@ class CallSample(msgspec.Struct, frozen=True):
     prompt_tokens: int
     completion_tokens: int
     seconds: float
+
+
+class CurveState(msgspec.Struct, frozen=True):
+    """What a checkpoint keeps of a :class:`LatencyCurve` (its samples and fit)."""
+
+    _samples: tuple[CallSample, ...]
+    _steps: tuple[int, ...]
+    _step: int
+    coef: tuple[float, ...] | None
+    max_in_flight: float
 
 
 class LatencyCurve:
@@ -50,6 +62,16 @@ class LatencyCurve:
 
     def __len__(self) -> int:
         return len(self._samples)
+
+    def state(self) -> CurveState:
+        """The samples and the fit, for a checkpoint."""
+        coef = None if self.coef is None else tuple(float(c) for c in self.coef)
+        return capture(self, CurveState, coef=coef)
+
+    def restore(self, state: CurveState) -> None:
+        """Continue from :meth:`state` (on a curve of the same ``history`` and ``decay``)."""
+        restore_into(self, state, skip=("coef",))
+        self.coef = None if state.coef is None else np.array(state.coef, dtype=np.float64)
 
     def reset(self) -> None:
         """Forget every sample (the endpoint changed)."""

@@ -39,8 +39,9 @@ from collections import deque
 
 import msgspec
 
-from combee_fast.combee.latency_curve import CallSample, LatencyCurve, fit_line
+from combee_fast.combee.latency_curve import CallSample, CurveState, LatencyCurve, fit_line
 from combee_fast.config import CombeeConfig, ControllerConfig
+from combee_fast.engine.kept import capture, restore_into
 
 
 class StepSignals(msgspec.Struct, frozen=True):
@@ -80,6 +81,30 @@ class ShapeDecision(msgspec.Struct, frozen=True):
     shuffle_salt: int = 0
 
 
+class PlannerState(msgspec.Struct, frozen=True):
+    """What a checkpoint keeps of a :class:`ShapePlanner` (everything not derived from its configuration)."""
+
+    curve: CurveState
+    decisions: tuple[ShapeDecision, ...]
+    max_group: int
+    duplicates: int
+    reflect_temperature: float | None
+    shuffle_salt: int
+    _last: StepSignals | None
+    _anchor: float
+    _maps: tuple[tuple[int, float], ...]
+    _tail: float | None
+    _cap: int
+    _healthy: int
+    _best_validation: float
+    _problems: tuple[str, ...]
+    _collapsed: int
+    _collapse_why: str
+    _predicted_map: float | None
+    _planned_batch: int
+    _surprise: float | None
+
+
 class ShapePlanner:
     """Decides each step's :class:`ShapeDecision`; call :meth:`decide`, run the step, :meth:`record`."""
 
@@ -106,6 +131,15 @@ class ShapePlanner:
         self._predicted_map: float | None = None  # map seconds predicted for the planned batch
         self._planned_batch = 0
         self._surprise: float | None = None  # measured / predicted map seconds of a surprising step
+
+    def state(self) -> PlannerState:
+        """What the planner learned and decided so far, for a checkpoint."""
+        return capture(self, PlannerState, curve=self.curve.state())
+
+    def restore(self, state: PlannerState) -> None:
+        """Continue from :meth:`state` (on a planner of the same configuration)."""
+        restore_into(self, state, skip=("curve",))
+        self.curve.restore(state.curve)
 
     # -- measuring -----------------------------------------------------------------------------
 

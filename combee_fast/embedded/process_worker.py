@@ -1,10 +1,13 @@
 """The child side of :class:`~combee_fast.embedded.process.ProcessLearner`: ``python -m combee_fast.embedded.process_worker``.
 
 Reads :data:`~combee_fast.embedded.process.HostMessage` frames on stdin (``Start`` first, then
-``Submit``... and ``Stop``), runs an :class:`~combee_fast.embedded.online.OnlineLearner` on its own
-clients, and writes ``Ready``, then ``Published``/``Settled`` per batch and ``Finished`` on
-stdout. Submissions enter the learner in the order they were written; tickets settled in the
-same loop iteration travel in one ``Settled`` frame.
+``Submit`` and ``Command``... and ``Stop``), runs an :class:`~combee_fast.embedded.online.OnlineLearner`
+on its own clients, and writes ``Ready``, then ``Applied``/``Settled`` per batch, ``Released`` per
+release change, ``Emitted`` per event (when asked), ``Answered`` per command, and ``Finished`` on
+stdout. Submissions and commands reach the learner in the order they were written; tickets
+settled in the same loop iteration travel in one ``Settled`` frame. Each submitted rollout is
+decoded apart from its frame: one that does not decode settles its own ticket with the error,
+nothing else.
 """
 
 from __future__ import annotations
@@ -17,22 +20,29 @@ import sys
 import msgspec
 
 from combee_fast.embedded.online import AppliedBatch, OnlineLearner
+from combee_fast.embedded.release import Release
 from combee_fast.engine.loop import run
 from combee_fast.playbook import Playbook
 from combee_fast.roles.agents import Agents
 from combee_fast.roles.clients import open_role_clients
+from combee_fast.run.events import Event, Events
+from combee_fast.tasks.registry import get_task
+from combee_fast.schema import Rollout
 from combee_fast.embedded.process import (
+    Answered,
+    Applied,
+    Command,
+    Emitted,
     Finished,
     HostMessage,
-    Published,
     Ready,
+    Released,
     Settled,
     Start,
     Stop,
     Submit,
-    frame,
-    read_frame,
 )
+from combee_fast.engine.frames import frame, read_frame
 
 
 class _Worker:
@@ -40,6 +50,8 @@ class _Worker:
         self.role_map = start.role_map
         self.playbook = Playbook.from_bytes(start.playbook)
         self.online = start.online
+        self.start = start
+        self.learner: OnlineLearner | None = None
         self._writer = writer
         self._encoder = msgspec.msgpack.Encoder()
         self._settled: list[tuple[int, asyncio.Future[AppliedBatch]]] = []
@@ -49,7 +61,24 @@ class _Worker:
         self._writer.write(frame(self._encoder.encode(message)))
 
     async def published(self, playbook: Playbook, batch: AppliedBatch) -> None:
-        self.send(Published(playbook.render(), playbook.to_bytes(), batch))
+        self.send(Applied(batch))
+
+    def released(self, release: Release) -> None:
+        incumbent = self.learner.gate.incumbent  # type: ignore[union-attr]
+        self.send(Released(release, incumbent.artifact.to_bytes(), incumbent.batch))
+
+    def emitted(self, event: Event) -> None:
+        self.send(Emitted(event))
+
+    def answer(self, learner: OnlineLearner, command: Command) -> None:
+        """Run ``command`` on the gate and write its outcome."""
+        try:
+            argument = Playbook.from_bytes(command.playbook) if command.playbook is not None else command.version
+            result = getattr(learner.gate, command.name)(argument)
+        except Exception as exc:
+            self.send(Answered(command.seq, error_type=type(exc).__name__, error=str(exc)))
+        else:
+            self.send(Answered(command.seq, result=result))
 
     def on_settled(self, seq: int, inner: asyncio.Future[AppliedBatch]) -> None:
         self._settled.append((seq, inner))
@@ -76,18 +105,31 @@ class _Worker:
 
     async def serve(self, reader: asyncio.StreamReader) -> None:
         decoder = msgspec.msgpack.Decoder(HostMessage)  # type: ignore[arg-type]
+        rollouts = msgspec.msgpack.Decoder(Rollout)
         async with contextlib.AsyncExitStack() as stack:
             clients = await open_role_clients(self.role_map, stack)
-            # reflection, curation and reduction never score: the child needs no task
-            agents = Agents.on(self.role_map, None, clients)
-            learner = OnlineLearner(agents, self.playbook, self.online, on_publish=self.published)
+            # reflection, curation and reduction never score: the child needs a task only to
+            # score the shadow re-runs of its release policy
+            task = self.start.task
+            agents = Agents.on(self.role_map, get_task(task.name, **task.options) if task else None, clients)
+            events = Events(self.emitted) if self.start.events else None
+            learner = OnlineLearner(agents, self.playbook, self.online, on_publish=self.published, events=events,
+                                    on_release=self.released)
+            self.learner = learner
             async with learner:
                 self.send(Ready())
                 while (data := await read_frame(reader)) is not None:
                     message = decoder.decode(data)
                     if isinstance(message, Submit):
-                        inner = await learner.submit(message.rollout)
+                        try:
+                            rollout = rollouts.decode(message.rollout)
+                            inner = await learner.submit(rollout)
+                        except ValueError as exc:  # msgspec's errors and RolloutError alike
+                            self.send(Settled((message.seq,), error=f"{type(exc).__name__}: {exc}"))
+                            continue
                         inner.add_done_callback(lambda done, seq=message.seq: self.on_settled(seq, done))
+                    elif isinstance(message, Command):
+                        self.answer(learner, message)
                     elif isinstance(message, Stop):
                         break
             if self._settled:

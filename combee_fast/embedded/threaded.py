@@ -6,11 +6,13 @@ does three cheap things: ``submit`` appends to an inbox and, at most once per le
 calls ``call_soon_threadsafe``; reading the playbook is one attribute load of an immutable
 :class:`Snapshot` that the learner thread swaps in, whole, after each batch; tickets are settled
 in one host callback per applied batch. Everything else (prompt building, HTTP, decoding,
-parsing, shuffle, reduce, apply, rendering) runs on the learner's loop.
+parsing, shuffle, reduce, apply, rendering, the release gate) runs on the learner's loop; the
+host keeps a copy of the gate's :class:`~combee_fast.embedded.release.Release` (swapped whole
+with the snapshot), so ``context_for`` is answered on the host's thread.
 
     async with ThreadedLearner(session.agents, Playbook.empty(), OnlineConfig(batch_size=32)) as learner:
-        ticket = await learner.submit(rollout)   # waits only for room (backpressure)
-        context = learner.text                   # the latest version, rendered; never blocks
+        context = learner.context_for(user_id)   # version and text for this request; never blocks
+        ticket = await learner.submit(rollout, version=context.version)  # waits only for room
         batch = await ticket                     # optional: the AppliedBatch that took it in
 
 Contracts:
@@ -18,12 +20,20 @@ Contracts:
   learner thread before it returns: that holds the GIL, so it belongs at start-up.
 - ``submit`` and ``stop`` are called from one event loop (the host's); tickets are futures of
   that loop. At most ``queue_size + batch_size`` submitted rollouts are unsettled; ``submit``
-  waits for room beyond that.
+  waits for room beyond that. ``submit`` checks the rollout on the host first
+  (:mod:`~combee_fast.embedded.intake`: a malformed one is :class:`~combee_fast.errors.RolloutError`).
+- Every ticket settles: if the learner's thread ends early (an error in it), every unsettled
+  ticket, and any ``submit`` waiting for room or called later, fails with
+  :class:`~combee_fast.errors.LearnerProcessError` saying why. ``stop`` may be called more than
+  once, and at once from several tasks.
 - The learner reaches the endpoints through clients rebuilt on its own loop from ``agents``'
   role map (:func:`~combee_fast.roles.clients.open_role_clients`: every replica, the sampling of
   each role, the form found at start-up, the same replay cache; its own connections,
   concurrency cap and usage totals: :meth:`usage_totals`).
-- ``on_publish`` is awaited on the learner's loop, in the learner thread.
+- ``on_publish`` is awaited on the learner's loop, in the learner thread; so are the
+  ``events`` consumers called (keep them thread-safe).
+- ``approve``, ``reject`` and ``propose`` travel through the inbox with the submissions, so the
+  gate sees them in the order the host called them.
 - While it runs, the learner sets the process's GIL switch interval and young-generation GC
   threshold (:class:`~combee_fast.config.EmbedConfig`) and restores both at ``stop``; the
   host needs no ``gc.freeze()``.
@@ -37,28 +47,51 @@ import concurrent.futures
 import contextlib
 import threading
 from collections.abc import Awaitable, Callable, Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
+
+import msgspec
 
 from combee_fast.config import EmbedConfig, OnlineConfig
 from combee_fast.embedded.host_settings import HostSettings
 from combee_fast.embedded.online import AppliedBatch, OnlineLearner
+from combee_fast.embedded.release import Context, Release
+from combee_fast.embedded.intake import checked
 from combee_fast.endpoint.client import UsageTotals
 from combee_fast.engine.loop import new_event_loop
+from combee_fast.errors import LearnerProcessError
 from combee_fast.playbook import Playbook
 from combee_fast.roles.agents import Agents
 from combee_fast.roles.clients import open_role_clients
+from combee_fast.run.events import Events
 from combee_fast.schema import Rollout
 
 _Ticket = asyncio.Future  # a future of the host's loop, resolving to an AppliedBatch
 
 
 class Snapshot(NamedTuple):
-    """One published version: the playbook, its rendered text, and the batch that made it
-    (``None`` for the starting playbook)."""
+    """One published version: the incumbent playbook, its rendered text, the batch that made it
+    (``None`` for the starting playbook), and the release it serves in."""
 
     playbook: Playbook
     text: str
     batch: AppliedBatch | None
+    release: Release | None = None
+
+
+class _Command(NamedTuple):
+    """A call on the learner (``approve``, ``reject`` or ``propose``) queued with the submissions."""
+
+    name: str
+    argument: Any
+
+
+def _settle_answer(answer: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
+    if answer.done():
+        return
+    if error is not None:
+        answer.set_exception(error)
+    else:
+        answer.set_result(result)
 
 
 class ThreadedLearner:
@@ -72,8 +105,10 @@ class ThreadedLearner:
         *,
         embed: EmbedConfig | None = None,
         on_publish: Callable[[Playbook, AppliedBatch], Awaitable[None]] | None = None,
+        events: Events | None = None,
     ) -> None:
         self.config = config or OnlineConfig()
+        self._events = events
         self.embed = embed or EmbedConfig()
         self._settings = HostSettings(self.embed, switch_interval=True)
         self._role_map = agents.role_map()
@@ -82,14 +117,18 @@ class ThreadedLearner:
         self._agents: Agents | None = None  # the learner's own, built on its loop
         self._start_playbook = playbook
         self._on_publish = on_publish
-        self._snapshot = Snapshot(playbook, playbook.render(), None)  # swapped whole, never mutated
+        text = playbook.render()
+        self._snapshot = Snapshot(playbook, text, None, Release(self.config.release.policy, Context(playbook.version, text)))
         self._capacity = self.config.queue_size + self.config.batch_size
         # host side (touched only on the host's loop)
         self._host_loop: asyncio.AbstractEventLoop | None = None
         self._unsettled = 0
+        self._open: set[_Ticket] = set()  # tickets not settled yet (failed together if the thread dies)
+        self._ended: BaseException | None = None  # why the learner's thread ended early
+        self._stop_task: asyncio.Future[None] | None = None  # the one stop in progress
         self._room_waiters: collections.deque[asyncio.Future[None]] = collections.deque()
         # shared: a deque is safe to append on one thread and pop on another
-        self._inbox: collections.deque[tuple[Rollout, _Ticket]] = collections.deque()
+        self._inbox: collections.deque[tuple[Rollout | _Command, asyncio.Future[Any]]] = collections.deque()
         self._wakeup_scheduled = False
         # learner side (touched only in the learner thread)
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -127,6 +166,27 @@ class ThreadedLearner:
         return self._snapshot.text
 
     @property
+    def release(self) -> Release:
+        """Which versions serve requests (the learner thread's latest, copied whole)."""
+        return self._snapshot.release  # type: ignore[return-value]
+
+    def context_for(self, key: str) -> Context:
+        """The version and text the request keyed ``key`` runs with; answered on the host's thread."""
+        return self._snapshot.release.context_for(key)  # type: ignore[union-attr]
+
+    async def approve(self, version: int) -> None:
+        """Promote candidate ``version`` (after the submissions made before this call)."""
+        await self._command("approve", version)
+
+    async def reject(self, version: int) -> None:
+        """Roll candidate ``version`` back (after the submissions made before this call)."""
+        await self._command("reject", version)
+
+    async def propose(self, playbook: Playbook) -> int:
+        """Hand ``playbook`` to the release as the next version; its number."""
+        return await self._command("propose", playbook)  # type: ignore[no-any-return]
+
+    @property
     def batches(self) -> Sequence[AppliedBatch]:
         """The latest ``keep_batches`` applied batches, in order (appended by the learner thread; read only)."""
         return self._learner.batches if self._learner is not None else ()
@@ -142,6 +202,7 @@ class ThreadedLearner:
         """Start the thread and wait until its loop is ready."""
         if self._thread is not None:
             return
+        self._ended, self._stop_task = None, None
         self._settings.apply()
         ready: concurrent.futures.Future[None] = concurrent.futures.Future()
         self._finished = concurrent.futures.Future()
@@ -153,44 +214,94 @@ class ThreadedLearner:
             self._settings.restore()
             raise
 
-    async def submit(self, rollout: Rollout) -> asyncio.Future[AppliedBatch]:
-        """Queue ``rollout``; returns a future (of the caller's loop) resolving to the batch
-        that applied it, or to the exception that failed that batch."""
-        if self._thread is None or self._loop is None:
-            raise RuntimeError("ThreadedLearner is not started: use 'async with' or start()")
-        loop = self._host_loop
-        if loop is None:
-            loop = self._host_loop = asyncio.get_running_loop()
+    async def submit(self, rollout: Rollout, *, version: int | None = None) -> asyncio.Future[AppliedBatch]:
+        """Queue ``rollout`` (stamped with ``version``, the context version it ran with, when
+        given); returns a future (of the caller's loop) resolving to the batch that applied it,
+        or to the exception that failed that batch. :class:`~combee_fast.errors.RolloutError`
+        (nothing queued) for a malformed rollout."""
+        checked(rollout)
+        loop = self._host()
         while self._unsettled >= self._capacity:
             waiter = loop.create_future()
             self._room_waiters.append(waiter)
             await waiter
+            self._check_running()
         self._unsettled += 1
         ticket: asyncio.Future[AppliedBatch] = loop.create_future()
-        self._inbox.append((rollout, ticket))
+        if version is not None and rollout.version != version:
+            rollout = msgspec.structs.replace(rollout, version=version)
+        self._open.add(ticket)
+        self._post(rollout, ticket)
+        return ticket
+
+    def _host(self) -> asyncio.AbstractEventLoop:
+        self._check_running()
+        loop = self._host_loop
+        if loop is None:
+            loop = self._host_loop = asyncio.get_running_loop()
+        return loop
+
+    def _post(self, item: Rollout | _Command, future: asyncio.Future[Any]) -> None:
+        self._inbox.append((item, future))
         if not self._wakeup_scheduled:
             self._wakeup_scheduled = True
             self._loop.call_soon_threadsafe(self._wakeup)  # type: ignore[union-attr]
-        return ticket
+
+    async def _command(self, name: str, argument: Any) -> Any:
+        answer: asyncio.Future[Any] = self._host().create_future()
+        self._post(_Command(name, argument), answer)
+        return await answer
+
+    def _check_running(self) -> None:
+        if self._ended is not None:
+            raise LearnerProcessError(f"the learner's thread ended: {_cause(self._ended)}")
+        if self._thread is None or self._loop is None:
+            raise RuntimeError("ThreadedLearner is not started: use 'async with' or start()")
 
     async def stop(self) -> None:
-        """Apply what was submitted, then stop the thread (and restore the process settings)."""
+        """Apply what was submitted, then stop the thread (and restore the process settings).
+        The first call stops; calls meanwhile wait for it; later ones return at once."""
         if self._thread is None or self._finished is None:
             return
+        if self._stop_task is None:
+            self._stop_task = asyncio.ensure_future(self._stop(self._thread, self._finished))
+        await asyncio.shield(self._stop_task)
+
+    async def _stop(self, thread: threading.Thread, finished: concurrent.futures.Future[None]) -> None:
         loop = self._loop
         if loop is not None and not loop.is_closed():
             with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
                 loop.call_soon_threadsafe(self._begin_stop)
         try:
-            await asyncio.wrap_future(self._finished)
+            await asyncio.wrap_future(finished)
+        except Exception as exc:
+            raise LearnerProcessError(f"the learner's thread ended: {_cause(exc)}") from exc
         finally:
-            self._thread.join()
+            await asyncio.to_thread(thread.join)
             self._thread = None
             self._settings.restore()
+
+    def _end(self, exc: BaseException) -> None:
+        """On the host's loop: the learner's thread ended early; every unsettled ticket and every
+        command not yet answered fails."""
+        self._ended = exc
+        failure = LearnerProcessError(f"the learner's thread ended with tickets unsettled: {_cause(exc)}")
+        open_tickets, self._open = self._open, set()
+        commands = [answer for item, answer in self._inbox if isinstance(item, _Command)]
+        for future in (*open_tickets, *commands):
+            if not future.done():
+                future.set_exception(failure)
+        self._inbox.clear()
+        self._unsettled = 0
+        waiters, self._room_waiters = self._room_waiters, collections.deque()
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
 
     def _settle(self, settled: list[tuple[_Ticket, asyncio.Future[AppliedBatch]]]) -> None:
         """On the host's loop: resolve tickets from their learner-side futures, free room."""
         for ticket, inner in settled:
+            self._open.discard(ticket)
             if ticket.done():
                 continue
             if inner.cancelled():
@@ -216,6 +327,10 @@ class ThreadedLearner:
             if not ready.done():
                 ready.set_exception(exc)
             self._finished.set_exception(exc)  # type: ignore[union-attr]
+            host = self._host_loop
+            if host is not None and not host.is_closed():
+                with contextlib.suppress(RuntimeError):  # the host's loop closed meanwhile
+                    host.call_soon_threadsafe(self._end, exc)
         else:
             self._finished.set_result(None)  # type: ignore[union-attr]
         finally:
@@ -229,13 +344,15 @@ class ThreadedLearner:
         playbook = self._start_playbook
         # Import Numba and compile (or load) the reduce's similarity kernels now: done mid-traffic,
         # that holds the GIL for up to a second, stalling the host; at start only ``start`` waits.
-        from combee_fast.native.similarity import warmup
+        from combee_fast.native import sequential, similarity
 
-        warmup()
+        similarity.warmup()
+        sequential.warmup()
         async with contextlib.AsyncExitStack() as stack:
             clients = await open_role_clients(self._role_map, stack, cache=self._cache)
             self._agents = Agents.on(self._role_map, self._task, clients)
-            learner = OnlineLearner(self._agents, playbook, self.config, on_publish=self._published)
+            learner = OnlineLearner(self._agents, playbook, self.config, on_publish=self._published,
+                                    events=self._events, on_release=self._released)
             self._learner = learner
             async with learner:
                 intake = asyncio.create_task(self._intake(learner), name="combee-learner-intake")
@@ -259,8 +376,11 @@ class ThreadedLearner:
         assert wake is not None
         while True:
             while self._inbox:
-                rollout, ticket = self._inbox.popleft()
-                inner = await learner.submit(rollout)
+                item, ticket = self._inbox.popleft()
+                if isinstance(item, _Command):
+                    self._answer(learner, item, ticket)
+                    continue
+                inner = await learner.submit(item)
                 inner.add_done_callback(lambda done, ticket=ticket: self._on_settled(ticket, done))
             wake.clear()
             if self._inbox:
@@ -268,6 +388,18 @@ class ThreadedLearner:
             if self._stopping:
                 return
             await wake.wait()
+
+    def _answer(self, learner: OnlineLearner, command: _Command, answer: asyncio.Future[Any]) -> None:
+        """Run ``command`` on the gate now and settle the host's ``answer`` with what it gave."""
+        result, error = None, None
+        try:
+            result = getattr(learner.gate, command.name)(command.argument)
+        except Exception as exc:
+            error = exc
+        host = self._host_loop
+        if host is not None and not host.is_closed():
+            with contextlib.suppress(RuntimeError):
+                host.call_soon_threadsafe(_settle_answer, answer, result, error)
 
     def _on_settled(self, ticket: _Ticket, inner: asyncio.Future[AppliedBatch]) -> None:
         self._settled.append((ticket, inner))
@@ -284,7 +416,15 @@ class ThreadedLearner:
             with contextlib.suppress(RuntimeError):  # the host's loop closed meanwhile
                 host.call_soon_threadsafe(self._settle, settled)
 
+    def _released(self, release: Release) -> None:
+        """On the learner's loop: the incumbent and the release, swapped in for the host whole."""
+        gate = self._learner.gate  # type: ignore[union-attr]
+        self._snapshot = Snapshot(gate.incumbent.artifact, gate.incumbent.text, gate.incumbent.batch, release)
+
     async def _published(self, playbook: Playbook, batch: AppliedBatch) -> None:
-        self._snapshot = Snapshot(playbook, playbook.render(), batch)  # one reference swap
         if self._on_publish is not None:
             await self._on_publish(playbook, batch)
+
+
+def _cause(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {' '.join(str(exc).split()) or 'no message'}"

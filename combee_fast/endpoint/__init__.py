@@ -10,7 +10,8 @@
   endpoint can do, found at start-up.
 - :mod:`.cache`: :class:`~.cache.ReplayCache` (off / record / replay / record-missing).
 - :mod:`.blocking`: a blocking chat callable for synchronous libraries.
-- :mod:`.local`: the llama.cpp server ``--local`` starts.
+- :mod:`.local`: the llama.cpp server ``--local`` starts; :mod:`.tether`: a command that dies
+  with the process that started it.
 
 The simulated server is in :mod:`combee_fast.sim`.
 """

@@ -8,16 +8,20 @@ text. It is thread-safe and counts what it sent: calls, the simulated seconds th
 critical path. No role header is sent unless ``role`` is given, so a router on the simulated
 server treats the caller as a peer. A failed request raises :class:`EndpointError` (the caller's
 loop decides what a failure means); there are no retries. ``timeout_s`` defaults to the
-transport's (:class:`~combee_fast.config.TransportConfig`).
+transport's (:class:`~combee_fast.config.TransportConfig`), and no reply is read past the
+transport's ``max_reply_bytes`` (counted after decoding), a too large one is an
+:class:`EndpointError`.
 """
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import httpx
+import msgspec
 
 from combee_fast.config import TransportConfig
 from combee_fast.endpoint.wire import ROLE_HEADER, SIM_LATENCY_HEADER
@@ -36,7 +40,9 @@ class BlockingChat:
         self.max_tokens = max_tokens
         self.temperature = temperature
         self.headers = {ROLE_HEADER: role} if role else {}
-        self._client = httpx.Client(timeout=timeout_s if timeout_s is not None else TransportConfig().timeout_s)
+        transport = TransportConfig()
+        self._client = httpx.Client(timeout=timeout_s if timeout_s is not None else transport.timeout_s)
+        self._limit = transport.max_reply_bytes
         self._lock = threading.Lock()
         self._in_flight = 0
         self.calls = 0
@@ -60,19 +66,36 @@ class BlockingChat:
             self._in_flight += 1
             self.peak_in_flight = max(self.peak_in_flight, self._in_flight)
         try:
-            response = self._client.post(self.url, json=body, headers=self.headers)
+            status, data, latency = self._post(body)
         except httpx.HTTPError as exc:
             raise EndpointError(f"{self.url}: {exc}") from exc
         finally:
             with self._lock:
                 self._in_flight -= 1
-        if response.status_code != 200:
-            raise EndpointError(f"{self.url}: HTTP {response.status_code}: {response.text[:200]}")
-        latency = float(response.headers.get(SIM_LATENCY_HEADER, "0") or 0)
+        if status != 200:
+            raise EndpointError(f"{self.url}: HTTP {status}: {data[:200].decode(errors='replace')}")
         with self._lock:
             self.calls += 1
             self.sim_seconds += latency
-        return str(response.json()["choices"][0]["message"]["content"] or "")
+        try:
+            return str(msgspec.json.decode(data)["choices"][0]["message"]["content"] or "")
+        except (msgspec.MsgspecError, KeyError, IndexError, TypeError) as exc:
+            raise EndpointError(f"{self.url}: not a chat completion: {exc}") from None
+
+    def _post(self, body: dict[str, Any]) -> tuple[int, bytes, float]:
+        """``(status, decoded body of at most the cap, simulated seconds reported)`` of one POST."""
+        with self._client.stream("POST", self.url, json=body, headers=self.headers) as response:
+            chunks, size = [], 0
+            for chunk in response.iter_bytes():
+                size += len(chunk)
+                if size > self._limit:
+                    raise EndpointError(f"{self.url}: reply over transport.max_reply_bytes={self._limit}; not read")
+                chunks.append(chunk)
+            try:
+                latency = float(response.headers.get(SIM_LATENCY_HEADER, "0") or 0)
+            except ValueError:
+                latency = 0.0
+            return response.status_code, b"".join(chunks), latency if math.isfinite(latency) and latency >= 0 else 0.0
 
     def close(self) -> None:
         self._client.close()

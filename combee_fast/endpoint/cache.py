@@ -24,6 +24,7 @@ import msgspec
 
 from combee_fast.endpoint.calls import ChatRequest, ChatResult
 from combee_fast.errors import ReplayCacheError
+from combee_fast.files import open_regular
 from combee_fast.schema import SCHEMA_VERSION, CallError
 
 TRANSPORT_ERRORS = frozenset({"timeout", "connection", "http_status", "cancelled", "replay_miss"})
@@ -90,7 +91,11 @@ class ReplayCache:
             if self.mode is CacheMode.REPLAY:
                 raise ReplayCacheError(f"{self.path}: replay cache file does not exist")
             return
-        with self.path.open("rb") as lines:
+        try:
+            lines = open_regular(self.path)
+        except OSError as exc:
+            raise ReplayCacheError(f"{self.path}: cannot read the cache file: {exc.strerror or exc}") from None
+        with lines:
             for number, line in enumerate(lines, start=1):
                 if not line.strip():
                     continue

@@ -27,6 +27,7 @@ from typing import Any
 import aiohttp
 import msgspec
 
+from combee_fast.endpoint.capped import BadEncoding, ReplyTooLarge, read_capped
 from combee_fast.endpoint.structured import parse_structured
 from combee_fast.endpoint.wire import ROLE_HEADER, CompletionRequest, CompletionResponse, JsonSchemaFormat, ResponseFormat
 from combee_fast.config import RESPONSE_FORMATS
@@ -168,8 +169,10 @@ def root_url(base_url: str) -> str:
 
 
 async def probe(session: aiohttp.ClientSession, *, name: str, base_url: str, model: str,
-                headers: dict[str, str], timeout_s: float, forms: tuple[str, ...] | None = None) -> Capabilities:
+                headers: dict[str, str], timeout_s: float, forms: tuple[str, ...] | None = None,
+                limit: int) -> Capabilities:
     """Find the strongest form of ``forms`` the endpoint honours, and what it says of itself.
+    No reply is read past ``limit`` bytes (before or after decoding).
 
     ``forms`` (default: all of :data:`FORMS`) are tried in order; each gets one call (``max_tokens`` 24, temperature 0) until one answers 200 with a reply
     that parses into :data:`PROBE_SCHEMA`. If none does, the strongest form answered with 200 is
@@ -178,7 +181,7 @@ async def probe(session: aiohttp.ClientSession, *, name: str, base_url: str, mod
     """
     timeout = aiohttp.ClientTimeout(total=timeout_s)
     caps = Capabilities(endpoint=name, model=model, form="none", probed=True)
-    await _server_facts(session, caps, base_url, headers, timeout)
+    await _server_facts(session, caps, base_url, headers, timeout, limit)
     url = base_url.rstrip("/") + "/chat/completions"
     accepted: str | None = None
     for form in FORMS if forms is None else forms:
@@ -188,9 +191,12 @@ async def probe(session: aiohttp.ClientSession, *, name: str, base_url: str, mod
         try:
             async with session.post(url, data=body, headers={**headers, ROLE_HEADER: "probe"},
                                     timeout=timeout) as response:
-                status, raw = response.status, await response.read()
+                status, raw = response.status, await read_capped(response, limit)
         except (TimeoutError, aiohttp.ClientError) as exc:
             caps.tried[form] = f"no answer: {type(exc).__name__}"
+            continue
+        except (ReplyTooLarge, BadEncoding) as exc:
+            caps.tried[form] = f"unreadable answer: {exc}"
             continue
         text = raw.decode("utf-8", errors="replace")
         if status != 200:
@@ -254,10 +260,10 @@ async def probe_tools(session: aiohttp.ClientSession, *, base_url: str, model: s
 
 
 async def _server_facts(session: aiohttp.ClientSession, caps: Capabilities, base_url: str,
-                        headers: dict[str, str], timeout: aiohttp.ClientTimeout) -> None:
+                        headers: dict[str, str], timeout: aiohttp.ClientTimeout, limit: int) -> None:
     """Context length, slots and tokenizer from llama.cpp ``/props`` or vLLM ``/models``."""
     root = root_url(base_url)
-    props = await _get_json(session, root + "/props", headers, timeout)
+    props = await _get_json(session, root + "/props", headers, timeout, limit)
     if isinstance(props, dict):
         settings = props.get("default_generation_settings")
         n_ctx = settings.get("n_ctx") if isinstance(settings, dict) else None
@@ -268,7 +274,7 @@ async def _server_facts(session: aiohttp.ClientSession, caps: Capabilities, base
         if isinstance(slots, int) and slots > 0:
             caps.slots = slots
         caps.server = "llama.cpp"
-    models = await _get_json(session, base_url.rstrip("/") + "/models", headers, timeout)
+    models = await _get_json(session, base_url.rstrip("/") + "/models", headers, timeout, limit)
     if isinstance(models, dict) and isinstance(models.get("data"), list):
         for card in models["data"]:
             if isinstance(card, dict) and card.get("id") == caps.model:
@@ -282,32 +288,33 @@ async def _server_facts(session: aiohttp.ClientSession, caps: Capabilities, base
                     if isinstance(n_ctx, int) and n_ctx > 0:
                         caps.context_length = n_ctx
     if caps.server == "llama.cpp":
-        caps.tokenize = await tokenize(session, base_url, "ping", headers=headers, timeout=timeout) is not None
+        caps.tokenize = await tokenize(session, base_url, "ping", headers=headers, timeout=timeout,
+                                       limit=limit) is not None
 
 
 async def tokenize(session: aiohttp.ClientSession, base_url: str, text: str, *, headers: dict[str, str],
-                   timeout: aiohttp.ClientTimeout) -> list[Any] | None:
+                   timeout: aiohttp.ClientTimeout, limit: int) -> list[Any] | None:
     """The tokens of ``text`` by the server's own tokenizer (llama.cpp ``POST /tokenize`` at the
     server root, no special tokens added), or ``None`` when it does not answer 200 with a token
-    list. Never raises for endpoint failures."""
+    list (of at most ``limit`` bytes). Never raises for endpoint failures."""
     try:
         async with session.post(root_url(base_url) + "/tokenize", json={"content": text}, headers=headers,
                                 timeout=timeout) as response:
             if response.status != 200:
                 return None
-            body = msgspec.json.decode(await response.read())
-    except (TimeoutError, aiohttp.ClientError, msgspec.MsgspecError):
+            body = msgspec.json.decode(await read_capped(response, limit))
+    except (TimeoutError, aiohttp.ClientError, msgspec.MsgspecError, ReplyTooLarge, BadEncoding):
         return None
     tokens = body.get("tokens") if isinstance(body, dict) else None
     return tokens if isinstance(tokens, list) else None
 
 
 async def _get_json(session: aiohttp.ClientSession, url: str, headers: dict[str, str],
-                    timeout: aiohttp.ClientTimeout) -> Any:
+                    timeout: aiohttp.ClientTimeout, limit: int) -> Any:
     try:
         async with session.get(url, headers=headers, timeout=timeout) as response:
             if response.status != 200:
                 return None
-            return msgspec.json.decode(await response.read())
-    except (TimeoutError, aiohttp.ClientError, msgspec.MsgspecError):
+            return msgspec.json.decode(await read_capped(response, limit))
+    except (TimeoutError, aiohttp.ClientError, msgspec.MsgspecError, ReplyTooLarge, BadEncoding):
         return None

@@ -12,9 +12,13 @@ Behaviour:
   each attempt, and a connection pool of the same size); a request waiting for its backoff does
   not hold a slot. A timeout is taken as overload: the gate halves its limit and grows it back
   one answer window at a time (``on_overload`` is told each time it goes down).
-- Each attempt has a ``transport.timeout_s`` deadline. 408/409/429/5xx, connection errors and timeouts are
-  retried up to ``max_retries`` times with exponential backoff and jitter, or after the server's
-  ``Retry-After``/``retry-after-ms``. With ``transport.stream`` replies are streamed, so an attempt
+- A call has ``transport.timeout_s`` seconds for all its attempts, the waits between them and its
+  repair request (time spent waiting for a slot of the admission gate is not counted); one attempt
+  has at most ``transport.attempt_timeout_s`` of them (default: all). The time to the first byte
+  and between bytes is inside these: a server that trickles its reply cannot stretch a call.
+  408/409/429/5xx, connection errors and timeouts are retried up to ``max_retries`` times with
+  exponential backoff and jitter, or after the server's ``Retry-After``/``retry-after-ms``, while
+  the call's time lasts. With ``transport.stream`` replies are streamed, so an attempt
   given up on is cancelled on the server when its connection closes (:mod:`.streamed`). A server asking to wait longer than ``backoff_max_s`` (the
   run's patience) is not retried: the call fails at once, saying how long it was asked to wait.
 - JSON output: the schema goes in ``response_format`` in the endpoint's structured-output form
@@ -24,8 +28,13 @@ Behaviour:
   never raises for endpoint or response failures. ``asyncio.CancelledError`` propagates, and
   the connection of a cancelled request is closed, not returned to the pool.
 - A free-text answer cut at ``max_tokens`` keeps its text and carries a ``truncated`` error.
-- A reply larger than ``transport.max_reply_bytes`` is not read past that size: a ``too_large``
-  error, not retried (:mod:`.capped`).
+- A reply larger than ``transport.max_reply_bytes`` is not read past that size, before or after
+  decoding its ``Content-Encoding``: a ``too_large`` error, not retried (:mod:`.capped`); the
+  start-up check and every probe read at most as much. A reply breaking HTTP's framing (a
+  negative or non-hex chunk size...) or its encoding is a ``malformed`` error, not retried.
+- Header values a server sends (``Retry-After``, token counts, the simulator's latency) are used
+  only when they are finite and not negative; a ``Retry-After`` of ``nan`` or a past date is
+  taken as no ``Retry-After``.
 - ``Usage.latency_s`` is the wall time of the whole call (slot wait, attempts, backoff, repair);
   ``Usage.sim_latency_s`` sums the ``X-Combee-Sim-Latency`` headers of the answers used plus,
   once the server has sent ``X-Combee-Time-Scale``, the real time spent in failed attempts and
@@ -40,6 +49,7 @@ from __future__ import annotations
 import asyncio
 import base64
 from collections.abc import Callable
+import math
 import os
 import random
 import time
@@ -50,12 +60,12 @@ import aiohttp
 import msgspec
 
 from combee_fast.endpoint.cache import ReplayCache, request_key
-from combee_fast.endpoint.http1 import Http1Pool
+from combee_fast.endpoint.http1 import Http1Pool, MalformedResponse
 from combee_fast.endpoint.capabilities import (Capabilities, FormState, check_form, is_validation_error, probe,
                                               probe_tools, response_format, tokenize)
 from combee_fast.endpoint.calls import ChatRequest, ChatResult
-from combee_fast.endpoint.retry import RETRYABLE_STATUSES, backoff_s, retry_after_s
-from combee_fast.endpoint.capped import ReplyTooLarge, read_capped
+from combee_fast.endpoint.retry import RETRYABLE_STATUSES, backoff_s, header_number, retry_after_s
+from combee_fast.endpoint.capped import ACCEPT_ENCODING, BadEncoding, ReplyTooLarge, read_capped
 from combee_fast.endpoint.gate import AdmissionGate
 from combee_fast.endpoint.streamed import StreamFailed, join_stream
 from combee_fast.endpoint.structured import parse_structured, repair_messages
@@ -134,9 +144,10 @@ class _AttemptFailed(Exception):
 class _Tally:
     """Accumulates usage over the attempts and the repair of one call."""
 
-    __slots__ = ("prompt_tokens", "completion_tokens", "sim_latency_s", "retry_kinds", "failed_s")
+    __slots__ = ("prompt_tokens", "completion_tokens", "sim_latency_s", "retry_kinds", "failed_s", "left_s")
 
-    def __init__(self) -> None:
+    def __init__(self, left_s: float = 0.0) -> None:
+        self.left_s = left_s  # seconds the call has left for attempts and waits
         self.prompt_tokens = 0
         self.completion_tokens = 0
         self.sim_latency_s: float | None = None
@@ -226,7 +237,7 @@ class EndpointClient:
         auto = config.json_schema and config.response_format == "auto"
         found = await probe(self._open_session(), name=config.name, base_url=strip_userinfo(config.base_url), model=config.model,
                             headers=self._headers, timeout_s=min(CHECK_TIMEOUT_S * 6, config.transport.timeout_s),
-                            forms=None if auto else ())
+                            forms=None if auto else (), limit=config.transport.max_reply_bytes)
         if not auto:
             found.form, found.probed = self.forms.form, False
         found.tried = {form: scrub(what, self._secrets) for form, what in found.tried.items()}  # bodies may echo keys
@@ -268,8 +279,9 @@ class EndpointClient:
         if self._session is None or self._session.closed:
             connector = aiohttp.TCPConnector(limit=self.config.transport.concurrency, limit_per_host=0,
                                              ttl_dns_cache=300)
-            self._session = aiohttp.ClientSession(
-                connector=connector, timeout=aiohttp.ClientTimeout(total=self.config.transport.timeout_s)
+            self._session = aiohttp.ClientSession(  # bodies are decoded under the reply cap (.capped)
+                connector=connector, timeout=aiohttp.ClientTimeout(total=self.config.transport.timeout_s),
+                auto_decompress=False, headers={"Accept-Encoding": ACCEPT_ENCODING},
             )
         return self._session
 
@@ -294,15 +306,18 @@ class EndpointClient:
         where = f"endpoint {self.config.name!r} at {strip_userinfo(self.config.base_url)}"
         model = self.config.model
         timeout = aiohttp.ClientTimeout(total=min(CHECK_TIMEOUT_S, self.config.transport.timeout_s))
+        limit = self.config.transport.max_reply_bytes
         session = self._open_session()
         models_url = strip_userinfo(self.config.base_url).rstrip("/") + "/models"
         try:
             async with session.get(models_url, headers=self._headers, timeout=timeout) as response:
-                status, body = response.status, await response.read()
+                status, body = response.status, await read_capped(response, limit)
         except TimeoutError:
             raise EndpointUnreachable(f"{where} is unreachable: no answer within {timeout.total:g} s") from None
         except aiohttp.ClientError as exc:
             raise EndpointUnreachable(f"{where} is unreachable: {scrub(_one_line(exc), self._secrets)}") from None
+        except (ReplyTooLarge, BadEncoding) as exc:
+            raise EndpointUnreachable(f"{where}: GET /models answered an unusable body: {exc}") from None
         if status in (401, 403):
             raise EndpointUnreachable(f"{where} rejected the credentials: HTTP {status} on GET /models")
         listed = _listed_models(body) if status == 200 else None
@@ -325,12 +340,15 @@ class EndpointClient:
         try:
             async with session.post(self._url, data=probe, headers={**self._headers, ROLE_HEADER: "check"},
                                     timeout=timeout) as response:
-                status, body = response.status, await response.read()
+                status, body = response.status, await read_capped(response, limit)
         except TimeoutError:
             raise EndpointUnreachable(f"{where}: {models_problem}, and a one-token chat completion got no answer "
                                       f"within {timeout.total:g} s") from None
         except aiohttp.ClientError as exc:
             raise EndpointUnreachable(f"{where} is unreachable: {scrub(_one_line(exc), self._secrets)}") from None
+        except (ReplyTooLarge, BadEncoding) as exc:
+            raise EndpointUnreachable(f"{where}: {models_problem}, and a one-token chat completion answered an "
+                                      f"unusable body: {exc}") from None
         if status in (401, 403):
             raise EndpointUnreachable(f"{where} rejected the credentials: HTTP {status} on POST /chat/completions")
         if status == 200 and _is_completion(body):
@@ -373,7 +391,7 @@ class EndpointClient:
             return None
         timeout = aiohttp.ClientTimeout(total=min(CHECK_TIMEOUT_S, self.config.transport.timeout_s))
         tokens = await tokenize(self._open_session(), strip_userinfo(self.config.base_url), text,
-                                headers=self._headers, timeout=timeout)
+                                headers=self._headers, timeout=timeout, limit=self.config.transport.max_reply_bytes)
         return None if tokens is None else len(tokens)
 
     @property
@@ -403,7 +421,7 @@ class EndpointClient:
 
     async def _call(self, request: ChatRequest) -> ChatResult:
         started = time.perf_counter()
-        tally = _Tally()
+        tally = _Tally(self.config.transport.timeout_s)
         text, data, error, finish_reason, tool_calls = await self._answer(request, tally)
         if error is not None:  # error bodies may echo the request's headers; URLs may carry credentials
             error = msgspec.structs.replace(error, message=scrub(error.message, self._secrets),
@@ -502,9 +520,13 @@ class EndpointClient:
 
     async def _send(self, body: bytes, role: str, messages: tuple[Message, ...],
                     tally: _Tally) -> _Answer | CallError:
-        """Send until answered or out of retries; adds to ``tally``."""
+        """Send until answered, out of retries or out of the call's time; adds to ``tally``."""
         config = self.config
-        for attempt in range(config.transport.max_retries + 1):
+        transport = config.transport
+        for attempt in range(transport.max_retries + 1):
+            if tally.left_s <= 0:
+                return CallError(kind="timeout", message=f"no answer within the call's transport.timeout_s="
+                                                         f"{transport.timeout_s:g} s ({attempt} attempt(s))")
             attempt_started = 0.0
             episode = -1
             try:
@@ -512,27 +534,34 @@ class EndpointClient:
                     attempt_started = time.perf_counter()
                     self._in_flight += 1
                     try:
-                        answer = await self._post(body, role)
+                        answer = await self._post(body, role, min(transport.attempt_timeout_s or math.inf, tally.left_s))
                     finally:
                         self._in_flight -= 1
+                        tally.left_s -= time.perf_counter() - attempt_started
             except _AttemptFailed as failure:
                 if failure.error.kind == "timeout" and self.gate.overloaded(episode) and self.on_overload is not None:
                     self.on_overload(config.name, self.gate.limit)
-                if not failure.retryable or attempt == config.transport.max_retries:
+                if not failure.retryable or attempt == transport.max_retries:
                     tally.failed_s += time.perf_counter() - attempt_started
                     return failure.error
-                patience = config.transport.backoff_max_s
+                patience = transport.backoff_max_s
                 if failure.retry_after is not None and failure.retry_after > patience:  # not worth waiting for
                     tally.failed_s += time.perf_counter() - attempt_started
                     return msgspec.structs.replace(failure.error, message=(
                         f"{failure.error.message} (not retried: the server asked to wait {failure.retry_after:g} s, "
                         f"more than transport.backoff_max_s={patience:g} s)"))
+                wait = backoff_s(attempt, base_s=transport.backoff_base_s, max_s=patience,
+                                 retry_after=failure.retry_after, rng=self._rng)
+                if wait >= tally.left_s:
+                    tally.failed_s += time.perf_counter() - attempt_started
+                    return msgspec.structs.replace(failure.error, message=(
+                        f"{failure.error.message} (not retried: waiting {wait:.3g} s would pass the call's "
+                        f"transport.timeout_s={transport.timeout_s:g} s)"))
                 tally.retry_kinds.append(failure.error.label)
                 if failure.retry_after is not None and self.on_retry_after is not None:
                     self.on_retry_after(config.name, failure.retry_after)
-                transport = config.transport
-                await asyncio.sleep(backoff_s(attempt, base_s=transport.backoff_base_s, max_s=transport.backoff_max_s,
-                                              retry_after=failure.retry_after, rng=self._rng))
+                await asyncio.sleep(wait)
+                tally.left_s -= wait
                 tally.failed_s += time.perf_counter() - attempt_started
                 continue
             self.gate.answered()
@@ -553,9 +582,10 @@ class EndpointClient:
             head = self._request_heads[role] = ("\r\n".join(lines) + "\r\nContent-Length: ").encode("latin-1")
         return head
 
-    async def _transmit(self, body: bytes, role: str) -> tuple[int, bytes, Any]:
-        """``(status, body, headers)`` of one exchange: plain http on the keep-alive pool,
-        https through aiohttp. Raises ``TimeoutError``, ``aiohttp.ClientError`` or ``OSError``."""
+    async def _transmit(self, body: bytes, role: str, timeout_s: float) -> tuple[int, bytes, Any]:
+        """``(status, body, headers)`` of one exchange of at most ``timeout_s``: plain http on the
+        keep-alive pool, https through aiohttp. Raises ``TimeoutError``, ``aiohttp.ClientError``,
+        ``OSError``, :class:`ReplyTooLarge` or :class:`BadEncoding`."""
         if self._url.startswith("http://"):
             if self._pool is None:
                 parts = urlsplit(self._url)
@@ -563,23 +593,28 @@ class EndpointClient:
                                        limit=self.config.transport.concurrency)
             head = self._request_head(role)
             transport = self.config.transport
-            response = await self._pool.post(b"%b%d\r\n\r\n%b" % (head, len(body), body), transport.timeout_s,
+            response = await self._pool.post(b"%b%d\r\n\r\n%b" % (head, len(body), body), timeout_s,
                                              transport.max_reply_bytes)
             return response.status, response.body, response.headers
         headers = self._role_headers.get(role)
         if headers is None:
             headers = self._role_headers[role] = {**self._headers, ROLE_HEADER: role}
-        async with self._open_session().post(self._url, data=body, headers=headers) as reply:
+        async with asyncio.timeout(timeout_s), self._open_session().post(
+                self._url, data=body, headers=headers, timeout=aiohttp.ClientTimeout(total=timeout_s)) as reply:
             return reply.status, await read_capped(reply, self.config.transport.max_reply_bytes), reply.headers
 
-    async def _post(self, body: bytes, role: str) -> _Answer:
-        """One HTTP exchange; raises :class:`_AttemptFailed` for anything but a chat completion."""
+    async def _post(self, body: bytes, role: str, timeout_s: float) -> _Answer:
+        """One HTTP exchange of at most ``timeout_s``; raises :class:`_AttemptFailed` for anything
+        but a chat completion."""
         try:
-            status, raw, headers = await self._transmit(body, role)
+            status, raw, headers = await self._transmit(body, role, timeout_s)
         except ReplyTooLarge as exc:
             raise _AttemptFailed(CallError(kind="too_large", message=str(exc)), retryable=False) from None
+        except (MalformedResponse, BadEncoding) as exc:
+            raise _AttemptFailed(CallError(kind="malformed_json", message=f"malformed reply: {exc}"),
+                                 retryable=False) from None
         except TimeoutError:
-            raise _AttemptFailed(CallError(kind="timeout", message=f"no answer within {self.config.transport.timeout_s:g} s"),
+            raise _AttemptFailed(CallError(kind="timeout", message=f"no answer within {timeout_s:.3g} s"),
                                  retryable=True) from None
         except (aiohttp.ClientError, OSError) as exc:
             raise _AttemptFailed(CallError(kind="connection", message=_one_line(exc)), retryable=True) from None
@@ -650,12 +685,9 @@ def _is_completion(body: bytes) -> bool:
 
 
 def _parse_float(value: str | None) -> float | None:
-    if value is None:
-        return None
-    try:
-        return float(value)
-    except ValueError:
-        return None
+    """A header's number, when it is one, finite and not negative."""
+    number = header_number(value)
+    return number if number is not None and math.isfinite(number) and number >= 0 else None
 
 
 def _one_line(exc: BaseException) -> str:

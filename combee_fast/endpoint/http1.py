@@ -9,6 +9,10 @@ methods into :class:`Http1Response`. ``https://`` endpoints keep using aiohttp (
 Contract of :meth:`Http1Pool.post`:
 - returns one complete response (``Content-Length``, ``chunked`` or read-until-close body;
   ``gzip``/``deflate`` ``Content-Encoding`` decoded; ``1xx`` interim responses skipped);
+- reads at most ``max_body`` bytes of body, counted before and after decoding
+  (:class:`~combee_fast.endpoint.capped.ReplyTooLarge`); a status line, ``Content-Length``,
+  chunk size or chunk end that is not what HTTP/1.1 says (a negative or non-hex chunk size, a
+  chunk not followed by CRLF) or a body that does not decode is :class:`MalformedResponse`;
 - raises ``TimeoutError`` when connecting plus answering takes more than ``timeout_s``, and
   :class:`Http1Error` (an ``OSError``) or another ``OSError`` when the connection fails, is
   refused, or is closed before a complete response;
@@ -22,16 +26,24 @@ No redirects, cookies, proxies or ``Expect: 100-continue``: the endpoint's URL i
 from __future__ import annotations
 
 import asyncio
-import zlib
+import re
+import sys
 from typing import NamedTuple
 
-from combee_fast.endpoint.capped import ReplyTooLarge
+from combee_fast.endpoint.capped import BadEncoding, ReplyTooLarge, decoded
 
 _MAX_HEAD = 64 * 1024
+_MAX_CHUNK_LINE = 4096  # a chunk's size line, extensions included
+_DIGITS = re.compile(rb"[0-9]{1,19}")
+_HEX = re.compile(rb"[0-9A-Fa-f]{1,16}")
 
 
 class Http1Error(ConnectionError):
     """The connection failed or closed before a complete response, or the response is not HTTP/1.x."""
+
+
+class MalformedResponse(Http1Error):
+    """The response breaks HTTP/1.1's framing (status line, length, chunks) or its encoding."""
 
 
 class Headers(dict[str, str]):
@@ -48,22 +60,6 @@ class Http1Response(NamedTuple):
     status: int
     headers: Headers
     body: bytes
-
-
-def _decoded(body: bytes, encoding: str | None) -> bytes:
-    if not encoding or encoding == "identity":
-        return body
-    try:
-        if encoding == "gzip":
-            return zlib.decompress(body, 16 + zlib.MAX_WBITS)
-        if encoding == "deflate":
-            try:
-                return zlib.decompress(body)
-            except zlib.error:
-                return zlib.decompress(body, -zlib.MAX_WBITS)
-    except zlib.error as exc:
-        raise Http1Error(f"cannot decode a {encoding} body: {exc}") from None
-    raise Http1Error(f"unsupported Content-Encoding {encoding!r}")
 
 
 class _Connection(asyncio.Protocol):
@@ -85,6 +81,7 @@ class _Connection(asyncio.Protocol):
         self._length: int | None = None  # bytes of body expected (Content-Length)
         self._chunked = False
         self._chunks: list[bytes] = []
+        self._chunk_bytes = 0
         self._until_close = False
         self._keep_alive = False
 
@@ -102,8 +99,8 @@ class _Connection(asyncio.Protocol):
             self._parse()
         except (Http1Error, ReplyTooLarge) as exc:
             self._fail(exc)
-        except ValueError as exc:
-            self._fail(Http1Error(f"malformed HTTP response: {exc}"))
+        except BadEncoding as exc:
+            self._fail(MalformedResponse(str(exc)))
 
     def eof_received(self) -> bool:
         if self._waiter is not None and not self._waiter.done() and self._until_close and self._headers is not None:
@@ -146,7 +143,8 @@ class _Connection(asyncio.Protocol):
     def _finish(self, body: bytes, *, keep_alive: bool) -> None:
         headers = self._headers
         assert headers is not None
-        response = Http1Response(self._status, headers, _decoded(body, headers.get("content-encoding")))
+        limit = sys.maxsize if self._limit is None else self._limit
+        response = Http1Response(self._status, headers, decoded(body, headers.get("content-encoding"), limit))
         self.reusable = keep_alive and not self._buffer
         self._reset()
         waiter, self._waiter = self._waiter, None
@@ -166,6 +164,8 @@ class _Connection(asyncio.Protocol):
             version, _, rest = lines[0].partition(b" ")
             if not version.startswith(b"HTTP/1."):
                 raise Http1Error(f"not an HTTP/1.x response: {lines[0][:60]!r}")
+            if not (rest[:3].isdigit() and rest[3:4] in (b"", b" ")):
+                raise MalformedResponse(f"malformed HTTP status line {lines[0][:60]!r}")
             status = int(rest[:3])
             if 100 <= status < 200:
                 continue  # interim response: the real one follows
@@ -179,6 +179,8 @@ class _Connection(asyncio.Protocol):
             if "chunked" in headers.get("transfer-encoding", "").lower():
                 self._chunked = True
             elif (length := headers.get("content-length")) is not None:
+                if not _DIGITS.fullmatch(length.encode("latin-1")):
+                    raise MalformedResponse(f"malformed HTTP response: Content-Length {length[:40]!r}")
                 self._length = int(length)
             elif status in (204, 304):
                 self._length = 0
@@ -197,31 +199,44 @@ class _Connection(asyncio.Protocol):
         """Refuse a body announced, or already received, over ``limit`` bytes."""
         if self._length is not None and self._length > limit:
             raise ReplyTooLarge(f"reply of {self._length} bytes, over transport.max_reply_bytes={limit}; not read")
-        received = len(self._buffer) + sum(len(chunk) for chunk in self._chunks)  # (+ chunk framing)
+        received = len(self._buffer) + self._chunk_bytes  # (+ chunk framing)
         if received > limit:
             raise ReplyTooLarge(f"reply over transport.max_reply_bytes={limit} (read {received} bytes); the rest not read")
 
     def _parse_chunks(self) -> None:
+        """Take the complete chunks in the buffer (one cut of the buffer per call, however many)."""
         buffer = self._buffer
+        at, complete = self._take_chunks(buffer)
+        del buffer[:at]
+        if complete:
+            self._finish(b"".join(self._chunks), keep_alive=self._keep_alive)
+
+    def _take_chunks(self, buffer: bytearray) -> tuple[int, bool]:
+        """``(bytes taken, whether the last chunk and trailers were among them)``."""
+        at = 0
         while True:
-            end = buffer.find(b"\r\n")
+            end = buffer.find(b"\r\n", at, at + _MAX_CHUNK_LINE)
             if end < 0:
-                return
-            size = int(bytes(buffer[:end]).split(b";")[0], 16)
+                if len(buffer) - at >= _MAX_CHUNK_LINE:
+                    raise MalformedResponse(f"malformed HTTP response: a chunk size line over {_MAX_CHUNK_LINE} bytes")
+                return at, False
+            field = bytes(buffer[at:end]).split(b";")[0].strip()
+            if not _HEX.fullmatch(field):
+                raise MalformedResponse(f"malformed HTTP response: chunk size {field[:40]!r}")
+            size = int(field, 16)
+            if self._limit is not None and self._chunk_bytes + size > self._limit:
+                raise ReplyTooLarge(f"a chunk of {size} bytes takes the reply over "
+                                    f"transport.max_reply_bytes={self._limit}; not read")
             if size == 0:  # last chunk, then optional trailers, then an empty line
-                trailers_end = buffer.find(b"\r\n\r\n", end)
-                if buffer[end + 2 : end + 4] == b"\r\n":
-                    trailers_end = end
-                if trailers_end < 0:
-                    return
-                del buffer[: trailers_end + 4]
-                body = b"".join(self._chunks)
-                self._finish(body, keep_alive=self._keep_alive)
-                return
+                trailers_end = end if buffer[end + 2 : end + 4] == b"\r\n" else buffer.find(b"\r\n\r\n", end)
+                return (at, False) if trailers_end < 0 else (trailers_end + 4, True)
             if len(buffer) < end + 2 + size + 2:
-                return
+                return at, False
+            if buffer[end + 2 + size : end + 4 + size] != b"\r\n":
+                raise MalformedResponse("malformed HTTP response: a chunk not followed by CRLF")
             self._chunks.append(bytes(buffer[end + 2 : end + 2 + size]))
-            del buffer[: end + 2 + size + 2]
+            self._chunk_bytes += size
+            at = end + 2 + size + 2
 
 
 class Http1Pool:

@@ -9,7 +9,8 @@ else llama-cpp-python's ``python -m llama_cpp.server``; both come with the ``loc
 :class:`LocalServer` picks a free loopback port, starts the server with the model's chat
 template (ChatML for SmolLM2: llama-cpp-python's ``--chat_format chatml``; the native server
 uses the template stored in the GGUF) and ``threads`` threads, waits until ``GET /v1/models``
-answers, and stops it on exit. Its output goes to :attr:`LocalServer.log_path`.
+answers, and stops it on exit; a server whose engine is killed dies with it (:mod:`.tether`). Its
+output goes to :attr:`LocalServer.log_path`.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from pathlib import Path
 import aiohttp
 
 from combee_fast.config import LocalConfig
+from combee_fast.endpoint.tether import tethered
 from combee_fast.errors import ConfigError, EndpointUnreachable
 
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -97,7 +99,7 @@ class LocalServer:
     async def __aenter__(self) -> LocalServer:
         started = time.perf_counter()
         with self.log_path.open("wb") as log:
-            self._process = subprocess.Popen(self.command, stdout=log, stderr=subprocess.STDOUT,
+            self._process = subprocess.Popen(tethered(self.command), stdout=log, stderr=subprocess.STDOUT,
                                              stdin=subprocess.DEVNULL, start_new_session=True)
         try:
             await self._wait_healthy()

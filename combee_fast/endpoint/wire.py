@@ -6,7 +6,7 @@ ignored, so any OpenAI-compatible server (vLLM, SGLang, llama.cpp, Ollama, OpenA
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 
@@ -124,10 +124,14 @@ class Choice(msgspec.Struct, frozen=True):
     finish_reason: str | None = None
 
 
+TokenCount = Annotated[int, msgspec.Meta(ge=0)]
+"""A token count as a server reports it: a negative one makes the reply malformed."""
+
+
 class CompletionUsage(msgspec.Struct, frozen=True):
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    total_tokens: int = 0
+    prompt_tokens: TokenCount = 0
+    completion_tokens: TokenCount = 0
+    total_tokens: TokenCount = 0
 
 
 class CompletionResponse(msgspec.Struct, frozen=True):

@@ -3,6 +3,8 @@
 - :mod:`.stream`: an async function over indexed items through a bounded queue, results by index.
 - :mod:`.rng`: one seeded RNG tree per run, every draw addressed by a path.
 - :mod:`.timing`: critical-path time of items run by a pool of workers.
+- :mod:`.virtual`: stages with in-flight limits advanced in simulated time (a discrete-event schedule).
 - :mod:`.loop`: the event loop (uvloop when installed).
 - :mod:`.frames`: length-prefixed frames over a child process's pipes.
+- :mod:`.kept`: typed snapshots of an object's working state (for checkpoints).
 """

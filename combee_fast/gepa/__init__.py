@@ -5,6 +5,13 @@ search over named text components with a Pareto pool of candidates over the vali
 - :mod:`.pool`: :class:`~.pool.GepaState`, the pool as the run loop carries it.
 - :mod:`.iteration`: GEPA's step (parent, minibatch, reflection, acceptance, validation) as a
   :class:`~combee_fast.protocols.Method`.
+- :mod:`.pipeline`: stage-decoupled GEPA (``async-gepa``): proposals in flight through the stages,
+  in simulated time, as a :class:`~combee_fast.protocols.Method`.
+- :mod:`.stages`: the stages of one proposal (grade, reflect, aggregate, screen, validate).
+- :mod:`.staleness`: what happens to a child the pool moved past (``full``, ``guarded``).
+- :mod:`.budget`: the metric-call budget reserved at dispatch.
+- :mod:`.planner`: the live planner (minibatch, reflection groups, proposals in flight).
+- :mod:`.measure`: what one iteration measured, for the planner.
 - :mod:`.stops`: the metric-call budget as a stop rule.
 - :mod:`.candidate`: the deployable artifact, named text components.
 - :mod:`.pareto`: the Pareto candidate pool (dominance, parent sampling by front membership).
@@ -12,7 +19,7 @@ search over named text components with a Pareto pool of candidates over the vali
 - :mod:`.learner`: the proposer and merger that Combee's reduce tree calls; its edit type.
 - :mod:`.reflection`: how a child's text is proposed: serial (one call) or Combee (shuffled
   groups, all in flight, then the aggregation tree).
-- :mod:`.revisions`: line changes of rewrites, kept by reference when aggregated.
+- :mod:`.revisions`: line changes of rewrites, kept by reference when aggregated (or rebased).
 - :mod:`.interop`: Combee's reflection as a strategy for the PyPI ``gepa`` package's own loop.
 
 Prompts are in ``gepa/prompts/``, one file per role and message.

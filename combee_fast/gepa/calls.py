@@ -30,11 +30,11 @@ from combee_fast.gepa.revisions import changes_text, compose
 from combee_fast.protocols import Task
 from combee_fast.roles.agents import RoleClients
 from combee_fast.roles.base import convert, decode_json_object, fill, no_answer
+from combee_fast.roles.names import GEPA_AGGREGATOR_ROLE as AGGREGATOR_ROLE
+from combee_fast.roles.names import GEPA_PROPOSER_ROLE as PROPOSER_ROLE
+from combee_fast.roles.names import GEPA_SOLVER_ROLE as SOLVER_ROLE
 from combee_fast.schema import CallError, Example, Message, Usage
 
-SOLVER_ROLE = "gepa_solver"
-PROPOSER_ROLE = "gepa_proposer"
-AGGREGATOR_ROLE = "gepa_aggregator"
 
 SOLVER_MAX_TOKENS = 1024
 REWRITE_MAX_TOKENS = 8192
@@ -138,27 +138,21 @@ def examples_text(evaluations: Sequence[Evaluation]) -> str:
     )
 
 
-OnError = Callable[[str, CallError, "str | None"], None]
-"""Told each failed or unusable call: its role, its error and the raw reply."""
+Noted = Callable[[str, CallError | None, str | None], None]
+"""Told ``(role, error, reply text)`` of every call made (the run's call counts and errors.jsonl)."""
 
 
 class GepaCalls:
     """The GEPA role calls of one run: ``task`` grades answers, ``seed`` roots the request seeds;
-    ``on_error`` is told every failed or unusable call (e.g. the run's ``errors.jsonl``)."""
+    ``note`` is told of every call and how it ended."""
 
     def __init__(self, task: Task, clients: RoleClients, *, seed: int, temperature: float = 0.0,
-                 on_error: OnError | None = None) -> None:
+                 note: Noted | None = None) -> None:
         self.task = task
         self.clients = clients
         self.seed = seed
         self.temperature = temperature
-        self.on_error = on_error
-
-    def _failed(self, role: str, error: CallError, result: ChatResult) -> CallError:
-        """``error``, told to :attr:`on_error` first."""
-        if self.on_error is not None:
-            self.on_error(role, error, result.text)
-        return error
+        self.note = note
 
     async def solve(self, example: Example, system_prompt: str) -> Evaluation:
         """One metric call: ``example`` answered under ``system_prompt``, graded."""
@@ -173,8 +167,7 @@ class GepaCalls:
             answer = (reply.final_answer if isinstance(reply.final_answer, str) else str(reply.final_answer)).strip()
             if (problem := no_answer(answer, role=SOLVER_ROLE, question=example.input)) is not None:
                 reply, answer = problem, None
-        if isinstance(reply, CallError):
-            self._failed(SOLVER_ROLE, reply, result)
+        self._noted(SOLVER_ROLE, result, reply)
         score = self.task.score(example, answer)
         return Evaluation(
             example, answer, score.value, score.feedback, result.usage, reply if isinstance(reply, CallError) else None
@@ -197,8 +190,9 @@ class GepaCalls:
             self._request(AGGREGATOR_ROLE, messages, AGGREGATE_MAX_TOKENS, AGGREGATE_SCHEMA, "aggregation", *seed_path)
         )
         reply = _parsed(result, _AggregateReply, AGGREGATOR_ROLE)
+        self._noted(AGGREGATOR_ROLE, result, reply)
         if isinstance(reply, CallError):
-            return Rewrite(None, result.usage, self._failed(AGGREGATOR_ROLE, reply, result))
+            return Rewrite(None, result.usage, reply)
         return Rewrite(compose(current, texts, reply.remove, reply.keep, reply.add), result.usage)
 
     async def _rewrite(
@@ -212,9 +206,14 @@ class GepaCalls:
             reply = CallError("schema_mismatch", f"{role}: empty instruction", raw=result.text)
         elif not isinstance(reply, CallError):
             reply = no_answer(reply.instruction, role=role) or reply
+        self._noted(role, result, reply)
         if isinstance(reply, CallError):
-            return Rewrite(None, result.usage, self._failed(role, reply, result))
+            return Rewrite(None, result.usage, reply)
         return Rewrite(reply.instruction.strip("\n"), result.usage)
+
+    def _noted(self, role: str, result: ChatResult, reply: Any) -> None:
+        if self.note is not None:
+            self.note(role, reply if isinstance(reply, CallError) else None, result.text)
 
     def _request(
         self, role: str, messages: tuple[Message, ...], max_tokens: int, schema: dict[str, Any], schema_name: str,

@@ -8,7 +8,7 @@ from pathlib import Path
 import msgspec
 
 from combee_fast.errors import ConfigError
-from combee_fast.files import write_atomic
+from combee_fast.files import read_regular, write_atomic
 
 SYSTEM_PROMPT = "system_prompt"
 """The component name of a single-prompt candidate."""
@@ -62,15 +62,17 @@ class Candidate(msgspec.Struct, frozen=True):
         """The candidate saved at ``path``; :class:`~combee_fast.errors.ConfigError` naming the
         path when it cannot be read or is not a candidate."""
         try:
-            return msgspec.json.decode(Path(path).read_bytes(), type=cls)
-        except (OSError, msgspec.DecodeError, msgspec.ValidationError) as exc:
+            return msgspec.json.decode(read_regular(path), type=cls)
+        except OSError as exc:
+            raise ConfigError(f"{path}: not a candidate file: {exc.strerror or exc}") from None
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
             raise ConfigError(f"{path}: not a candidate file: {exc}") from None
 
 
 def is_candidate_file(path: str | os.PathLike[str]) -> bool:
     """True when ``path`` holds a JSON object with ``components`` (a GEPA run's final/best.json)."""
     try:
-        data = msgspec.json.decode(Path(path).read_bytes())
+        data = msgspec.json.decode(read_regular(path))
     except (OSError, msgspec.DecodeError):
         return False
     return isinstance(data, dict) and "components" in data

@@ -34,6 +34,7 @@ from combee_fast.engine.timing import finish_times
 from combee_fast.gepa.calls import Evaluation, GepaCalls
 from combee_fast.gepa.candidate import Candidate
 from combee_fast.gepa.learner import GepaProposer
+from combee_fast.gepa.measure import ProposalMeasure, added_lines, line_retention
 from combee_fast.gepa.pool import GepaState, PoolChange
 from combee_fast.gepa.reflection import Reflection
 from combee_fast.methods.base import StepResult, StepShape, StepsOnly
@@ -67,6 +68,21 @@ async def grade(calls: GepaCalls, candidate: Candidate, examples: Sequence[Examp
     return Graded(tuple(evaluations), max(finished, default=0.0))
 
 
+async def grade_seed(calls: GepaCalls, artifact: GepaState, val: Sequence[Example], *,
+                     workers: int) -> StepResult[GepaState] | None:
+    """The work before GEPA's first minibatch: the seed graded on the validation set becomes the
+    pool's first candidate (None: the pool already has it)."""
+    if artifact.candidates:
+        return None
+    started = time.perf_counter()
+    graded = await grade(calls, artifact.seed, val, workers=workers)
+    state = artifact.with_candidate(artifact.seed, graded.evaluations).spent(0, len(graded.evaluations))
+    return StepResult(
+        state, (PoolChange("seeded", added_ids=(0,)),), graded.evaluations, (), graded.sim_seconds,
+        time.perf_counter() - started, (), (), validation=state.validation(),
+    )
+
+
 class GepaIteration(StepsOnly):
     """GEPA's iteration with one reflection strategy, named ``name`` in ledgers and summaries."""
 
@@ -86,15 +102,7 @@ class GepaIteration(StepsOnly):
 
     async def start(self, artifact: GepaState) -> StepResult[GepaState] | None:
         """Grade the seed on the validation set: the pool's first candidate (None: already graded)."""
-        if artifact.candidates:
-            return None
-        started = time.perf_counter()
-        graded = await grade(self.calls, artifact.seed, self.val, workers=self.workers)
-        state = artifact.with_candidate(artifact.seed, graded.evaluations).spent(0, len(graded.evaluations))
-        return StepResult(
-            state, (PoolChange("seeded", added_ids=(0,)),), graded.evaluations, (), graded.sim_seconds,
-            time.perf_counter() - started, (), (), validation=state.validation(),
-        )
+        return await grade_seed(self.calls, artifact, self.val, workers=self.workers)
 
     async def step(
         self, items: Sequence[Any], artifact: GepaState, *, epoch: int, step: int, shape: StepShape | None = None
@@ -109,7 +117,7 @@ class GepaIteration(StepsOnly):
         component = names[iteration % len(names)]
         graded = [await grade(self.calls, parent, items, workers=self.workers)]
         state, proposals, reflect_seconds = artifact, (), 0.0
-        change = PoolChange("perfect")
+        change, child_text = PoolChange("perfect"), None
         if not (self.config.skip_perfect and all(e.score >= 1.0 for e in graded[0].evaluations)):
             reflected = await self.reflection.reflect(
                 GepaProposer(self.calls, component), parent.components[component], list(graded[0].evaluations),
@@ -119,6 +127,7 @@ class GepaIteration(StepsOnly):
             change = PoolChange("no-proposal")
             if reflected.text is not None:
                 child = parent.replaced(component, reflected.text, parent=parent_index)
+                child_text = reflected.text
                 graded.append(await grade(self.calls, child, items, workers=self.workers))
                 change = PoolChange("rejected", rejected=(len(state.candidates),))
                 if graded[-1].total > graded[0].total:
@@ -127,7 +136,32 @@ class GepaIteration(StepsOnly):
                     change = PoolChange("accepted", added_ids=(len(state.candidates) - 1,))
         evaluations = tuple(e for g in graded for e in g.evaluations)
         state = state.spent(1, len(evaluations))
+        sim_seconds = sum(g.sim_seconds for g in graded) + reflect_seconds
+        measure = _measure(iteration, parent_index, len(items), change.outcome, parent.components[component], proposals,
+                           child_text, graded, reflect_seconds, sim_seconds)
         return StepResult(
-            state, (change,), evaluations, tuple(proposals), sum(g.sim_seconds for g in graded) + reflect_seconds,
+            state, (msgspec.structs.replace(change, measure=measure),), evaluations, tuple(proposals), sim_seconds,
             time.perf_counter() - started, (), (), rewards=graded[0].scores, validation=state.validation(),
         )
+
+
+def _measure(iteration: int, parent: int, minibatch: int, outcome: str, base: str, calls: Sequence[Any],
+             child: str | None, graded: Sequence[Graded], reflect_seconds: float, latency: float) -> ProposalMeasure:
+    """What one synchronous iteration measured (its reflection and merge timed as one stage)."""
+    reflections = [call for call in calls if call.source.startswith("proposer")]
+    proposed, kept = line_retention(base, [edit.text for call in reflections for edit in call.edits], child)
+    stages = ("grade", "screen", "validate")[: len(graded)]
+    durations = [(stages[0], graded[0].sim_seconds)] + ([("reflect", reflect_seconds)] if calls else [])
+    durations += [(stage, g.sim_seconds) for stage, g in zip(stages[1:], graded[1:])]
+    spans, at = {}, 0.0
+    for stage, seconds in durations:
+        spans[stage] = (at, at + seconds)
+        at += seconds
+    return ProposalMeasure(
+        iteration=iteration, minibatch=minibatch, outcome=outcome, groups=len(reflections), proposed=proposed,
+        kept=kept, spans=spans, latency=latency,
+        gain=graded[1].total - graded[0].total if len(graded) > 1 else None,
+        loads={stage: len(g.evaluations) for stage, g in zip(stages, graded)},
+        added=added_lines(base, child) if outcome == "accepted" and child is not None else (), drawn=parent,
+        parent=parent,
+    )

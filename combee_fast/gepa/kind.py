@@ -3,9 +3,13 @@ pool, its deployable candidate and how that is scored.
 
 Methods: ``sequential`` (shown as ``gepa``: serial GEPA, ``gepa.minibatch`` examples, one
 reflection call), ``naive`` (``naive-gepa``: one reflection call over ``gepa.combee_minibatch``
-examples) and ``combee`` (``combee-gepa``: ``gepa.combee_minibatch`` examples, Combee's parallel
-reflection and aggregation tree). Candidate selection, acceptance and the budget are the same
-for all (:mod:`.iteration`).
+examples), ``combee`` (``combee-gepa``: ``gepa.combee_minibatch`` examples, Combee's parallel
+reflection and aggregation tree) and ``async`` (``async-gepa``: Combee-GEPA with its stages
+decoupled, several proposals in flight, :mod:`.pipeline`). Candidate selection and acceptance
+are the same for all (:mod:`.iteration`); ``async-gepa`` reserves its budget at dispatch.
+
+The batched methods' minibatch is ``gepa.combee_minibatch``; ``"auto"`` there, or
+``train.batch_size = "auto"`` (``--batch-size auto``), hands it to the live planner.
 """
 
 from __future__ import annotations
@@ -21,12 +25,16 @@ from combee_fast.errors import ConfigError
 from combee_fast.gepa.calls import AGGREGATOR_ROLE, PROPOSER_ROLE, SOLVER_ROLE, GepaCalls
 from combee_fast.gepa.candidate import Candidate, is_candidate_file
 from combee_fast.gepa.iteration import GepaIteration, grade
+from combee_fast.gepa.pipeline import AsyncGepa
+from combee_fast.gepa.planner import GepaPlan, GepaPlanner
 from combee_fast.gepa.pool import GepaState
 from combee_fast.gepa.reflection import CombeeReflection, Reflection, SerialReflection
+from combee_fast.gepa.stages import StageWork
 from combee_fast.gepa.stops import MetricCallBudget
 from combee_fast.methods.base import EvalResult
 from combee_fast.protocols import Learner, StopRule
 from combee_fast.run.context import LearnContext
+from combee_fast.run.rundir import RunDir
 from combee_fast.run.stops import EpochsDone
 from combee_fast.schema import Example
 
@@ -36,25 +44,46 @@ class GepaKind:
     deploys a :class:`~combee_fast.gepa.candidate.Candidate`."""
 
     name = "gepa"
-    methods = {"sequential": "gepa", "naive": "naive-gepa", "combee": "combee-gepa"}
+    methods = {"sequential": "gepa", "naive": "naive-gepa", "combee": "combee-gepa", "async": "async-gepa"}
     rollout_role = SOLVER_ROLE
     learning_roles = (PROPOSER_ROLE, AGGREGATOR_ROLE)
     size_unit = "candidates"  # what the artifact's size counts, in progress lines and reports
+    artifact_type = GepaState
+
+    def encode_artifact(self, artifact: GepaState) -> bytes:
+        return msgspec.msgpack.encode(artifact)
+
+    def decode_artifact(self, data: bytes) -> GepaState:
+        return msgspec.msgpack.decode(data, type=GepaState)
 
     def initial(self, config: SessionConfig) -> GepaState:
         return GepaState(seed=Candidate.seed())
 
-    def batch_size(self, method: str, config: SessionConfig) -> int:
-        return config.gepa.minibatch if method == "sequential" else config.gepa.combee_minibatch
+    def batch_size(self, method: str, config: SessionConfig) -> int | None:
+        """Serial GEPA's fixed minibatch; the batched methods' ``gepa.combee_minibatch``, None
+        (the planner) when it or ``train.batch_size`` is ``"auto"``."""
+        if method == "sequential":
+            return config.gepa.minibatch
+        return None if config.train.batch_size is None else config.gepa.combee_minibatch
 
-    def build_method(self, method: str, context: LearnContext) -> GepaIteration:
+    def live_plan(self, method: str, config: SessionConfig, run_dir: RunDir | None) -> GepaPlan:
+        """GEPA's own planner (:mod:`.planner`): minibatch, reflection groups and, for
+        ``async-gepa``, proposals in flight."""
+        ceiling = config.gepa.pipeline.proposals if method == "async" else 1
+        return GepaPlan(GepaPlanner(config.controller, config.combee, in_flight_ceiling=ceiling), run_dir)
+
+    def build_method(self, method: str, context: LearnContext) -> GepaIteration | AsyncGepa:
         if context.from_traces:
             raise ConfigError("learner gepa grades its own answers; it cannot learn from collected traces")
         config = context.config
-        reflection: Reflection = (CombeeReflection(config.combee, seed=config.seed) if method == "combee"
-                                  else SerialReflection())
+        combee = method == "combee" or (method == "async" and config.gepa.pipeline.reflection == "combee")
+        reflection: Reflection = CombeeReflection(config.combee, seed=config.seed) if combee else SerialReflection()
         calls = GepaCalls(context.task, context.agents.clients, seed=config.seed,
-                          on_error=context.agents.record_failure)
+                          note=context.agents.note_call)
+        if method == "async":
+            work = StageWork(calls, reflection, context.val_examples, workers=config.map.workers,
+                             skip_perfect=config.gepa.skip_perfect)
+            return AsyncGepa(self.methods[method], calls, work, config=config.gepa, seed=config.seed)
         return GepaIteration(self.methods[method], calls, reflection, context.val_examples, config=config.gepa,
                              seed=config.seed, workers=config.map.workers)
 
@@ -72,9 +101,9 @@ class GepaKind:
 
     async def evaluate(self, context: LearnContext, deployable: Candidate, examples: Sequence[Example]) -> EvalResult:
         """``deployable``'s solves of ``examples`` (seeded as in the search), over the answered ones."""
-        calls = GepaCalls(context.task, context.agents.clients, seed=context.config.seed,
-                          on_error=context.agents.record_failure)
-        graded = await grade(calls, deployable, examples, workers=context.config.eval.parallel)
+        graded = await grade(GepaCalls(context.task, context.agents.clients, seed=context.config.seed,
+                                       note=context.agents.note_call), deployable,
+                             examples, workers=context.config.eval.parallel)
         answered = [e.score for e in graded.evaluations if e.error is None]
         failed: dict[str, int] = {}
         for e in graded.evaluations:
@@ -89,12 +118,15 @@ class GepaKind:
         )
 
     def version_files(self, artifact: GepaState) -> list[tuple[str, bytes]]:
-        """The candidate added (``candidates/c*.json``) and which candidate is best in this version
-        (``pool/v*.json``)."""
-        index = len(artifact.candidates) - 1
-        best = msgspec.json.encode({"best": artifact.best_index()})
-        return [(f"candidates/c{index:05d}.json", artifact.candidates[index].to_bytes()),
-                (f"pool/v{artifact.version:05d}.json", best)]
+        """Every candidate the latest step added (``candidates/c*.json``) and which candidate is
+        best in each version it made (``pool/v*.json``)."""
+        first = artifact.version - 1 if artifact.step_from is None else artifact.step_from
+        files = []
+        for version in range(first + 1, artifact.version + 1):
+            best = msgspec.json.encode({"best": artifact.best_index(version)})
+            files += [(f"candidates/c{version - 1:05d}.json", artifact.candidates[version - 1].to_bytes()),
+                      (f"pool/v{version:05d}.json", best)]
+        return files
 
     def load_version(self, root: Path, version: int, config: SessionConfig) -> Candidate:
         if not version:

@@ -14,13 +14,17 @@ import msgspec
 
 from combee_fast.gepa.calls import Evaluation
 from combee_fast.gepa.candidate import Candidate
+from combee_fast.gepa.measure import ProposalMeasure
 from combee_fast.gepa.pareto import ParetoPool
 from combee_fast.methods.base import EvalResult
 
 
 class GepaState(msgspec.Struct, frozen=True):
     """The pool (``candidates`` with per-instance validation ``scores`` and ``failures`` by kind),
-    the ``seed`` it grew from, ``iterations`` run and ``metric_calls`` spent."""
+    the ``seed`` it grew from, ``iterations`` run and ``metric_calls`` spent. ``budget_closed``:
+    the asynchronous search can start no further proposal within its budget (what is left is
+    less than the smallest proposal's reservation). ``step_from``: the version the latest step
+    started from, when that step may have added several candidates (None: one at most)."""
 
     seed: Candidate
     candidates: tuple[Candidate, ...] = ()
@@ -28,6 +32,8 @@ class GepaState(msgspec.Struct, frozen=True):
     failures: tuple[dict[str, int], ...] = ()
     iterations: int = 0
     metric_calls: int = 0
+    budget_closed: bool = False
+    step_from: int | None = None
 
     @property
     def version(self) -> int:
@@ -43,9 +49,10 @@ class GepaState(msgspec.Struct, frozen=True):
             pool.add(candidate, scores)
         return pool
 
-    def best_index(self) -> int:
-        """The candidate with the best mean validation score (the first on ties)."""
-        means = [sum(scores) / len(scores) for scores in self.scores]
+    def best_index(self, version: int | None = None) -> int:
+        """The candidate with the best mean validation score (the first on ties), in this pool or
+        in its version ``version`` (its first ``version`` candidates)."""
+        means = [sum(scores) / len(scores) for scores in self.scores[:version]]
         return means.index(max(means))
 
     def best(self) -> Candidate:
@@ -80,10 +87,13 @@ class GepaState(msgspec.Struct, frozen=True):
 
 class PoolChange(msgspec.Struct, frozen=True):
     """What one GEPA iteration did to the pool: ``outcome`` (seeded, accepted, rejected, perfect:
-    no reflection needed, no-proposal: the reflection changed nothing), the candidate added
-    (``added_ids``) or the child turned down (``rejected``). Nothing is ever evicted."""
+    no reflection needed, no-proposal: the reflection changed nothing; in the asynchronous
+    search also stale: dropped by the staleness policy), the candidate added (``added_ids``) or
+    the child turned down (``rejected``). Nothing is ever evicted. ``measure``: what the
+    iteration measured, for the live planner (None for the seed)."""
 
     outcome: str
     added_ids: tuple[int, ...] = ()
     rejected: tuple[int, ...] = ()
     evicted: tuple[int, ...] = ()
+    measure: ProposalMeasure | None = None

@@ -9,7 +9,11 @@
   the first rewrite it was given.
 
 Both return the proposed text (``None``: nothing new) and every call made, with the phase's
-critical path in simulated seconds.
+critical path in simulated seconds. Each also comes in two halves, :meth:`~Reflection.map` (the
+reflection calls) and :meth:`~Reflection.reduce` (merging what they proposed), which the
+asynchronous pipeline (:mod:`.pipeline`) runs as two stages; ``reflect`` is the one followed by
+the other. A :class:`~combee_fast.methods.base.StepShape` overrides the shuffle's shape for one
+iteration (records per group, copies per record, a salted seed path).
 """
 
 from __future__ import annotations
@@ -26,15 +30,17 @@ from combee_fast.config import CombeeConfig
 from combee_fast.engine.rng import rng_at
 from combee_fast.gepa.calls import Evaluation
 from combee_fast.gepa.learner import ComponentText, GepaProposer
+from combee_fast.methods.base import StepShape
 from combee_fast.schema import Proposal
 
 
-class Reflection(Protocol):
-    """Proposes one component's new text from the parent's graded minibatch."""
+class Mapped(msgspec.Struct, frozen=True):
+    """The map half of a reflection: every reflection call, in group order, its critical path and
+    how many graded examples each call read."""
 
-    async def reflect(
-        self, learner: GepaProposer, current: str, evaluations: Sequence[Evaluation], *, iteration: int
-    ) -> Reflected: ...
+    calls: tuple[Proposal[ComponentText], ...]
+    sim_seconds: float
+    records: tuple[int, ...] = ()
 
 
 class Reflected(msgspec.Struct, frozen=True):
@@ -45,37 +51,76 @@ class Reflected(msgspec.Struct, frozen=True):
     sim_seconds: float
 
 
+class Reflection(Protocol):
+    """Proposes one component's new text from the parent's graded minibatch."""
+
+    async def map(
+        self, learner: GepaProposer, current: str, evaluations: Sequence[Evaluation], *, iteration: int,
+        shape: StepShape | None = None,
+    ) -> Mapped:
+        """The reflection calls over the graded ``evaluations``."""
+        ...
+
+    async def reduce(self, learner: GepaProposer, current: str, mapped: Mapped, *, iteration: int) -> Reflected:
+        """What the calls of ``mapped`` proposed, merged into one text (its calls: the merges only)."""
+        ...
+
+    async def reflect(
+        self, learner: GepaProposer, current: str, evaluations: Sequence[Evaluation], *, iteration: int
+    ) -> Reflected: ...
+
+
 def _text(edits: Sequence[ComponentText]) -> str | None:
     return edits[0].text if edits else None
 
 
 class SerialReflection:
-    """GEPA's own reflection: one call reading every graded example of the minibatch."""
+    """GEPA's own reflection: one call reading every graded example of the minibatch (its reduce
+    makes no call)."""
+
+    async def map(
+        self, learner: GepaProposer, current: str, evaluations: Sequence[Evaluation], *, iteration: int,
+        shape: StepShape | None = None,
+    ) -> Mapped:
+        proposal = await learner.propose(
+            evaluations, None, current, source="proposer[0]", seed_path=(iteration, 0)
+        )
+        return Mapped((proposal,), proposal.usage.effective_latency_s, (len(evaluations),))
+
+    async def reduce(self, learner: GepaProposer, current: str, mapped: Mapped, *, iteration: int) -> Reflected:
+        return Reflected(_text(mapped.calls[0].edits), (), 0.0)
 
     async def reflect(
         self, learner: GepaProposer, current: str, evaluations: Sequence[Evaluation], *, iteration: int
     ) -> Reflected:
-        proposal = await learner.propose(
-            evaluations, None, current, source="proposer[0]", seed_path=(iteration, 0)
-        )
-        return Reflected(_text(proposal.edits), (proposal,), proposal.usage.effective_latency_s)
+        mapped = await self.map(learner, current, evaluations, iteration=iteration)
+        return Reflected(_text(mapped.calls[0].edits), mapped.calls, mapped.sim_seconds)
 
 
 class CombeeReflection:
     """Combee's map (shuffled groups, one reflection each, all at once) and reduce (aggregation
-    tree). ``seed`` roots the shuffle's draws (path ``("gepa", "shuffle", iteration)``)."""
+    tree). ``seed`` roots the shuffle's draws (path ``("gepa", "shuffle", iteration)``, with
+    ``("salt", n)`` appended under a salted shape)."""
 
     def __init__(self, combee: CombeeConfig, *, seed: int) -> None:
         self.combee = combee
         self.seed = seed
 
-    async def reflect(
-        self, learner: GepaProposer, current: str, evaluations: Sequence[Evaluation], *, iteration: int
-    ) -> Reflected:
-        groups = augmented_groups(
-            len(evaluations), self.combee.duplicates, rng_at(self.seed, "gepa", "shuffle", iteration),
-            max_group=self.combee.max_group,
-        )
+    def groups(self, records: int, iteration: int, shape: StepShape | None = None) -> list[tuple[int, ...]]:
+        """The augmented-shuffle groups of ``records`` graded examples in iteration ``iteration``."""
+        shape = shape or StepShape()
+        path: tuple[int | str, ...] = ("gepa", "shuffle", iteration)
+        if shape.shuffle_salt:
+            path = (*path, "salt", shape.shuffle_salt)
+        duplicates = self.combee.duplicates if shape.duplicates is None else shape.duplicates
+        max_group = self.combee.max_group if shape.max_group is None else shape.max_group
+        return augmented_groups(records, duplicates, rng_at(self.seed, *path), max_group=max_group)
+
+    async def map(
+        self, learner: GepaProposer, current: str, evaluations: Sequence[Evaluation], *, iteration: int,
+        shape: StepShape | None = None,
+    ) -> Mapped:
+        groups = self.groups(len(evaluations), iteration, shape)
         proposals = await asyncio.gather(
             *(
                 learner.propose(
@@ -85,9 +130,19 @@ class CombeeReflection:
                 for index, members in enumerate(groups)
             )
         )
-        usable = [p.edits for p in proposals if p.error is None and p.edits]
+        return Mapped(tuple(proposals), max((p.usage.effective_latency_s for p in proposals), default=0.0),
+                      tuple(len(members) for members in groups))
+
+    async def reduce(self, learner: GepaProposer, current: str, mapped: Mapped, *, iteration: int) -> Reflected:
+        usable = [p.edits for p in mapped.calls if p.error is None and p.edits]
         reduced = await reduce_tree(
             learner, usable, current, fan_in=self.combee.max_fan_in, seed_path=(iteration,), label="aggregator"
         )
-        mapped = max((p.usage.effective_latency_s for p in proposals), default=0.0)
-        return Reflected(_text(reduced.edits), (*proposals, *reduced.calls), mapped + reduced.sim_seconds)
+        return Reflected(_text(reduced.edits), reduced.calls, reduced.sim_seconds)
+
+    async def reflect(
+        self, learner: GepaProposer, current: str, evaluations: Sequence[Evaluation], *, iteration: int
+    ) -> Reflected:
+        mapped = await self.map(learner, current, evaluations, iteration=iteration)
+        reduced = await self.reduce(learner, current, mapped, iteration=iteration)
+        return Reflected(reduced.text, (*mapped.calls, *reduced.calls), mapped.sim_seconds + reduced.sim_seconds)

@@ -62,3 +62,18 @@ def compose(base: str, revisions: Sequence[str], remove: Sequence[int], keep: Se
             lines.append(line)
             present.add(line)
     return "\n".join(lines)
+
+
+def rebase(base: str, revision: str, onto: str) -> str:
+    """``revision``'s changes against ``base`` made to ``onto`` instead: the lines it drops from
+    ``base`` dropped from ``onto`` too, and the lines it adds appended (each once, in order)."""
+    change = changes(base, revision, 1)
+    base_lines = base.split("\n")
+    dropped = {base_lines[i - 1] for i in change.removed}
+    lines = [line for line in onto.split("\n") if line not in dropped]
+    present = set(lines)
+    for _, line in change.added:
+        if line not in present:
+            lines.append(line)
+            present.add(line)
+    return "\n".join(lines)

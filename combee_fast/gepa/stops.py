@@ -9,8 +9,10 @@ from combee_fast.run.state import TrainState
 
 
 class MetricCallBudget:
-    """Done once ``limit`` metric calls are spent: no iteration starts after that (the last one
-    may overshoot, as in GEPA)."""
+    """Done once ``limit`` metric calls are spent: no iteration starts after that (the synchronous
+    loop's last one may overshoot, as in GEPA), or once the pool says no further proposal fits in
+    what is left (``budget_closed``: the asynchronous search reserves calls at dispatch and never
+    overshoots)."""
 
     ends = "done"
 
@@ -19,7 +21,11 @@ class MetricCallBudget:
 
     def check(self, state: TrainState[Any]) -> str | None:
         spent = state.artifact.metric_calls
-        return f"metric-call budget spent: {spent:,} of {self.limit:,}" if spent >= self.limit else None
+        if spent >= self.limit:
+            return f"metric-call budget spent: {spent:,} of {self.limit:,}"
+        if state.artifact.budget_closed:
+            return f"metric-call budget spent: {spent:,} of {self.limit:,} (no further proposal fits in the rest)"
+        return None
 
     def budget(self, items: int) -> Budget:
         """What the run spends towards this end: metric calls (the ledger's rollouts)."""

@@ -95,11 +95,13 @@ class StepShape(msgspec.Struct, frozen=True):
     """Per-step overrides of the method's shape, set by a batch plan (None: the configured value).
 
     ``max_group``: records one curator reads; ``duplicates``: p of the augmented shuffle;
-    ``shuffle_salt`` > 0 draws the shuffle from a new seed path (a diversity remedy)."""
+    ``shuffle_salt`` > 0 draws the shuffle from a new seed path (a diversity remedy);
+    ``in_flight``: batches a method that runs several at once keeps in flight."""
 
     max_group: int | None = None
     duplicates: int | None = None
     shuffle_salt: int = 0
+    in_flight: int | None = None
 
 
 def rewards_of(traces: Sequence[Any]) -> tuple[float, ...]:
@@ -121,6 +123,9 @@ class StepsOnly:
 
     def carried(self) -> None:
         return None
+
+    def carried_type(self, artifact_type: Any) -> Any:
+        return type(None)
 
     async def resume(self, carried: Any, items: Any) -> None:
         if carried is not None:

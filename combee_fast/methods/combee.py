@@ -22,6 +22,7 @@ from combee_fast.combee.reduce import ReduceOutcome, curate_group, group_finish_
 from combee_fast.combee.shuffle import augmented_groups
 from combee_fast.config import CombeeConfig, MapConfig
 from combee_fast.engine.rng import rng_at
+from combee_fast.errors import CheckpointError
 from combee_fast.methods.base import StepResult, StepShape, proposed_texts, rewards_of
 from combee_fast.protocols import Learner
 from combee_fast.schema import Proposal
@@ -69,11 +70,15 @@ class Combee(Generic[A]):
         snapshot, epoch = self._carried_on
         return CarriedChains(tuple((carry.partial.item_id, carry.offset) for carry in self._carried), snapshot, epoch)
 
+    def carried_type(self, artifact_type: Any) -> Any:
+        return CarriedChains[artifact_type] | None  # type: ignore[valid-type]
+
     async def resume(self, carried: CarriedChains[A] | None, items: Mapping[str, Any]) -> None:
         """Carry the chains of ``carried`` into the next step again, as a checkpointed run had them:
         each is run again from its item on the snapshot it ran on and, as in the map, goes on in
         the background after the step's rounds. Its requests are seeded by path, so it makes the
-        same calls as the first time. Each must leave its step again (else ``RuntimeError``)."""
+        same calls as the first time. Each must leave its step again (else
+        :class:`~combee_fast.errors.CheckpointError`, one line)."""
         if carried is None:
             return
         snapshot, epoch = carried.snapshot, carried.epoch
@@ -89,7 +94,9 @@ class Combee(Generic[A]):
             if rest is None:
                 for carry in chains:
                     carry.rest.cancel()
-                raise RuntimeError(f"carried chain {trace.item_id!r} did not replay as it ran (a nondeterministic endpoint?)")
+                raise CheckpointError(f"cannot resume: the chain of item {trace.item_id!r}, carried past the last "
+                                      "checkpointed step, did not run again as it ran (a nondeterministic endpoint, "
+                                      "or a changed seed?); start the run again")
             chains.append(Carried(trace, asyncio.create_task(asyncio.wait_for(rest, timeout)), offset))
         self._carried, self._carried_on = chains, (snapshot, epoch)
 

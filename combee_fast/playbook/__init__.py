@@ -11,6 +11,7 @@ its checks in :mod:`combee_fast.playbook.state`; a run's delta log and its repla
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Sequence
 
@@ -182,6 +183,18 @@ class Playbook:
         effect. Never changes ``self``."""
         state, report = apply_delta(self._state, delta)
         return (self if state is self._state else Playbook(state)), report
+
+    def renumbered(self, version: int) -> Playbook:
+        """The same content numbered ``version``, which may not be below this one's (a release
+        gate learning on from an older version after a rollback keeps numbers unique this way).
+        ``ValueError`` below the current version."""
+        if version < self._state.version:
+            raise ValueError(f"a playbook cannot be renumbered down, from version {self.version} to {version}")
+        if version == self._state.version:
+            return self
+        renumbered = Playbook(dataclasses.replace(self._state, version=version))
+        renumbered._rendered, renumbered._ordered = self._rendered, self._ordered
+        return renumbered
 
     def diff(self, other: Playbook) -> PlaybookDiff:
         """What changed from ``self`` to ``other``."""

@@ -17,6 +17,7 @@ import msgspec
 import numpy as np
 
 from combee_fast.errors import CombeeError
+from combee_fast.files import read_regular
 from combee_fast.playbook import ApplyReport
 from combee_fast.schema import SCHEMA_VERSION, Delta, Op, OpKind
 
@@ -55,7 +56,7 @@ def read_delta_log(path: str | Path) -> list[LoggedDelta]:
     """The log at ``path``; a bad line raises :class:`CombeeError` naming the file and line."""
     decoder = msgspec.json.Decoder(LoggedDelta)
     entries = []
-    for number, line in enumerate(Path(path).read_bytes().splitlines(), start=1):
+    for number, line in enumerate(read_regular(path).splitlines(), start=1):
         try:
             entries.append(decoder.decode(line))
         except msgspec.DecodeError as exc:

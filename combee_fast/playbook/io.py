@@ -23,12 +23,11 @@ order) and no source rollout ids (migrated as empty).
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import msgspec
 
 from combee_fast.errors import PlaybookFileError
-from combee_fast.files import write_atomic
+from combee_fast.files import read_regular, write_atomic
 from combee_fast.playbook.format import MAX_BULLET_CHARS
 from combee_fast.playbook.state import PlaybookState, build_state, bullets_in_order
 from combee_fast.schema import SCHEMA_VERSION, Bullet
@@ -107,7 +106,7 @@ def load_state(path: str | os.PathLike[str]) -> PlaybookState:
     breaks a playbook invariant."""
     name = os.fspath(path)
     try:
-        data = Path(name).read_bytes()
+        data = read_regular(name)
     except OSError as error:
         raise PlaybookFileError(name, f"cannot read: {error.strerror or error}") from error
     try:

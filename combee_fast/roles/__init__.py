@@ -10,6 +10,8 @@ reducer, and the calls that make them.
 - :mod:`.budget`: prompts that fit the endpoint's context.
 - :mod:`.trajectory`: an agent's trajectory as the reflector reads it, within a budget.
 - :mod:`.agents`: :class:`~.agents.Agents`, the role calls of one run (seeded by path).
+- :mod:`.names`: the request-role names of the GEPA and TextGrad calls (one definition for the
+  learners and the simulated endpoint).
 - :mod:`.clients`: the role map (endpoints, replicas, seed, sampling) and the one place role
   clients are built from it.
 """

@@ -5,15 +5,18 @@
 - :mod:`.stops`: the stop rules (epochs, interrupt, no improvement, score threshold, wall clock,
   failing calls, unanswered validation).
 - :mod:`.interrupt`: SIGINT/SIGTERM as a stop request at a safe point.
-- :mod:`.checkpoint`: the state written after every step, and read back to resume.
+- :mod:`.checkpoint`: the state written after every step (typed, checksummed), and read back to resume.
 - :mod:`.rundir`: the run directory, the only writer and reader of run files, and its lock.
-- :mod:`.batch_plans`: fixed batch size, the live planner, or the paper's controller.
+- :mod:`.swap`: the journaled replacement of a previous run, recoverable after a kill.
+- :mod:`.batch_plans`: fixed batch size, the live planner, the paper's controller, or an earlier run's decisions.
 - :mod:`.step_signals`: what a finished step measured, for the live planner.
 - :mod:`.ledger`: one row per step (time, calls, tokens per role, errors, accuracy).
 - :mod:`.context`: what a learner builds its methods and evaluation from.
 - :mod:`.cost`: GPU-seconds of each step.
 - :mod:`.usage`: the per-split usage record of an experiment card, in the state directory.
 - :mod:`.events`: the typed event stream of a run and its hub (what consumers subscribe to).
+- :mod:`.event_log`: a consumer writing every event to a JSONL file (bounded writes, rotated).
+- :mod:`.metrics`: a consumer serving an online learner's figures as a Prometheus endpoint.
 - :mod:`.progress`: the progress bar (or plain lines), a consumer of the events.
 - :mod:`.report`: the run's page, ``report.md``, from its events and result.
 - :mod:`.provenance`: version, commit, host, command line, times, seed and splits of a run.

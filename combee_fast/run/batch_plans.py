@@ -1,6 +1,7 @@
 """Batch plans for the trainer (:class:`~combee_fast.protocols.BatchPlan`): a fixed size, the live
-batch-shape planner (``--batch-size auto``, :class:`LivePlan`) or the paper's profile-and-fit rule
-(``controller.mode = "paper"``, :class:`ControllerPlan`).
+batch-shape planner (``--batch-size auto``, :class:`LivePlan`), the paper's profile-and-fit rule
+(``controller.mode = "paper"``, :class:`ControllerPlan`), or the decisions of an earlier run
+replayed (``--plan-from RUN/controller.jsonl``, :class:`ReplayedPlan`).
 
 Each step reports its critical-path seconds (simulated seconds on the simulated endpoint) and its
 *retention*: the fraction of the distinct insights of the step's records that the artifact holds
@@ -17,9 +18,13 @@ import asyncio
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
+import msgspec
+
 from combee_fast.config import CombeeConfig, ControllerConfig
-from combee_fast.combee.controller import BatchSizeController, IterationMeasurement
-from combee_fast.combee.planner import ShapeDecision, ShapePlanner
+from combee_fast.errors import ConfigError
+from combee_fast.files import read_regular
+from combee_fast.combee.controller import BatchSizeController, ControllerState, IterationMeasurement
+from combee_fast.combee.planner import PlannerState, ShapeDecision, ShapePlanner
 from combee_fast.methods.base import StepResult, StepShape
 from combee_fast.run.rundir import RunDir
 from combee_fast.run.step_signals import step_signals
@@ -33,8 +38,91 @@ class ReflectTemperature(Protocol):
 
     reflect_temperature: float | None
 
+class PlannedStep(msgspec.Struct, frozen=True):
+    """One step's decision as ``controller.jsonl`` records it (a live plan's shape, or the paper's
+    rule's batch size alone)."""
+
+    batch_size: int
+    reason: str
+    max_group: int | None = None
+    duplicates: int | None = None
+    reflect_temperature: float | None = None
+    shuffle_salt: int = 0
+
+
+class ReplayedPlan:
+    """The decisions of an earlier run, step by step: its batch sizes, group shapes and diversity
+    remedies (the reflections' temperature through ``knob``), so a run on a deterministic
+    endpoint repeats it without a replay cache. Each decision is written again to this run's
+    ``controller.jsonl``. A run needing more steps than the plan has stops with
+    :class:`~combee_fast.errors.ConfigError`."""
+
+    state_type = int
+
+    def __init__(self, steps: Sequence[PlannedStep], source: str, *, knob: ReflectTemperature | None = None,
+                 run_dir: RunDir | None = None) -> None:
+        if not steps:
+            raise ConfigError(f"{source}: no batch decisions to replay")
+        self.steps = tuple(steps)
+        self.source = source
+        self.knob = knob
+        self.run_dir = run_dir
+        self.position = 0  # decisions taken so far
+
+    @classmethod
+    def load(cls, path: str, *, knob: ReflectTemperature | None = None, run_dir: RunDir | None = None) -> ReplayedPlan:
+        """The decisions in ``path`` (a run's ``controller.jsonl``); :class:`ConfigError` naming the
+        file and line when it cannot be read or a line is not a decision."""
+        try:
+            data = read_regular(path)
+        except OSError as exc:
+            raise ConfigError(f"{path}: cannot read the plan: {exc.strerror or exc}") from None
+        decoder, steps = msgspec.json.Decoder(PlannedStep), []
+        for number, line in enumerate(data.splitlines(), start=1):
+            if line.strip():
+                try:
+                    steps.append(decoder.decode(line))
+                except msgspec.MsgspecError as exc:
+                    raise ConfigError(f"{path}:{number}: not a batch decision: {exc}") from None
+        return cls(steps, path, knob=knob, run_dir=run_dir)
+
+    def next_size(self, remaining: int) -> tuple[int, str]:
+        if self.position >= len(self.steps):
+            raise ConfigError(f"{self.source} holds {len(self.steps)} batch decisions; this run needs more (is the "
+                              "endpoint deterministic, and the configuration the one that made the plan?)")
+        step = self.steps[self.position]
+        self.position += 1
+        if self.knob is not None and step.reflect_temperature is not None:
+            self.knob.reflect_temperature = step.reflect_temperature
+        if self.run_dir is not None:
+            self.run_dir.append_decision(step)
+        return step.batch_size, f"replayed: {step.reason}"
+
+    def step_shape(self) -> StepShape | None:
+        step = self.steps[self.position - 1] if self.position else None
+        if step is None or (step.max_group is None and step.duplicates is None and not step.shuffle_salt):
+            return None
+        return StepShape(step.max_group, step.duplicates, step.shuffle_salt)
+
+    async def observe(self, batch_size: int, result: StepResult[Any], samples_in_epoch: int) -> None:
+        return None
+
+    def state(self) -> int:
+        """What a checkpoint keeps: how many decisions were taken."""
+        return self.position
+
+    def restore(self, state: int) -> None:
+        self.position = state
+        if self.knob is not None:  # the latest remedy taken stays in force
+            temperatures = [s.reflect_temperature for s in self.steps[:state] if s.reflect_temperature is not None]
+            if temperatures:
+                self.knob.reflect_temperature = temperatures[-1]
+
+
 class FixedBatch:
     """The same batch size every step."""
+
+    state_type = type(None)
 
     def __init__(self, size: int) -> None:
         if size < 1:
@@ -67,6 +155,8 @@ def step_retention(result: StepResult[Any], lessons: Lessons) -> float:
 
 class ControllerPlan:
     """Asks the controller for each batch size and feeds it each step's time and retention."""
+
+    state_type = ControllerState
 
     def __init__(self, controller: BatchSizeController, lessons: Lessons, run_dir: RunDir | None = None) -> None:
         self.controller = controller
@@ -104,19 +194,30 @@ class ControllerPlan:
             )
         )
 
-    def state(self) -> BatchSizeController:
-        """What a checkpoint keeps: the controller (its profile, fit, cap and decisions)."""
-        return self.controller
+    def state(self) -> ControllerState:
+        """What a checkpoint keeps: the controller's profile, fit, cap and decisions."""
+        return self.controller.state()
 
-    def restore(self, state: BatchSizeController) -> None:
+    def restore(self, state: ControllerState) -> None:
         """Continue from a checkpointed controller (see :meth:`state`)."""
-        self.controller = state
+        self.controller.restore(state)
+
+class LivePlanState(msgspec.Struct, frozen=True):
+    """What a checkpoint keeps of a :class:`LivePlan`: the planner, its last decision and the
+    reflections' temperature (a diversity remedy may have raised it)."""
+
+    planner: PlannerState
+    decision: ShapeDecision | None
+    reflect_temperature: float | None
+
 
 class LivePlan:
     """The live planner: every step's batch size and group shape re-planned from what the last
     steps measured; diversity remedies applied to the reflections' temperature (``knob``) and the
     shuffle. ``workers``: the map's width (the schedule the step's calls ran on);
     ``rollout_role``: the role whose calls are rollouts."""
+
+    state_type = LivePlanState
 
     def __init__(self, planner: ShapePlanner, *, workers: int, lessons: Lessons, rollout_role: str,
                  knob: ReflectTemperature | None = None, run_dir: RunDir | None = None) -> None:
@@ -160,14 +261,14 @@ class LivePlan:
 
         self.planner.record(await asyncio.to_thread(measure))
 
-    def state(self) -> tuple[ShapePlanner, ShapeDecision | None, float | None]:
-        """What a checkpoint keeps: the planner, its last decision and the reflections' temperature
-        (a diversity remedy may have raised it)."""
+    def state(self) -> LivePlanState:
+        """What a checkpoint keeps (:class:`LivePlanState`)."""
         temperature = self.knob.reflect_temperature if self.knob is not None else None
-        return self.planner, self.decision, temperature
+        return LivePlanState(self.planner.state(), self.decision, temperature)
 
-    def restore(self, state: tuple[ShapePlanner, ShapeDecision | None, float | None]) -> None:
+    def restore(self, state: LivePlanState) -> None:
         """Continue from a checkpointed planner (see :meth:`state`)."""
-        self.planner, self.decision, temperature = state
+        self.planner.restore(state.planner)
+        self.decision = state.decision
         if self.knob is not None:
-            self.knob.reflect_temperature = temperature
+            self.knob.reflect_temperature = state.reflect_temperature

@@ -10,6 +10,8 @@ endpoints), and none of them reaches into the loop.
     CallFailed        one LLM call failed or gave an unusable reply (role, kind, message)
     EpisodeFailed     one agent episode failed (its item, error kind, message)
     ReleaseDecision   a release policy promoted, rolled back or held a candidate, with its evidence
+    ReleaseStatus     an online learner's release: versions served, candidate share, rewards per version
+    BatchApplied      an online learner applied one batch: its size, the queue behind it, its latencies
     RunStopped        the run ended: why, and what that stop means (done, limit, interrupt, failure)
 
 Contract: consumers are called synchronously, in subscription order, on the emitter's thread,
@@ -71,6 +73,45 @@ class ReleaseDecision(msgspec.Struct, frozen=True, tag="release_decision", tag_f
     evidence: dict[str, Any] = msgspec.field(default_factory=dict)
 
 
+class VersionRewards(msgspec.Struct, frozen=True):
+    """The rewards submitted for one version: how many, their mean and its anytime-valid
+    interval (:mod:`combee_fast.native.sequential`)."""
+
+    version: int
+    count: int
+    mean: float
+    lower: float
+    upper: float
+
+
+class ReleaseStatus(msgspec.Struct, frozen=True, tag="release_status", tag_field="kind"):
+    """Where an online learner's release stands: the ``policy``, the ``incumbent`` version in
+    service, the ``candidate`` (None: none) and the share of requests it serves, the rewards of
+    the versions kept, the rollouts ``queued`` for learning, and the cost of shadow re-runs."""
+
+    policy: str
+    incumbent: int
+    candidate: int | None
+    share: float
+    rewards: tuple[VersionRewards, ...]
+    queued: int
+    shadow_calls: int = 0
+    shadow_tokens: int = 0
+
+
+class BatchApplied(msgspec.Struct, frozen=True, tag="batch_applied", tag_field="kind"):
+    """An online learner applied batch ``number`` of ``rollouts``, learning ``version``;
+    ``waiting``: rollouts queued behind it; ``batch_s``: seconds learning it; ``publish_s``:
+    seconds from when it could start forming to its publish."""
+
+    number: int
+    version: int
+    rollouts: int
+    waiting: int
+    batch_s: float
+    publish_s: float
+
+
 class RunStopped(msgspec.Struct, frozen=True, tag="run_stopped", tag_field="kind"):
     """The run ended after ``steps`` steps: ``reason``, and what it means (``ends``: done,
     limit, interrupt or failure)."""
@@ -80,7 +121,8 @@ class RunStopped(msgspec.Struct, frozen=True, tag="run_stopped", tag_field="kind
     steps: int
 
 
-Event = StepDone | VersionApplied | CallFailed | EpisodeFailed | ReleaseDecision | RunStopped
+Event = (StepDone | VersionApplied | CallFailed | EpisodeFailed | ReleaseDecision | ReleaseStatus | BatchApplied
+         | RunStopped)
 """Every event a run emits."""
 
 Consumer = Callable[[Event], None]

@@ -1,9 +1,12 @@
 """The state of a training run: what the loop works on, and what a checkpoint keeps.
 
 :class:`TrainState` holds where the run is in its epochs, the artifact and the best one, every
-running total, and the opaque states of the batch plan and of the method's carried work. A
-checkpoint (:mod:`combee_fast.run.checkpoint`) is this object; the latest ledger rows and the
-stop being decided are not kept (a resumed run reads its rows back from ``ledger.jsonl``).
+running total, and the states of the batch plan and of the method's carried work. A checkpoint
+(:mod:`combee_fast.run.checkpoint`) keeps this object but its latest ledger rows and the stop
+being decided (a resumed run reads its rows back from ``ledger.jsonl``).
+
+:class:`CallsRecord` is what ``calls.json`` says (calls per role, trimmed, failed), summed over
+every process that worked on the run up to its last checkpoint.
 
 :class:`EpochOrder` is the order items are visited in: each epoch's permutation drawn from the
 seed tree at ``("order", epoch)``, the same for every method and learner.
@@ -15,6 +18,7 @@ import collections
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
+import msgspec
 import numpy as np
 
 from combee_fast.config import HISTORY_KEPT
@@ -24,10 +28,26 @@ from combee_fast.run.ledger import CallCounts, LedgerRow
 
 A = TypeVar("A")
 
-STATE_FORMAT = 2
-"""Version of the checkpointed state; a checkpoint of another version is refused."""
 
-_NOT_KEPT = ("ledger", "stopping", "stop_ends", "validated")
+class CallsRecord(msgspec.Struct, frozen=True):
+    """Calls per role, calls sent again with a trimmed playbook per role, and failed calls (the
+    run's ``calls.json``)."""
+
+    calls: dict[str, int] = msgspec.field(default_factory=dict)
+    trimmed: dict[str, int] = msgspec.field(default_factory=dict)
+    failed: int = 0
+
+    def plus(self, calls: dict[str, int], trimmed: dict[str, int], failed: int) -> CallsRecord:
+        """This record with the counts of another process added."""
+        return CallsRecord(_summed(self.calls, calls), _summed(self.trimmed, trimmed), self.failed + failed)
+
+    def as_file(self) -> dict[str, object]:
+        """``calls.json``'s content: calls per role, ``trimmed`` per role, ``failed``."""
+        return {**self.calls, "trimmed": self.trimmed, "failed": self.failed}
+
+
+def _summed(ours: dict[str, int], theirs: dict[str, int]) -> dict[str, int]:
+    return {key: ours.get(key, 0) + theirs.get(key, 0) for key in sorted({*ours, *theirs})}
 
 
 @dataclass
@@ -38,9 +58,11 @@ class TrainState(Generic[A]):
     the order's length: the epoch's batches are done; carried work may still be draining).
     ``best``/``best_score``: the artifact with the highest validation score so far (over its
     answered examples) and that score; ``stale_validations``: validations since it last rose.
-    ``files``: the byte lengths of the run directory's append-only files at this point.
     ``episodes``/``episodes_failed``/``env_seconds``: agent episodes run, failed, and their
     seconds in the environment.
+    ``plan_state``/``carried``: what the batch plan's :meth:`~combee_fast.protocols.BatchPlan.state`
+    and the method's :meth:`~combee_fast.protocols.Method.carried` returned after the last step;
+    ``calls_record``: ``calls.json`` as of the last checkpoint.
     ``stopping``: why the run ends after this step (set by the stop rules; ``stop_ends`` says
     what that stop means); ``validated``: this step's validation, if it had one.
     """
@@ -67,8 +89,7 @@ class TrainState(Generic[A]):
     val_counts: CallCounts = field(default_factory=CallCounts)
     plan_state: Any = None
     carried: Any = None
-    files: dict[str, int] = field(default_factory=dict)
-    format: int = STATE_FORMAT
+    calls_record: CallsRecord = field(default_factory=CallsRecord)
     ledger: collections.deque[LedgerRow] = field(default_factory=lambda: collections.deque(maxlen=HISTORY_KEPT))
     stopping: str | None = None
     stop_ends: str | None = None
@@ -78,14 +99,6 @@ class TrainState(Generic[A]):
     def fresh(cls, artifact: A) -> TrainState[A]:
         """The state before the first step of a run starting from ``artifact``."""
         return cls(artifact=artifact, best=artifact)
-
-    def __getstate__(self) -> dict[str, Any]:
-        return {name: value for name, value in self.__dict__.items() if name not in _NOT_KEPT}
-
-    def __setstate__(self, kept: dict[str, Any]) -> None:
-        self.__dict__.update(kept)
-        self.ledger = collections.deque(maxlen=HISTORY_KEPT)
-        self.stopping = self.stop_ends = self.validated = None
 
     def add_step(self, row: LedgerRow, *, batch_size: int, wall_seconds: float) -> None:
         """Count the step of ``row`` (its calls, tokens, time and cost) into the totals."""

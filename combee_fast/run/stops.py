@@ -9,7 +9,7 @@ run there. What a stop means is the rule's ``ends``:
 - ``"interrupt"``: SIGINT or SIGTERM asked for a stop (:class:`Interrupted`); the run can be resumed;
 - ``"failure"``: the run failed; such a rule raises instead of answering, and is asked after
   the others (it sees their answer in ``state.stopping``): :class:`FailingCalls`,
-  :class:`FailingEpisodes`, :class:`UnansweredValidation`.
+  :class:`FailingEpisodes`, :class:`UnansweredValidation`, :class:`NothingKept`.
 
 A run never ends "successfully" on calls that did not happen. :class:`FailingCalls` judges the
 calls of a window: the latest steps holding at least ``min_judged_calls`` calls (one step of a
@@ -25,7 +25,8 @@ and when, over the whole run so far, more than ``max_failed_fraction`` of the ca
 learning role failed, judged once that role made ``min_judged_calls`` calls or when the run is
 ending, however well the other roles did: a run whose reflections are all unusable (a small model
 copying the prompt's placeholders) learns nothing, and says so. :class:`UnansweredValidation`
-fails a run whose validation left more than ``max_failed_fraction`` of its examples unanswered.
+fails a run whose validation left more than ``max_failed_fraction`` of its examples unanswered;
+:class:`NothingKept` a run ending with an empty artifact although its steps proposed lessons.
 The messages name the step(s), how many calls failed of how many, the count of each kind and one
 example message; the loop adds where the artifact learned so far was saved.
 
@@ -39,7 +40,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from combee_fast.errors import CallsFailed, EndpointUnreachable
+from combee_fast.errors import CallsFailed, EndpointUnreachable, NothingLearned
 from combee_fast.run.interrupt import StopRequest
 from combee_fast.run.ledger import CallCounts, LedgerRow
 from combee_fast.run.progress import Budget
@@ -228,6 +229,28 @@ class UnansweredValidation:
             f"validation after step {state.steps}: {result.unanswered} of {result.examples} examples unanswered "
             f"({_kinds(result.unanswered_by_kind)}; e.g. {_short(result.first_error())})"
         )
+
+
+class NothingKept:
+    """Fails the run that is ending with an empty artifact although its latest steps (the ledger
+    rows the state holds) added or tried to add lessons: all were rejected or evicted.
+    ``hint`` names the setting that may be why (e.g. ``token_budget=1``)."""
+
+    ends = "failure"
+
+    def __init__(self, hint: str = "") -> None:
+        self.hint = hint
+
+    def check(self, state: TrainState[Any]) -> None:
+        if state.stopping is None or len(state.artifact):
+            return None
+        added = sum(row.added for row in state.ledger)
+        rejected = sum(row.rejected for row in state.ledger)
+        if added + rejected == 0:
+            return None
+        evicted = sum(row.evicted for row in state.ledger)
+        raise NothingLearned(f"the run learned nothing: its steps added {added} lessons, had {rejected} rejected and "
+                             f"{evicted} evicted, and the artifact ends empty{f' ({self.hint})' if self.hint else ''}")
 
 
 def _example(window: list[tuple[LedgerRow, CallCounts]], kinds: dict[str, int]) -> str:

@@ -14,10 +14,14 @@ examples, and the best artifact is the one with the highest such accuracy.
 
 The stop rules (:mod:`combee_fast.run.stops`) are asked after every step and once before the
 first: the first that answers ends the run there, cleanly (a failure rule raises instead; the
-artifact learned so far is saved as ``final.json`` first). A run stopped by a signal
+artifact learned so far is saved as ``final.json`` first). When the rule says the work is done
+(``ends = "done"``) and the method still carries work (an asynchronous method's proposals in
+flight), steps without items drain it first. A run stopped by a signal
 (``interrupt``) ends without validating and is marked ``interrupted``; one stopped by a limit
 says so in ``stopped_by``. With a run directory a checkpoint is written before the first step and
-after every completed one; a run resumed from one ends as it would have uninterrupted.
+after every completed one; a run resumed from one ends as it would have uninterrupted. A run
+replacing a previous one in its directory swaps in after its first checkpointed step with most of
+its calls succeeding, or at its clean end (:meth:`~combee_fast.run.rundir.RunDir.replace_previous`).
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ from combee_fast.run.cost import GpuClock
 from combee_fast.run.events import Events, RunStopped, StepDone, VersionApplied, on_kind
 from combee_fast.run.ledger import CallCounts, LedgerRow, ledger_row
 from combee_fast.run.rundir import RunDir
-from combee_fast.run.state import EpochOrder, TrainState
+from combee_fast.run.state import CallsRecord, EpochOrder, TrainState
 
 A = TypeVar("A")
 
@@ -118,16 +122,18 @@ class Training(Generic[A]):
     others); ``validate``: scores an artifact on the validation examples (None: there are none);
     ``eval_every``: validate every that many steps (0: only after the last); ``gpu_clock``: the
     GPU-seconds of each step (None: unknown); ``events``: where the run's
-    :mod:`~combee_fast.run.events` go (the run directory's ledger is a critical consumer of them).
+    :mod:`~combee_fast.run.events` go (the run directory's ledger is a critical consumer of them);
+    ``calls_now``: ``calls.json`` as of now, kept in each checkpoint.
     """
 
     def __init__(
         self, kind: LearnerKind[A, Any], method: Method[A], plan: BatchPlan, items: Sequence[Any],
         state: TrainState[A], *, seed: int, rules: Sequence[StopRule], validate: Validate | None,
         eval_every: int = 0, run_dir: RunDir | None = None, gpu_clock: GpuClock | None = None,
-        events: Events | None = None, resumed: bool = False,
+        events: Events | None = None, resumed: bool = False, calls_now: Callable[[], CallsRecord] | None = None,
     ) -> None:
         self.kind, self.method, self.plan, self.items, self.state = kind, method, plan, items, state
+        self.seed, self.calls_now = seed, calls_now
         self.rules = [rule for rule in rules if rule.ends != "failure"]
         self.failure_rules = [rule for rule in rules if rule.ends == "failure"]
         self.validate, self.eval_every = validate, eval_every
@@ -153,9 +159,12 @@ class Training(Generic[A]):
         return Batch(items, reason, epoch, time.perf_counter(), gpu)
 
     def next_batch(self) -> Batch | None:
-        """The next step's batch; None once a stop rule ended the run."""
+        """The next step's batch; None once a stop rule ended the run (after its carried work is
+        drained, when the rule says the work is done)."""
         state = self.state
         if state.stopping is not None:
+            if state.stop_ends == "done" and self.method.pending():
+                return self.clock_in((), "drain", state.epoch)  # work in flight finishes before a clean stop
             return None
         if state.position >= self.order.n and not self.method.batches_span_epochs:
             return self.clock_in((), "drain", state.epoch)  # chains carried past the epoch's last batch
@@ -175,8 +184,8 @@ class Training(Generic[A]):
             row = msgspec.structs.replace(row, gpu_seconds=self.gpu_clock.read(state.wall_seconds + wall) - batch.gpu_before)
         state.add_step(row, batch_size=len(batch.items), wall_seconds=wall)
         state.artifact, state.validated = result.artifact, None
-        if state.position >= self.order.n and not self.method.pending():
-            state.epoch, state.position = state.epoch + 1, 0
+        if state.position >= self.order.n and (self.method.batches_span_epochs or not self.method.pending()):
+            state.epoch, state.position = state.epoch + 1, 0  # a spanning method's pass ends with its last batch
         if result.artifact.version != previous.version:
             if self.run_dir is not None:
                 self.run_dir.save_version(self.kind.version_files(result.artifact))
@@ -188,6 +197,8 @@ class Training(Generic[A]):
         self.events.emit(StepDone(row))
         self._judge_failures()
         self._checkpoint()
+        if self.run_dir is not None and _mostly_succeeded(row):
+            self.run_dir.replace_previous()
 
     async def finish(self) -> TrainResult:
         """Save ``final.json`` and ``best.json``; the run's result."""
@@ -198,6 +209,8 @@ class Training(Generic[A]):
         if self.run_dir is not None:
             self.run_dir.save_artifact("final.json", final)
             self.run_dir.save_artifact("best.json", best)
+            if state.stop_ends != "interrupt":
+                self.run_dir.replace_previous()
         self.events.emit(RunStopped(state.stopping or "", state.stop_ends or "done", state.steps))
         return TrainResult(
             learner=self.kind.name, method=self.method.name, final=final, best=best, artifact=state.artifact,
@@ -245,11 +258,22 @@ class Training(Generic[A]):
         version = self.state.artifact.version
         if self.run_dir is None:
             return f"; run stopped at artifact version {version} (no run directory)"
-        self.run_dir.save_artifact("final.json", self.kind.deployable(self.state.artifact))
-        return f"; run stopped; {self.run_dir.root / 'final.json'} holds what was learned so far (version {version})"
+        run_dir = self.run_dir
+        run_dir.save_artifact("final.json", self.kind.deployable(self.state.artifact))
+        kept = (f" (the previous run in {run_dir.target} is kept: no step of this one had most of its calls succeed)"
+                if run_dir.replacing else "")
+        return f"; run stopped; {run_dir.location / 'final.json'} holds what was learned so far (version {version}){kept}"
 
     def _checkpoint(self) -> None:
-        """The state as it is now, with the plan's and the method's own, into ``checkpoint.pkl``."""
+        """The state as it is now, with the plan's and the method's own and the calls so far, into the checkpoint."""
         if self.run_dir is not None:
             self.state.plan_state, self.state.carried = self.plan.state(), self.method.carried()
-            self.run_dir.save_checkpoint(self.state)
+            if self.calls_now is not None:
+                self.state.calls_record = self.calls_now()
+            self.run_dir.save_checkpoint(self.state, self.kind, method=self.method.name, seed=self.seed)
+
+
+def _mostly_succeeded(row: LedgerRow) -> bool:
+    """The step made calls and most of them succeeded."""
+    counts = CallCounts.of_row(row)
+    return counts.total_calls > 0 and 2 * counts.total_errors < counts.total_calls

@@ -23,7 +23,7 @@ from pathlib import Path
 import msgspec
 
 from combee_fast.errors import ConfigError
-from combee_fast.files import write_atomic
+from combee_fast.files import read_regular, write_atomic
 from combee_fast.tasks.base import SplitManifest
 
 
@@ -70,7 +70,7 @@ def read_usage(path: str | Path) -> list[UsageEntry]:
     if not record.exists():
         return []
     try:
-        return msgspec.json.decode(record.read_bytes(), type=list[UsageEntry])
+        return msgspec.json.decode(read_regular(record), type=list[UsageEntry])
     except (OSError, msgspec.DecodeError) as exc:
         raise ConfigError(f"usage record {record}: unreadable: {exc}") from None
 

@@ -49,7 +49,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                     "(or of --world TASK), as a run without an endpoint gets it in process.",
     )
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
-    parser.add_argument("--port", type=int, default=8000, help="0 picks a free port")
+    parser.add_argument("--port", type=_port, default=8000, help="1-65535, or 0 to pick a free port")
     parser.add_argument("--model", default=SIM_MODEL, help="the model name GET /v1/models lists")
     parser.add_argument("--preset", choices=sorted(PRESETS), default=sim.preset, help="latency model")
     parser.add_argument("--constant-latency", type=float, metavar="SECONDS",
@@ -71,8 +71,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                              "PyPI gepa package's), as the peers bench does: task questions of the (first) world "
                              "with an answer line, reflections with a rewritten instruction")
     parser.add_argument("--world-variant", default=sim.world,
-                        help="the task-world variant: default, collapse or uninformative (reflections carry no "
-                             "information)")
+                        help="the task-world variant: default, collapse, uninformative (reflections carry no "
+                             "information), noisy (answers drawn per call) or harmful (some lessons are wrong); "
+                             "combine with '+'")
     for kind in ("429", "500", "drop", "stall", "malformed", "truncated"):
         parser.add_argument(f"--rate-{kind}", type=float, default=0.0, help=f"probability of a {kind} fault")
     faults = FaultConfig()
@@ -84,6 +85,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                         help="listen with SO_REUSEPORT, so several sim-server processes can share one port "
                              "(each with its own latency model: use with --constant-latency)")
     parser.set_defaults(handler=run_sim_server)
+
+
+def _port(text: str) -> int:
+    """argparse type: a TCP port, 1-65535 (0: a free one)."""
+    try:
+        port = int(text)
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"must be a TCP port, 1-65535 (or 0 for a free one), got {text!r}")
+    return port
 
 
 def server_from_args(args: argparse.Namespace) -> SimServer:

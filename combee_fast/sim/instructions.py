@@ -36,15 +36,15 @@ from collections.abc import Callable, Sequence
 import orjson
 
 from combee_fast.sim.responders import SimReply
+from combee_fast.roles.names import GEPA_AGGREGATOR_ROLE as AGGREGATOR_ROLE
+from combee_fast.roles.names import GEPA_PROPOSER_ROLE as PROPOSER_ROLE
+from combee_fast.roles.names import GEPA_SOLVER_ROLE as SOLVER_ROLE
 from combee_fast.sim.server import SimRequest
 from combee_fast.sim.world import (
     GENERIC_LESSONS, TaskWorld, _fresh, _json_lines, _lesson_key, _prose, _uniform, curator_output, generic_lesson,
     lesson_unit, specific_lesson,
 )
 
-SOLVER_ROLE = "gepa_solver"
-PROPOSER_ROLE = "gepa_proposer"
-AGGREGATOR_ROLE = "gepa_aggregator"
 
 _SECTION = {name: re.compile(rf"<{name}>\n(.*?)\n?</{name}>", re.DOTALL) for name in (
     "question", "current_instruction", "examples", "proposals",

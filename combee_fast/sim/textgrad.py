@@ -31,6 +31,12 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+from combee_fast.roles.names import TEXTGRAD_FORWARD_ROLE as FORWARD_ROLE
+from combee_fast.roles.names import TEXTGRAD_GRADIENT_ROLE as GRADIENT_ROLE
+from combee_fast.roles.names import TEXTGRAD_LOSS_ROLE as LOSS_ROLE
+from combee_fast.roles.names import TEXTGRAD_REDUCE_ROLE as REDUCE_ROLE
+from combee_fast.roles.names import TEXTGRAD_ROLES
+from combee_fast.roles.names import TEXTGRAD_STEP_ROLE as STEP_ROLE
 from combee_fast.sim.instructions import InstructionWorld, _section, capacity, instruction_lessons
 from combee_fast.sim.server import SimRequest
 from combee_fast.sim.world import (
@@ -38,12 +44,6 @@ from combee_fast.sim.world import (
     specific_lesson,
 )
 
-FORWARD_ROLE = "textgrad_forward"
-LOSS_ROLE = "textgrad_loss"
-GRADIENT_ROLE = "textgrad_gradient"
-STEP_ROLE = "textgrad_step"
-REDUCE_ROLE = "textgrad_reduce"
-TEXTGRAD_ROLES = (FORWARD_ROLE, LOSS_ROLE, GRADIENT_ROLE, STEP_ROLE, REDUCE_ROLE)
 
 _TAG = {name: re.compile(rf"<{name}>\n(.*?)\n?</{name}>", re.DOTALL) for name in (
     "model_answer", "critique", "current_prompt", "feedback", "proposals",

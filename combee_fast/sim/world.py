@@ -23,6 +23,19 @@ the task's data, which plays the part of the model's world knowledge.
 
 Calibrated (``python bench/calibrate_world.py``) so that naive batching on Formula train, one epoch,
 learns about 264/199/121/97/47/21 entries at batch 1/5/10/20/50/100 (paper Fig. 2).
+
+Opt-in variants (:data:`WORLD_VARIANTS`) change one thing each and leave the default world's
+answers as they are:
+
+- **noisy**: real models are stochastic, so a right answer is drawn per call: the generator's draw
+  also depends on the lessons in the prompt, so two playbooks that give a question the same
+  probability still answer it independently (the default world's common random numbers make
+  equal playbooks score identically). The same prompt and seed still give the same answer, so a
+  replayed run is unchanged.
+- **harmful**: a share (:data:`HARMFUL_SHARE`) of the reflections that name a unit's lesson name a
+  wrong one instead (:data:`HARMFUL_FACETS`, numbered after the unit's true facets); while the
+  playbook holds a wrong lesson about a unit, the generator is right on it with only
+  ``harmful_accuracy``, whatever else the playbook says.
 """
 
 from __future__ import annotations
@@ -71,28 +84,41 @@ class WorldParams(msgspec.Struct, frozen=True):
     # the same lesson whatever the rollout, as a collapsed model repeats its favourite edit.
     collapse_below_temperature: float = 0.0
     informative_reflections: bool = True  # False: every lesson is a content-free note (no unit, no generic gain)
+    noisy: bool = False  # True: the generator's draw also depends on the lessons it reads (module docstring)
+    harmful_share: float = 0.0  # share of unit lessons that are wrong ones (module docstring)
+    harmful_accuracy: float = 0.2  # accuracy on a unit while the playbook holds a wrong lesson about it
 
 
-WORLD_VARIANTS = ("default", "collapse", "uninformative")
+WORLD_VARIANTS = ("default", "collapse", "uninformative", "noisy", "harmful")
 """Variants of the task world a simulated run may ask for (``SimConfig.world``): ``default`` is
 the calibrated world; ``collapse`` is the default world whose reflections collapse onto one
 lesson at temperatures below :data:`COLLAPSE_TEMPERATURE`; ``uninformative`` is the same world
 except that the reflector's lessons carry no information (each is a note about no unit and no
 generic strategy, so no playbook ever helps the generator): a serial baseline that cannot rise
-above the empty playbook. Every other parameter is unchanged."""
+above the empty playbook; ``noisy`` and ``harmful`` are described in the module docstring.
+Variants combine with ``+`` (``noisy+harmful``). Every other parameter is unchanged."""
 
 COLLAPSE_TEMPERATURE = 0.5
+HARMFUL_SHARE = 0.08
+"""The share of unit lessons that are wrong ones in the ``harmful`` world."""
 
 
 def world_params(params: WorldParams, variant: str) -> WorldParams:
-    """``params`` changed as ``variant`` (one of :data:`WORLD_VARIANTS`) says; ValueError otherwise."""
-    if variant == "default":
-        return params
-    if variant == "collapse":
-        return msgspec.structs.replace(params, collapse_below_temperature=COLLAPSE_TEMPERATURE)
-    if variant == "uninformative":
-        return msgspec.structs.replace(params, informative_reflections=False)
-    raise ValueError(f"unknown task-world variant {variant!r}; known: {', '.join(WORLD_VARIANTS)}")
+    """``params`` changed as ``variant`` (one of :data:`WORLD_VARIANTS`, or several joined by
+    ``+``) says; ValueError otherwise."""
+    for part in variant.split("+"):
+        if part == "collapse":
+            params = msgspec.structs.replace(params, collapse_below_temperature=COLLAPSE_TEMPERATURE)
+        elif part == "uninformative":
+            params = msgspec.structs.replace(params, informative_reflections=False)
+        elif part == "noisy":
+            params = msgspec.structs.replace(params, noisy=True)
+        elif part == "harmful":
+            params = msgspec.structs.replace(params, harmful_share=HARMFUL_SHARE)
+        elif part != "default":
+            raise ValueError(f"unknown task-world variant {variant!r}; known: {', '.join(WORLD_VARIANTS)} "
+                             "(combine with '+')")
+    return params
 
 
 FORMULA_PARAMS = WorldParams(base_accuracy=0.64)
@@ -121,6 +147,14 @@ GENERIC_LESSONS = (
     "Verify the arithmetic of the final step once more before answering.",
     "Keep units consistent across all inputs before combining them.",
 )
+
+HARMFUL_FACETS = (
+    "round every input to a whole number before substituting it",
+    "treat every percentage as a whole number, never as a decimal",
+    "use the closing balance wherever the formula calls for an average",
+    "ignore the sign convention and add outflows as positive amounts",
+)
+"""Wrong lessons the ``harmful`` world's reflector may name about a unit."""
 
 FILLER = (
     "The inputs are read off the question one by one and matched to the formula's terms.",
@@ -168,6 +202,16 @@ def specific_lesson(unit: str, facet: int) -> str:
 
 def generic_lesson(index: int) -> str:
     return f"General — lesson {index + 1}: {GENERIC_LESSONS[index]}"
+
+
+def harmful_lesson(unit: str, index: int, facets_per_unit: int) -> str:
+    """A wrong lesson about ``unit``, numbered after its ``facets_per_unit`` true ones."""
+    return f"{unit} — lesson {facets_per_unit + index + 1}: {HARMFUL_FACETS[index % len(HARMFUL_FACETS)]}."
+
+
+def is_harmful(text: str) -> bool:
+    """Whether a lesson or bullet states one of the wrong lessons."""
+    return any(facet in text for facet in HARMFUL_FACETS)
 
 
 def noise_lesson(index: int) -> str:
@@ -250,19 +294,17 @@ class TaskWorld:
     ) -> dict[str, object]:
         """The generator's reply to ``question`` given the lessons it reads, as ``(id, text)``
         pairs, and a retry's reflection text: right with ``known_accuracy`` for a unit some
-        lesson (or the reflection) is about, else with the base accuracy plus the generic gain."""
+        lesson (or the reflection) is about, else with the base accuracy plus the generic gain
+        (with ``harmful_accuracy`` while a wrong lesson about the unit is held)."""
         generic = [bid for bid, content in bullets if lesson_unit(content) == "General"]
-        base = self.params.base_accuracy + self.params.generic_gain * min(
-            1.0, len(generic) / self.params.generic_saturation
-        )
+        lessons = _lessons_digest(bullets) if self.params.noisy else None
         answers, cited = [], list(generic[:2])
         for position, unit in enumerate(question.units):
             unit_bullets = [bid for bid, content in bullets if lesson_unit(content) == unit]
-            known = bool(unit_bullets) or f"{unit} — " in reflection
             cited.extend(unit_bullets[:2])
-            right = _uniform("generate", seed, question.example.input, position) < (
-                self.params.known_accuracy if known else base
-            )
+            draw = _uniform("generate", seed, question.example.input, position) if lessons is None else \
+                _uniform("generate", seed, question.example.input, position, lessons)
+            right = draw < self.unit_accuracy(unit, bullets, reflection, generic=len(generic))
             answers.append(self._truth(question, position) if right else self._wrong(question, position))
         return {
             "reasoning": f"The question asks for {', '.join(dict.fromkeys(question.units))}. "
@@ -270,6 +312,33 @@ class TaskWorld:
             "bullet_ids": cited,
             "final_answer": ",".join(answers),
         }
+
+    def unit_accuracy(self, unit: str, bullets: Sequence[tuple[str, str]], reflection: str = "", *,
+                      generic: int | None = None) -> float:
+        """The probability that the generator gets ``unit`` right reading ``bullets`` (``(id,
+        text)`` pairs) and a retry's ``reflection``; ``generic``: the generic bullets among them."""
+        if generic is None:
+            generic = sum(lesson_unit(content) == "General" for _, content in bullets)
+        unit_lessons = [content for _, content in bullets if lesson_unit(content) == unit]
+        if self.params.harmful_share and any(is_harmful(content) for content in unit_lessons):
+            return self.params.harmful_accuracy
+        if unit_lessons or f"{unit} — " in reflection:
+            return self.params.known_accuracy
+        return self.params.base_accuracy + self.params.generic_gain * min(1.0, generic / self.params.generic_saturation)
+
+    def expected_accuracy(self, playbook_text: str, examples: Iterable[Example]) -> float:
+        """The generator's expected accuracy on ``examples`` with ``playbook_text`` as its
+        playbook (each example right when every one of its units is): the truth a release test
+        estimates, known exactly here because this world is a model."""
+        bullets = _bullets(playbook_text)
+        generic = sum(lesson_unit(content) == "General" for _, content in bullets)
+        chances = []
+        for example in examples:
+            chance = 1.0
+            for unit in _units(example):
+                chance *= self.unit_accuracy(unit, bullets, generic=generic)
+            chances.append(chance)
+        return sum(chances) / len(chances) if chances else 0.0
 
     def _reflect(self, prompt: str, seed: int, *, collapsed: bool = False) -> dict[str, object]:
         question = self._question(prompt)
@@ -293,6 +362,10 @@ class TaskWorld:
             lesson = generic_lesson(0)
         elif not self.params.informative_reflections:
             lesson = noise_lesson(int(_uniform("facet", seed, question.example.input) * self.params.facets_per_unit))
+        elif draw < naming and self.params.harmful_share and \
+                _uniform("harm", seed, question.example.input) < self.params.harmful_share:
+            index = int(_uniform("harm-facet", seed, question.example.input) * len(HARMFUL_FACETS))
+            lesson = harmful_lesson(unit, index, self.params.facets_per_unit)
         elif draw < naming:
             facet = int(_uniform("facet", seed, question.example.input) * self.params.facets_per_unit)
             lesson = specific_lesson(unit, facet)
@@ -367,6 +440,11 @@ def _units(example: Example) -> tuple[str, ...]:
 
 def _bullets(playbook_text: str) -> list[tuple[str, str]]:
     return [(m[1], m[2]) for m in _BULLET.finditer(playbook_text)]
+
+
+def _lessons_digest(bullets: Sequence[tuple[str, str]]) -> str:
+    """A short name of the lessons a prompt holds (what the ``noisy`` world's draw depends on)."""
+    return hashlib.blake2b("\n".join(content for _, content in bullets).encode(), digest_size=8).hexdigest()
 
 
 def _json_lines(text: str) -> list[dict]:

@@ -19,6 +19,7 @@ from typing import Mapping, NamedTuple
 
 from combee_fast.errors import ConfigError
 from combee_fast.errors import TaskDataError
+from combee_fast.files import read_regular
 from combee_fast.tasks.base import SplitManifest
 
 _SPEC = re.compile(r"(?P<name>[A-Za-z0-9_.\-]+)(?:\[(?P<start>\d*):(?P<stop>\d*)\])?")
@@ -68,7 +69,7 @@ def parse_split_spec(spec: str, *, task: str) -> SplitSpec:
 def read_rows(path: Path) -> list[RawRow]:
     """Every non-blank line of ``path`` with its line number; raise :class:`TaskDataError` if unreadable."""
     try:
-        data = path.read_bytes()
+        data = read_regular(path)
     except OSError as exc:
         raise TaskDataError(str(path), None, f"cannot read file: {exc.strerror or exc}") from exc
     data = data.removeprefix(b"\xef\xbb\xbf")

@@ -10,8 +10,9 @@ File format (JSONL, one trace per line; keys in any order)::
      "feedback": "...",           # string: what the grader / environment reported
      "ground_truth": "..." | null,  # optional: the expected answer, when known
      "bullet_ids": ["..."],       # optional: playbook bullets the agent cited
-     "episode": {...}}            # optional: the whole trajectory of an agent episode
+     "episode": {...},            # optional: the whole trajectory of an agent episode
                                   # (a run's trajectories.jsonl writes it)
+     "version": 3}                # optional: the context version the agent ran with
 
 :meth:`TracesTask.load_rollouts` turns each line into a scored round-0
 :class:`~combee_fast.schema.Rollout` (usage role ``"trace"``, messages = the task as the user
@@ -49,6 +50,7 @@ class TraceRecord(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     ground_truth: str | None = None
     bullet_ids: tuple[str, ...] = ()
     episode: Trajectory | None = None
+    version: int | None = None
 
 
 _DECODER = msgspec.json.Decoder(TraceRecord)
@@ -119,6 +121,7 @@ class TracesTask:
                 feedback=record.feedback,
                 usage=Usage(role=TRACE_ROLE),
                 trajectory=record.episode,
+                version=record.version,
             )
             for index, record in records
         )

@@ -36,15 +36,16 @@ from combee_fast.protocols import Task
 from combee_fast.roles.base import convert, decode_json_object, fill
 from combee_fast.roles.bounds import (ANSWER_CHARS, CONTENT_CHARS, FIELD_CHARS, MAX_KEEP, MAX_OPS, REASONING_CHARS,
                                      array, text)
+from combee_fast.roles.names import TEXTGRAD_FORWARD_ROLE as FORWARD_ROLE
+from combee_fast.roles.names import TEXTGRAD_GRADIENT_ROLE as GRADIENT_ROLE
+from combee_fast.roles.names import TEXTGRAD_LOSS_ROLE as LOSS_ROLE
+from combee_fast.roles.names import TEXTGRAD_REDUCE_ROLE as REDUCE_ROLE
+from combee_fast.roles.names import TEXTGRAD_ROLES
+from combee_fast.roles.names import TEXTGRAD_STEP_ROLE as STEP_ROLE
 from combee_fast.schema import CallError, Example, Message, Usage
 from combee_fast.textgrad.variable import LineEdit, PromptVariable, load_prompt
 
-FORWARD_ROLE = "textgrad_forward"
-LOSS_ROLE = "textgrad_loss"
-GRADIENT_ROLE = "textgrad_gradient"
-STEP_ROLE = "textgrad_step"
-REDUCE_ROLE = "textgrad_reduce"
-ROLES = (FORWARD_ROLE, LOSS_ROLE, GRADIENT_ROLE, STEP_ROLE, REDUCE_ROLE)
+ROLES = TEXTGRAD_ROLES
 """Every TextGrad role, in call order."""
 
 FORWARD_MAX_TOKENS = 1024

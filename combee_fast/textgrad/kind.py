@@ -14,12 +14,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from combee_fast.config import SessionConfig
 from combee_fast.errors import ConfigError
 from combee_fast.methods import METHODS, build_method
 from combee_fast.methods.base import EvalResult
 from combee_fast.protocols import Learner, Method, StopRule
 from combee_fast.run.context import LearnContext
+from combee_fast.run.rundir import RunDir
 from combee_fast.run.stops import EpochsDone
 from combee_fast.schema import Example
 from combee_fast.textgrad.calls import FORWARD_ROLE, GRADIENT_ROLE, LOSS_ROLE, REDUCE_ROLE, STEP_ROLE, TextGradCalls
@@ -44,12 +47,24 @@ class TextGradKind:
     methods = {name: ("textgrad" if name == "sequential" else f"{name}-textgrad") for name in METHODS}
     rollout_role = FORWARD_ROLE
     learning_roles = (LOSS_ROLE, GRADIENT_ROLE, STEP_ROLE, REDUCE_ROLE)
+    size_unit = "lines"  # what the artifact's size counts, in progress lines and reports
+    artifact_type = PromptVariable
+
+    def encode_artifact(self, artifact: PromptVariable) -> bytes:
+        return msgspec.msgpack.encode(artifact)
+
+    def decode_artifact(self, data: bytes) -> PromptVariable:
+        return msgspec.msgpack.decode(data, type=PromptVariable)
 
     def initial(self, config: SessionConfig) -> PromptVariable:
         return PromptVariable.seed()
 
     def batch_size(self, method: str, config: SessionConfig) -> int | None:
         return config.train.batch_size
+
+    def live_plan(self, method: str, config: SessionConfig, run_dir: RunDir | None) -> None:
+        """TextGrad's batches are planned by the generic live planner."""
+        return None
 
     def build_method(self, method: str, context: LearnContext) -> Method[PromptVariable]:
         if context.from_traces:

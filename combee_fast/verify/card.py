@@ -31,7 +31,8 @@ Beyond the fields, a card must be consistent: one split of each role, split hash
 data's, no example shared by the test split and a train or selection split, and a test split the
 task does not itself call anything but test. ``diagnose`` and ``verify`` read the serial
 baseline, hardware classes, budget and claim; ``learn --card`` reads the splits, their roles and
-the hardware classes (:mod:`combee_fast.verify.discipline`).
+the hardware classes (:mod:`combee_fast.verify.discipline`); :func:`release_config` reads the
+failure cost's canary policy and the claim's margin for an online learner's release gate.
 """
 
 from __future__ import annotations
@@ -43,8 +44,9 @@ from typing import Any, ClassVar, Literal
 
 import msgspec
 
-from combee_fast.config import ROLES, EndpointSpec, SessionConfig
+from combee_fast.config import RELEASE_POLICIES, ROLES, EndpointSpec, ReleaseConfig, SessionConfig
 from combee_fast.errors import CardError, CombeeError, ConfigError
+from combee_fast.files import read_regular
 from combee_fast.learners import serial_baselines
 from combee_fast.sim.latency import PRESETS
 from combee_fast.tasks.heldout import SPLIT_ROLES, split_role
@@ -202,8 +204,10 @@ def load_card(path: str | Path) -> Card:
 def read_card_table(path: str | Path) -> dict[str, Any]:
     """The raw TOML table of a card; :class:`ConfigError` when it is not readable TOML."""
     try:
-        return tomllib.loads(Path(path).read_text())
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        return tomllib.loads(read_regular(path).decode())
+    except OSError as exc:
+        raise ConfigError(f"card {path}: not a readable TOML file: {exc.strerror or exc}") from None
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise ConfigError(f"card {path}: not a readable TOML file: {exc}") from None
 
 
@@ -345,6 +349,14 @@ def split_problems(card: Card) -> list[str]:
                 problems.append(f"eval_set.splits: {split.role} split {split.name!r} shares {shared} examples "
                                 f"with test split {test!r}")
     return problems
+
+
+def release_config(card: Card, base: ReleaseConfig | None = None) -> ReleaseConfig:
+    """How an online learner releases versions under ``card``: ``base`` (default: the defaults)
+    with the canary policy the card's failure cost selects and the card's claim margin."""
+    assert set(CANARY_POLICIES) == set(RELEASE_POLICIES)
+    return msgspec.structs.replace(base or ReleaseConfig(), policy=card.failure_cost.canary_policy,
+                                   margin=card.claim.margin)
 
 
 def card_summary(card: Card) -> list[str]:

@@ -24,8 +24,9 @@ from combee_fast.verify.card import Card, HardwareClass
 
 
 class CellRun(msgspec.Struct, frozen=True, kw_only=True):
-    """What one configuration did in one cell: its cost, and its per-example test scores (in
-    the test split's row order, so two runs of one card pair per example)."""
+    """What one configuration did in one cell: its cost, its per-example test scores (in the
+    test split's row order, so two runs of one card pair per example) and its batch plan (the
+    batch size of each step, in order: what ``--plan-from`` repeats)."""
 
     method: str
     batch_size: int | None
@@ -44,6 +45,7 @@ class CellRun(msgspec.Struct, frozen=True, kw_only=True):
     models: dict[str, str]  # role -> "model @ endpoint" that served it
     use_ground_truth: bool
     stopped_by: str | None = None
+    plan: tuple[int, ...] = ()
 
     @property
     def test_accuracy(self) -> float:
@@ -129,4 +131,5 @@ async def run_cell(card: Card, card_path: str | Path, config: SessionConfig, har
         test_scores=scored.scores,
         selection_accuracy=result.best_val_accuracy, models=served_by(config),
         use_ground_truth=config.use_ground_truth, stopped_by=result.stopped_by,
+        plan=tuple(row.batch_size for row in result.ledger if row.batch_size),
     )

@@ -17,6 +17,8 @@ import sys
 import time
 from pathlib import Path
 
+import msgspec
+
 from combee_fast.config import SessionConfig, SimConfig, VerifyConfig, load_config
 from combee_fast.errors import CombeeError, ConfigError
 from combee_fast.run.usage import read_usage, usage_path
@@ -41,7 +43,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         description="Verify a configuration against an experiment card on its test split.",
     )
     verify.add_argument("card", help="the experiment card, a TOML file")
-    verify.add_argument("--config", action="append", required=True, metavar="X",
+    verify.add_argument("--config", action="append", required=True, metavar="FILE",
                         help="a run configuration (TOML or JSON) to verify; repeat to verify several")
     verify.add_argument("--label", action="append", help="a name per --config (default: method-b<batch>)")
     verify.add_argument("--seeds", type=_seeds, default=defaults.seeds, help="comma-separated seeds (at least 3)")
@@ -49,6 +51,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     verify.add_argument("--serial-time-scale", type=float, default=defaults.serial_time_scale,
                         help="real seconds per simulated second of the serial baseline")
     verify.add_argument("--resamples", type=int, help="bootstrap resamples per interval (default 10000)")
+    verify.add_argument("--sim-world", help="task-world variant for every configuration and its baseline (default: "
+                        "each configuration's sim.world), e.g. noisy: answers drawn per call")
     verify.add_argument("--out", help="report folder (default: runs/verify-<card>-<date-time>)")
     verify.add_argument("--quiet", action="store_true", help="no progress lines")
     verify.set_defaults(handler=run_verify)
@@ -131,6 +135,8 @@ def run_verify(args: argparse.Namespace) -> int:
                 check_endpoints(card, config)
             except ConfigError as exc:
                 raise ConfigError(f"--config {path}: {exc}") from None
+        if args.sim_world is not None:
+            configs = [msgspec.structs.replace(c, sim=msgspec.structs.replace(c.sim, world=args.sim_world)) for c in configs]
         labels = args.label or []
         if labels and len(labels) != len(configs):
             raise ConfigError(f"give one --label per --config ({len(configs)}), got {len(labels)}")

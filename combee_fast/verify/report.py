@@ -10,6 +10,7 @@ folder (and one level down: each run's own ``report.md``).
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -48,6 +49,19 @@ def cost_lines(runs: Sequence[CellRun]) -> list[str]:
     return lines
 
 
+def plan_lines(runs: Sequence[CellRun]) -> list[str]:
+    """One line per cell: the batch size of each of its steps (runs of one size as ``size x n``)."""
+    return [f"- {run.hardware}/seed{run.seed}: {_runs_of(run.plan) or 'no steps'}" for run in runs]
+
+
+def _runs_of(sizes: Sequence[int]) -> str:
+    parts: list[str] = []
+    for size, group in itertools.groupby(sizes):
+        n = len(list(group))
+        parts.append(f"{size} x {n}" if n > 1 else str(size))
+    return ", ".join(parts)
+
+
 def verification_lines(result: Verification) -> list[str]:
     """The Markdown of one verification: claim, cells, verdict, cost, roles."""
     verdict, claim = result.verdict, result.card.claim
@@ -80,7 +94,11 @@ def verification_lines(result: Verification) -> list[str]:
         lines += ["", "Broken cells:", *(f"- {line}" for line in verdict.broken)]
     lines += ["", f"Serial baseline cells from the cache: {result.cached_baselines} of {len(result.baselines)}.",
               "", "Cost per cell (this configuration, then the serial baseline):", "",
-              *cost_lines([*result.runs, *result.baselines])]
+              *cost_lines([*result.runs, *result.baselines]),
+              "", "Batch plan per cell of this configuration (the batch size of each step; each cell's run is "
+              f"kept in `runs/{result.label}-<hardware>-seed<k>/`; under `--batch-size auto`, `combee learn "
+              "--plan-from runs/<cell>/controller.jsonl` repeats its plan):", "",
+              *plan_lines(result.runs)]
     first = result.runs[0]
     roles, warnings = role_separation(first.models, use_ground_truth=first.use_ground_truth,
                                       scorer=result.card.eval_set.scoring)

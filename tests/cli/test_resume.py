@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from combee_fast.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
-from combee_fast.run.checkpoint import load_checkpoint
+from combee_fast.run.checkpoint import read_checkpoint
 from combee_fast.run.rundir import RunDir
 
 RUN = ["--task", "formula", "--method", "combee", "--batch-size", "20", "--epochs", "2",
@@ -73,7 +73,7 @@ def test_sigkill_at_a_random_step_then_resume_gives_the_same_final_json(uninterr
     killed = _start_and_stop(out, at_step, signal.SIGKILL)
     assert killed.returncode == -signal.SIGKILL
     assert not (out / "summary.json").exists()
-    checkpoint = load_checkpoint(out)
+    checkpoint = read_checkpoint(out)
     assert checkpoint.steps >= at_step - 1  # the kill may fall between a ledger line and its checkpoint
     resumed = _resume(out)
     assert resumed.returncode == EXIT_OK, resumed.stderr
@@ -97,7 +97,7 @@ def test_sigint_and_sigterm_stop_at_a_safe_point_and_resume(uninterrupted: Path,
     assert f"resume with: combee learn --resume {out}" in stopped.stderr
     assert stopped.stderr.strip().splitlines()[-1].startswith(f"combee learn: interrupted by {sig.name}")
     assert (out / "final.json").exists() and (out / "best.json").exists()
-    assert summary["steps_completed"] == _ledger_lines(out) == load_checkpoint(out).steps
+    assert summary["steps_completed"] == _ledger_lines(out) == read_checkpoint(out).steps
     resumed = _resume(out)
     assert resumed.returncode == EXIT_OK, resumed.stderr
     assert "interrupted" not in json.loads((out / "summary.json").read_bytes())
@@ -198,3 +198,36 @@ def test_a_resume_of_a_run_another_process_holds_is_refused_in_one_line(tmp_path
     assert second.returncode == EXIT_USAGE and second.stderr.count("\n") == 1
     assert "in use by another combee process" in second.stderr
     assert (out / "ledger.jsonl").read_bytes() == before  # nothing was appended
+
+
+ASYNC_GEPA = ["--method", "async-gepa", "--combee-minibatch", "12", "--train-split", "train[0:120]", "--val-split",
+              "val[0:20]", "--max-metric-calls", "600", "--sim-preset", "flat", "--time-scale", "0.01", "--quiet"]
+
+
+@pytest.fixture(scope="module")
+def uninterrupted_async_gepa(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("resume-async-gepa") / "whole"
+    done = subprocess.run(_combee("learn", *ASYNC_GEPA, "--out", str(out)), capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == EXIT_OK, done.stderr
+    assert _ledger_lines(out) >= 10
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT])
+def test_an_async_gepa_run_stopped_with_proposals_in_flight_resumes_to_the_same_final_json(
+        uninterrupted_async_gepa: Path, tmp_path: Path, sig: signal.Signals) -> None:
+    """The checkpoint holds the pipeline (every started stage task's result, the simulated-time
+    schedule, the budget's reservations): the resumed run ends as the uninterrupted one."""
+    at_step = random.Random().randint(2, _ledger_lines(uninterrupted_async_gepa) - 4)
+    out = tmp_path / "stopped"
+    stopped = _run_and_signal(ASYNC_GEPA, out, at_step, sig)
+    assert stopped.returncode == (-signal.SIGKILL if sig == signal.SIGKILL else EXIT_INTERRUPTED), stopped.stderr
+    resumed = _resume(out)
+    assert resumed.returncode == EXIT_OK, resumed.stderr
+    for name in ("final.json", "best.json"):
+        assert (out / name).read_bytes() == (uninterrupted_async_gepa / name).read_bytes(), f"stopped at {at_step}"
+    assert _ledger_lines(out) == _ledger_lines(uninterrupted_async_gepa)
+    assert sorted(p.name for p in (out / "candidates").iterdir()) == \
+        sorted(p.name for p in (uninterrupted_async_gepa / "candidates").iterdir())

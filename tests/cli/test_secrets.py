@@ -41,7 +41,7 @@ def test_credentials_reach_no_file_and_no_terminal(tmp_path, auth: str) -> None:
         )
     assert done.returncode == 3, done.stderr
     assert "http_400" in done.stderr
-    written = "".join(p.read_bytes().decode(errors="replace") for p in out.rglob("*") if p.is_file())  # checkpoint.pkl too: pickled strings are UTF-8
+    written = "".join(p.read_bytes().decode(errors="replace") for p in out.rglob("*") if p.is_file())  # checkpoint.bin too: msgpack keeps strings as UTF-8
     assert "HTTP 400" in written and "[redacted]" in written  # the error bodies are kept...
     assert server.url in written  # ...and the endpoint...
     secrets = ["pw-hunter2", "alice:", base64.b64encode(b"alice:pw-hunter2").decode(), KEY]

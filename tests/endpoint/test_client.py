@@ -101,10 +101,21 @@ async def test_retry_after_is_honoured(start_sim_server: StartSimServer) -> None
 
 async def test_stalled_request_times_out_and_is_retried(start_sim_server: StartSimServer) -> None:
     server = await start_sim_server(time_scale=0.001, faults=FaultConfig(rate_stall=1.0, stall_s=5000.0))
-    async with EndpointClient(config(server, timeout_s=0.1, max_retries=1)) as client:
+    async with EndpointClient(config(server, attempt_timeout_s=0.1, max_retries=1)) as client:
         result = await client.chat(ask("q"))
     assert result.error is not None and result.error.kind == "timeout" and "0.1 s" in result.error.message
     assert result.usage.retries == 1 and server.counters().requests == 2
+
+
+async def test_the_call_timeout_bounds_every_attempt_and_wait_together(start_sim_server: StartSimServer) -> None:
+    server = await start_sim_server(time_scale=0.001, faults=FaultConfig(rate_stall=1.0, stall_s=5000.0))
+    async with EndpointClient(config(server, timeout_s=0.35, attempt_timeout_s=0.1, max_retries=50)) as client:
+        started = time.perf_counter()
+        result = await client.chat(ask("q"))
+        elapsed = time.perf_counter() - started
+    assert result.error is not None and result.error.kind == "timeout"
+    assert "transport.timeout_s=0.35 s" in result.error.message
+    assert 0.3 <= elapsed < 0.6 and 3 <= server.counters().requests <= 4  # not 51 attempts of 0.1 s
 
 
 async def test_malformed_json_is_repaired_once_and_failures_stay_on_their_records(

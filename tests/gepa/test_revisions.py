@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from combee_fast.gepa.revisions import Changes, changes, changes_text, compose
+from combee_fast.gepa.revisions import Changes, changes, changes_text, compose, rebase
 
 BASE = "Intro line.\n- old lesson A\n- old lesson B"
 
@@ -28,3 +28,11 @@ def test_compose_keeps_referenced_lines_word_for_word_once_and_ignores_unknown_r
     merged = compose(BASE, revisions, remove=[2], keep=["1.1", "2.2", "1.1", "9.9"], add=["- merged F", ""])
     assert merged == "Intro line.\n- old lesson B\n- new C\n- new E\n- merged F"
     assert compose(BASE, revisions, [], [], []) == BASE
+
+
+def test_rebase_makes_a_revisions_changes_to_another_text() -> None:
+    revision = "Intro line.\n- old lesson B\n- new C"  # drops lesson A, adds C
+    onto = "Intro line.\n- old lesson A\n- old lesson B\n- sibling D"
+    assert rebase(BASE, revision, onto) == "Intro line.\n- old lesson B\n- sibling D\n- new C"
+    assert rebase(BASE, BASE, onto) == onto  # no change to make
+    assert rebase(BASE, BASE + "\n- sibling D", onto) == onto  # what it adds is there already

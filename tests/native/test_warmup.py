@@ -11,7 +11,7 @@ import json
 import subprocess
 import sys
 
-KERNEL_MODULES = ("scan", "stats", "similarity", "bootstrap")
+KERNEL_MODULES = ("scan", "stats", "similarity", "bootstrap", "sequential")
 
 
 def run_python(code: str) -> dict[str, object]:
@@ -61,6 +61,8 @@ import numpy as np
 import combee_fast.native as native
 
 native.warmup()
+from combee_fast.native import sequential
+state = sequential.new_state()
 before = compiled_signatures()
 ops = native.OpBatch.from_arrays([0, 1, 1], [native.ADD, native.TAG, native.REMOVE], [0, 1, 2], [0, 2, 0], [0, 1, 0], [0, -1, -1])
 vectors = native.HashingEmbedder().embed(["check the units", "check units", "retry later"])
@@ -76,6 +78,10 @@ calls = {
     "embed": lambda: native.HashingEmbedder().embed(["one more text"]),
     "mean_interval": lambda: native.mean_interval(np.arange(5.0), resamples=50),
     "paired_bootstrap": lambda: native.paired_bootstrap(np.arange(5.0), np.ones(5), resamples=50),
+    "confidence_sequence": lambda: native.confidence_sequence(np.ones(5), alpha=0.05),
+    "first_crossing": lambda: native.first_crossing(sequential.new_state(), np.array([0, 1]), np.array([1.0, 0.0]),
+                                                    0.05, False, 0.0, 0.5),
+    "step": lambda: sequential.step(state, sequential.CANDIDATE, 1.0, 0.05, False),
 }
 times = {}
 for name, call in calls.items():

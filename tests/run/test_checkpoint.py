@@ -1,19 +1,28 @@
-"""The checkpointed state and the run directory's reopening for a resume (the end-to-end proofs,
-with real processes killed, are in tests/cli/test_resume.py)."""
+"""The checkpointed state and the run directory's reopening for a resume: a typed, checksummed
+file that a flipped byte, a cut, a pickle or an edited run file cannot get past (the end-to-end
+proofs, with real processes killed, are in tests/cli/test_resume.py)."""
 
 from __future__ import annotations
 
+import pickle
+import random
 from pathlib import Path
 
 import pytest
 
+from combee_fast.ace.kind import ACE
 from combee_fast.config import HISTORY_KEPT, SessionConfig
-from combee_fast.errors import ConfigError
+from combee_fast.errors import CheckpointError, ConfigError
+from combee_fast.methods.combee import CarriedChains
 from combee_fast.playbook import Playbook
-from combee_fast.run.checkpoint import CHECKPOINT_FILE, load_checkpoint
-from combee_fast.run.ledger import LedgerRow
+from combee_fast.run.checkpoint import CHECKPOINT_FILE, LEGACY_CHECKPOINT_FILE, read_checkpoint
+from combee_fast.run.ledger import CallCounts, LedgerRow
 from combee_fast.run.rundir import RunDir
-from combee_fast.run.state import TrainState
+from combee_fast.run.state import CallsRecord, TrainState
+from combee_fast.schema import Delta, Op, OpKind, Trajectory
+from combee_fast.tasks.registry import get_task
+
+CARRIED = CarriedChains[Playbook] | None
 
 
 def _row(step: int) -> LedgerRow:
@@ -23,50 +32,175 @@ def _row(step: int) -> LedgerRow:
                      errors=())
 
 
-def test_reopening_cuts_the_lines_of_an_unfinished_step_and_keeps_the_latest_rows(tmp_path: Path) -> None:
-    run_dir = RunDir(tmp_path / "run")
+def _playbook() -> Playbook:
+    ops = tuple(Op(OpKind.ADD, section="formulas_and_calculations", content=f"lesson {i}: divide before rounding")
+                for i in range(3))
+    return Playbook.empty().apply(Delta(ops=ops, source="test"))[0]
+
+
+def _started(root: Path) -> RunDir:
+    run_dir = RunDir(root)
     run_dir.write_config(SessionConfig())
+    run_dir.write_splits([get_task("formula").load("val[0:3]").manifest])
     run_dir.start()
+    return run_dir
+
+
+def _save(run_dir: RunDir, state: TrainState) -> None:
+    run_dir.save_checkpoint(state, ACE, method="combee", seed=0)
+
+
+def _decoded(root: Path) -> TrainState:
+    return read_checkpoint(root).state(ACE, method="combee", plan_state_type=type(None), carried_type=CARRIED)
+
+
+def test_reopening_cuts_the_lines_of_an_unfinished_step_and_keeps_the_latest_rows(tmp_path: Path) -> None:
+    run_dir = _started(tmp_path / "run")
     for step in range(HISTORY_KEPT + 500):
         run_dir.append_ledger(_row(step))
-    state = TrainState.fresh(Playbook.empty())
-    run_dir.save_checkpoint(state)  # the lengths of the files now
+    _save(run_dir, TrainState.fresh(Playbook.empty()))  # the marks of the files now
     run_dir.append_ledger(_row(HISTORY_KEPT + 500))  # written, but its step never checkpointed
     run_dir.close()
     reopened = RunDir.reopen(tmp_path / "run")
-    rows = reopened.resumed.ledger
+    rows = reopened.read_ledger()
     assert len(rows) == HISTORY_KEPT and rows[-1].step == HISTORY_KEPT + 499  # bounded; the cut line is gone
     reopened.append_ledger(_row(HISTORY_KEPT + 500))
+    _save(reopened, TrainState.fresh(Playbook.empty()))  # the running hash goes on from the verified prefix
     reopened.close()
     assert len((tmp_path / "run" / "ledger.jsonl").read_bytes().splitlines()) == HISTORY_KEPT + 501
+    RunDir.reopen(tmp_path / "run").close()
 
 
-def test_a_checkpoint_round_trips_and_a_bad_one_is_one_line(tmp_path: Path) -> None:
-    run_dir = RunDir(tmp_path / "run")
-    run_dir.write_config(SessionConfig())
-    run_dir.start()
-    playbook = Playbook.empty()
-    state = TrainState(artifact=playbook, best=playbook, steps=3, epoch=1, position=40, carried=("chains", -2.5))
-    state.stopping = "not kept"
-    run_dir.save_checkpoint(state)
+def _trajectory(item: int) -> Trajectory:
+    return Trajectory(key=f"e0/q{item}/r0/v0", item_id=f"q{item}", round=0, version=0, context_sha="c0ffee",
+                      seed=item, steps=(), answer="done", reward=1.0, feedback="all checks passed")
+
+
+def test_reopening_keeps_the_trajectories_a_killed_step_finished_but_a_cut_line(tmp_path: Path) -> None:
+    run_dir = _started(tmp_path / "run")
+    for step in range(3):  # one finished episode per step; the third step is killed
+        run_dir.append_trajectory({"id": f"q{step}", "episode": _trajectory(step)})
+        if step < 2:
+            _save(run_dir, TrainState.fresh(Playbook.empty()))
     run_dir.close()
-    loaded = load_checkpoint(tmp_path / "run")
-    assert (loaded.steps, loaded.epoch, loaded.position, loaded.carried) == (3, 1, 40, ("chains", -2.5))
-    assert loaded.stopping is None and not loaded.ledger and loaded.artifact.version == 0
-    (tmp_path / "run" / CHECKPOINT_FILE).write_bytes(b"not a pickle")
-    with pytest.raises(ConfigError, match="unreadable checkpoint"):
-        load_checkpoint(tmp_path / "run")
-    with pytest.raises(ConfigError, match="not a resumable run directory"):
-        load_checkpoint(tmp_path / "nowhere")
+    path = tmp_path / "run" / "trajectories.jsonl"
+    with path.open("ab") as file:
+        file.write(b'{"id":"q3","episode":{"key":"e0/q3')  # the line the kill cut
+    reopened = RunDir.reopen(tmp_path / "run")
+    assert [t.key for t in reopened.resumed_trajectories()] == ["e0/q1/r0/v0", "e0/q2/r0/v0"]  # since the previous checkpoint
+    assert path.read_bytes().endswith(b"}\n") and len(path.read_bytes().splitlines()) == 3
+    reopened.append_trajectory({"id": "q3", "episode": _trajectory(3)})
+    _save(reopened, TrainState.fresh(Playbook.empty()))  # the running hash went on over the kept lines
+    reopened.close()
+    again = RunDir.reopen(tmp_path / "run")
+    assert [t.key for t in again.resumed_trajectories()] == ["e0/q2/r0/v0", "e0/q3/r0/v0"]
+    again.close()
+
+
+def test_a_checkpoint_round_trips_every_kept_field_with_its_types(tmp_path: Path) -> None:
+    run_dir = _started(tmp_path / "run")
+    playbook, snapshot = _playbook(), Playbook.empty()
+    counts = CallCounts(calls={"generator": 4}, retries={"generator": {"429": 2}}, errors={"reflector": {"5xx": 1}})
+    state = TrainState(artifact=playbook, best=snapshot, steps=3, epoch=1, position=40, best_score=-0.0,
+                       sim_seconds=1e-300, counts=counts, carried=CarriedChains((("q7", -2.5),), snapshot, 1),
+                       calls_record=CallsRecord({"generator": 9}, {"curator": 1}, 2),
+                       episodes=12, episodes_failed=3, env_seconds=4.25)
+    state.stopping = "not kept"
+    _save(run_dir, state)
+    run_dir.close()
+    loaded = _decoded(tmp_path / "run")
+    assert loaded.artifact.to_bytes() == playbook.to_bytes() and loaded.best.to_bytes() == snapshot.to_bytes()
+    assert (loaded.steps, loaded.epoch, loaded.position, loaded.best_score, loaded.sim_seconds) == (3, 1, 40, 0.0, 1e-300)
+    assert loaded.counts == counts and loaded.calls_record == CallsRecord({"generator": 9}, {"curator": 1}, 2)
+    assert isinstance(loaded.carried, CarriedChains) and loaded.carried.chains == (("q7", -2.5),)
+    assert isinstance(loaded.carried.snapshot, Playbook) and loaded.carried.snapshot.version == 0
+    assert (loaded.episodes, loaded.episodes_failed, loaded.env_seconds) == (12, 3, 4.25)
+    assert loaded.stopping is None and not loaded.ledger
+
+
+def test_every_corruption_of_a_checkpoint_is_refused_in_one_line(tmp_path: Path) -> None:
+    run_dir = _started(tmp_path / "run")
+    _save(run_dir, TrainState(artifact=_playbook(), best=_playbook(), steps=2))
+    run_dir.close()
+    path = tmp_path / "run" / CHECKPOINT_FILE
+    good = path.read_bytes()
+    rng = random.Random(0)
+    for _ in range(400):
+        data = bytearray(good)
+        for _ in range(rng.randint(1, 3)):
+            data[rng.randrange(len(data))] ^= rng.randint(1, 255)
+        path.write_bytes(bytes(data))
+        with pytest.raises(CheckpointError) as caught:
+            _decoded(tmp_path / "run")
+        assert "\n" not in str(caught.value)
+    for cut in (0, 7, 51, len(good) - 1):
+        path.write_bytes(good[:cut])
+        with pytest.raises(CheckpointError, match="cut|not a combee checkpoint"):
+            read_checkpoint(tmp_path / "run")
+    path.write_bytes(good)
+    with pytest.raises(CheckpointError, match="learner 'ace' method 'combee', not of 'ace' 'naive'"):
+        read_checkpoint(tmp_path / "run").state(ACE, method="naive", plan_state_type=type(None), carried_type=CARRIED)
+    with pytest.raises(CheckpointError, match="does not decode for this run"):
+        read_checkpoint(tmp_path / "run").state(ACE, method="combee", plan_state_type=int, carried_type=CARRIED)
+
+
+class _Boom:
+    def __reduce__(self):
+        return (Path("/tmp/combee-pickle-ran").touch, ())
+
+
+def test_a_pickle_is_never_loaded(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.json").write_text("{}")
+    (run / LEGACY_CHECKPOINT_FILE).write_bytes(pickle.dumps(_Boom()))
+    Path("/tmp/combee-pickle-ran").unlink(missing_ok=True)
+    with pytest.raises(CheckpointError, match="a pickle, which could run code"):
+        RunDir.reopen(run)
+    assert not Path("/tmp/combee-pickle-ran").exists()
+    (run / CHECKPOINT_FILE).write_bytes(pickle.dumps(_Boom()))
+    with pytest.raises(CheckpointError, match="not a combee checkpoint"):
+        RunDir.reopen(run)
+    assert not Path("/tmp/combee-pickle-ran").exists()
+    with pytest.raises(CheckpointError, match="not a resumable run directory"):
+        read_checkpoint(tmp_path / "nowhere")
     with pytest.raises(ConfigError, match="not a run directory"):
         RunDir.reopen(tmp_path / "nowhere")
 
 
+@pytest.mark.parametrize(("name", "change", "said"), [
+    ("config.json", lambda p: p.write_text(p.read_text().replace('"seed": 0', '"seed": 1')), "changed since"),
+    ("splits.json", lambda p: p.write_text("[]"), "changed since"),
+    ("splits.json", lambda p: p.unlink(), "is missing"),
+    ("ledger.jsonl", lambda p: p.write_bytes(p.read_bytes()[:-5]), "it was cut"),
+    ("ledger.jsonl", lambda p: p.write_bytes(p.read_bytes().replace(b'"step":1', b'"step":7')), "bytes differ"),
+    ("deltas.jsonl", lambda p: p.write_bytes(b""), "it was cut"),
+    ("errors.jsonl", lambda p: p.write_bytes(b"x" + p.read_bytes()[1:]), "bytes differ"),
+    ("trajectories.jsonl", lambda p: p.write_bytes(p.read_bytes().replace(b"q0", b"q9")), "bytes differ"),
+    ("trajectories.jsonl", lambda p: p.unlink(), "it was cut"),
+])
+def test_a_run_file_changed_or_cut_since_the_checkpoint_refuses_the_resume(tmp_path: Path, name, change,
+                                                                           said) -> None:
+    run_dir = _started(tmp_path / "run")
+    for step in range(3):
+        run_dir.append_ledger(_row(step))
+    run_dir.append_deltas([{"op": "ADD", "content": "x"}])
+    run_dir.append_error({"role": "generator", "kind": "timeout"})
+    run_dir.append_trajectory({"id": "q0", "episode": _trajectory(0)})
+    _save(run_dir, TrainState.fresh(Playbook.empty()))
+    run_dir.close()
+    before = (tmp_path / "run" / "ledger.jsonl").read_bytes()
+    change(tmp_path / "run" / name)
+    with pytest.raises(CheckpointError, match=said) as caught:
+        RunDir.reopen(tmp_path / "run")
+    assert name in str(caught.value) and "\n" not in str(caught.value)
+    if name != "ledger.jsonl":
+        assert (tmp_path / "run" / "ledger.jsonl").read_bytes() == before  # a refused resume cuts nothing
+
+
 def test_a_run_directory_is_held_by_one_process_at_a_time(tmp_path: Path) -> None:
-    run_dir = RunDir(tmp_path / "run")
-    run_dir.write_config(SessionConfig())
-    run_dir.start()
-    run_dir.save_checkpoint(TrainState.fresh(Playbook.empty()))
+    run_dir = _started(tmp_path / "run")
+    _save(run_dir, TrainState.fresh(Playbook.empty()))
     with pytest.raises(ConfigError, match="in use by another combee process"):
         RunDir.reopen(tmp_path / "run")
     run_dir.close()
@@ -88,6 +222,7 @@ async def test_a_run_resumed_from_its_first_checkpoint_ends_as_an_uninterrupted_
     import msgspec
 
     from combee_fast.config import CacheConfig, SimConfig, TaskConfig, TrainConfig
+    from combee_fast.run.batch_plans import LivePlanState
     from combee_fast.session import open_session
 
     config = SessionConfig(task=TaskConfig(train_split="train[0:60]", val_split="val[0:10]"),
@@ -102,7 +237,9 @@ async def test_a_run_resumed_from_its_first_checkpoint_ends_as_an_uninterrupted_
     async with open_session(replay) as session:
         stopped = await session.train(run_dir=first, stops=(_StopAtOnce(),))
     first.close()
-    assert stopped.interrupted and stopped.steps == 0 and load_checkpoint(tmp_path / "resumed").plan_state is not None
+    kept = read_checkpoint(tmp_path / "resumed").state(ACE, method="combee", plan_state_type=LivePlanState,
+                                                       carried_type=CARRIED)
+    assert stopped.interrupted and stopped.steps == 0 and kept.plan_state is not None
     again = RunDir.reopen(tmp_path / "resumed")
     async with open_session(replay) as session:
         result = await session.train(run_dir=again)

@@ -36,7 +36,7 @@ def test_a_run_that_never_starts_leaves_nothing_not_even_the_parents_it_made(tmp
     assert _tree(tmp_path) == []
 
 
-def test_overwrite_replaces_the_previous_run_only_at_start(tmp_path) -> None:
+def test_overwrite_replaces_the_previous_run_only_once_the_new_one_proved_itself(tmp_path) -> None:
     root = tmp_path / "run"
     first = RunDir(root)
     first.start()
@@ -46,9 +46,12 @@ def test_overwrite_replaces_the_previous_run_only_at_start(tmp_path) -> None:
     (root / "notes.txt").write_text("mine")  # not a run file: kept
     second = RunDir(root, overwrite=True)
     second.write_config(SECOND)
-    assert _config_of(root).seed == 1 and (root / "playbooks" / "v00000.json").exists()
     second.start()
     second.append_decision({"step": 0})
+    assert second.replacing and _config_of(root).seed == 1 and (root / "playbooks" / "v00000.json").exists()
+    with pytest.raises(ConfigError, match="in use by another combee process"):
+        RunDir.reopen(root)  # the previous run is held while it is being replaced
+    second.replace_previous()
     second.close()
     assert _config_of(root).seed == 2
     assert not (root / "playbooks" / "v00000.json").exists()
@@ -58,12 +61,29 @@ def test_overwrite_replaces_the_previous_run_only_at_start(tmp_path) -> None:
         [".lock", "config.json", "controller.jsonl", "deltas.jsonl", "errors.jsonl", "ledger.jsonl", "notes.txt"]))]
 
 
-def test_overwrite_that_fails_to_start_keeps_the_previous_run(tmp_path) -> None:
-    root = tmp_path / "run"
+def _previous_run(root) -> None:
     first = RunDir(root)
     first.write_config(FIRST)
     first.start()
     first.close()
+
+
+def test_a_new_run_that_never_replaced_the_previous_one_is_kept_beside_it(tmp_path) -> None:
+    root = tmp_path / "run"
+    _previous_run(root)
+    second = RunDir(root, overwrite=True)
+    second.write_config(SECOND)
+    second.start()
+    second.close()
+    aside = second.location
+    assert aside.parent == tmp_path and aside.name.startswith("run.unswapped-")
+    assert _config_of(root).seed == 1 and _config_of(aside).seed == 2
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+
+
+def test_overwrite_that_fails_to_start_keeps_the_previous_run(tmp_path) -> None:
+    root = tmp_path / "run"
+    _previous_run(root)
     second = RunDir(root, overwrite=True)
     second.close()
     assert _config_of(root).seed == 1 and _tree(tmp_path)[0] == "run"
@@ -133,6 +153,7 @@ def test_any_learners_version_folder_is_known_by_its_shape_and_replaced_with_its
     check_run_target(root / "data")
     second = RunDir(root, overwrite=True)
     second.start()
+    second.replace_previous()
     second.close()
     assert not (root / "prompts").exists() and not (root / "candidates").exists()
     assert (root / "data" / "mine.json").exists()

@@ -10,9 +10,12 @@ from combee_fast.sim.server import SimRequest
 from combee_fast.playbook import Playbook
 from combee_fast.roles.curator import curator_messages
 from combee_fast.roles.generator import generator_messages
-from combee_fast.schema import Delta, Op, OpKind, Reflection, Usage
+from combee_fast.roles.reflector import reflector_messages
+from combee_fast.schema import Delta, Op, OpKind, Reflection, Rollout, Usage
 from combee_fast.tasks.registry import get_task
-from combee_fast.sim.world import FORMULA_PARAMS, TaskWorld, generic_lesson, specific_lesson
+from combee_fast.sim.world import (
+    FORMULA_PARAMS, HARMFUL_SHARE, TaskWorld, generic_lesson, harmful_lesson, is_harmful, specific_lesson, world_params,
+)
 
 TASK = get_task("formula")
 EXAMPLES = TASK.load("train").examples
@@ -91,3 +94,60 @@ def test_the_uninformative_world_variant_reflects_no_lesson_about_any_unit() -> 
         assert lesson_unit(informed["key_insight"]) in units
     with pytest.raises(ValueError, match="unknown task-world variant"):
         world_params(FORMULA_PARAMS, "chatty")
+
+
+def _learned(*lessons: str) -> str:
+    delta = Delta(tuple(Op(OpKind.ADD, section="formulas_and_calculations", content=text) for text in lessons))
+    return Playbook.empty().apply(delta)[0].render()
+
+
+def _answers(world: TaskWorld, playbook_text: str, count: int = 200) -> list[float]:
+    scores = []
+    for seed, example in enumerate(EXAMPLES[:count]):
+        request = SimRequest("generator", "m", generator_messages(example.input, playbook_text), 1024, 0.0, seed, None)
+        scores.append(TASK.score(example, orjson.loads(world.respond(request))["final_answer"]).value)
+    return scores
+
+
+def test_the_noisy_world_draws_per_call_where_the_default_world_repeats_its_draws() -> None:
+    """Two playbooks that know nothing about a question's unit answer it alike in the default
+    world (common random numbers) and independently in the noisy one, at the same rate."""
+    noisy = TaskWorld(TASK, EXAMPLES, world_params(FORMULA_PARAMS, "noisy"))
+    one, other = _learned(generic_lesson(3)), _learned(generic_lesson(4))  # same probability everywhere
+    assert _answers(WORLD, one) == _answers(WORLD, other)
+    first, second = _answers(noisy, one), _answers(noisy, other)
+    assert sum(a != b for a, b in zip(first, second)) > 40
+    assert abs(sum(first) - sum(second)) / 200 < 0.1
+    assert _answers(noisy, one, 30) == first[:30]  # the same prompt and seed: the same answer (replay holds)
+    assert _answers(TaskWorld(TASK, EXAMPLES, world_params(FORMULA_PARAMS, "default")), one) == _answers(WORLD, one)
+
+
+def test_a_wrong_lesson_of_the_harmful_world_lowers_accuracy_on_its_unit() -> None:
+    harmful = TaskWorld(TASK, EXAMPLES, world_params(FORMULA_PARAMS, "harmful"))
+    unit = EXAMPLES[0].meta["formula"]
+    on_unit = [e for e in EXAMPLES if e.meta["formula"] == unit]
+    right = _learned(specific_lesson(unit, 0))
+    wrong = _learned(specific_lesson(unit, 0), harmful_lesson(unit, 1, FORMULA_PARAMS.facets_per_unit))
+    assert harmful.expected_accuracy(right, on_unit) == pytest.approx(FORMULA_PARAMS.known_accuracy)
+    assert harmful.expected_accuracy(wrong, on_unit) == pytest.approx(harmful.params.harmful_accuracy)
+    assert harmful.expected_accuracy(wrong, EXAMPLES) < harmful.expected_accuracy(right, EXAMPLES)
+    assert WORLD.expected_accuracy(wrong, on_unit) == pytest.approx(FORMULA_PARAMS.known_accuracy)  # none in default
+
+
+def _lesson(world: TaskWorld, example, seed: int) -> str:
+    """The lesson ``world`` reflects after a wrong answer to ``example``."""
+    rollout = Rollout(example, 0, (), "9999", "I guessed.", (), 0.0, "wrong", Usage())
+    request = SimRequest("reflector", "m", reflector_messages(rollout, "", ground_truth=example.target), 1024, 0.0,
+                         seed, None)
+    return orjson.loads(world.respond(request))["key_insight"]
+
+
+def test_the_harmful_world_reflects_wrong_lessons_in_its_share_and_world_variants_combine() -> None:
+    harmful = TaskWorld(TASK, EXAMPLES, world_params(FORMULA_PARAMS, "noisy+harmful"))
+    assert harmful.params.noisy and harmful.params.harmful_share == HARMFUL_SHARE
+    lessons = [_lesson(harmful, example, seed) for seed, example in enumerate(EXAMPLES[:400])]
+    share = sum(is_harmful(text) for text in lessons) / len(lessons)
+    assert 0.3 * HARMFUL_SHARE < share < 2 * HARMFUL_SHARE
+    assert not any(is_harmful(_lesson(WORLD, example, seed)) for seed, example in enumerate(EXAMPLES[:200]))
+    with pytest.raises(ValueError, match="unknown task-world variant 'noisy\\+loud'"):
+        world_params(FORMULA_PARAMS, "noisy+loud")

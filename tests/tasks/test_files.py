@@ -124,7 +124,8 @@ def test_traces_become_scored_round_zero_rollouts(tmp_path):
         tmp_path / "traces.jsonl",
         [
             trace(),
-            trace(id="t2", answer=None, score=0.0, feedback="timed out", ground_truth="ok", bullet_ids=["str-00001"]),
+            trace(id="t2", answer=None, score=0.0, feedback="timed out", ground_truth="ok", bullet_ids=["str-00001"],
+                  version=7),
         ],
     )
     task = TracesTask(path=path)
@@ -140,6 +141,7 @@ def test_traces_become_scored_round_zero_rollouts(tmp_path):
     assert first.reasoning == first.messages[1].content and first.usage.role == "trace"
     assert first.example.meta == {"trace_id": "t1"} and first.example.target is None
     assert (second.answer, second.score, second.correct, second.bullet_ids) == (None, 0.0, False, ("str-00001",))
+    assert (first.version, second.version) == (None, 7)  # the context version the trace ran with, when known
     assert second.example.target == "ok"
     split = task.load("all")
     assert split.examples == tuple(rollout.example for rollout in rollouts)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -27,6 +28,9 @@ def test_verify_passes_combee_fails_an_unkept_claim_and_reuses_the_cached_baseli
     for cell in ("h200/seed0", "h200/seed1", "h200/seed2", "hosted/seed0", "hosted/seed1", "hosted/seed2"):
         assert f"| {cell} |" in report
     assert "Serial baseline cells from the cache: 0 of 6" in report and "Role separation" in report
+    plans = report.split("Batch plan per cell")[1]
+    for cell in ("h200/seed0", "h200/seed1", "h200/seed2", "hosted/seed0", "hosted/seed1", "hosted/seed2"):
+        assert re.search(rf"^- {cell}: 10( x \d+)?(, \d+)?$", plans, re.MULTILINE), (cell, plans)
     assert "| speedup (simulated) | speedup (wall clock) |" in report and "## Provenance" in report
     assert all((tmp_path / "v1" / "runs" / cell / "report.md").is_file() and
                (tmp_path / "v1" / "runs" / cell / "prompt.txt").is_file()
@@ -69,3 +73,19 @@ def test_verify_refuses_too_few_seeds(tmp_path):
     combee = run_config(tmp_path, "combee", "combee", 10)
     seeds = _combee("verify", str(card), "--config", str(combee), "--seeds", "0,1")
     assert seeds.returncode == 2 and "at least 3 distinct seeds" in seeds.stderr
+
+
+@pytest.mark.slow
+def test_verify_on_the_noisy_world_reports_difference_intervals_that_are_not_zero(tmp_path):
+    """In the default world equal playbooks answer alike (common random numbers), so a cell's
+    paired difference can be [0, 0]; in the noisy world answers are drawn per call."""
+    card = small_card(tmp_path / "cards", replace={"speedup = 10.0": "speedup = 1.0"})
+    combee = run_config(tmp_path, "combee", "combee", 10)
+    done = _combee("verify", str(card), "--config", str(combee), "--sim-world", "noisy", "--cache",
+                   str(tmp_path / "cache"), "--out", str(tmp_path / "v"), *FAST_SERIAL)
+    assert done.returncode in (0, 1), done.stderr
+    rows = [line for line in (tmp_path / "v" / "report.md").read_text().splitlines() if line.startswith("| h200/")
+            or line.startswith("| hosted/")]
+    intervals = [re.findall(r"\[([-+]?[\d.]+), ([-+]?[\d.]+)\]", row)[2] for row in rows[:6]]
+    assert len(intervals) == 6 and all(float(lower) < float(upper) for lower, upper in intervals), intervals
+    assert len(list((tmp_path / "cache").glob("*.json"))) == 6  # the serial baseline ran in the noisy world too

@@ -1,0 +1,230 @@
+"""Releasing learned versions: how much traffic a harmful version reaches, how often a good one is
+rolled back, and how many rollouts a rollback takes, under the ``staged`` and ``shadow`` policies,
+with the ``none`` policy (every version served at once) side by side as the baseline.
+
+Per seed and policy, a host sends ``--requests`` requests from ``--users`` users (keys), each a
+task from the Formula train examples of ``--units`` formulas, to an in-loop
+:class:`~combee_fast.embedded.online.OnlineLearner` learning online on the in-process simulated
+endpoint, in the task world ``noisy+harmful`` (answers drawn per call; a share of the lessons
+reflected are wrong ones that lower accuracy on their formula). Each request runs with
+``context_for(user)``, is scored, and is submitted with its version. The release configuration
+comes from the Formula card (``cards/formula.toml``) with its canary policy set per run and
+``--margin`` as its claim margin (:data:`MARGIN`).
+
+A version *lowers accuracy* when its true expected accuracy on the traffic (known exactly, since
+the world is a model: :meth:`TaskWorld.expected_accuracy`) is below that of the incumbent it was
+released against. Figures over all seeds:
+
+- ``exposure``: staged, the share of requests served by a version that lowers accuracy (as a
+  candidate or after a promotion); ``exposure_none``: the same under ``none``;
+- ``false_rollback``: staged, the share of decided versions that do not lower accuracy which were
+  rolled back (``false_rollback_shadow``: shadow);
+- ``detect_rollouts``: staged, median and p90 of the candidate's own rollouts before a version
+  that lowers accuracy was rolled back (``detect_pairs_shadow``: shadow, paired re-runs);
+- ``shadow_exposure``: shadow, the share of requests served by a candidate; ``shadow_cost``:
+  shadow re-run tokens over the hosts' generator tokens;
+- ``accuracy_staged``/``accuracy_shadow``/``accuracy_none``: the mean true accuracy of the
+  versions that served the requests, and ``accuracy_ratio``: staged over none;
+- ``wrong_served_<policy>``: the share of requests served by a version holding a wrong lesson
+  about a formula of the traffic (under ``none`` a wrong lesson, once learned, stays: every later
+  version holds it too, which ``exposure_none`` does not count, since those versions do not lower
+  accuracy further).
+
+    python bench/canary.py                       # 20 seeds, 3 policies each
+Last line: ``exposure=... false_rollback=... detect_rollouts=<median>/<p90> shadow_exposure=...
+shadow_cost=... exposure_none=... ... load=<1-min load average>``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import concurrent.futures
+import multiprocessing
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import msgspec
+import numpy as np
+
+from combee_fast.config import OnlineConfig, ReleaseConfig, SessionConfig, SimConfig, TaskConfig
+from combee_fast.embedded.online import OnlineLearner
+from combee_fast.engine.loop import run
+from combee_fast.playbook import Playbook
+from combee_fast.run.events import Event, Events, ReleaseDecision
+from combee_fast.session import open_session
+from combee_fast.sim.world import TaskWorld, is_harmful
+from combee_fast.verify.card import load_card, release_config
+
+CARD = Path(__file__).parents[1] / "cards" / "formula.toml"
+WORLD = "noisy+harmful"
+POLICIES = ("staged", "shadow", "none")
+MARGIN = 0.05
+"""The claim margin the card is given here: promoting a version within the Formula card's own 2
+points needs about ten thousand rewards per version, more than these runs serve."""
+
+
+class RunFigures(msgspec.Struct):
+    """What one (seed, policy) run measured."""
+
+    policy: str
+    seed: int
+    requests: int
+    lowering_served: int  # requests served by a version that lowers accuracy
+    wrong_served: int  # requests served by a version holding a wrong lesson about a formula of the traffic
+    candidate_served: int  # requests served by a version while it was a candidate
+    accuracy: float  # mean true accuracy of the versions that served the requests
+    rolled_back_good: int
+    decided_good: int
+    detections: list[int]  # candidate rollouts (or pairs) before a lowering version was rolled back
+    shadow_tokens: int
+    host_tokens: int
+    decisions: dict[str, int]
+
+
+async def one_run(seed: int, policy: str, args: argparse.Namespace) -> RunFigures:
+    config = SessionConfig(seed=seed, task=TaskConfig(train_split="train", val_split="val[0:10]"),
+                           sim=SimConfig("flat", args.time_scale, world=WORLD))
+    card = load_card(CARD)
+    card = msgspec.structs.replace(
+        card, failure_cost=msgspec.structs.replace(card.failure_cost, canary_policy=policy),
+        claim=msgspec.structs.replace(card.claim, margin=args.margin))
+    release = release_config(card, ReleaseConfig(stages=tuple(args.stages), shadow_share=args.shadow_share))
+    online = OnlineConfig(batch_size=args.batch_size, max_wait_s=0.2, seed=seed, release=release)
+    decisions: list[ReleaseDecision] = []
+
+    async with open_session(config) as session:
+        world = TaskWorld.for_task(session.task, ("train",), variant=WORLD)
+        units = sorted({e.meta["formula"] for e in session.train_split.examples})[: args.units]
+        traffic = [e for e in session.train_split.examples if e.meta["formula"] in units]
+        truth: dict[int, float] = {0: world.expected_accuracy("", traffic)}
+        wrong: dict[int, bool] = {0: False}
+        rng = np.random.default_rng(seed)
+        users = rng.integers(0, args.users, args.requests)
+        tasks = rng.integers(0, len(traffic), args.requests)
+        served = np.zeros(args.requests, dtype=np.int64)
+        on_candidate = np.zeros(args.requests, dtype=bool)
+        host_tokens = 0
+
+        def record(event: Event) -> None:
+            """Keep each decision, and the true accuracy of every version the gate holds."""
+            if isinstance(event, ReleaseDecision):
+                decisions.append(event)
+                for version in (learner.gate.candidate, learner.gate.incumbent):
+                    if version is not None and version.number not in truth:
+                        truth[version.number] = world.expected_accuracy(version.text, traffic)
+                        wrong[version.number] = any(is_harmful(line) for line in version.text.splitlines()
+                                                    if any(f"{unit} — " in line for unit in units))
+                if "same_text_as" in event.evidence:  # refused: the text of a version rolled back before
+                    truth[event.candidate] = truth[event.evidence["same_text_as"]]
+                    wrong[event.candidate] = wrong[event.evidence["same_text_as"]]
+
+        learner = OnlineLearner(session.agents, Playbook.empty(), online, events=Events(record))
+
+        async def host(lane: int) -> None:
+            nonlocal host_tokens
+            for i in range(lane, args.requests, args.in_flight):
+                release = learner.release
+                context = release.context_for(f"user-{users[i]}")
+                served[i] = context.version
+                on_candidate[i] = release.candidate is not None and context.version == release.candidate.version
+                rollout = await session.agents.generate(traffic[tasks[i]], context.text, epoch=0, round_=i)
+                host_tokens += rollout.usage.prompt_tokens + rollout.usage.completion_tokens
+                await learner.submit(rollout, version=context.version)
+
+        async with learner:
+            await asyncio.gather(*(host(lane) for lane in range(args.in_flight)))
+    lowering = {d.candidate for d in decisions if d.decision in ("candidate", "promote") and
+                truth.get(d.candidate, 1.0) < truth.get(d.incumbent, 0.0) - 1e-12}
+    decided = [d for d in decisions if d.decision in ("promote", "rollback", "refuse")]
+    good = [d for d in decided if d.candidate not in lowering]
+    detections = [int(d.evidence.get("candidate_rewards") or d.evidence.get("pairs") or 0)
+                  for d in decided if d.decision == "rollback" and d.candidate in lowering]
+    counts: dict[str, int] = {}
+    for d in decisions:
+        counts[d.decision] = counts.get(d.decision, 0) + 1
+    return RunFigures(
+        policy=policy, seed=seed, requests=args.requests, lowering_served=int(np.isin(served, list(lowering)).sum()),
+        wrong_served=int(np.isin(served, [v for v, held in wrong.items() if held]).sum()),
+        candidate_served=int(on_candidate.sum()), accuracy=float(np.mean([truth[v] for v in served.tolist()])),
+        rolled_back_good=sum(d.decision == "rollback" for d in good), decided_good=len(good), detections=detections,
+        shadow_tokens=learner.gate.shadow_tokens, host_tokens=host_tokens, decisions=counts,
+    )
+
+
+def _share(numerator: int, denominator: int) -> float:
+    return numerator / denominator if denominator else 0.0
+
+
+def _quantile(values: list[int], q: float) -> float:
+    return float(np.quantile(values, q)) if values else float("nan")
+
+
+def run_one(seed: int, policy: str, args: argparse.Namespace) -> RunFigures:
+    """One (seed, policy) run in its own process (its own loop and simulated endpoint)."""
+    return run(one_run(seed, policy, args))
+
+
+def measure(args: argparse.Namespace) -> dict[str, list[RunFigures]]:
+    results: dict[str, list[RunFigures]] = {policy: [] for policy in POLICIES}
+    context = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(args.workers, mp_context=context) as pool:
+        futures = [pool.submit(run_one, seed, policy, args) for seed in range(args.seeds) for policy in POLICIES]
+        for future in futures:
+            figures = future.result()
+            results[figures.policy].append(figures)
+            print(f"seed {figures.seed} {figures.policy:>6}: {figures.decisions} lowering-served "
+                  f"{figures.lowering_served} candidate-served {figures.candidate_served} accuracy "
+                  f"{figures.accuracy:.3f} detections {figures.detections}", file=sys.stderr, flush=True)
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seeds", type=int, default=20)
+    parser.add_argument("--requests", type=int, default=6_000, help="requests per seed and policy")
+    parser.add_argument("--users", type=int, default=2_000)
+    parser.add_argument("--units", type=int, default=3, help="formulas the traffic asks about")
+    parser.add_argument("--margin", type=float, default=MARGIN, help="the card's claim margin for the release")
+    parser.add_argument("--stages", type=float, nargs="+", default=[0.05, 0.25, 0.5, 1.0])
+    parser.add_argument("--shadow-share", type=float, default=0.2)
+    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--in-flight", type=int, default=32, help="requests the host runs at once")
+    parser.add_argument("--time-scale", type=float, default=1e-5)
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="runs at once, one process each")
+    args = parser.parse_args()
+    started = time.perf_counter()
+    results = measure(args)
+    staged, shadow, none = results["staged"], results["shadow"], results["none"]
+    requests = sum(r.requests for r in staged)
+    detections = [d for r in staged for d in r.detections]
+    pairs = [d for r in shadow for d in r.detections]
+    with open("/proc/loadavg") as loadavg:
+        load = loadavg.read().split()[0]
+    print(f"exposure={_share(sum(r.lowering_served for r in staged), requests):.4f} "
+          f"false_rollback={_share(sum(r.rolled_back_good for r in staged), sum(r.decided_good for r in staged)):.4f} "
+          f"detect_rollouts={_quantile(detections, 0.5):.0f}/{_quantile(detections, 0.9):.0f} "
+          f"shadow_exposure={_share(sum(r.candidate_served for r in shadow), requests):.4f} "
+          f"shadow_cost={_share(sum(r.shadow_tokens for r in shadow), sum(r.host_tokens for r in shadow)):.4f} "
+          f"exposure_none={_share(sum(r.lowering_served for r in none), requests):.4f} "
+          f"exposure_shadow={_share(sum(r.lowering_served for r in shadow), requests):.4f} "
+          f"false_rollback_shadow={_share(sum(r.rolled_back_good for r in shadow), sum(r.decided_good for r in shadow)):.4f} "
+          f"detect_pairs_shadow={_quantile(pairs, 0.5):.0f}/{_quantile(pairs, 0.9):.0f} "
+          f"accuracy_staged={statistics.mean(r.accuracy for r in staged):.4f} "
+          f"accuracy_shadow={statistics.mean(r.accuracy for r in shadow):.4f} "
+          f"accuracy_none={statistics.mean(r.accuracy for r in none):.4f} "
+          f"accuracy_ratio={statistics.mean(r.accuracy for r in staged) / statistics.mean(r.accuracy for r in none):.2f} "
+          f"wrong_served_staged={_share(sum(r.wrong_served for r in staged), requests):.4f} "
+          f"wrong_served_shadow={_share(sum(r.wrong_served for r in shadow), requests):.4f} "
+          f"wrong_served_none={_share(sum(r.wrong_served for r in none), requests):.4f} "
+          f"rollbacks={sum(r.decisions.get('rollback', 0) for r in staged)} "
+          f"promotions={sum(r.decisions.get('promote', 0) for r in staged)} "
+          f"seeds={args.seeds} requests={args.requests} margin={args.margin} "
+          f"wall_s={time.perf_counter() - started:.0f} load={load}")
+
+
+if __name__ == "__main__":
+    main()

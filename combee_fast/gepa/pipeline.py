@@ -1,0 +1,422 @@
+"""Stage-decoupled GEPA (method ``async-gepa``): proposals flow through the stages of
+:mod:`.stages` with no barrier between them, as a :class:`~combee_fast.protocols.Method` of the
+run loop.
+
+Up to ``gepa.pipeline.proposals`` proposals are in flight at once. Each is started against the
+pool as it is at that moment (its parent drawn as the synchronous loop draws it, seed path
+``("gepa", "parent", iteration)``), and goes grade -> reflect -> aggregate -> screen -> validate;
+every stage has its own in-flight limit and a queue that never holds more than the proposals in
+flight. A child ready to be screened after the pool moved on is *stale*: the staleness policy
+(:mod:`.staleness`) decides how it is screened. An accepted child joins the pool when its
+validation ends.
+
+**Time.** The search runs in simulated time (:class:`~combee_fast.engine.virtual.StageSchedule`):
+each stage task starts when its stage has a free slot and lasts its own critical path; events are
+taken in simulated-time order once every started task's duration is known, so every decision
+(which pool a parent is drawn from, how stale a child is, in which order children join the pool,
+what the budget can still pay for) depends on the calls' results and latencies alone, never on
+the order in which requests complete. From the replay cache a run is the same whatever that
+order, and so is a live run on an endpoint whose latencies do not follow its load (the ``flat``
+and ``hosted-api`` presets); on one whose latencies do (``h200-70b``, a real server) a live run
+follows what it measured. The real work runs ahead of that schedule wherever it can: a stage whose inputs
+exist and whose running is certain (a parent graded and not perfect is reflected on; a reflection
+is merged; an accepted child is validated) starts at once, under the stage's limit as a real
+in-flight limit too, so stages of different proposals overlap on the endpoint as they do in the
+schedule. Only the parent's grading (the draw depends on the pool) and the screening (the policy
+depends on it) wait for the schedule to reach them; because of those waits, on an endpoint whose
+latency grows with load the stages that overlap in the schedule did not all overlap on it, and
+the schedule's time is then a lower estimate.
+
+**Budget.** A proposal is started only once the budget can pay for every metric call it may make
+(:mod:`.budget`); once the proposals in flight have ended and a proposal on the minibatch asked
+for does not fit in what is left, nothing more starts and the pool's ``budget_closed`` is set.
+The budget is never overshot, whatever the faults.
+
+**A step.** ``step(items)`` starts one proposal on the minibatch ``items`` (the batch plan sizes
+it, the epoch order picks it) as soon as it can start (at once, unless the plan lowered the
+proposals in flight or the budget must first get back what proposals in flight reserved and
+will not need), then advances the schedule until another proposal can start (a slot free and the
+budget able to pay for one of that size). A step with no items, or past ``gepa.max_epochs``,
+starts nothing and advances until a proposal ended and another could start, or nothing is left.
+Each step's result holds the proposals that ended in it (their :class:`~.pool.PoolChange`, with
+what they measured), the calls of the stage tasks that ended in it, and the simulated time the
+schedule advanced. At a step's end no started task is without its result, so a checkpoint holds
+the whole schedule (:meth:`AsyncGepa.carried`); work started ahead of the schedule and still
+running then is run again after a resume, as the carried chains of ACE are (same calls, so the
+same answers from a deterministic endpoint or the replay cache).
+
+With ``proposals = 1`` the pipeline is the synchronous loop: one iteration after the other, the
+same seeds, the same pool (only its budget differs: an iteration the budget cannot pay for in
+full does not start).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import msgspec
+
+from combee_fast.config import GepaConfig
+from combee_fast.engine.rng import rng_at
+from combee_fast.engine.virtual import Ended, ScheduleState, StageSchedule
+from combee_fast.gepa.budget import MetricBudget
+from combee_fast.gepa.calls import Evaluation, GepaCalls
+from combee_fast.gepa.iteration import grade_seed
+from combee_fast.gepa.measure import ProposalMeasure, added_lines, line_retention
+from combee_fast.gepa.pool import GepaState, PoolChange
+from combee_fast.gepa.revisions import rebase
+from combee_fast.gepa.stages import GRADING_STAGES, STAGES, Proposal, StageWork, duration
+from combee_fast.gepa.staleness import staleness_policy
+from combee_fast.methods.base import StepResult, StepShape
+from combee_fast.schema import Example, Proposal as Call
+
+
+class PipelineState(msgspec.Struct, kw_only=True):
+    """What a checkpoint keeps of the search in flight: the simulated-time ``schedule``, every
+    proposal in flight by iteration, the ``budget``, how many proposals were ``started``, the
+    metric calls of the grading tasks in flight in simulated time (``load``) and the minibatch
+    size last asked for (``wanted``)."""
+
+    schedule: Any
+    proposals: dict[int, Proposal]
+    budget: MetricBudget
+    started: int
+    load: int = 0
+    wanted: int = 1
+
+
+class KeptPipeline(msgspec.Struct, kw_only=True):
+    """A :class:`PipelineState` as a checkpoint keeps it: the schedule as its
+    :class:`~combee_fast.engine.virtual.ScheduleState`, the rest as it is."""
+
+    schedule: ScheduleState
+    proposals: dict[int, Proposal]
+    budget: MetricBudget
+    started: int
+    load: int
+    wanted: int
+
+    @classmethod
+    def of(cls, state: PipelineState) -> KeptPipeline:
+        return cls(schedule=state.schedule.state(), proposals=state.proposals, budget=state.budget,
+                   started=state.started, load=state.load, wanted=state.wanted)
+
+    def pipeline(self) -> PipelineState:
+        """The search state to go on from."""
+        return PipelineState(schedule=StageSchedule.restored(self.schedule), proposals=dict(self.proposals),
+                             budget=self.budget, started=self.started, load=self.load, wanted=self.wanted)
+
+
+class _Slice:
+    """What one step saw end: proposals, stage tasks' traces and calls, parents' minibatch scores."""
+
+    def __init__(self, version: int) -> None:
+        self.version = version
+        self.reports: list[PoolChange] = []
+        self.traces: list[Evaluation] = []
+        self.calls: list[Call[Any]] = []
+        self.rewards: list[float] = []
+
+
+class AsyncGepa:
+    """The stage-decoupled search (module docstring), named ``name`` in ledgers and summaries."""
+
+    batches_span_epochs = True
+
+    def __init__(self, name: str, calls: GepaCalls, work: StageWork, *, config: GepaConfig, seed: int) -> None:
+        if not work.val:
+            raise ValueError("GEPA needs at least one validation example")
+        self.name = name
+        self.calls = calls
+        self.work = work
+        self.config = config
+        self.seed = seed
+        self.policy = staleness_policy(config.pipeline.staleness, bound=config.pipeline.max_staleness)
+        self._limits = config.pipeline.limits()
+        self._real_limits = {stage: asyncio.Semaphore(limit) for stage, limit in self._limits.items()}
+        self._state: PipelineState | None = None
+        self._running: dict[tuple[int, str], asyncio.Task[Any]] = {}
+        self._revive = False
+        self._pool: GepaState | None = None
+        self._slice = _Slice(0)
+        self._in_flight = config.pipeline.proposals
+
+    # -- the Method protocol ---------------------------------------------------------------------
+
+    async def start(self, artifact: GepaState) -> StepResult[GepaState] | None:
+        """Grade the seed on the validation set: the pool's first candidate (None: already graded)."""
+        return await grade_seed(self.calls, artifact, self.work.val, workers=self.work.workers)
+
+    def pending(self) -> int:
+        """Proposals in flight."""
+        return len(self._state.proposals) if self._state is not None else 0
+
+    def carried(self) -> KeptPipeline | None:
+        """The search in flight (None: nothing is; the pool then says everything)."""
+        return KeptPipeline.of(self._state) if self._state is not None and self.pending() else None
+
+    def carried_type(self, artifact_type: Any) -> Any:
+        return KeptPipeline | None
+
+    async def resume(self, carried: KeptPipeline | None, items: Mapping[str, Any]) -> None:
+        """Take up the search a checkpoint kept; the work of its started stages still without a
+        result is run again at the next step."""
+        self._state = carried.pipeline() if carried is not None else None
+        self._revive = carried is not None
+
+    async def step(
+        self, items: Sequence[Any], artifact: GepaState, *, epoch: int, step: int, shape: StepShape | None = None
+    ) -> StepResult[GepaState]:
+        """Start one proposal on ``items`` and advance to the next point where another can start
+        (module docstring); ``shape`` is the proposal's reflection groups' shape."""
+        started = time.perf_counter()
+        state = self._begin(artifact)
+        self._slice = _Slice(artifact.version)
+        clock = state.schedule.clock
+        past = self.config.max_epochs is not None and epoch >= self.config.max_epochs
+        planned = shape.in_flight if shape is not None else None
+        self._in_flight = min(self.config.pipeline.proposals, planned or self.config.pipeline.proposals)
+        if items and not past:
+            state.wanted = len(items)
+            await self._advance(self._admissible)  # a slot, and the budget for this size (at once, but after a
+            if self._admissible():                 # lowered limit or near the budget's end)
+                self._admit(tuple(items), shape)
+                await self._advance(self._admissible)
+        else:
+            ended = len(self._slice.reports)
+            await self._advance(lambda: len(self._slice.reports) > ended and self._admissible())
+        pool = self._pool
+        assert pool is not None
+        if not state.proposals and not self._fits(state.wanted):
+            pool = msgspec.structs.replace(pool, budget_closed=True)
+        if pool.version - self._slice.version > 1:
+            pool = msgspec.structs.replace(pool, step_from=self._slice.version)
+        elif pool.step_from is not None:
+            pool = msgspec.structs.replace(pool, step_from=None)
+        self._pool = pool
+        done = self._slice
+        return StepResult(
+            pool, tuple(done.reports), tuple(done.traces), tuple(done.calls), state.schedule.clock - clock,
+            time.perf_counter() - started, (), (), rewards=tuple(done.rewards), validation=pool.validation(),
+        )
+
+    # -- starting proposals ----------------------------------------------------------------------
+
+    def _begin(self, artifact: GepaState) -> PipelineState:
+        """The search state at a step's start: created from the pool on the first step (and after
+        a resume with nothing in flight); work a resume left without result started again."""
+        self._pool = msgspec.structs.replace(artifact, step_from=None)
+        if self._state is None:
+            self._state = PipelineState(schedule=StageSchedule(self._limits), proposals={},
+                                        budget=MetricBudget(self.config.max_metric_calls, spent=artifact.metric_calls),
+                                        started=artifact.iterations)
+        if self._revive:
+            self._revive = False
+            for proposal in self._state.proposals.values():
+                for stage in proposal.dispatched:
+                    if proposal.result(stage) is None:
+                        self._start_work(proposal, stage)
+        return self._state
+
+    def _fits(self, minibatch: int) -> bool:
+        """Whether the budget can pay for a proposal on ``minibatch`` examples."""
+        assert self._state is not None
+        return self.work.worst_case(minibatch, rescreens=self.policy.rescreens) <= self._state.budget.free
+
+    def _admissible(self) -> bool:
+        """Another proposal can start: fewer than the limit in flight, and the budget can pay for
+        one on a minibatch of the size last asked for."""
+        assert self._state is not None
+        return len(self._state.proposals) < self._in_flight and self._fits(self._state.wanted)
+
+    def _admit(self, items: tuple[Example, ...], shape: StepShape | None) -> None:
+        """Start iteration ``started`` on ``items`` against the pool as it is now: draw its parent,
+        reserve its calls, queue its parent's grading."""
+        state, pool = self._state, self._pool
+        assert state is not None and pool is not None
+        iteration = state.started
+        parent = pool.pool().sample_parent(rng_at(self.seed, "gepa", "parent", iteration))
+        names = pool.candidates[parent].names()
+        need = self.work.worst_case(len(items), rescreens=self.policy.rescreens)
+        state.budget.reserve(need)
+        proposal = Proposal(iteration=iteration, items=items, proposed_at=pool.version, parent=parent,
+                            component=names[iteration % len(names)], shape=shape, reserved=need,
+                            started_at=state.schedule.clock)
+        state.proposals[iteration] = proposal
+        state.started += 1
+        self._queue(proposal, "grade", start=True)
+
+    # -- running the schedule --------------------------------------------------------------------
+
+    async def _advance(self, until: Callable[[], bool]) -> None:
+        """Take events in simulated-time order until ``until()`` holds between two of them, or
+        nothing is in flight."""
+        state = self._state
+        assert state is not None
+        schedule: StageSchedule[int] = state.schedule
+        while True:
+            for task in schedule.start_ready():
+                proposal = state.proposals[task.key]
+                proposal.waited += task.at - proposal.spans[task.stage][0]
+                proposal.spans[task.stage] = (task.at, task.at)
+                if task.stage in GRADING_STAGES:
+                    state.load += self.work.metric_calls(task.stage, proposal)
+                    proposal.loads[task.stage] = state.load
+                self._start_work(proposal, task.stage)
+            for task in schedule.unfinished():
+                schedule.finish(task, duration(await self._result(state.proposals[task.key], task.stage)))
+            if until():
+                return
+            ended = schedule.next_end()
+            if ended is None:
+                return
+            self._ended(ended)
+
+    def _queue(self, proposal: Proposal, stage: str, *, start: bool = False) -> None:
+        """Queue ``stage`` of ``proposal`` for a slot; ``start``: its work may begin now."""
+        assert self._state is not None
+        self._state.schedule.enqueue(stage, proposal.iteration)
+        proposal.spans[stage] = (self._state.schedule.clock, self._state.schedule.clock)
+        if start:
+            self._start_work(proposal, stage)
+
+    def _start_work(self, proposal: Proposal, stage: str) -> None:
+        """Begin ``stage``'s real work for ``proposal`` unless it began already (its metric calls
+        are spent from the proposal's reservation when it first begins)."""
+        key = (proposal.iteration, stage)
+        if key in self._running or proposal.result(stage) is not None:
+            return
+        if stage not in proposal.dispatched:
+            assert self._state is not None
+            calls = self.work.metric_calls(stage, proposal)
+            self._state.budget.spend(calls)
+            proposal.reserved -= calls
+            proposal.dispatched.append(stage)
+        self._running[key] = asyncio.create_task(self._work(proposal, stage), name=f"gepa[{key[0]}].{stage}")
+
+    async def _work(self, proposal: Proposal, stage: str) -> Any:
+        """``stage``'s work for ``proposal`` under the stage's real in-flight limit; once it is done,
+        the next stage whose running is certain begins."""
+        assert self._pool is not None
+        async with self._real_limits[stage]:
+            result = await self.work.run(stage, proposal, self._pool)
+        proposal.keep(stage, result)
+        if stage == "grade" and not self.work.perfect(proposal):
+            self._start_work(proposal, "reflect")
+        elif stage == "reflect":
+            self._start_work(proposal, "aggregate")
+        elif stage == "screen" and self.work.accepted(proposal):
+            self._start_work(proposal, "validate")
+        return result
+
+    async def _result(self, proposal: Proposal, stage: str) -> Any:
+        """``stage``'s result for ``proposal``, waiting for its work when it is still running."""
+        result = proposal.result(stage)
+        if result is None:
+            self._start_work(proposal, stage)
+            result = await self._running[(proposal.iteration, stage)]
+        return result
+
+    def _ended(self, ended: Ended[int]) -> None:
+        """What the end of one stage task means for its proposal (in simulated-time order)."""
+        state, pool = self._state, self._pool
+        assert state is not None and pool is not None
+        proposal, stage = state.proposals[ended.key], ended.stage
+        start, _ = proposal.spans[stage]
+        proposal.spans[stage] = (start, ended.at)
+        self._running.pop((proposal.iteration, stage), None)
+        result = proposal.result(stage)
+        if stage in GRADING_STAGES:
+            evaluations = [*result.child.evaluations, *(result.rival.evaluations if result.rival else ())] \
+                if stage == "screen" else list(result.evaluations)
+            self._slice.traces.extend(evaluations)
+            self._pool = pool = pool.spent(0, len(evaluations))
+            state.load -= len(evaluations)
+        if stage == "grade":
+            self._slice.rewards.extend(result.scores)
+            if self.work.perfect(proposal):
+                return self._finish(proposal, PoolChange("perfect"))
+            return self._queue(proposal, "reflect")
+        if stage == "reflect":
+            self._slice.calls.extend(result.calls)
+            return self._queue(proposal, "aggregate")
+        if stage == "aggregate":
+            self._slice.calls.extend(result.calls)
+            return self._screen(proposal, result.text)
+        if stage == "screen":
+            if self.work.accepted(proposal):
+                return self._queue(proposal, "validate")
+            self._release(proposal, self.work.metric_calls("validate", proposal))
+            return self._finish(proposal, PoolChange("rejected", rejected=(len(pool.candidates),)))
+        assert proposal.child is not None
+        self._pool = pool = pool.with_candidate(proposal.child, result.evaluations)
+        self._finish(proposal, PoolChange("accepted", added_ids=(len(pool.candidates) - 1,)))
+
+    def _screen(self, proposal: Proposal, text: str | None) -> None:
+        """The child of a merged ``text``, screened as the staleness policy says (or dropped)."""
+        pool = self._pool
+        assert pool is not None
+        if text is None:
+            return self._finish(proposal, PoolChange("no-proposal"))
+        parent = pool.candidates[proposal.parent]
+        screening = self.policy.screening(proposed_at=proposal.proposed_at, version=pool.version,
+                                          parent=proposal.parent, best=pool.best_index())
+        proposal.staleness = pool.version - proposal.proposed_at
+        if screening.drop:
+            return self._finish(proposal, PoolChange("stale"))
+        proposal.rival = screening.rival
+        if proposal.rival is None:
+            proposal.child = parent.replaced(proposal.component, text, parent=proposal.parent)
+            if self.policy.rescreens:
+                self._release(proposal, len(proposal.items))
+        else:
+            rival = pool.candidates[proposal.rival]
+            rebased = rebase(parent.components[proposal.component], text, rival.components[proposal.component])
+            if rebased == rival.components[proposal.component]:
+                return self._finish(proposal, PoolChange("stale"))
+            proposal.child = rival.replaced(proposal.component, rebased, parent=proposal.rival)
+        self._queue(proposal, "screen", start=True)
+
+    def _release(self, proposal: Proposal, calls: int) -> None:
+        assert self._state is not None
+        self._state.budget.release(calls)
+        proposal.reserved -= calls
+
+    def _finish(self, proposal: Proposal, change: PoolChange) -> None:
+        """``proposal`` ended as ``change`` says: what it still had reserved goes back."""
+        state, pool = self._state, self._pool
+        assert state is not None and pool is not None
+        self._release(proposal, proposal.reserved)
+        del state.proposals[proposal.iteration]
+        self._pool = pool.spent(1, 0)
+        self._slice.reports.append(msgspec.structs.replace(change, measure=self._measure(proposal, change.outcome)))
+
+
+    def _measure(self, proposal: Proposal, outcome: str) -> ProposalMeasure:
+        """What ``proposal`` measured, from its own records."""
+        assert self._state is not None and self._pool is not None
+        mapped, screened = proposal.mapped, proposal.screened
+        proposed = kept = 0
+        if mapped is not None:
+            base = self._pool.candidates[proposal.parent].components[proposal.component]
+            child = proposal.child.components[proposal.component] if proposal.child is not None else None
+            proposed, kept = line_retention(base, [e.text for call in mapped.calls for e in call.edits], child)
+        records = mapped.records if mapped is not None else ()
+        added: tuple[str, ...] = ()
+        if outcome == "accepted" and proposal.child is not None:
+            made_from = self._pool.candidates[proposal.child.parents[0]]
+            added = added_lines(made_from.components[proposal.component], proposal.child.components[proposal.component])
+        gain = None
+        if screened is not None and proposal.graded is not None:
+            gain = screened.child.total - proposal.graded.total
+        spans = {stage: proposal.spans[stage] for stage in STAGES if stage in proposal.spans}
+        return ProposalMeasure(
+            iteration=proposal.iteration, minibatch=len(proposal.items), outcome=outcome, groups=len(records),
+            group_records=max(records, default=0), proposed=proposed, kept=kept, spans=spans,
+            waited=proposal.waited, latency=self._state.schedule.clock - proposal.started_at,
+            staleness=proposal.staleness, gain=gain, loads=dict(proposal.loads), added=added, drawn=proposal.parent,
+            parent=proposal.parent if proposal.rival is None else proposal.rival, rebased=proposal.rival is not None,
+        )

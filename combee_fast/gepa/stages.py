@@ -1,0 +1,161 @@
+"""The stages of one asynchronous GEPA proposal, and what each does (:mod:`.pipeline` runs them).
+
+    grade       the parent on the proposal's minibatch                       (metric calls)
+    reflect     the reflection calls over the graded minibatch (the map)
+    aggregate   their rewrites merged into one child text (the reduce)
+    screen      the child (and the rival a stale child was rebased onto) on the minibatch (metric calls)
+    validate    an accepted child on the validation set                      (metric calls)
+
+A :class:`Proposal` is plain data: its minibatch, the pool version and parent it was drawn from,
+the metric calls still reserved for it, and each stage's result once known. Every stage's work
+is a function of the proposal's earlier results alone (seeded by path, as in the synchronous
+loop: iteration ``iteration``'s parent draw, shuffle and reflection seeds), so it may run as soon
+as its inputs exist, whatever the other proposals are doing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+import msgspec
+
+from combee_fast.gepa.calls import GepaCalls
+from combee_fast.gepa.candidate import Candidate
+from combee_fast.gepa.iteration import Graded, grade
+from combee_fast.gepa.learner import GepaProposer
+from combee_fast.gepa.pool import GepaState
+from combee_fast.gepa.reflection import Mapped, Reflected, Reflection
+from combee_fast.methods.base import StepShape
+from combee_fast.schema import Example
+
+STAGES = ("grade", "reflect", "aggregate", "screen", "validate")
+"""The stages, in the order a proposal goes through them."""
+
+GRADING_STAGES = frozenset({"grade", "screen", "validate"})
+"""The stages that make metric calls."""
+
+
+class Screened(msgspec.Struct, frozen=True):
+    """The child graded on its minibatch, and the rival it was rebased onto and must beat (None:
+    its parent, graded before)."""
+
+    child: Graded
+    rival: Graded | None = None
+
+    @property
+    def sim_seconds(self) -> float:
+        return max(self.child.sim_seconds, self.rival.sim_seconds if self.rival is not None else 0.0)
+
+
+class Proposal(msgspec.Struct, kw_only=True):
+    """One proposal in flight: iteration ``iteration`` on ``items``, its parent (pool index
+    ``parent``, drawn from pool version ``proposed_at``) and the ``component`` it rewrites.
+
+    ``reserved``: metric calls still promised to it; ``dispatched``: stages whose work was started
+    (their metric calls spent); ``spans``: each stage's ``(start, end)`` in simulated seconds;
+    ``waited``: simulated seconds spent queued for slots; ``loads``: per grading stage, the metric
+    calls in flight in simulated time when its task started (its own included); ``staleness``: candidates that joined
+    the pool between its parent's draw and its screening. The results: ``graded`` (parent on the
+    minibatch), ``mapped``, ``reflected``, ``child``, ``rival`` (the candidate a stale child is
+    also screened against), ``screened``, ``validated``.
+    """
+
+    iteration: int
+    items: tuple[Example, ...]
+    proposed_at: int
+    parent: int
+    component: str
+    shape: StepShape | None
+    reserved: int
+    started_at: float
+    dispatched: list[str] = msgspec.field(default_factory=list)
+    spans: dict[str, tuple[float, float]] = msgspec.field(default_factory=dict)
+    waited: float = 0.0
+    loads: dict[str, int] = msgspec.field(default_factory=dict)
+    staleness: int = 0
+    graded: Graded | None = None
+    mapped: Mapped | None = None
+    reflected: Reflected | None = None
+    child: Candidate | None = None
+    rival: int | None = None
+    screened: Screened | None = None
+    validated: Graded | None = None
+
+    def result(self, stage: str) -> Any:
+        """The result of ``stage`` (None: not known yet)."""
+        return getattr(self, _RESULT_FIELD[stage])
+
+    def keep(self, stage: str, result: Any) -> None:
+        setattr(self, _RESULT_FIELD[stage], result)
+
+
+_RESULT_FIELD = {"grade": "graded", "reflect": "mapped", "aggregate": "reflected", "screen": "screened",
+                 "validate": "validated"}
+
+
+class StageWork:
+    """What each stage does, on ``calls`` with ``reflection``; gradings run ``workers`` solves at
+    once; ``val`` is the validation set; ``skip_perfect`` as in :class:`~combee_fast.config.GepaConfig`."""
+
+    def __init__(self, calls: GepaCalls, reflection: Reflection, val: Sequence[Example], *, workers: int,
+                 skip_perfect: bool) -> None:
+        self.calls = calls
+        self.reflection = reflection
+        self.val = tuple(val)
+        self.workers = workers
+        self.skip_perfect = skip_perfect
+
+    def metric_calls(self, stage: str, proposal: Proposal) -> int:
+        """The metric calls ``stage`` makes for ``proposal`` (0 for the reflection stages)."""
+        if stage == "validate":
+            return len(self.val)
+        if stage == "screen":
+            return len(proposal.items) * (1 if proposal.rival is None else 2)
+        return len(proposal.items) if stage == "grade" else 0
+
+    def worst_case(self, minibatch: int, *, rescreens: bool) -> int:
+        """The most metric calls a proposal on ``minibatch`` examples can make."""
+        return minibatch * (3 if rescreens else 2) + len(self.val)
+
+    async def run(self, stage: str, proposal: Proposal, pool: GepaState) -> Any:
+        """``stage``'s work for ``proposal``; ``pool`` holds the candidates it names."""
+        parent = pool.candidates[proposal.parent]
+        if stage == "grade":
+            return await grade(self.calls, parent, proposal.items, workers=self.workers)
+        proposer = GepaProposer(self.calls, proposal.component)
+        current = parent.components[proposal.component]
+        if stage == "reflect":
+            assert proposal.graded is not None
+            return await self.reflection.map(proposer, current, proposal.graded.evaluations,
+                                             iteration=proposal.iteration, shape=proposal.shape)
+        if stage == "aggregate":
+            assert proposal.mapped is not None
+            return await self.reflection.reduce(proposer, current, proposal.mapped, iteration=proposal.iteration)
+        assert proposal.child is not None
+        if stage == "screen":
+            if proposal.rival is None:
+                return Screened(await grade(self.calls, proposal.child, proposal.items, workers=self.workers))
+            child, rival = await asyncio.gather(
+                grade(self.calls, proposal.child, proposal.items, workers=self.workers),
+                grade(self.calls, pool.candidates[proposal.rival], proposal.items, workers=self.workers))
+            return Screened(child, rival)
+        return await grade(self.calls, proposal.child, self.val, workers=self.workers)
+
+    def perfect(self, proposal: Proposal) -> bool:
+        """The parent already scores 1 on the whole minibatch (and perfect parents are skipped)."""
+        assert proposal.graded is not None
+        return self.skip_perfect and all(e.score >= 1.0 for e in proposal.graded.evaluations)
+
+    def accepted(self, proposal: Proposal) -> bool:
+        """The child's minibatch total beats its parent's (its rival's, when it was rebased onto one)."""
+        assert proposal.graded is not None and proposal.screened is not None
+        screened = proposal.screened
+        against = screened.rival if screened.rival is not None else proposal.graded
+        return screened.child.total > against.total
+
+
+def duration(result: Any) -> float:
+    """The simulated seconds a stage's result took (every result carries its critical path)."""
+    return float(result.sim_seconds)

@@ -1,0 +1,240 @@
+"""The stage-decoupled GEPA search (``async-gepa``) over real HTTP: the in-process simulated
+endpoint plays the task world, the run loop drives the method (``Session.train``)."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import Sequence
+
+import msgspec
+import pytest
+
+from combee_fast.config import (CacheConfig, FaultConfig, GepaConfig, PipelineConfig, SessionConfig, SimConfig,
+                                TaskConfig, TransportConfig)
+from combee_fast.gepa.calls import Evaluation, GepaCalls, Rewrite
+from combee_fast.gepa.pipeline import AsyncGepa
+from combee_fast.gepa.pool import PoolChange
+from combee_fast.gepa.reflection import CombeeReflection, SerialReflection
+from combee_fast.gepa.stages import StageWork
+from combee_fast.run.train import TrainResult
+from combee_fast.schema import Example
+from combee_fast.session import Session, open_session
+
+pytestmark = pytest.mark.slow  # each trains (a few seconds) against the simulated endpoint
+
+
+def _config(*, pipeline: PipelineConfig = PipelineConfig(), **gepa: object) -> SessionConfig:
+    """Formula on a small slice, the flat preset at 1e-4 real seconds per simulated second."""
+    settings = {"combee_minibatch": 12, "max_metric_calls": 10**9, "max_epochs": 1, **gepa}
+    return SessionConfig(method="async-gepa", task=TaskConfig(train_split="train[0:96]", val_split="val[0:20]"),
+                         sim=SimConfig("flat", 1e-4), gepa=GepaConfig(pipeline=pipeline, **settings))  # type: ignore[arg-type]
+
+
+class _Counting(GepaCalls):
+    """Counts every solve (one metric call each) and the reflection maps in flight at once."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.solves = 0
+        self.reflecting: dict[int | str, int] = {}
+        self.peak_maps = 0
+
+    async def solve(self, example: Example, system_prompt: str) -> Evaluation:
+        self.solves += 1
+        return await super().solve(example, system_prompt)
+
+    async def propose(self, current, evaluations, *, seed_path) -> Rewrite:
+        iteration = seed_path[0]
+        self.reflecting[iteration] = self.reflecting.get(iteration, 0) + 1
+        self.peak_maps = max(self.peak_maps, len(self.reflecting))
+        try:
+            await asyncio.sleep(0)
+            return await super().propose(current, evaluations, seed_path=seed_path)
+        finally:
+            self.reflecting[iteration] -= 1
+            if not self.reflecting[iteration]:
+                del self.reflecting[iteration]
+
+
+def _method(session: Session, config: SessionConfig, *, serial: bool = False) -> tuple[AsyncGepa, _Counting]:
+    calls = _Counting(session.task, session.clients, seed=config.seed)
+    reflection = SerialReflection() if serial else CombeeReflection(config.combee, seed=config.seed)
+    work = StageWork(calls, reflection, session.val_split.examples, workers=config.map.workers,
+                     skip_perfect=config.gepa.skip_perfect)
+    return AsyncGepa("async-gepa", calls, work, config=config.gepa, seed=config.seed), calls
+
+
+class _Watched:
+    """``method`` with every step's pool changes kept (the ledger holds only their counts)."""
+
+    def __init__(self, method: AsyncGepa) -> None:
+        self.method = method
+        self.name, self.batches_span_epochs = method.name, method.batches_span_epochs
+        self.changes: list[PoolChange] = []
+
+    async def start(self, artifact):
+        return await self.method.start(artifact)
+
+    async def step(self, items, artifact, *, epoch, step, shape=None):
+        result = await self.method.step(items, artifact, epoch=epoch, step=step, shape=shape)
+        self.changes.extend(result.reports)
+        return result
+
+    def pending(self) -> int:
+        return self.method.pending()
+
+    def carried(self):
+        return self.method.carried()
+
+    async def resume(self, carried, items) -> None:
+        await self.method.resume(carried, items)
+
+
+async def _train(config: SessionConfig, **options: object) -> tuple[TrainResult, list[PoolChange], _Counting]:
+    async with open_session(config) as session:
+        method, calls = _method(session, config, **options)  # type: ignore[arg-type]
+        watched = _Watched(method)
+        result = await session.train(method=watched)
+    return result, watched.changes, calls
+
+
+def _overlap(spans: Sequence[tuple[float, float]]) -> int:
+    """Most spans open at one instant (ends before starts at the same time)."""
+    events = sorted([(start, 1) for start, end in spans if end > start] + [(end, -1) for start, end in spans if end > start],
+                    key=lambda e: (e[0], e[1]))
+    return max(itertools.accumulate(delta for _, delta in events), default=0)
+
+
+@pytest.mark.parametrize("serial", [False, True])
+async def test_one_proposal_in_flight_is_the_synchronous_loop(serial: bool) -> None:
+    config = _config(pipeline=PipelineConfig(proposals=1))
+    synchronous = msgspec.structs.replace(config, method="gepa" if serial else "combee-gepa")
+    if serial:
+        synchronous = msgspec.structs.replace(synchronous, gepa=msgspec.structs.replace(synchronous.gepa, minibatch=12))
+    async with open_session(synchronous) as session:
+        expected = await session.train()
+    result, changes, _ = await _train(config, serial=serial)
+    assert result.final == expected.final and result.best == expected.best
+    assert result.artifact.candidates == expected.artifact.candidates
+    assert result.artifact.scores == expected.artifact.scores
+    assert result.summary == expected.summary and result.steps == expected.steps
+    assert [(row.added, row.rejected, row.rollouts) for row in result.ledger] == \
+        [(row.added, row.rejected, row.rollouts) for row in expected.ledger]
+    assert len(changes) == result.artifact.iterations and {c.outcome for c in changes} >= {"accepted"}
+    assert result.train_sim_seconds == pytest.approx(expected.train_sim_seconds)
+
+
+@pytest.mark.parametrize(("budget", "staleness"), [(260, "full"), (333, "guarded"), (497, "full")])
+async def test_under_injected_faults_the_metric_calls_never_exceed_the_budget(budget: int, staleness: str) -> None:
+    faults = FaultConfig(rate_500=0.1, rate_malformed=0.05, rate_drop=0.05, rate_truncated=0.05)
+    config = msgspec.structs.replace(
+        _config(pipeline=PipelineConfig(proposals=4, staleness=staleness), max_metric_calls=budget, max_epochs=None),
+        sim=SimConfig("flat", 1e-4, faults=faults), task=TaskConfig(train_split="train[0:300]", val_split="val[0:20]"))
+    result, changes, calls = await _train(config)
+    spent = result.summary["metric_calls"]
+    assert calls.solves == spent <= budget  # every metric call made was paid for, none past the budget
+    assert sum(row.rollouts for row in result.ledger) == spent == result.rollouts
+    need = 12 * (3 if staleness == "full" else 2) + 20
+    assert budget - spent < need  # it stopped because no further proposal fitted
+    assert result.artifact.budget_closed and result.stopped_by is None  # the work is done: a clean stop
+    assert len(changes) == result.artifact.iterations  # every proposal started ended
+    assert sum(result.counts.retries.get("gepa_solver", {}).values()) > 0  # the faults were there, and retried
+    async with open_session(msgspec.structs.replace(config, method="combee-gepa")) as session:
+        synchronous = await session.train()
+    assert synchronous.summary["metric_calls"] >= budget  # the synchronous loop runs its last iteration in full
+
+
+async def test_a_run_is_the_same_whatever_order_its_requests_complete_in(tmp_path) -> None:
+    cache = str(tmp_path / "cache.jsonl")
+    config = _config(pipeline=PipelineConfig(proposals=3))
+    async with open_session(msgspec.structs.replace(config, cache=CacheConfig(cache, "record"))) as session:
+        recorded = await session.train()
+    async with open_session(msgspec.structs.replace(config, cache=CacheConfig(cache, "replay"))) as session:
+        replayed = await session.train()
+        assert session.server.counters().requests == 0  # every answer came from the cache
+    reordered = msgspec.structs.replace(config, transport=TransportConfig(concurrency=3))
+    async with open_session(reordered) as session:
+        queued = await session.train()  # three requests at a time: another completion order
+    assert recorded.final == replayed.final == queued.final
+    assert recorded.artifact.candidates == replayed.artifact.candidates == queued.artifact.candidates
+    assert len(recorded.artifact.candidates) >= 3
+    for other in (replayed, queued):
+        assert [(r.added, r.rejected, r.rollouts) for r in other.ledger] == \
+            [(r.added, r.rejected, r.rollouts) for r in recorded.ledger]
+        assert other.train_sim_seconds == recorded.train_sim_seconds
+
+
+async def test_stages_overlap_across_proposals_within_their_in_flight_limits() -> None:
+    pipeline = PipelineConfig(proposals=4, grade=2, reflect=1, aggregate=2, screen=2, validate=1)
+    result, changes, calls = await _train(_config(pipeline=pipeline))
+    measures = [c.measure for c in changes]
+    assert all(m is not None for m in measures)
+    for stage, limit in pipeline.limits().items():
+        spans = [m.spans[stage] for m in measures if stage in m.spans]
+        assert spans and _overlap(spans) <= limit, stage  # in simulated time
+    assert 1 <= calls.peak_maps <= pipeline.reflect  # in real time: reflection maps at once
+    grading = [m.spans["grade"] for m in measures]
+    reflecting = [m.spans["reflect"] for m in measures if "reflect" in m.spans]
+    assert any(g[0] < r[1] and r[0] < g[1] for g in grading for r in reflecting)  # no barrier between stages
+    assert any(m.waited > 0 for m in measures)  # the reflect stage's one slot made some wait
+    sequential, _, _ = await _train(_config(pipeline=PipelineConfig(proposals=1)))
+    assert result.train_sim_seconds < 0.7 * sequential.train_sim_seconds
+
+
+async def test_guarded_drops_children_staler_than_its_bound_unscreened() -> None:
+    result, changes, _ = await _train(_config(pipeline=PipelineConfig(proposals=4, staleness="guarded",
+                                                                      max_staleness=0)))
+    outcomes = {c.outcome for c in changes}
+    assert "stale" in outcomes and "accepted" in outcomes
+    for change in changes:
+        measure = change.measure
+        assert measure is not None
+        if change.outcome == "stale":
+            assert measure.staleness > 0 and "screen" not in measure.spans  # no metric call made for it
+        elif change.outcome in ("accepted", "rejected"):
+            assert measure.staleness == 0
+
+
+async def test_full_rebases_a_stale_child_onto_the_pools_best_and_screens_it_against_that() -> None:
+    config = _config(pipeline=PipelineConfig(proposals=4), combee_minibatch=8)
+    config = msgspec.structs.replace(config, task=TaskConfig(train_split="train[0:160]", val_split="val[0:20]"))
+    result, changes, _ = await _train(config)
+    pool = result.artifact
+    rebased = [c for c in changes if c.measure is not None and c.measure.rebased]
+    assert rebased, [(c.outcome, c.measure and c.measure.staleness) for c in changes]
+    for change in rebased:
+        measure = change.measure
+        assert measure.staleness > 0 and measure.parent != measure.drawn
+        if change.outcome == "accepted":
+            child = pool.candidates[change.added_ids[0]]
+            made_from = pool.candidates[measure.parent]
+            assert child.parents == (measure.parent,)
+            assert set(made_from.render().split("\n")) <= set(child.render().split("\n"))
+
+
+async def test_a_pass_limit_drains_the_proposals_in_flight_before_the_run_ends() -> None:
+    result, changes, calls = await _train(_config(pipeline=PipelineConfig(proposals=4)))
+    assert result.stopped_by is None and result.summary["metric_calls"] == calls.solves
+    assert len(changes) == result.artifact.iterations == -(-96 // 12)  # every minibatch of the pass, ended
+    assert [row.batch_reason for row in result.ledger][-1] == "drain"
+    assert result.samples == 96  # no minibatch of the next pass was started
+
+
+async def test_the_live_plan_sizes_minibatches_and_proposals_in_flight(tmp_path) -> None:
+    from combee_fast.run.rundir import RunDir
+
+    config = _config(combee_minibatch="auto", pipeline=PipelineConfig(proposals=3))
+    config = msgspec.structs.replace(config, task=TaskConfig(train_split="train[0:300]", val_split="val[0:20]"))
+    run_dir = RunDir(tmp_path / "run")
+    try:
+        async with open_session(config) as session:
+            result = await session.train(run_dir=run_dir)
+    finally:
+        run_dir.close()
+    decisions = [msgspec.json.decode(line) for line in (tmp_path / "run" / "controller.jsonl").read_bytes().splitlines()]
+    assert decisions and {d["batch_size"] for d in decisions} == {80}  # the tree bound: 8 groups, one merge
+    assert all(1 <= d["in_flight"] <= 3 for d in decisions) and decisions[0]["in_flight"] == 2
+    assert decisions[0]["reason"].startswith("start: nothing measured yet")
+    assert any("merge_retention" in d["inputs"] for d in decisions)
+    assert {row.batch_size for row in result.ledger[1:] if row.batch_reason != "drain"} == {80}
