@@ -21,6 +21,7 @@ from typing import Any
 import msgspec
 
 from combee_fast.config import SessionConfig
+from combee_fast.engine.kept import StructArtifact
 from combee_fast.errors import ConfigError
 from combee_fast.gepa.calls import AGGREGATOR_ROLE, PROPOSER_ROLE, SOLVER_ROLE, GepaCalls
 from combee_fast.gepa.candidate import Candidate, is_candidate_file
@@ -39,7 +40,7 @@ from combee_fast.run.stops import EpochsDone
 from combee_fast.schema import Example
 
 
-class GepaKind:
+class GepaKind(StructArtifact):
     """The GEPA learner: what it learns is a :class:`~combee_fast.gepa.pool.GepaState`, what it
     deploys a :class:`~combee_fast.gepa.candidate.Candidate`."""
 
@@ -49,12 +50,6 @@ class GepaKind:
     learning_roles = (PROPOSER_ROLE, AGGREGATOR_ROLE)
     size_unit = "candidates"  # what the artifact's size counts, in progress lines and reports
     artifact_type = GepaState
-
-    def encode_artifact(self, artifact: GepaState) -> bytes:
-        return msgspec.msgpack.encode(artifact)
-
-    def decode_artifact(self, data: bytes) -> GepaState:
-        return msgspec.msgpack.decode(data, type=GepaState)
 
     def initial(self, config: SessionConfig) -> GepaState:
         return GepaState(seed=Candidate.seed())

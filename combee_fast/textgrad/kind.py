@@ -14,9 +14,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import msgspec
-
 from combee_fast.config import SessionConfig
+from combee_fast.engine.kept import StructArtifact
 from combee_fast.errors import ConfigError
 from combee_fast.methods import METHODS, build_method
 from combee_fast.methods.base import EvalResult
@@ -39,7 +38,7 @@ def calls_of(context: LearnContext) -> TextGradCalls:
                          on_call=agents.note_call)
 
 
-class TextGradKind:
+class TextGradKind(StructArtifact):
     """The TextGrad learner: what it learns and deploys is a
     :class:`~combee_fast.textgrad.variable.PromptVariable`."""
 
@@ -49,12 +48,6 @@ class TextGradKind:
     learning_roles = (LOSS_ROLE, GRADIENT_ROLE, STEP_ROLE, REDUCE_ROLE)
     size_unit = "lines"  # what the artifact's size counts, in progress lines and reports
     artifact_type = PromptVariable
-
-    def encode_artifact(self, artifact: PromptVariable) -> bytes:
-        return msgspec.msgpack.encode(artifact)
-
-    def decode_artifact(self, data: bytes) -> PromptVariable:
-        return msgspec.msgpack.decode(data, type=PromptVariable)
 
     def initial(self, config: SessionConfig) -> PromptVariable:
         return PromptVariable.seed()
