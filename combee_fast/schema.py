@@ -114,6 +114,37 @@ class Example(msgspec.Struct, frozen=True):
         return f"{self.split}:{self.index}"
 
 
+class GradedAnswer(msgspec.Struct, frozen=True):
+    """A prompt's answer to one example, graded by the task: its score and the grader's feedback
+    (GEPA's metric call, TextGrad's forward pass; a :class:`~combee_fast.protocols.Trace` of one
+    call). ``answer`` is None when the call failed (``error``) or gave no answer."""
+
+    example: Example
+    answer: str | None
+    score: float
+    feedback: str
+    usage: Usage
+    error: CallError | None = None
+
+    @property
+    def item_id(self) -> str:
+        return self.example.id
+
+    @property
+    def sim_seconds(self) -> float:
+        return self.usage.effective_latency_s
+
+    @property
+    def reward(self) -> float:
+        return self.score
+
+    def call_outcomes(self) -> list[tuple[Usage, CallError | None]]:
+        return [(self.usage, self.error)]
+
+    def errors(self) -> list[tuple[str, CallError]]:
+        return [] if self.error is None else [(self.example.id, self.error)]
+
+
 class Tool(msgspec.Struct, frozen=True):
     """A tool an environment offers an agent: its name, what it does, and the JSON Schema of its
     arguments (an object)."""

@@ -33,7 +33,7 @@ from combee_fast.roles.base import convert, decode_json_object, fill, no_answer
 from combee_fast.roles.names import GEPA_AGGREGATOR_ROLE as AGGREGATOR_ROLE
 from combee_fast.roles.names import GEPA_PROPOSER_ROLE as PROPOSER_ROLE
 from combee_fast.roles.names import GEPA_SOLVER_ROLE as SOLVER_ROLE
-from combee_fast.schema import CallError, Example, Message, Usage
+from combee_fast.schema import CallError, Example, GradedAnswer, Message, Usage
 
 
 SOLVER_MAX_TOKENS = 1024
@@ -72,36 +72,6 @@ AGGREGATE_SCHEMA: dict[str, Any] = {
 """JSON Schemas of the replies, for ``response_format``. Do not mutate."""
 
 
-class Evaluation(msgspec.Struct, frozen=True):
-    """One metric call: a candidate's answer to one example, its score and the grader's feedback
-    (a :class:`~combee_fast.protocols.Trace` of one call)."""
-
-    example: Example
-    answer: str | None
-    score: float
-    feedback: str
-    usage: Usage
-    error: CallError | None = None
-
-    @property
-    def item_id(self) -> str:
-        return self.example.id
-
-    @property
-    def sim_seconds(self) -> float:
-        return self.usage.effective_latency_s
-
-    @property
-    def reward(self) -> float:
-        return self.score
-
-    def call_outcomes(self) -> list[tuple[Usage, CallError | None]]:
-        return [(self.usage, self.error)]
-
-    def errors(self) -> list[tuple[str, CallError]]:
-        return [] if self.error is None else [(self.example.id, self.error)]
-
-
 class Rewrite(msgspec.Struct, frozen=True):
     """A proposed or aggregated text for one component (``None`` when the call failed)."""
 
@@ -127,7 +97,7 @@ class _AggregateReply(msgspec.Struct):
     add: list[str]
 
 
-def examples_text(evaluations: Sequence[Evaluation]) -> str:
+def examples_text(evaluations: Sequence[GradedAnswer]) -> str:
     """Graded examples as the proposer reads them: one JSON object per line."""
     return "\n".join(
         orjson.dumps({
@@ -154,7 +124,7 @@ class GepaCalls:
         self.temperature = temperature
         self.note = note
 
-    async def solve(self, example: Example, system_prompt: str) -> Evaluation:
+    async def solve(self, example: Example, system_prompt: str) -> GradedAnswer:
         """One metric call: ``example`` answered under ``system_prompt``, graded."""
         user = fill(SOLVER_USER_TEMPLATE, question=example.input)
         messages = (Message("system", system_prompt), Message("user", user))
@@ -169,12 +139,12 @@ class GepaCalls:
                 reply, answer = problem, None
         self._noted(SOLVER_ROLE, result, reply)
         score = self.task.score(example, answer)
-        return Evaluation(
+        return GradedAnswer(
             example, answer, score.value, score.feedback, result.usage, reply if isinstance(reply, CallError) else None
         )
 
     async def propose(
-        self, current: str, evaluations: Sequence[Evaluation], *, seed_path: tuple[int | str, ...]
+        self, current: str, evaluations: Sequence[GradedAnswer], *, seed_path: tuple[int | str, ...]
     ) -> Rewrite:
         """One reflection call: a rewrite of ``current`` from the graded ``evaluations``."""
         user = fill(PROPOSER_USER_TEMPLATE, instruction=current, examples=examples_text(evaluations))

@@ -31,20 +31,20 @@ from combee_fast.config import GepaConfig
 from combee_fast.engine.rng import rng_at
 from combee_fast.engine.stream import indexed_map
 from combee_fast.engine.timing import finish_times
-from combee_fast.gepa.calls import Evaluation, GepaCalls
+from combee_fast.gepa.calls import GepaCalls
 from combee_fast.gepa.candidate import Candidate
 from combee_fast.gepa.learner import GepaProposer
 from combee_fast.gepa.measure import ProposalMeasure, added_lines, line_retention
 from combee_fast.gepa.pool import GepaState, PoolChange
 from combee_fast.gepa.reflection import Reflection
 from combee_fast.methods.base import StepResult, StepShape, StepsOnly
-from combee_fast.schema import Example
+from combee_fast.schema import Example, GradedAnswer
 
 
 class Graded(msgspec.Struct, frozen=True):
     """One candidate graded on a set of examples: every evaluation and the critical path."""
 
-    evaluations: tuple[Evaluation, ...]
+    evaluations: tuple[GradedAnswer, ...]
     sim_seconds: float
 
     @property
@@ -60,7 +60,7 @@ async def grade(calls: GepaCalls, candidate: Candidate, examples: Sequence[Examp
     """``candidate`` graded on every example, ``workers`` solves at once, in example order."""
     text = candidate.render()
 
-    async def one(_: int, example: Example) -> Evaluation:
+    async def one(_: int, example: Example) -> GradedAnswer:
         return await calls.solve(example, text)
 
     evaluations = await indexed_map(examples, one, concurrency=workers)

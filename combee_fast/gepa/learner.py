@@ -1,6 +1,6 @@
 """GEPA's proposer on Combee's shared mechanisms (:mod:`combee_fast.combee`).
 
-The records a proposer reads are graded evaluations (:class:`~combee_fast.gepa.calls.Evaluation`);
+The records a proposer reads are graded evaluations (:class:`~combee_fast.schema.GradedAnswer`);
 an edit is the new text of one component (:class:`ComponentText`); ``propose`` is one reflection
 call and ``merge`` one aggregation call, so the reduce tree of :mod:`combee_fast.combee.reduce`
 merges rewrites as it merges playbook edits. :class:`GepaProposer` is a
@@ -15,8 +15,8 @@ from typing import Any
 
 import msgspec
 
-from combee_fast.gepa.calls import Evaluation, GepaCalls
-from combee_fast.schema import CallError, Proposal, Usage
+from combee_fast.gepa.calls import GepaCalls
+from combee_fast.schema import CallError, GradedAnswer, Proposal, Usage
 
 
 class ComponentText(msgspec.Struct, frozen=True):
@@ -34,11 +34,11 @@ class GepaProposer:
         self.calls = calls
         self.component = component
 
-    def insight(self, record: Evaluation) -> str:
+    def insight(self, record: GradedAnswer) -> str:
         return record.feedback
 
     async def propose(
-        self, records: Sequence[Evaluation], artifact: Any, text: str, *, source: str,
+        self, records: Sequence[GradedAnswer], artifact: Any, text: str, *, source: str,
         seed_path: tuple[int | str, ...],
     ) -> Proposal[ComponentText]:
         """One reflection call over ``records``; no edit when it failed or changed nothing."""

@@ -63,7 +63,7 @@ from combee_fast.config import GepaConfig
 from combee_fast.engine.rng import rng_at
 from combee_fast.engine.virtual import Ended, ScheduleState, StageSchedule
 from combee_fast.gepa.budget import MetricBudget
-from combee_fast.gepa.calls import Evaluation, GepaCalls
+from combee_fast.gepa.calls import GepaCalls
 from combee_fast.gepa.iteration import grade_seed
 from combee_fast.gepa.measure import ProposalMeasure, added_lines, line_retention
 from combee_fast.gepa.pool import GepaState, PoolChange
@@ -71,7 +71,7 @@ from combee_fast.gepa.revisions import rebase
 from combee_fast.gepa.stages import GRADING_STAGES, STAGES, Proposal, StageWork, duration
 from combee_fast.gepa.staleness import staleness_policy
 from combee_fast.methods.base import StepResult, StepShape
-from combee_fast.schema import Example, Proposal as Call
+from combee_fast.schema import Example, GradedAnswer, Proposal as Call
 
 
 class PipelineState(msgspec.Struct, kw_only=True):
@@ -116,7 +116,7 @@ class _Slice:
     def __init__(self, version: int) -> None:
         self.version = version
         self.reports: list[PoolChange] = []
-        self.traces: list[Evaluation] = []
+        self.traces: list[GradedAnswer] = []
         self.calls: list[Call[Any]] = []
         self.rewards: list[float] = []
 

@@ -12,11 +12,11 @@ from collections.abc import Sequence
 
 import msgspec
 
-from combee_fast.gepa.calls import Evaluation
 from combee_fast.gepa.candidate import Candidate
 from combee_fast.gepa.measure import ProposalMeasure
 from combee_fast.gepa.pareto import ParetoPool
 from combee_fast.methods.base import EvalResult
+from combee_fast.schema import GradedAnswer
 
 
 class GepaState(msgspec.Struct, frozen=True):
@@ -59,7 +59,7 @@ class GepaState(msgspec.Struct, frozen=True):
         """The best candidate (the seed before it was graded)."""
         return self.candidates[self.best_index()] if self.candidates else self.seed
 
-    def with_candidate(self, candidate: Candidate, graded: Sequence[Evaluation]) -> GepaState:
+    def with_candidate(self, candidate: Candidate, graded: Sequence[GradedAnswer]) -> GepaState:
         """This pool with ``candidate`` added, graded on the validation set by ``graded``."""
         failed: dict[str, int] = {}
         for evaluation in graded:

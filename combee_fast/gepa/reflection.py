@@ -28,10 +28,9 @@ from combee_fast.combee.reduce import reduce_tree
 from combee_fast.combee.shuffle import augmented_groups
 from combee_fast.config import CombeeConfig
 from combee_fast.engine.rng import rng_at
-from combee_fast.gepa.calls import Evaluation
 from combee_fast.gepa.learner import ComponentText, GepaProposer
 from combee_fast.methods.base import StepShape
-from combee_fast.schema import Proposal
+from combee_fast.schema import GradedAnswer, Proposal
 
 
 class Mapped(msgspec.Struct, frozen=True):
@@ -55,7 +54,7 @@ class Reflection(Protocol):
     """Proposes one component's new text from the parent's graded minibatch."""
 
     async def map(
-        self, learner: GepaProposer, current: str, evaluations: Sequence[Evaluation], *, iteration: int,
+        self, learner: GepaProposer, current: str, evaluations: Sequence[GradedAnswer], *, iteration: int,
         shape: StepShape | None = None,
     ) -> Mapped:
         """The reflection calls over the graded ``evaluations``."""
@@ -66,7 +65,7 @@ class Reflection(Protocol):
         ...
 
     async def reflect(
-        self, learner: GepaProposer, current: str, evaluations: Sequence[Evaluation], *, iteration: int
+        self, learner: GepaProposer, current: str, evaluations: Sequence[GradedAnswer], *, iteration: int
     ) -> Reflected: ...
 
 
@@ -79,7 +78,7 @@ class SerialReflection:
     makes no call)."""
 
     async def map(
-        self, learner: GepaProposer, current: str, evaluations: Sequence[Evaluation], *, iteration: int,
+        self, learner: GepaProposer, current: str, evaluations: Sequence[GradedAnswer], *, iteration: int,
         shape: StepShape | None = None,
     ) -> Mapped:
         proposal = await learner.propose(
@@ -91,7 +90,7 @@ class SerialReflection:
         return Reflected(_text(mapped.calls[0].edits), (), 0.0)
 
     async def reflect(
-        self, learner: GepaProposer, current: str, evaluations: Sequence[Evaluation], *, iteration: int
+        self, learner: GepaProposer, current: str, evaluations: Sequence[GradedAnswer], *, iteration: int
     ) -> Reflected:
         mapped = await self.map(learner, current, evaluations, iteration=iteration)
         return Reflected(_text(mapped.calls[0].edits), mapped.calls, mapped.sim_seconds)
@@ -117,7 +116,7 @@ class CombeeReflection:
         return augmented_groups(records, duplicates, rng_at(self.seed, *path), max_group=max_group)
 
     async def map(
-        self, learner: GepaProposer, current: str, evaluations: Sequence[Evaluation], *, iteration: int,
+        self, learner: GepaProposer, current: str, evaluations: Sequence[GradedAnswer], *, iteration: int,
         shape: StepShape | None = None,
     ) -> Mapped:
         groups = self.groups(len(evaluations), iteration, shape)
@@ -141,7 +140,7 @@ class CombeeReflection:
         return Reflected(_text(reduced.edits), reduced.calls, reduced.sim_seconds)
 
     async def reflect(
-        self, learner: GepaProposer, current: str, evaluations: Sequence[Evaluation], *, iteration: int
+        self, learner: GepaProposer, current: str, evaluations: Sequence[GradedAnswer], *, iteration: int
     ) -> Reflected:
         mapped = await self.map(learner, current, evaluations, iteration=iteration)
         reduced = await self.reduce(learner, current, mapped, iteration=iteration)

@@ -42,7 +42,7 @@ from combee_fast.roles.names import TEXTGRAD_LOSS_ROLE as LOSS_ROLE
 from combee_fast.roles.names import TEXTGRAD_REDUCE_ROLE as REDUCE_ROLE
 from combee_fast.roles.names import TEXTGRAD_ROLES
 from combee_fast.roles.names import TEXTGRAD_STEP_ROLE as STEP_ROLE
-from combee_fast.schema import CallError, Example, Message, Usage
+from combee_fast.schema import CallError, Example, GradedAnswer, Message, Usage
 from combee_fast.textgrad.variable import LineEdit, PromptVariable, load_prompt
 
 ROLES = TEXTGRAD_ROLES
@@ -85,17 +85,6 @@ def reduce_schema(parts: Sequence[str]) -> dict[str, Any]:
     """The reduce's reply: references kept, lines written anew in one of ``parts``."""
     return _object(reasoning=text(REASONING_CHARS), keep=array(text(16), MAX_KEEP),
                    add=array(_added_line(parts), MAX_OPS))
-
-
-class Forward(msgspec.Struct, frozen=True):
-    """One forward call: the answer to ``example`` under the prompt, graded by the task."""
-
-    example: Example
-    answer: str | None
-    score: float
-    feedback: str
-    usage: Usage
-    error: CallError | None = None
 
 
 class Loss(msgspec.Struct, frozen=True):
@@ -190,14 +179,14 @@ def forward_messages(question: str, prompt: str) -> tuple[Message, ...]:
     return Message("system", prompt), Message("user", fill(FORWARD_TEMPLATE, question=question))
 
 
-def loss_messages(forward: Forward) -> tuple[Message, ...]:
+def loss_messages(forward: GradedAnswer) -> tuple[Message, ...]:
     """The loss call over ``forward``'s answer and the grader's remarks on it."""
     user = fill(LOSS_TEMPLATE, question=forward.example.input, answer=forward.answer or "(no answer)",
                 feedback=forward.feedback or "(none)")
     return Message("system", LOSS_SYSTEM), Message("user", user)
 
 
-def gradient_messages(prompt: str, forward: Forward, loss: Loss) -> tuple[Message, ...]:
+def gradient_messages(prompt: str, forward: GradedAnswer, loss: Loss) -> tuple[Message, ...]:
     """The gradient call: the prompt, the question, the answer, the loss's verdict and critique."""
     user = fill(GRADIENT_TEMPLATE, prompt=prompt, question=forward.example.input,
                 answer=forward.answer or "(no answer)", critique=f"{loss.verdict}: {loss.critique}")
@@ -229,7 +218,7 @@ class TextGradCalls:
         self.temperature = temperature
         self.on_call = on_call
 
-    async def forward(self, example: Example, prompt: str, *, epoch: int | str) -> Forward:
+    async def forward(self, example: Example, prompt: str, *, epoch: int | str) -> GradedAnswer:
         """``example`` answered under ``prompt``, graded."""
         request = self._request(FORWARD_ROLE, forward_messages(example.input, prompt), FORWARD_MAX_TOKENS,
                                 FORWARD_SCHEMA, epoch, example.id)
@@ -237,12 +226,12 @@ class TextGradCalls:
         reply = self._parsed(FORWARD_ROLE, result, _ForwardReply)
         if isinstance(reply, CallError):
             score = self.task.score(example, None)
-            return Forward(example, None, score.value, score.feedback, result.usage, reply)
+            return GradedAnswer(example, None, score.value, score.feedback, result.usage, reply)
         answer = (reply.final_answer if isinstance(reply.final_answer, str) else str(reply.final_answer)).strip()
         score = self.task.score(example, answer)
-        return Forward(example, answer, score.value, score.feedback, result.usage)
+        return GradedAnswer(example, answer, score.value, score.feedback, result.usage)
 
-    async def loss(self, forward: Forward, *, epoch: int | str) -> Loss:
+    async def loss(self, forward: GradedAnswer, *, epoch: int | str) -> Loss:
         """The evaluator's verdict and critique of ``forward``'s answer."""
         request = self._request(LOSS_ROLE, loss_messages(forward), CRITIQUE_MAX_TOKENS, LOSS_SCHEMA, epoch,
                                 forward.example.id)
@@ -252,7 +241,7 @@ class TextGradCalls:
             return Loss("", "", result.usage, reply)
         return Loss(reply.verdict, reply.critique.strip(), result.usage)
 
-    async def gradient(self, prompt: str, forward: Forward, loss: Loss, *, epoch: int | str) -> Gradient:
+    async def gradient(self, prompt: str, forward: GradedAnswer, loss: Loss, *, epoch: int | str) -> Gradient:
         """What in ``prompt`` led to ``forward``'s outcome, judged by ``loss``."""
         request = self._request(GRADIENT_ROLE, gradient_messages(prompt, forward, loss), CRITIQUE_MAX_TOKENS,
                                 GRADIENT_SCHEMA, epoch, forward.example.id)

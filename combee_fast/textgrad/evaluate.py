@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from combee_fast.engine.stream import indexed_map
 from combee_fast.engine.timing import finish_times
 from combee_fast.methods.base import EvalResult
-from combee_fast.schema import Example
-from combee_fast.textgrad.calls import Forward, TextGradCalls
+from combee_fast.schema import Example, GradedAnswer
+from combee_fast.textgrad.calls import TextGradCalls
 from combee_fast.textgrad.variable import PromptVariable
 
 
@@ -18,7 +18,7 @@ async def evaluate(calls: TextGradCalls, variable: PromptVariable, examples: Seq
     ``concurrency`` forward calls at once, seeded by ``("eval", example id)``."""
     prompt = variable.render()
 
-    async def one(_: int, example: Example) -> Forward:
+    async def one(_: int, example: Example) -> GradedAnswer:
         return await calls.forward(example, prompt, epoch="eval")
 
     forwards = await indexed_map(examples, one, concurrency=concurrency)

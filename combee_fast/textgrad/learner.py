@@ -22,8 +22,8 @@ from typing import Any
 import msgspec
 
 from combee_fast.methods.base import Applied
-from combee_fast.schema import CallError, Example, Proposal, Usage
-from combee_fast.textgrad.calls import Forward, Gradient, Loss, TextGradCalls
+from combee_fast.schema import CallError, Example, GradedAnswer, Proposal, Usage
+from combee_fast.textgrad.calls import Gradient, Loss, TextGradCalls
 from combee_fast.textgrad.variable import LineEdit, PromptVariable
 
 
@@ -31,7 +31,7 @@ class GradientTrace(msgspec.Struct, frozen=True):
     """Everything one example's chain produced (a :class:`~combee_fast.protocols.Trace`): its
     forward call, then the loss and the gradient when the calls before them succeeded."""
 
-    forward: Forward
+    forward: GradedAnswer
     loss: Loss | None = None
     gradient: Gradient | None = None
 
@@ -43,7 +43,7 @@ class GradientTrace(msgspec.Struct, frozen=True):
     def reward(self) -> float:
         return self.forward.score
 
-    def _calls(self) -> list[Forward | Loss | Gradient]:
+    def _calls(self) -> list[GradedAnswer | Loss | Gradient]:
         return [call for call in (self.forward, self.loss, self.gradient) if call is not None]
 
     @property
@@ -59,7 +59,7 @@ class GradientTrace(msgspec.Struct, frozen=True):
 
 
 async def run_chain(calls: TextGradCalls, example: Example, prompt: str, *, epoch: int) -> GradientTrace:
-    """Forward, loss, gradient of ``example`` under ``prompt``, each after the one before succeeded."""
+    """The forward pass, loss and gradient of ``example`` under ``prompt``, each after the one before succeeded."""
     forward = await calls.forward(example, prompt, epoch=epoch)
     if forward.error is not None:
         return GradientTrace(forward)

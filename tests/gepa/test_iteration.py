@@ -18,7 +18,7 @@ from combee_fast.config import (
     CacheConfig, FaultConfig, GepaConfig, MapConfig, SessionConfig, SimConfig, TaskConfig, TransportConfig,
 )
 from combee_fast.engine.rng import rng_at
-from combee_fast.gepa.calls import Evaluation, GepaCalls, Rewrite
+from combee_fast.gepa.calls import GepaCalls, Rewrite
 from combee_fast.gepa.candidate import Candidate
 from combee_fast.gepa.iteration import GepaIteration
 from combee_fast.gepa.kind import GEPA
@@ -27,6 +27,7 @@ from combee_fast.gepa.pool import GepaState
 from combee_fast.gepa.reflection import CombeeReflection, Reflected, SerialReflection
 from combee_fast.methods.base import StepResult
 from combee_fast.run.state import EpochOrder, TrainState
+from combee_fast.schema import GradedAnswer
 from combee_fast.session import open_session
 
 
@@ -110,7 +111,7 @@ async def test_a_child_is_accepted_exactly_when_it_beats_its_parent_on_the_minib
 class _Unchanged:
     """A reflection that appends a line teaching nothing: the child can only tie its parent."""
 
-    async def reflect(self, learner: GepaProposer, current: str, evaluations: Sequence[Evaluation], *, iteration: int):
+    async def reflect(self, learner: GepaProposer, current: str, evaluations: Sequence[GradedAnswer], *, iteration: int):
         return Reflected(current + "\nBe careful.", (), 0.0)
 
 

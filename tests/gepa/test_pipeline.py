@@ -12,13 +12,13 @@ import pytest
 
 from combee_fast.config import (CacheConfig, FaultConfig, GepaConfig, PipelineConfig, SessionConfig, SimConfig,
                                 TaskConfig, TransportConfig)
-from combee_fast.gepa.calls import Evaluation, GepaCalls, Rewrite
+from combee_fast.gepa.calls import GepaCalls, Rewrite
 from combee_fast.gepa.pipeline import AsyncGepa
 from combee_fast.gepa.pool import PoolChange
 from combee_fast.gepa.reflection import CombeeReflection, SerialReflection
 from combee_fast.gepa.stages import StageWork
 from combee_fast.run.train import TrainResult
-from combee_fast.schema import Example
+from combee_fast.schema import Example, GradedAnswer
 from combee_fast.session import Session, open_session
 
 pytestmark = pytest.mark.slow  # each trains (a few seconds) against the simulated endpoint
@@ -40,7 +40,7 @@ class _Counting(GepaCalls):
         self.reflecting: dict[int | str, int] = {}
         self.peak_maps = 0
 
-    async def solve(self, example: Example, system_prompt: str) -> Evaluation:
+    async def solve(self, example: Example, system_prompt: str) -> GradedAnswer:
         self.solves += 1
         return await super().solve(example, system_prompt)
 

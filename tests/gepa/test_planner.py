@@ -5,12 +5,11 @@ from __future__ import annotations
 import math
 
 from combee_fast.config import CombeeConfig, ControllerConfig
-from combee_fast.gepa.calls import Evaluation
 from combee_fast.gepa.candidate import Candidate
 from combee_fast.gepa.measure import ProposalMeasure
 from combee_fast.gepa.planner import GepaPlanner, reflection_groups
 from combee_fast.gepa.pool import GepaState
-from combee_fast.schema import Example, Usage
+from combee_fast.schema import Example, GradedAnswer, Usage
 
 SEED = Candidate.seed()
 
@@ -19,7 +18,7 @@ def _pool(best: str) -> GepaState:
     """A pool of the seed and ``best``, the better of the two on its one validation example."""
     state = GepaState(seed=SEED)
     for score, candidate in ((0.0, SEED), (1.0, Candidate({"system_prompt": best}))):
-        graded = Evaluation(Example(0, "q", "1"), "1", score, "", Usage("gepa_solver"))
+        graded = GradedAnswer(Example(0, "q", "1"), "1", score, "", Usage("gepa_solver"))
         state = state.with_candidate(candidate, [graded])
     return state
 

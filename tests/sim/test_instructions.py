@@ -5,15 +5,13 @@ from __future__ import annotations
 
 import orjson
 
-from combee_fast.gepa.calls import (
-    AGGREGATOR_ROLE, PROPOSER_ROLE, SOLVER_ROLE, Evaluation, examples_text,
-)
+from combee_fast.gepa.calls import AGGREGATOR_ROLE, PROPOSER_ROLE, SOLVER_ROLE, examples_text
 from combee_fast.gepa.candidate import Candidate, load_prompt
 from combee_fast.gepa.revisions import changes_text, compose
 from combee_fast.playbook import Playbook
 from combee_fast.roles.base import fill
 from combee_fast.roles.generator import generator_messages
-from combee_fast.schema import Delta, Message, Op, OpKind, Usage
+from combee_fast.schema import Delta, GradedAnswer, Message, Op, OpKind, Usage
 from combee_fast.sim import instructions
 from combee_fast.sim.instructions import InstructionWorld, capacity, instruction_lessons, with_lessons
 from combee_fast.sim.server import SimRequest
@@ -74,8 +72,8 @@ def test_lessons_raise_solver_accuracy_from_the_base_rate() -> None:
     assert accuracy(taught) > base + 0.15
 
 
-def _graded(indices: range) -> list[Evaluation]:
-    return [Evaluation(EXAMPLES[i], "0.00", 0.0, "wrong", Usage()) for i in indices]
+def _graded(indices: range) -> list[GradedAnswer]:
+    return [GradedAnswer(EXAMPLES[i], "0.00", 0.0, "wrong", Usage()) for i in indices]
 
 
 def _propose(indices: range, seed: int, current: str = SEED) -> list[str]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import orjson
 
-from combee_fast.schema import Message, Usage
+from combee_fast.schema import GradedAnswer, Message, Usage
 from combee_fast.sim import textgrad as world_roles
 from combee_fast.sim.instructions import InstructionWorld, capacity
 from combee_fast.sim.server import SimRequest
@@ -15,7 +15,7 @@ from combee_fast.sim.world import (FORMULA_PARAMS, GENERIC_LESSONS, generic_less
                                    world_params)
 from combee_fast.tasks.registry import get_task
 from combee_fast.textgrad import calls
-from combee_fast.textgrad.calls import Forward, Gradient, Loss
+from combee_fast.textgrad.calls import Gradient, Loss
 from combee_fast.textgrad.variable import SYSTEM_PROMPT, LineEdit, PromptVariable
 
 TASK = get_task("formula")
@@ -28,11 +28,11 @@ def _ask(role: str, messages: tuple[Message, ...], seed: int, world: Instruction
     return orjson.loads(world.respond(SimRequest(role, "m", messages, 1024, 0.0, seed, None)))
 
 
-def _forward(index: int, prompt: str, seed: int) -> Forward:
+def _forward(index: int, prompt: str, seed: int) -> GradedAnswer:
     example = EXAMPLES[index]
     reply = _ask(calls.FORWARD_ROLE, calls.forward_messages(example.input, prompt), seed)
     score = TASK.score(example, reply["final_answer"])
-    return Forward(example, reply["final_answer"], score.value, score.feedback, Usage())
+    return GradedAnswer(example, reply["final_answer"], score.value, score.feedback, Usage())
 
 
 def _gradient(change: str, verdict: str = "incorrect") -> Gradient:
