@@ -1,0 +1,116 @@
+"""The ``ray`` backend: without Ray the package still imports and choosing the backend is one
+line; a cluster that cannot be reached is one line and exit 2; on a real two-node cluster on
+this machine (:class:`~tests.rollouts.ray_cluster.LocalRayCluster`), a run whose second node is
+killed mid-run loses no episode, counts none twice, counts its re-runs, and learns what the
+``local`` and ``process`` backends learn."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.rollouts.ray_cluster import DRIVER_ENV, LocalRayCluster
+
+ROOT = Path(__file__).resolve().parents[2]
+RUN = ["--task", "terminal", "--train-split", "train[0:24]", "--val-split", "selection[0:4]", "--batch-size", "12",
+       "--quiet"]
+SLOW_TOOLS = ["--task-option", "tool_wait_s=0.4"]  # episodes long enough to be cut by a node's death
+
+needs_ray = pytest.mark.skipif(shutil.which("ray", path=str(Path(sys.executable).parent)) is None,
+                               reason="Ray is not installed (pip install -e '.[ray]'; .ci/run installs it)")
+needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None,
+                                 reason="bubblewrap is not installed (.ci/run installs it)")
+
+
+def _command(*args: str) -> list[str]:
+    return [sys.executable, "-m", "combee_fast.cli", "learn", *args]
+
+
+def _learn(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(_command(*args), cwd=ROOT, capture_output=True, text=True, timeout=400,
+                          env={**os.environ, **(env or {})})
+
+
+def test_without_ray_the_package_imports_and_choosing_ray_is_one_line(tmp_path: Path) -> None:
+    blocked = ("import sys; sys.modules['ray'] = None; "  # as if the extra were not installed
+               "import combee_fast, combee_fast.session, combee_fast.rollouts.executors; "
+               "from combee_fast.cli import main; sys.exit(main(sys.argv[1:]))")
+    done = subprocess.run([sys.executable, "-c", blocked, "learn", *RUN, "--executor", "ray", "--out",
+                           str(tmp_path / "run")], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and not (tmp_path / "run").exists()
+    line, = done.stderr.strip().splitlines()
+    assert "executor.backend 'ray' needs Ray: pip install -e '.[ray]'" in line
+
+
+@needs_ray
+def test_a_cluster_that_cannot_be_reached_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    done = _learn(*RUN, "--executor", "ray", "--ray-address", f"127.0.0.1:{port}", "--out", str(tmp_path / "run"))
+    assert done.returncode == 2 and not (tmp_path / "run").exists()
+    line, = done.stderr.strip().splitlines()
+    assert f"executor.ray_address '127.0.0.1:{port}': no Ray cluster answers there" in line
+
+
+def test_a_malformed_cluster_address_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    done = _learn(*RUN, "--executor", "ray", "--ray-address", "head-node", "--out", str(tmp_path / "run"))
+    assert done.returncode == 2
+    line, = done.stderr.strip().splitlines()
+    assert "executor.ray_address must be 'auto' or HOST:PORT, got 'head-node'" in line
+
+
+def _lines(path: Path) -> list[dict[str, object]]:
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+@pytest.mark.slow
+@needs_ray
+@needs_bwrap
+def test_a_node_killed_mid_run_loses_nothing_and_the_run_learns_what_local_and_process_learn(tmp_path: Path) -> None:
+    others = {backend: subprocess.Popen(_command(*RUN, *SLOW_TOOLS, "--executor", backend, "--out",
+                                                 str(tmp_path / backend)), cwd=ROOT, stdout=subprocess.DEVNULL,
+                                        stderr=subprocess.PIPE, text=True)
+              for backend in ("local", "process")}
+    with LocalRayCluster(cpus=1, sandboxes=1) as cluster:
+        address = cluster.start(2)
+        for process in others.values():
+            assert process.wait(timeout=400) == 0, process.stderr.read()  # type: ignore[union-attr]
+        out = tmp_path / "ray"
+        run = subprocess.Popen(_command(*RUN, *SLOW_TOOLS, "--executor", "ray", "--ray-address", address,
+                                        "--ray-actors", "2", "--out", str(out)),
+                               cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                               env={**os.environ, **DRIVER_ENV})
+        try:
+            deadline = time.monotonic() + 300
+            while len(_lines(out / "trajectories.jsonl")) < 3:  # the first batch's episodes are running
+                assert run.poll() is None and time.monotonic() < deadline, run.stderr.read()  # type: ignore[union-attr]
+                time.sleep(0.1)
+            cluster.kill_node(1)
+            stderr = run.communicate(timeout=400)[1]
+        finally:
+            if run.poll() is None:
+                run.kill()
+                run.wait()
+        assert run.returncode == 0, stderr
+    assert not cluster.leftovers()
+    local = json.loads((tmp_path / "local" / "summary.json").read_text())
+    summary = json.loads((out / "summary.json").read_text())
+    final = (out / "final.json").read_bytes()
+    assert final == (tmp_path / "local" / "final.json").read_bytes() == (tmp_path / "process" / "final.json").read_bytes()
+    assert summary["episodes"] == local["episodes"] and summary["episodes_failed"] == 0
+    assert summary["calls"] == local["calls"]
+    keys = [record["id"] for record in _lines(out / "trajectories.jsonl")]
+    assert len(keys) == len(set(keys))  # none twice
+    assert sorted(keys) == sorted(record["id"] for record in _lines(tmp_path / "local" / "trajectories.jsonl"))
+    reruns = [e for e in _lines(out / "errors.jsonl") if e.get("kind") == "worker_lost"]
+    assert summary["episodes_rerun"] == len(reruns) >= 1 and all(e["rerun"] for e in reruns)
+    assert "runs again: actor" in stderr
