@@ -84,12 +84,15 @@ class LocalRayCluster:
         self._start("--head", f"--port={port}", "--include-dashboard=false", f"--temp-dir={self.temp_dir}")
         self.address = f"{self._node_ip()}:{port}"
         self._started(0)
-        for _ in range(nodes - 1):
-            self._start(f"--address={self.address}")
-        for index in range(1, nodes):
-            self._started(index)
-        self._wait(nodes)
+        self.grow(nodes)
         return self.address
+
+    def grow(self, nodes: int) -> None:
+        """Add nodes until the cluster has ``nodes`` (started ones, killed ones included)."""
+        for index in range(len(self.nodes), nodes):  # one at a time: a loaded machine times concurrent ones out
+            self._start(f"--address={self.address}")
+            self._started(index)
+        self._wait(sum(node.poll() is None for node in self.nodes))
 
     def _started(self, index: int, timeout_s: float = 120.0) -> None:
         log = Path(self.temp_dir) / f"node{index}.log"
