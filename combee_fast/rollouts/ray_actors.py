@@ -44,6 +44,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import logging
 import math
 import socket
 from collections.abc import Callable
@@ -85,6 +86,9 @@ START_TIMEOUT_S = 120.0
 
 LOCAL_OBJECT_STORE_BYTES = 96 * 2**20
 """The object store of a Ray instance started for the run (contexts and trajectories are small)."""
+
+RAY_LOG_LEVEL = logging.ERROR
+"""What Ray's own log says on the driver's stderr (its start-up chatter is not the run's)."""
 
 
 class ActorStart(msgspec.Struct, frozen=True):
@@ -193,11 +197,6 @@ class RayExecutor:
     def capacity(self) -> int:
         return self.spec.capacity
 
-    @property
-    def nodes(self) -> set[str]:
-        """The addresses of the nodes whose actors are alive."""
-        return {actor.node for actor in self._actors if actor.alive}
-
     async def start(self) -> None:
         if self.chat.agents.clients.cache is not None:
             raise ConfigError("executor.backend 'ray': its actors call the endpoints themselves and do not read or "
@@ -221,17 +220,26 @@ class RayExecutor:
             actors = settings.ray_actors
             ray.init(address="local", num_cpus=max(1, math.ceil(actors * settings.ray_cpus)),
                      resources={SANDBOX_RESOURCE: actors}, include_dashboard=False, log_to_driver=False,
-                     object_store_memory=LOCAL_OBJECT_STORE_BYTES)
+                     object_store_memory=LOCAL_OBJECT_STORE_BYTES, logging_level=RAY_LOG_LEVEL)
             return True
-        if address != "auto":
-            host, _, port = address.rpartition(":")
-            try:
-                socket.create_connection((host, int(port)), timeout=CONNECT_TIMEOUT_S).close()
-            except OSError as exc:
-                raise ConfigError(f"executor.ray_address {address!r}: no Ray cluster answers there "
-                                  f"({exc.strerror or exc})") from None
+        # ``auto`` read as Ray reads it (RAY_ADDRESS, else the last cluster ``ray start`` recorded here), so
+        # that an address recorded by a cluster since gone is refused at once, not after Ray's long retries
         try:
-            ray.init(address=address, log_to_driver=False)
+            found = ray._private.services.canonicalize_bootstrap_address(address)
+        except (ConnectionError, ValueError):
+            found = None
+        if found is None:
+            raise ConfigError(f"executor.ray_address {address!r}: no running Ray cluster is recorded on this machine "
+                              "(start one with ray start --head, or give HOST:PORT)")
+        host, _, port = found.rpartition(":")
+        try:
+            socket.create_connection((host, int(port)), timeout=CONNECT_TIMEOUT_S).close()
+        except OSError as exc:
+            resolved = "" if address == found else f" ({found})"
+            raise ConfigError(f"executor.ray_address {address!r}{resolved}: no Ray cluster answers there "
+                              f"({exc.strerror or exc})") from None
+        try:
+            ray.init(address=address, log_to_driver=False, logging_level=RAY_LOG_LEVEL)
         except (ConnectionError, RuntimeError) as exc:
             raise ConfigError(f"executor.ray_address {address!r}: cannot join the Ray cluster: "
                               f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None

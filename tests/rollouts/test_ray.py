@@ -51,14 +51,17 @@ def test_without_ray_the_package_imports_and_choosing_ray_is_one_line(tmp_path: 
 
 
 @needs_ray
-def test_a_cluster_that_cannot_be_reached_is_one_line_and_exit_2(tmp_path: Path) -> None:
+@pytest.mark.parametrize("given", ["address", "recorded"])
+def test_a_cluster_that_cannot_be_reached_is_one_line_and_exit_2(tmp_path: Path, given: str) -> None:
     with socket.socket() as probe:  # a port nothing listens on
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    done = _learn(*RUN, "--executor", "ray", "--ray-address", f"127.0.0.1:{port}", "--out", str(tmp_path / "run"))
+    address, env = (f"127.0.0.1:{port}", {}) if given == "address" else ("auto", {"RAY_ADDRESS": f"127.0.0.1:{port}"})
+    done = _learn(*RUN, "--executor", "ray", "--ray-address", address, "--out", str(tmp_path / "run"), env=env)
     assert done.returncode == 2 and not (tmp_path / "run").exists()
     line, = done.stderr.strip().splitlines()
-    assert f"executor.ray_address '127.0.0.1:{port}': no Ray cluster answers there" in line
+    assert line.startswith(f"combee learn: error: executor.ray_address '{address}'")
+    assert f":{port}" in line and "no Ray cluster answers there" in line
 
 
 def test_a_malformed_cluster_address_is_one_line_and_exit_2(tmp_path: Path) -> None:
@@ -114,3 +117,27 @@ def test_a_node_killed_mid_run_loses_nothing_and_the_run_learns_what_local_and_p
     reruns = [e for e in _lines(out / "errors.jsonl") if e.get("kind") == "worker_lost"]
     assert summary["episodes_rerun"] == len(reruns) >= 1 and all(e["rerun"] for e in reruns)
     assert "runs again: actor" in stderr
+
+
+def _raylets() -> int:
+    done = subprocess.run(["ps", "-eo", "comm"], capture_output=True, text=True)
+    return sum(line.strip() == "raylet" for line in done.stdout.splitlines())
+
+
+@pytest.mark.slow
+@needs_ray
+@needs_bwrap
+def test_without_an_address_a_ray_instance_is_started_for_the_run_and_stopped_after(tmp_path: Path) -> None:
+    before = _raylets()
+    short = [*RUN[:2], "--train-split", "train[0:12]", "--val-split", "selection[0:2]", *RUN[6:]]
+    broken = _learn(*short, "--executor", "ray", "--agent", "no_such_module.anywhere:factory", "--out",
+                    str(tmp_path / "broken"))
+    assert broken.returncode == 2 and not (tmp_path / "broken").exists()
+    line, = broken.stderr.strip().splitlines()
+    assert "did not start: --agent 'no_such_module.anywhere:factory': cannot import no_such_module.anywhere" in line
+    local = _learn(*short, "--out", str(tmp_path / "local"))
+    ray_run = _learn(*short, "--executor", "ray", "--out", str(tmp_path / "ray"))
+    assert local.returncode == 0 and ray_run.returncode == 0 and not ray_run.stderr.strip(), ray_run.stderr
+    assert (tmp_path / "local" / "final.json").read_bytes() == (tmp_path / "ray" / "final.json").read_bytes()
+    assert (tmp_path / "local" / "calls.json").read_bytes() == (tmp_path / "ray" / "calls.json").read_bytes()
+    assert _raylets() == before  # the instance started for the run is gone
