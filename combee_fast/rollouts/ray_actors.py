@@ -28,8 +28,10 @@ the session's own call (``calls.json``, ``errors.jsonl``). Results do not depend
 was made: each request carries its seed from the seed tree, and the endpoints answer by request.
 The in-process simulated endpoint is an HTTP server on the driver's loopback, which actors on the
 driver's machine reach; on other machines the roles need endpoint URLs those nodes can reach.
-Not covered: the replay cache (a file the driver's clients read and append), so a run with a
-cache is refused with this backend rather than silently bypassing it.
+The replay cache (a file on the driver) holds as on one box: its results when the run starts are
+shipped to every actor once (:class:`ShippedCache` answers from them, as the driver's cache
+would), and what an actor records comes back beside a trajectory and is appended to the driver's
+file there.
 
 Faults. An actor that dies (its process, or its node) fails none of the episodes it was running:
 each is sent again to another live actor, at most :data:`MAX_RERUNS` times, every re-run counted
@@ -48,6 +50,7 @@ import logging
 import math
 import socket
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -60,6 +63,7 @@ try:
 except ImportError:  # the backend is chosen but its extra is not installed
     raise ConfigError("executor.backend 'ray' needs Ray: pip install -e '.[ray]'") from None
 
+from combee_fast.endpoint.cache import TRANSPORT_ERRORS, CacheMode, CacheRecord, ReplayCache
 from combee_fast.endpoint.calls import ChatRequest, ChatResult
 from combee_fast.roles.clients import RoleMap, open_role_clients
 from combee_fast.rollouts.chat import AGENT_ROLE, GeneratorChat
@@ -93,7 +97,8 @@ RAY_LOG_LEVEL = logging.ERROR
 
 class ActorStart(msgspec.Struct, frozen=True):
     """What an actor builds itself from: the spec, the role map, the endpoint's facts, its index,
-    its share of the capacity and its first sandbox uid."""
+    its share of the capacity, its first sandbox uid, and the driver's replay cache (its file's
+    name and mode; None: no cache)."""
 
     spec: RolloutSpec
     role_map: RoleMap
@@ -101,6 +106,31 @@ class ActorStart(msgspec.Struct, frozen=True):
     index: int
     capacity: int
     uid_first: int
+    cache_path: str | None = None
+    cache_mode: str | None = None
+
+
+class ShippedCache(ReplayCache):
+    """The driver's replay cache as an actor sees it: the results it held when the run started
+    (``records``), answered as the driver's cache answers them; what the actor's clients record
+    is kept in :attr:`recorded` (until taken) to be appended to the driver's file. Writes no file."""
+
+    def __init__(self, path: str, mode: CacheMode, records: list[CacheRecord]) -> None:  # no super(): no file here
+        self.path = Path(path)
+        self.mode = mode
+        self._results = {record.key: record.result for record in records}
+        self._file = None
+        self.recorded: list[CacheRecord] = []
+
+    @property
+    def records(self) -> bool:
+        return self.mode in (CacheMode.RECORD, CacheMode.RECORD_MISSING)
+
+    def put(self, key: str, result: ChatResult) -> None:
+        if result.error is not None and result.error.kind in TRANSPORT_ERRORS:
+            return
+        self._results[key] = result
+        self.recorded.append(CacheRecord(key, result))
 
 
 class CallNote(msgspec.Struct, frozen=True):
@@ -111,17 +141,21 @@ class CallNote(msgspec.Struct, frozen=True):
 
 
 class EpisodeResult(msgspec.Struct, frozen=True):
-    """What an actor sends back for one episode: its trajectory and its calls, in order."""
+    """What an actor sends back for one episode: its trajectory, its calls in order, and the
+    results its replay cache recorded since the last episode it sent back."""
 
     trajectory: Trajectory
     calls: tuple[CallNote, ...]
+    recorded: tuple[CacheRecord, ...] = ()
 
 
 class RolloutActor:
     """One rollout worker in a Ray actor (module docstring); its methods run on the actor's loop."""
 
-    def __init__(self, start: bytes) -> None:
+    def __init__(self, start: bytes, cached: bytes) -> None:
         self._start = msgspec.msgpack.decode(start, type=ActorStart)
+        self._cached = cached
+        self._cache: ShippedCache | None = None
         self._stack = contextlib.AsyncExitStack()
         self._runtime: Runtime | None = None
         self._chat: Callable[[ChatRequest], Any] | None = None
@@ -138,7 +172,11 @@ class RolloutActor:
             self._runtime = build_runtime(spec, start.facts, sandboxes)
             if self._runtime.pool is not None:
                 await sandboxes.check()
-            clients = await open_role_clients(start.role_map, self._stack)
+            if start.cache_path is not None and start.cache_mode is not None:
+                records = msgspec.msgpack.decode(self._cached, type=list[CacheRecord])
+                self._cache = ShippedCache(start.cache_path, CacheMode(start.cache_mode), records)
+            self._cached = b""
+            clients = await open_role_clients(start.role_map, self._stack, cache=self._cache)
         except Exception as exc:  # the user's agent or environment failed to build, or no sandbox here: said once
             return node, f"{type(exc).__name__}: {exc}" if not isinstance(exc, ConfigError) else str(exc)
         self._chat = clients.generator.chat
@@ -156,7 +194,10 @@ class RolloutActor:
 
         submitted = msgspec.structs.replace(self._episode.decode(episode), context=context)
         trajectory = await run_episode(self._runtime, submitted, call)
-        return self._encoder.encode(EpisodeResult(trajectory, tuple(calls)))
+        recorded: list[CacheRecord] = []
+        if self._cache is not None:
+            recorded, self._cache.recorded = self._cache.recorded, []
+        return self._encoder.encode(EpisodeResult(trajectory, tuple(calls), tuple(recorded)))
 
     async def close(self) -> None:
         await self._stack.aclose()
@@ -198,9 +239,6 @@ class RayExecutor:
         return self.spec.capacity
 
     async def start(self) -> None:
-        if self.chat.agents.clients.cache is not None:
-            raise ConfigError("executor.backend 'ray': its actors call the endpoints themselves and do not read or "
-                              "record the replay cache; run without --cache or with --executor process")
         facts = await self.chat.facts(probe=self.spec.probes_tools)
         self._started_ray = await asyncio.to_thread(self._connect)
         try:
@@ -261,10 +299,13 @@ class RayExecutor:
             num_cpus=settings.ray_cpus, resources={SANDBOX_RESOURCE: 1}, scheduling_strategy="SPREAD",
             max_restarts=0, max_task_retries=0, max_concurrency=2 * self._share + 2)
         role_map = self.chat.agents.role_map()
+        cache = self.chat.agents.clients.cache
+        cached = ray.put(self._encoder.encode(cache.results() if cache is not None and cache.replays else []))
         for index in range(settings.ray_actors):
             start = ActorStart(self.spec, role_map, facts, index, self._share,
-                               self.spec.sandbox.uid_base + index * self._share)
-            self._actors.append(_Actor(index, remote.remote(self._encoder.encode(start))))
+                               self.spec.sandbox.uid_base + index * self._share,
+                               None if cache is None else str(cache.path), None if cache is None else cache.mode.value)
+            self._actors.append(_Actor(index, remote.remote(self._encoder.encode(start), cached)))
         try:
             answers = await asyncio.wait_for(asyncio.gather(*(a.handle.ready.remote() for a in self._actors)),
                                              START_TIMEOUT_S)
@@ -333,6 +374,9 @@ class RayExecutor:
                 result = self._result.decode(data)
                 for note in result.calls:
                     self.chat.agents.note_call(AGENT_ROLE, note.error, note.text)
+                cache = self.chat.agents.clients.cache
+                for record in result.recorded if cache is not None and cache.records else ():
+                    cache.put(record.key, record.result)
                 return result.trajectory
         raise AssertionError("unreachable")
 

@@ -6,6 +6,7 @@ killed mid-run loses no episode, counts none twice, counts its re-runs, and lear
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
@@ -17,6 +18,11 @@ from pathlib import Path
 
 import pytest
 
+from combee_fast.config import (AgentConfig, CacheConfig, ExecutorConfig, MapConfig, SessionConfig, SimConfig,
+                                TaskConfig)
+from combee_fast.engine.loop import run
+from combee_fast.rollouts.attempts import EpisodeAttempts
+from combee_fast.session import open_session
 from tests.rollouts.ray_cluster import DRIVER_ENV, LocalRayCluster
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -141,3 +147,36 @@ def test_without_an_address_a_ray_instance_is_started_for_the_run_and_stopped_af
     assert (tmp_path / "local" / "final.json").read_bytes() == (tmp_path / "ray" / "final.json").read_bytes()
     assert (tmp_path / "local" / "calls.json").read_bytes() == (tmp_path / "ray" / "calls.json").read_bytes()
     assert _raylets() == before  # the instance started for the run is gone
+
+
+def _cached_config(backend: str, cache: Path, mode: str) -> SessionConfig:
+    return SessionConfig(
+        task=TaskConfig(name="formula", train_split="train[0:6]", val_split="val[0:2]"),
+        agent=AgentConfig(factory="tests.rollouts.agents:talker", env="tests.rollouts.environments:counting"),
+        executor=ExecutorConfig(backend=backend, ray_actors=1), map=MapConfig(workers=3),
+        cache=CacheConfig(str(cache), mode), sim=SimConfig(preset="flat", time_scale=0.001))
+
+
+async def _talks(config: SessionConfig) -> list[tuple[object, ...]]:
+    """What each episode said and got, and whether all its calls came from the cache."""
+    async with open_session(config) as session:
+        assert session.episodes is not None
+        attempts = EpisodeAttempts(session.episodes, seed=config.seed)
+        rollouts = await asyncio.gather(*(attempts.attempt(example, "", version=0, epoch=0)
+                                          for example in session.train_split.examples))
+    return [(r.trajectory.key, r.trajectory.answer, r.trajectory.reward, r.trajectory.error,  # type: ignore[union-attr]
+             [(s.thought, s.action) for s in r.trajectory.steps], r.usage.cached) for r in rollouts]  # type: ignore[union-attr]
+
+
+@pytest.mark.slow
+@needs_ray
+def test_the_replay_cache_holds_the_actors_calls(tmp_path: Path) -> None:
+    cache = tmp_path / "cache.jsonl"
+    recorded = run(_talks(_cached_config("ray", cache, "record")))
+    size = cache.stat().st_size
+    assert size > 0 and all(error is None and not cached for *_, error, _, cached in recorded)
+    for backend in ("ray", "local"):  # what the actors recorded answers a replay on either backend
+        replayed = run(_talks(_cached_config(backend, cache, "replay")))
+        assert [talk[:-1] for talk in replayed] == [talk[:-1] for talk in recorded]
+        assert all(cached for *_, cached in replayed)
+    assert cache.stat().st_size == size
