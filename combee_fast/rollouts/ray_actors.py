@@ -59,7 +59,7 @@ from combee_fast.errors import ConfigError
 
 try:
     import ray
-    from ray.exceptions import RayActorError, RayError, RayTaskError
+    from ray.exceptions import RayError, RayTaskError
 except ImportError:  # the backend is chosen but its extra is not installed
     raise ConfigError("executor.backend 'ray' needs Ray: pip install -e '.[ray]'") from None
 
@@ -358,7 +358,10 @@ class RayExecutor:
                     return failed_trajectory(episode, "worker_died", "no Ray actor is left to run it")
                 try:
                     data = await actor.handle.run.remote(bare, self._context(episode))
-                except RayActorError as exc:
+                except RayTaskError as exc:  # the episode's code raised past run_episode: this episode fails
+                    await self._give_back(actor)
+                    return failed_trajectory(episode, "worker_error", _first_line(exc))
+                except RayError as exc:  # the actor died, or its node: the episode goes elsewhere
                     await self._give_back(actor, dead=True)
                     why = f"actor {actor.index} on {actor.node} died: {_first_line(exc)}"
                     if attempt == MAX_RERUNS:
@@ -367,9 +370,6 @@ class RayExecutor:
                     if self.on_rerun is not None:
                         self.on_rerun(episode, why)
                     continue
-                except RayTaskError as exc:  # the episode's code raised past run_episode: this episode fails
-                    await self._give_back(actor)
-                    return failed_trajectory(episode, "worker_error", _first_line(exc))
                 await self._give_back(actor)
                 result = self._result.decode(data)
                 for note in result.calls:
