@@ -155,7 +155,7 @@ async def _learn(args: argparse.Namespace) -> int:
         try:
             result = await session.train(run_dir=run_dir, usage=usage, gpus=gpus, interrupt=interrupt, stops=stops,
                                          events=events)
-            code = _finish(result, run_dir, _shown(out, run_dir), interrupt)
+            code = _finish(result, run_dir, _shown(out, run_dir), interrupt, reruns=_reruns(session))
             failed = False
         except CombeeError as exc:
             if run_dir.started:  # a retry's refusal then names this run as a failed one
@@ -231,7 +231,7 @@ async def _resume(args: argparse.Namespace) -> int:
             try:
                 result = await session.train(run_dir=run_dir, gpus=args.gpus, interrupt=interrupt, stops=stops,
                                              events=events)
-                code = _finish(result, run_dir, out, interrupt, resumed_from=resumed_from)
+                code = _finish(result, run_dir, out, interrupt, resumed_from=resumed_from, reruns=_reruns(session))
                 failed = False
             finally:
                 interrupt.uninstall()
@@ -242,9 +242,15 @@ async def _resume(args: argparse.Namespace) -> int:
     return code
 
 
-def _finish(result: Any, run_dir: Any, out: str, interrupt: Any, *, resumed_from: int | None = None) -> int:
+def _reruns(session: Any) -> int:
+    """Episodes the session's executor sent again after losing their worker (none without episodes)."""
+    return session.episodes.reruns if session.episodes is not None else 0
+
+
+def _finish(result: Any, run_dir: Any, out: str, interrupt: Any, *, resumed_from: int | None = None,
+            reruns: int = 0) -> int:
     """Write ``summary.json`` (marked interrupted, with the resume command, when stopped by a
-    signal), print it; the exit code."""
+    signal), print it; the exit code. ``reruns``: episodes sent again after their worker was lost."""
     summary = {
         "learner": result.learner, "method": result.method, "samples": result.samples, "calls": result.calls,
         "tokens": result.tokens, "rollouts": result.rollouts,
@@ -262,7 +268,8 @@ def _finish(result: Any, run_dir: Any, out: str, interrupt: Any, *, resumed_from
     if result.episodes:
         summary.update(episodes=result.episodes, episodes_failed=result.episodes_failed,
                        env_seconds=round(result.env_seconds, 3),
-                       env_seconds_per_episode=round(result.env_seconds / result.episodes, 4))
+                       env_seconds_per_episode=round(result.env_seconds / result.episodes, 4),
+                       episodes_rerun=reruns)
     if resumed_from is not None:
         summary["resumed_from_step"] = resumed_from
     if result.interrupted:

@@ -382,23 +382,41 @@ def _is_factory_path(value: str) -> bool:
     return bool(sep) and all(part.isidentifier() for part in module.split(".")) and name.isidentifier()
 
 
-EXECUTOR_BACKENDS = ("local", "process")
+EXECUTOR_BACKENDS = ("local", "process", "ray")
 """Rollout executors shipped (:mod:`combee_fast.rollouts.executors`); each is imported only when chosen."""
+
+
+def _ray_address(address: str) -> bool:
+    """Whether ``address`` names a Ray cluster: ``auto`` or ``HOST:PORT``."""
+    host, sep, port = address.rpartition(":")
+    return address == "auto" or (bool(sep) and bool(host) and port.isdigit() and 0 < int(port) < 65536)
 
 
 class ExecutorConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """Where agent episodes run. ``backend``: ``local`` (on the engine's event loop, environment
     work off it) or ``process`` (a pool of ``processes`` worker processes). Its capacity is
     ``map.workers`` episodes at once. ``step_timeout_s``: one environment step's wall-clock limit
-    (a sandboxed command is killed then); ``episode_timeout_s``: one whole episode's."""
+    (a sandboxed command is killed then); ``episode_timeout_s``: one whole episode's.
+
+    ``ray`` (:mod:`combee_fast.rollouts.ray_actors`, the ``ray`` extra): ``ray_actors`` rollout
+    actors, each asking ``ray_cpus`` CPUs and one ``sandbox`` resource of its node;
+    ``ray_address``: None starts a Ray instance on this machine for the run (stopped after it),
+    ``auto`` or ``HOST:PORT`` joins a running cluster."""
 
     backend: str = "local"
     processes: int = 2
     step_timeout_s: float = 20.0
     episode_timeout_s: float = 300.0
+    ray_address: str | None = None
+    ray_actors: int = 2
+    ray_cpus: float = 1.0
 
     def __post_init__(self) -> None:
-        _at_least("executor", 1, processes=self.processes)
+        _at_least("executor", 1, processes=self.processes, ray_actors=self.ray_actors)
+        if not (self.ray_cpus >= 0 and math.isfinite(self.ray_cpus)):
+            raise ConfigError(f"executor.ray_cpus must be >= 0 and finite, got {self.ray_cpus!r}")
+        if self.ray_address is not None and not _ray_address(self.ray_address):
+            raise ConfigError(f"executor.ray_address must be 'auto' or HOST:PORT, got {self.ray_address!r}")
         if self.backend not in EXECUTOR_BACKENDS:
             raise ConfigError(f"executor.backend must be one of {', '.join(EXECUTOR_BACKENDS)}, got {self.backend!r}")
         for name, value in (("step_timeout_s", self.step_timeout_s), ("episode_timeout_s", self.episode_timeout_s)):

@@ -162,9 +162,13 @@ LEARN_FLAGS = (
          help="the environment of episodes: package.module:factory, called with the run's sandboxes "
               "(default: the task's own environment)"),
     Flag("--max-steps", path=("agent", "max_steps"), type=positive_int, help="model turns an agent episode may take"),
-    Flag("--executor", path=("executor", "backend"), help="where agent episodes run: local or process"),
+    Flag("--executor", path=("executor", "backend"), help="where agent episodes run: local, process or ray"),
     Flag("--processes", path=("executor", "processes"), type=positive_int,
          help="worker processes of --executor process"),
+    Flag("--ray-address", path=("executor", "ray_address"), metavar="auto|HOST:PORT",
+         help="--executor ray: the running Ray cluster to join (default: start a Ray instance here for the run)"),
+    Flag("--ray-actors", path=("executor", "ray_actors"), type=positive_int,
+         help="--executor ray: rollout actors, each on a node offering a 'sandbox' resource"),
     Flag("--sandbox", path=("sandbox", "mode"),
          help="bwrap (each command an agent runs in a bubblewrap sandbox) or none (plain processes: trusted "
               "commands only)"),

@@ -30,7 +30,7 @@ How a rollout is made (:mod:`combee_fast.rollouts`):
   its answer); :class:`Environment`: reset from a task, step with an action, check at the end;
   :class:`EnvironmentTask`: a task whose examples are solved in an environment.
 - :class:`RolloutExecutor`: runs episodes, at most ``capacity`` at once, and returns their
-  trajectories (``local``, ``process``; picked by ``executor.backend``).
+  trajectories (``local``, ``process``, ``ray``; picked by ``executor.backend``).
 
 How a version reaches users:
 

@@ -48,6 +48,7 @@ from combee_fast.run.stops import (FailingCalls, FailingEpisodes, Interrupted, N
 from combee_fast.run.train import Training, TrainResult, train
 from combee_fast.run.usage import SplitUsage, append_usage, usage_entry
 from combee_fast.rollouts.attempts import EpisodeAttempts
+from combee_fast.rollouts.episode import Episode
 from combee_fast.rollouts.journal import TrajectoryJournal, trace_record
 from combee_fast.rollouts.spec import RolloutSpec, uses_agents
 from combee_fast.schema import Example, Trajectory
@@ -327,7 +328,7 @@ class Session:
         if journal is None:
             return
         if events is None:
-            journal.on_finished = journal.on_failed = journal.on_unusable = None
+            journal.on_finished = journal.on_failed = journal.on_unusable = journal.on_rerun = None
             return
         if run_dir is not None:
             journal.on_finished = lambda trajectory, episode: run_dir.append_trajectory(
@@ -336,6 +337,7 @@ class Session:
                 journal.resume_from(run_dir.resumed_trajectories())
         journal.on_failed = _episode_failure_recorder(events, run_dir)
         journal.on_unusable = self.agents.note_unusable
+        journal.on_rerun = _episode_rerun_recorder(run_dir)
 
     def _record_uses(self, usage: SplitUsage | None, *, again: bool) -> None:
         """Check every split use (a test split is refused); under a card, append them to its
@@ -458,6 +460,19 @@ def _episode_failure_recorder(events: Events, run_dir: RunDir | None) -> Callabl
                 "observation": step.observation[-2000:] if step is not None else None,
                 "raw": step.raw if step is not None else None})
         events.emit(EpisodeFailed(trajectory.item_id, error.kind, error.message))
+
+    return record
+
+
+def _episode_rerun_recorder(run_dir: RunDir | None) -> Callable[[Episode, str], None]:
+    """Each episode sent again after its worker was lost: a line of ``errors.jsonl`` (kind
+    ``worker_lost``, ``rerun`` true: the episode itself goes on) and one line on stderr."""
+
+    def record(episode: Episode, why: str) -> None:
+        print(f"combee: episode {episode.key} runs again: {why}", file=sys.stderr)
+        if run_dir is not None:
+            run_dir.append_episode_failure({"episode": episode.key, "item": episode.example.id, "kind": "worker_lost",
+                                            "message": why, "rerun": True})
 
     return record
 

@@ -117,6 +117,10 @@ class ReplayCache:
             return None
         return msgspec.structs.replace(result, usage=msgspec.structs.replace(result.usage, cached=True))
 
+    def results(self) -> list[CacheRecord]:
+        """Every result held now, as records (what another process's view of this cache starts from)."""
+        return [CacheRecord(key, result) for key, result in self._results.items()]
+
     def miss(self, key: str) -> CallError:
         """The error a replay-only cache returns for a key it does not hold."""
         return CallError(kind="replay_miss", message=f"{self.path}: no recorded result for request {key[:16]}")

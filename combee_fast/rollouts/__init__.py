@@ -6,8 +6,9 @@
 - :mod:`.spec`: :class:`~.spec.RolloutSpec`, what a backend needs to run episodes anywhere, and
   :func:`~.spec.build_runtime`.
 - :mod:`.executors`: the backends by name (``executor.backend``), imported only when chosen;
-  :mod:`.local` (on the engine's loop) and :mod:`.process` (worker processes, with
-  :mod:`.process_worker` their entry point).
+  :mod:`.local` (on the engine's loop), :mod:`.process` (worker processes, with
+  :mod:`.process_worker` their entry point) and :mod:`.ray_actors` (Ray actors, here or on a
+  cluster; the ``ray`` extra).
 - :mod:`.chat`: :class:`~.chat.GeneratorChat`, agents' model calls through the engine's client.
 - :mod:`.attempts`: :class:`~.attempts.EpisodeAttempts`, a learner's attempts as episodes.
 - :mod:`.journal`: :class:`~.journal.TrajectoryJournal`, finished trajectories recorded and a

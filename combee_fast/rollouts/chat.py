@@ -3,7 +3,9 @@
 Every call an agent makes goes through the session's role calls (the generator's client: its
 concurrency cap, retries, replay cache, accounting in ``calls.json``, failures in
 ``errors.jsonl``), wherever the agent runs: the local backend calls it directly, the process
-backend's workers send their requests to the parent, which calls it. :meth:`GeneratorChat.facts`
+backend's workers send their requests to the parent, which calls it; the ray backend's actors
+call the endpoints with clients of their own and the outcome of each call is counted here
+afterwards (:meth:`~combee_fast.roles.agents.Agents.note_call`). :meth:`GeneratorChat.facts`
 is what the agents need to know of that endpoint, found once (the tool-calling probe only when
 asked for).
 """

@@ -2,6 +2,7 @@
 
     local     combee_fast.rollouts.local     episodes on the engine's loop
     process   combee_fast.rollouts.process   a pool of worker processes
+    ray       combee_fast.rollouts.ray_actors Ray actors, here or on a cluster (the ``ray`` extra)
 
 A backend is a class taking ``(spec, chat, task=)`` (:class:`~combee_fast.rollouts.spec.RolloutSpec`,
 :class:`~combee_fast.rollouts.chat.GeneratorChat`, the session's task) that implements
@@ -23,6 +24,7 @@ from combee_fast.rollouts.spec import RolloutSpec
 BACKENDS = {
     "local": "combee_fast.rollouts.local:LocalExecutor",
     "process": "combee_fast.rollouts.process:ProcessExecutor",
+    "ray": "combee_fast.rollouts.ray_actors:RayExecutor",
 }
 
 

@@ -8,7 +8,10 @@
   its stored trajectory is returned;
 - a failed episode goes to :attr:`~TrajectoryJournal.on_failed` (``errors.jsonl``, an
   ``EpisodeFailed`` event), and every model reply an agent found unusable to
-  :attr:`~TrajectoryJournal.on_unusable` (accounted as a failed call of its role).
+  :attr:`~TrajectoryJournal.on_unusable` (accounted as a failed call of its role);
+- an episode a backend sent again after the worker running it was lost (the ``ray`` backend's
+  ``on_rerun``) is counted in :attr:`~TrajectoryJournal.reruns` and handed to
+  :attr:`~TrajectoryJournal.on_rerun`.
 """
 
 from __future__ import annotations
@@ -33,16 +36,26 @@ def trace_record(trajectory: Trajectory, episode: Episode) -> TraceRecord:
 
 class TrajectoryJournal:
     """A :class:`~combee_fast.protocols.RolloutExecutor` over ``inner`` (module docstring).
-    ``ran``: episodes run in this process; ``reused``: episodes answered from a resumed run's record."""
+    ``ran``: episodes run in this process; ``reused``: episodes answered from a resumed run's record;
+    ``reruns``: episodes the backend sent again after losing the worker running them."""
 
     def __init__(self, inner: RolloutExecutor) -> None:
         self.inner = inner
         self.on_finished: Callable[[Trajectory, Episode], None] | None = None
         self.on_failed: Callable[[Trajectory], None] | None = None
         self.on_unusable: Callable[[str, CallError, str | None], None] | None = None
+        self.on_rerun: Callable[[Episode, str], None] | None = None
         self.ran = 0
         self.reused = 0
+        self.reruns = 0
         self._stored: dict[str, Trajectory] = {}
+        if hasattr(inner, "on_rerun"):  # a backend that re-runs the episodes of a lost worker
+            inner.on_rerun = self._rerun
+
+    def _rerun(self, episode: Episode, why: str) -> None:
+        self.reruns += 1
+        if self.on_rerun is not None:
+            self.on_rerun(episode, why)
 
     @property
     def capacity(self) -> int:

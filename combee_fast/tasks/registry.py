@@ -28,7 +28,8 @@ def get_task(name: str, **options: Any) -> Task:
     ``formula``/``finer``: ``data_dir``, ``test_file`` (an external test split in the same format). ``jsonl``: ``path`` or ``splits``, ``input_field``,
     ``target_field``, ``scorer`` (``exact``/``numeric``/``regex``) and the scorer's options
     (``case_sensitive``; ``decimals``/``tolerance``; ``ignore_case``). ``traces``: ``path`` or
-    ``splits``, ``scorer`` and its options. ``terminal``: ``data_dir``, ``test_file``.
+    ``splits``, ``scorer`` and its options. ``terminal``: ``data_dir``, ``test_file``,
+    ``tool_wait_s``.
     """
     return build_named("task", name, TASKS, options)
 

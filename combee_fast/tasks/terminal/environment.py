@@ -1,13 +1,15 @@
 """The terminal task's environment: one sandbox session per episode, one tool.
 
 ``run(command)`` runs one shell command in the working directory ``/work`` and answers with its
-exit status and output (the first ``output_kb``; the agent's prompt shows less). A command that
+exit status and output (the first ``output_kb``; the agent's prompt shows less), after the
+task's ``tool_wait_s`` (none by default). A command that
 hit a sandbox wall is answered with the wall's name as the observation's error. ``check`` grades
 the final working directory with the chore's checks.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -63,6 +65,8 @@ class TerminalEnvironment:
         command = arguments.get("command") if isinstance(arguments, dict) else None
         if not isinstance(command, str) or not command.strip():
             return Observation("the run tool takes {\"command\": \"...\"}", "bad_action")
+        if self._task.tool_wait_s:
+            await asyncio.sleep(self._task.tool_wait_s)
         result = await self._session.run(command, timeout_s=self._sandboxes.step_timeout_s)
         text = f"exit status {result.exit_code}\n{result.output}"
         if result.output_bytes > len(result.output.encode()):

@@ -13,11 +13,12 @@ there is no target (the checks over the final working directory decide). The cho
 from __future__ import annotations
 
 import hashlib
+import math
 from pathlib import Path
 
 import msgspec
 
-from combee_fast.errors import TaskDataError
+from combee_fast.errors import ConfigError, TaskDataError
 from combee_fast.protocols import Environment
 from combee_fast.sandbox.sessions import Sandboxes
 from combee_fast.schema import Example
@@ -45,11 +46,20 @@ _DECODER = msgspec.json.Decoder(Chore)
 
 class TerminalTask:
     """The terminal task (module docstring). ``data_dir`` holds the split files (default: the
-    bundled ones, whose hashes are checked); ``test_file`` replaces the test split."""
+    bundled ones, whose hashes are checked); ``test_file`` replaces the test split;
+    ``tool_wait_s`` (opt-in, default none): seconds each ``run`` step also waits, as a tool whose
+    answer waits on I/O (a remote service, a slow disk) would, counted as environment time."""
 
     name = "terminal"
 
-    def __init__(self, *, data_dir: str | Path = DATA_DIR, test_file: str | Path | None = None) -> None:
+    def __init__(self, *, data_dir: str | Path = DATA_DIR, test_file: str | Path | None = None,
+                 tool_wait_s: str | float = 0.0) -> None:
+        try:
+            self.tool_wait_s = float(tool_wait_s)
+        except ValueError:
+            self.tool_wait_s = math.nan
+        if not (0.0 <= self.tool_wait_s < math.inf):
+            raise ConfigError(f"task terminal: tool_wait_s must be a number of seconds >= 0, got {tool_wait_s!r}")
         folder = Path(data_dir)
         self._files = {split: SplitFile(folder / file) for split, file in SPLIT_FILES.items()}
         self._files["val"] = self._files["selection"]

@@ -1,0 +1,146 @@
+"""Episodes on Ray across 1, 2 and 4 nodes, against the local executor: scaling, overhead, faults.
+
+    python bench/ray_scaling.py
+    python bench/ray_scaling.py --per-node 4 --tool-wait 1.0 --waves 3
+
+A real Ray cluster on this machine (``tests/rollouts/ray_cluster.py``: ``ray start`` nodes of
+one CPU and one ``sandbox`` resource each) grows from 1 to 2 to 4 nodes. The workload is the
+terminal task with its opt-in ``tool_wait_s`` (every command also waits ``--tool-wait`` seconds,
+as a tool whose answer waits on I/O), episodes of the built-in agent played by the simulated
+endpoint, each in a bubblewrap sandbox on the node that runs it.
+
+- Throughput: with ``n`` nodes, ``n`` actors of ``--per-node`` episodes each run ``--waves`` x
+  ``n`` x ``--per-node`` episodes (after a warm-up wave, untimed); ``efficiency_n`` =
+  throughput(n) / (n x throughput(1)).
+- Overhead: ``--serial`` episodes one at a time, without tool waits, on one Ray actor and on the
+  local executor; ``overhead_ms`` is the difference of their mean wall-clock times per episode.
+- Faults and identity: ``combee learn`` on the terminal task (``train[0:24]``, batch 12) with the
+  local executor and then with the ray executor on the 4-node cluster, one node killed (SIGKILL
+  of its every process) once its third episode is recorded; ``lost_rollouts`` counts the local
+  run's episodes missing from the Ray run's record, plus any recorded twice, plus any failed
+  because its worker died; ``identical`` is 1 when both ``final.json`` are the same bytes.
+
+Last line: ``efficiency_2=... efficiency_4=... overhead_ms=... lost_rollouts=0 identical=1``
+(the load average is printed beside the wall-clock figures).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from combee_fast.config import ExecutorConfig, MapConfig, SessionConfig, TaskConfig  # noqa: E402
+from combee_fast.engine.loop import run  # noqa: E402
+from combee_fast.rollouts.attempts import EpisodeAttempts  # noqa: E402
+from combee_fast.session import open_session  # noqa: E402
+from tests.rollouts.ray_cluster import DRIVER_ENV, LocalRayCluster  # noqa: E402
+
+LEARN = ["--task", "terminal", "--train-split", "train[0:24]", "--val-split", "selection[0:4]", "--batch-size", "12",
+         "--quiet"]
+
+
+def _loadavg() -> str:
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+
+
+async def _episodes(config: SessionConfig, count: int, *, warm_up: int) -> tuple[float, int]:
+    """Wall seconds of ``count`` episodes (train chores, empty context) at the executor's capacity,
+    after ``warm_up`` untimed ones; and how many of them failed."""
+    async with open_session(config) as session:
+        assert session.episodes is not None
+        attempts = EpisodeAttempts(session.episodes, seed=config.seed)
+        examples = session.train_split.examples
+
+        async def one(index: int, epoch: str) -> bool:
+            rollout = await attempts.attempt(examples[index % len(examples)], "", version=0, epoch=epoch)
+            return rollout.trajectory is not None and rollout.trajectory.error is None
+
+        await asyncio.gather(*(one(i, "warm") for i in range(warm_up)))
+        started = time.perf_counter()
+        done = await asyncio.gather(*(one(i, "timed") for i in range(count)))
+        return time.perf_counter() - started, done.count(False)
+
+
+def _config(backend: str, *, address: str | None, actors: int, capacity: int, tool_wait: float) -> SessionConfig:
+    options = {"tool_wait_s": str(tool_wait)} if tool_wait else {}
+    return SessionConfig(method="combee", task=TaskConfig(name="terminal", options=options, train_split="train",
+                                                          val_split="selection[0:4]"),
+                         map=MapConfig(workers=capacity),
+                         executor=ExecutorConfig(backend=backend, ray_address=address, ray_actors=actors))
+
+
+def _records(path: Path) -> list[dict[str, object]]:
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def _faults(cluster: LocalRayCluster, folder: Path) -> tuple[int, int, int]:
+    """The learn runs of the module docstring: ``(lost_rollouts, identical, re-runs)``."""
+    command = [sys.executable, "-m", "combee_fast.cli", "learn", *LEARN, "--task-option", "tool_wait_s=0.3"]
+    local = subprocess.run([*command, "--out", str(folder / "local")], cwd=ROOT, capture_output=True, text=True)
+    if local.returncode != 0:
+        raise SystemExit(f"the local learn run failed: {local.stderr}")
+    out = folder / "ray"
+    ray_run = subprocess.Popen([*command, "--executor", "ray", "--ray-address", cluster.address, "--ray-actors",
+                                str(len(cluster.nodes)), "--out", str(out)], cwd=ROOT, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE, text=True, env={**os.environ, **DRIVER_ENV})
+    while len(_records(out / "trajectories.jsonl")) < 3 and ray_run.poll() is None:
+        time.sleep(0.1)
+    cluster.kill_node(len(cluster.nodes) - 1)
+    stderr = ray_run.communicate()[1]
+    if ray_run.returncode != 0:
+        raise SystemExit(f"the ray learn run failed: {stderr}")
+    expected = {str(r["id"]) for r in _records(folder / "local" / "trajectories.jsonl")}
+    keys = [str(r["id"]) for r in _records(out / "trajectories.jsonl")]
+    died = sum(1 for e in _records(out / "errors.jsonl") if e.get("kind") == "worker_died")
+    lost = len(expected - set(keys)) + (len(keys) - len(set(keys))) + died
+    identical = int((folder / "local" / "final.json").read_bytes() == (out / "final.json").read_bytes())
+    reruns = json.loads((out / "summary.json").read_text()).get("episodes_rerun", 0)
+    return lost, identical, reruns
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="Ray executor: scaling over nodes, overhead, a node killed")
+    parser.add_argument("--per-node", type=int, default=4, help="episodes at once per node (its actor's share)")
+    parser.add_argument("--tool-wait", type=float, default=1.0, help="seconds each command also waits (I/O)")
+    parser.add_argument("--waves", type=int, default=3, help="timed episodes = waves x nodes x per-node")
+    parser.add_argument("--serial", type=int, default=12, help="episodes one at a time for the overhead")
+    args = parser.parse_args()
+    os.environ.update(DRIVER_ENV)
+    throughput: dict[int, float] = {}
+    with LocalRayCluster(cpus=1, sandboxes=1) as cluster, tempfile.TemporaryDirectory(prefix="ray-bench-") as folder:
+        for nodes in (1, 2, 4):
+            cluster.start(1) if nodes == 1 else cluster.grow(nodes)
+            capacity = nodes * args.per_node
+            config = _config("ray", address=cluster.address, actors=nodes, capacity=capacity,
+                             tool_wait=args.tool_wait)
+            count = args.waves * capacity
+            wall, failed = run(_episodes(config, count, warm_up=capacity))
+            throughput[nodes] = count / wall
+            print(f"nodes={nodes} episodes={count} failed={failed} wall_s={wall:.2f} "
+                  f"episodes_per_s={throughput[nodes]:.3f} loadavg={_loadavg()}", file=sys.stderr)
+            if nodes == 1:
+                serial = {backend: run(_episodes(_config(backend, address=cluster.address, actors=1, capacity=1,
+                                                         tool_wait=0.0), args.serial, warm_up=1))[0]
+                          for backend in ("ray", "local")}
+                overhead_ms = 1000 * (serial["ray"] - serial["local"]) / args.serial
+                print(f"serial episodes={args.serial} ray_s={serial['ray']:.2f} local_s={serial['local']:.2f} "
+                      f"loadavg={_loadavg()}", file=sys.stderr)
+        lost, identical, reruns = _faults(cluster, Path(folder))
+        print(f"learn with a node killed: re-runs={reruns} loadavg={_loadavg()}", file=sys.stderr)
+    efficiency = {n: throughput[n] / (n * throughput[1]) for n in (2, 4)}
+    print(f"efficiency_2={efficiency[2]:.3f} efficiency_4={efficiency[4]:.3f} overhead_ms={overhead_ms:.1f} "
+          f"lost_rollouts={lost} identical={identical}")
+
+
+if __name__ == "__main__":
+    main()
