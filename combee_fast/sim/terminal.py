@@ -63,7 +63,11 @@ TERMINAL_FILLER = (
     "The working directory holds everything the task needs.",
 )
 
-INSPECT = "ls -la"
+INSPECT = "ls -AgG --time-style=+"
+"""The first turn's look at the working directory: names, sizes and modes, not owners or times.
+Those differ from run to run (each sandbox's uid, the clock the set-up files' ages are counted
+from), and what a turn sees is in the next turn's request: a replayed run must see what the
+recorded one saw."""
 
 _TAGS = {name: re.compile(rf"<{name}>\n(.*?)\n?</{name}>", re.DOTALL) for name in (
     "playbook", "task", "reflection", "question")}
