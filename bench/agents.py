@@ -37,7 +37,7 @@ from combee_fast.config import (ExecutorConfig, MapConfig, SandboxConfig, Sessio
 from combee_fast.engine.loop import run
 from combee_fast.run.batch_plans import FixedBatch
 from combee_fast.run.train import TrainResult
-from combee_fast.sandbox.bwrap import scratch_folder
+from combee_fast.sandbox.scratch import scratch_folder
 from combee_fast.sandbox.sessions import Sandboxes
 from combee_fast.session import open_session
 from combee_fast.tasks.terminal.chores import Chore

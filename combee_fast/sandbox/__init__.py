@@ -10,6 +10,7 @@ for trusted commands.
   ``disk_full``, ``network_denied``...), as one error kind.
 - :mod:`.state`: the working directory as files: set-up archives in, final state out (read
   safely: nothing outside it, no link followed).
+- :mod:`.scratch`: the sandboxes' host-side folders, and the sweep of those killed processes left.
 - :mod:`.bwrap`: a bubblewrap session: one sandbox per episode, a command runner inside it.
 - :mod:`.trusted`: the same session contract without isolation (``mode = "none"``).
 - :mod:`.sessions`: :class:`~.sessions.Sandboxes`, where an environment gets its sessions (the

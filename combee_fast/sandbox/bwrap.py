@@ -20,7 +20,7 @@ raising its own file-size limit to the hard limit (the disk's size and a margin)
 final state, read once (:mod:`.state`). Closing kills the sandbox's pid-namespace init while
 bwrap still waits for it, so nothing is left for the host's init to reap. The limits are set by
 the runner's first line (:func:`~.limits.shell_limits`); the process is started without a fork of
-the engine (:mod:`.launch`); its host-side files live in memory (:func:`scratch_folder`).
+the engine (:mod:`.launch`); its host-side files live in memory (:mod:`.scratch`).
 
 What it does not protect against: kernel bugs (it shares the host's kernel), reading whatever
 ``/usr`` holds, CPU and memory pressure on the host within the limits, processes a command
@@ -35,7 +35,6 @@ import os
 import re
 import shutil
 import signal
-import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -43,6 +42,7 @@ from pathlib import Path
 from combee_fast.sandbox.classify import CommandResult, at_process_limit, classify
 from combee_fast.sandbox.launch import Launched, as_uid
 from combee_fast.sandbox.limits import Limits, UidPool, end_processes, process_limit, shell_limits
+from combee_fast.sandbox.scratch import SANDBOX_KIND, new_folder, scratch_folder
 from combee_fast.errors import SandboxError
 from combee_fast.sandbox.state import SetupFile, WorkState, setup_archive, state_from_tar
 
@@ -67,8 +67,6 @@ GRACE_S = 5.0
 
 START_TIMEOUT_S = 30.0
 """Seconds a sandbox may take to start (unpack its set-up and say it is ready)."""
-
-SHM = "/dev/shm"
 
 INLINE_STATE_BYTES = 256 * 1024
 """A final state archive this small is read on the event loop (a thread's hand-off costs more)."""
@@ -131,17 +129,10 @@ async def bwrap_problem(limits: Limits) -> str | None:
     return None if result.output.strip() == "ok" else f"a probe command answered {result.output[:120]!r}"
 
 
-def scratch_folder() -> str | None:
-    """Where sandboxes keep their host-side files: ``/dev/shm`` (memory) when it is writable, else
-    the system's temporary folder. Removing files from a disk mounted with ``discard`` costs
-    milliseconds each; each sandbox's files there are bounded by the file-size hard limit."""
-    return SHM if os.access(SHM, os.W_OK) else None
-
-
 def _prepare(files: Sequence[SetupFile], uid: int | None) -> Path:
     """The host-side folder of a new sandbox: its set-up archive, its command folder and its
     output file (the one file the sandbox's uid may write)."""
-    folder = Path(tempfile.mkdtemp(prefix="combee-sandbox-", dir=scratch_folder()))
+    folder = new_folder(SANDBOX_KIND, scratch_folder())
     try:
         os.chmod(folder, 0o711)
         (folder / "cmd").mkdir(mode=0o711)

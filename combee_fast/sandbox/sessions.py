@@ -10,6 +10,7 @@ it started is killed, its folders removed). Two implementations: :mod:`.bwrap` (
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from collections.abc import Sequence
 from typing import Protocol
@@ -18,6 +19,7 @@ from combee_fast.config import SandboxConfig
 from combee_fast.errors import ConfigError
 from combee_fast.sandbox.classify import CommandResult
 from combee_fast.sandbox.limits import Limits, UidPool
+from combee_fast.sandbox.scratch import SANDBOX_KIND, TRUSTED_KIND, scratch_folder, sweep_abandoned
 from combee_fast.sandbox.state import SetupFile, WorkState
 
 UIDS_PER_POOL = 256
@@ -55,10 +57,13 @@ class Sandboxes:
 
     async def check(self) -> None:
         """:class:`ConfigError` in one line when the mode cannot run here (no ``bwrap``, or one
-        that cannot create its namespaces); without isolation, the one line saying so."""
+        that cannot create its namespaces); without isolation, the one line saying so. First
+        removes the folders that sandboxes of killed processes left (:mod:`.scratch`)."""
         if not self.isolated:
+            await asyncio.to_thread(sweep_abandoned, TRUSTED_KIND, None)
             warn_unsandboxed()
             return
+        await asyncio.to_thread(sweep_abandoned, SANDBOX_KIND, scratch_folder())
         from combee_fast.sandbox.bwrap import bwrap_problem
 
         problem = await bwrap_problem(self.limits)

@@ -14,7 +14,6 @@ import asyncio
 import os
 import shutil
 import signal
-import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -22,6 +21,7 @@ from pathlib import Path
 from combee_fast.sandbox.classify import KILLED, CommandResult, classify
 from combee_fast.sandbox.launch import Launched
 from combee_fast.sandbox.limits import Limits, process_limit, shell_limits
+from combee_fast.sandbox.scratch import TRUSTED_KIND, new_folder
 from combee_fast.sandbox.state import SetupFile, WorkState, safe_relative, state_of_folder
 
 
@@ -36,7 +36,7 @@ class TrustedSession:
 
     @classmethod
     async def start(cls, files: Sequence[SetupFile], limits: Limits) -> TrustedSession:
-        root = Path(tempfile.mkdtemp(prefix="combee-trusted-"))
+        root = new_folder(TRUSTED_KIND, None)
         session = cls(root, limits)
         await asyncio.to_thread(session._write_setup, files)
         return session

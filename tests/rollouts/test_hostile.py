@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from combee_fast.sandbox.bwrap import scratch_folder
 from combee_fast.sandbox.limits import live_processes
+from combee_fast.sandbox.scratch import scratch_folder
 from tests.rollouts.agents import HOSTILE
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600),

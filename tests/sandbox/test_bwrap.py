@@ -12,8 +12,8 @@ from aiohttp import web
 
 from combee_fast.config import SandboxConfig
 from combee_fast.errors import SandboxError
-from combee_fast.sandbox.bwrap import scratch_folder
 from combee_fast.sandbox.limits import live_processes
+from combee_fast.sandbox.scratch import scratch_folder
 from combee_fast.sandbox.sessions import Sandboxes
 from combee_fast.sandbox.state import SetupFile, state_from_tar
 
