@@ -14,9 +14,14 @@ The sandbox's start and teardown are measured apart, on the test split's chores,
 oracle twice in turn: in a sandbox session (start, commands, final state, close) and as bare
 ``sh -c`` subprocesses in a scratch folder where sandboxes keep their host-side files (files
 written, commands, folder read, removed); the overhead is the mean of the per-chore differences.
+``sandbox_overhead_ms`` is measured with the default ``sandbox.warm`` (the next sandbox starts
+while an episode runs, so its start is off the next episode's path), ``sandbox_cold_ms`` with
+``warm = 0`` (every sandbox started when its episode asks for it): the machine does the same work
+in both; only where the start waits differs.
 
 Last line: ``speedup=<sequential/combee> acc_sequential=<test %> acc_combee=<test %>
-acc_naive=<test %> sandbox_overhead_ms=<ms per episode> rollouts_per_s=<combee episodes per wall s>``.
+acc_naive=<test %> sandbox_overhead_ms=<ms per episode> rollouts_per_s=<combee episodes per wall s>
+sandbox_cold_ms=<ms per episode, no warm sandbox>``.
 """
 
 from __future__ import annotations
@@ -88,16 +93,17 @@ def _bare(chore: Chore) -> float:
 
 
 async def sandbox_overhead_ms(config: SandboxConfig, step_timeout_s: float) -> float:
-    """Mean per-episode milliseconds a sandbox adds to the same oracle commands run bare."""
-    sandboxes = Sandboxes(config, step_timeout_s=step_timeout_s, uid_count=4)
-    await sandboxes.check()
-    task = TerminalTask()
-    chores = [task.chore(example) for example in task.load("test").examples]
-    differences = []
-    for chore in chores:
-        sandboxed = await _sandboxed(sandboxes, chore)
-        bare = await asyncio.to_thread(_bare, chore)
-        differences.append(sandboxed - bare)
+    """Mean per-episode milliseconds a sandbox adds to the same oracle commands run bare, on the
+    episode's path (with ``config.warm``, the next sandbox starts while this episode runs)."""
+    async with Sandboxes(config, step_timeout_s=step_timeout_s, uid_count=4) as sandboxes:
+        await sandboxes.check()
+        task = TerminalTask()
+        chores = [task.chore(example) for example in task.load("test").examples]
+        differences = []
+        for chore in chores:
+            sandboxed = await _sandboxed(sandboxes, chore)
+            bare = await asyncio.to_thread(_bare, chore)
+            differences.append(sandboxed - bare)
     return 1000 * statistics.fmean(differences)
 
 
@@ -137,13 +143,14 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     overhead = run(sandbox_overhead_ms(SandboxConfig(), ExecutorConfig().step_timeout_s))
+    cold = run(sandbox_overhead_ms(SandboxConfig(warm=0), ExecutorConfig().step_timeout_s))
     runs = run(compare(args))
     (seq, acc_seq), (comb, acc_comb), (_, acc_naive) = runs["sequential"], runs["combee"], runs["naive"]
     print(f"load average {os.getloadavg()[0]:.2f}", file=sys.stderr)
     print(
         f"speedup={seq.train_sim_seconds / comb.train_sim_seconds:.2f} acc_sequential={acc_seq:.1f} "
         f"acc_combee={acc_comb:.1f} acc_naive={acc_naive:.1f} sandbox_overhead_ms={overhead:.1f} "
-        f"rollouts_per_s={comb.episodes / comb.train_wall_seconds:.1f}"
+        f"rollouts_per_s={comb.episodes / comb.train_wall_seconds:.1f} sandbox_cold_ms={cold:.1f}"
     )
 
 

@@ -436,6 +436,9 @@ class SandboxConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     ``memory_mb`` address space per process, ``max_processes`` processes at once, ``file_mb`` the
     largest file written, ``output_kb`` the output kept; per episode: ``disk_mb`` of working
     directory. ``uid_base`` (root only): sandbox number ``k`` runs as uid ``uid_base + k``.
+    ``warm``: sandboxes each pool starts ahead of need, so an episode's sandbox has built its
+    namespaces before the episode asks for it (0: each starts when asked; each warm one holds a
+    uid and a few idle processes).
     """
 
     mode: str = "bwrap"
@@ -446,8 +449,11 @@ class SandboxConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     output_kb: int = 64
     disk_mb: int = 32
     uid_base: int = 61000
+    warm: int = 1
 
     def __post_init__(self) -> None:
+        if self.warm < 0:
+            raise ConfigError(f"sandbox.warm must be >= 0, got {self.warm!r}")
         if self.mode not in SANDBOX_MODES:
             raise ConfigError(f"sandbox.mode must be one of {', '.join(SANDBOX_MODES)}, got {self.mode!r}")
         _at_least("sandbox", 1, cpu_s=self.cpu_s, memory_mb=self.memory_mb, max_processes=self.max_processes,

@@ -26,14 +26,15 @@ class LocalExecutor:
         self._task = task
         self._room = asyncio.Semaphore(spec.capacity)
         self._runtime: Runtime | None = None
+        self._sandboxes: Sandboxes | None = None
 
     @property
     def capacity(self) -> int:
         return self.spec.capacity
 
     async def start(self) -> None:
-        sandboxes = Sandboxes(self.spec.sandbox, step_timeout_s=self.spec.executor.step_timeout_s,
-                              uid_count=self.spec.capacity)
+        sandboxes = self._sandboxes = Sandboxes(self.spec.sandbox, step_timeout_s=self.spec.executor.step_timeout_s,
+                                                uid_count=self.spec.capacity)
         facts = await self.chat.facts(probe=self.spec.probes_tools)
         self._runtime = build_runtime(self.spec, facts, sandboxes, self._task)  # type: ignore[arg-type]
         if self._runtime.pool is not None:
@@ -47,3 +48,5 @@ class LocalExecutor:
 
     async def close(self) -> None:
         self._runtime = None
+        if self._sandboxes is not None:
+            await self._sandboxes.close()

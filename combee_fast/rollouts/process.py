@@ -33,7 +33,7 @@ from combee_fast.protocols import EnvironmentTask
 from combee_fast.rollouts.chat import GeneratorChat
 from combee_fast.rollouts.episode import ChatFacts, Episode
 from combee_fast.rollouts.spec import RolloutSpec
-from combee_fast.sandbox.sessions import Sandboxes
+from combee_fast.sandbox.sessions import Sandboxes, uid_span
 from combee_fast.schema import EpisodeError, Trajectory
 
 MAX_RESTARTS = 8
@@ -158,7 +158,7 @@ class ProcessExecutor:
             sys.executable, "-m", "combee_fast.rollouts.process_worker", stdin=subprocess.PIPE,
             stdout=subprocess.PIPE, env=worker_environment(), limit=1 << 26)
         worker.process = process
-        uid_first = self.spec.sandbox.uid_base + worker.index * worker.capacity
+        uid_first = self.spec.sandbox.uid_base + worker.index * uid_span(worker.capacity, self.spec.sandbox)
         self._send(worker, Start(self.spec, self._facts, worker.index, worker.capacity, uid_first))
         try:
             first = await asyncio.wait_for(read_frame(process.stdout), START_TIMEOUT_S)  # type: ignore[arg-type]

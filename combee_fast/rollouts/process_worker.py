@@ -100,6 +100,7 @@ async def _serve() -> None:
     for task in list(worker.episodes):
         task.cancel()
     await asyncio.gather(*worker.episodes, return_exceptions=True)
+    await sandboxes.close()
     await writer.drain()
 
 

@@ -70,7 +70,7 @@ from combee_fast.rollouts.chat import AGENT_ROLE, GeneratorChat
 from combee_fast.rollouts.episode import ChatFacts, Episode, Runtime, run_episode
 from combee_fast.rollouts.process import failed_trajectory
 from combee_fast.rollouts.spec import RolloutSpec, build_runtime
-from combee_fast.sandbox.sessions import Sandboxes
+from combee_fast.sandbox.sessions import Sandboxes, uid_span
 from combee_fast.schema import CallError, Trajectory
 
 SANDBOX_RESOURCE = "sandbox"
@@ -168,6 +168,7 @@ class RolloutActor:
         node = ray.util.get_node_ip_address()
         sandboxes = Sandboxes(spec.sandbox, step_timeout_s=spec.executor.step_timeout_s, uid_first=start.uid_first,
                               uid_count=start.capacity)
+        self._stack.push_async_callback(sandboxes.close)
         try:
             self._runtime = build_runtime(spec, start.facts, sandboxes)
             if self._runtime.pool is not None:
@@ -303,7 +304,7 @@ class RayExecutor:
         cached = ray.put(self._encoder.encode(cache.results() if cache is not None and cache.replays else []))
         for index in range(settings.ray_actors):
             start = ActorStart(self.spec, role_map, facts, index, self._share,
-                               self.spec.sandbox.uid_base + index * self._share,
+                               self.spec.sandbox.uid_base + index * uid_span(self._share, self.spec.sandbox),
                                None if cache is None else str(cache.path), None if cache is None else cache.mode.value)
             self._actors.append(_Actor(index, remote.remote(self._encoder.encode(start), cached)))
         try:

@@ -8,7 +8,10 @@ no network (a namespace of its own with only loopback), no view of the host's pr
 capabilities, an empty environment (``PATH``, ``HOME=/work``, ``LANG`` only: no API keys), and
 the resource limits of :mod:`.limits`. It dies with the process that opened it.
 
-Inside, a small ``sh`` runner reads one line per command from the host (``N SECONDS``), runs the
+A sandbox can be started before its episode is known (:meth:`BwrapSession.launch`): bubblewrap
+builds its namespaces and mounts while the host does other work, and the runner waits for a
+first line (``go``) before it unpacks the set-up archive the host has written by then
+(:meth:`BwrapSession.begin`). Inside, after that, a small ``sh`` runner reads one line per command from the host (``N SECONDS``), runs the
 command the host wrote to ``/run/cmd/cN`` with its output to ``/run/out`` (a host file, the only
 writable path the host shares: its size is bounded by the file-size limit), waits for it and
 answers ``N STATUS``. The command runs as a background job the runner waits for: dash starts
@@ -48,6 +51,7 @@ from combee_fast.sandbox.state import SetupFile, WorkState, setup_archive, state
 
 RUNNER = r"""
 cd /work || exit 97
+read -r go || exit 96
 tar -xpf /run/setup.tar 2>/run/out || { echo "setup-failed $?"; exit 98; }
 echo ready
 while read -r n t; do
@@ -129,14 +133,14 @@ async def bwrap_problem(limits: Limits) -> str | None:
     return None if result.output.strip() == "ok" else f"a probe command answered {result.output[:120]!r}"
 
 
-def _prepare(files: Sequence[SetupFile], uid: int | None) -> Path:
-    """The host-side folder of a new sandbox: its set-up archive, its command folder and its
-    output file (the one file the sandbox's uid may write)."""
+def _prepare(uid: int | None) -> Path:
+    """The host-side folder of a new sandbox: its (empty) set-up archive, its command folder and
+    its output file (the one file the sandbox's uid may write)."""
     folder = new_folder(SANDBOX_KIND, scratch_folder())
     try:
         os.chmod(folder, 0o711)
         (folder / "cmd").mkdir(mode=0o711)
-        (folder / "setup.tar").write_bytes(setup_archive(files))
+        (folder / "setup.tar").touch()
         os.chmod(folder / "setup.tar", 0o644)
         out = folder / "out"
         out.touch(mode=0o600)
@@ -146,6 +150,14 @@ def _prepare(files: Sequence[SetupFile], uid: int | None) -> Path:
         shutil.rmtree(folder, ignore_errors=True)
         raise
     return folder
+
+
+def _write_setup(folder: Path, files: Sequence[SetupFile]) -> None:
+    """Write the set-up archive of ``files`` in place: the sandbox sees the file's inode, bound
+    when it started."""
+    with open(folder / "setup.tar", "r+b") as archive:
+        archive.write(setup_archive(files))
+        archive.truncate()
 
 
 def _child_pid(info: int) -> int | None:
@@ -215,8 +227,16 @@ class BwrapSession:
     @classmethod
     async def start(cls, files: Sequence[SetupFile], limits: Limits, uids: UidPool) -> BwrapSession:
         """A sandbox whose ``/work`` holds ``files``; :class:`SandboxError` if it does not start."""
+        session = await cls.launch(limits, uids)
+        await session.begin(files)
+        return session
+
+    @classmethod
+    async def launch(cls, limits: Limits, uids: UidPool) -> BwrapSession:
+        """A sandbox started without its set-up: it waits for :meth:`begin` (then ready) or
+        :meth:`close`. Raises only what starting its process raises."""
         uid = uids.take()
-        folder = await asyncio.to_thread(_prepare, files, uid)
+        folder = await asyncio.to_thread(_prepare, uid)
         info, info_child = os.pipe()
         try:
             command = bwrap_command(folder, limits, info_child, process_limit(limits, uid))
@@ -228,17 +248,24 @@ class BwrapSession:
             raise
         finally:
             os.close(info_child)
-        session = cls(process, folder, limits, uids, uid, info)
+        return cls(process, folder, limits, uids, uid, info)
+
+    async def begin(self, files: Sequence[SetupFile]) -> None:
+        """Give a launched sandbox its set-up and wait until it is ready; :class:`SandboxError`
+        (the sandbox closed) if it does not start."""
+        process = self._process
         try:
+            await asyncio.to_thread(_write_setup, self._folder, files)
+            process.stdin.write(b"go\n")  # type: ignore[union-attr]
+            await process.stdin.drain()  # type: ignore[union-attr]
             line = await asyncio.wait_for(process.stdout.readline(), START_TIMEOUT_S)  # type: ignore[union-attr]
-        except TimeoutError:
+        except (TimeoutError, ConnectionError, BrokenPipeError):
             line = b""
         if line != b"ready\n":
-            await session.close()
-            detail = process.error_text() or session._out_text() or line.decode(errors="replace").strip()
+            await self.close()
+            detail = process.error_text() or self._out_text() or line.decode(errors="replace").strip()
             raise SandboxError(detail or "no answer")
-        session._init_pid = _child_pid(info)
-        return session
+        self._init_pid = _child_pid(self._info)
 
     async def run(self, command: str, *, timeout_s: float) -> CommandResult:
         """Run ``command`` (``sh`` syntax) in ``/work``, killed after ``timeout_s`` (whole seconds)."""
@@ -326,6 +353,8 @@ class BwrapSession:
         Killing bwrap itself instead would leave the init to the host's init to reap."""
         if self._process.returncode is not None:
             return
+        if self._init_pid is None:  # launched, never begun: bwrap has said its child's pid by now, or never will
+            self._init_pid = _child_pid(self._info)
         try:
             if self._init_pid is not None:
                 os.kill(self._init_pid, signal.SIGKILL)

@@ -11,16 +11,21 @@ it started is killed, its folders removed). Two implementations: :mod:`.bwrap` (
 from __future__ import annotations
 
 import asyncio
+import collections
+import contextlib
 import sys
 from collections.abc import Sequence
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from combee_fast.config import SandboxConfig
-from combee_fast.errors import ConfigError
+from combee_fast.errors import ConfigError, SandboxError
 from combee_fast.sandbox.classify import CommandResult
 from combee_fast.sandbox.limits import Limits, UidPool
 from combee_fast.sandbox.scratch import SANDBOX_KIND, TRUSTED_KIND, scratch_folder, sweep_abandoned
 from combee_fast.sandbox.state import SetupFile, WorkState
+
+if TYPE_CHECKING:
+    from combee_fast.sandbox.bwrap import BwrapSession
 
 UIDS_PER_POOL = 256
 """Uids a pool of sandboxes uses under root unless told otherwise (sandboxes open at once)."""
@@ -38,18 +43,32 @@ class SandboxSession(Protocol):
     async def close(self) -> None: ...
 
 
+def uid_span(open_at_once: int, config: SandboxConfig) -> int:
+    """The uids a pool of ``open_at_once`` sandboxes holds: one each, and one per warm one."""
+    return open_at_once + config.warm
+
+
 class Sandboxes:
     """The sandboxes of one process: ``config``'s mode and limits, each command within
-    ``step_timeout_s`` (the executor's step limit), ``uid_count`` uids from ``uid_first`` (root
-    only; default ``config.uid_base``): as many sandboxes open at once. :meth:`check` proves the
-    mode works here before any episode starts."""
+    ``step_timeout_s`` (the executor's step limit), ``uid_count`` sandboxes open at once, their
+    uids the :func:`uid_span` from ``uid_first`` (root only; default ``config.uid_base``).
+    :meth:`check` proves the mode works here before any episode starts. Isolated, ``config.warm``
+    sandboxes are kept started ahead of need (:meth:`open` takes one and starts the next); use
+    the pool as an async context manager, or :meth:`close` it, so that none is left running."""
 
     def __init__(self, config: SandboxConfig, *, step_timeout_s: float, uid_first: int | None = None,
                  uid_count: int = UIDS_PER_POOL) -> None:
         self.config = config
         self.step_timeout_s = step_timeout_s
         self.limits = Limits.of(config)
-        self.uids = UidPool(config.uid_base if uid_first is None else uid_first, uid_count)
+        self.uids = UidPool(config.uid_base if uid_first is None else uid_first, uid_span(uid_count, config))
+        self._warm: collections.deque[asyncio.Task[BwrapSession]] = collections.deque()
+
+    async def __aenter__(self) -> Sandboxes:
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        await self.close()
 
     @property
     def isolated(self) -> bool:
@@ -72,14 +91,32 @@ class Sandboxes:
                               "--sandbox none to run the agent's commands without isolation (trusted commands only)")
 
     async def open(self, files: Sequence[SetupFile]) -> SandboxSession:
-        """A new session starting from ``files``."""
-        if self.isolated:
-            from combee_fast.sandbox.bwrap import BwrapSession
+        """A new session starting from ``files`` (isolated: a warm one when there is one)."""
+        if not self.isolated:
+            from combee_fast.sandbox.trusted import TrustedSession
 
-            return await BwrapSession.start(files, self.limits, self.uids)
-        from combee_fast.sandbox.trusted import TrustedSession
+            return await TrustedSession.start(files, self.limits)
+        from combee_fast.sandbox.bwrap import BwrapSession
 
-        return await TrustedSession.start(files, self.limits)
+        session = None
+        if self._warm:
+            with contextlib.suppress(SandboxError, RuntimeError):  # it could not start: a fresh one says why
+                session = await self._warm.popleft()
+        if session is None:
+            session = await BwrapSession.launch(self.limits, self.uids)
+        try:
+            await session.begin(files)
+        finally:  # the next one starts once this one is ready, not competing with it
+            while len(self._warm) < self.config.warm:
+                self._warm.append(asyncio.ensure_future(BwrapSession.launch(self.limits, self.uids)))
+        return session
+
+    async def close(self) -> None:
+        """Close the warm sandboxes (the sessions given out are their holders' to close)."""
+        warm, self._warm = list(self._warm), collections.deque()
+        for started in await asyncio.gather(*warm, return_exceptions=True):
+            if not isinstance(started, BaseException):
+                await started.close()
 
 
 def warn_unsandboxed() -> None:

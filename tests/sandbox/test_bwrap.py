@@ -19,7 +19,8 @@ from combee_fast.sandbox.state import SetupFile, state_from_tar
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed (.ci/run installs it)")
 
-LIMITS = SandboxConfig(cpu_s=2, memory_mb=256, max_processes=24, file_mb=1, output_kb=8, disk_mb=4, uid_base=62000)
+LIMITS = SandboxConfig(cpu_s=2, memory_mb=256, max_processes=24, file_mb=1, output_kb=8, disk_mb=4, uid_base=62000,
+                       warm=0)  # each test's sandbox started when it asks for it; warm pools: test_warm_pools_*
 
 
 def _sandboxes(**changes: object) -> Sandboxes:
@@ -156,3 +157,19 @@ async def test_trusted_mode_runs_plain_processes_in_a_scratch_folder() -> None:
     finally:
         await session.close()
     assert result.kind == "step_timeout" and state.files["b.txt"] == b"a\nb\n"
+
+
+async def test_warm_pools_give_each_episode_a_fresh_sandbox_and_leave_nothing_when_closed() -> None:
+    before = _sandbox_folders()
+    async with _sandboxes(warm=1) as sandboxes:
+        seen = []
+        for _ in range(3):
+            session = await sandboxes.open([SetupFile("a.txt", b"first\n")])
+            try:
+                seen.append(await session.run("cat a.txt; ls; echo again >> a.txt; echo $$", timeout_s=2))
+            finally:
+                await session.close()
+        assert len(_sandbox_folders() - before) == 1  # the warm one, waiting for the next episode
+    assert [r.output.splitlines()[:2] for r in seen] == [["first", "a.txt"]] * 3  # nothing carried over
+    assert _sandbox_folders() == before
+    assert not live_processes(LIMITS.uid_base) and not live_processes(LIMITS.uid_base + 1)

@@ -102,8 +102,9 @@ async def test_every_oracle_passes_and_every_mistake_fails_in_the_sandbox() -> N
                 await session.close()
 
     chores = _chores()
-    oracles = await asyncio.gather(*(graded(c, c.oracle) for c in chores))
-    mistakes = await asyncio.gather(*(graded(c, m) for c in chores for m in c.mistakes))
+    async with sandboxes:
+        oracles = await asyncio.gather(*(graded(c, c.oracle) for c in chores))
+        mistakes = await asyncio.gather(*(graded(c, m) for c in chores for m in c.mistakes))
     assert [c.id for c, reward in zip(chores, oracles) if reward != 1.0] == []
     failing = [(c.id, m) for c in chores for m in c.mistakes]
     assert [pair for pair, reward in zip(failing, mistakes) if reward != 0.0] == []
