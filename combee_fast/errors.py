@@ -14,6 +14,7 @@ Each names what was wrong and where. The tree::
     │   ├── TaskDataError            a task's data file, with its line                -> exit 2
     │   ├── ReplayCacheError         the replay cache file, with its line             -> exit 2
     │   ├── EndpointUnreachable      an endpoint did not answer (start-up or mid-run) -> exit 2
+    │   │   └── LocalServerDied      the --local server died: its signal, its server.log
     │   ├── EndpointError            a blocking chat call failed                      -> exit 2
     │   ├── SandboxError             a sandbox did not start or give its final state (its episode fails)
     │   ├── ReleaseError             approve/reject of a version that is not the candidate, or
@@ -118,6 +119,11 @@ class ReplayCacheError(CombeeError):
 
 class EndpointUnreachable(CombeeError):
     """An endpoint did not answer a health check, or stopped answering: names the endpoint and the cause."""
+
+
+class LocalServerDied(EndpointUnreachable):
+    """The ``--local`` server died (at start-up, on its one-token self-test, or during the run):
+    names the signal or exit status, its ``server.log`` and the remedy."""
 
 
 class EndpointError(CombeeError):

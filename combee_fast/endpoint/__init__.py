@@ -10,8 +10,9 @@
   endpoint can do, found at start-up.
 - :mod:`.cache`: :class:`~.cache.ReplayCache` (off / record / replay / record-missing).
 - :mod:`.blocking`: a blocking chat callable for synchronous libraries.
-- :mod:`.local`: the llama.cpp server ``--local`` starts; :mod:`.tether`: a command that dies
-  with the process that started it.
+- :mod:`.local`: the llama.cpp server ``--local`` starts (its start-up self-test included);
+  :mod:`.llama_host`: llama.cpp's native server hosted by the xllamacpp wheel; :mod:`.tether`: a
+  command that dies with the process that started it.
 
 The simulated server is in :mod:`combee_fast.sim`.
 """

@@ -2,8 +2,8 @@
 
 Why stream: a request the client abandons (its timeout, a cancelled run) closes its connection.
 Servers stop generating for a closed *streamed* request as soon as they next write to it;
-llama-cpp-python's server does so only for streamed requests (a non-streamed one keeps the
-model busy until it finishes, and the retry waits behind it). The client still waits for the
+llama.cpp's servers do so only for streamed requests (a non-streamed one keeps the model busy
+until it finishes, and the retry waits behind it). The client still waits for the
 whole answer: streaming is about cancellation, not about reading tokens early.
 
 Contract of :func:`join_stream`: ``body`` is the complete response body of a 200 reply to a

