@@ -50,6 +50,7 @@ from pathlib import Path
 import msgspec
 import numpy as np
 
+from combee_fast.ace.calls import AceCalls
 from combee_fast.config import OnlineConfig, ReleaseConfig, SessionConfig, SimConfig, TaskConfig
 from combee_fast.embedded.online import OnlineLearner
 from combee_fast.engine.loop import run
@@ -122,7 +123,7 @@ async def one_run(seed: int, policy: str, args: argparse.Namespace) -> RunFigure
                     truth[event.candidate] = truth[event.evidence["same_text_as"]]
                     wrong[event.candidate] = wrong[event.evidence["same_text_as"]]
 
-        learner = OnlineLearner(session.agents, Playbook.empty(), online, events=Events(record))
+        learner = OnlineLearner(session.calls, Playbook.empty(), online, events=Events(record))
 
         async def host(lane: int) -> None:
             nonlocal host_tokens
@@ -131,7 +132,7 @@ async def one_run(seed: int, policy: str, args: argparse.Namespace) -> RunFigure
                 context = release.context_for(f"user-{users[i]}")
                 served[i] = context.version
                 on_candidate[i] = release.candidate is not None and context.version == release.candidate.version
-                rollout = await session.agents.generate(traffic[tasks[i]], context.text, epoch=0, round_=i)
+                rollout = await AceCalls(session.calls).generate(traffic[tasks[i]], context.text, epoch=0, round_=i)
                 host_tokens += rollout.usage.prompt_tokens + rollout.usage.completion_tokens
                 await learner.submit(rollout, version=context.version)
 

@@ -38,6 +38,7 @@ from typing import Any
 
 import msgspec
 
+from combee_fast.ace.calls import AceCalls
 from combee_fast.config import EndpointSpec, OnlineConfig, SessionConfig, EmbedConfig
 from combee_fast.engine.loop import run
 from combee_fast.playbook import Playbook
@@ -93,16 +94,16 @@ async def measure_idle(seconds: float) -> Figures:
 async def measure(url: str, rollouts: int, mode: str, chunk: int, thread: EmbedConfig) -> Figures:
     pauses = GcPauses()
     async with open_session(SessionConfig(endpoints={"default": EndpointSpec(url, "sim")})) as session:
-        seeds = [await session.agents.generate(e, "", epoch=0) for e in session.train_split.examples[:100]]
+        seeds = [await AceCalls(session.calls).generate(e, "", epoch=0) for e in session.train_split.examples[:100]]
         batch = [msgspec.structs.replace(seeds[i % 100], round=i // 100) for i in range(rollouts)]
         config = OnlineConfig(batch_size=64, max_wait_s=0.05, queue_size=max(rollouts, 1))
         learner: Any
         if mode == "threaded":
-            learner = ThreadedLearner(session.agents, Playbook.empty(), config, embed=thread)
+            learner = ThreadedLearner(session.calls, Playbook.empty(), config, embed=thread)
         elif mode == "process":
-            learner = ProcessLearner(session.agents, Playbook.empty(), config, embed=thread)
+            learner = ProcessLearner(session.calls, Playbook.empty(), config, embed=thread)
         else:
-            learner = OnlineLearner(session.agents, Playbook.empty(), config)
+            learner = OnlineLearner(session.calls, Playbook.empty(), config)
         lags: list[float] = []
         reads: list[float] = []
         submits: list[float] = []

@@ -47,6 +47,7 @@ from typing import Any
 import msgspec
 
 from loop_lag import GcPauses  # noqa: E402 -- bench/ is on sys.path when run as a script
+from combee_fast.ace.calls import AceCalls
 from combee_fast.config import EndpointSpec, OnlineConfig, SessionConfig
 from combee_fast.engine.loop import run
 from combee_fast.playbook import Playbook
@@ -118,7 +119,7 @@ def categorize(stats: pstats.Stats) -> dict[str, float]:
 
 async def profile(url: str, rollouts: int, mode: str) -> tuple[pstats.Stats, float, float, float, GcPauses, int]:
     async with open_session(SessionConfig(endpoints={"default": EndpointSpec(url, "sim")})) as session:
-        seeds = [await session.agents.generate(e, "", epoch=0) for e in session.train_split.examples[:100]]
+        seeds = [await AceCalls(session.calls).generate(e, "", epoch=0) for e in session.train_split.examples[:100]]
         batch = [msgspec.structs.replace(seeds[i % 100], round=i // 100) for i in range(rollouts)]
         config = OnlineConfig(batch_size=64, max_wait_s=0.05)
         timer = GcPauses()
@@ -134,13 +135,13 @@ async def profile(url: str, rollouts: int, mode: str) -> tuple[pstats.Stats, flo
         if mode == "threaded":
             from combee_fast.embedded.threaded import ThreadedLearner
 
-            learner: Any = ThreadedLearner(session.agents, Playbook.empty(), config)
+            learner: Any = ThreadedLearner(session.calls, Playbook.empty(), config)
         elif mode == "process":
             from combee_fast.embedded.process import ProcessLearner
 
-            learner = ProcessLearner(session.agents, Playbook.empty(), config)
+            learner = ProcessLearner(session.calls, Playbook.empty(), config)
         else:
-            learner = OnlineLearner(session.agents, Playbook.empty(), config)
+            learner = OnlineLearner(session.calls, Playbook.empty(), config)
         profiler = cProfile.Profile()
         async with learner:  # started (threads, child, Numba warm-up): measure from here
             gc.callbacks.append(timer)

@@ -24,6 +24,7 @@ import tracemalloc
 
 import msgspec
 
+from combee_fast.ace.calls import AceCalls
 from combee_fast.config import OnlineConfig, SessionConfig, SimConfig, TaskConfig
 from combee_fast.engine.loop import run
 from combee_fast.playbook import Playbook
@@ -42,10 +43,10 @@ async def measure(args: argparse.Namespace) -> tuple[list[tuple[int, float, int,
     samples: list[tuple[int, float, int, int, int]] = []
     snapshots: list[tracemalloc.Snapshot] = []
     async with open_session(config) as session:
-        seeds = [await session.agents.generate(e, "", epoch=0) for e in session.train_split.examples]
+        seeds = [await AceCalls(session.calls).generate(e, "", epoch=0) for e in session.train_split.examples]
         online = OnlineConfig(batch_size=args.batch_size, max_wait_s=0.05,
                               **({} if args.keep is None else {"keep_batches": args.keep}))
-        async with OnlineLearner(session.agents, Playbook.empty(), online) as learner:
+        async with OnlineLearner(session.calls, Playbook.empty(), online) as learner:
             started = time.perf_counter()
             for i in range(args.rollouts):
                 await learner.submit(msgspec.structs.replace(seeds[i % len(seeds)], round=i // len(seeds)))

@@ -41,7 +41,6 @@ sys.path.insert(0, str(ROOT))
 
 from combee_fast.config import ExecutorConfig, MapConfig, SessionConfig, TaskConfig  # noqa: E402
 from combee_fast.engine.loop import run  # noqa: E402
-from combee_fast.rollouts.attempts import EpisodeAttempts  # noqa: E402
 from combee_fast.session import open_session  # noqa: E402
 from tests.rollouts.ray_cluster import DRIVER_ENV, LocalRayCluster  # noqa: E402
 
@@ -58,7 +57,7 @@ async def _episodes(config: SessionConfig, count: int, *, warm_up: int) -> tuple
     after ``warm_up`` untimed ones; and how many of them failed."""
     async with open_session(config) as session:
         assert session.episodes is not None
-        attempts = EpisodeAttempts(session.episodes, seed=config.seed)
+        attempts = session.attempts()
         examples = session.train_split.examples
 
         async def one(index: int, epoch: str) -> bool:

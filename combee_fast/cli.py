@@ -18,7 +18,6 @@ from typing import Any, NoReturn
 import msgspec
 
 from combee_fast import flags
-from combee_fast.config import ROLES
 from combee_fast.errors import (
     EXIT_INTERRUPTED, EXIT_OK, EXIT_STORAGE, EXIT_USAGE, CallsFailed, CombeeError, ConfigError, SplitChangedError,
 )
@@ -66,7 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--out", help="the evaluation's folder: eval.json, results.jsonl (per example), report.md, "
                                         "prompt.txt (default: eval-<split>-<date-time> beside --playbook)")
     evaluate.add_argument("--overwrite", action="store_true", help="replace the evaluation already in --out")
-    flags.add_endpoint_flags(evaluate, roles=("generator",))  # GEPA's solver uses the generator's endpoint
+    flags.add_endpoint_flags(evaluate)
 
     show = commands.add_parser("show", help="print a run's learned context (prompt.txt), ready to paste into an agent")
     show.add_argument("run", metavar="RUN", help="a run directory (or a final.json / best.json)")
@@ -116,10 +115,9 @@ def _notify_waits(session: Any, quiet: bool) -> None:
     if quiet:
         return
     notice = _RetryAfterNotice()
-    for role in ROLES:
-        for client in session.clients.replicas(role):  # a client serving several roles is set again: harmless
-            client.on_retry_after = notice
-            client.on_overload = _overload_notice
+    for client in session.clients.every_replica():
+        client.on_retry_after = notice
+        client.on_overload = _overload_notice
 
 
 async def _learn(args: argparse.Namespace) -> int:
@@ -296,7 +294,8 @@ async def _eval(args: argparse.Namespace) -> int:
     from combee_fast.tasks.base import verify_split
 
     kind, deployable = kind_of_file(args.playbook)
-    config = flags.session_config(args, [(("task", "val_split"), args.split), (("task", "train_split"), args.split)])
+    config = flags.session_config(args, [(("task", "val_split"), args.split), (("task", "train_split"), args.split),
+                                         (("learner",), kind.name)])  # the session opens the roles of the file's learner
     stamp = time.strftime("%Y%m%d-%H%M%S")
     out = args.out or str(Path(args.playbook).parent / f"eval-{_file_name(args.split)}-{stamp}")
     check_run_target(out, overwrite=args.overwrite)
@@ -374,11 +373,11 @@ async def _evaluated(session: Any, config: Any, run_dir: Any, kind: Any, deploya
     run_dir.write_provenance(record)
     run_dir.write_prompt(deployable.render())
     run_dir.start()
-    session.agents.on_failure = run_dir.append_error
+    session.calls.on_failure = run_dir.append_error
     try:
         result = await session.evaluate(deployable, split.examples, learner=kind.name)
     finally:
-        session.agents.on_failure = None
+        session.calls.on_failure = None
     if 2 * result.answered > result.examples:  # replacing --overwrite's evaluation once most examples are answered
         run_dir.replace_previous()
     interval = await asyncio.to_thread(answered_interval, result)

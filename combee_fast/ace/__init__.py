@@ -1,6 +1,13 @@
 """ACE as a learner (a playbook), registered in :mod:`combee_fast.learners`.
 
-- :mod:`.kind`: the registration (:class:`~.kind.AceKind`): methods, first artifact, files, evaluation.
+- :mod:`.kind`: the registration (:class:`~.kind.AceKind`): methods, roles, first artifact, files,
+  evaluation.
+- :mod:`.roles`: ACE's four roles as it declares them (generator, reflector, curator, reducer).
+- :mod:`.calls`: :class:`~.calls.AceCalls`, the four roles as async calls on the run's role calls.
+- :mod:`.generator`, :mod:`.reflector`, :mod:`.curator`, :mod:`.reducer`: each role's messages,
+  schema and parser (its system message is its prompt file in ``prompts/``; its user message is
+  filled from a template there, with the content the task world and a real model read between tags).
+- :mod:`.ops`: the operations format shared by the curator and the reducer.
 - :mod:`.learner`: :class:`~.learner.AceLearner`, the playbook :class:`~combee_fast.protocols.Learner`
   (map, propose, merge, apply).
 - :mod:`.chain`: the per-sample chain (generate, reflect, regenerate while wrong) and its trace.

@@ -6,16 +6,18 @@ many chains run in parallel. A chain's simulated duration is the sum of its call
 :class:`SampleTrace` is a :class:`~combee_fast.protocols.Trace`.
 
 An attempt is made by ``attempts`` (:class:`~combee_fast.protocols.Attempts`): one generator call
-by default (``agents`` itself), or an agent episode whose rollout carries its trajectory; the
-trace then counts every model call of the episode, and its environment seconds.
+by default (``calls`` itself), or an agent episode whose rollout carries its trajectory; the
+trace then counts every model call of the episode, and its environment seconds. A retry round's
+attempt gets the reflection on the last one as its feedback text.
 """
 
 from __future__ import annotations
 
 import msgspec
 
-from combee_fast.protocols import Attempts
-from combee_fast.roles.agents import Agents
+from combee_fast.protocols.rollouts import Attempts
+from combee_fast.ace.calls import AceCalls
+from combee_fast.ace.generator import reflection_text
 from combee_fast.playbook import Playbook
 from combee_fast.schema import CallError, Example, Reflection, Rollout, Trajectory, Usage
 
@@ -88,7 +90,7 @@ class SampleTrace(msgspec.Struct, frozen=True):
 
 
 async def run_sample(
-    agents: Agents,
+    calls: AceCalls,
     example: Example,
     playbook: Playbook,
     playbook_text: str,
@@ -98,14 +100,14 @@ async def run_sample(
     attempts: Attempts | None = None,
 ) -> SampleTrace:
     """ACE's generator-reflector loop on one example (``max_rounds`` regenerations at most);
-    ``attempts`` makes each attempt (default: ``agents``' one generator call).
+    ``attempts`` makes each attempt (default: ``calls``' one generator call).
 
     The chain stops at the first failed call: what it produced so far is kept, with the error.
     """
-    attempts = attempts or agents
+    attempts = attempts or calls
     rollout = await attempts.attempt(example, playbook_text, version=playbook.version, epoch=epoch)
     first = SampleTrace(example.id, (rollout,), ())
-    rest = await continue_sample(agents, first, playbook, playbook_text, epoch=epoch, max_rounds=max_rounds,
+    rest = await continue_sample(calls, first, playbook, playbook_text, epoch=epoch, max_rounds=max_rounds,
                                  attempts=attempts)
     return SampleTrace(example.id, (rollout, *rest.rollouts), rest.reflections)
 
@@ -121,7 +123,7 @@ def can_continue(trace: SampleTrace, max_rounds: int) -> bool:
 
 
 async def continue_sample(
-    agents: Agents,
+    calls: AceCalls,
     trace: SampleTrace,
     playbook: Playbook,
     playbook_text: str,
@@ -132,7 +134,7 @@ async def continue_sample(
 ) -> SampleTrace:
     """Run ``trace``'s chain on (reflect its last attempt if not yet done, then regenerate while
     wrong) up to ``max_rounds``; returns only the calls made here, as a trace of its own."""
-    attempts = attempts or agents
+    attempts = attempts or calls
     rollouts: list[Rollout] = []
     reflections: list[Reflection] = []
     rollout = trace.rollouts[-1]
@@ -140,20 +142,20 @@ async def continue_sample(
     reflection = trace.reflections[-1] if reflected else None
     while rollout.error is None:
         if reflection is None:
-            reflection = await agents.reflect(rollout, playbook, epoch=epoch)
+            reflection = await calls.reflect(rollout, playbook, epoch=epoch)
             reflections.append(reflection)
         if rollout.correct or rollout.round >= max_rounds or reflection.error is not None:
             break
         rollout = await attempts.attempt(
             rollout.example, playbook_text, version=playbook.version, epoch=epoch, round_=rollout.round + 1,
-            previous=rollout, reflection=reflection,
+            previous=rollout, feedback=reflection_text(reflection),
         )
         rollouts.append(rollout)
         reflection = None
     return SampleTrace(trace.item_id, tuple(rollouts), tuple(reflections))
 
 
-async def reflect_only(agents: Agents, rollout: Rollout, playbook: Playbook, *, epoch: int) -> SampleTrace:
+async def reflect_only(calls: AceCalls, rollout: Rollout, playbook: Playbook, *, epoch: int) -> SampleTrace:
     """The map for rollouts that already exist (collected traces, online submissions)."""
-    reflection = await agents.reflect(rollout, playbook, epoch=epoch)
+    reflection = await calls.reflect(rollout, playbook, epoch=epoch)
     return SampleTrace(rollout.id, (rollout,), (reflection,))

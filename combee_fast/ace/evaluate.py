@@ -7,22 +7,22 @@ import asyncio
 from collections import Counter
 from collections.abc import Sequence
 
+from combee_fast.ace.calls import AceCalls
 from combee_fast.engine.stream import indexed_map
 from combee_fast.engine.timing import finish_times
 from combee_fast.methods.base import EvalResult
 from combee_fast.playbook import Playbook
-from combee_fast.protocols import Attempts
-from combee_fast.roles.agents import Agents
+from combee_fast.protocols.rollouts import Attempts
 from combee_fast.schema import Example, Rollout
 
 
-async def evaluate(agents: Agents, playbook: Playbook, examples: Sequence[Example], *, concurrency: int,
+async def evaluate(calls: AceCalls, playbook: Playbook, examples: Sequence[Example], *, concurrency: int,
                    attempts: Attempts | None = None) -> EvalResult:
     """Score ``playbook`` on ``examples`` (see :class:`~combee_fast.methods.base.EvalResult`);
-    ``attempts`` makes each attempt (default: ``agents``' one generator call). Requests use the
+    ``attempts`` makes each attempt (default: ``calls``' one generator call). Requests use the
     seed path ("eval", example id)."""
     text = await asyncio.to_thread(playbook.render)
-    attempts = attempts or agents
+    attempts = attempts or calls
 
     async def one(_: int, example: Example) -> Rollout:
         return await attempts.attempt(example, text, version=playbook.version, epoch="eval")

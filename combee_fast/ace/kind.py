@@ -10,15 +10,17 @@ from typing import Any
 
 import msgspec
 
+from combee_fast.ace.calls import AceCalls
 from combee_fast.ace.evaluate import evaluate
 from combee_fast.ace.learner import AceLearner
+from combee_fast.ace.roles import GENERATOR, ROLES
 from combee_fast.config import MapConfig, SessionConfig
 from combee_fast.files import read_regular
 from combee_fast.methods import METHODS, build_method
 from combee_fast.methods.base import EvalResult
 from combee_fast.playbook import Playbook
-from combee_fast.protocols import Method, StopRule
-from combee_fast.roles.agents import Agents
+from combee_fast.protocols.running import Method, StopRule
+from combee_fast.roles.calls import RoleCalls
 from combee_fast.run.context import LearnContext
 from combee_fast.run.rundir import RunDir
 from combee_fast.run.stops import EpochsDone
@@ -30,8 +32,10 @@ class AceKind:
 
     name = "ace"
     methods = {name: name for name in METHODS}
-    rollout_role = "generator"
-    learning_roles = ("reflector", "curator", "reducer")
+    roles = ROLES
+    citable = True  # an agent cites the bullets it used
+    rollout_role = GENERATOR.key
+    learning_roles = tuple(role.key for role in ROLES if role.pool == "propose")
     size_unit = "bullets"  # what the artifact's size counts, in progress lines and reports
     artifact_type = Playbook
 
@@ -57,8 +61,8 @@ class AceKind:
         map_config = config.map
         if context.from_traces:
             map_config = msgspec.structs.replace(map_config, sync_rounds=None)
-        learner = AceLearner(context.agents, max_rounds=map_config.max_rounds, from_rollouts=context.from_traces,
-                             attempts=context.attempts)
+        learner = AceLearner(AceCalls(context.calls), max_rounds=map_config.max_rounds,
+                             from_rollouts=context.from_traces, attempts=context.attempts)
         return build_method(method, learner, map_config, config.combee, seed=config.seed)
 
     def stop_rules(self, config: SessionConfig) -> list[StopRule]:
@@ -79,7 +83,7 @@ class AceKind:
         return Playbook.load(path)
 
     async def evaluate(self, context: LearnContext, deployable: Playbook, examples: Sequence[Example]) -> EvalResult:
-        return await evaluate(context.agents, deployable, examples, concurrency=context.config.eval.parallel,
+        return await evaluate(AceCalls(context.calls), deployable, examples, concurrency=context.config.eval.parallel,
                               attempts=context.attempts)
 
     def version_files(self, artifact: Playbook) -> list[tuple[str, bytes]]:
@@ -94,9 +98,9 @@ class AceKind:
     def summary(self, artifact: Playbook) -> dict[str, Any]:
         return {"bullets": len(artifact)}
 
-    def online_learner(self, agents: Agents) -> AceLearner:
+    def online_learner(self, calls: RoleCalls) -> AceLearner:
         """The learner of submitted rollouts: each is reflected on, never regenerated."""
-        return AceLearner(agents, max_rounds=MapConfig().max_rounds, from_rollouts=True)
+        return AceLearner(AceCalls(calls), max_rounds=MapConfig().max_rounds, from_rollouts=True)
 
 
 ACE = AceKind()

@@ -13,12 +13,12 @@ import asyncio
 from collections.abc import Awaitable, Sequence
 from typing import Any
 
+from combee_fast.ace.calls import AceCalls
 from combee_fast.ace.chain import SampleTrace, can_continue, continue_sample, reflect_only, run_sample
 from combee_fast.methods.base import Applied
 from combee_fast.playbook import Playbook
 from combee_fast.playbook.deltalog import logged_delta
-from combee_fast.protocols import Attempts
-from combee_fast.roles.agents import Agents
+from combee_fast.protocols.rollouts import Attempts
 from combee_fast.schema import Delta, Op, OpKind, Proposal, Reflection
 
 
@@ -43,24 +43,24 @@ def tag_ops(traces: Sequence[SampleTrace], playbook: Playbook) -> tuple[Op, ...]
 
 class AceLearner:
     """The playbook learner (a :class:`~combee_fast.protocols.Learner` of playbooks, reflections
-    and ops) on ``agents``' role calls. A chain regenerates ``max_rounds`` times at most.
+    and ops) on ACE's role calls ``calls``. A chain regenerates ``max_rounds`` times at most.
     ``from_rollouts``: items are collected rollouts (reflect only, nothing to regenerate).
     ``attempts``: how an attempt is made (default: one generator call; agent episodes)."""
 
-    def __init__(self, agents: Agents, *, max_rounds: int, from_rollouts: bool = False,
+    def __init__(self, calls: AceCalls, *, max_rounds: int, from_rollouts: bool = False,
                  attempts: Attempts | None = None) -> None:
-        self.agents = agents
+        self.calls = calls
         self.max_rounds = max_rounds
         self.from_rollouts = from_rollouts
-        self.attempts = attempts or agents
+        self.attempts = attempts or calls
 
     async def render(self, artifact: Playbook) -> str:
         return await asyncio.to_thread(artifact.render)
 
     async def run_item(self, item: Any, artifact: Playbook, text: str, *, epoch: int, rounds: int) -> SampleTrace:
         if self.from_rollouts:
-            return await reflect_only(self.agents, item, artifact, epoch=epoch)
-        return await run_sample(self.agents, item, artifact, text, epoch=epoch, max_rounds=rounds,
+            return await reflect_only(self.calls, item, artifact, epoch=epoch)
+        return await run_sample(self.calls, item, artifact, text, epoch=epoch, max_rounds=rounds,
                                 attempts=self.attempts)
 
     def continuation(
@@ -68,7 +68,7 @@ class AceLearner:
     ) -> Awaitable[SampleTrace] | None:
         if self.from_rollouts or not can_continue(trace, self.max_rounds):
             return None
-        return continue_sample(self.agents, trace, artifact, text, epoch=epoch, max_rounds=self.max_rounds,
+        return continue_sample(self.calls, trace, artifact, text, epoch=epoch, max_rounds=self.max_rounds,
                                attempts=self.attempts)
 
     def record(self, trace: SampleTrace) -> Reflection | None:
@@ -81,12 +81,12 @@ class AceLearner:
         self, records: Sequence[Reflection], artifact: Playbook, text: str, *, source: str,
         seed_path: tuple[int | str, ...],
     ) -> Proposal[Op]:
-        return await self.agents.curate(records, artifact, text, source=source, seed_path=seed_path)
+        return await self.calls.curate(records, artifact, text, source=source, seed_path=seed_path)
 
     async def merge(
         self, proposals: Sequence[Sequence[Op]], text: str, *, source: str, seed_path: tuple[int | str, ...]
     ) -> Proposal[Op]:
-        return await self.agents.reduce(proposals, text, source=source, seed_path=seed_path)
+        return await self.calls.reduce(proposals, text, source=source, seed_path=seed_path)
 
     def edit_text(self, edit: Op) -> str:
         return edit.content

@@ -20,7 +20,7 @@ import msgspec
 
 from combee_fast.engine.stream import IndexedStream
 from combee_fast.engine.timing import finish_times
-from combee_fast.protocols import Learner
+from combee_fast.protocols.learning import Learner
 
 
 class Carried(msgspec.Struct, frozen=True):

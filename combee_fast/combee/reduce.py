@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from combee_fast.protocols import Proposer
+from combee_fast.protocols.learning import Proposer
 from combee_fast.schema import Proposal
 
 E = TypeVar("E")

@@ -5,7 +5,7 @@ which reaches requests through the release gate (:mod:`combee_fast.embedded.rele
 ``config.release``: at once by default). Reading :attr:`OnlineLearner.playbook` (the incumbent)
 or :meth:`OnlineLearner.context_for` never blocks: immutable snapshots, swapped whole.
 
-    async with OnlineLearner(agents, Playbook.empty()) as learner:
+    async with OnlineLearner(calls, Playbook.empty()) as learner:
         context = learner.context_for(user_id)   # the version and text this request runs with
         ticket = await learner.submit(rollout, version=context.version)  # waits only for queue room
         batch = await ticket                     # optional: the AppliedBatch that took it in
@@ -20,7 +20,7 @@ when it is well under. Only the last ``keep_batches`` batches are kept in :attr:
 Each batch learns on the gate's head (:meth:`~combee_fast.embedded.release.ReleaseGate.base`); a
 batch whose line a rollback abandoned while it was learning is discarded (``discarded``). Under
 the ``shadow`` policy the learner also re-runs sampled tasks with the candidate's context (through
-``agents``, scored by its task) and feeds the gate their rewards in submission order.
+``calls``, scored by its task) and feeds the gate their rewards in submission order.
 
 A submitted rollout is checked first (:mod:`combee_fast.embedded.intake`): a malformed one is
 refused with :class:`~combee_fast.errors.RolloutError` and never queued. A batch whose step raises
@@ -39,13 +39,14 @@ from typing import Any
 
 import msgspec
 
+from combee_fast.ace.calls import AceCalls
 from combee_fast.config import MapConfig, OnlineConfig
 from combee_fast.embedded.release import Context, Release, ReleaseGate, ShadowRun
 from combee_fast.embedded.intake import checked
 from combee_fast.errors import ConfigError
 from combee_fast.learners import LEARNERS
 from combee_fast.methods.combee import Combee
-from combee_fast.roles.agents import Agents
+from combee_fast.roles.calls import RoleCalls
 from combee_fast.run.events import BatchApplied, Events, VersionApplied
 from combee_fast.schema import Rollout
 
@@ -74,7 +75,7 @@ class OnlineLearner:
 
     def __init__(
         self,
-        agents: Agents,
+        calls: RoleCalls,
         playbook: Any,
         config: OnlineConfig | None = None,
         *,
@@ -93,7 +94,7 @@ class OnlineLearner:
         self.config = config or OnlineConfig()
         self._on_publish = on_publish
         self._events = events
-        if self.config.release.policy == "shadow" and agents.task is None:
+        if self.config.release.policy == "shadow" and calls.task is None:
             raise ConfigError("online.release.policy 'shadow' re-runs tasks with the candidate's context, "
                               "so the learner needs a task to score them")
         self._gate = ReleaseGate(playbook, self.config.release, seed=self.config.seed,
@@ -107,8 +108,8 @@ class OnlineLearner:
         if kind is None:
             raise ConfigError(f"online.learner: unknown learner {self.config.learner!r}; choose one of: {', '.join(LEARNERS)}")
         map_config = MapConfig(sync_rounds=None, workers=self.config.workers)  # submitted rollouts: reflected on only
-        self._agents = agents
-        self._method = Combee(kind.online_learner(agents), map_config, self.config.combee, seed=self.config.seed)
+        self._calls = calls
+        self._method = Combee(kind.online_learner(calls), map_config, self.config.combee, seed=self.config.seed)
         self._queue: asyncio.Queue[tuple[Rollout, asyncio.Future[AppliedBatch], float]] = asyncio.Queue(
             self.config.queue_size
         )
@@ -164,7 +165,7 @@ class OnlineLearner:
     def usage_totals(self) -> dict[tuple[str, str, str], Any]:
         """Usage of the clients this learner calls through (the session's own)."""
         totals: dict[tuple[str, str, str], Any] = {}
-        for client in self._agents.clients.distinct():
+        for client in self._calls.clients.distinct():
             totals.update(client.usage_totals())
         return totals
 
@@ -215,7 +216,8 @@ class OnlineLearner:
 
     def _start_shadow(self, run: ShadowRun) -> None:
         """Re-run a task with the candidate's context; rewards reach the gate in submission order."""
-        self._shadows.append((run, asyncio.ensure_future(self._agents.generate(run.example, run.text, epoch=run.epoch))))
+        self._shadows.append((run, asyncio.ensure_future(AceCalls(self._calls).generate(run.example, run.text,
+                                                                                             epoch=run.epoch))))
         if self._shadow_drain is None or self._shadow_drain.done():
             self._shadow_drain = asyncio.create_task(self._drain_shadows(), name="combee-online-shadow")
 

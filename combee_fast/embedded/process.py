@@ -19,7 +19,7 @@ of each version (``text`` and ``context_for`` never decode). Contracts:
   the host first (:mod:`~combee_fast.embedded.intake`: a malformed one is
   :class:`~combee_fast.errors.RolloutError` and is never sent), and the child decodes each
   rollout on its own, so a frame it cannot read fails that ticket alone;
-- the child reaches the endpoints with its own clients built from ``agents``' role map
+- the child reaches the endpoints with its own clients built from ``calls``' role map
   (:func:`~combee_fast.roles.clients.open_role_clients`: every replica, each role's sampling,
   the form found at start-up; no replay cache; API keys come from the inherited environment);
   reflection, curation and reduction never score, so the child has no task;
@@ -57,7 +57,7 @@ from combee_fast.endpoint.client import UsageTotals
 from combee_fast.engine.frames import frame, read_frame
 from combee_fast.errors import ConfigError, LearnerProcessError, ReleaseError
 from combee_fast.playbook import Playbook
-from combee_fast.roles.agents import Agents
+from combee_fast.roles.calls import RoleCalls
 from combee_fast.roles.clients import RoleMap
 from combee_fast.run.events import Event, Events
 from combee_fast.schema import Rollout
@@ -180,7 +180,7 @@ def _priority_args(embed: EmbedConfig) -> list[str]:
 class ProcessLearner:
     """An :class:`OnlineLearner` in a child process; see the module doc."""
 
-    def __init__(self, agents: Agents, playbook: Playbook, config: OnlineConfig | None = None, *,
+    def __init__(self, calls: RoleCalls, playbook: Playbook, config: OnlineConfig | None = None, *,
                  embed: EmbedConfig | None = None, events: Events | None = None,
                  task: TaskConfig | None = None) -> None:
         self.config = config or OnlineConfig()
@@ -188,11 +188,11 @@ class ProcessLearner:
         self._events = events
         self._settings = HostSettings(self.embed, switch_interval=False)  # one busy thread: no GIL to share
         if task is None and self.config.release.policy == "shadow":
-            if agents.task is None:
+            if calls.task is None:
                 raise ConfigError("online.release.policy 'shadow' in a ProcessLearner needs task=TaskConfig(...): "
                                   "the child scores its re-runs")
-            task = TaskConfig(name=agents.task.name)
-        self._start = Start(agents.role_map(), self.config, playbook.to_bytes(),
+            task = TaskConfig(name=calls.task.name)
+        self._start = Start(calls.role_map(), self.config, playbook.to_bytes(),
                             task if self.config.release.policy == "shadow" else None, events is not None)
         text = playbook.render()
         self._snapshot = ProcessSnapshot(text, b"", None, Release(self.config.release.policy,

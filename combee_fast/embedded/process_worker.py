@@ -23,7 +23,7 @@ from combee_fast.embedded.online import AppliedBatch, OnlineLearner
 from combee_fast.embedded.release import Release
 from combee_fast.engine.loop import run
 from combee_fast.playbook import Playbook
-from combee_fast.roles.agents import Agents
+from combee_fast.roles.calls import RoleCalls
 from combee_fast.roles.clients import open_role_clients
 from combee_fast.run.events import Event, Events
 from combee_fast.tasks.registry import get_task
@@ -111,9 +111,9 @@ class _Worker:
             # reflection, curation and reduction never score: the child needs a task only to
             # score the shadow re-runs of its release policy
             task = self.start.task
-            agents = Agents.on(self.role_map, get_task(task.name, **task.options) if task else None, clients)
+            calls = RoleCalls.on(self.role_map, get_task(task.name, **task.options) if task else None, clients)
             events = Events(self.emitted) if self.start.events else None
-            learner = OnlineLearner(agents, self.playbook, self.online, on_publish=self.published, events=events,
+            learner = OnlineLearner(calls, self.playbook, self.online, on_publish=self.published, events=events,
                                     on_release=self.released)
             self.learner = learner
             async with learner:

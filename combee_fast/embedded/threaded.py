@@ -10,7 +10,7 @@ parsing, shuffle, reduce, apply, rendering, the release gate) runs on the learne
 host keeps a copy of the gate's :class:`~combee_fast.embedded.release.Release` (swapped whole
 with the snapshot), so ``context_for`` is answered on the host's thread.
 
-    async with ThreadedLearner(session.agents, Playbook.empty(), OnlineConfig(batch_size=32)) as learner:
+    async with ThreadedLearner(session.calls, Playbook.empty(), OnlineConfig(batch_size=32)) as learner:
         context = learner.context_for(user_id)   # version and text for this request; never blocks
         ticket = await learner.submit(rollout, version=context.version)  # waits only for room
         batch = await ticket                     # optional: the AppliedBatch that took it in
@@ -26,7 +26,7 @@ Contracts:
   ticket, and any ``submit`` waiting for room or called later, fails with
   :class:`~combee_fast.errors.LearnerProcessError` saying why. ``stop`` may be called more than
   once, and at once from several tasks.
-- The learner reaches the endpoints through clients rebuilt on its own loop from ``agents``'
+- The learner reaches the endpoints through clients rebuilt on its own loop from ``calls``'
   role map (:func:`~combee_fast.roles.clients.open_role_clients`: every replica, the sampling of
   each role, the form found at start-up, the same replay cache; its own connections,
   concurrency cap and usage totals: :meth:`usage_totals`).
@@ -60,7 +60,7 @@ from combee_fast.endpoint.client import UsageTotals
 from combee_fast.engine.loop import new_event_loop
 from combee_fast.errors import LearnerProcessError
 from combee_fast.playbook import Playbook
-from combee_fast.roles.agents import Agents
+from combee_fast.roles.calls import RoleCalls
 from combee_fast.roles.clients import open_role_clients
 from combee_fast.run.events import Events
 from combee_fast.schema import Rollout
@@ -99,7 +99,7 @@ class ThreadedLearner:
 
     def __init__(
         self,
-        agents: Agents,
+        calls: RoleCalls,
         playbook: Playbook,
         config: OnlineConfig | None = None,
         *,
@@ -111,10 +111,10 @@ class ThreadedLearner:
         self._events = events
         self.embed = embed or EmbedConfig()
         self._settings = HostSettings(self.embed, switch_interval=True)
-        self._role_map = agents.role_map()
-        self._task = agents.task
-        self._cache = agents.clients.cache
-        self._agents: Agents | None = None  # the learner's own, built on its loop
+        self._role_map = calls.role_map()
+        self._task = calls.task
+        self._cache = calls.clients.cache
+        self._calls: RoleCalls | None = None  # the learner's own, built on its loop
         self._start_playbook = playbook
         self._on_publish = on_publish
         text = playbook.render()
@@ -194,7 +194,7 @@ class ThreadedLearner:
     def usage_totals(self) -> dict[tuple[str, str, str], UsageTotals]:
         """Usage of the learner's own clients, keyed by (role, model, endpoint)."""
         totals: dict[tuple[str, str, str], UsageTotals] = {}
-        for client in self._agents.clients.distinct() if self._agents is not None else ():
+        for client in self._calls.clients.distinct() if self._calls is not None else ():
             totals.update(client.usage_totals())
         return totals
 
@@ -350,8 +350,8 @@ class ThreadedLearner:
         sequential.warmup()
         async with contextlib.AsyncExitStack() as stack:
             clients = await open_role_clients(self._role_map, stack, cache=self._cache)
-            self._agents = Agents.on(self._role_map, self._task, clients)
-            learner = OnlineLearner(self._agents, playbook, self.config, on_publish=self._published,
+            self._calls = RoleCalls.on(self._role_map, self._task, clients)
+            learner = OnlineLearner(self._calls, playbook, self.config, on_publish=self._published,
                                     events=self._events, on_release=self._released)
             self._learner = learner
             async with learner:

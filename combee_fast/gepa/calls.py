@@ -1,10 +1,11 @@
 """GEPA's three role calls over the run's endpoints: prompt -> endpoint -> parsed record.
 
-- **solve** (``gepa_solver``, on the generator's endpoint): the candidate's text as the system
-  message, the question as the user message, graded by the task. One solve is one *metric call*.
-- **propose** (``gepa_proposer``, on the reflector's endpoint): the reflection that rewrites one
-  component from graded examples.
-- **aggregate** (``gepa_aggregator``, on the reducer's endpoint): several proposed rewrites of
+- **solve** (role ``solver``, requests ``gepa_solver``, pool ``serve``): the candidate's text as
+  the system message, the question as the user message, graded by the task. One solve is one
+  *metric call*.
+- **propose** (``proposer``, ``gepa_proposer``, pool ``propose``): the reflection that rewrites
+  one component from graded examples.
+- **aggregate** (``aggregator``, ``gepa_aggregator``, pool ``propose``): several proposed rewrites of
   one component, made from the same parent, merged into one. It reads each rewrite's line changes
   and keeps added lines by reference (:mod:`combee_fast.gepa.revisions`); the merged text is
   composed here, so its reply stays short however long the instruction grows.
@@ -17,22 +18,21 @@ bad endpoint or reply: the failure is recorded on what it returns.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import msgspec
 import orjson
 
-from combee_fast.endpoint.calls import ChatRequest, ChatResult
-from combee_fast.engine.rng import derive_seed
-from combee_fast.gepa.candidate import load_prompt
+from combee_fast.endpoint.calls import ChatResult
 from combee_fast.gepa.revisions import changes_text, compose
-from combee_fast.protocols import Task
-from combee_fast.roles.agents import RoleClients
-from combee_fast.roles.base import convert, decode_json_object, fill, no_answer
+from combee_fast.protocols.tasks import Task
+from combee_fast.roles.calls import RoleCalls
+from combee_fast.roles.base import convert, decode_json_object, fill, load_prompt, no_answer
 from combee_fast.roles.names import GEPA_AGGREGATOR_ROLE as AGGREGATOR_ROLE
 from combee_fast.roles.names import GEPA_PROPOSER_ROLE as PROPOSER_ROLE
 from combee_fast.roles.names import GEPA_SOLVER_ROLE as SOLVER_ROLE
+from combee_fast.roles.spec import Role
 from combee_fast.schema import CallError, Example, GradedAnswer, Message, Usage
 
 
@@ -40,11 +40,20 @@ SOLVER_MAX_TOKENS = 1024
 REWRITE_MAX_TOKENS = 8192
 AGGREGATE_MAX_TOKENS = 2048
 
-SOLVER_USER_TEMPLATE = load_prompt("solver_user.txt")
-PROPOSER_SYSTEM_PROMPT = load_prompt("proposer.txt")
-PROPOSER_USER_TEMPLATE = load_prompt("proposer_user.txt")
-AGGREGATOR_SYSTEM_PROMPT = load_prompt("aggregator.txt")
-AGGREGATOR_USER_TEMPLATE = load_prompt("aggregator_user.txt")
+SOLVER = Role("solver", "serve", SOLVER_MAX_TOKENS, request_name=SOLVER_ROLE,
+              prompts=("gepa/prompts/solver_user.txt",))
+PROPOSER = Role("proposer", "propose", REWRITE_MAX_TOKENS, request_name=PROPOSER_ROLE, diverse=True,
+                prompts=("gepa/prompts/proposer.txt", "gepa/prompts/proposer_user.txt"))
+AGGREGATOR = Role("aggregator", "propose", AGGREGATE_MAX_TOKENS, request_name=AGGREGATOR_ROLE,
+                  prompts=("gepa/prompts/aggregator.txt", "gepa/prompts/aggregator_user.txt"))
+ROLES = (SOLVER, PROPOSER, AGGREGATOR)
+"""GEPA's roles, as it declares them (:class:`~combee_fast.roles.spec.Role`)."""
+
+SOLVER_USER_TEMPLATE = load_prompt("solver_user.txt", beside=__file__)
+PROPOSER_SYSTEM_PROMPT = load_prompt("proposer.txt", beside=__file__)
+PROPOSER_USER_TEMPLATE = load_prompt("proposer_user.txt", beside=__file__)
+AGGREGATOR_SYSTEM_PROMPT = load_prompt("aggregator.txt", beside=__file__)
+AGGREGATOR_USER_TEMPLATE = load_prompt("aggregator_user.txt", beside=__file__)
 
 SOLVER_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -108,29 +117,20 @@ def examples_text(evaluations: Sequence[GradedAnswer]) -> str:
     )
 
 
-Noted = Callable[[str, CallError | None, str | None], None]
-"""Told ``(role, error, reply text)`` of every call made (the run's call counts and errors.jsonl)."""
-
-
 class GepaCalls:
-    """The GEPA role calls of one run: ``task`` grades answers, ``seed`` roots the request seeds;
-    ``note`` is told of every call and how it ended."""
+    """The GEPA role calls of one run on ``calls`` (the run's generic role calls, which sample,
+    seed and account every call): ``task`` grades answers."""
 
-    def __init__(self, task: Task, clients: RoleClients, *, seed: int, temperature: float = 0.0,
-                 note: Noted | None = None) -> None:
+    def __init__(self, task: Task, calls: RoleCalls) -> None:
         self.task = task
-        self.clients = clients
-        self.seed = seed
-        self.temperature = temperature
-        self.note = note
+        self.calls = calls
 
     async def solve(self, example: Example, system_prompt: str) -> GradedAnswer:
         """One metric call: ``example`` answered under ``system_prompt``, graded."""
         user = fill(SOLVER_USER_TEMPLATE, question=example.input)
         messages = (Message("system", system_prompt), Message("user", user))
-        result = await self.clients.generator.chat(
-            self._request(SOLVER_ROLE, messages, SOLVER_MAX_TOKENS, SOLVER_SCHEMA, "answer", example.id)
-        )
+        result = await self.calls.send(self.calls.request(SOLVER_ROLE, messages, example.id, schema=SOLVER_SCHEMA,
+                                                          schema_name="answer"))
         reply = _parsed(result, _SolverReply, "solver")
         answer = None
         if not isinstance(reply, CallError):
@@ -149,28 +149,25 @@ class GepaCalls:
         """One reflection call: a rewrite of ``current`` from the graded ``evaluations``."""
         user = fill(PROPOSER_USER_TEMPLATE, instruction=current, examples=examples_text(evaluations))
         messages = (Message("system", PROPOSER_SYSTEM_PROMPT), Message("user", user))
-        return await self._rewrite(self.clients.reflector, PROPOSER_ROLE, messages, seed_path)
+        return await self._rewrite(PROPOSER_ROLE, messages, seed_path)
 
     async def aggregate(self, current: str, texts: Sequence[str], *, seed_path: tuple[int | str, ...]) -> Rewrite:
         """One aggregation call: the rewrites ``texts`` of ``current`` merged into one, composed
         from the lines it removes, keeps by reference and writes anew."""
         user = fill(AGGREGATOR_USER_TEMPLATE, instruction=current, proposals=changes_text(current, texts))
         messages = (Message("system", AGGREGATOR_SYSTEM_PROMPT), Message("user", user))
-        result = await self.clients.reducer.chat(
-            self._request(AGGREGATOR_ROLE, messages, AGGREGATE_MAX_TOKENS, AGGREGATE_SCHEMA, "aggregation", *seed_path)
-        )
+        result = await self.calls.send(self.calls.request(AGGREGATOR_ROLE, messages, *seed_path,
+                                                          schema=AGGREGATE_SCHEMA, schema_name="aggregation"))
         reply = _parsed(result, _AggregateReply, AGGREGATOR_ROLE)
         self._noted(AGGREGATOR_ROLE, result, reply)
         if isinstance(reply, CallError):
             return Rewrite(None, result.usage, reply)
         return Rewrite(compose(current, texts, reply.remove, reply.keep, reply.add), result.usage)
 
-    async def _rewrite(
-        self, client: Any, role: str, messages: tuple[Message, ...], seed_path: tuple[int | str, ...]
-    ) -> Rewrite:
+    async def _rewrite(self, role: str, messages: tuple[Message, ...], seed_path: tuple[int | str, ...]) -> Rewrite:
         """One call replying with a whole new text (the proposer's reflection)."""
-        request = self._request(role, messages, REWRITE_MAX_TOKENS, REWRITE_SCHEMA, "rewrite", *seed_path)
-        result = await client.chat(request)
+        result = await self.calls.send(self.calls.request(role, messages, *seed_path, schema=REWRITE_SCHEMA,
+                                                          schema_name="rewrite"))
         reply = _parsed(result, _RewriteReply, role)
         if not isinstance(reply, CallError) and not reply.instruction.strip():
             reply = CallError("schema_mismatch", f"{role}: empty instruction", raw=result.text)
@@ -182,17 +179,7 @@ class GepaCalls:
         return Rewrite(reply.instruction.strip("\n"), result.usage)
 
     def _noted(self, role: str, result: ChatResult, reply: Any) -> None:
-        if self.note is not None:
-            self.note(role, reply if isinstance(reply, CallError) else None, result.text)
-
-    def _request(
-        self, role: str, messages: tuple[Message, ...], max_tokens: int, schema: dict[str, Any], schema_name: str,
-        *seed_path: int | str,
-    ) -> ChatRequest:
-        return ChatRequest(
-            role=role, messages=messages, max_tokens=max_tokens, temperature=self.temperature,
-            seed=derive_seed(self.seed, role, *seed_path), json_schema=schema, schema_name=schema_name,
-        )
+        self.calls.note(role, reply if isinstance(reply, CallError) else None, result.text)
 
 
 def _parsed(result: ChatResult, shape: type[Any], what: str) -> Any:

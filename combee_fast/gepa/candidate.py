@@ -9,17 +9,10 @@ import msgspec
 
 from combee_fast.errors import ConfigError
 from combee_fast.files import read_regular, write_atomic
+from combee_fast.roles.base import load_prompt
 
 SYSTEM_PROMPT = "system_prompt"
 """The component name of a single-prompt candidate."""
-
-_PROMPTS_DIR = Path(__file__).parent / "prompts"
-
-
-def load_prompt(name: str) -> str:
-    """The text of ``gepa/prompts/<name>`` without its final newline."""
-    return (_PROMPTS_DIR / name).read_text(encoding="utf-8").rstrip("\n")
-
 
 class Candidate(msgspec.Struct, frozen=True):
     """Named text components and the pool indices of the candidates it was derived from.
@@ -34,7 +27,7 @@ class Candidate(msgspec.Struct, frozen=True):
     @classmethod
     def seed(cls) -> Candidate:
         """The starting candidate: our seed instruction as the system prompt."""
-        return cls({SYSTEM_PROMPT: load_prompt("seed_instruction.txt")})
+        return cls({SYSTEM_PROMPT: load_prompt("seed_instruction.txt", beside=__file__)})
 
     def names(self) -> tuple[str, ...]:
         return tuple(sorted(self.components))

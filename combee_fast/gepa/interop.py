@@ -37,11 +37,10 @@ from combee_fast.combee.shuffle import augmented_groups
 from combee_fast.config import CombeeConfig
 from combee_fast.engine.rng import rng_at
 from combee_fast.gepa.calls import AGGREGATOR_SYSTEM_PROMPT, AGGREGATOR_USER_TEMPLATE, PROPOSER_SYSTEM_PROMPT
-from combee_fast.gepa.candidate import load_prompt
 from combee_fast.gepa.revisions import changes_text, compose
-from combee_fast.roles.base import decode_json_object, fill
+from combee_fast.roles.base import decode_json_object, fill, load_prompt
 
-INTEROP_PROPOSER_USER_TEMPLATE = load_prompt("interop_proposer_user.txt")
+INTEROP_PROPOSER_USER_TEMPLATE = load_prompt("interop_proposer_user.txt", beside=__file__)
 _FENCED = re.compile(r"```[^\n]*\n(.*?)```", re.DOTALL)
 
 LanguageModel = Callable[[str], str]

@@ -23,7 +23,7 @@ import msgspec
 from combee_fast.config import SessionConfig
 from combee_fast.engine.kept import StructArtifact
 from combee_fast.errors import ConfigError
-from combee_fast.gepa.calls import AGGREGATOR_ROLE, PROPOSER_ROLE, SOLVER_ROLE, GepaCalls
+from combee_fast.gepa.calls import AGGREGATOR_ROLE, PROPOSER_ROLE, ROLES, SOLVER_ROLE, GepaCalls
 from combee_fast.gepa.candidate import Candidate, is_candidate_file
 from combee_fast.gepa.iteration import GepaIteration, grade
 from combee_fast.gepa.pipeline import AsyncGepa
@@ -33,7 +33,8 @@ from combee_fast.gepa.reflection import CombeeReflection, Reflection, SerialRefl
 from combee_fast.gepa.stages import StageWork
 from combee_fast.gepa.stops import MetricCallBudget
 from combee_fast.methods.base import EvalResult
-from combee_fast.protocols import Learner, StopRule
+from combee_fast.protocols.learning import Learner
+from combee_fast.protocols.running import StopRule
 from combee_fast.run.context import LearnContext
 from combee_fast.run.rundir import RunDir
 from combee_fast.run.stops import EpochsDone
@@ -46,6 +47,8 @@ class GepaKind(StructArtifact):
 
     name = "gepa"
     methods = {"sequential": "gepa", "naive": "naive-gepa", "combee": "combee-gepa", "async": "async-gepa"}
+    roles = ROLES
+    citable = False
     rollout_role = SOLVER_ROLE
     learning_roles = (PROPOSER_ROLE, AGGREGATOR_ROLE)
     size_unit = "candidates"  # what the artifact's size counts, in progress lines and reports
@@ -73,8 +76,7 @@ class GepaKind(StructArtifact):
         config = context.config
         combee = method == "combee" or (method == "async" and config.gepa.pipeline.reflection == "combee")
         reflection: Reflection = CombeeReflection(config.combee, seed=config.seed) if combee else SerialReflection()
-        calls = GepaCalls(context.task, context.agents.clients, seed=config.seed,
-                          note=context.agents.note_call)
+        calls = GepaCalls(context.task, context.calls)
         if method == "async":
             work = StageWork(calls, reflection, context.val_examples, workers=config.map.workers,
                              skip_perfect=config.gepa.skip_perfect)
@@ -96,9 +98,8 @@ class GepaKind(StructArtifact):
 
     async def evaluate(self, context: LearnContext, deployable: Candidate, examples: Sequence[Example]) -> EvalResult:
         """``deployable``'s solves of ``examples`` (seeded as in the search), over the answered ones."""
-        graded = await grade(GepaCalls(context.task, context.agents.clients, seed=context.config.seed,
-                                       note=context.agents.note_call), deployable,
-                             examples, workers=context.config.eval.parallel)
+        graded = await grade(GepaCalls(context.task, context.calls), deployable, examples,
+                             workers=context.config.eval.parallel)
         answered = [e.score for e in graded.evaluations if e.error is None]
         failed: dict[str, int] = {}
         for e in graded.evaluations:

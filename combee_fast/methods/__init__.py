@@ -21,7 +21,8 @@ from combee_fast.methods.base import Applied, EvalResult, StepResult, StepShape
 from combee_fast.methods.combee import Combee
 from combee_fast.methods.naive import Naive
 from combee_fast.methods.sequential import Sequential
-from combee_fast.protocols import Learner, Method
+from combee_fast.protocols.learning import Learner
+from combee_fast.protocols.running import Method
 
 MethodFactory = Callable[..., Method[Any]]
 

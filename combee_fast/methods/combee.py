@@ -24,7 +24,7 @@ from combee_fast.config import CombeeConfig, MapConfig
 from combee_fast.engine.rng import rng_at
 from combee_fast.errors import CheckpointError
 from combee_fast.methods.base import StepResult, StepShape, proposed_texts, rewards_of
-from combee_fast.protocols import Learner
+from combee_fast.protocols.learning import Learner
 from combee_fast.schema import Proposal
 
 A = TypeVar("A")

@@ -8,7 +8,7 @@ from typing import Any, Generic, TypeVar
 
 from combee_fast.config import MapConfig
 from combee_fast.methods.base import StepResult, StepShape, StepsOnly, proposed_texts, rewards_of
-from combee_fast.protocols import Learner
+from combee_fast.protocols.learning import Learner
 
 A = TypeVar("A")
 

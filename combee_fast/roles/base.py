@@ -1,7 +1,8 @@
-"""What the four roles share: prompt files, template filling, reading JSON out of model output.
+"""What every role's calls share: prompt files, template filling, reading JSON out of model output.
 
-Prompts live in ``roles/prompts/``: ``<role>.txt`` is the system message and ``<role>_user.txt``
-the user-message template. Templates use ``$name`` placeholders (:class:`string.Template`); a line
+Each learner keeps its roles' prompts in a ``prompts/`` folder beside its modules (ACE's in
+``ace/prompts/``): ``<role>.txt`` is the system message and ``<role>_user.txt`` the user-message
+template, read by :func:`load_prompt`. Templates use ``$name`` placeholders (:class:`string.Template`); a line
 holding only a placeholder whose value is empty is dropped, which is how optional blocks (retry,
 ground truth) disappear. Substituted values are never re-read as templates.
 """
@@ -18,8 +19,6 @@ import msgspec
 
 from combee_fast.schema import Bullet, CallError
 
-PROMPTS_DIR = Path(__file__).parent / "prompts"
-
 EMPTY_PLAYBOOK = "(the playbook is empty)"
 """Stands in for an empty playbook in prompts; never parses as a bullet line."""
 
@@ -31,9 +30,10 @@ _json_decoder = json.JSONDecoder(strict=False)  # raw newlines/tabs inside strin
 T = TypeVar("T")
 
 
-def load_prompt(name: str) -> str:
-    """The text of ``prompts/<name>`` without its final newline."""
-    return (PROMPTS_DIR / name).read_text(encoding="utf-8").rstrip("\n")
+def load_prompt(name: str, *, beside: str) -> str:
+    """The text of ``prompts/<name>`` in the folder of the module ``beside`` (its ``__file__``),
+    without its final newline."""
+    return (Path(beside).parent / "prompts" / name).read_text(encoding="utf-8").rstrip("\n")
 
 
 def fill(template: str, **values: str) -> str:

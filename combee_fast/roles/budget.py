@@ -1,7 +1,8 @@
-"""Prompts that fit the endpoint's context: the playbook is cut to what the context leaves.
+"""Prompts that fit the endpoint's context: the learned context (ACE: the playbook) is cut to what
+the endpoint's context leaves.
 
-Applies to the roles whose prompt holds the playbook (:data:`PLAYBOOK_ROLES`). Policy
-(:func:`fit_playbook`):
+Applies to the roles whose prompt holds it (declared with ``fits_context``:
+:class:`~combee_fast.roles.spec.Role`). Policy (:func:`fit_playbook`):
 
 - A prompt is budgeted only when the endpoint reported its context length
   (:class:`~combee_fast.endpoint.capabilities.Capabilities`). Every message of the prompt, plus
@@ -32,9 +33,6 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Protocol
 
 from combee_fast.schema import CallError, Message
-
-PLAYBOOK_ROLES = ("generator", "curator", "reducer")
-"""The roles whose prompt holds the playbook: the ones budgeted and trimmed."""
 
 CONSERVATIVE_CHARS_PER_TOKEN = 3
 """Characters a token when estimating against a hard context limit (real tokenizers: ~3.4-4)."""

@@ -1,62 +1,81 @@
 """Which endpoint serves which role, as a value (:class:`RoleMap`), and the one place role
 clients are built from it (:func:`open_role_clients`).
 
-A session builds its clients from its configuration's role map; an embedded learner rebuilds
-them from the session's (:meth:`~combee_fast.roles.agents.Agents.role_map`) on its own event
-loop, thread or child process: same endpoints with every replica, same seed, same sampling per
-role, same structured-output form found at start-up, but connections, caps and totals of its own.
+The roles are the ones the run's learner (and its agent or task) declares
+(:class:`~combee_fast.roles.spec.Role`); nothing here knows a role by name. A session builds its
+clients from its configuration's role map; an embedded learner rebuilds them from the session's
+(:meth:`~combee_fast.roles.calls.RoleCalls.role_map`) on its own event loop, thread or child
+process: same endpoints with every replica, same seed, same sampling per role, same
+structured-output form found at start-up, but connections, caps and totals of its own.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Iterator, Mapping, Sequence
 from typing import NamedTuple
 
 import msgspec
 
-from combee_fast.config import ROLES, EndpointSpec, SamplingConfig, SessionConfig, TransportConfig
+from combee_fast.config import EndpointSpec, SamplingConfig, SessionConfig, TransportConfig
 from combee_fast.errors import ConfigError
 from combee_fast.endpoint.cache import ReplayCache
 from combee_fast.endpoint.capabilities import Capabilities
 from combee_fast.endpoint.client import EndpointClient, EndpointConfig
 from combee_fast.endpoint.pool import EndpointPool
 from combee_fast.redact import strip_userinfo
+from combee_fast.roles.spec import Role, check_role_tables
 
 Client = EndpointClient | EndpointPool
 """What serves one role: one client, or a pool of replicas of one model."""
 
 
-class RoleClients(msgspec.Struct, frozen=True):
-    """Which client serves which role. One client may serve several roles."""
+class RoleClients(Mapping[str, Client]):
+    """Which client serves which role (by the role's request name). One client may serve several roles."""
 
-    generator: Client
-    reflector: Client
-    curator: Client
-    reducer: Client
+    def __init__(self, clients: Mapping[str, Client]) -> None:
+        self._clients = dict(clients)
 
     @classmethod
-    def single(cls, client: Client) -> RoleClients:
-        return cls(client, client, client, client)
+    def single(cls, client: Client, roles: Sequence[Role]) -> RoleClients:
+        """``client`` serving every one of ``roles``."""
+        return cls({role.key: client for role in roles})
+
+    def __getitem__(self, role: str) -> Client:
+        try:
+            return self._clients[role]
+        except KeyError:
+            raise ConfigError(f"no endpoint serves role {role!r} (the run's roles: {', '.join(self._clients)})") \
+                from None
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._clients)
+
+    def __len__(self) -> int:
+        return len(self._clients)
 
     def distinct(self) -> tuple[Client, ...]:
         seen: dict[int, Client] = {}
-        for client in (self.generator, self.reflector, self.curator, self.reducer):
+        for client in self._clients.values():
             seen.setdefault(id(client), client)
         return tuple(seen.values())
 
     def replicas(self, role: str) -> tuple[EndpointClient, ...]:
         """The clients behind ``role``'s endpoint: each replica of a pool, else the one client."""
-        return self.replicas_of(getattr(self, role))
+        return self.replicas_of(self[role])
 
     @staticmethod
     def replicas_of(client: Client) -> tuple[EndpointClient, ...]:
         return client.replicas if isinstance(client, EndpointPool) else (client,)
 
+    def every_replica(self) -> tuple[EndpointClient, ...]:
+        """Every replica of every distinct client, once each."""
+        return tuple(replica for client in self.distinct() for replica in self.replicas_of(client))
+
     @property
     def cache(self) -> ReplayCache | None:
         """The replay cache the clients read and record through (one per session), if any."""
-        return self.replicas("generator")[0].cache
+        return self.every_replica()[0].cache if self._clients else None
 
 
 class Fallback(NamedTuple):
@@ -81,10 +100,12 @@ class RoleEndpoint(msgspec.Struct, frozen=True):
 
 
 class RoleMap(msgspec.Struct, frozen=True):
-    """Everything needed to rebuild a run's role clients and calls anywhere: the distinct
-    ``endpoints``, which one serves each role (``roles``: role -> index), the request seed's
-    root, the base temperature, whether reflections see the target, and each role's sampling."""
+    """Everything needed to rebuild a run's role clients and calls anywhere: the roles
+    (``specs``), the distinct ``endpoints``, which one serves each role (``roles``: role request
+    name -> index), the request seed's root, the base temperature, whether reflections see the
+    target, and each role's sampling (by request name)."""
 
+    specs: tuple[Role, ...]
     endpoints: tuple[RoleEndpoint, ...]
     roles: dict[str, int]
     seed: int
@@ -93,26 +114,35 @@ class RoleMap(msgspec.Struct, frozen=True):
     sampling: dict[str, SamplingConfig] = msgspec.field(default_factory=dict)
 
     @classmethod
-    def from_config(cls, config: SessionConfig, fallback: Fallback | None = None) -> RoleMap:
-        """The role map ``config`` describes; roles with no URL of their own go to ``fallback``
-        (the local server or the simulated endpoint). Roles naming the same URL, model and options
-        share one endpoint, and so one concurrency cap."""
+    def from_config(cls, config: SessionConfig, specs: Sequence[Role], fallback: Fallback | None = None, *,
+                    learner: str = "the learner") -> RoleMap:
+        """The role map ``config`` describes for the roles ``specs``; roles with no URL of their
+        own go to ``fallback`` (the local server or the simulated endpoint). Roles naming the same
+        URL, model and options share one endpoint, and so one concurrency cap. ConfigError for an
+        endpoint or sampling table of a role ``learner`` does not call, or for some roles with a
+        URL and others without (never a silent fall back to the simulator)."""
+        check_role_tables(specs, endpoints=config.endpoints, sampling=config.sampling, learner=learner)
+        specs_of = {role.key: config.endpoint_for(*role.lookup_keys) for role in specs}
+        unserved = [role.name for role in specs if specs_of[role.key].url is None]
+        if config.local is None and unserved and len(unserved) < len(specs):
+            raise ConfigError(f"no endpoint for role {', '.join(unserved)}: give --endpoint (every role) or "
+                              + " ".join(f"--role-endpoint {name}=URL" for name in unserved))
         endpoints: list[RoleEndpoint] = []
         index: dict[tuple[object, ...], int] = {}
         roles: dict[str, int] = {}
-        for role in ROLES:
-            spec = config.endpoint_for(role)
+        for role in specs:
+            spec = specs_of[role.key]
             key = (spec.url, spec.model, spec.api_key_env, spec.json_schema, spec.response_format, tuple(spec.replicas))
             if key not in index:
                 index[key] = len(endpoints)
                 endpoints.append(_endpoint(config, spec, fallback))
-            roles[role] = index[key]
-        return cls(tuple(endpoints), roles, config.seed, use_ground_truth=config.use_ground_truth,
-                   sampling={role: config.sampling_for(role) for role in ROLES})
+            roles[role.key] = index[key]
+        return cls(tuple(specs), tuple(endpoints), roles, config.seed, use_ground_truth=config.use_ground_truth,
+                   sampling={role.key: config.sampling_for(*role.lookup_keys) for role in specs})
 
     @classmethod
-    def of_clients(cls, clients: RoleClients, *, seed: int, temperature: float, use_ground_truth: bool,
-                   sampling: dict[str, SamplingConfig]) -> RoleMap:
+    def of_clients(cls, specs: Sequence[Role], clients: RoleClients, *, seed: int, temperature: float,
+                   use_ground_truth: bool, sampling: Mapping[str, SamplingConfig]) -> RoleMap:
         """The role map of live clients, with what start-up found of each replica."""
         distinct = clients.distinct()
         index = {id(client): i for i, client in enumerate(distinct)}
@@ -120,12 +150,8 @@ class RoleMap(msgspec.Struct, frozen=True):
             RoleEndpoint(tuple(r.config for r in replicas), tuple(r.capabilities for r in replicas))
             for replicas in (clients.replicas_of(client) for client in distinct)
         )
-        return cls(endpoints, {role: index[id(getattr(clients, role))] for role in ROLES}, seed,
+        return cls(tuple(specs), endpoints, {role: index[id(clients[role])] for role in clients}, seed,
                    temperature=temperature, use_ground_truth=use_ground_truth, sampling=dict(sampling))
-
-    def sampling_for(self) -> Callable[[str], SamplingConfig]:
-        """Each role's sampling, as :class:`~combee_fast.roles.agents.Agents` takes it."""
-        return lambda role: self.sampling.get(role) or SamplingConfig()
 
 
 def _endpoint(config: SessionConfig, spec: EndpointSpec, fallback: Fallback | None) -> RoleEndpoint:
@@ -162,4 +188,4 @@ async def open_role_clients(role_map: RoleMap, stack: contextlib.AsyncExitStack,
                 await client.detect()
             replicas.append(client)
         built.append(replicas[0] if len(replicas) == 1 else EndpointPool(replicas))
-    return RoleClients(*(built[role_map.roles[role]] for role in ROLES))
+    return RoleClients({role: built[index] for role, index in role_map.roles.items()})

@@ -1,8 +1,13 @@
-"""The request-role names the calls of GEPA and TextGrad carry (the ACE roles are
-:data:`combee_fast.config.ROLES`): one definition, read by the learners that make the calls and by
-the simulated endpoint that answers them by role."""
+"""The request names the built-in learners' roles carry: one definition, read by the learners
+that declare the roles (:class:`~combee_fast.roles.spec.Role`) and by the simulated endpoint that
+answers them by role. A learner of a plugin names its own roles where it declares them."""
 
 from __future__ import annotations
+
+ACE_GENERATOR_ROLE = "generator"
+ACE_REFLECTOR_ROLE = "reflector"
+ACE_CURATOR_ROLE = "curator"
+ACE_REDUCER_ROLE = "reducer"
 
 GEPA_SOLVER_ROLE = "gepa_solver"
 GEPA_PROPOSER_ROLE = "gepa_proposer"
@@ -13,6 +18,3 @@ TEXTGRAD_LOSS_ROLE = "textgrad_loss"
 TEXTGRAD_GRADIENT_ROLE = "textgrad_gradient"
 TEXTGRAD_STEP_ROLE = "textgrad_step"
 TEXTGRAD_REDUCE_ROLE = "textgrad_reduce"
-TEXTGRAD_ROLES = (TEXTGRAD_FORWARD_ROLE, TEXTGRAD_LOSS_ROLE, TEXTGRAD_GRADIENT_ROLE, TEXTGRAD_STEP_ROLE,
-                  TEXTGRAD_REDUCE_ROLE)
-"""Every TextGrad role, in call order."""

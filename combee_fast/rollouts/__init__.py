@@ -9,7 +9,7 @@
   :mod:`.local` (on the engine's loop), :mod:`.process` (worker processes, with
   :mod:`.process_worker` their entry point) and :mod:`.ray_actors` (Ray actors, here or on a
   cluster; the ``ray`` extra).
-- :mod:`.chat`: :class:`~.chat.GeneratorChat`, agents' model calls through the engine's client.
+- :mod:`.chat`: :class:`~.chat.AgentChat`, agents' model calls through the engine's client.
 - :mod:`.attempts`: :class:`~.attempts.EpisodeAttempts`, a learner's attempts as episodes.
 - :mod:`.journal`: :class:`~.journal.TrajectoryJournal`, finished trajectories recorded and a
   resumed run's reused, failed episodes reported.

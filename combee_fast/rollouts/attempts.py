@@ -1,10 +1,11 @@
 """Attempts made by agent episodes: :class:`EpisodeAttempts` (the multi-step case of
-:class:`~combee_fast.protocols.Attempts`; the one-step case is
-:meth:`~combee_fast.roles.agents.Agents.attempt`).
+:class:`~combee_fast.protocols.Attempts`, for any learner; the one-step case is the learner's own
+one model call, e.g. :meth:`~combee_fast.ace.calls.AceCalls.attempt`).
 
 Each attempt is one :class:`~combee_fast.rollouts.episode.Episode` submitted to the executor:
-seeded at the seed tree's node ``("generator", epoch, example, round)`` (the node a single-call
-attempt's request has), identified by ``epoch:example:r<round>:v<version>:<context hash>``. Its
+seeded at the seed tree's node ``(role, epoch, example, round)``, ``role`` the learner's serving
+role (the node a single-call attempt's request has), identified by
+``epoch:example:r<round>:v<version>:<context hash>``. Its
 trajectory comes back as a :class:`~combee_fast.schema.Rollout`: the trajectory rendered as its
 reasoning (and as the assistant message), the answer, the reward as its score, the checker's
 feedback, the summed usage of its model calls, the call error that left it unanswered (if any)
@@ -16,12 +17,10 @@ from __future__ import annotations
 import hashlib
 
 from combee_fast.engine.rng import derive_seed
-from combee_fast.protocols import RolloutExecutor
-from combee_fast.roles.generator import reflection_text
+from combee_fast.protocols.rollouts import RolloutExecutor
 from combee_fast.roles.trajectory import render_trajectory
-from combee_fast.rollouts.chat import AGENT_ROLE
 from combee_fast.rollouts.episode import Episode
-from combee_fast.schema import Example, Message, Reflection, Rollout, Trajectory, Usage
+from combee_fast.schema import Example, Message, Rollout, Trajectory, Usage
 
 
 def context_sha(text: str) -> str:
@@ -29,14 +28,15 @@ def context_sha(text: str) -> str:
     return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
 
 
-def summed_usage(trajectory: Trajectory) -> Usage:
-    """The usage of every model call of ``trajectory`` added up, as one generator usage."""
+def summed_usage(trajectory: Trajectory, role: str) -> Usage:
+    """The usage of every model call of ``trajectory`` added up, as one usage of ``role`` (the
+    role the agent's turns were made as)."""
     calls = [usage for usage, _ in trajectory.call_outcomes()]
     if not calls:
-        return Usage(role=AGENT_ROLE)
+        return Usage(role=role)
     sim = [u.sim_latency_s for u in calls if u.sim_latency_s is not None]
     return Usage(
-        role=AGENT_ROLE, model=calls[0].model, endpoint=calls[0].endpoint,
+        role=role, model=calls[0].model, endpoint=calls[0].endpoint,
         prompt_tokens=sum(u.prompt_tokens for u in calls), completion_tokens=sum(u.completion_tokens for u in calls),
         latency_s=sum(u.latency_s for u in calls), sim_latency_s=sum(sim) if len(sim) == len(calls) else None,
         retries=sum(u.retries for u in calls), cached=all(u.cached for u in calls),
@@ -44,38 +44,40 @@ def summed_usage(trajectory: Trajectory) -> Usage:
     )
 
 
-def rollout_of(example: Example, round_: int, trajectory: Trajectory) -> Rollout:
-    """The rollout of ``trajectory`` (module docstring)."""
+def rollout_of(example: Example, round_: int, trajectory: Trajectory, role: str) -> Rollout:
+    """The rollout of ``trajectory`` (module docstring), its usage that of ``role``."""
     rendered = render_trajectory(trajectory)
     return Rollout(
         example=example, round=round_, messages=(Message("user", example.input), Message("assistant", rendered)),
-        answer=trajectory.answer, reasoning=rendered, bullet_ids=trajectory.bullet_ids, score=trajectory.reward,
-        feedback=trajectory.feedback, usage=summed_usage(trajectory), error=trajectory.call_error,
+        answer=trajectory.answer, reasoning=rendered, bullet_ids=trajectory.cited, score=trajectory.reward,
+        feedback=trajectory.feedback, usage=summed_usage(trajectory, role), error=trajectory.call_error,
         trajectory=trajectory,
     )
 
 
 class EpisodeAttempts:
     """:class:`~combee_fast.protocols.Attempts` run as episodes by ``executor``; ``seed`` is the
-    run's seed (the root of the seed tree)."""
+    run's seed (the root of the seed tree), ``role`` the learner's serving role (the agent's turns
+    are made as it), ``citable``: the learner's context has parts the agent may cite."""
 
-    def __init__(self, executor: RolloutExecutor, *, seed: int) -> None:
+    def __init__(self, executor: RolloutExecutor, *, seed: int, role: str, citable: bool) -> None:
         self.executor = executor
         self.seed = seed
+        self.role = role
+        self.citable = citable
 
     def episode(self, example: Example, context: str, *, version: int, epoch: int | str, round_: int = 0,
-                previous: Rollout | None = None, reflection: Reflection | None = None) -> Episode:
+                previous: Rollout | None = None, feedback: str | None = None) -> Episode:
         sha = context_sha(context)
-        usable = reflection is not None and reflection.error is None
         return Episode(
             key=f"{epoch}:{example.id}:r{round_}:v{version}:{sha}", example=example, context=context, version=version,
-            context_sha=sha, seed=derive_seed(self.seed, AGENT_ROLE, epoch, example.id, round_), round=round_,
-            previous_answer=previous.answer if previous is not None else None,
-            reflection=reflection_text(reflection) if usable else None,  # type: ignore[arg-type]
+            context_sha=sha, seed=derive_seed(self.seed, self.role, epoch, example.id, round_), round=round_,
+            previous_answer=previous.answer if previous is not None else None, feedback=feedback,
+            citable=self.citable,
         )
 
     async def attempt(self, example: Example, context: str, *, version: int, epoch: int | str, round_: int = 0,
-                      previous: Rollout | None = None, reflection: Reflection | None = None) -> Rollout:
+                      previous: Rollout | None = None, feedback: str | None = None) -> Rollout:
         episode = self.episode(example, context, version=version, epoch=epoch, round_=round_, previous=previous,
-                               reflection=reflection)
-        return rollout_of(example, round_, await self.executor.run(episode))
+                               feedback=feedback)
+        return rollout_of(example, round_, await self.executor.run(episode), self.role)

@@ -1,13 +1,13 @@
-"""The engine's side of an agent's model calls: :class:`GeneratorChat`.
+"""The engine's side of an agent's model calls: :class:`AgentChat`.
 
-Every call an agent makes goes through the session's role calls (the generator's client: its
-concurrency cap, retries, replay cache, accounting in ``calls.json``, failures in
-``errors.jsonl``), wherever the agent runs: the local backend calls it directly, the process
-backend's workers send their requests to the parent, which calls it; the ray backend's actors
-call the endpoints with clients of their own and the outcome of each call is counted here
-afterwards (:meth:`~combee_fast.roles.agents.Agents.note_call`). :meth:`GeneratorChat.facts`
-is what the agents need to know of that endpoint, found once (the tool-calling probe only when
-asked for).
+Every call an agent makes is a call of the learner's serving role (ACE's generator, GEPA's
+solver, TextGrad's forward pass) through the session's role calls (its client's concurrency cap,
+retries, replay cache, accounting in ``calls.json``, failures in ``errors.jsonl``), wherever the
+agent runs: the local backend calls it directly, the process backend's workers send their
+requests to the parent, which calls it; the ray backend's actors call the endpoints with clients
+of their own and the outcome of each call is counted here afterwards (:meth:`AgentChat.note`).
+:meth:`AgentChat.facts` is what the agents need to know of that endpoint, found once (the
+tool-calling probe only when asked for).
 """
 
 from __future__ import annotations
@@ -15,37 +15,43 @@ from __future__ import annotations
 import asyncio
 
 from combee_fast.endpoint.calls import ChatRequest, ChatResult
-from combee_fast.roles.agents import Agents
+from combee_fast.roles.calls import RoleCalls
 from combee_fast.roles.clients import RoleClients
 from combee_fast.rollouts.episode import ChatFacts
-
-AGENT_ROLE = "generator"
-"""The role an agent's model calls are made as."""
+from combee_fast.schema import CallError
 
 
-class GeneratorChat:
-    """Agent model calls through ``agents`` (module docstring); ``tool_calls``: the agent's
-    setting (``auto`` probes the endpoint once)."""
+class AgentChat:
+    """Agent model calls through ``calls``, as their serving role ``role`` (module docstring);
+    ``tool_calls``: the agent's setting (``auto`` probes the endpoint once)."""
 
-    def __init__(self, agents: Agents, tool_calls: str) -> None:
-        self.agents = agents
+    def __init__(self, calls: RoleCalls, tool_calls: str, *, role: str | None = None) -> None:
+        self.calls = calls
+        self.role = role or calls.serving().key
         self.tool_calls = tool_calls
         self._facts: ChatFacts | None = None
         self._lock = asyncio.Lock()
 
     async def __call__(self, request: ChatRequest) -> ChatResult:
-        return await self.agents.call(request)
+        result = await self.calls.send(request)
+        self.calls.note(request.role, result.error, result.text)
+        return result
+
+    def note(self, error: CallError | None, text: str | None) -> None:
+        """Count one call an agent made elsewhere (a Ray actor's), as this role's."""
+        self.calls.note(self.role, error, text)
 
     async def facts(self, *, probe: bool) -> ChatFacts:
-        """The generator endpoint's facts; with ``probe`` and ``tool_calls`` auto, tool calling
-        is probed (once)."""
+        """The serving endpoint's facts; with ``probe`` and ``tool_calls`` auto, tool calling is
+        probed (once)."""
         async with self._lock:
             if self._facts is None:
-                client = RoleClients.replicas_of(self.agents.clients.generator)[0]
+                client = RoleClients.replicas_of(self.calls.client(self.role))[0]
                 if self.tool_calls == "auto":
                     tools = await client.detect_tools() if probe else False
                 else:
                     tools = self.tool_calls == "on"
-                temperature, max_tokens, extra = self.agents.sampling_of(AGENT_ROLE)
-                self._facts = ChatFacts(temperature, max_tokens, extra, client.capabilities.context_length, tools)
+                temperature, max_tokens, extra = self.calls.sampling_of(self.role)
+                self._facts = ChatFacts(self.role, temperature, max_tokens, extra, client.capabilities.context_length,
+                                        tools)
             return self._facts

@@ -1,8 +1,10 @@
 """One agent episode, the unit a :class:`~combee_fast.protocols.RolloutExecutor` runs.
 
 :class:`Episode` is what is submitted (it crosses process and machine boundaries: a msgspec
-struct): the example, the frozen context text and its version, the episode's seed and, on a
-retry round, the last answer and the reflection on it. :func:`run_episode` is its life, the same
+struct): the example, the frozen context text and its version (and whether it has citable parts),
+the episode's seed and, on a retry round, the last answer and the learner's feedback on it. It
+knows no learner: the context is whatever the learner renders (a playbook, an instruction, a
+prompt variable). :func:`run_episode` is its life, the same
 in every backend:
 
 1. a fresh environment from the bounded pool (:class:`EnvironmentPool`), reset from the task,
@@ -35,7 +37,8 @@ import msgspec
 from combee_fast.endpoint.calls import ChatRequest, ChatResult
 from combee_fast.errors import EpisodeOver
 from combee_fast.engine.rng import derive_seed
-from combee_fast.protocols import Agent, Environment, Task
+from combee_fast.protocols.rollouts import Agent, Environment
+from combee_fast.protocols.tasks import Task
 from combee_fast.sandbox.bwrap import GRACE_S
 from combee_fast.schema import (CallError, EpisodeError, Example, Message, Observation, Step, Tool, ToolCall, Trajectory,
                                 Usage)
@@ -59,7 +62,9 @@ does neither)."""
 
 
 class Episode(msgspec.Struct, frozen=True):
-    """One episode to run (module docstring). ``key`` identifies it within a run."""
+    """One episode to run (module docstring). ``key`` identifies it within a run; ``citable``:
+    the context's parts have ids the agent may cite when it finishes (ACE's bullets);
+    ``feedback``: on a retry round, what the learner said of ``previous_answer``."""
 
     key: str
     example: Example
@@ -69,14 +74,17 @@ class Episode(msgspec.Struct, frozen=True):
     seed: int
     round: int = 0
     previous_answer: str | None = None
-    reflection: str | None = None
+    feedback: str | None = None
+    citable: bool = False
 
 
 class ChatFacts(msgspec.Struct, frozen=True):
-    """What an agent's model calls send and what the generator's endpoint can do: temperature,
-    the reply's token limit and extra body fields (the generator's sampling), the endpoint's
-    context length (None: unknown) and whether it does OpenAI tool calling."""
+    """What an agent's model calls send and what their endpoint can do: the role they are made as
+    (the learner's serving role), temperature, the reply's token limit and extra body fields (that
+    role's sampling), the endpoint's context length (None: unknown) and whether it does OpenAI
+    tool calling."""
 
+    role: str
     temperature: float
     max_tokens: int
     extra_body: dict[str, Any] | None
@@ -117,6 +125,16 @@ class EnvironmentPool:
             self._room.release()
 
 
+CITED_ARGUMENT = "bullet_ids"
+"""The finish tool's argument that lists the cited ids, when the context has citable parts."""
+
+
+def finish_arguments(answer: str | None, cited: Sequence[str], *, citable: bool) -> dict[str, Any]:
+    """The arguments of the finish tool that end an episode with ``answer`` (and, for a context
+    with citable parts, the ids cited): how a finish step is recorded."""
+    return {"answer": answer, CITED_ARGUMENT: list(cited)} if citable else {"answer": answer}
+
+
 class EpisodeRun:
     """The engine's side of one episode (:class:`~combee_fast.protocols.AgentEpisode`)."""
 
@@ -126,7 +144,8 @@ class EpisodeRun:
         self.seed = episode.seed
         self.round = episode.round
         self.previous_answer = episode.previous_answer
-        self.reflection = episode.reflection
+        self.feedback = episode.feedback
+        self.citable = episode.citable
         self.tools: Sequence[Tool] = ()
         self.observation = ""
         self.context_length = facts.context_length
@@ -138,7 +157,7 @@ class EpisodeRun:
         self._steps: list[Step] = []
         self._open: Step | None = None  # the step waiting for its action
         self.answer: str | None = None
-        self.bullet_ids: tuple[str, ...] = ()
+        self.cited: tuple[str, ...] = ()
         self.finished = False
         self.failure: EpisodeError | None = None
         self.call_error: CallError | None = None
@@ -167,7 +186,7 @@ class EpisodeRun:
         facts = self._facts
         turn = len(self._steps)
         request = ChatRequest(
-            role="generator", messages=tuple(messages), max_tokens=max_tokens or facts.max_tokens,
+            role=facts.role, messages=tuple(messages), max_tokens=max_tokens or facts.max_tokens,
             temperature=facts.temperature, seed=derive_seed(self.seed, "turn", turn), json_schema=schema,
             schema_name="action", extra_body=facts.extra_body, tools=tuple(tools),
             tool_choice="auto" if tools else None)
@@ -206,13 +225,15 @@ class EpisodeRun:
             self.fail(observation.error, f"{action.name}: {observation.text[-200:].strip()}", step=step.index)
         return observation
 
-    def finish(self, answer: str | None, *, bullet_ids: Sequence[str] = ()) -> None:
-        """End the episode with ``answer``; the current step's action is recorded as ``finish``."""
+    def finish(self, answer: str | None, *, cited: Sequence[str] = ()) -> None:
+        """End the episode with ``answer`` (and the ids of the context's parts it relied on,
+        ``cited``); the current step's action is recorded as ``finish`` with the arguments of
+        the finish tool (:func:`finish_arguments`)."""
         self.answer = answer
-        self.bullet_ids = tuple(bullet_ids)
+        self.cited = tuple(cited)
         self.finished = True
         if self._open is not None:
-            arguments = msgspec.json.encode({"answer": answer, "bullet_ids": list(bullet_ids)}).decode()
+            arguments = msgspec.json.encode(finish_arguments(answer, self.cited, citable=self.citable)).decode()
             self._open = msgspec.structs.replace(self._open, action=ToolCall(FINISH_ACTION, arguments))
 
     def _close_step(self) -> None:
@@ -279,6 +300,6 @@ async def run_episode(runtime: Runtime, episode: Episode, chat_call: ChatCall) -
     return Trajectory(
         key=episode.key, item_id=episode.example.id, round=episode.round, version=episode.version,
         context_sha=episode.context_sha, seed=episode.seed, steps=run.steps(), answer=run.answer,
-        reward=float(min(1.0, max(0.0, reward))), feedback=feedback, error=run.failure, bullet_ids=run.bullet_ids,
+        reward=float(min(1.0, max(0.0, reward))), feedback=feedback, error=run.failure, cited=run.cited,
         finished=run.finished, call_error=run.call_error,
     )

@@ -5,7 +5,7 @@
     ray       combee_fast.rollouts.ray_actors Ray actors, here or on a cluster (the ``ray`` extra)
 
 A backend is a class taking ``(spec, chat, task=)`` (:class:`~combee_fast.rollouts.spec.RolloutSpec`,
-:class:`~combee_fast.rollouts.chat.GeneratorChat`, the session's task) that implements
+:class:`~combee_fast.rollouts.chat.AgentChat`, the session's task) that implements
 :class:`~combee_fast.protocols.RolloutExecutor`. A new backend is one module and one line here.
 """
 
@@ -17,8 +17,8 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from combee_fast.errors import ConfigError
-from combee_fast.protocols import RolloutExecutor
-from combee_fast.rollouts.chat import GeneratorChat
+from combee_fast.protocols.rollouts import RolloutExecutor
+from combee_fast.rollouts.chat import AgentChat
 from combee_fast.rollouts.spec import RolloutSpec
 
 BACKENDS = {
@@ -38,7 +38,7 @@ def backend(name: str) -> type[Any]:
 
 
 @contextlib.asynccontextmanager
-async def open_executor(spec: RolloutSpec, chat: GeneratorChat, *, task: Any = None) -> AsyncIterator[RolloutExecutor]:
+async def open_executor(spec: RolloutSpec, chat: AgentChat, *, task: Any = None) -> AsyncIterator[RolloutExecutor]:
     """The started executor of ``spec.executor.backend``; closed on exit."""
     executor = backend(spec.executor.backend)(spec, chat, task=task)
     await executor.start()

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from combee_fast.protocols import RolloutExecutor
+from combee_fast.protocols.rollouts import RolloutExecutor
 from combee_fast.roles.trajectory import render_trajectory
 from combee_fast.rollouts.episode import Episode
 from combee_fast.schema import CallError, Trajectory
@@ -30,7 +30,7 @@ def trace_record(trajectory: Trajectory, episode: Episode) -> TraceRecord:
     return TraceRecord(
         id=trajectory.key, task=episode.example.input, trajectory=render_trajectory(trajectory),
         answer=trajectory.answer, score=trajectory.reward, feedback=trajectory.feedback,
-        ground_truth=episode.example.target, bullet_ids=trajectory.bullet_ids, episode=trajectory,
+        ground_truth=episode.example.target, bullet_ids=trajectory.cited, episode=trajectory,
     )
 
 
@@ -83,8 +83,8 @@ class TrajectoryJournal:
                 self.on_finished(trajectory, episode)
             if self.on_unusable is not None:
                 for step in trajectory.steps:
-                    if step.error is not None and step.raw is not None:
-                        self.on_unusable(step.usage.role or "generator", step.error, step.raw)
+                    if step.error is not None and step.raw is not None and step.usage.role:
+                        self.on_unusable(step.usage.role, step.error, step.raw)
         if trajectory.error is not None and self.on_failed is not None:
             self.on_failed(trajectory)
         return trajectory

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 
-from combee_fast.rollouts.chat import GeneratorChat
+from combee_fast.rollouts.chat import AgentChat
 from combee_fast.rollouts.episode import Episode, Runtime, run_episode
 from combee_fast.rollouts.spec import RolloutSpec, build_runtime
 from combee_fast.sandbox.sessions import Sandboxes
@@ -20,7 +20,7 @@ from combee_fast.schema import Trajectory
 class LocalExecutor:
     """A :class:`~combee_fast.protocols.RolloutExecutor` on the caller's loop (module docstring)."""
 
-    def __init__(self, spec: RolloutSpec, chat: GeneratorChat, *, task: object = None) -> None:
+    def __init__(self, spec: RolloutSpec, chat: AgentChat, *, task: object = None) -> None:
         self.spec = spec
         self.chat = chat
         self._task = task

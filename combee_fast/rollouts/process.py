@@ -5,7 +5,7 @@ runtime of the spec themselves (the agent, imported there; the environments, who
 in the worker's sandboxes; the task) and run up to their share of the capacity at once, on their
 own interpreter, GIL and garbage. A worker has no endpoint of its own: its agents' model calls
 come back to this process as frames and go through the session's generator client
-(:class:`~combee_fast.rollouts.chat.GeneratorChat`), so usage, caps, retries, the replay cache
+(:class:`~combee_fast.rollouts.chat.AgentChat`), so usage, caps, retries, the replay cache
 and the accounting are the engine's. Its environment holds no API key (only ``PATH``, ``HOME``,
 ``LANG``, ``TMPDIR``, ``PYTHONPATH``, ``VIRTUAL_ENV`` and ``COMBEE_*`` variables are passed on).
 
@@ -29,8 +29,8 @@ import msgspec
 from combee_fast.endpoint.calls import ChatRequest, ChatResult
 from combee_fast.engine.frames import frame, read_frame
 from combee_fast.errors import ConfigError
-from combee_fast.protocols import EnvironmentTask
-from combee_fast.rollouts.chat import GeneratorChat
+from combee_fast.protocols.rollouts import EnvironmentTask
+from combee_fast.rollouts.chat import AgentChat
 from combee_fast.rollouts.episode import ChatFacts, Episode
 from combee_fast.rollouts.spec import RolloutSpec
 from combee_fast.sandbox.sessions import Sandboxes, uid_span
@@ -122,7 +122,7 @@ class _Worker:
 class ProcessExecutor:
     """A :class:`~combee_fast.protocols.RolloutExecutor` over worker processes (module docstring)."""
 
-    def __init__(self, spec: RolloutSpec, chat: GeneratorChat, *, task: Any = None) -> None:
+    def __init__(self, spec: RolloutSpec, chat: AgentChat, *, task: Any = None) -> None:
         self.spec = spec
         self.chat = chat
         self._task = task

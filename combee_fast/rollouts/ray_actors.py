@@ -19,7 +19,7 @@ hash (the last :data:`CONTEXTS_KEPT` kept), and an episode is sent without it. T
 on the driver: it alone applies what the episodes bring back, in the engine's order (by item).
 
 Model calls. An actor calls the generator's endpoints itself, through clients it builds from
-the session's role map (:meth:`~combee_fast.roles.agents.Agents.role_map`: every replica of a
+the session's role map (:meth:`~combee_fast.roles.calls.RoleCalls.role_map`: every replica of a
 pool, what start-up found of each, the sampling), not through the driver: the model traffic of a
 cluster does not funnel through one process. Each call's usage and latency are on its step of
 the trajectory (the ledger and the critical path read them as on one box), and each call's
@@ -66,7 +66,7 @@ except ImportError:  # the backend is chosen but its extra is not installed
 from combee_fast.endpoint.cache import TRANSPORT_ERRORS, CacheMode, CacheRecord, ReplayCache
 from combee_fast.endpoint.calls import ChatRequest, ChatResult
 from combee_fast.roles.clients import RoleMap, open_role_clients
-from combee_fast.rollouts.chat import AGENT_ROLE, GeneratorChat
+from combee_fast.rollouts.chat import AgentChat
 from combee_fast.rollouts.episode import ChatFacts, Episode, Runtime, run_episode
 from combee_fast.rollouts.process import failed_trajectory
 from combee_fast.rollouts.spec import RolloutSpec, build_runtime
@@ -180,7 +180,7 @@ class RolloutActor:
             clients = await open_role_clients(start.role_map, self._stack, cache=self._cache)
         except Exception as exc:  # the user's agent or environment failed to build, or no sandbox here: said once
             return node, f"{type(exc).__name__}: {exc}" if not isinstance(exc, ConfigError) else str(exc)
-        self._chat = clients.generator.chat
+        self._chat = clients[start.facts.role].chat
         return node, None
 
     async def run(self, episode: bytes, context: str) -> bytes:
@@ -219,7 +219,7 @@ class RayExecutor:
     """A :class:`~combee_fast.protocols.RolloutExecutor` over Ray actors (module docstring).
     ``on_rerun(episode, why)``: told of each episode sent again after its actor died."""
 
-    def __init__(self, spec: RolloutSpec, chat: GeneratorChat, *, task: Any = None) -> None:
+    def __init__(self, spec: RolloutSpec, chat: AgentChat, *, task: Any = None) -> None:
         self.spec = spec
         self.chat = chat
         self._task = task
@@ -299,8 +299,8 @@ class RayExecutor:
         remote = ray.remote(RolloutActor).options(
             num_cpus=settings.ray_cpus, resources={SANDBOX_RESOURCE: 1}, scheduling_strategy="SPREAD",
             max_restarts=0, max_task_retries=0, max_concurrency=2 * self._share + 2)
-        role_map = self.chat.agents.role_map()
-        cache = self.chat.agents.clients.cache
+        role_map = self.chat.calls.role_map()
+        cache = self.chat.calls.clients.cache
         cached = ray.put(self._encoder.encode(cache.results() if cache is not None and cache.replays else []))
         for index in range(settings.ray_actors):
             start = ActorStart(self.spec, role_map, facts, index, self._share,
@@ -374,8 +374,8 @@ class RayExecutor:
                 await self._give_back(actor)
                 result = self._result.decode(data)
                 for note in result.calls:
-                    self.chat.agents.note_call(AGENT_ROLE, note.error, note.text)
-                cache = self.chat.agents.clients.cache
+                    self.chat.note(note.error, note.text)
+                cache = self.chat.calls.clients.cache
                 for record in result.recorded if cache is not None and cache.records else ():
                     cache.put(record.key, record.result)
                 return result.trajectory

@@ -1,7 +1,11 @@
 """The built-in ReAct agent: think, act with one tool, read the result, until it calls ``finish``.
 
-Its prompts are in ``rollouts/prompts/react_*.txt``; the context (the playbook) is in its system
-prompt, between ``<playbook>`` tags. It asks for actions in one of two forms, chosen per
+Its prompts are in ``rollouts/prompts/react_*.txt``; the learned context is in its system prompt:
+a context with citable parts (ACE's playbook) between ``<playbook>`` tags, each entry citable
+when the agent finishes (``react_system.txt``); any other (GEPA's candidate, TextGrad's prompt
+variable) as its instructions, between ``<instructions>`` tags (``react_system_plain.txt``). On a
+retry round the learner's feedback on the last attempt is in the task message. It asks for
+actions in one of two forms, chosen per
 endpoint (``agent.tool_calls``; ``auto``: the endpoint was probed for tool calling like
 structured output is):
 
@@ -14,41 +18,34 @@ structured output is):
 A reply that gives no usable action is kept as an unusable step (its raw text with it) and the
 model is told why; :data:`MAX_UNUSABLE` in a row end the episode as ``unparsed``. A model call
 that failed ends it (the engine marks it ``model_call``). The conversation is kept within the
-endpoint's context when it reported one: the playbook is cut (whole lines) to what the first
+endpoint's context when it reported one: the context is cut (whole lines) to what the first
 prompt leaves, then the oldest observations are shortened and the oldest turns dropped.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import msgspec
 
 from combee_fast.config import AgentConfig
-from combee_fast.protocols import AgentEpisode
+from combee_fast.protocols.rollouts import AgentEpisode
 from combee_fast.roles import bounds
-from combee_fast.roles.base import EMPTY_PLAYBOOK, clean_bullet_id, decode_json_object, fill
+from combee_fast.roles.base import EMPTY_PLAYBOOK, clean_bullet_id, decode_json_object, fill, load_prompt
 from combee_fast.roles.budget import TEMPLATE_TOKENS_PER_MESSAGE, conservative_tokens, cut_playbook
 from combee_fast.schema import CallError, Message, Tool, ToolCall
 from combee_fast.endpoint.calls import ChatResult
-from combee_fast.rollouts.episode import FINISH_ACTION, UNANSWERED_KINDS
+from combee_fast.rollouts.episode import CITED_ARGUMENT, FINISH_ACTION, UNANSWERED_KINDS
 
-PROMPTS = Path(__file__).parent / "prompts"
-
-
-def _prompt(name: str) -> str:
-    return (PROMPTS / name).read_text(encoding="utf-8").rstrip("\n")
-
-
-SYSTEM = _prompt("react_system.txt")
-TOOLS_FORMAT = _prompt("react_tools.txt")
-JSON_FORMAT = _prompt("react_json.txt")
-TASK = _prompt("react_task.txt")
-RETRY = _prompt("react_retry.txt")
-OBSERVATION = _prompt("react_observation.txt")
-UNUSABLE = _prompt("react_unusable.txt")
+SYSTEM = load_prompt("react_system.txt", beside=__file__)
+SYSTEM_PLAIN = load_prompt("react_system_plain.txt", beside=__file__)
+TOOLS_FORMAT = load_prompt("react_tools.txt", beside=__file__)
+JSON_FORMAT = load_prompt("react_json.txt", beside=__file__)
+TASK = load_prompt("react_task.txt", beside=__file__)
+RETRY = load_prompt("react_retry.txt", beside=__file__)
+OBSERVATION = load_prompt("react_observation.txt", beside=__file__)
+UNUSABLE = load_prompt("react_unusable.txt", beside=__file__)
 
 MAX_UNUSABLE = 2
 """Unusable replies in a row that end an episode."""
@@ -64,10 +61,21 @@ FINISH = Tool(
     FINISH_ACTION,
     "End the episode once the task is done: a short final answer, and the ids of the playbook entries you used.",
     {"type": "object", "properties": {"answer": bounds.text(bounds.ANSWER_CHARS),
-                                      "bullet_ids": bounds.array(bounds.text(bounds.ID_CHARS), MAX_CITED)},
+                                      CITED_ARGUMENT: bounds.array(bounds.text(bounds.ID_CHARS), MAX_CITED)},
      "required": ["answer"], "additionalProperties": False},
 )
-"""The agent's own tool: it ends the episode."""
+"""The agent's own tool: it ends the episode (a context with citable parts: citing them)."""
+
+FINISH_PLAIN = Tool(
+    FINISH_ACTION,
+    "End the episode once the task is done, with a short final answer.",
+    {"type": "object", "properties": {"answer": bounds.text(bounds.ANSWER_CHARS)},
+     "required": ["answer"], "additionalProperties": False},
+)
+"""The finish tool when the context has no citable parts."""
+
+NO_INSTRUCTIONS = "(no instructions yet)"
+"""Stands in for an empty context without citable parts."""
 
 
 def _bounded(schema: dict[str, Any]) -> dict[str, Any]:
@@ -176,25 +184,27 @@ class ReactAgent:
 
     def _system(self, episode: AgentEpisode, tools: Sequence[Tool], reply_tokens: int) -> Message:
         fmt = TOOLS_FORMAT if episode.tool_calls else fill(JSON_FORMAT, tools=_tool_list(tools))
-        empty = fill(SYSTEM, playbook=EMPTY_PLAYBOOK, format=fmt)
-        playbook = episode.context.strip()
-        if playbook and episode.context_length is not None:
+        template, empty_context = (SYSTEM, EMPTY_PLAYBOOK) if episode.citable else (SYSTEM_PLAIN, NO_INSTRUCTIONS)
+        slot = "playbook" if episode.citable else "context"
+        empty = fill(template, **{slot: empty_context}, format=fmt)
+        context = episode.context.strip()
+        if context and episode.context_length is not None:
             others = conservative_tokens(empty) + conservative_tokens(episode.task.input) \
                 + conservative_tokens(episode.observation) + 2 * TEMPLATE_TOKENS_PER_MESSAGE
             room = episode.context_length - reply_tokens - others
-            playbook = cut_playbook(playbook, max(0, room) * 3)
-        return Message("system", fill(SYSTEM, playbook=playbook or EMPTY_PLAYBOOK, format=fmt))
+            context = cut_playbook(context, max(0, room) * 3)
+        return Message("system", fill(template, **{slot: context or empty_context}, format=fmt))
 
     def _task(self, episode: AgentEpisode) -> Message:
         retry = ""
-        if episode.reflection is not None or episode.previous_answer is not None:
+        if episode.feedback is not None or episode.previous_answer is not None:
             retry = fill(RETRY, previous_attempt=episode.previous_answer or "(no answer)",
-                         reflection=episode.reflection or "(none)")
+                         feedback=episode.feedback or "(none)")
         observation = episode.observation[: self.config.observation_chars] or "(nothing yet)"
         return Message("user", fill(TASK, task=episode.task.input, retry_block=retry, observation=observation))
 
     async def run(self, episode: AgentEpisode) -> None:
-        tools = (*episode.tools, FINISH)
+        tools = (*episode.tools, FINISH if episode.citable else FINISH_PLAIN)
         names = {tool.name for tool in tools}
         use_tools = episode.tool_calls
         definitions = tool_definitions(tools) if use_tools else ()
@@ -219,11 +229,11 @@ class ReactAgent:
                 continue
             unusable = 0
             thought, action = parsed
-            if action.name == FINISH.name:
+            if action.name == FINISH_ACTION:
                 arguments = msgspec.json.decode(action.arguments or "{}")
                 answer = arguments.get("answer")
-                cited = [clean_bullet_id(str(i)) for i in arguments.get("bullet_ids", []) if isinstance(i, str)]
-                episode.finish(answer if isinstance(answer, str) else None, bullet_ids=[i for i in cited if i])
+                cited = [clean_bullet_id(str(i)) for i in arguments.get(CITED_ARGUMENT, []) if isinstance(i, str)]
+                episode.finish(answer if isinstance(answer, str) else None, cited=[i for i in cited if i])
                 return
             observation = await episode.act(action)
             shown = observation.text[: self.config.observation_chars]

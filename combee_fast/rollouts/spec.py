@@ -14,7 +14,8 @@ import msgspec
 
 from combee_fast.config import AgentConfig, ExecutorConfig, SandboxConfig, TaskConfig
 from combee_fast.errors import ConfigError
-from combee_fast.protocols import EnvironmentTask, Task
+from combee_fast.protocols.rollouts import EnvironmentTask
+from combee_fast.protocols.tasks import Task
 from combee_fast.rollouts.episode import ChatFacts, EnvironmentPool, Limits, Runtime
 from combee_fast.rollouts.plugins import load_factory
 from combee_fast.sandbox.sessions import Sandboxes

@@ -33,10 +33,12 @@ Lessons = Callable[[Any], Sequence[str]]
 """The texts retention looks for in an artifact."""
 
 
-class ReflectTemperature(Protocol):
-    """Where a diversity remedy sets the reflections' temperature (ACE: the run's ``Agents``)."""
+class DiverseTemperature(Protocol):
+    """Where a diversity remedy sets the temperature of the learner's ``diverse`` roles (ACE's
+    reflector, GEPA's proposer, TextGrad's gradient): the run's
+    :class:`~combee_fast.roles.calls.RoleCalls`."""
 
-    reflect_temperature: float | None
+    diverse_temperature: float | None
 
 class PlannedStep(msgspec.Struct, frozen=True):
     """One step's decision as ``controller.jsonl`` records it (a live plan's shape, or the paper's
@@ -59,7 +61,7 @@ class ReplayedPlan:
 
     state_type = int
 
-    def __init__(self, steps: Sequence[PlannedStep], source: str, *, knob: ReflectTemperature | None = None,
+    def __init__(self, steps: Sequence[PlannedStep], source: str, *, knob: DiverseTemperature | None = None,
                  run_dir: RunDir | None = None) -> None:
         if not steps:
             raise ConfigError(f"{source}: no batch decisions to replay")
@@ -70,7 +72,7 @@ class ReplayedPlan:
         self.position = 0  # decisions taken so far
 
     @classmethod
-    def load(cls, path: str, *, knob: ReflectTemperature | None = None, run_dir: RunDir | None = None) -> ReplayedPlan:
+    def load(cls, path: str, *, knob: DiverseTemperature | None = None, run_dir: RunDir | None = None) -> ReplayedPlan:
         """The decisions in ``path`` (a run's ``controller.jsonl``); :class:`ConfigError` naming the
         file and line when it cannot be read or a line is not a decision."""
         try:
@@ -93,7 +95,7 @@ class ReplayedPlan:
         step = self.steps[self.position]
         self.position += 1
         if self.knob is not None and step.reflect_temperature is not None:
-            self.knob.reflect_temperature = step.reflect_temperature
+            self.knob.diverse_temperature = step.reflect_temperature
         if self.run_dir is not None:
             self.run_dir.append_decision(step)
         return step.batch_size, f"replayed: {step.reason}"
@@ -116,7 +118,7 @@ class ReplayedPlan:
         if self.knob is not None:  # the latest remedy taken stays in force
             temperatures = [s.reflect_temperature for s in self.steps[:state] if s.reflect_temperature is not None]
             if temperatures:
-                self.knob.reflect_temperature = temperatures[-1]
+                self.knob.diverse_temperature = temperatures[-1]
 
 
 class FixedBatch:
@@ -220,7 +222,7 @@ class LivePlan:
     state_type = LivePlanState
 
     def __init__(self, planner: ShapePlanner, *, workers: int, lessons: Lessons, rollout_role: str,
-                 knob: ReflectTemperature | None = None, run_dir: RunDir | None = None) -> None:
+                 knob: DiverseTemperature | None = None, run_dir: RunDir | None = None) -> None:
         self.planner = planner
         self.workers = workers
         self.lessons = lessons
@@ -231,7 +233,7 @@ class LivePlan:
 
     @classmethod
     async def start(cls, config: ControllerConfig, combee: CombeeConfig, *, workers: int, lessons: Lessons,
-                    rollout_role: str, knob: ReflectTemperature | None = None,
+                    rollout_role: str, knob: DiverseTemperature | None = None,
                     run_dir: RunDir | None = None) -> LivePlan:
         """A planner bounded by ``config.max_batch``; compiles the kernels off the loop."""
         from combee_fast.native import warmup
@@ -244,7 +246,7 @@ class LivePlan:
         decision = self.planner.decide(remaining)
         self.decision = decision
         if self.knob is not None and decision.reflect_temperature is not None:
-            self.knob.reflect_temperature = decision.reflect_temperature
+            self.knob.diverse_temperature = decision.reflect_temperature
         if self.run_dir is not None:
             self.run_dir.append_decision(decision)
         return decision.batch_size, decision.reason
@@ -263,7 +265,7 @@ class LivePlan:
 
     def state(self) -> LivePlanState:
         """What a checkpoint keeps (:class:`LivePlanState`)."""
-        temperature = self.knob.reflect_temperature if self.knob is not None else None
+        temperature = self.knob.diverse_temperature if self.knob is not None else None
         return LivePlanState(self.planner.state(), self.decision, temperature)
 
     def restore(self, state: LivePlanState) -> None:
@@ -271,4 +273,4 @@ class LivePlan:
         self.planner.restore(state.planner)
         self.decision = state.decision
         if self.knob is not None:
-            self.knob.reflect_temperature = state.reflect_temperature
+            self.knob.diverse_temperature = state.reflect_temperature

@@ -44,7 +44,7 @@ import msgspec
 from combee_fast.errors import CheckpointError
 from combee_fast.files import read_regular, write_atomic
 from combee_fast.methods.base import EvalResult
-from combee_fast.protocols import LearnerKind
+from combee_fast.protocols.learning import LearnerKind
 from combee_fast.run.ledger import CallCounts
 from combee_fast.run.state import CallsRecord, TrainState
 

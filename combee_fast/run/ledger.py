@@ -18,7 +18,7 @@ from typing import Any
 import msgspec
 
 from combee_fast.methods.base import StepResult
-from combee_fast.protocols import EpisodeTrace
+from combee_fast.protocols.learning import EpisodeTrace
 from combee_fast.schema import CallError, Trajectory, Usage
 
 

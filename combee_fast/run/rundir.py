@@ -73,7 +73,7 @@ import msgspec
 from combee_fast.config import HISTORY_KEPT, SessionConfig, config_to_dict, load_config
 from combee_fast.errors import CheckpointError, ConfigError, SplitChangedError, StorageError
 from combee_fast.files import DIR_MODE, open_append, open_regular, read_regular, write_atomic
-from combee_fast.protocols import Deployable, LearnerKind
+from combee_fast.protocols.learning import Deployable, LearnerKind
 from combee_fast.run.checkpoint import (CHECKPOINT_FILE, LEGACY_CHECKPOINT_FILE, FileMark, Header, StoredCheckpoint,
                                         read_checkpoint, save_checkpoint)
 from combee_fast.run.ledger import LedgerRow

@@ -29,7 +29,7 @@ from combee_fast.combee.latency_curve import CallSample
 from combee_fast.combee.planner import StepSignals
 from combee_fast.engine.timing import finish_times
 from combee_fast.methods.base import StepResult
-from combee_fast.protocols import EpisodeTrace
+from combee_fast.protocols.learning import EpisodeTrace
 from combee_fast.schema import Usage
 from combee_fast.tokens import estimate_tokens
 

@@ -34,7 +34,8 @@ import msgspec
 
 from combee_fast.errors import CallsFailed, EndpointUnreachable
 from combee_fast.methods.base import EvalResult, StepResult
-from combee_fast.protocols import BatchPlan, LearnerKind, Method, StopRule
+from combee_fast.protocols.learning import LearnerKind
+from combee_fast.protocols.running import BatchPlan, Method, StopRule
 from combee_fast.run.cost import GpuClock
 from combee_fast.run.events import Events, RunStopped, StepDone, VersionApplied, on_kind
 from combee_fast.run.ledger import CallCounts, LedgerRow, ledger_row

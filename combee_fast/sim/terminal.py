@@ -31,7 +31,7 @@ from collections.abc import Sequence
 import msgspec
 import orjson
 
-from combee_fast.protocols import Task
+from combee_fast.protocols.tasks import Task
 from combee_fast.schema import Example, Message, ToolCall
 from combee_fast.sim.instructions import InstructionWorld
 from combee_fast.sim.responders import SimReply, SimRequest

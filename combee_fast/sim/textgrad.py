@@ -35,7 +35,6 @@ from combee_fast.roles.names import TEXTGRAD_FORWARD_ROLE as FORWARD_ROLE
 from combee_fast.roles.names import TEXTGRAD_GRADIENT_ROLE as GRADIENT_ROLE
 from combee_fast.roles.names import TEXTGRAD_LOSS_ROLE as LOSS_ROLE
 from combee_fast.roles.names import TEXTGRAD_REDUCE_ROLE as REDUCE_ROLE
-from combee_fast.roles.names import TEXTGRAD_ROLES
 from combee_fast.roles.names import TEXTGRAD_STEP_ROLE as STEP_ROLE
 from combee_fast.sim.instructions import InstructionWorld, _section, capacity, instruction_lessons
 from combee_fast.sim.server import SimRequest
@@ -43,6 +42,9 @@ from combee_fast.sim.world import (
     GENERIC_LESSONS, _fresh, _json_lines, _lesson_key, _prose, _uniform, generic_lesson, lesson_unit, noise_lesson,
     specific_lesson,
 )
+
+TEXTGRAD_ROLES = (FORWARD_ROLE, LOSS_ROLE, GRADIENT_ROLE, STEP_ROLE, REDUCE_ROLE)
+"""The TextGrad roles this world answers, by request name."""
 
 
 _TAG = {name: re.compile(rf"<{name}>\n(.*?)\n?</{name}>", re.DOTALL) for name in (

@@ -50,7 +50,7 @@ import orjson
 from combee_fast.sim.responders import SimReply, example_for_schema, probe_tool_reply
 from combee_fast.sim.server import SimRequest
 from combee_fast.schema import Example, Message
-from combee_fast.protocols import Task
+from combee_fast.protocols.tasks import Task
 
 
 PAPER_CURATOR_CURVE = ((1, 264 / 500), (5, 199 / 100), (10, 121 / 50), (20, 97 / 25), (50, 47 / 10), (100, 21 / 5))

@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from combee_fast.protocols import Task
+from combee_fast.protocols.tasks import Task
 from combee_fast.sim.instructions import InstructionWorld
 from combee_fast.sim.responders import SimReply, SimRequest
 from combee_fast.sim.textgrad import TextGradWorld

@@ -13,7 +13,7 @@ a sandbox: :mod:`.terminal`). Every split is pinned by a content hash.
 """
 
 from combee_fast.errors import TaskDataError
-from combee_fast.protocols import Task
+from combee_fast.protocols.tasks import Task
 from combee_fast.tasks.base import Score, Split, SplitManifest, verify_split
 from combee_fast.tasks.finer import FinerTask
 from combee_fast.tasks.formula import FormulaTask

@@ -19,7 +19,7 @@ import hashlib
 from collections.abc import Mapping
 
 from combee_fast.errors import ConfigError
-from combee_fast.protocols import Task
+from combee_fast.protocols.tasks import Task
 from combee_fast.schema import Example
 from combee_fast.tasks.base import Split
 from combee_fast.tasks.splits import parse_split_spec

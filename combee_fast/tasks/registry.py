@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any, Callable
 
-from combee_fast.protocols import Task
+from combee_fast.protocols.tasks import Task
 from combee_fast.tasks.base import build_named
 from combee_fast.tasks.finer import FinerTask
 from combee_fast.tasks.formula import FormulaTask

@@ -1,24 +1,29 @@
 """TextGrad's role calls over the run's endpoints: prompt -> endpoint -> parsed record.
 
-- **forward** (``textgrad_forward``, on the generator's endpoint): the prompt variable as the
-  system message, the question as the user message; the answer is graded by the task.
-- **loss** (``textgrad_loss``, on the reflector's endpoint): an evaluator's verdict and critique
+Each role is declared (:data:`ROLES`) with its configuration name, request name and pool; a role
+without an endpoint of its own is served by its pool's, so ``--role-endpoint loss=URL`` gives the
+loss its own evaluator model:
+
+- **forward** (``forward``, requests ``textgrad_forward``, pool ``serve``): the prompt variable as
+  the system message, the question as the user message; the answer is graded by the task.
+- **loss** (``loss``, ``textgrad_loss``, pool ``evaluate``): an evaluator's verdict and critique
   of one answer, read against the grader's remarks (the task's feedback).
-- **gradient** (``textgrad_gradient``, on the reflector's endpoint): from the prompt, the
+- **gradient** (``gradient``, ``textgrad_gradient``, pool ``propose``): from the prompt, the
   question, the answer and the critique, what in the prompt led there and the one line the prompt
   should gain. TextGrad chains two backward calls here (loss to answer, answer to prompt); one
   call reading the whole conversation states the prompt's gradient directly.
-- **step** (``textgrad_step``, on the curator's endpoint): the optimizer's update over a set of
+- **step** (``step``, ``textgrad_step``, pool ``propose``): the optimizer's update over a set of
   gradients. It replies with the numbered lines to remove and the lines to add, not with the
   whole rewritten prompt, so its reply stays short however long the prompt grows.
-- **reduce** (``textgrad_reduce``, on the reducer's endpoint): several updates proposed against
+- **reduce** (``reduce``, ``textgrad_reduce``, pool ``propose``): several updates proposed against
   the same prompt merged into one; it keeps changes by reference (``[r.n]``) and writes anew only
   what it must merge.
 
 Seeds come from the run's seed tree by the call's identity: forward, loss and gradient by their
 epoch (``"eval"`` for an evaluation) and example, so two methods asking the same question get the
-same draw; step and reduce by the place the method gives them. No call raises for a bad endpoint
-or reply: the failure is recorded on what it returns, and counted by the run's role calls
+same draw; step and reduce by the place the method gives them. The gradient is the role a
+diversity remedy of the batch planner makes sample hotter. No call raises for a bad endpoint or
+reply: the failure is recorded on what it returns, and counted by the run's role calls
 (``errors.jsonl``).
 """
 
@@ -30,36 +35,46 @@ from typing import Any, Literal
 import msgspec
 import orjson
 
-from combee_fast.endpoint.calls import ChatRequest, ChatResult
-from combee_fast.engine.rng import derive_seed
-from combee_fast.protocols import Task
-from combee_fast.roles.base import convert, decode_json_object, fill
+from combee_fast.endpoint.calls import ChatResult
+from combee_fast.protocols.tasks import Task
+from combee_fast.roles.base import convert, decode_json_object, fill, load_prompt
 from combee_fast.roles.bounds import (ANSWER_CHARS, CONTENT_CHARS, FIELD_CHARS, MAX_KEEP, MAX_OPS, REASONING_CHARS,
                                      array, text)
 from combee_fast.roles.names import TEXTGRAD_FORWARD_ROLE as FORWARD_ROLE
 from combee_fast.roles.names import TEXTGRAD_GRADIENT_ROLE as GRADIENT_ROLE
 from combee_fast.roles.names import TEXTGRAD_LOSS_ROLE as LOSS_ROLE
 from combee_fast.roles.names import TEXTGRAD_REDUCE_ROLE as REDUCE_ROLE
-from combee_fast.roles.names import TEXTGRAD_ROLES
 from combee_fast.roles.names import TEXTGRAD_STEP_ROLE as STEP_ROLE
+from combee_fast.roles.calls import RoleCalls
+from combee_fast.roles.spec import Role
 from combee_fast.schema import CallError, Example, GradedAnswer, Message, Usage
-from combee_fast.textgrad.variable import LineEdit, PromptVariable, load_prompt
-
-ROLES = TEXTGRAD_ROLES
-"""Every TextGrad role, in call order."""
+from combee_fast.textgrad.variable import LineEdit, PromptVariable
 
 FORWARD_MAX_TOKENS = 1024
 CRITIQUE_MAX_TOKENS = 1024
 STEP_MAX_TOKENS = 4096
 REDUCE_MAX_TOKENS = 2048
+
+FORWARD = Role("forward", "serve", FORWARD_MAX_TOKENS, request_name=FORWARD_ROLE,
+               prompts=("textgrad/prompts/forward_user.txt",))
+LOSS = Role("loss", "evaluate", CRITIQUE_MAX_TOKENS, request_name=LOSS_ROLE,
+            prompts=("textgrad/prompts/loss.txt", "textgrad/prompts/loss_user.txt"))
+GRADIENT = Role("gradient", "propose", CRITIQUE_MAX_TOKENS, request_name=GRADIENT_ROLE, diverse=True,
+                prompts=("textgrad/prompts/gradient.txt", "textgrad/prompts/gradient_user.txt"))
+STEP = Role("step", "propose", STEP_MAX_TOKENS, request_name=STEP_ROLE,
+            prompts=("textgrad/prompts/step.txt", "textgrad/prompts/step_user.txt"))
+REDUCE = Role("reduce", "propose", REDUCE_MAX_TOKENS, request_name=REDUCE_ROLE,
+              prompts=("textgrad/prompts/merge.txt", "textgrad/prompts/merge_user.txt"))
+ROLES = (FORWARD, LOSS, GRADIENT, STEP, REDUCE)
+"""Every TextGrad role, in call order."""
 MAX_ADDED = 32
 """Most lines one step may add (a bound of its schema: a batch's gradients may teach many)."""
 
-FORWARD_TEMPLATE = load_prompt("forward_user.txt")
-LOSS_SYSTEM, LOSS_TEMPLATE = load_prompt("loss.txt"), load_prompt("loss_user.txt")
-GRADIENT_SYSTEM, GRADIENT_TEMPLATE = load_prompt("gradient.txt"), load_prompt("gradient_user.txt")
-STEP_SYSTEM, STEP_TEMPLATE = load_prompt("step.txt"), load_prompt("step_user.txt")
-REDUCE_SYSTEM, REDUCE_TEMPLATE = load_prompt("merge.txt"), load_prompt("merge_user.txt")
+FORWARD_TEMPLATE = load_prompt("forward_user.txt", beside=__file__)
+LOSS_SYSTEM, LOSS_TEMPLATE = load_prompt("loss.txt", beside=__file__), load_prompt("loss_user.txt", beside=__file__)
+GRADIENT_SYSTEM, GRADIENT_TEMPLATE = load_prompt("gradient.txt", beside=__file__), load_prompt("gradient_user.txt", beside=__file__)
+STEP_SYSTEM, STEP_TEMPLATE = load_prompt("step.txt", beside=__file__), load_prompt("step_user.txt", beside=__file__)
+REDUCE_SYSTEM, REDUCE_TEMPLATE = load_prompt("merge.txt", beside=__file__), load_prompt("merge_user.txt", beside=__file__)
 
 
 def _object(**properties: dict[str, Any]) -> dict[str, Any]:
@@ -206,23 +221,17 @@ def reduce_messages(prompt: str, proposals: Sequence[Sequence[LineEdit]]) -> tup
 
 
 class TextGradCalls:
-    """The TextGrad role calls of one run: ``task`` grades answers, ``seed`` roots the request
-    seeds, ``clients`` serve the roles (see the module docstring), ``on_call`` is told every
-    call's role, error (None: it succeeded) and raw reply (the run's failure record)."""
+    """The TextGrad role calls of one run on ``calls`` (the run's generic role calls, which
+    sample, seed and account every call; see the module docstring): ``task`` grades answers."""
 
-    def __init__(self, task: Task, clients: Any, *, seed: int, temperature: float = 0.0,
-                 on_call: Callable[[str, CallError | None, str | None], None] | None = None) -> None:
+    def __init__(self, task: Task, calls: RoleCalls) -> None:
         self.task = task
-        self.clients = clients
-        self.seed = seed
-        self.temperature = temperature
-        self.on_call = on_call
+        self.calls = calls
 
     async def forward(self, example: Example, prompt: str, *, epoch: int | str) -> GradedAnswer:
         """``example`` answered under ``prompt``, graded."""
-        request = self._request(FORWARD_ROLE, forward_messages(example.input, prompt), FORWARD_MAX_TOKENS,
-                                FORWARD_SCHEMA, epoch, example.id)
-        result = await self.clients.generator.chat(request)
+        result = await self._send(FORWARD_ROLE, forward_messages(example.input, prompt), FORWARD_SCHEMA, epoch,
+                                  example.id)
         reply = self._parsed(FORWARD_ROLE, result, _ForwardReply)
         if isinstance(reply, CallError):
             score = self.task.score(example, None)
@@ -233,9 +242,7 @@ class TextGradCalls:
 
     async def loss(self, forward: GradedAnswer, *, epoch: int | str) -> Loss:
         """The evaluator's verdict and critique of ``forward``'s answer."""
-        request = self._request(LOSS_ROLE, loss_messages(forward), CRITIQUE_MAX_TOKENS, LOSS_SCHEMA, epoch,
-                                forward.example.id)
-        result = await self.clients.reflector.chat(request)
+        result = await self._send(LOSS_ROLE, loss_messages(forward), LOSS_SCHEMA, epoch, forward.example.id)
         reply = self._parsed(LOSS_ROLE, result, _LossReply)
         if isinstance(reply, CallError):
             return Loss("", "", result.usage, reply)
@@ -243,9 +250,8 @@ class TextGradCalls:
 
     async def gradient(self, prompt: str, forward: GradedAnswer, loss: Loss, *, epoch: int | str) -> Gradient:
         """What in ``prompt`` led to ``forward``'s outcome, judged by ``loss``."""
-        request = self._request(GRADIENT_ROLE, gradient_messages(prompt, forward, loss), CRITIQUE_MAX_TOKENS,
-                                GRADIENT_SCHEMA, epoch, forward.example.id)
-        result = await self.clients.reflector.chat(request)
+        result = await self._send(GRADIENT_ROLE, gradient_messages(prompt, forward, loss), GRADIENT_SCHEMA, epoch,
+                                  forward.example.id)
         reply = self._parsed(GRADIENT_ROLE, result, _GradientReply, check=_states_a_change)
         if isinstance(reply, CallError):
             return Gradient(forward.example.id, loss.verdict, "", "", result.usage, reply)
@@ -256,9 +262,7 @@ class TextGradCalls:
                    seed_path: tuple[int | str, ...]) -> Update:
         """One optimizer update of ``variable`` over ``gradients``."""
         names = variable.names()
-        request = self._request(STEP_ROLE, step_messages(variable, gradients), STEP_MAX_TOKENS, step_schema(names),
-                                *seed_path)
-        result = await self.clients.curator.chat(request)
+        result = await self._send(STEP_ROLE, step_messages(variable, gradients), step_schema(names), *seed_path)
         reply = self._parsed(STEP_ROLE, result, _StepReply)
         if isinstance(reply, CallError):
             return Update((), result.usage, reply)
@@ -269,9 +273,7 @@ class TextGradCalls:
     async def reduce(self, prompt: str, names: Sequence[str], proposals: Sequence[Sequence[LineEdit]], *,
                      seed_path: tuple[int | str, ...]) -> Update:
         """One merge of ``proposals`` (made against ``prompt``, whose parts are ``names``)."""
-        request = self._request(REDUCE_ROLE, reduce_messages(prompt, proposals), REDUCE_MAX_TOKENS,
-                                reduce_schema(names), *seed_path)
-        result = await self.clients.reducer.chat(request)
+        result = await self._send(REDUCE_ROLE, reduce_messages(prompt, proposals), reduce_schema(names), *seed_path)
         reply = self._parsed(REDUCE_ROLE, result, _ReduceReply)
         if isinstance(reply, CallError):
             return Update((), result.usage, reply)
@@ -280,10 +282,9 @@ class TextGradCalls:
         kept = [by_ref[ref.strip().strip("[]")] for ref in reply.keep if ref.strip().strip("[]") in by_ref]
         return Update(tuple(dict.fromkeys((*kept, *_added(reply.add, names)))), result.usage)
 
-    def _request(self, role: str, messages: tuple[Message, ...], max_tokens: int, schema: dict[str, Any],
-                 *seed_path: int | str) -> ChatRequest:
-        return ChatRequest(role=role, messages=messages, max_tokens=max_tokens, temperature=self.temperature,
-                           seed=derive_seed(self.seed, role, *seed_path), json_schema=schema, schema_name=role)
+    async def _send(self, role: str, messages: tuple[Message, ...], schema: dict[str, Any],
+                    *seed_path: int | str) -> ChatResult:
+        return await self.calls.send(self.calls.request(role, messages, *seed_path, schema=schema, schema_name=role))
 
     def _parsed(self, role: str, result: ChatResult, shape: type[Any],
                 check: Callable[[Any, str | None], CallError | None] | None = None) -> Any:
@@ -299,8 +300,7 @@ class TextGradCalls:
         return reply
 
     def _note(self, role: str, error: CallError | None, raw: str | None) -> None:
-        if self.on_call is not None:
-            self.on_call(role, error, raw)
+        self.calls.note(role, error, raw)
 
 
 def _states_a_change(reply: _GradientReply, raw: str | None) -> CallError | None:

@@ -19,23 +19,22 @@ from combee_fast.engine.kept import StructArtifact
 from combee_fast.errors import ConfigError
 from combee_fast.methods import METHODS, build_method
 from combee_fast.methods.base import EvalResult
-from combee_fast.protocols import Learner, Method, StopRule
+from combee_fast.protocols.learning import Learner
+from combee_fast.protocols.running import Method, StopRule
 from combee_fast.run.context import LearnContext
 from combee_fast.run.rundir import RunDir
 from combee_fast.run.stops import EpochsDone
 from combee_fast.schema import Example
-from combee_fast.textgrad.calls import FORWARD_ROLE, GRADIENT_ROLE, LOSS_ROLE, REDUCE_ROLE, STEP_ROLE, TextGradCalls
+from combee_fast.textgrad.calls import FORWARD_ROLE, GRADIENT_ROLE, LOSS_ROLE, REDUCE_ROLE, ROLES, STEP_ROLE, TextGradCalls
 from combee_fast.textgrad.evaluate import evaluate
 from combee_fast.textgrad.learner import TextGradLearner
 from combee_fast.textgrad.variable import PromptVariable, is_variable_file
 
 
 def calls_of(context: LearnContext) -> TextGradCalls:
-    """The TextGrad role calls on a session's clients, seeded and sampled as its role calls are,
-    every call counted by them (``calls.json``, ``errors.jsonl``)."""
-    agents = context.agents
-    return TextGradCalls(context.task, agents.clients, seed=context.config.seed, temperature=agents.temperature,
-                         on_call=agents.note_call)
+    """The TextGrad role calls on a session's role calls (seeded, sampled and counted by them:
+    ``calls.json``, ``errors.jsonl``)."""
+    return TextGradCalls(context.task, context.calls)
 
 
 class TextGradKind(StructArtifact):
@@ -44,6 +43,8 @@ class TextGradKind(StructArtifact):
 
     name = "textgrad"
     methods = {name: ("textgrad" if name == "sequential" else f"{name}-textgrad") for name in METHODS}
+    roles = ROLES
+    citable = False
     rollout_role = FORWARD_ROLE
     learning_roles = (LOSS_ROLE, GRADIENT_ROLE, STEP_ROLE, REDUCE_ROLE)
     size_unit = "lines"  # what the artifact's size counts, in progress lines and reports

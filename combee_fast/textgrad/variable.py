@@ -16,16 +16,12 @@ import msgspec
 
 from combee_fast.errors import ConfigError
 from combee_fast.files import write_atomic
+from combee_fast.roles.base import load_prompt
 
 SYSTEM_PROMPT = "system_prompt"
 """The part name of a single-part variable."""
 
-PROMPTS_DIR = Path(__file__).parent / "prompts"
 
-
-def load_prompt(name: str) -> str:
-    """The text of ``textgrad/prompts/<name>`` without its final newline."""
-    return (PROMPTS_DIR / name).read_text(encoding="utf-8").rstrip("\n")
 
 
 class LineEdit(msgspec.Struct, frozen=True):
@@ -69,7 +65,7 @@ class PromptVariable(msgspec.Struct, frozen=True):
     @classmethod
     def seed(cls) -> PromptVariable:
         """The starting variable: our seed instruction as the system prompt."""
-        return cls({SYSTEM_PROMPT: load_prompt("seed_prompt.txt")})
+        return cls({SYSTEM_PROMPT: load_prompt("seed_prompt.txt", beside=__file__)})
 
     def names(self) -> tuple[str, ...]:
         return tuple(sorted(self.parts))

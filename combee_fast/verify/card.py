@@ -44,10 +44,10 @@ from typing import Any, ClassVar, Literal
 
 import msgspec
 
-from combee_fast.config import RELEASE_POLICIES, ROLES, EndpointSpec, ReleaseConfig, SessionConfig
+from combee_fast.config import RELEASE_POLICIES, EndpointSpec, ReleaseConfig, SessionConfig
 from combee_fast.errors import CardError, CombeeError, ConfigError
 from combee_fast.files import read_regular
-from combee_fast.learners import serial_baselines
+from combee_fast.learners import roles_of, serial_baselines
 from combee_fast.sim.latency import PRESETS
 from combee_fast.tasks.heldout import SPLIT_ROLES, split_role
 from combee_fast.tasks.registry import get_task
@@ -107,12 +107,15 @@ class HardwareClass(_Table, kw_only=True):
 
     def serves(self, config: SessionConfig) -> bool:
         """True when ``config`` runs on this class: the same simulator preset (a simulated run),
-        or the same endpoint URL for every role."""
+        or the same endpoint URL for every role of its learner."""
+        roles = roles_of(config)
         if self.sim_preset is not None:
-            return all(config.endpoint_for(role).url is None for role in ROLES) and config.sim.preset == self.sim_preset
-        endpoints = self.endpoints or {}
-        mine = {role: (endpoints.get(role) or endpoints.get("default") or EndpointSpec()).url for role in ROLES}
-        return all(mine[role] is not None and mine[role] == config.endpoint_for(role).url for role in ROLES)
+            return all(config.endpoint_for(*role.lookup_keys).url is None for role in roles) and \
+                config.sim.preset == self.sim_preset
+        mine = SessionConfig(endpoints=self.endpoints or {})
+        return all(mine.endpoint_for(*role.lookup_keys).url is not None
+                   and mine.endpoint_for(*role.lookup_keys).url == config.endpoint_for(*role.lookup_keys).url
+                   for role in roles)
 
 
 class Budget(_Table):

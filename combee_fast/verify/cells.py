@@ -13,8 +13,8 @@ from pathlib import Path
 
 import msgspec
 
-from combee_fast.config import ROLES, GepaConfig, SessionConfig, SimConfig, TaskConfig, TrainConfig
-from combee_fast.learners import serial_baseline
+from combee_fast.config import GepaConfig, SessionConfig, SimConfig, TaskConfig, TrainConfig
+from combee_fast.learners import roles_of, serial_baseline
 from combee_fast.run.rundir import RunDir
 from combee_fast.run.usage import SplitUsage, append_usage, usage_entry, usage_path
 from combee_fast.session import open_session
@@ -91,9 +91,9 @@ def card_usage(card_path: str | Path, card: Card, *, run: str, command: str) -> 
 def served_by(config: SessionConfig) -> dict[str, str]:
     """Role -> "model @ endpoint" for every role of ``config`` (the simulated endpoint by preset)."""
     names = {}
-    for role in ROLES:
-        spec = config.endpoint_for(role)
-        names[role] = f"{spec.model} @ {spec.url}" if spec.url else f"sim @ sim:{config.sim.preset}"
+    for role in roles_of(config):
+        spec = config.endpoint_for(*role.lookup_keys)
+        names[role.key] = f"{spec.model} @ {spec.url}" if spec.url else f"sim @ sim:{config.sim.preset}"
     return names
 
 

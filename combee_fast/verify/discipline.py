@@ -16,7 +16,7 @@ from typing import NamedTuple
 
 from combee_fast.config import SessionConfig
 from combee_fast.errors import ConfigError
-from combee_fast.protocols import Task
+from combee_fast.protocols.tasks import Task
 from combee_fast.run.usage import SplitUsage, append_usage, usage_entry, usage_path
 from combee_fast.tasks.base import Split
 from combee_fast.tasks.heldout import check_use

@@ -18,9 +18,9 @@ from typing import TypeVar
 
 import msgspec
 
-from combee_fast.config import ROLES, SessionConfig, VerifyConfig
+from combee_fast.config import SessionConfig, VerifyConfig
 from combee_fast.errors import ConfigError
-from combee_fast.learners import resolve
+from combee_fast.learners import resolve, roles_of
 from combee_fast.native.bootstrap import DEFAULT_RESAMPLES
 from combee_fast.redact import strip_userinfo
 from combee_fast.verify.baseline import baseline_cell
@@ -54,7 +54,7 @@ def check_endpoints(card: Card, config: SessionConfig) -> None:
     """:class:`ConfigError` (one line) when ``config`` names endpoints that are none of the card's
     hardware classes: verify runs every cell on the card's classes, so endpoints given only in a
     configuration would be dropped."""
-    urls = {role: config.endpoint_for(role).url for role in ROLES}
+    urls = {role.key: config.endpoint_for(*role.lookup_keys).url for role in roles_of(config)}
     if all(url is None for url in urls.values()) or card.hardware_for(config) is not None:
         return
     named = ", ".join(f"{role}={strip_userinfo(url)}" for role, url in urls.items() if url is not None)

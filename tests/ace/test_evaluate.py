@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from combee_fast.ace.calls import AceCalls
 from combee_fast.ace.evaluate import evaluate
 from combee_fast.config import FaultConfig, SessionConfig, SimConfig, TaskConfig, TransportConfig
 from combee_fast.playbook import Playbook
@@ -21,9 +22,9 @@ def _answered(result) -> list[int]:
 async def test_accuracy_is_over_answered_examples_and_failures_are_counted_apart() -> None:
     async with open_session(_config(FaultConfig())) as session:
         learned = (await session.train(plan=FixedBatch(40))).final
-        clean = await evaluate(session.agents, learned, session.val_split.examples, concurrency=16)
+        clean = await evaluate(AceCalls(session.calls), learned, session.val_split.examples, concurrency=16)
     async with open_session(_config(FaultConfig(rate_500=0.3))) as session:
-        faulty = await evaluate(session.agents, learned, session.val_split.examples, concurrency=16)
+        faulty = await evaluate(AceCalls(session.calls), learned, session.val_split.examples, concurrency=16)
     assert (clean.answered, clean.unanswered, clean.unanswered_by_kind) == (60, 0, {})
     assert faulty.unanswered > 0 and faulty.answered + faulty.unanswered == faulty.examples == 60
     assert faulty.unanswered_by_kind == {"5xx": faulty.unanswered}
@@ -36,7 +37,7 @@ async def test_accuracy_is_over_answered_examples_and_failures_are_counted_apart
 
 async def test_an_empty_playbook_on_a_dead_generator_has_no_accuracy_to_report() -> None:
     async with open_session(_config(FaultConfig(rate_500=1.0))) as session:
-        result = await evaluate(session.agents, Playbook.empty(), session.val_split.examples[:5], concurrency=4)
+        result = await evaluate(AceCalls(session.calls), Playbook.empty(), session.val_split.examples[:5], concurrency=4)
     assert (result.accuracy, result.answered, result.unanswered) == (0.0, 0, 5)
     assert result.first_error() and result.scores == (0.0,) * 5
 
@@ -45,9 +46,9 @@ async def test_a_repaired_answer_is_the_answer_a_clean_endpoint_gives() -> None:
     """Malformed replies get one repair request; the simulator answers it as the original prompt
     (it once read only the repair instruction and answered nothing, a silent wrong answer)."""
     async with open_session(_config(FaultConfig())) as session:
-        clean = await evaluate(session.agents, Playbook.empty(), session.val_split.examples, concurrency=16)
+        clean = await evaluate(AceCalls(session.calls), Playbook.empty(), session.val_split.examples, concurrency=16)
     async with open_session(_config(FaultConfig(rate_malformed=0.4))) as session:
-        faulty = await evaluate(session.agents, Playbook.empty(), session.val_split.examples, concurrency=16)
+        faulty = await evaluate(AceCalls(session.calls), Playbook.empty(), session.val_split.examples, concurrency=16)
         repaired = session.server.counters().faults_injected["malformed"]
     assert repaired > 5 and faulty.answered > clean.answered - repaired
     assert all(faulty.scores[i] == clean.scores[i] for i in _answered(faulty))

@@ -53,7 +53,7 @@ def test_tags_of_every_reflection_are_summed_and_hallucinated_ids_dropped() -> N
 
 
 async def test_apply_is_one_delta_of_the_tags_and_the_edits_and_says_what_it_kept() -> None:
-    learner = AceLearner(agents=None, max_rounds=3)  # type: ignore[arg-type]  # apply makes no call
+    learner = AceLearner(calls=None, max_rounds=3)  # type: ignore[arg-type]  # apply makes no call
     playbook = _playbook()
     bullet = playbook.bullets()[0].id
     first = _rollout(0, 0.0)
@@ -69,11 +69,11 @@ async def test_apply_is_one_delta_of_the_tags_and_the_edits_and_says_what_it_kep
 
 
 def test_a_failed_reflection_is_no_record() -> None:
-    learner = AceLearner(agents=None, max_rounds=3)  # type: ignore[arg-type]
+    learner = AceLearner(calls=None, max_rounds=3)  # type: ignore[arg-type]
     first = _rollout(0, 0.0)
     failed = SampleTrace(EXAMPLE.id, (first,), (_reflection(first, "", error=CallError("malformed_json", "bad")),))
     assert learner.record(failed) is None
-    assert AceLearner(agents=None, max_rounds=3, from_rollouts=True).continuation(failed, Playbook.empty(), "", epoch=0) is None  # type: ignore[arg-type]
+    assert AceLearner(calls=None, max_rounds=3, from_rollouts=True).continuation(failed, Playbook.empty(), "", epoch=0) is None  # type: ignore[arg-type]
 
 
 def test_ace_deploys_its_playbook_loads_only_playbook_files_and_writes_each_version(tmp_path: Path) -> None:

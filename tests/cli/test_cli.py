@@ -187,9 +187,15 @@ def test_a_run_directory_is_never_mixed_with_a_previous_run(tmp_path) -> None:
 
 
 def test_a_role_without_an_endpoint_never_falls_back_to_the_simulator() -> None:
-    done = _combee("learn", "--generator-endpoint", "http://127.0.0.1:9/v1", "--generator-model", "m")
+    done = _combee("learn", "--role-endpoint", "generator=http://127.0.0.1:9/v1", "--role-model", "generator=m")
     assert done.returncode == 2 and done.stderr.count("\n") == 1
-    assert "reflector" in done.stderr and "--reflector-endpoint" in done.stderr
+    assert "reflector" in done.stderr and "--role-endpoint reflector=URL" in done.stderr
+
+
+def test_an_endpoint_for_a_role_the_learner_does_not_call_is_refused_in_one_line() -> None:
+    done = _combee("learn", "--learner", "gepa", "--method", "gepa", "--role-endpoint", "curator=http://127.0.0.1:9/v1")
+    assert done.returncode == 2 and done.stderr.count("\n") == 1
+    assert "endpoints for unknown roles: curator" in done.stderr and "solver, proposer, aggregator" in done.stderr
 
 
 def test_local_refuses_a_default_endpoint_in_one_line(tmp_path) -> None:
@@ -197,4 +203,4 @@ def test_local_refuses_a_default_endpoint_in_one_line(tmp_path) -> None:
     assert done.returncode == 2 and not (tmp_path / "r").exists()
     assert done.stderr.strip().splitlines()[-1].endswith(
         "--local is the endpoint of every role without its own: give no --endpoint/--model with it "
-        "(--<role>-endpoint is fine)")
+        "(--role-endpoint ROLE=URL is fine)")

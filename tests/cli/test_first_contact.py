@@ -221,10 +221,10 @@ def test_progress_lines_count_steps_and_time_and_name_the_artifact_in_its_unit(f
 
 def test_help_shows_no_internal_names_and_only_the_flags_a_command_uses() -> None:
     learn = _combee("learn", "--help").stdout
-    assert "CFG__" not in learn and "--batch-size BATCH_SIZE" in learn and "--curator-endpoint" in learn
+    assert "CFG__" not in learn and "--batch-size BATCH_SIZE" in learn and "--role-endpoint ROLE=URL" in learn
     evaluate = _combee("eval", "--help").stdout
-    assert "CFG__" not in evaluate and "--generator-endpoint" in evaluate
-    for unused in ("--curator-endpoint", "--reducer-endpoint", "--reflector-endpoint", "--batch-size", "--epochs"):
+    assert "CFG__" not in evaluate and "--role-endpoint ROLE=URL" in evaluate
+    for unused in ("--batch-size", "--epochs"):
         assert unused not in evaluate, unused
 
 

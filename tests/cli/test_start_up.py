@@ -71,7 +71,7 @@ def test_every_file_of_a_run_has_mode_0644(tmp_path) -> None:
     (("--timeout", "inf"), "transport.timeout_s must be > 0 and finite, got inf"),
     (("--timeout", "nan"), "transport.timeout_s must be > 0 and finite, got nan"),
     (("--model", "m"), "names model 'm' but no URL: give --endpoint too"),
-    (("--reflector-model", "m"), "names model 'm' but no URL: give --reflector-endpoint too"),
+    (("--role-model", "reflector=m"), "names model 'm' but no URL: give --role-endpoint reflector=URL too"),
     (("--max-rounds", "-1"), "map.max_rounds must be >= 0, got -1"),
     (("--eval-every", "-1"), "train.eval_every must be >= 0, got -1"),
     (("--train-split", "train[0:0]"), "split 'train[0:0]' is empty"),

@@ -11,6 +11,7 @@ import math
 import msgspec
 import pytest
 
+from combee_fast.ace.calls import AceCalls
 from combee_fast.ace.kind import AceKind
 from combee_fast.ace.learner import AceLearner
 from combee_fast.config import MapConfig, OnlineConfig, SessionConfig, SimConfig, TaskConfig
@@ -28,7 +29,7 @@ LEARNER_CLASSES = {"in-loop": OnlineLearner, "threaded": ThreadedLearner, "proce
 
 
 async def _rollouts(session: Session, n: int) -> list[Rollout]:
-    return [await session.agents.generate(e, "", epoch=0) for e in session.train_split.examples[:n]]
+    return [await AceCalls(session.calls).generate(e, "", epoch=0) for e in session.train_split.examples[:n]]
 
 
 def _malformed(good: Rollout) -> dict[str, object]:
@@ -46,7 +47,7 @@ def _malformed(good: Rollout) -> dict[str, object]:
 async def test_a_malformed_rollout_is_refused_at_submit_and_the_good_ones_are_applied(kind: str) -> None:
     async with open_session(CONFIG) as session:
         good = await _rollouts(session, 4)
-        learner = LEARNER_CLASSES[kind](session.agents, Playbook.empty(), OnlineConfig(batch_size=4, max_wait_s=2.0))
+        learner = LEARNER_CLASSES[kind](session.calls, Playbook.empty(), OnlineConfig(batch_size=4, max_wait_s=2.0))
         async with learner:
             tickets = [await learner.submit(good[0]), await learner.submit(good[1])]
             for name, bad in _malformed(good[0]).items():
@@ -63,7 +64,7 @@ async def test_a_malformed_rollout_is_refused_at_submit_and_the_good_ones_are_ap
 async def test_the_refusal_names_the_rollout_and_the_field() -> None:
     async with open_session(CONFIG) as session:
         good = (await _rollouts(session, 1))[0]
-        async with OnlineLearner(session.agents, Playbook.empty()) as learner:
+        async with OnlineLearner(session.calls, Playbook.empty()) as learner:
             messages = {}
             for name, bad in _malformed(good).items():
                 with pytest.raises(RolloutError) as refused:
@@ -88,8 +89,8 @@ class _Fragile(AceLearner):
 class _FragileKind(AceKind):
     name = "fragile"
 
-    def online_learner(self, agents):  # type: ignore[no-untyped-def]
-        return _Fragile(agents, max_rounds=MapConfig().max_rounds, from_rollouts=True)
+    def online_learner(self, calls):  # type: ignore[no-untyped-def]
+        return _Fragile(AceCalls(calls), max_rounds=MapConfig().max_rounds, from_rollouts=True)
 
 
 @pytest.mark.parametrize("kind", ["in-loop", "threaded"])
@@ -99,7 +100,7 @@ async def test_a_rollout_that_breaks_its_batch_fails_alone(kind: str, monkeypatc
         good = await _rollouts(session, 3)
         bad = msgspec.structs.replace(good[1], feedback="explode")
         config = OnlineConfig(learner="fragile", batch_size=3, max_wait_s=5.0)  # the three in one batch
-        async with LEARNER_CLASSES[kind](session.agents, Playbook.empty(), config) as learner:
+        async with LEARNER_CLASSES[kind](session.calls, Playbook.empty(), config) as learner:
             tickets = [await learner.submit(r) for r in (good[0], bad, good[2])]
             outcomes = await asyncio.gather(*tickets, return_exceptions=True)
     assert isinstance(outcomes[0], AppliedBatch) and isinstance(outcomes[2], AppliedBatch)
@@ -114,7 +115,7 @@ SLOW = SessionConfig(task=TaskConfig(train_split="train", val_split="val[0:3]"),
 async def test_every_ticket_settles_when_the_child_dies_and_submit_says_why() -> None:
     async with open_session(SLOW) as session:
         rollouts = await _rollouts(session, 4)
-        learner = ProcessLearner(session.agents, Playbook.empty(),
+        learner = ProcessLearner(session.calls, Playbook.empty(),
                                  OnlineConfig(batch_size=1, queue_size=1, max_wait_s=60.0, max_publish_s=120.0))
         await learner.start()
         tickets = [await learner.submit(r) for r in rollouts[:2]]  # the room: queue_size + batch_size
@@ -138,7 +139,7 @@ async def test_every_ticket_settles_when_the_child_dies_and_submit_says_why() ->
 async def test_a_child_that_fails_says_its_last_error_line() -> None:
     async with open_session(CONFIG) as session:
         rollouts = await _rollouts(session, 1)
-        learner = ProcessLearner(session.agents, Playbook.empty(), OnlineConfig(batch_size=8, max_wait_s=30.0))
+        learner = ProcessLearner(session.calls, Playbook.empty(), OnlineConfig(batch_size=8, max_wait_s=30.0))
         await learner.start()
         ticket = await learner.submit(rollouts[0])
         learner._process.stdin.write(b"\x00\x00\x00\x07garbage")  # type: ignore[union-attr]  # not a frame
@@ -154,7 +155,7 @@ async def test_a_child_that_fails_says_its_last_error_line() -> None:
 async def test_stop_is_idempotent_and_safe_to_call_at_once(kind: str) -> None:
     async with open_session(CONFIG) as session:
         rollouts = await _rollouts(session, 2)
-        learner = LEARNER_CLASSES[kind](session.agents, Playbook.empty(), OnlineConfig(batch_size=2, max_wait_s=0.2))
+        learner = LEARNER_CLASSES[kind](session.calls, Playbook.empty(), OnlineConfig(batch_size=2, max_wait_s=0.2))
         await learner.start()
         tickets = [await learner.submit(r) for r in rollouts]
         await asyncio.wait_for(asyncio.gather(learner.stop(), learner.stop(), learner.stop()), 60)

@@ -8,6 +8,7 @@ import statistics
 
 import msgspec
 
+from combee_fast.ace.calls import AceCalls
 from combee_fast.config import OnlineConfig, SessionConfig, SimConfig, TaskConfig
 from combee_fast.playbook import Playbook
 from combee_fast.embedded.online import OnlineLearner
@@ -20,7 +21,7 @@ def _config(preset: str = "flat", time_scale: float = 1e-4) -> SessionConfig:
 
 
 async def _rollouts(session, count: int) -> list:
-    seeds = [await session.agents.generate(e, "", epoch=0) for e in session.train_split.examples[:50]]
+    seeds = [await AceCalls(session.calls).generate(e, "", epoch=0) for e in session.train_split.examples[:50]]
     return [msgspec.structs.replace(seeds[i % 50], round=i // 50) for i in range(count)]
 
 
@@ -28,7 +29,7 @@ async def test_batches_follow_the_queue_under_a_burst_then_a_trickle() -> None:
     config = OnlineConfig(batch_size=64, max_wait_s=0.01, max_publish_s=5.0, keep_batches=10)
     async with open_session(_config()) as session:
         rollouts = await _rollouts(session, 420)
-        async with OnlineLearner(session.agents, Playbook.empty(), config) as learner:
+        async with OnlineLearner(session.calls, Playbook.empty(), config) as learner:
             burst = await asyncio.gather(*(learner.submit(r) for r in rollouts[:400]))
             burst_batches = {b.number: b for b in await asyncio.gather(*burst)}
             trickled = []
@@ -59,7 +60,7 @@ async def test_a_publish_latency_bound_lowers_the_ceiling_when_batches_take_too_
     async with open_session(_config("flat", 2e-3)) as session:
         session.server.set_preset(SATURATED)
         rollouts = await _rollouts(session, 600)
-        async with OnlineLearner(session.agents, Playbook.empty(), config) as learner:
+        async with OnlineLearner(session.calls, Playbook.empty(), config) as learner:
             tickets = await asyncio.gather(*(learner.submit(r) for r in rollouts))
             await asyncio.gather(*tickets)
     batches = list(learner.batches)

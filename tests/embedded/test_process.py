@@ -10,6 +10,7 @@ import os
 import msgspec
 import pytest
 
+from combee_fast.ace.calls import AceCalls
 from combee_fast.config import EmbedConfig, OnlineConfig, SessionConfig, SimConfig, TaskConfig
 from combee_fast.playbook import Playbook
 from combee_fast.embedded.online import OnlineLearner
@@ -21,7 +22,7 @@ CONFIG = SessionConfig(task=TaskConfig(train_split="train", val_split="val[0:30]
 
 
 async def _rollouts(session: Session, n: int) -> list[Rollout]:
-    answers = [await session.agents.generate(e, "", epoch=0) for e in session.train_split.examples[:24]]
+    answers = [await AceCalls(session.calls).generate(e, "", epoch=0) for e in session.train_split.examples[:24]]
     return [msgspec.structs.replace(answers[i % 24], round=i // 24) for i in range(n)]
 
 
@@ -29,10 +30,10 @@ async def test_process_learner_applies_the_same_batches_and_playbook_as_the_onli
     config = OnlineConfig(batch_size=16, max_wait_s=30.0)  # batches close full: timing cannot change them
     async with open_session(CONFIG) as session:
         rollouts = await _rollouts(session, 64)
-        direct = OnlineLearner(session.agents, Playbook.empty(), config)
+        direct = OnlineLearner(session.calls, Playbook.empty(), config)
         async with direct:
             await asyncio.gather(*[await direct.submit(r) for r in rollouts])
-        learner = ProcessLearner(session.agents, Playbook.empty(), config, embed=EmbedConfig(gc_threshold0=12_345))
+        learner = ProcessLearner(session.calls, Playbook.empty(), config, embed=EmbedConfig(gc_threshold0=12_345))
         thresholds = gc.get_threshold()
         with pytest.raises(RuntimeError, match="not started"):
             await learner.submit(rollouts[0])
@@ -58,7 +59,7 @@ async def test_process_learner_applies_the_same_batches_and_playbook_as_the_onli
 async def test_a_dead_child_fails_its_unsettled_tickets() -> None:
     async with open_session(CONFIG) as session:
         rollouts = await _rollouts(session, 4)
-        learner = ProcessLearner(session.agents, Playbook.empty(), OnlineConfig(batch_size=64, max_wait_s=30.0))
+        learner = ProcessLearner(session.calls, Playbook.empty(), OnlineConfig(batch_size=64, max_wait_s=30.0))
         await learner.start()
         tickets = [await learner.submit(r) for r in rollouts]
         learner._process.kill()  # type: ignore[union-attr]
@@ -82,7 +83,7 @@ def _thread_stats(pid: int) -> list[list[str]]:
                                                  (EmbedConfig(child_sched_idle=False, child_nice=7), 0, 7)])
 async def test_the_child_runs_at_the_configured_cpu_priority(embed: EmbedConfig, policy: int, nice: int) -> None:
     async with open_session(CONFIG) as session:
-        async with ProcessLearner(session.agents, Playbook.empty(), OnlineConfig(batch_size=4), embed=embed) as learner:
+        async with ProcessLearner(session.calls, Playbook.empty(), OnlineConfig(batch_size=4), embed=embed) as learner:
             stats = _thread_stats(learner._process.pid)  # type: ignore[union-attr]
     # after the command: field 19 of stat is nice, field 41 the scheduling policy (3rd = index 0)
     assert stats and {int(s[41 - 3]) for s in stats} == {policy}

@@ -10,6 +10,7 @@ import asyncio
 import msgspec
 import pytest
 
+from combee_fast.ace.calls import AceCalls
 from combee_fast.config import EmbedConfig, OnlineConfig, ReleaseConfig, SessionConfig, SimConfig, TaskConfig
 from combee_fast.embedded.online import OnlineLearner
 from combee_fast.embedded.process import ProcessLearner
@@ -26,7 +27,7 @@ BATCH = 48
 
 
 async def _rollouts(session: Session, n: int) -> list[Rollout]:
-    answers = [await session.agents.generate(e, "", epoch=0) for e in session.train_split.examples[:24]]
+    answers = [await AceCalls(session.calls).generate(e, "", epoch=0) for e in session.train_split.examples[:24]]
     return [msgspec.structs.replace(answers[i % 24], round=i) for i in range(n)]
 
 
@@ -77,7 +78,7 @@ async def test_the_same_submissions_give_the_same_decisions_in_the_loop_a_thread
         rollouts = await _rollouts(session, 4 * BATCH)
         for name, make in (("inloop", OnlineLearner), ("threaded", ThreadedLearner), ("process", ProcessLearner)):
             seen: list[Event] = []
-            learner = make(session.agents, Playbook.empty(), _staged(), events=Events(seen.append))
+            learner = make(session.calls, Playbook.empty(), _staged(), events=Events(seen.append))
             await _drive(learner, rollouts)
             decided[name] = [e for e in seen if isinstance(e, ReleaseDecision)]
             assert learner.release.incumbent.version == 3 and learner.text == learner.playbook.render()
@@ -96,7 +97,7 @@ async def test_hold_publishes_nothing_until_approved() -> None:
     config = OnlineConfig(batch_size=16, max_wait_s=30.0, release=ReleaseConfig(policy="hold"))
     async with open_session(CONFIG) as session:
         rollouts = await _rollouts(session, 48)
-        async with ThreadedLearner(session.agents, Playbook.empty(), config) as learner:
+        async with ThreadedLearner(session.calls, Playbook.empty(), config) as learner:
             tickets = [await learner.submit(r, version=0) for r in rollouts[:32]]
             await asyncio.gather(*tickets)
             await _candidate(learner, 1)
@@ -133,14 +134,14 @@ async def test_a_harmful_candidate_is_rolled_back_and_the_incumbent_serves_again
                            *(harmful_lesson(unit, 0, 40) for unit in units))
         assert HARMFUL_FACETS[0] in harmful.render()
         seen: list[Event] = []
-        async with OnlineLearner(session.agents, incumbent, online, events=Events(seen.append)) as learner:
+        async with OnlineLearner(session.calls, incumbent, online, events=Events(seen.append)) as learner:
             number = await learner.propose(harmful)
             assert learner.release.candidate.version == number
             served: list[int] = []
             for i in range(3_000):
                 context = learner.context_for(f"user-{i % 400}")
                 served.append(context.version)
-                rollout = await session.agents.generate(traffic[i % len(traffic)], context.text, epoch=0, round_=i)
+                rollout = await AceCalls(session.calls).generate(traffic[i % len(traffic)], context.text, epoch=0, round_=i)
                 await learner.submit(rollout, version=context.version)
                 if learner.release.candidate is None or learner.release.candidate.version != number:
                     break
@@ -165,13 +166,13 @@ async def test_shadow_re_runs_in_the_child_process_roll_a_harmful_candidate_back
         seen: list[Event] = []
         # a normal-priority child: the host here generates without pause, so an idle-priority one would wait
         embed = EmbedConfig(child_sched_idle=False, child_nice=None)
-        async with ProcessLearner(session.agents, incumbent, online, embed=embed, events=Events(seen.append)) as learner:
+        async with ProcessLearner(session.calls, incumbent, online, embed=embed, events=Events(seen.append)) as learner:
             number = await learner.propose(harmful)
             await _candidate(learner, number)
             for i in range(1_500):
                 context = learner.context_for(f"user-{i}")
                 assert context.version == incumbent.version  # a shadow candidate serves nothing
-                rollout = await session.agents.generate(traffic[i % len(traffic)], context.text, epoch=0, round_=i)
+                rollout = await AceCalls(session.calls).generate(traffic[i % len(traffic)], context.text, epoch=0, round_=i)
                 await learner.submit(rollout, version=context.version)
                 if any(isinstance(e, ReleaseDecision) and e.decision == "rollback" for e in seen):
                     break

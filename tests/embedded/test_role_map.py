@@ -8,6 +8,7 @@ import asyncio
 import msgspec
 import pytest
 
+from combee_fast.ace.calls import AceCalls
 from combee_fast.config import EndpointSpec, OnlineConfig, SamplingConfig, SessionConfig, SimConfig, TaskConfig
 from combee_fast.embedded.process import ProcessLearner
 from combee_fast.embedded.threaded import ThreadedLearner
@@ -41,11 +42,11 @@ async def test_an_embedded_learner_calls_every_replica_with_each_roles_sampling(
         sampling={"reflector": SamplingConfig(temperature=0.3)},
     )
     async with open_session(config) as session:
-        answers = [await session.agents.generate(e, "", epoch=0) for e in session.train_split.examples]
+        answers = [await AceCalls(session.calls).generate(e, "", epoch=0) for e in session.train_split.examples]
         rollouts = [msgspec.structs.replace(answers[i % 24], round=i // 24) for i in range(48)]
         for replica in replicas:
             replica.seen.clear()
-        async with learner_type(session.agents, Playbook.empty(), OnlineConfig(batch_size=16, max_wait_s=30.0)) as learner:
+        async with learner_type(session.calls, Playbook.empty(), OnlineConfig(batch_size=16, max_wait_s=30.0)) as learner:
             tickets = [await learner.submit(r) for r in rollouts]
             await asyncio.gather(*tickets)
     assert learner.playbook.version > 0

@@ -30,7 +30,7 @@ from combee_fast.config import FaultConfig, OnlineConfig
 from combee_fast.embedded.online import AppliedBatch, OnlineLearner
 from combee_fast.endpoint.client import EndpointClient, EndpointConfig
 from combee_fast.playbook import Playbook
-from combee_fast.roles.agents import Agents, RoleClients
+from combee_fast.ace.calls import AceCalls
 from combee_fast.tasks.registry import get_task
 
 SUBMISSIONS = int(os.environ.get("COMBEE_SOAK_SUBMISSIONS", "30000"))
@@ -80,7 +80,7 @@ async def _soak(url: str) -> None:
     task = get_task("formula")
     examples = task.load("train").examples[:EXAMPLES]
     async with EndpointClient(EndpointConfig(name="sim", base_url=url, model="sim")) as client:
-        agents = Agents(task, RoleClients.single(client), seed=0)
+        agents = AceCalls.on_client(task, client, seed=0)
         answers = [await agents.generate(e, "", epoch=0) for e in examples]
         landed = bytearray(SUBMISSIONS)  # times each submission landed in an applied batch or failed
         number_of = {answer.example.id: i for i, answer in enumerate(answers)}
@@ -104,7 +104,7 @@ async def _soak(url: str) -> None:
         config = OnlineConfig(batch_size=256, max_wait_s=0.05, queue_size=1024, workers=128, keep_batches=KEPT_BATCHES)
         rss: list[int] = []
         started = time.monotonic()
-        async with OnlineLearner(agents, Playbook.empty(token_budget=TOKEN_BUDGET), config,
+        async with OnlineLearner(agents.calls, Playbook.empty(token_budget=TOKEN_BUDGET), config,
                                  on_publish=on_publish) as learner:
             for i in range(SUBMISSIONS):
                 rollout = msgspec.structs.replace(answers[i % EXAMPLES], round=i // EXAMPLES)

@@ -11,6 +11,7 @@ import threading
 import msgspec
 import pytest
 
+from combee_fast.ace.calls import AceCalls
 from combee_fast.config import OnlineConfig, SessionConfig, SimConfig, TaskConfig, EmbedConfig
 from combee_fast.errors import ConfigError
 from combee_fast.playbook import Playbook
@@ -23,7 +24,7 @@ CONFIG = SessionConfig(task=TaskConfig(train_split="train", val_split="val[0:30]
 
 
 async def _rollouts(session: Session, n: int) -> list[Rollout]:
-    answers = [await session.agents.generate(e, "", epoch=0) for e in session.train_split.examples[:24]]
+    answers = [await AceCalls(session.calls).generate(e, "", epoch=0) for e in session.train_split.examples[:24]]
     return [msgspec.structs.replace(answers[i % 24], round=i // 24) for i in range(n)]
 
 
@@ -37,9 +38,9 @@ async def test_threaded_learner_applies_the_same_batches_and_playbook_as_the_onl
     config = OnlineConfig(batch_size=16, max_wait_s=30.0)  # batches close full: timing cannot change them
     async with open_session(CONFIG) as session:
         rollouts = await _rollouts(session, 64)
-        direct = OnlineLearner(session.agents, Playbook.empty(), config)
+        direct = OnlineLearner(session.calls, Playbook.empty(), config)
         await _learn(direct, rollouts)
-        threaded = ThreadedLearner(session.agents, Playbook.empty(), config)
+        threaded = ThreadedLearner(session.calls, Playbook.empty(), config)
         applied = await _learn(threaded, rollouts)
     assert [b.rollout_ids for b in threaded.batches] == [b.rollout_ids for b in direct.batches]
     assert len(threaded.batches) == 4
@@ -59,7 +60,7 @@ async def test_reads_are_whole_versions_and_tickets_resolve_on_the_host_loop() -
 
     async with open_session(CONFIG) as session:
         rollouts = await _rollouts(session, 200)
-        learner = ThreadedLearner(session.agents, Playbook.empty(), config, on_publish=on_publish)
+        learner = ThreadedLearner(session.calls, Playbook.empty(), config, on_publish=on_publish)
         with pytest.raises(RuntimeError, match="not started"):
             await learner.submit(rollouts[0])
         seen: list[int] = []
@@ -89,7 +90,7 @@ async def test_process_settings_are_set_while_running_and_restored_at_stop() -> 
     before_interval, before_thresholds = sys.getswitchinterval(), gc.get_threshold()
     settings = EmbedConfig(switch_interval_s=0.0007, gc_threshold0=12_345)
     async with open_session(CONFIG) as session:
-        async with ThreadedLearner(session.agents, Playbook.empty(), embed=settings):
+        async with ThreadedLearner(session.calls, Playbook.empty(), embed=settings):
             assert sys.getswitchinterval() == pytest.approx(0.0007)
             assert gc.get_threshold()[0] == 12_345
     assert sys.getswitchinterval() == before_interval and gc.get_threshold() == before_thresholds

@@ -69,7 +69,7 @@ async def test_stopping_one_replica_mid_run_loses_no_call() -> None:
             stopper = asyncio.create_task(stop_b_after(8))
             result = await session.train(plan=FixedBatch(10))
             await stopper
-            totals = session.clients.generator.usage_totals()
+            totals = session.clients["generator"].usage_totals()
     finally:
         await a.stop()
         await b.stop()
@@ -80,7 +80,7 @@ async def test_stopping_one_replica_mid_run_loses_no_call() -> None:
         errors[endpoint] += t.errors
     assert errors[b.url] >= 1 and errors[a.url] == 0  # errors are kept per replica
     print(f"\nafter stopping one replica: {_calls(a)} calls on the live one, {_calls(b)} on the stopped one; "
-          f"{session.clients.generator.failovers} fail-overs")
+          f"{session.clients['generator'].failovers} fail-overs")
 
 
 def test_only_replica_faults_move_a_call() -> None:

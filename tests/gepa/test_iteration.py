@@ -53,7 +53,7 @@ class Run(msgspec.Struct):
 
 async def _iterate(config: SessionConfig, reflection=None, *, minibatch: int, calls_type=GepaCalls) -> Run:
     async with open_session(config) as session:
-        calls = calls_type(session.task, session.clients, seed=config.seed)
+        calls = calls_type(session.task, session.calls)
         method = GepaIteration("gepa", calls, reflection or SerialReflection(), session.val_split.examples,
                                config=config.gepa, seed=config.seed, workers=config.map.workers)
         train = session.train_split.examples

@@ -58,7 +58,7 @@ class _Counting(GepaCalls):
 
 
 def _method(session: Session, config: SessionConfig, *, serial: bool = False) -> tuple[AsyncGepa, _Counting]:
-    calls = _Counting(session.task, session.clients, seed=config.seed)
+    calls = _Counting(session.task, session.calls)
     reflection = SerialReflection() if serial else CombeeReflection(config.combee, seed=config.seed)
     work = StageWork(calls, reflection, session.val_split.examples, workers=config.map.workers,
                      skip_perfect=config.gepa.skip_perfect)

@@ -9,10 +9,10 @@ import pytest
 from combee_fast.config import FaultConfig
 from combee_fast.endpoint.calls import ChatRequest
 from combee_fast.endpoint.client import EndpointClient, EndpointConfig
-from combee_fast.roles.generator import GENERATOR_SCHEMA, generator_schema
-from combee_fast.roles.ops import OPS_SCHEMA, ops_schema
-from combee_fast.roles.reducer import REDUCER_SCHEMA
-from combee_fast.roles.reflector import REFLECTOR_SCHEMA, reflector_schema
+from combee_fast.ace.generator import GENERATOR_SCHEMA, generator_schema
+from combee_fast.ace.ops import OPS_SCHEMA, ops_schema
+from combee_fast.ace.reducer import REDUCER_SCHEMA
+from combee_fast.ace.reflector import REFLECTOR_SCHEMA, reflector_schema
 from combee_fast.schema import Message
 from tests.conftest import StartSimServer
 

@@ -13,9 +13,9 @@ from combee_fast.endpoint.client import EndpointClient, EndpointConfig
 from combee_fast.endpoint.pool import EndpointPool
 from combee_fast.endpoint.wire import ROLE_HEADER
 from combee_fast.playbook import Playbook
-from combee_fast.roles.agents import Agents, RoleClients
+from combee_fast.ace.calls import AceCalls
 from combee_fast.roles.budget import cut_playbook, is_context_error
-from combee_fast.roles.generator import GENERATOR_MAX_TOKENS, GENERATOR_SYSTEM_PROMPT
+from combee_fast.ace.generator import GENERATOR_MAX_TOKENS, GENERATOR_SYSTEM_PROMPT
 from combee_fast.schema import CallError, Rollout
 from combee_fast.tasks.registry import get_task
 from tests.conftest import ThreadedServer
@@ -100,15 +100,15 @@ def _examples(n: int):
     return get_task("formula").load(f"train[0:{n}]").examples
 
 
-async def _generate(endpoint: EndpointClient | EndpointPool, examples=None) -> tuple[list[Rollout], Agents]:
+async def _generate(endpoint: EndpointClient | EndpointPool, examples=None) -> tuple[list[Rollout], AceCalls]:
     """The generator's rollouts of ``examples`` (default: the first) against ``PLAYBOOK``, all at
     once, on the ``endpoint`` detected first."""
     await endpoint.detect()
     return await _generate_detected(endpoint, examples)
 
 
-async def _generate_detected(endpoint: EndpointClient | EndpointPool, examples=None) -> tuple[list[Rollout], Agents]:
-    agents = Agents(get_task("formula"), RoleClients.single(endpoint), seed=0)  # type: ignore[arg-type]
+async def _generate_detected(endpoint: EndpointClient | EndpointPool, examples=None) -> tuple[list[Rollout], AceCalls]:
+    agents = AceCalls.on_client(get_task("formula"), endpoint, seed=0)  # type: ignore[arg-type]
     rollouts = await asyncio.gather(*(agents.generate(example, PLAYBOOK, epoch=0)
                                       for example in examples or _examples(1)))
     return list(rollouts), agents
@@ -122,7 +122,7 @@ async def test_the_playbook_is_cut_to_the_reported_context_by_the_estimate() -> 
     with LlamaCppLike(4096, tokenizer=False, chars_per_token=3) as server:
         async with _client(server.url) as client:
             (rollout,), agents = await _generate(client)
-    assert rollout.error is None and agents.trimmed["generator"] == 0
+    assert rollout.error is None and agents.calls.trimmed["generator"] == 0
     ((tokens, status),) = server.chats_of("generator")
     assert status == 200 and tokens + GENERATOR_MAX_TOKENS <= 4096 < server.tokens(PLAYBOOK)
 
@@ -133,14 +133,14 @@ async def test_with_a_tokenizer_the_playbook_is_cut_exactly_and_fits_the_first_t
             assert await client.count_tokens("abcde") is None  # not detected yet: no tokenizer known
             (rollout,), agents = await _generate(client)
             assert await client.count_tokens("abcde") == 3
-    assert rollout.error is None and agents.trimmed["generator"] == 0
+    assert rollout.error is None and agents.calls.trimmed["generator"] == 0
     ((tokens, status),) = server.chats_of("generator")
     assert status == 200 and 0.85 * 4096 <= tokens + GENERATOR_MAX_TOKENS <= 4096  # the room is used, not wasted
     assert "exceeded the context" not in capsys.readouterr().err
     with LlamaCppLike(4096, tokenizer=False) as estimated:  # the same server without a tokenizer
         async with _client(estimated.url) as client:
             (rollout,), agents = await _generate(client)
-    assert rollout.error is None and agents.trimmed["generator"] == 1
+    assert rollout.error is None and agents.calls.trimmed["generator"] == 1
     assert [status for _, status in estimated.chats_of("generator")] == [400, 200]
 
 
@@ -149,7 +149,7 @@ async def test_a_playbook_is_tokenized_once_per_endpoint() -> None:
         async with EndpointPool([_client(server.url), _client(server.url)]) as pool:
             rollouts, agents = await _generate(pool, _examples(6))  # six calls at once
             again = [await agents.generate(example, PLAYBOOK, epoch=1) for example in _examples(3)]
-    assert all(r.error is None for r in rollouts + again) and agents.trimmed["generator"] == 0
+    assert all(r.error is None for r in rollouts + again) and agents.calls.trimmed["generator"] == 0
     assert [status for _, status in server.chats_of("generator")] == [200] * 9
     assert server.tokenized.count(PLAYBOOK) == 1 and server.tokenized.count(GENERATOR_SYSTEM_PROMPT) == 1
     cut = [text for text in server.tokenized if PLAYBOOK.startswith(text) and text != PLAYBOOK]
@@ -174,14 +174,14 @@ async def test_count_tokens_is_none_without_a_tokenizer_or_when_it_fails() -> No
             server.tokenize_fails = True
             assert client.capabilities.tokenize and await client.count_tokens("abcd") is None
             (rollout,), agents = await _generate_detected(client)  # a failed count: the estimate, short here
-    assert rollout.error is None and agents.trimmed["generator"] == 1
+    assert rollout.error is None and agents.calls.trimmed["generator"] == 1
 
 
 async def test_a_context_error_halves_the_playbook_and_sends_again(capsys) -> None:
     with LlamaCppLike(10_000, report_ctx=False, tokenizer=False) as server:
         async with _client(server.url) as client:
             (rollout,), agents = await _generate(client)
-    assert rollout.error is None and agents.trimmed == {"generator": 1, "curator": 0, "reducer": 0}
+    assert rollout.error is None and agents.calls.trimmed == {"generator": 1, "curator": 0, "reducer": 0}
     (first, status), (second, _) = server.chats_of("generator")
     assert status == 400 and second < first
     assert "the generator's prompt exceeded the context" in capsys.readouterr().err
@@ -192,13 +192,13 @@ async def test_the_curator_and_reducer_are_trimmed_and_sent_again_on_a_context_e
     with LlamaCppLike(6144, tokenizer=False) as server:
         async with _client(server.url) as client:
             await client.detect()
-            agents = Agents(get_task("formula"), RoleClients.single(client), seed=0)
+            agents = AceCalls.on_client(get_task("formula"), client, seed=0)
             for _ in range(2):
                 curated = await agents.curate([], Playbook.empty(), PLAYBOOK, source="s", seed_path=(0,))
                 reduced = await agents.reduce([[], []], PLAYBOOK, source="s", seed_path=(0,))
                 assert curated.error is None and reduced.error is None
-    assert agents.trimmed == {"generator": 0, "curator": 2, "reducer": 2}
-    assert agents.calls["curator"] == agents.calls["reducer"] == 2  # a trimmed retry is part of its call
+    assert agents.calls.trimmed == {"generator": 0, "curator": 2, "reducer": 2}
+    assert agents.calls.calls["curator"] == agents.calls.calls["reducer"] == 2  # a trimmed retry is part of its call
     for role in ("curator", "reducer"):
         statuses = [status for _, status in server.chats_of(role)]
         assert statuses == [400, 200, 400, 200], role
@@ -211,7 +211,7 @@ async def test_the_curator_and_reducer_playbooks_are_cut_to_the_reported_context
     with LlamaCppLike(4096) as server:
         async with _client(server.url) as client:
             await client.detect()
-            agents = Agents(get_task("formula"), RoleClients.single(client), seed=0)
+            agents = AceCalls.on_client(get_task("formula"), client, seed=0)
             curated = await agents.curate([], Playbook.empty(), PLAYBOOK, source="s", seed_path=(0,))
             reduced = await agents.reduce([[], []], PLAYBOOK, source="s", seed_path=(0,))
     assert curated.error is None and reduced.error is None

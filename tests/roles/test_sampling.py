@@ -14,8 +14,9 @@ from combee_fast.config import SamplingConfig, SessionConfig, config_from_dict
 from combee_fast.endpoint.calls import ChatRequest
 from combee_fast.endpoint.client import EndpointClient, EndpointConfig
 from combee_fast.errors import ConfigError
-from combee_fast.roles.agents import Agents, RoleClients
+from combee_fast.ace.calls import AceCalls
 from combee_fast.schema import Message
+from combee_fast.session import open_session
 from combee_fast.tasks.registry import get_task
 from tests.conftest import ThreadedServer
 
@@ -32,11 +33,31 @@ def test_a_role_table_is_merged_over_the_default_table() -> None:
     assert SessionConfig().sampling_for("reducer") == SamplingConfig()
 
 
-@pytest.mark.parametrize("table", [{"critic": {}}, {"generator": {"frequency_penalty": 3}},
+@pytest.mark.parametrize("table", [{"generator": {"frequency_penalty": 3}},
                                    {"generator": {"max_completion_tokens": 0}}, {"generator": {"top_p": 0}}])
 def test_bad_sampling_is_a_config_error(table) -> None:
     with pytest.raises(ConfigError):
         config_from_dict({"sampling": table})
+
+
+@pytest.mark.parametrize(("learner", "method", "role"), [("ace", "combee", "critic"), ("gepa", "gepa", "reflector"),
+                                                          ("textgrad", "textgrad", "curator")])
+def test_sampling_of_a_role_the_learner_does_not_call_is_refused_when_the_session_opens(learner, method, role) -> None:
+    config = config_from_dict({"learner": learner, "method": method, "sampling": {role: {"temperature": 0.3}}})
+    with pytest.raises(ConfigError, match=f"sampling for unknown roles: {role} \\(learner '{learner}' calls"):
+        asyncio.run(_open(config))
+
+
+async def _open(config: SessionConfig) -> None:
+    async with open_session(config):
+        pass
+
+
+def test_a_pool_table_is_merged_under_the_role_table() -> None:
+    config = config_from_dict({"sampling": {"default": {"temperature": 0.2}, "propose": {"temperature": 0.9, "top_p": 0.5},
+                                            "loss": {"top_p": 0.8}}})
+    assert config.sampling_for("loss", "textgrad_loss", "evaluate") == SamplingConfig(temperature=0.2, top_p=0.8)
+    assert config.sampling_for("gradient", "textgrad_gradient", "propose") == SamplingConfig(temperature=0.9, top_p=0.5)
 
 
 def test_the_roles_send_their_sampling_and_extra_fields_on_the_wire() -> None:
@@ -56,10 +77,10 @@ def test_the_roles_send_their_sampling_and_extra_fields_on_the_wire() -> None:
 
     async def generate(url: str) -> None:
         async with EndpointClient(EndpointConfig(name="e", base_url=url, model="m")) as client:
-            agents = Agents(task, RoleClients.single(client), seed=0, sampling=config.sampling_for)
+            agents = AceCalls.on_client(task, client, seed=0, sampling={r: config.sampling_for(r) for r in ('generator',)})
             rollout = await agents.generate(example, "", epoch=0)
             assert rollout.error is None
-            assert agents.effective_sampling()["generator"] == {
+            assert agents.calls.effective_sampling()["generator"] == {
                 "temperature": 0.7, "max_tokens": 256, "frequency_penalty": 0.5, "repeat_penalty": 1.1}
 
     with ThreadedServer(handler) as server:

@@ -11,7 +11,6 @@ import pytest
 
 from combee_fast.config import (AgentConfig, ExecutorConfig, FaultConfig, MapConfig, SessionConfig, SimConfig,
                                 TaskConfig)
-from combee_fast.rollouts.attempts import EpisodeAttempts
 from combee_fast.session import open_session
 from tests.rollouts import environments
 
@@ -29,7 +28,7 @@ def _config(agent: str, env: str | None = "counting", *, workers: int = 3, fault
 async def _episodes(config: SessionConfig, count: int = 8):  # type: ignore[no-untyped-def]
     async with open_session(config) as session:
         assert session.episodes is not None and session.episodes.capacity == config.map.workers
-        attempts = EpisodeAttempts(session.episodes, seed=config.seed)
+        attempts = session.attempts()
         examples = session.train_split.examples[:count]
         return await asyncio.gather(*(attempts.attempt(e, "", version=0, epoch=0) for e in examples))
 

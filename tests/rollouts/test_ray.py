@@ -21,7 +21,6 @@ import pytest
 from combee_fast.config import (AgentConfig, CacheConfig, ExecutorConfig, MapConfig, SessionConfig, SimConfig,
                                 TaskConfig)
 from combee_fast.engine.loop import run
-from combee_fast.rollouts.attempts import EpisodeAttempts
 from combee_fast.session import open_session
 from tests.rollouts.ray_cluster import DRIVER_ENV, LocalRayCluster
 
@@ -170,7 +169,7 @@ async def _talks(config: SessionConfig) -> list[tuple[object, ...]]:
     """What each episode said and got, and whether all its calls came from the cache."""
     async with open_session(config) as session:
         assert session.episodes is not None
-        attempts = EpisodeAttempts(session.episodes, seed=config.seed)
+        attempts = session.attempts()
         rollouts = await asyncio.gather(*(attempts.attempt(example, "", version=0, epoch=0)
                                           for example in session.train_split.examples))
     return [(r.trajectory.key, r.trajectory.answer, r.trajectory.reward, r.trajectory.error,  # type: ignore[union-attr]

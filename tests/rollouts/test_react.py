@@ -15,7 +15,6 @@ import msgspec
 import pytest
 
 from combee_fast.config import AgentConfig, MapConfig, SessionConfig, SimConfig, TaskConfig
-from combee_fast.rollouts.attempts import EpisodeAttempts
 from combee_fast.rollouts.react import FINISH, action_schema
 from combee_fast.session import open_session
 from combee_fast.tasks.terminal.environment import RUN_TOOL
@@ -30,10 +29,10 @@ async def _trajectories(tool_calls: str, count: int = 6):  # type: ignore[no-unt
                            agent=AgentConfig(tool_calls=tool_calls), map=MapConfig(workers=6),
                            sim=SimConfig(preset="flat", time_scale=0.001))
     async with open_session(config) as session:
-        attempts = EpisodeAttempts(session.episodes, seed=0)  # type: ignore[arg-type]
+        attempts = session.attempts()
         examples = session.train_split.examples[::12][:count]
         rollouts = [await attempts.attempt(e, "", version=0, epoch=0) for e in examples]
-        probed = session.clients.generator.capabilities.tools  # type: ignore[union-attr]
+        probed = session.clients["generator"].capabilities.tools  # type: ignore[union-attr]
     return [r.trajectory for r in rollouts], probed
 
 

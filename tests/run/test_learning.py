@@ -7,6 +7,7 @@ import asyncio
 import msgspec
 import pytest
 
+from combee_fast.ace.calls import AceCalls
 from combee_fast.config import (
     CacheConfig,
     CombeeConfig,
@@ -105,7 +106,7 @@ async def test_injected_faults_are_recorded_and_the_run_completes(tmp_path) -> N
 async def test_online_mode_accounts_for_every_rollout_in_exactly_one_batch() -> None:
     async with open_session(_config("train")) as session:
         examples = session.train_split.examples
-        answers = [await session.agents.generate(e, "", epoch=0) for e in examples[:50]]
+        answers = [await AceCalls(session.calls).generate(e, "", epoch=0) for e in examples[:50]]
         rollouts = [
             msgspec.structs.replace(answers[i % 50], round=i // 50) for i in range(1000)
         ]
@@ -115,7 +116,7 @@ async def test_online_mode_accounts_for_every_rollout_in_exactly_one_batch() -> 
         async def on_publish(playbook: Playbook, batch) -> None:
             published.append(playbook.version)
 
-        async with OnlineLearner(session.agents, Playbook.empty(), config, on_publish=on_publish) as learner:
+        async with OnlineLearner(session.calls, Playbook.empty(), config, on_publish=on_publish) as learner:
             versions_seen: list[int] = []
 
             async def reader() -> None:

@@ -13,6 +13,7 @@ import pytest
 
 pytest.importorskip("prometheus_client", reason="the metrics extra: pip install -e '.[metrics]'")
 
+from combee_fast.ace.calls import AceCalls
 from combee_fast.config import OnlineConfig, ReleaseConfig, SessionConfig, SimConfig, TaskConfig  # noqa: E402
 from combee_fast.embedded.threaded import ThreadedLearner  # noqa: E402
 from combee_fast.playbook import Playbook  # noqa: E402
@@ -45,9 +46,9 @@ async def test_the_metrics_endpoint_serves_the_release_figures_over_http() -> No
                           release=ReleaseConfig(policy="staged", stages=(0.5, 1.0), margin=0.1, status_every=8))
     try:
         async with open_session(CONFIG) as session:
-            answers = [await session.agents.generate(e, "", epoch=0) for e in session.train_split.examples[:16]]
+            answers = [await AceCalls(session.calls).generate(e, "", epoch=0) for e in session.train_split.examples[:16]]
             rollouts = [msgspec.structs.replace(answers[i % 16], round=i) for i in range(64)]
-            async with ThreadedLearner(session.agents, Playbook.empty(), online, events=Events(metrics)) as learner:
+            async with ThreadedLearner(session.calls, Playbook.empty(), online, events=Events(metrics)) as learner:
                 await asyncio.gather(*[await learner.submit(r, version=0) for r in rollouts[:16]])
                 for _ in range(500):
                     if learner.release.candidate is not None:

@@ -159,9 +159,9 @@ async def test_errors_jsonl_holds_every_failed_call_beyond_the_in_memory_history
     config = _config(sim=SimConfig("flat", 1e-4, faults=FaultConfig(rate_malformed=0.3)))
     run_dir = RunDir(tmp_path)
     async with open_session(config) as session:
-        session.agents.failures = collections.deque(maxlen=2)  # memory keeps the latest 2; the file keeps all
+        session.calls.failures = collections.deque(maxlen=2)  # memory keeps the latest 2; the file keeps all
         await session.train(plan=FixedBatch(12), run_dir=run_dir)
-        failed = session.agents.failures_total
+        failed = session.calls.failures_total
     run_dir.close()
     lines = [json.loads(line) for line in (tmp_path / "errors.jsonl").read_text().splitlines()]
     assert failed > 2 and len(lines) == failed == json.loads((tmp_path / "calls.json").read_text())["failed"]

@@ -6,11 +6,12 @@ from __future__ import annotations
 import orjson
 
 from combee_fast.gepa.calls import AGGREGATOR_ROLE, PROPOSER_ROLE, SOLVER_ROLE, examples_text
-from combee_fast.gepa.candidate import Candidate, load_prompt
+from combee_fast.gepa.calls import AGGREGATOR_USER_TEMPLATE, PROPOSER_USER_TEMPLATE, SOLVER_USER_TEMPLATE
+from combee_fast.gepa.candidate import Candidate
 from combee_fast.gepa.revisions import changes_text, compose
 from combee_fast.playbook import Playbook
 from combee_fast.roles.base import fill
-from combee_fast.roles.generator import generator_messages
+from combee_fast.ace.generator import generator_messages
 from combee_fast.schema import Delta, GradedAnswer, Message, Op, OpKind, Usage
 from combee_fast.sim import instructions
 from combee_fast.sim.instructions import InstructionWorld, capacity, instruction_lessons, with_lessons
@@ -30,7 +31,7 @@ def _ask(role: str, messages: tuple[Message, ...], seed: int, world: TaskWorld =
 
 
 def _solve(instruction: str, example_index: int, seed: int) -> str:
-    user = fill(load_prompt("solver_user.txt"), question=EXAMPLES[example_index].input)
+    user = fill(SOLVER_USER_TEMPLATE, question=EXAMPLES[example_index].input)
     return _ask(SOLVER_ROLE, (Message("system", instruction), Message("user", user)), seed)["final_answer"]
 
 
@@ -77,7 +78,7 @@ def _graded(indices: range) -> list[GradedAnswer]:
 
 
 def _propose(indices: range, seed: int, current: str = SEED) -> list[str]:
-    user = fill(load_prompt("proposer_user.txt"), instruction=current, examples=examples_text(_graded(indices)))
+    user = fill(PROPOSER_USER_TEMPLATE, instruction=current, examples=examples_text(_graded(indices)))
     reply = _ask(PROPOSER_ROLE, (Message("system", "p"), Message("user", user)), seed)
     return instruction_lessons(reply["instruction"])
 
@@ -93,7 +94,7 @@ def test_the_proposer_keeps_the_instruction_and_overloads_like_the_curator() -> 
 
 
 def _aggregate(revisions: list[str], seed: int) -> list[str]:
-    user = fill(load_prompt("aggregator_user.txt"), instruction=SEED, proposals=changes_text(SEED, revisions))
+    user = fill(AGGREGATOR_USER_TEMPLATE, instruction=SEED, proposals=changes_text(SEED, revisions))
     reply = _ask(AGGREGATOR_ROLE, (Message("system", "a"), Message("user", user)), seed)
     assert reply["remove"] == [] and reply["add"] == []
     return instruction_lessons(compose(SEED, revisions, reply["remove"], reply["keep"], reply["add"]))

@@ -44,7 +44,7 @@ def _unit(index: int) -> str:
 
 
 def test_the_world_and_the_learner_name_the_textgrad_roles_alike() -> None:
-    assert world_roles.TEXTGRAD_ROLES == calls.ROLES
+    assert world_roles.TEXTGRAD_ROLES == tuple(role.key for role in calls.ROLES)
 
 
 def test_ace_and_gepa_roles_are_answered_exactly_as_by_the_instruction_world() -> None:

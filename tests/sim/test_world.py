@@ -8,9 +8,9 @@ import orjson
 
 from combee_fast.sim.server import SimRequest
 from combee_fast.playbook import Playbook
-from combee_fast.roles.curator import curator_messages
-from combee_fast.roles.generator import generator_messages
-from combee_fast.roles.reflector import reflector_messages
+from combee_fast.ace.curator import curator_messages
+from combee_fast.ace.generator import generator_messages
+from combee_fast.ace.reflector import reflector_messages
 from combee_fast.schema import Delta, Op, OpKind, Reflection, Rollout, Usage
 from combee_fast.tasks.registry import get_task
 from combee_fast.sim.world import (
@@ -77,7 +77,7 @@ async def test_naive_batching_learns_the_paper_fig2_entry_counts_within_25_perce
 
 
 def test_the_uninformative_world_variant_reflects_no_lesson_about_any_unit() -> None:
-    from combee_fast.roles.reflector import reflector_messages
+    from combee_fast.ace.reflector import reflector_messages
     from combee_fast.schema import Rollout
     from combee_fast.sim.world import WORLD_VARIANTS, lesson_unit, world_params
 

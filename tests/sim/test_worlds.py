@@ -5,7 +5,7 @@ from __future__ import annotations
 import orjson
 
 from combee_fast.gepa.calls import PROPOSER_ROLE, SOLVER_ROLE
-from combee_fast.roles.generator import generator_messages
+from combee_fast.ace.generator import generator_messages
 from combee_fast.schema import Message
 from combee_fast.sim.server import SimRequest
 from combee_fast.sim.worlds import BUNDLED_TASKS, asked_question, bundled_worlds, task_world

@@ -43,7 +43,7 @@ async def test_a_failed_forward_ends_the_chain_with_no_record() -> None:
         learner = TextGradLearner(calls_of(session.context))
         seed = PromptVariable.seed()
         trace = await learner.run_item(session.train_split.examples[0], seed, seed.render(), epoch=0, rounds=1)
-        failures = list(session.agents.failures)
+        failures = list(session.calls.failures)
     assert [usage.role for usage, _ in trace.call_outcomes()] == [FORWARD_ROLE]
     assert trace.loss is None and learner.record(trace) is None
     assert [kind for kind, _ in trace.errors()] == [f"{trace.item_id}:forward"]

@@ -19,7 +19,7 @@ from pathlib import Path
 import msgspec
 
 from combee_fast.errors import ConfigError, TaskDataError
-from combee_fast.protocols import Environment
+from combee_fast.protocols.rollouts import Environment
 from combee_fast.sandbox.sessions import Sandboxes
 from combee_fast.schema import Example
 from combee_fast.tasks.ace_format import DATA_DIR

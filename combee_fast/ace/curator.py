@@ -2,7 +2,7 @@
 
 User message tags (each on its own line, content between): ``<playbook>``, ``<playbook_stats>``,
 ``<reflections>`` (one JSON object per line with keys rollout_id, error_identification,
-root_cause, correct_approach, key_insight). Output: see :mod:`combee_fast.roles.ops`.
+root_cause, correct_approach, key_insight). Output: see :mod:`combee_fast.ace.ops`.
 """
 
 from __future__ import annotations
@@ -12,13 +12,13 @@ from typing import Any, Sequence
 import orjson
 
 from combee_fast.roles.base import EMPTY_PLAYBOOK, bullet_line, fill, load_prompt
-from combee_fast.roles.ops import OPS_SCHEMA
+from combee_fast.ace.ops import OPS_SCHEMA
 from combee_fast.schema import Bullet, Message, Reflection
 
 CURATOR_MAX_TOKENS = 2048
 CURATOR_SCHEMA: dict[str, Any] = OPS_SCHEMA
-CURATOR_SYSTEM_PROMPT = load_prompt("curator.txt")
-CURATOR_USER_TEMPLATE = load_prompt("curator_user.txt")
+CURATOR_SYSTEM_PROMPT = load_prompt("curator.txt", beside=__file__)
+CURATOR_USER_TEMPLATE = load_prompt("curator_user.txt", beside=__file__)
 
 NO_REFLECTIONS = "(no reflections)"
 STATS_CONTENT_CHARS = 120

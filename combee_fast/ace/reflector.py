@@ -26,10 +26,10 @@ from combee_fast.roles.base import (
 from combee_fast.schema import Bullet, BulletTag, CallError, Message, Reflection, Rollout, Usage
 
 REFLECTOR_MAX_TOKENS = 1024
-REFLECTOR_SYSTEM_PROMPT = load_prompt("reflector.txt")
-REFLECTOR_NO_GROUND_TRUTH_SYSTEM_PROMPT = load_prompt("reflector_no_ground_truth.txt")
-REFLECTOR_USER_TEMPLATE = load_prompt("reflector_user.txt")
-REFLECTOR_GROUND_TRUTH_TEMPLATE = load_prompt("reflector_ground_truth.txt")
+REFLECTOR_SYSTEM_PROMPT = load_prompt("reflector.txt", beside=__file__)
+REFLECTOR_NO_GROUND_TRUTH_SYSTEM_PROMPT = load_prompt("reflector_no_ground_truth.txt", beside=__file__)
+REFLECTOR_USER_TEMPLATE = load_prompt("reflector_user.txt", beside=__file__)
+REFLECTOR_GROUND_TRUTH_TEMPLATE = load_prompt("reflector_ground_truth.txt", beside=__file__)
 
 NO_CITED_BULLETS = "(no playbook entries were cited)"
 

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from combee_fast.endpoint.structured import parse_structured
-from combee_fast.roles.generator import GENERATOR_SCHEMA, parse_generator
-from combee_fast.roles.ops import OPS_SCHEMA, parse_ops
-from combee_fast.roles.reflector import REFLECTOR_SCHEMA, parse_reflector
+from combee_fast.ace.generator import GENERATOR_SCHEMA, parse_generator
+from combee_fast.ace.ops import OPS_SCHEMA, parse_ops
+from combee_fast.ace.reflector import REFLECTOR_SCHEMA, parse_reflector
 from combee_fast.schema import CallError, Usage
 
 REPLIES = Path(__file__).parent.parent / "data" / "real-replies" / "smollm2-135m-llamacpp.jsonl"

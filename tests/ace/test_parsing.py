@@ -8,16 +8,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from combee_fast.playbook import Playbook
-from combee_fast.roles import (
-    CURATOR_SCHEMA,
-    GENERATOR_SCHEMA,
-    REDUCER_SCHEMA,
-    REFLECTOR_SCHEMA,
-    GeneratorOutput,
-    parse_generator,
-    parse_ops,
-    parse_reflector,
-)
+from combee_fast.ace.curator import CURATOR_SCHEMA
+from combee_fast.ace.generator import GENERATOR_SCHEMA, GeneratorOutput, parse_generator
+from combee_fast.ace.ops import parse_ops
+from combee_fast.ace.reducer import REDUCER_SCHEMA
+from combee_fast.ace.reflector import REFLECTOR_SCHEMA, parse_reflector
 from combee_fast.roles.base import decode_json_object
 from combee_fast.schema import BulletTag, CallError, Delta, Op, OpKind, Reflection, Usage
 

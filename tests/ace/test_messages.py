@@ -7,17 +7,13 @@ import re
 import orjson
 
 from combee_fast.playbook import Playbook
-from combee_fast.roles import (
-    curator_messages,
-    cited_bullets_text,
-    generator_messages,
-    playbook_stats_text,
-    reducer_messages,
-    reflector_messages,
-)
+from combee_fast.ace.curator import curator_messages, playbook_stats_text
+from combee_fast.ace.generator import generator_messages, reflection_text
+from combee_fast.ace.reducer import reducer_messages
+from combee_fast.ace.reflector import cited_bullets_text, reflector_messages
 from combee_fast.roles.base import EMPTY_PLAYBOOK, fill
-from combee_fast.roles.generator import NO_REFLECTION
-from combee_fast.roles.reflector import REFLECTOR_NO_GROUND_TRUTH_SYSTEM_PROMPT, REFLECTOR_SYSTEM_PROMPT
+from combee_fast.ace.generator import NO_REFLECTION
+from combee_fast.ace.reflector import REFLECTOR_NO_GROUND_TRUTH_SYSTEM_PROMPT, REFLECTOR_SYSTEM_PROMPT
 from combee_fast.schema import Bullet, BulletTag, CallError, Delta, Example, Op, OpKind, Reflection, Rollout, Usage
 
 PLAYBOOK = (
@@ -78,7 +74,7 @@ def test_generator_first_round_has_playbook_and_question_only():
 
 
 def test_generator_retry_round_adds_previous_attempt_and_reflection():
-    _, user = generator_messages(QUESTION, PLAYBOOK, previous_answer="0.5", reflection=reflection())
+    _, user = generator_messages(QUESTION, PLAYBOOK, retry=("0.5", reflection_text(reflection())))
     assert tag_content(user.content, "question") == QUESTION
     assert tag_content(user.content, "previous_attempt") == "0.5"
     shown = tag_content(user.content, "reflection")
@@ -89,7 +85,7 @@ def test_generator_retry_round_adds_previous_attempt_and_reflection():
 
 def test_generator_retry_with_a_failed_reflection_says_so():
     failed = Reflection("train:3#r0", "", "", "", "", "", (), Usage(), error=CallError("timeout", "no reply"))
-    _, user = generator_messages(QUESTION, PLAYBOOK, previous_answer="0.5", reflection=failed)
+    _, user = generator_messages(QUESTION, PLAYBOOK, retry=("0.5", reflection_text(failed)))
     assert tag_content(user.content, "previous_attempt") == "0.5"
     assert tag_content(user.content, "reflection") == NO_REFLECTION
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from combee_fast.roles.reducer import parse_reduction
+from combee_fast.ace.reducer import parse_reduction
 from combee_fast.schema import CallError, Op, OpKind
 
 PROPOSALS = [

@@ -15,9 +15,9 @@ from combee_fast.roles.base import EMPTY_PLAYBOOK, clean_bullet_id, convert, dec
 from combee_fast.schema import CallError, Message, Reflection
 
 GENERATOR_MAX_TOKENS = 1024
-GENERATOR_SYSTEM_PROMPT = load_prompt("generator.txt")
-GENERATOR_USER_TEMPLATE = load_prompt("generator_user.txt")
-GENERATOR_RETRY_TEMPLATE = load_prompt("generator_retry.txt")
+GENERATOR_SYSTEM_PROMPT = load_prompt("generator.txt", beside=__file__)
+GENERATOR_USER_TEMPLATE = load_prompt("generator_user.txt", beside=__file__)
+GENERATOR_RETRY_TEMPLATE = load_prompt("generator_retry.txt", beside=__file__)
 NO_REFLECTION = "(no analysis is available: find the mistake yourself)"
 
 GENERATOR_SCHEMA: dict[str, Any] = {
@@ -53,8 +53,11 @@ class _GeneratorReply(msgspec.Struct):
     final_answer: str | int | float  # models often write a bare number; it is read as its JSON text
 
 
-def reflection_text(reflection: Reflection) -> str:
-    """A reflection as the generator reads it on a retry round."""
+def reflection_text(reflection: Reflection) -> str | None:
+    """A usable reflection as the generator (or an agent) reads it on a retry round; None for
+    one that failed."""
+    if reflection.error is not None:
+        return None
     return "\n".join(
         (
             f"Error: {reflection.error_identification}",
@@ -69,21 +72,21 @@ def generator_messages(
     question: str,
     playbook_text: str,
     *,
-    previous_answer: str | None = None,
-    reflection: Reflection | None = None,
+    retry: tuple[str | None, str | None] | None = None,
 ) -> tuple[Message, ...]:
     """System + user messages for one generator call.
 
-    The retry block (``<previous_attempt>``, ``<reflection>``) appears when either retry input is
-    given; a reflection that failed (``.error`` set) is shown as unavailable, not as empty fields.
+    ``retry``: on a retry round, the previous answer and the feedback on it (the reflection's
+    text, :func:`reflection_text`): the retry block (``<previous_attempt>``, ``<reflection>``)
+    then appears; feedback that could not be had (None) is shown as unavailable.
     """
     retry_block = ""
-    if previous_answer is not None or reflection is not None:
-        usable = reflection is not None and reflection.error is None
+    if retry is not None:
+        previous_answer, feedback = retry
         retry_block = fill(
             GENERATOR_RETRY_TEMPLATE,
             previous_attempt="(no answer)" if previous_answer is None else previous_answer,
-            reflection=reflection_text(reflection) if usable else NO_REFLECTION,
+            reflection=NO_REFLECTION if feedback is None else feedback,
         )
     user = fill(
         GENERATOR_USER_TEMPLATE,

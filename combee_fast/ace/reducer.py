@@ -19,7 +19,7 @@ import msgspec
 
 from combee_fast.roles import bounds
 from combee_fast.roles.base import EMPTY_PLAYBOOK, convert, decode_json_object, fill, load_prompt
-from combee_fast.roles.ops import EDIT_KINDS, OPS_SCHEMA, op_json, parse_ops
+from combee_fast.ace.ops import EDIT_KINDS, OPS_SCHEMA, op_json, parse_ops
 from combee_fast.schema import CallError, Message, Op
 
 REDUCER_MAX_TOKENS = 2048
@@ -35,8 +35,8 @@ REDUCER_SCHEMA: dict[str, Any] = {
 }
 """JSON Schema of a reducer reply, for ``response_format``. Do not mutate."""
 
-REDUCER_SYSTEM_PROMPT = load_prompt("reducer.txt")
-REDUCER_USER_TEMPLATE = load_prompt("reducer_user.txt")
+REDUCER_SYSTEM_PROMPT = load_prompt("reducer.txt", beside=__file__)
+REDUCER_USER_TEMPLATE = load_prompt("reducer_user.txt", beside=__file__)
 
 
 class _KeepReply(msgspec.Struct):

@@ -1,0 +1,26 @@
+"""The extension points, one module per seam, each a few small Protocols beside the value types
+they pass (one strategy per module):
+
+- :mod:`.tasks`: :class:`Task`, :class:`RolloutSource`;
+- :mod:`.learning`: :class:`Artifact`, :class:`Deployable`, :class:`Trace`, :class:`EpisodeTrace`,
+  :class:`ChangeReport`, :class:`Proposer`, :class:`Learner`, :class:`LearnerKind`;
+- :mod:`.running`: :class:`Method`, :class:`BatchPlan`, :class:`StopRule`;
+- :mod:`.rollouts`: :class:`Agent`, :class:`AgentEpisode`, :class:`Environment`,
+  :class:`EnvironmentTask`, :class:`Attempts`, :class:`RolloutExecutor`;
+- :mod:`.embedded`: :class:`EmbeddedLearner`.
+
+Every name is also here, for a plugin that implements several.
+"""
+
+from combee_fast.protocols.embedded import EmbeddedLearner
+from combee_fast.protocols.learning import (Artifact, ChangeReport, Deployable, EpisodeTrace, Learner, LearnerKind,
+                                            Proposer, Trace)
+from combee_fast.protocols.rollouts import Agent, AgentEpisode, Attempts, Environment, EnvironmentTask, RolloutExecutor
+from combee_fast.protocols.running import BatchPlan, Method, StopRule
+from combee_fast.protocols.tasks import RolloutSource, Task
+
+__all__ = [
+    "Agent", "AgentEpisode", "Artifact", "Attempts", "BatchPlan", "ChangeReport", "Deployable", "EmbeddedLearner",
+    "Environment", "EnvironmentTask", "EpisodeTrace", "Learner", "LearnerKind", "Method", "Proposer", "RolloutExecutor",
+    "RolloutSource", "StopRule", "Task", "Trace",
+]

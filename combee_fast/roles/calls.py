@@ -1,0 +1,222 @@
+"""The generic call kit every learner's role calls are made with: :class:`RoleCalls`.
+
+It knows the run's roles only as declared (:class:`~combee_fast.roles.spec.Role`) and does what
+every role call needs, whoever makes it (ACE's :class:`~combee_fast.ace.calls.AceCalls`, GEPA's
+and TextGrad's calls, an agent's turns):
+
+- **requests**: each role's sampling (its ``[sampling.<role>]`` table over its pool's and the
+  default, over the role's own max tokens and temperature), its seed derived from the run's seed
+  tree by the call's identity (role, then a path the caller gives), never by call order, so a
+  replayed run sends the same requests whatever order they complete in;
+- **accounting**: calls per role, failed or unusable calls with their raw reply (the latest
+  :data:`~combee_fast.config.HISTORY_KEPT` kept in memory, every one handed to
+  :attr:`RoleCalls.on_failure`: the run's ``errors.jsonl``), calls sent again with a cut context;
+- **bounded prompts**: a role whose prompt holds the learned context gets it cut to fit its
+  endpoint's context length, and halved once more on a context error (:meth:`RoleCalls.chat_fitted`).
+
+No call raises for a bad endpoint or reply: the failure is on the returned result.
+"""
+
+from __future__ import annotations
+
+import collections
+import functools
+import sys
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from combee_fast.config import HISTORY_KEPT, SamplingConfig
+from combee_fast.endpoint.calls import ChatRequest, ChatResult
+from combee_fast.engine.rng import derive_seed
+from combee_fast.roles.budget import TokenCounts, cut_playbook, fit_playbook, is_context_error
+from combee_fast.roles.clients import Client, RoleClients, RoleMap
+from combee_fast.roles.spec import Role, first_of
+from combee_fast.schema import CallError, Message
+
+if TYPE_CHECKING:
+    from combee_fast.protocols.tasks import Task
+
+Parse = Callable[[Any, str | None], Any]
+"""What a caller makes of a reply: ``parse(data, text)`` -> a record, or a :class:`CallError`."""
+
+
+class RoleCalls:
+    """The role calls of one run over ``clients`` for the declared ``roles`` (module docstring).
+    ``task`` scores answers (None: an embedded learner that only learns from submitted
+    rollouts); ``seed`` roots the request seeds; ``temperature`` is the base temperature of a
+    role with none of its own; ``use_ground_truth``: whether reflections see the target."""
+
+    def __init__(
+        self,
+        task: Task | None,
+        clients: RoleClients,
+        roles: Sequence[Role],
+        *,
+        seed: int,
+        temperature: float = 0.0,
+        use_ground_truth: bool = True,
+        sampling: dict[str, SamplingConfig] | None = None,
+    ) -> None:
+        self.task = task
+        self.clients = clients
+        self.roles: dict[str, Role] = {role.key: role for role in roles}
+        self.seed = seed
+        self.temperature = temperature
+        self.use_ground_truth = use_ground_truth
+        self.sampling = {key: (sampling or {}).get(key) or SamplingConfig() for key in self.roles}
+        self.diverse_temperature: float | None = None  # set by a diversity remedy, for the ``diverse`` roles
+        # the latest failed or unusable calls, raw reply kept (bounded: a long-lived learner's memory stays flat)
+        self.failures: collections.deque[dict[str, Any]] = collections.deque(maxlen=HISTORY_KEPT)
+        self.failures_total = 0  # failed or unusable calls ever, kept or not
+        self.on_failure: Callable[[dict[str, Any]], None] | None = None  # e.g. a run directory's errors.jsonl
+        self.calls: dict[str, int] = dict.fromkeys(self.roles, 0)
+        # per role whose prompt holds the context: calls sent again with half of it (calls.json's trimmed)
+        self.trimmed: dict[str, int] = {key: 0 for key, role in self.roles.items() if role.fits_context}
+        self.token_counts = TokenCounts()  # prompt texts counted by the endpoints' tokenizers
+
+    @classmethod
+    def on(cls, role_map: RoleMap, task: Task | None, clients: RoleClients) -> RoleCalls:
+        """The role calls ``role_map`` describes, through ``clients`` (built from it), scored by ``task``."""
+        return cls(task, clients, role_map.specs, seed=role_map.seed, temperature=role_map.temperature,
+                   use_ground_truth=role_map.use_ground_truth, sampling=role_map.sampling)
+
+    def role_map(self) -> RoleMap:
+        """What rebuilds these role calls elsewhere (:func:`~combee_fast.roles.clients.open_role_clients`):
+        every endpoint with its replicas and what start-up found of them, the seed, the sampling."""
+        return RoleMap.of_clients(tuple(self.roles.values()), self.clients, seed=self.seed,
+                                  temperature=self.temperature, use_ground_truth=self.use_ground_truth,
+                                  sampling=self.sampling)
+
+    def role(self, key: str) -> Role:
+        return self.roles[key]
+
+    def serving(self) -> Role:
+        """The first role of the ``serve`` pool: the one an agent's turns are made as."""
+        return first_of(tuple(self.roles.values()), "serve")
+
+    def client(self, key: str) -> Client:
+        return self.clients[key]
+
+    # -- sampling ---------------------------------------------------------------------------------
+
+    def sampling_of(self, key: str) -> tuple[float, int, dict[str, Any] | None]:
+        """``(temperature, max_tokens, extra body fields)`` role ``key`` sends."""
+        return self.temperature_of(key), self.max_tokens_of(key), self.extra_body_of(key)
+
+    def effective_sampling(self) -> dict[str, dict[str, Any]]:
+        """What each role sends: temperature, max tokens and the extra body fields (for the run
+        directory's ``sampling.json``)."""
+        return {key: {"temperature": self.temperature_of(key), "max_tokens": self.max_tokens_of(key),
+                      **(self.extra_body_of(key) or {})} for key in self.roles}
+
+    def temperature_of(self, key: str) -> float:
+        chosen = self.sampling[key].temperature
+        if chosen is not None:
+            return chosen
+        role = self.roles[key]
+        if role.diverse and self.diverse_temperature is not None:
+            return self.diverse_temperature
+        return self.temperature if role.temperature is None else role.temperature
+
+    def max_tokens_of(self, key: str) -> int:
+        chosen = self.sampling[key].max_completion_tokens
+        return self.roles[key].max_tokens if chosen is None else chosen
+
+    def extra_body_of(self, key: str) -> dict[str, Any] | None:
+        settings = self.sampling[key]
+        extra = {name: value for name in ("frequency_penalty", "presence_penalty", "top_p")
+                 if (value := getattr(settings, name)) is not None}
+        extra.update(settings.extra)
+        return extra or None
+
+    def request(self, key: str, messages: Sequence[Message], *seed_path: int | str,
+                schema: dict[str, Any] | None = None, schema_name: str = "reply",
+                max_tokens: int | None = None, **fields: Any) -> ChatRequest:
+        """A request of role ``key`` whose seed is the node ``(key, *seed_path)`` of the run's seed
+        tree, sampled as the role is; ``fields``: more :class:`ChatRequest` fields (tools...)."""
+        return ChatRequest(
+            role=key, messages=tuple(messages), max_tokens=max_tokens or self.max_tokens_of(key),
+            temperature=self.temperature_of(key), seed=derive_seed(self.seed, key, *seed_path),
+            json_schema=schema, schema_name=schema_name, extra_body=self.extra_body_of(key), **fields,
+        )
+
+    # -- calls and their accounting -----------------------------------------------------------------
+
+    async def send(self, request: ChatRequest) -> ChatResult:
+        """``request`` through its role's client, not yet accounted (see :meth:`note`)."""
+        return await self.clients[request.role].chat(request)
+
+    async def call(self, request: ChatRequest, parse: Parse | None = None) -> tuple[ChatResult, Any]:
+        """``request`` sent and accounted: its result and what ``parse`` made of the reply (the
+        call's error when it failed; ``None`` without ``parse``). A reply ``parse`` finds unusable
+        (a :class:`CallError`) is accounted as a failed call with its raw text."""
+        result = await self.send(request)
+        parsed = _parsed(result, parse)
+        self.note(request.role, parsed if isinstance(parsed, CallError) else result.error, result.text)
+        return result, parsed
+
+    def note(self, key: str, error: CallError | None, text: str | None) -> None:
+        """Count a call of role ``key``; keep its failure (kind, message, raw reply) if it failed,
+        and hand it to :attr:`on_failure`."""
+        self.calls[key] = self.calls.get(key, 0) + 1
+        if error is not None:
+            self.record_failure(key, error, text)
+
+    def record_failure(self, key: str, error: CallError, text: str | None) -> None:
+        """Keep one failed or unusable call of role ``key`` (kind, message, raw reply) and hand it
+        to :attr:`on_failure`."""
+        self.failures_total += 1
+        failure = {"role": key, "kind": error.kind, "label": error.label, "message": error.message,
+                   "status": error.status, "raw": error.raw if error.raw is not None else text}
+        self.failures.append(failure)
+        if self.on_failure is not None:
+            self.on_failure(failure)
+
+    def note_unusable(self, key: str, error: CallError, raw: str | None) -> None:
+        """Keep a reply of role ``key`` that its caller found unusable (an agent's reply it could
+        not parse), as a failure, without counting another call."""
+        self.calls[key] = self.calls.get(key, 0) - 1
+        self.note(key, error, raw)
+
+    # -- prompts that hold the learned context --------------------------------------------------------
+
+    async def chat_fitted(self, key: str, context_text: str,
+                          build: Callable[[str], ChatRequest]) -> tuple[ChatRequest, ChatResult]:
+        """The call ``build(text)`` of role ``key`` (a role that ``fits_context``), with
+        ``context_text`` cut to fit the role's endpoint (:meth:`fit`). A reply saying the context
+        was exceeded halves the context and sends the call once more (counted in
+        :attr:`trimmed`, a warning the first time per role). Returns the request last sent and
+        its result, not yet accounted."""
+        client = self.clients[key]
+        context_text = await self.fit(key, context_text, build)
+        request = build(context_text)
+        result = await client.chat(request)
+        if is_context_error(result.error) and context_text:
+            context_text = cut_playbook(context_text, len(context_text) // 2)
+            self.trimmed[key] = self.trimmed.get(key, 0) + 1
+            if self.trimmed[key] == 1:
+                print(f"warning: the {key}'s prompt exceeded the context of endpoint {client.config.name!r}; "
+                      f"the learned context is cut to {len(context_text)} characters and the call sent again "
+                      f"(counted in calls.json as trimmed.{key})", file=sys.stderr)
+            request = build(context_text)
+            result = await client.chat(request)
+        return request, result
+
+    async def fit(self, key: str, context_text: str, build: Callable[[str], ChatRequest]) -> str:
+        """``context_text`` cut so that the prompt of ``build(text)`` plus the role's reply fits the
+        context the role's endpoint reported, counted by its tokenizer if it has one (unchanged
+        when it reported none; :func:`combee_fast.roles.budget.fit_playbook`)."""
+        client = self.clients[key]
+        capabilities = client.capabilities
+        if capabilities.context_length is None or not context_text:
+            return context_text
+        count = functools.partial(self.token_counts.count, client) if capabilities.tokenize else None
+        return await fit_playbook(context_text, build("").messages,
+                                  capabilities.context_length - self.max_tokens_of(key), count)
+
+
+def _parsed(result: ChatResult, parse: Parse | None) -> Any:
+    """The call's error if it failed, else what ``parse(data, text)`` makes of the response."""
+    if result.error is not None:
+        return result.error
+    return parse(result.data, result.text) if parse is not None else None
