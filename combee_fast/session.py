@@ -32,7 +32,6 @@ from combee_fast.protocols.running import BatchPlan, Method, StopRule
 from combee_fast.protocols.tasks import Task
 from combee_fast.roles.calls import RoleCalls
 from combee_fast.roles.clients import Fallback, RoleClients, RoleMap, open_role_clients
-from combee_fast.roles.spec import Role
 from combee_fast.run.batch_plans import ControllerPlan, FixedBatch, LivePlan, ReplayedPlan
 from combee_fast.run.checkpoint import StoredCheckpoint
 from combee_fast.run.context import LearnContext
@@ -508,7 +507,7 @@ async def open_session(config: SessionConfig, *, check: bool = True) -> AsyncIte
     if config.cache.path is not None and config.cache.mode != "off":
         cache = ReplayCache(config.cache.path, CacheMode(config.cache.mode))
     async with contextlib.AsyncExitStack() as stack:
-        server, local, fallback = await _fallback_server(config, task, choice.kind.roles, stack)
+        server, local, fallback = await _fallback_server(config, task, choice.kind, stack)
         if cache is not None:
             stack.callback(cache.close)
         role_map = RoleMap.from_config(config, choice.kind.roles, fallback, learner=choice.kind.name)
@@ -534,10 +533,12 @@ async def _open_episodes(config: SessionConfig, task: Task, calls: RoleCalls, le
     return TrajectoryJournal(executor)
 
 
-async def _fallback_server(config: SessionConfig, task: Task, roles: Sequence[Role],
+async def _fallback_server(config: SessionConfig, task: Task, kind: Any,
                            stack: contextlib.AsyncExitStack) -> tuple[SimServer | None, Any, Fallback | None]:
     """The server of the roles without a URL of their own: the local server (``config.local``),
-    else the simulated endpoint playing ``task``'s world, else none (every one of ``roles`` has a URL)."""
+    else the simulated endpoint playing ``task``'s world (and answering the roles of the
+    learner ``kind`` by its own responders, if it has any), else none (every one of the
+    learner's roles has a URL)."""
     if config.local is not None:
         from combee_fast.endpoint.local import MODEL_ALIAS, LocalServer
 
@@ -549,11 +550,11 @@ async def _fallback_server(config: SessionConfig, task: Task, roles: Sequence[Ro
                                                                               config.local.slots),
                                             stream=True)  # a request given up on stops generating
         return None, local, Fallback(local.url, local.url, MODEL_ALIAS, transport, simulated=False)
-    if all(config.endpoint_for(*role.lookup_keys).url is not None for role in roles):
+    if all(config.endpoint_for(*role.lookup_keys).url is not None for role in kind.roles):
         return None, None, None
     sim = config.sim
-    try:
-        world = task_world(task, variant=sim.world)  # every learner's roles (the terminal task: its agent)
+    try:  # every built-in learner's roles (the terminal task: its agent), a plugin learner's by its responders
+        world = task_world(task, variant=sim.world, roles=getattr(kind, "responders", None))
     except ValueError as exc:
         raise ConfigError(f"sim.world: {exc}") from None
     server = await stack.enter_async_context(SimServer(

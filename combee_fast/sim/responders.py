@@ -7,6 +7,7 @@ The learning issue adds a task-world responder; this module ships echo and templ
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 import msgspec
@@ -48,6 +49,28 @@ class Responder(Protocol):
         """The completion text (JSON text of an object matching ``request.json_schema`` if set),
         or a :class:`SimReply` calling some of ``request.tools``."""
         ...
+
+
+RoleResponder = Callable[[Any, SimRequest], "str | SimReply"]
+"""How the simulated endpoint answers one role: ``responder(world, request)``, ``world`` the task
+world answering (its knowledge units, parameters and draws), ``request`` one request of that role.
+A learner of a plugin registers one per role it calls (``LearnerKind.responders``)."""
+
+
+class WithRoles:
+    """A task world that also answers ``roles`` (request role name -> :data:`RoleResponder`),
+    before any role of its own: how a learner outside the package is answered."""
+
+    def __init__(self, world: Any, roles: Mapping[str, RoleResponder]) -> None:
+        self.world = world
+        self.roles = dict(roles)
+
+    def __getattr__(self, name: str) -> Any:  # the world's own attributes (task, knows, params...)
+        return getattr(self.world, name)
+
+    def respond(self, request: SimRequest) -> str | SimReply:
+        responder = self.roles.get(request.role)
+        return responder(self.world, request) if responder is not None else self.world.respond(request)
 
 
 def probe_tool_reply(request: SimRequest) -> SimReply:

@@ -18,11 +18,11 @@ capacity, which every bundled world shares.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from combee_fast.protocols.tasks import Task
 from combee_fast.sim.instructions import InstructionWorld
-from combee_fast.sim.responders import SimReply, SimRequest
+from combee_fast.sim.responders import RoleResponder, SimReply, SimRequest, WithRoles
 from combee_fast.sim.textgrad import TextGradWorld
 from combee_fast.sim.world import _json_lines
 from combee_fast.tasks.registry import get_task
@@ -34,14 +34,19 @@ _QUESTION = re.compile(r"<question>\n(.*?)\n?</question>", re.DOTALL)
 _EXAMPLES = re.compile(r"<examples>\n(.*?)\n?</examples>", re.DOTALL)
 
 
-def task_world(task: Task, *, variant: str = "default") -> InstructionWorld:
+def task_world(task: Task, *, variant: str = "default",
+               roles: Mapping[str, RoleResponder] | None = None) -> InstructionWorld | WithRoles:
     """The world of ``task`` (every split's examples), as the in-process simulated endpoint plays
-    it; ValueError for an unknown ``variant``."""
+    it, answering also ``roles`` (a plugin learner's responders, by request role); ValueError for
+    an unknown ``variant``."""
+    world: InstructionWorld
     if task.name == "terminal":
         from combee_fast.sim.terminal import TerminalWorld
 
-        return TerminalWorld.for_task(task, variant=variant)
-    return TextGradWorld.for_task(task, variant=variant)
+        world = TerminalWorld.for_task(task, variant=variant)
+    else:
+        world = TextGradWorld.for_task(task, variant=variant)
+    return WithRoles(world, roles) if roles else world
 
 
 def asked_question(request: SimRequest) -> str | None:
