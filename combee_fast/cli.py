@@ -293,9 +293,9 @@ async def _eval(args: argparse.Namespace) -> int:
     from combee_fast.session import open_session
     from combee_fast.tasks.base import verify_split
 
-    kind, deployable = kind_of_file(args.playbook)
+    kind, deployable = kind_of_file(args.playbook, learner=_learner_beside(args.playbook))
     config = flags.session_config(args, [(("task", "val_split"), args.split), (("task", "train_split"), args.split),
-                                         (("learner",), kind.name)])  # the session opens the roles of the file's learner
+                                         (("learner",), kind.key)])  # the session opens the roles of the file's learner
     stamp = time.strftime("%Y%m%d-%H%M%S")
     out = args.out or str(Path(args.playbook).parent / f"eval-{_file_name(args.split)}-{stamp}")
     check_run_target(out, overwrite=args.overwrite)
@@ -327,6 +327,15 @@ async def _eval(args: argparse.Namespace) -> int:
         raise CallsFailed(f"{result.unanswered} of {result.examples} examples of {args.split} unanswered "
                           f"({kinds}); the accuracy covers only the {result.answered} answered; see {out}")
     return EXIT_OK
+
+
+def _learner_beside(path: str | Path) -> str | None:
+    """The learner the run's ``config.json`` beside ``path`` names (a plugin's name or path), if any."""
+    try:
+        learner = msgspec.json.decode(Path(path).with_name("config.json").read_bytes()).get("learner")
+    except (OSError, msgspec.DecodeError, AttributeError):
+        return None
+    return learner if isinstance(learner, str) else None
 
 
 def _file_name(text: str) -> str:
@@ -410,7 +419,7 @@ def _show(args: argparse.Namespace) -> int:
 
     path = Path(args.run)
     if path.is_file():  # a final.json or best.json of any learner
-        print(kind_of_file(path)[1].render())
+        print(kind_of_file(path, learner=_learner_beside(path))[1].render())
         return EXIT_OK
     record = read_run(path)
     if args.report:
