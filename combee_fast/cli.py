@@ -78,9 +78,16 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--train-limit", type=flags.positive_int, default=500, help="train examples to learn from")
     demo.add_argument("--out", help="report folder (default: runs/demo-<date-time>)")
 
-    sim_cli.register(commands)
+    sim_cli.register(commands, _learner_roles)
     verify_cli.register(commands)
     return parser
+
+
+def _learner_roles(learners: Sequence[str]) -> Any:
+    """How ``sim-server`` answers the roles of every registered learner and of ``learners``."""
+    from combee_fast.learners import responders
+
+    return responders(learners)
 
 
 NOTICE_EVERY_S = 1.0
@@ -384,7 +391,7 @@ async def _evaluated(session: Any, config: Any, run_dir: Any, kind: Any, deploya
     run_dir.start()
     session.calls.on_failure = run_dir.append_error
     try:
-        result = await session.evaluate(deployable, split.examples, learner=kind.name)
+        result = await session.evaluate(deployable, split.examples, learner=kind.key)
     finally:
         session.calls.on_failure = None
     if 2 * result.answered > result.examples:  # replacing --overwrite's evaluation once most examples are answered

@@ -17,8 +17,9 @@ these, each replacing its default:
     live_plan        None (the generic live planner)
     stop_rules       ``train.epochs`` passes over the train split
     deployable       the artifact itself
-    version_files    ``versions/v<version>.bin``: the artifact encoded
-    load_version     that file decoded (version 0: the initial artifact), as its deployable
+    version_files    ``versions/v<version>.json``: the artifact as JSON (msgspec)
+    load_version     that file read as ``artifact_type`` (version 0: the initial artifact), as its
+                     deployable
     lessons          the non-blank lines of the deployable's context text
     summary          {}
     online_learner   a ConfigError: the learner cannot learn online
@@ -142,13 +143,13 @@ class Kind:
         return artifact
 
     def version_files(self, artifact: Any) -> list[tuple[str, bytes]]:
-        return [(f"{VERSIONS_FOLDER}/v{artifact.version:05d}.bin", self.encode_artifact(artifact))]
+        return [(f"{VERSIONS_FOLDER}/v{artifact.version:05d}.json", msgspec.json.encode(artifact))]
 
     def load_version(self, root: Path, version: int, config: SessionConfig) -> Any:
         if not version:
             return self.deployable(self.initial(config))
-        data = (root / VERSIONS_FOLDER / f"v{version:05d}.bin").read_bytes()
-        return self.deployable(self.decode_artifact(data))
+        data = (root / VERSIONS_FOLDER / f"v{version:05d}.json").read_bytes()
+        return self.deployable(msgspec.json.decode(data, type=self.artifact_type))
 
     def lessons(self, artifact: Any) -> list[str]:
         return [line for line in self.deployable(artifact).render().splitlines() if line.strip()]

@@ -119,7 +119,7 @@ async def run_cell(card: Card, card_path: str | Path, config: SessionConfig, har
         finally:
             if directory is not None:
                 directory.close()
-        scored = await session.evaluate(result.best, test.examples, learner=result.learner)
+        scored = await session.evaluate(result.best, test.examples)
     append_usage(usage.record, [usage_entry(test.manifest, role=role, use="report", run=name, command=command)])
     choice = session.choice
     return CellRun(
