@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterator, Mapping, MutableMapping
 from importlib import metadata
 from typing import TypeVar
 
-from combee_fast.errors import ConfigError
+from combee_fast.errors import CombeeError, ConfigError
 
 T = TypeVar("T")
 
@@ -55,6 +55,8 @@ def load_path(path: str, *, what: str) -> object:
         sys.path.insert(0, here)
     try:
         value: object = importlib.import_module(module_name)
+    except CombeeError:  # the module refused with its own line (e.g. an extra that is not installed)
+        raise
     except Exception as exc:  # a user's module may fail in any way: one line saying so
         raise ConfigError(f"{what} {path!r}: cannot import {module_name}: {type(exc).__name__}: {exc}") from None
     for part in attribute.split("."):
@@ -144,6 +146,8 @@ class Registry(MutableMapping[str, T]):
         where = f"{self.what} {point.name!r} (entry point {point.value!r} of group {self.group})"
         try:
             return point.load()
+        except CombeeError:
+            raise
         except Exception as exc:  # an installed plugin may be broken in any way: one line naming it
             raise ConfigError(f"{where}: cannot load: {type(exc).__name__}: {exc}") from None
 
