@@ -78,9 +78,16 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--train-limit", type=flags.positive_int, default=500, help="train examples to learn from")
     demo.add_argument("--out", help="report folder (default: runs/demo-<date-time>)")
 
-    sim_cli.register(commands)
+    sim_cli.register(commands, _learner_roles)
     verify_cli.register(commands)
     return parser
+
+
+def _learner_roles(learners: Sequence[str]) -> Any:
+    """How ``sim-server`` answers the roles of every registered learner and of ``learners``."""
+    from combee_fast.learners import responders
+
+    return responders(learners)
 
 
 NOTICE_EVERY_S = 1.0
@@ -293,9 +300,9 @@ async def _eval(args: argparse.Namespace) -> int:
     from combee_fast.session import open_session
     from combee_fast.tasks.base import verify_split
 
-    kind, deployable = kind_of_file(args.playbook)
+    kind, deployable = kind_of_file(args.playbook, learner=_learner_beside(args.playbook))
     config = flags.session_config(args, [(("task", "val_split"), args.split), (("task", "train_split"), args.split),
-                                         (("learner",), kind.name)])  # the session opens the roles of the file's learner
+                                         (("learner",), kind.key)])  # the session opens the roles of the file's learner
     stamp = time.strftime("%Y%m%d-%H%M%S")
     out = args.out or str(Path(args.playbook).parent / f"eval-{_file_name(args.split)}-{stamp}")
     check_run_target(out, overwrite=args.overwrite)
@@ -327,6 +334,15 @@ async def _eval(args: argparse.Namespace) -> int:
         raise CallsFailed(f"{result.unanswered} of {result.examples} examples of {args.split} unanswered "
                           f"({kinds}); the accuracy covers only the {result.answered} answered; see {out}")
     return EXIT_OK
+
+
+def _learner_beside(path: str | Path) -> str | None:
+    """The learner the run's ``config.json`` beside ``path`` names (a plugin's name or path), if any."""
+    try:
+        learner = msgspec.json.decode(Path(path).with_name("config.json").read_bytes()).get("learner")
+    except (OSError, msgspec.DecodeError, AttributeError):
+        return None
+    return learner if isinstance(learner, str) else None
 
 
 def _file_name(text: str) -> str:
@@ -375,7 +391,7 @@ async def _evaluated(session: Any, config: Any, run_dir: Any, kind: Any, deploya
     run_dir.start()
     session.calls.on_failure = run_dir.append_error
     try:
-        result = await session.evaluate(deployable, split.examples, learner=kind.name)
+        result = await session.evaluate(deployable, split.examples, learner=kind.key)
     finally:
         session.calls.on_failure = None
     if 2 * result.answered > result.examples:  # replacing --overwrite's evaluation once most examples are answered
@@ -410,7 +426,7 @@ def _show(args: argparse.Namespace) -> int:
 
     path = Path(args.run)
     if path.is_file():  # a final.json or best.json of any learner
-        print(kind_of_file(path)[1].render())
+        print(kind_of_file(path, learner=_learner_beside(path))[1].render())
         return EXIT_OK
     record = read_run(path)
     if args.report:

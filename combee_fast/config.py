@@ -42,6 +42,7 @@ import msgspec
 
 from combee_fast.errors import ConfigError
 from combee_fast.files import read_regular
+from combee_fast.plugins import is_path
 from combee_fast.redact import strip_userinfo
 
 HISTORY_KEPT = 1000
@@ -364,7 +365,7 @@ class AgentConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
         if self.tool_calls not in AGENT_TOOL_CALLS:
             raise ConfigError(f"agent.tool_calls must be one of {', '.join(AGENT_TOOL_CALLS)}, got {self.tool_calls!r}")
         for name, value in (("factory", self.factory), ("env", self.env)):
-            if value is not None and value != "react" and not _is_factory_path(value):
+            if value is not None and value != "react" and not is_path(value):
                 raise ConfigError(f"agent.{name} must be 'package.module:factory'"
                                   f"{' or react' if name == 'factory' else ''}, got {value!r}")
 
@@ -372,15 +373,6 @@ class AgentConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     def enabled(self) -> bool:
         """Whether an agent or an environment was asked for explicitly."""
         return self.factory is not None or self.env is not None
-
-
-def _is_factory_path(value: str) -> bool:
-    module, sep, name = value.partition(":")
-    return bool(sep) and all(part.isidentifier() for part in module.split(".")) and name.isidentifier()
-
-
-EXECUTOR_BACKENDS = ("local", "process", "ray")
-"""Rollout executors shipped (:mod:`combee_fast.rollouts.executors`); each is imported only when chosen."""
 
 
 def _ray_address(address: str) -> bool:
@@ -391,7 +383,9 @@ def _ray_address(address: str) -> bool:
 
 class ExecutorConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """Where agent episodes run. ``backend``: ``local`` (on the engine's event loop, environment
-    work off it) or ``process`` (a pool of ``processes`` worker processes). Its capacity is
+    work off it), ``process`` (a pool of ``processes`` worker processes), ``ray``, or a plugin's
+    (an entry point's name or ``package.module:Class``: the one list of backends is
+    :data:`combee_fast.rollouts.executors.BACKENDS`, checked when the backend is opened). Its capacity is
     ``map.workers`` episodes at once. ``step_timeout_s``: one environment step's wall-clock limit
     (a sandboxed command is killed then); ``episode_timeout_s``: one whole episode's.
 
@@ -414,8 +408,6 @@ class ExecutorConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
             raise ConfigError(f"executor.ray_cpus must be >= 0 and finite, got {self.ray_cpus!r}")
         if self.ray_address is not None and not _ray_address(self.ray_address):
             raise ConfigError(f"executor.ray_address must be 'auto' or HOST:PORT, got {self.ray_address!r}")
-        if self.backend not in EXECUTOR_BACKENDS:
-            raise ConfigError(f"executor.backend must be one of {', '.join(EXECUTOR_BACKENDS)}, got {self.backend!r}")
         for name, value in (("step_timeout_s", self.step_timeout_s), ("episode_timeout_s", self.episode_timeout_s)):
             if not (value > 0 and math.isfinite(value)):
                 raise ConfigError(f"executor.{name} must be > 0 and finite, got {value!r}")

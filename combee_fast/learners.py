@@ -8,25 +8,41 @@
 A run names a learner and a method (``SessionConfig.learner``, ``SessionConfig.method``); the
 learner may be left out, and the method's name then says which: a learner's display names
 (``gepa``, ``combee-gepa``...) are aliases of its methods, and the plain method names are ACE's.
-A new learner is its own package with a :class:`~combee_fast.protocols.LearnerKind`, one line
-in :data:`LEARNERS`, a responder of the simulated endpoint (:mod:`combee_fast.sim`) and tests.
+
+A learner is its own package with a :class:`~combee_fast.protocols.LearnerKind`: a built-in one
+is one line in :data:`LEARNERS`; a user's needs none, being an entry point of group
+``combee_fast.learners`` of an installed package or a ``package.module:object`` path given as the
+learner (:mod:`combee_fast.plugins`). Every kind is completed (:class:`~combee_fast.kinds.Kind`)
+when it is loaded; its simulated-endpoint responders come with it (``responders``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from combee_fast.ace.kind import ACE
 from combee_fast.config import SessionConfig
 from combee_fast.errors import ConfigError
-from combee_fast.gepa.kind import GEPA
-from combee_fast.protocols.learning import LearnerKind
+from combee_fast.kinds import Kind
+from combee_fast.plugins import LEARNERS_GROUP, Registry
 from combee_fast.roles.spec import Role
-from combee_fast.textgrad.kind import TEXTGRAD
+from combee_fast.sim.responders import RoleResponder
 
-LEARNERS: dict[str, LearnerKind[Any, Any]] = {"ace": ACE, "gepa": GEPA, "textgrad": TEXTGRAD}
-"""Every learner, by name."""
+
+def _completed(value: object, name: str) -> Kind:
+    """The learner kind ``value`` (an instance, or a class made with no arguments), completed."""
+    if isinstance(value, Kind):
+        return value
+    return Kind(value() if isinstance(value, type) else value, name)
+
+
+LEARNERS: Registry[Kind] = Registry("learner", LEARNERS_GROUP, {
+    "ace": "combee_fast.ace.kind:ACE",
+    "gepa": "combee_fast.gepa.kind:GEPA",
+    "textgrad": "combee_fast.textgrad.kind:TEXTGRAD",
+}, _completed)
+"""Every learner, by name (module docstring); each completed when first loaded."""
 
 DEFAULT_LEARNER = "ace"
 """The learner of the plain method names."""
@@ -38,7 +54,7 @@ SERIAL_METHOD = "sequential"
 class Choice(NamedTuple):
     """A resolved (learner, method): the registered learner and the method's registered name."""
 
-    kind: LearnerKind[Any, Any]
+    kind: Kind
     method: str
 
     @property
@@ -47,31 +63,53 @@ class Choice(NamedTuple):
         return self.kind.methods[self.method]
 
 
+def _builtin() -> Iterator[Kind]:
+    return (LEARNERS.load(name) for name in LEARNERS.builtin)
+
+
 def method_names() -> list[str]:
     """Every method name and alias a run may give, in registry order."""
-    names = [*LEARNERS[DEFAULT_LEARNER].methods]
+    names = [*LEARNERS.load(DEFAULT_LEARNER).methods]
     for kind in LEARNERS.values():
         names += [shown for method, shown in kind.methods.items() if shown != method and shown not in names]
     return names
 
 
+def _alias_owner(method: str, kinds: Iterable[Kind]) -> Choice | None:
+    """The learner among ``kinds`` whose display name of a method is ``method`` (an alias), or None."""
+    for kind in kinds:
+        for registered, shown in kind.methods.items():
+            if method == shown and shown != registered:
+                return Choice(kind, registered)
+    return None
+
+
 def resolve(learner: str | None, method: str) -> Choice:
     """The registered pair for ``learner`` (None: the one ``method`` names) and ``method`` (a
     method name or a learner's alias); :class:`ConfigError` naming the choices when it is unknown
-    or the two disagree."""
-    if learner is not None and learner not in LEARNERS:
-        raise ConfigError(f"unknown learner {learner!r}; choose one of: {', '.join(LEARNERS)}")
-    for name, kind in LEARNERS.items():
-        for registered, shown in kind.methods.items():
-            if method == shown and shown != registered:  # an alias names its learner
-                if learner is not None and learner != name:
-                    raise ConfigError(f"method {method!r} is learner {name!r}'s; the run names learner {learner!r}")
-                return Choice(kind, registered)
-    kind = LEARNERS[learner or DEFAULT_LEARNER]
-    if method not in kind.methods:
-        raise ConfigError(f"unknown method {method!r} for learner {kind.name!r}; choose one of: "
-                          f"{', '.join(kind.methods) if learner else ', '.join(method_names())}")
-    return Choice(kind, method)
+    or the two disagree. Installed plugins are loaded only when the names ask for one."""
+    if learner is not None:
+        kind = LEARNERS.load(learner)
+        if method in kind.methods:
+            return Choice(kind, method)
+        own = _alias_owner(method, [kind])
+        if own is not None:
+            return own
+        other = _alias_owner(method, _builtin()) or _alias_owner(method, LEARNERS.values())
+        if other is not None:
+            raise ConfigError(f"method {method!r} is learner {other.kind.key!r}'s; the run names learner {learner!r}")
+        raise ConfigError(f"unknown method {method!r} for learner {kind.key!r}; choose one of: {', '.join(kind.methods)}")
+    found = _alias_owner(method, _builtin())
+    if found is not None:
+        return found
+    default = LEARNERS.load(DEFAULT_LEARNER)
+    if method in default.methods:
+        return Choice(default, method)
+    found = _alias_owner(method, LEARNERS.values())
+    if found is not None:
+        return found
+    raise ConfigError(f"unknown method {method!r} for learner {default.key!r}; choose one of: "
+                      f"{', '.join(method_names())}")
 
 
 def roles_of(config: SessionConfig) -> tuple[Role, ...]:
@@ -95,16 +133,34 @@ def serial_baseline(method: str, learner: str | None) -> Choice:
     """The serial baseline a card's ``method`` names (one of :func:`serial_baselines`): on
     ``learner`` (None: ACE) for :data:`SERIAL_METHOD`, on its own learner for a learner's name;
     :class:`ConfigError` naming the choices for any other method."""
+    if method == SERIAL_METHOD:
+        return resolve(learner, method)
     if method not in serial_baselines():
         raise ConfigError(f"serial baseline {method!r} is not a serial method; a card may name "
                           f"{', '.join(serial_baselines())}")
-    return resolve(learner if method == SERIAL_METHOD else None, method)
+    return resolve(None, method)
 
 
-def kind_of_file(path: str | Path) -> tuple[LearnerKind[Any, Any], Any]:
-    """The learner whose deployable file ``path`` is, and that deployable loaded (each learner
-    asked in registry order; a learner's load error, e.g. a corrupt playbook, is raised)."""
-    for kind in LEARNERS.values():
+def kind_of_file(path: str | Path, *, learner: str | None = None) -> tuple[Kind, Any]:
+    """The learner whose deployable file ``path`` is, and that deployable loaded: ``learner``
+    (e.g. the one the run's ``config.json`` names) asked first, then each registered learner in
+    registry order (a learner's load error, e.g. a corrupt playbook, is raised)."""
+    first = [LEARNERS.load(learner)] if learner is not None else []
+    for kind in [*first, *LEARNERS.values()]:
         if (loaded := kind.load(path)) is not None:
             return kind, loaded
-    raise ConfigError(f"{path}: not a file of any learner ({', '.join(LEARNERS)})")
+    raise ConfigError(f"{path}: not a file of any learner ({', '.join([*([learner] if learner else []), *LEARNERS])})")
+
+
+def responders(learners: Iterable[str] = ()) -> dict[str, RoleResponder]:
+    """How the simulated endpoint answers the roles of every registered learner and of
+    ``learners`` (names or paths), by request role name; ConfigError when two answer one role."""
+    found: dict[str, RoleResponder] = {}
+    owner: dict[str, str] = {}
+    kinds: Mapping[str, Kind] = {**dict(LEARNERS.items()), **{name: LEARNERS.load(name) for name in learners}}
+    for name, kind in kinds.items():
+        for role, responder in kind.responders.items():
+            if role in found and found[role] is not responder:
+                raise ConfigError(f"learners {owner[role]!r} and {name!r} both answer role {role!r}")
+            found[role], owner[role] = responder, name
+    return found

@@ -26,6 +26,7 @@ from combee_fast.config import SessionConfig
 from combee_fast.endpoint.cache import CacheMode, ReplayCache
 from combee_fast.errors import CheckpointError, ConfigError
 from combee_fast.redact import scrub
+from combee_fast.kinds import Kind
 from combee_fast.learners import LEARNERS, Choice, resolve
 from combee_fast.methods.base import EvalResult
 from combee_fast.protocols.running import BatchPlan, Method, StopRule
@@ -163,7 +164,7 @@ class Session:
     async def batch_plan(self, run_dir: RunDir | None = None, *, method: str | None = None) -> BatchPlan:
         """The configured plan: an earlier run's decisions (``train.plan_from``), the method's fixed
         batch size, or (None) the live planner (the learner's own when it has one,
-        :meth:`~combee_fast.protocols.LearnerKind.live_plan`), or (``controller.mode = "paper"``)
+        :meth:`~combee_fast.protocols.CompleteKind.live_plan`), or (``controller.mode = "paper"``)
         the paper's rule, bounded by the simulated server's running-sequence capacity when it has
         one. Both planners stay within ``controller.max_batch``."""
         config, choice = self.config, self.resolve(method)
@@ -296,7 +297,7 @@ class Session:
             if run_dir is not None and run_dir.started:
                 await asyncio.to_thread(self._write_page, run_dir, training, choice, facts, record, result, failure)
 
-    def _resumed_state(self, stored: StoredCheckpoint, kind: Any, method: Method[Any], plan: BatchPlan,
+    def _resumed_state(self, stored: StoredCheckpoint, kind: Kind, method: Method[Any], plan: BatchPlan,
                        run_dir: RunDir) -> TrainState[Any]:
         """The checkpointed state of the run being resumed, typed for ``kind``, ``method`` and
         ``plan``, with its latest ledger rows; :class:`CheckpointError` when it cannot be."""
@@ -360,7 +361,7 @@ class Session:
     async def evaluate(self, deployable: Any, examples: Sequence[Example], *, learner: str | None = None) -> EvalResult:
         """``deployable`` (what a run's ``final.json``/``best.json`` hold) scored on ``examples``
         by its learner (``learner``, default the configured one), per example."""
-        kind = self.choice.kind if learner is None else LEARNERS[learner]
+        kind = self.choice.kind if learner is None else LEARNERS.load(learner)
         return await kind.evaluate(self.context, deployable, examples)
 
     def _validator(self, choice: Choice) -> Callable[[Any], Any] | None:
@@ -533,7 +534,7 @@ async def _open_episodes(config: SessionConfig, task: Task, calls: RoleCalls, le
     return TrajectoryJournal(executor)
 
 
-async def _fallback_server(config: SessionConfig, task: Task, kind: Any,
+async def _fallback_server(config: SessionConfig, task: Task, kind: Kind,
                            stack: contextlib.AsyncExitStack) -> tuple[SimServer | None, Any, Fallback | None]:
     """The server of the roles without a URL of their own: the local server (``config.local``),
     else the simulated endpoint playing ``task``'s world (and answering the roles of the
@@ -554,7 +555,7 @@ async def _fallback_server(config: SessionConfig, task: Task, kind: Any,
         return None, None, None
     sim = config.sim
     try:  # every built-in learner's roles (the terminal task: its agent), a plugin learner's by its responders
-        world = task_world(task, variant=sim.world, roles=getattr(kind, "responders", None))
+        world = task_world(task, variant=sim.world, roles=kind.responders)
     except ValueError as exc:
         raise ConfigError(f"sim.world: {exc}") from None
     server = await stack.enter_async_context(SimServer(

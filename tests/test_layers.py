@@ -14,7 +14,7 @@ from combee_fast import config
 PACKAGE = Path(combee_fast.__file__).parent
 
 LAYERS = [
-    {"errors", "tokens", "files", "schema", "config", "redact"},
+    {"errors", "tokens", "files", "plugins", "schema", "config", "redact"},
     {"engine", "native"},
     {"protocols"},
     {"endpoint", "playbook", "tasks", "sandbox"},
@@ -22,6 +22,7 @@ LAYERS = [
     {"sim", "combee", "rollouts"},
     {"methods"},
     {"run"},
+    {"kinds"},
     {"ace", "gepa", "textgrad"},
     {"learners"},
     {"embedded"},
@@ -89,9 +90,10 @@ def test_methods_and_the_run_loop_never_import_a_learner_package() -> None:
 def test_every_learner_package_is_registered() -> None:
     from combee_fast.learners import LEARNERS
 
-    assert set(LEARNERS) == LEARNER_PACKAGES
-    for name, kind in LEARNERS.items():
-        assert kind.name == name and type(kind).__module__ == f"combee_fast.{name}.kind"
+    assert set(LEARNERS.builtin) == LEARNER_PACKAGES
+    for name in LEARNERS.builtin:
+        kind = LEARNERS.load(name)
+        assert kind.name == kind.key == name and type(kind.raw).__module__ == f"combee_fast.{name}.kind"
 
 
 def test_every_package_index_lists_its_modules() -> None:

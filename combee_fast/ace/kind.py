@@ -1,6 +1,7 @@
 """ACE registered as a learner (:class:`~combee_fast.protocols.LearnerKind`): a playbook learned
 by the generic methods of :mod:`combee_fast.methods` (``sequential``, ``naive``, ``combee``) over
-:class:`~combee_fast.ace.learner.AceLearner`, scored by :func:`~combee_fast.ace.evaluate.evaluate`."""
+:class:`~combee_fast.ace.learner.AceLearner`, scored by :func:`~combee_fast.ace.evaluate.evaluate`.
+Members it leaves out take their defaults (:mod:`combee_fast.kinds`)."""
 
 from __future__ import annotations
 
@@ -13,17 +14,15 @@ import msgspec
 from combee_fast.ace.calls import AceCalls
 from combee_fast.ace.evaluate import evaluate
 from combee_fast.ace.learner import AceLearner
-from combee_fast.ace.roles import GENERATOR, ROLES
+from combee_fast.ace.roles import ROLES
 from combee_fast.config import MapConfig, SessionConfig
 from combee_fast.files import read_regular
 from combee_fast.methods import METHODS, build_method
 from combee_fast.methods.base import EvalResult
 from combee_fast.playbook import Playbook
-from combee_fast.protocols.running import Method, StopRule
+from combee_fast.protocols.running import Method
 from combee_fast.roles.calls import RoleCalls
 from combee_fast.run.context import LearnContext
-from combee_fast.run.rundir import RunDir
-from combee_fast.run.stops import EpochsDone
 from combee_fast.schema import Example
 
 
@@ -34,8 +33,6 @@ class AceKind:
     methods = {name: name for name in METHODS}
     roles = ROLES
     citable = True  # an agent cites the bullets it used
-    rollout_role = GENERATOR.key
-    learning_roles = tuple(role.key for role in ROLES if role.pool == "propose")
     size_unit = "bullets"  # what the artifact's size counts, in progress lines and reports
     artifact_type = Playbook
 
@@ -48,13 +45,6 @@ class AceKind:
     def initial(self, config: SessionConfig) -> Playbook:
         return Playbook.empty(token_budget=config.token_budget)
 
-    def batch_size(self, method: str, config: SessionConfig) -> int | None:
-        return config.train.batch_size
-
-    def live_plan(self, method: str, config: SessionConfig, run_dir: RunDir | None) -> None:
-        """ACE's batches are planned by the generic live planner."""
-        return None
-
     def build_method(self, method: str, context: LearnContext) -> Method[Playbook]:
         """``method`` over the session's role calls; collected traces have no rounds to carry."""
         config = context.config
@@ -64,12 +54,6 @@ class AceKind:
         learner = AceLearner(AceCalls(context.calls), max_rounds=map_config.max_rounds,
                              from_rollouts=context.from_traces, attempts=context.attempts)
         return build_method(method, learner, map_config, config.combee, seed=config.seed)
-
-    def stop_rules(self, config: SessionConfig) -> list[StopRule]:
-        return [EpochsDone(config.train.epochs)]
-
-    def deployable(self, artifact: Playbook) -> Playbook:
-        return artifact
 
     def load(self, path: str | Path) -> Playbook | None:
         """The playbook at ``path``; None when it is another learner's file (a JSON object

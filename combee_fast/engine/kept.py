@@ -6,8 +6,6 @@ A snapshot type is a :class:`msgspec.Struct` whose field names are the owner's a
 ``deque`` or ``list`` attribute staying one (with its ``maxlen``). Attributes derived from the
 configuration are not snapshotted: the owner rebuilds them.
 
-:class:`StructArtifact` is the artifact codec of a learner whose artifact is itself a
-:class:`msgspec.Struct` (its ``artifact_type``): the artifact as MessagePack.
 """
 
 from __future__ import annotations
@@ -41,16 +39,3 @@ def restore_into(owner: object, state: msgspec.Struct, *, skip: Collection[str] 
         elif isinstance(current, list):
             value = list(value)
         setattr(owner, name, value)
-
-
-class StructArtifact:
-    """``encode_artifact``/``decode_artifact`` of a learner kind whose ``artifact_type`` is a
-    :class:`msgspec.Struct` (see :class:`~combee_fast.protocols.LearnerKind`)."""
-
-    artifact_type: Any
-
-    def encode_artifact(self, artifact: Any) -> bytes:
-        return msgspec.msgpack.encode(artifact)
-
-    def decode_artifact(self, data: bytes) -> Any:
-        return msgspec.msgpack.decode(data, type=self.artifact_type)

@@ -9,7 +9,9 @@ decoupled, several proposals in flight, :mod:`.pipeline`). Candidate selection a
 are the same for all (:mod:`.iteration`); ``async-gepa`` reserves its budget at dispatch.
 
 The batched methods' minibatch is ``gepa.combee_minibatch``; ``"auto"`` there, or
-``train.batch_size = "auto"`` (``--batch-size auto``), hands it to the live planner.
+``train.batch_size = "auto"`` (``--batch-size auto``), hands it to the live planner. Members it
+leaves out take their defaults (:mod:`combee_fast.kinds`: its artifact encoded as MessagePack, its
+lessons the best candidate's lines, no online learning).
 """
 
 from __future__ import annotations
@@ -21,9 +23,8 @@ from typing import Any
 import msgspec
 
 from combee_fast.config import SessionConfig
-from combee_fast.engine.kept import StructArtifact
 from combee_fast.errors import ConfigError
-from combee_fast.gepa.calls import AGGREGATOR_ROLE, PROPOSER_ROLE, ROLES, SOLVER_ROLE, GepaCalls
+from combee_fast.gepa.calls import ROLES, GepaCalls
 from combee_fast.gepa.candidate import Candidate, is_candidate_file
 from combee_fast.gepa.iteration import GepaIteration, grade
 from combee_fast.gepa.pipeline import AsyncGepa
@@ -33,7 +34,6 @@ from combee_fast.gepa.reflection import CombeeReflection, Reflection, SerialRefl
 from combee_fast.gepa.stages import StageWork
 from combee_fast.gepa.stops import MetricCallBudget
 from combee_fast.methods.base import EvalResult
-from combee_fast.protocols.learning import Learner
 from combee_fast.protocols.running import StopRule
 from combee_fast.run.context import LearnContext
 from combee_fast.run.rundir import RunDir
@@ -41,16 +41,13 @@ from combee_fast.run.stops import EpochsDone
 from combee_fast.schema import Example
 
 
-class GepaKind(StructArtifact):
+class GepaKind:
     """The GEPA learner: what it learns is a :class:`~combee_fast.gepa.pool.GepaState`, what it
     deploys a :class:`~combee_fast.gepa.candidate.Candidate`."""
 
     name = "gepa"
     methods = {"sequential": "gepa", "naive": "naive-gepa", "combee": "combee-gepa", "async": "async-gepa"}
     roles = ROLES
-    citable = False
-    rollout_role = SOLVER_ROLE
-    learning_roles = (PROPOSER_ROLE, AGGREGATOR_ROLE)
     size_unit = "candidates"  # what the artifact's size counts, in progress lines and reports
     artifact_type = GepaState
 
@@ -130,15 +127,9 @@ class GepaKind(StructArtifact):
         best = msgspec.json.decode((root / f"pool/v{version:05d}.json").read_bytes(), type=dict[str, int])["best"]
         return Candidate.load(root / f"candidates/c{best:05d}.json")
 
-    def lessons(self, artifact: GepaState) -> list[str]:
-        return [line for line in artifact.best().render().splitlines() if line.strip()]
-
     def summary(self, artifact: GepaState) -> dict[str, Any]:
         return {"metric_calls": artifact.metric_calls, "candidates": len(artifact.candidates),
                 "accepted": max(0, len(artifact.candidates) - 1), "instruction_chars": len(artifact.best().render())}
-
-    def online_learner(self, agents: Any) -> Learner[Any, Any, Any]:
-        raise ConfigError("learner gepa cannot learn online from submitted rollouts; use learner ace")
 
 
 GEPA = GepaKind()

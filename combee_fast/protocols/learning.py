@@ -1,5 +1,5 @@
 """The learner seam: what is learned, and by whom (a learner is its package plus one line in
-:mod:`combee_fast.learners`, or a plugin's entry point).
+:mod:`combee_fast.learners`, or a plugin's entry point or ``module:object`` path).
 
 - :class:`Artifact`: what the run loop carries from step to step (ACE: a playbook; GEPA: its
   candidate pool): a version number and a size.
@@ -9,8 +9,9 @@
 - :class:`Proposer`: proposes edits from records and merges proposals (the calls the shuffle
   and the reduce tree make); :class:`Learner` adds the map and the apply.
 - :class:`ChangeReport`: what one apply changed (the ledger's added, rejected, evicted).
-- :class:`LearnerKind`: one registered learner: its methods, its roles, its first artifact, the
-  form users deploy, how that is scored, its files and its own stop rules.
+- :class:`LearnerKind`: one learner as its package writes it (name, roles, artifact type, first
+  artifact, methods, evaluation, deployable files); :class:`CompleteKind`: the same completed
+  with every optional member (:mod:`combee_fast.kinds` holds their defaults), what the core reads.
 
 Value types: :class:`~combee_fast.roles.spec.Role`, :class:`~combee_fast.schema.Proposal`,
 :class:`~combee_fast.methods.base.Applied`, :class:`~combee_fast.methods.base.EvalResult`.
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
     from combee_fast.run.context import LearnContext
     from combee_fast.run.rundir import RunDir
     from combee_fast.schema import CallError, Example, Proposal, Trajectory, Usage
+    from combee_fast.sim.responders import RoleResponder
 
 A = TypeVar("A")  # an artifact
 D = TypeVar("D")  # a deployable artifact (what final.json holds)
@@ -159,34 +161,65 @@ class Learner(Proposer[R, E], Protocol[A, R, E]):
         ...
 
 class LearnerKind(Protocol[A, D]):
-    """One learner, registered once by name in :data:`combee_fast.learners.LEARNERS`.
+    """One learner as its package writes it: the seven members every learner has. Registered by
+    name in :data:`combee_fast.learners.LEARNERS` (built in), by an entry point of group
+    ``combee_fast.learners``, or named by a ``package.module:object`` path (:mod:`combee_fast.plugins`).
 
-    ``methods`` maps each method it offers to the name ledgers and summaries show. ``roles``:
-    every role it calls (:class:`~combee_fast.roles.spec.Role`: name, pool, sampling defaults,
-    prompt files), which the session opens clients for and the ledger keeps apart.
-    ``rollout_role`` is the role whose calls are rollouts (ACE: generator); ``learning_roles``
-    the roles whose replies become edits (a run stops when most of one role's calls fail).
-    A kind may also say what ``len(artifact)`` counts in ``size_unit`` (ACE: bullets; GEPA:
-    candidates), shown in progress lines and reports ("size" without it). A stop rule that ends
-    the run when its work is done may tell what the run spends towards it with
-    ``budget(items) -> run.progress.Budget`` (epochs: train samples; GEPA: metric calls), which the
-    progress bar counts.
+    The registry completes it (:class:`~combee_fast.kinds.Kind`) with the members of
+    :class:`CompleteKind` it does not have, each default defined in :mod:`combee_fast.kinds`
+    (its methods ``sequential``, ``naive``, ``combee`` shown as ``<name>``, ``naive-<name>``,
+    ``combee-<name>``; the first ``serve`` role's calls are the rollouts; ...). The core reads only
+    the completed kind.
     """
 
     name: str
-    methods: Mapping[str, str]
     roles: tuple[Role, ...]
+    """Every role it calls (:class:`~combee_fast.roles.spec.Role`: name, pool, sampling defaults,
+    prompt files), which the session opens clients for and the ledger keeps apart."""
+    artifact_type: type[A]
+    """The artifact's class. A checkpoint stores the run's artifact and best one with
+    :meth:`CompleteKind.encode_artifact` and reads them back with :meth:`CompleteKind.decode_artifact`;
+    an artifact inside the carried work (typed as this class) likewise, unless msgspec encodes the
+    class itself."""
+
+    def initial(self, config: SessionConfig) -> A:
+        """The artifact a run starts from."""
+        ...
+
+    def build_method(self, method: str, context: LearnContext) -> Method[A]:
+        """The method ``method`` (one of :attr:`CompleteKind.methods`) on this learner."""
+        ...
+
+    async def evaluate(self, context: LearnContext, deployable: D, examples: Sequence[Example]) -> EvalResult:
+        """``deployable`` scored on ``examples``, per example."""
+        ...
+
+    def load(self, path: str | Path) -> D | None:
+        """The deployable saved at ``path``, or None when the file is not this learner's."""
+        ...
+
+class CompleteKind(LearnerKind[A, D], Protocol[A, D]):
+    """A registered learner with every member the core reads: a :class:`LearnerKind` completed by
+    :class:`~combee_fast.kinds.Kind` (which says each member's default).
+
+    ``key`` is the name a configuration gives to find it again (``ace``, an entry point's name, a
+    ``package.module:object`` path); ``methods`` maps each method it offers to the name ledgers
+    and summaries show. ``rollout_role`` is the role whose calls are rollouts (ACE: generator);
+    ``learning_roles`` the roles whose replies become edits (a run stops when most of one role's
+    calls fail). ``size_unit`` says what ``len(artifact)`` counts (ACE: bullets; GEPA:
+    candidates), in progress lines and reports. ``responders``: how the simulated endpoint answers
+    its roles, by request role name (:data:`~combee_fast.sim.responders.RoleResponder`; a built-in
+    learner's roles are answered by the task worlds themselves).
+    """
+
+    key: str
+    methods: Mapping[str, str]
     citable: bool
     """Whether its context has parts an agent may cite when it finishes (ACE's bullets)."""
     rollout_role: str
     learning_roles: tuple[str, ...]
     size_unit: str
-    """What ``len(artifact)`` counts (``bullets``, ``candidates``, ``lines``), in progress lines
-    and reports."""
-    artifact_type: type[A]
-    """The artifact's class. A checkpoint stores the run's artifact and best one with
-    :meth:`encode_artifact` and reads them back with :meth:`decode_artifact`; an artifact inside
-    the carried work (typed as this class) likewise, unless msgspec encodes the class itself."""
+    responders: Mapping[str, RoleResponder]
 
     def encode_artifact(self, artifact: A) -> bytes:
         """``artifact`` as bytes that :meth:`decode_artifact` turns back into an equal artifact
@@ -195,10 +228,6 @@ class LearnerKind(Protocol[A, D]):
 
     def decode_artifact(self, data: bytes) -> A:
         """The artifact :meth:`encode_artifact` encoded; ``ValueError`` when ``data`` is not one."""
-        ...
-
-    def initial(self, config: SessionConfig) -> A:
-        """The artifact a run starts from."""
         ...
 
     def batch_size(self, method: str, config: SessionConfig) -> int | None:
@@ -210,24 +239,12 @@ class LearnerKind(Protocol[A, D]):
         the generic one, :class:`~combee_fast.run.batch_plans.LivePlan`)."""
         ...
 
-    def build_method(self, method: str, context: LearnContext) -> Method[A]:
-        """The method ``method`` (one of :attr:`methods`) on this learner."""
-        ...
-
     def stop_rules(self, config: SessionConfig) -> list[StopRule]:
         """The rules that end this learner's runs when their work is done (epochs, budgets)."""
         ...
 
     def deployable(self, artifact: A) -> D:
         """What ``final.json`` and ``best.json`` hold of ``artifact``, and what is evaluated."""
-        ...
-
-    def load(self, path: str | Path) -> D | None:
-        """The deployable saved at ``path``, or None when the file is not this learner's."""
-        ...
-
-    async def evaluate(self, context: LearnContext, deployable: D, examples: Sequence[Example]) -> EvalResult:
-        """``deployable`` scored on ``examples``, per example."""
         ...
 
     def version_files(self, artifact: A) -> list[tuple[str, bytes]]:

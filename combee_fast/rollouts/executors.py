@@ -6,35 +6,34 @@
 
 A backend is a class taking ``(spec, chat, task=)`` (:class:`~combee_fast.rollouts.spec.RolloutSpec`,
 :class:`~combee_fast.rollouts.chat.AgentChat`, the session's task) that implements
-:class:`~combee_fast.protocols.RolloutExecutor`. A new backend is one module and one line here.
+:class:`~combee_fast.protocols.RolloutExecutor`. :data:`BACKENDS` is the one list of backends:
+the shipped ones, every entry point of group ``combee_fast.executors`` of an installed package, and
+any ``package.module:Class`` (:mod:`combee_fast.plugins`); ``executor.backend`` is checked when
+its backend is opened, and an unknown or broken one is one ConfigError line naming it.
 """
 
 from __future__ import annotations
 
 import contextlib
-import importlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from combee_fast.errors import ConfigError
+from combee_fast.plugins import EXECUTORS_GROUP, Registry, adopt_callable
 from combee_fast.protocols.rollouts import RolloutExecutor
 from combee_fast.rollouts.chat import AgentChat
 from combee_fast.rollouts.spec import RolloutSpec
 
-BACKENDS = {
+BACKENDS: Registry[Callable[..., Any]] = Registry("executor.backend", EXECUTORS_GROUP, {
     "local": "combee_fast.rollouts.local:LocalExecutor",
     "process": "combee_fast.rollouts.process:ProcessExecutor",
     "ray": "combee_fast.rollouts.ray_actors:RayExecutor",
-}
+}, adopt_callable("executor.backend"))
+"""Every rollout executor backend, by name (module docstring)."""
 
 
-def backend(name: str) -> type[Any]:
+def backend(name: str) -> Callable[..., Any]:
     """The executor class of backend ``name`` (its module imported now); ConfigError if unknown."""
-    where = BACKENDS.get(name)
-    if where is None:
-        raise ConfigError(f"unknown executor.backend {name!r}; choose one of: {', '.join(BACKENDS)}")
-    module, _, cls = where.partition(":")
-    return getattr(importlib.import_module(module), cls)
+    return BACKENDS.load(name)
 
 
 @contextlib.asynccontextmanager

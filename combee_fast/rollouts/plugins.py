@@ -1,27 +1,23 @@
 """Your own agent and environment, named ``package.module:factory`` (``--agent``, ``--env``).
 
 The module is imported and ``factory`` looked up only when the run starts (in each worker
-process, for the process backend); a path that does not import, or names nothing callable, is
-one :class:`~combee_fast.errors.ConfigError` line naming it.
+process, for the process backend), the working directory on the import path
+(:func:`combee_fast.plugins.load_path`); a path that does not import, or names nothing
+callable, is one :class:`~combee_fast.errors.ConfigError` line naming it.
 """
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from typing import Any
 
 from combee_fast.errors import ConfigError
+from combee_fast.plugins import load_path
 
 
 def load_factory(path: str, *, what: str) -> Callable[..., Any]:
     """The callable that ``path`` (``package.module:name``) names; ``what`` says what it is for."""
-    module_name, _, name = path.partition(":")
-    try:
-        module = importlib.import_module(module_name)
-    except Exception as exc:  # the user's module may fail in any way: one line saying so
-        raise ConfigError(f"{what} {path!r}: cannot import {module_name}: {type(exc).__name__}: {exc}") from None
-    factory = getattr(module, name, None)
+    factory = load_path(path, what=what)
     if not callable(factory):
-        raise ConfigError(f"{what} {path!r}: {module_name} has no callable {name!r}")
+        raise ConfigError(f"{what} {path!r}: {path.partition(':')[0]} has no callable {path.partition(':')[2]!r}")
     return factory

@@ -9,7 +9,7 @@ after the step (already held or newly applied), the direct symptom of context ov
 decision goes to the run directory's ``controller.jsonl`` with its inputs and reason.
 
 The plans are generic over the learner: what they read of an artifact is its lessons
-(``lessons``, the learner's :meth:`~combee_fast.protocols.LearnerKind.lessons`).
+(``lessons``, the learner's :meth:`~combee_fast.protocols.CompleteKind.lessons`).
 """
 
 from __future__ import annotations

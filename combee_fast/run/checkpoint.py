@@ -15,7 +15,7 @@ The file (``checkpoint.bin``) cannot lie and cannot run code:
     magic (8 bytes) | format (4, big-endian) | payload length (8) | SHA-256 of the payload (32) | payload
 
 The payload is msgpack, decoded into declared types only (:class:`Checkpoint`): the artifacts
-through their learner's codec (:meth:`~combee_fast.protocols.LearnerKind.encode_artifact`), the
+through their learner's codec (:meth:`~combee_fast.protocols.CompleteKind.encode_artifact`), the
 batch plan's state as :attr:`~combee_fast.protocols.BatchPlan.state_type`, the carried work as
 :meth:`~combee_fast.protocols.Method.carried_type`. A file of another format, cut, or with one
 byte changed is refused (:class:`~combee_fast.errors.CheckpointError`, one line); a pickle left
@@ -44,7 +44,7 @@ import msgspec
 from combee_fast.errors import CheckpointError
 from combee_fast.files import read_regular, write_atomic
 from combee_fast.methods.base import EvalResult
-from combee_fast.protocols.learning import LearnerKind
+from combee_fast.protocols.learning import CompleteKind
 from combee_fast.run.ledger import CallCounts
 from combee_fast.run.state import CallsRecord, TrainState
 
@@ -121,7 +121,7 @@ class _HeaderOnly(msgspec.Struct):
     header: Header  # the state is skipped unread
 
 
-def encode_checkpoint(state: TrainState[Any], header: Header, kind: LearnerKind[Any, Any]) -> bytes:
+def encode_checkpoint(state: TrainState[Any], header: Header, kind: CompleteKind[Any, Any]) -> bytes:
     """The checkpoint file's bytes for ``state`` (artifacts through ``kind``'s codec)."""
     kept = {name: getattr(state, name) for name in Kept.__struct_fields__}
     kept.update(artifact=kind.encode_artifact(state.artifact), best=kind.encode_artifact(state.best))
@@ -130,7 +130,7 @@ def encode_checkpoint(state: TrainState[Any], header: Header, kind: LearnerKind[
     return _HEAD.pack(_MAGIC, CHECKPOINT_FORMAT, len(payload), hashlib.sha256(payload).digest()) + payload
 
 
-def save_checkpoint(root: Path, state: TrainState[Any], header: Header, kind: LearnerKind[Any, Any]) -> None:
+def save_checkpoint(root: Path, state: TrainState[Any], header: Header, kind: CompleteKind[Any, Any]) -> None:
     """Write ``state`` atomically into the run directory ``root``."""
     write_atomic(root / CHECKPOINT_FILE, encode_checkpoint(state, header, kind))
 
@@ -148,7 +148,7 @@ class StoredCheckpoint:
     def steps(self) -> int:
         return self.header.steps
 
-    def state(self, kind: LearnerKind[Any, Any], *, method: str, plan_state_type: Any,
+    def state(self, kind: CompleteKind[Any, Any], *, method: str, plan_state_type: Any,
               carried_type: Any) -> TrainState[Any]:
         """The checkpointed state, decoded as ``kind``'s artifacts, a plan state of
         ``plan_state_type`` and carried work of ``carried_type``; :class:`CheckpointError` in one
@@ -201,7 +201,7 @@ def read_checkpoint(root: str | Path) -> StoredCheckpoint:
     return StoredCheckpoint(path, header, payload)
 
 
-def _artifact_encoder(kind: LearnerKind[Any, Any]) -> Callable[[Any], Any]:
+def _artifact_encoder(kind: CompleteKind[Any, Any]) -> Callable[[Any], Any]:
     def encode(value: Any) -> Any:
         if isinstance(value, kind.artifact_type):
             return kind.encode_artifact(value)
@@ -210,7 +210,7 @@ def _artifact_encoder(kind: LearnerKind[Any, Any]) -> Callable[[Any], Any]:
     return encode
 
 
-def _artifact_decoder(kind: LearnerKind[Any, Any]) -> Callable[[type, Any], Any]:
+def _artifact_decoder(kind: CompleteKind[Any, Any]) -> Callable[[type, Any], Any]:
     def decode(expected: type, value: Any) -> Any:
         if expected is kind.artifact_type and isinstance(value, bytes):
             return kind.decode_artifact(value)

@@ -73,7 +73,7 @@ import msgspec
 from combee_fast.config import HISTORY_KEPT, SessionConfig, config_to_dict, load_config
 from combee_fast.errors import CheckpointError, ConfigError, SplitChangedError, StorageError
 from combee_fast.files import DIR_MODE, open_append, open_regular, read_regular, write_atomic
-from combee_fast.protocols.learning import Deployable, LearnerKind
+from combee_fast.protocols.learning import CompleteKind, Deployable
 from combee_fast.run.checkpoint import (CHECKPOINT_FILE, LEGACY_CHECKPOINT_FILE, FileMark, Header, StoredCheckpoint,
                                         read_checkpoint, save_checkpoint)
 from combee_fast.run.ledger import LedgerRow
@@ -522,7 +522,7 @@ class RunDir:
                     os.chmod(path.parent, DIR_MODE)
                 write_atomic(path, data)
 
-    def save_checkpoint(self, state: TrainState[Any], kind: LearnerKind[Any, Any], *, method: str, seed: int) -> None:
+    def save_checkpoint(self, state: TrainState[Any], kind: CompleteKind[Any, Any], *, method: str, seed: int) -> None:
         """``checkpoint.bin``: ``state`` of ``kind``'s ``method`` under ``seed``, with the marks
         of the run's files at this point (and, as ``previous``, ``trajectories.jsonl``'s mark at
         the checkpoint before: where a resume from this one reads finished trajectories from)."""

@@ -34,7 +34,7 @@ import msgspec
 
 from combee_fast.errors import CallsFailed, EndpointUnreachable
 from combee_fast.methods.base import EvalResult, StepResult
-from combee_fast.protocols.learning import LearnerKind
+from combee_fast.protocols.learning import CompleteKind
 from combee_fast.protocols.running import BatchPlan, Method, StopRule
 from combee_fast.run.cost import GpuClock
 from combee_fast.run.events import Events, RunStopped, StepDone, VersionApplied, on_kind
@@ -56,7 +56,7 @@ class TrainResult(msgspec.Struct, frozen=True):
     ``val_counts``: the same for the loop's own validation calls. ``interrupted``: stopped by
     SIGINT/SIGTERM before the end, resumable from its checkpoint; ``stopped_by``: the limit that
     ended the run early (None: its work was done); ``summary``: what the learner says of its
-    artifact (:meth:`~combee_fast.protocols.LearnerKind.summary`). ``episodes``, ``episodes_failed``
+    artifact (:meth:`~combee_fast.protocols.CompleteKind.summary`). ``episodes``, ``episodes_failed``
     and ``env_seconds``: the agent episodes of the learning steps and their environment seconds.
     """
 
@@ -128,7 +128,7 @@ class Training(Generic[A]):
     """
 
     def __init__(
-        self, kind: LearnerKind[A, Any], method: Method[A], plan: BatchPlan, items: Sequence[Any],
+        self, kind: CompleteKind[A, Any], method: Method[A], plan: BatchPlan, items: Sequence[Any],
         state: TrainState[A], *, seed: int, rules: Sequence[StopRule], validate: Validate | None,
         eval_every: int = 0, run_dir: RunDir | None = None, gpu_clock: GpuClock | None = None,
         events: Events | None = None, resumed: bool = False, calls_now: Callable[[], CallsRecord] | None = None,

@@ -5,7 +5,9 @@ sim-server ...`` runs it standalone. The first line on stdout is ``listening on 
 
 By default it serves what a run without an endpoint gets in process: every bundled task's world
 (ACE's roles and GEPA's, :mod:`combee_fast.sim.worlds`) at the in-process endpoint's latency
-preset and time scale (:class:`~combee_fast.config.SimConfig`). ``--world TASK`` plays one task
+preset and time scale (:class:`~combee_fast.config.SimConfig`), answering also the roles of every
+registered learner by its responders (an installed plugin's, and those of ``--learner
+package.module:object``; given by ``combee``'s CLI as :func:`register`'s ``learner_roles``). ``--world TASK`` plays one task
 (a ``jsonl`` or ``traces`` task with ``--data`` and ``--task-option``, as ``learn`` takes them);
 ``--world echo`` answers every request with its last user message (for transport benchmarks).
 ``GET /v1/models`` lists one model, ``--model`` (default ``sim``).
@@ -19,11 +21,14 @@ import gc
 import signal
 import sys
 
+from collections.abc import Callable, Mapping, Sequence
+
 from combee_fast.engine.loop import run
 from combee_fast.errors import EXIT_OK, EXIT_USAGE, ConfigError
 from combee_fast.redact import escape_control
 from combee_fast.config import FaultConfig, SimConfig
 from combee_fast.errors import CombeeError
+from combee_fast.sim.responders import RoleResponder, SimReply, SimRequest
 from combee_fast.sim.server import PRESETS, SIM_MODEL, EchoResponder, LatencyPreset, Responder, SimServer
 from combee_fast.sim.peers import PeerReplies, PeerRouter
 from combee_fast.sim.world import TaskWorld
@@ -39,8 +44,15 @@ flight the default (700) collects many times a second, and its older-generation 
 the loop, holding every answer due meanwhile (``bench/throughput.py`` shows the server's CPU per request)."""
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    """Add the ``sim-server`` subcommand; its handler is ``args.handler(args) -> int``."""
+LearnerResponders = Callable[[Sequence[str]], Mapping[str, RoleResponder]]
+"""The responders of every registered learner's roles and of the learners named (paths), by
+request role name (:func:`combee_fast.learners.responders`)."""
+
+
+def register(subparsers: argparse._SubParsersAction,  # type: ignore[type-arg]
+             learner_roles: LearnerResponders | None = None) -> None:
+    """Add the ``sim-server`` subcommand; its handler is ``args.handler(args) -> int``. The
+    worlds also answer ``learner_roles`` (None: only the task worlds' own roles)."""
     sim = SimConfig()
     parser = subparsers.add_parser(
         "sim-server",
@@ -64,6 +76,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                              f"(answer with the last user message); default: every bundled task "
                              f"({', '.join(BUNDLED_TASKS)})")
     parser.add_argument("--data", help="the data file of a jsonl or traces --world")
+    if learner_roles is not None:
+        parser.add_argument("--learner", action="append", default=[], metavar="PACKAGE.MODULE:OBJECT",
+                            help="also answer the roles of this learner, by its responders (repeatable; installed "
+                                 "plugins' roles are answered without it)")
     parser.add_argument("--task-option", type=task_option, action="append", default=[], metavar="KEY=VALUE",
                         help="an option of the --world task, as learn takes it (repeatable)")
     parser.add_argument("--peers", action="store_true",
@@ -84,7 +100,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     parser.add_argument("--reuse-port", action="store_true",
                         help="listen with SO_REUSEPORT, so several sim-server processes can share one port "
                              "(each with its own latency model: use with --constant-latency)")
-    parser.set_defaults(handler=run_sim_server)
+    parser.set_defaults(handler=run_sim_server, learner_roles=learner_roles)
 
 
 def _port(text: str) -> int:
@@ -106,15 +122,35 @@ def server_from_args(args: argparse.Namespace) -> SimServer:
         rate_truncated=args.rate_truncated, retry_after_s=args.retry_after, stall_s=args.stall,
     )
     preset = args.preset if args.constant_latency is None else LatencyPreset.constant(args.constant_latency)
-    responder = _responder(args)
+    responder = worlds = _responder(args)
     if args.peers:
         if not isinstance(responder, (TaskWorld, TaskWorlds)):
             raise ConfigError("--peers answers with a task world: drop --world echo")
         world = responder.worlds[0] if isinstance(responder, TaskWorlds) else responder
         responder = PeerRouter(responder, PeerReplies(world))
+    roles = args.learner_roles(args.learner) if args.learner_roles is not None else {}
+    if roles and isinstance(worlds, (TaskWorld, TaskWorlds)):
+        responder = LearnerRoles(responder, worlds, roles)
     return SimServer(responder, preset=preset, time_scale=args.time_scale, faults=faults,
                      seed=args.seed, latency_jitter=args.latency_jitter, host=args.host, port=args.port,
                      reject_json_schema=args.reject_json_schema, reuse_port=args.reuse_port, model=args.model)
+
+
+class LearnerRoles:
+    """Answers the requests of ``roles`` (request role name -> responder) by their responder, in
+    the world that knows the request's question (:meth:`TaskWorlds.world_for`), and every other
+    request by ``responder``."""
+
+    def __init__(self, responder: Responder, worlds: TaskWorld | TaskWorlds,
+                 roles: Mapping[str, RoleResponder]) -> None:
+        self.responder, self.worlds, self.roles = responder, worlds, dict(roles)
+
+    def respond(self, request: SimRequest) -> str | SimReply:
+        answer = self.roles.get(request.role)
+        if answer is None:
+            return self.responder.respond(request)
+        worlds = self.worlds
+        return answer(worlds.world_for(request) if isinstance(worlds, TaskWorlds) else worlds, request)
 
 
 def _responder(args: argparse.Namespace) -> Responder:
@@ -166,7 +202,7 @@ def run_sim_server(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m combee_fast.sim.cli")
-    register(parser.add_subparsers(required=True))
+    register(parser.add_subparsers(required=True))  # the task worlds' own roles (combee sim-server: every learner's)
     args = parser.parse_args(argv)
     return int(args.handler(args))
 

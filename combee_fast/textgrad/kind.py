@@ -5,7 +5,8 @@ over :class:`~combee_fast.textgrad.learner.TextGradLearner`.
 Methods: ``sequential`` (shown as ``textgrad``: TextGrad's own loop, one optimizer step per
 example), ``naive`` (``naive-textgrad``: one step over a whole batch's gradients, TextGrad's
 batched mode) and ``combee`` (``combee-textgrad``: one step per augmented-shuffle group, merged
-by the reduce tree). A step's batch is ``train.batch_size`` examples, as for ACE.
+by the reduce tree): the default methods of a learner (:mod:`combee_fast.kinds`), as are every
+member it leaves out. A step's batch is ``train.batch_size`` examples, as for ACE.
 """
 
 from __future__ import annotations
@@ -15,17 +16,13 @@ from pathlib import Path
 from typing import Any
 
 from combee_fast.config import SessionConfig
-from combee_fast.engine.kept import StructArtifact
 from combee_fast.errors import ConfigError
-from combee_fast.methods import METHODS, build_method
+from combee_fast.methods import build_method
 from combee_fast.methods.base import EvalResult
-from combee_fast.protocols.learning import Learner
-from combee_fast.protocols.running import Method, StopRule
+from combee_fast.protocols.running import Method
 from combee_fast.run.context import LearnContext
-from combee_fast.run.rundir import RunDir
-from combee_fast.run.stops import EpochsDone
 from combee_fast.schema import Example
-from combee_fast.textgrad.calls import FORWARD_ROLE, GRADIENT_ROLE, LOSS_ROLE, REDUCE_ROLE, ROLES, STEP_ROLE, TextGradCalls
+from combee_fast.textgrad.calls import ROLES, TextGradCalls
 from combee_fast.textgrad.evaluate import evaluate
 from combee_fast.textgrad.learner import TextGradLearner
 from combee_fast.textgrad.variable import PromptVariable, is_variable_file
@@ -37,41 +34,23 @@ def calls_of(context: LearnContext) -> TextGradCalls:
     return TextGradCalls(context.task, context.calls)
 
 
-class TextGradKind(StructArtifact):
+class TextGradKind:
     """The TextGrad learner: what it learns and deploys is a
     :class:`~combee_fast.textgrad.variable.PromptVariable`."""
 
     name = "textgrad"
-    methods = {name: ("textgrad" if name == "sequential" else f"{name}-textgrad") for name in METHODS}
     roles = ROLES
-    citable = False
-    rollout_role = FORWARD_ROLE
-    learning_roles = (LOSS_ROLE, GRADIENT_ROLE, STEP_ROLE, REDUCE_ROLE)
     size_unit = "lines"  # what the artifact's size counts, in progress lines and reports
     artifact_type = PromptVariable
 
     def initial(self, config: SessionConfig) -> PromptVariable:
         return PromptVariable.seed()
 
-    def batch_size(self, method: str, config: SessionConfig) -> int | None:
-        return config.train.batch_size
-
-    def live_plan(self, method: str, config: SessionConfig, run_dir: RunDir | None) -> None:
-        """TextGrad's batches are planned by the generic live planner."""
-        return None
-
     def build_method(self, method: str, context: LearnContext) -> Method[PromptVariable]:
         if context.from_traces:
             raise ConfigError("learner textgrad runs its own forward calls; it cannot learn from collected traces")
         config = context.config
-        return build_method(method, TextGradLearner(calls_of(context)), config.map, config.combee, seed=config.seed,
-                            shown=self.methods[method])
-
-    def stop_rules(self, config: SessionConfig) -> list[StopRule]:
-        return [EpochsDone(config.train.epochs)]
-
-    def deployable(self, artifact: PromptVariable) -> PromptVariable:
-        return artifact
+        return build_method(method, TextGradLearner(calls_of(context)), config.map, config.combee, seed=config.seed)
 
     def load(self, path: str | Path) -> PromptVariable | None:
         return PromptVariable.load(path) if is_variable_file(path) else None
@@ -91,9 +70,6 @@ class TextGradKind(StructArtifact):
 
     def summary(self, artifact: PromptVariable) -> dict[str, Any]:
         return {"prompt_lines": len(artifact), "prompt_chars": len(artifact.render())}
-
-    def online_learner(self, agents: Any) -> Learner[Any, Any, Any]:
-        raise ConfigError("learner textgrad cannot learn online from submitted rollouts; use learner ace")
 
 
 TEXTGRAD = TextGradKind()

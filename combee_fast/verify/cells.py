@@ -76,8 +76,8 @@ def baseline_config(card: Card, hardware: HardwareClass, seed: int, *, time_scal
     flight, so any scale gives the same simulated times); ``world`` the task-world variant."""
     method = card.serial_baseline.method
     kind = serial_baseline(method, learner).kind
-    base = SessionConfig(learner=kind.name if method != "sequential" else learner, method=method,
-                         train=TrainConfig(batch_size=1), gepa=gepa if kind.name == "gepa" and gepa else GepaConfig(),
+    base = SessionConfig(learner=kind.key if method != "sequential" else learner, method=method,
+                         train=TrainConfig(batch_size=1), gepa=gepa or GepaConfig(),
                          sim=SimConfig(world=world))
     return cell_config(card, base, hardware, seed, time_scale=time_scale)
 
@@ -119,7 +119,7 @@ async def run_cell(card: Card, card_path: str | Path, config: SessionConfig, har
         finally:
             if directory is not None:
                 directory.close()
-        scored = await session.evaluate(result.best, test.examples, learner=result.learner)
+        scored = await session.evaluate(result.best, test.examples)
     append_usage(usage.record, [usage_entry(test.manifest, role=role, use="report", run=name, command=command)])
     choice = session.choice
     return CellRun(

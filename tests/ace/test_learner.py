@@ -6,10 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from combee_fast.ace.chain import SampleTrace
-from combee_fast.ace.kind import ACE
 from combee_fast.ace.learner import AceLearner, tag_ops
 from combee_fast.config import SessionConfig
 from combee_fast.gepa.candidate import Candidate
+from combee_fast.learners import LEARNERS
 from combee_fast.playbook import Playbook
 from combee_fast.schema import BulletTag, CallError, Delta, Example, Op, OpKind, Reflection, Rollout, Usage
 
@@ -77,18 +77,19 @@ def test_a_failed_reflection_is_no_record() -> None:
 
 
 def test_ace_deploys_its_playbook_loads_only_playbook_files_and_writes_each_version(tmp_path: Path) -> None:
+    ace = LEARNERS.load("ace")  # completed with the defaults it leaves out (combee_fast.kinds)
     playbook = _playbook()
-    assert ACE.deployable(playbook) is playbook and ACE.summary(playbook) == {"bullets": 1}
-    assert ACE.lessons(playbook) == ["Divide by the period count."]
-    [(name, data)] = ACE.version_files(playbook)
+    assert ace.deployable(playbook) is playbook and ace.summary(playbook) == {"bullets": 1}
+    assert ace.lessons(playbook) == ["Divide by the period count."]
+    [(name, data)] = ace.version_files(playbook)
     assert name == f"playbooks/v{playbook.version:05d}.json" and Playbook.from_bytes(data).render() == playbook.render()
     (tmp_path / "playbooks").mkdir()
     (tmp_path / name).write_bytes(data)
     config = SessionConfig()
-    assert ACE.load_version(tmp_path, playbook.version, config).render() == playbook.render()
-    assert ACE.load_version(tmp_path, 0, config).version == 0
+    assert ace.load_version(tmp_path, playbook.version, config).render() == playbook.render()
+    assert ace.load_version(tmp_path, 0, config).version == 0
     playbook.save(tmp_path / "final.json")
     Candidate.seed().save(tmp_path / "candidate.json")
-    assert ACE.load(tmp_path / "final.json").render() == playbook.render()
-    assert ACE.load(tmp_path / "candidate.json") is None  # GEPA's file, not ACE's
-    assert set(ACE.methods) == {"sequential", "naive", "combee"} and ACE.learning_roles == ("reflector", "curator", "reducer")
+    assert ace.load(tmp_path / "final.json").render() == playbook.render()
+    assert ace.load(tmp_path / "candidate.json") is None  # GEPA's file, not ACE's
+    assert set(ace.methods) == {"sequential", "naive", "combee"} and ace.learning_roles == ("reflector", "curator", "reducer")
