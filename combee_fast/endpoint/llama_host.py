@@ -12,12 +12,15 @@ OpenAI-compatible ``/v1/chat/completions`` with JSON-schema outputs and tool cal
 own chat template), and a streamed request whose client goes away stops generating.
 
 ``--context`` is the context of one slot; the server holds ``context * slots`` tokens in all.
-It serves until SIGTERM or SIGINT, then exits 0. It leaves no core dump when it crashes.
+It serves until SIGTERM or SIGINT, then exits 0 at once: the server holds nothing to save, and its
+own shutdown waits for the decode in progress, which on a loaded machine takes minutes (a server
+whose engine died must not outlive it by that). It leaves no core dump when it crashes.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import resource
 import signal
 import sys
@@ -58,8 +61,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"llama_host: serving {args.model} on {server.listening_address} ({args.slots} slot(s), "
           f"{args.threads} thread(s)); {xllamacpp.get_system_info().strip()}", file=sys.stderr, flush=True)
     signal.sigwait(stop)
-    del server  # stops the server's loop and frees the model
-    return 0
+    sys.stderr.flush()
+    os._exit(0)  # not the server's graceful stop: it waits for the decode in flight
 
 
 if __name__ == "__main__":

