@@ -90,41 +90,13 @@ def _learner_roles(learners: Sequence[str]) -> Any:
     return responders(learners)
 
 
-NOTICE_EVERY_S = 1.0
-"""Fewest seconds between two "waiting on Retry-After" lines."""
-
-
-class _RetryAfterNotice:
-    """Says on stderr when a call waits because a server asked (Retry-After): at most one line a
-    second, counting the waits since the previous line."""
-
-    def __init__(self) -> None:
-        self._last = -NOTICE_EVERY_S
-        self._waits = 0
-
-    def __call__(self, endpoint: str, seconds: float) -> None:
-        self._waits += 1
-        now = time.monotonic()
-        if now - self._last >= NOTICE_EVERY_S:
-            print(f"[waiting] {escape_control(endpoint)} asked to wait {seconds:g} s (Retry-After); "
-                  f"{self._waits} call(s) told to wait since the last notice", file=sys.stderr, flush=True)
-            self._last, self._waits = now, 0
-
-
-def _overload_notice(endpoint: str, limit: int) -> None:
-    print(f"[overload] {escape_control(endpoint)}: a request timed out; at most {limit} request(s) in flight "
-          "from now on, growing back as answers come", file=sys.stderr, flush=True)
-
-
 def _notify_waits(session: Any, quiet: bool) -> None:
     """Say on stderr when a server asks calls to wait (Retry-After) and when a timeout lowers
-    the requests in flight (every replica of every role's endpoint)."""
-    if quiet:
-        return
-    notice = _RetryAfterNotice()
-    for client in session.clients.every_replica():
-        client.on_retry_after = notice
-        client.on_overload = _overload_notice
+    the requests in flight (every replica of every role's endpoint: the session's events)."""
+    from combee_fast.run.notices import WaitNotices
+
+    if not quiet:
+        session.events.subscribe(WaitNotices())
 
 
 async def _learn(args: argparse.Namespace) -> int:
@@ -143,7 +115,8 @@ async def _learn(args: argparse.Namespace) -> int:
                           f"method {choice.shown} takes its minibatch from --minibatch (serial) or --combee-minibatch")
     out = args.out or f"runs/{config.task.name}-{choice.shown}-{time.strftime('%Y%m%d-%H%M%S')}"
     check_run_target(out, overwrite=args.overwrite)
-    usage, gpus, stops = None, args.gpus, ()
+    usage, gpus = None, args.gpus
+    stops: tuple[Any, ...] = ()  # a card's budget
     if args.card:
         from combee_fast.verify.discipline import learn_under_card
 
@@ -155,12 +128,12 @@ async def _learn(args: argparse.Namespace) -> int:
         _notify_waits(session, args.quiet)
         interrupt = StopRequest()
         interrupt.install()
-        events, tracker = _run_events(session, args, config, name=Path(out).name)
+        events, tracker, reruns = _run_events(session, args, config, name=Path(out).name)
         failed = True
         try:
             result = await session.train(run_dir=run_dir, usage=usage, gpus=gpus, interrupt=interrupt, stops=stops,
                                          events=events)
-            code = _finish(result, run_dir, _shown(out, run_dir), interrupt, reruns=_reruns(session))
+            code = _finish(result, run_dir, _shown(out, run_dir), interrupt, reruns=reruns.count)
             failed = False
         except CombeeError as exc:
             if run_dir.started:  # a retry's refusal then names this run as a failed one
@@ -182,13 +155,14 @@ def _shown(out: str, run_dir: Any) -> str:
     return out if run_dir.location == Path(out) else str(run_dir.location)
 
 
-def _run_events(session: Any, args: argparse.Namespace, config: Any, *, name: str) -> tuple[Any, Any]:
+def _run_events(session: Any, args: argparse.Namespace, config: Any, *, name: str) -> tuple[Any, Any, _Reruns]:
     """The run's event hub with what the command line asked to see or record: the progress (not
     with ``--quiet``) and the MLflow logger (``tracking.mlflow``, returned too: it is finished
-    once the run's files are written)."""
+    once the run's files are written); and the count of episodes re-run, for the summary."""
     from combee_fast.run.events import Events
 
-    events, tracker = Events(), None
+    reruns = _Reruns()
+    events, tracker = Events(reruns), None
     if not args.quiet:
         events.subscribe(session.progress())
     if config.tracking.mlflow:
@@ -196,7 +170,20 @@ def _run_events(session: Any, args: argparse.Namespace, config: Any, *, name: st
 
         tracker = MlflowLogger.start(config, run_name=name)
         events.subscribe(tracker)
-    return events, tracker
+    return events, tracker, reruns
+
+
+class _Reruns:
+    """Counts the episodes sent again after their worker was lost (``EpisodeRerun`` events)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def __call__(self, event: Any) -> None:
+        from combee_fast.run.events import EpisodeRerun
+
+        if isinstance(event, EpisodeRerun):
+            self.count += 1
 
 
 async def _resume(args: argparse.Namespace) -> int:
@@ -215,7 +202,7 @@ async def _resume(args: argparse.Namespace) -> int:
     run_dir = RunDir.reopen(out)
     try:
         config = run_dir.read_config()
-        stops = ()
+        stops: tuple[Any, ...] = ()
         if (card := run_dir.card_file()) is not None:
             from combee_fast.verify.discipline import card_budget
 
@@ -231,12 +218,12 @@ async def _resume(args: argparse.Namespace) -> int:
             interrupt = StopRequest()
             interrupt.install()
             resumed_from = run_dir.resumed.steps  # type: ignore[union-attr]
-            events, tracker = _run_events(session, args, config, name=Path(out).name)
+            events, tracker, reruns = _run_events(session, args, config, name=Path(out).name)
             failed = True
             try:
                 result = await session.train(run_dir=run_dir, gpus=args.gpus, interrupt=interrupt, stops=stops,
                                              events=events)
-                code = _finish(result, run_dir, out, interrupt, resumed_from=resumed_from, reruns=_reruns(session))
+                code = _finish(result, run_dir, out, interrupt, resumed_from=resumed_from, reruns=reruns.count)
                 failed = False
             finally:
                 interrupt.uninstall()
@@ -245,11 +232,6 @@ async def _resume(args: argparse.Namespace) -> int:
     finally:
         run_dir.close()
     return code
-
-
-def _reruns(session: Any) -> int:
-    """Episodes the session's executor sent again after losing their worker (none without episodes)."""
-    return session.episodes.reruns if session.episodes is not None else 0
 
 
 def _finish(result: Any, run_dir: Any, out: str, interrupt: Any, *, resumed_from: int | None = None,
@@ -379,6 +361,8 @@ async def _evaluated(session: Any, config: Any, run_dir: Any, kind: Any, deploya
     from combee_fast.run.ledger import CallCounts
     from combee_fast.run.provenance import provenance
     from combee_fast.run.compare import file_sha256
+    from combee_fast.run.events import CallFailed, on_kind
+    from combee_fast.run.record import RunRecord
     from combee_fast.run.report import answered_interval, eval_report
     from combee_fast.tasks.heldout import row_key
 
@@ -389,11 +373,11 @@ async def _evaluated(session: Any, config: Any, run_dir: Any, kind: Any, deploya
     run_dir.write_provenance(record)
     run_dir.write_prompt(deployable.render())
     run_dir.start()
-    session.calls.on_failure = run_dir.append_error
+    errors = session.events.subscribe(on_kind(CallFailed, RunRecord(run_dir)), critical=True)  # errors.jsonl
     try:
         result = await session.evaluate(deployable, split.examples, learner=kind.key)
     finally:
-        session.calls.on_failure = None
+        session.events.unsubscribe(errors)
     if 2 * result.answered > result.examples:  # replacing --overwrite's evaluation once most examples are answered
         run_dir.replace_previous()
     interval = await asyncio.to_thread(answered_interval, result)

@@ -37,9 +37,10 @@ from combee_fast.run.batch_plans import ControllerPlan, FixedBatch, LivePlan, Re
 from combee_fast.run.checkpoint import StoredCheckpoint
 from combee_fast.run.context import LearnContext
 from combee_fast.run.cost import SIMULATED_GPUS, GpuClock
-from combee_fast.run.events import CallFailed, EpisodeFailed, Events, StepDone, on_kind
+from combee_fast.run.events import Events, StepDone, on_kind
 from combee_fast.run.interrupt import StopRequest
 from combee_fast.run.ledger import LedgerRow
+from combee_fast.run.notices import rerun_notice
 from combee_fast.run.progress import Budget, Progress
 from combee_fast.run.provenance import Provenance, provenance
 from combee_fast.run.report import RunFacts, curve_png, run_report
@@ -50,10 +51,9 @@ from combee_fast.run.stops import (FailingCalls, FailingEpisodes, Interrupted, N
 from combee_fast.run.train import Training, TrainResult, train
 from combee_fast.run.usage import SplitUsage, append_usage, usage_entry
 from combee_fast.rollouts.attempts import EpisodeAttempts
-from combee_fast.rollouts.episode import Episode
-from combee_fast.rollouts.journal import TrajectoryJournal, trace_record
+from combee_fast.rollouts.journal import TrajectoryJournal
 from combee_fast.rollouts.spec import RolloutSpec, uses_agents
-from combee_fast.schema import Example, Trajectory
+from combee_fast.schema import Example
 from combee_fast.sim.server import SimServer
 from combee_fast.sim.worlds import task_world
 from combee_fast.tasks.base import Split
@@ -65,7 +65,8 @@ class Session:
     """Open endpoints and loaded splits for one configuration; ``choice`` is its learner and
     method (:func:`combee_fast.learners.resolve`); ``calls`` the role calls of the learner's
     declared roles; ``local`` the local server, if it started one; ``episodes`` the rollout
-    executor of agent episodes (None: attempts are single calls)."""
+    executor of agent episodes (None: attempts are single calls); ``events`` the hub its
+    endpoints, role calls and episodes emit on."""
 
     def __init__(
         self, config: SessionConfig, task: Task, train_split: Split, val_split: Split, calls: RoleCalls,
@@ -84,6 +85,13 @@ class Session:
     @property
     def clients(self) -> RoleClients:
         return self.calls.clients
+
+    @property
+    def events(self) -> Events:
+        """The session's hub: what its endpoints (waits, overloads), role calls (failed calls) and
+        episodes (finished, failed, re-run) emit, outside a run too; a run's own hub hears them
+        while it trains (:meth:`train`)."""
+        return self.calls.events
 
     @property
     def learns_from_traces(self) -> bool:
@@ -127,8 +135,8 @@ class Session:
         choice = self.resolve(method)
         items = len(self.train_items())
         for rule in choice.kind.stop_rules(self.config):
-            if (budget := getattr(rule, "budget", None)) is not None:
-                return budget(items)
+            if (budget := rule.budget(items)) is not None:
+                return budget
         return None
 
     def reports_simulated_time(self) -> bool:
@@ -226,7 +234,8 @@ class Session:
 
         With ``run_dir``, ``config.json``, ``splits.json`` and ``capabilities.json`` are written
         and the run directory is moved into place (:meth:`RunDir.start`) before the first step;
-        every failed call goes to its ``errors.jsonl`` as it happens; ``calls.json`` and
+        every failed call goes to its ``errors.jsonl`` as it happens (its record,
+        :class:`~combee_fast.run.record.RunRecord`, is a critical consumer); ``calls.json`` and
         ``capabilities.json`` are written at the end. A run directory reopened by
         :meth:`RunDir.reopen` resumes its run from its checkpoint (``artifact`` is then ignored).
 
@@ -241,20 +250,27 @@ class Session:
 
         ``interrupt`` ends the run after the step in flight once requested (SIGINT, SIGTERM);
         ``stops`` are more stop rules (e.g. a card's budget: :class:`~combee_fast.verify.budget.BudgetGuard`).
-        ``events`` receives the run's :mod:`~combee_fast.run.events` (every step, version, failed
-        call and the stop); ``on_step`` is told each ledger row.
+        ``events`` (a hub of the run's own; default: a new one) receives the run's
+        :mod:`~combee_fast.run.events`: every step, version and the stop, and what the session's
+        hub (:attr:`events`) hears while the run trains (failed calls, waits, episodes);
+        ``on_step`` is told each ledger row.
 
         With agent episodes, every finished trajectory goes to the run directory's
-        ``trajectories.jsonl`` and every failed one to ``errors.jsonl`` and an ``EpisodeFailed``
-        event; a resumed run takes the episodes it had finished since its checkpoint's previous
-        step from ``trajectories.jsonl`` instead of running them again.
+        ``trajectories.jsonl`` (an ``EpisodeFinished`` event) and every failed one to
+        ``errors.jsonl`` (an ``EpisodeFailed`` event); an episode re-run after its worker was lost
+        is a line of ``errors.jsonl`` and one on stderr. A resumed run takes the episodes it had
+        finished since its checkpoint's previous step from ``trajectories.jsonl`` instead of
+        running them again.
         """
+        if events is self.events:
+            raise ValueError("Session.train(events=...): give the run a hub of its own; the session's hub "
+                             "(Session.events) already reaches it while it trains")
         choice = self.resolve(method if isinstance(method, str) else None)
         built = method if method is not None and not isinstance(method, str) else \
             choice.kind.build_method(choice.method, self.context)
         stored = run_dir.resumed if run_dir is not None else None
         self._record_uses(usage, again=stored is not None)
-        events = events or Events()
+        events = events if events is not None else Events()
         if on_step is not None:
             events.subscribe(on_kind(StepDone, lambda done: on_step(done.row)))
         plan = plan or await self.batch_plan(run_dir, method=choice.shown)
@@ -280,8 +296,10 @@ class Session:
             self._start_run(run_dir, usage)
         if run_dir is not None:
             run_dir.write_provenance(record)
-        self.calls.on_failure = _failure_recorder(events, run_dir)
-        self._record_episodes(events, run_dir)
+        if self.episodes is not None and run_dir is not None and run_dir.resumed is not None:
+            self.episodes.resume_from(run_dir.resumed_trajectories())
+        forward = self.events.subscribe(events.emit, critical=True)  # the run's record hears the session
+        notice = self.events.subscribe(rerun_notice)
         result: TrainResult | None = None
         failure: BaseException | None = None
         try:
@@ -291,8 +309,8 @@ class Session:
             failure = exc
             raise
         finally:
-            self.calls.on_failure = None
-            self._record_episodes(None, None)
+            self.events.unsubscribe(forward)
+            self.events.unsubscribe(notice)
             self._record_calls(run_dir, calls_now())
             if run_dir is not None and run_dir.started:
                 await asyncio.to_thread(self._write_page, run_dir, training, choice, facts, record, result, failure)
@@ -330,23 +348,6 @@ class Session:
             run_dir.write_report(page, curve)
         except Exception as exc:  # the run's outcome stands; its page is a courtesy
             print(f"combee: could not write {run_dir.root / 'report.md'}: {type(exc).__name__}: {exc}", file=sys.stderr)
-
-    def _record_episodes(self, events: Events | None, run_dir: RunDir | None) -> None:
-        """Send the episodes' record to ``run_dir`` and ``events`` (None: stop sending it)."""
-        journal = self.episodes
-        if journal is None:
-            return
-        if events is None:
-            journal.on_finished = journal.on_failed = journal.on_unusable = journal.on_rerun = None
-            return
-        if run_dir is not None:
-            journal.on_finished = lambda trajectory, episode: run_dir.append_trajectory(
-                trace_record(trajectory, episode))
-            if run_dir.resumed is not None:
-                journal.resume_from(run_dir.resumed_trajectories())
-        journal.on_failed = _episode_failure_recorder(events, run_dir)
-        journal.on_unusable = self.calls.note_unusable
-        journal.on_rerun = _episode_rerun_recorder(run_dir)
 
     def _record_uses(self, usage: SplitUsage | None, *, again: bool) -> None:
         """Check every split use (a test split is refused); under a card, append them to its
@@ -442,50 +443,6 @@ def _outcome(result: TrainResult | None, failure: BaseException | None, facts: R
     return f"Done after step {result.steps}: {reason}"
 
 
-def _failure_recorder(events: Events, run_dir: RunDir | None) -> Callable[[dict[str, Any]], None]:
-    """Each failed call: a line of the run's ``errors.jsonl`` (with its raw reply) as it happens,
-    and a :class:`~combee_fast.run.events.CallFailed` event."""
-
-    def record(failure: dict[str, Any]) -> None:
-        if run_dir is not None:
-            run_dir.append_error(failure)
-        events.emit(CallFailed(failure["role"], failure["label"], failure["message"]))
-
-    return record
-
-
-def _episode_failure_recorder(events: Events, run_dir: RunDir | None) -> Callable[[Trajectory], None]:
-    """Each failed episode: a line of the run's ``errors.jsonl`` (its kind, message, the step and
-    what the agent did there) and an :class:`~combee_fast.run.events.EpisodeFailed` event."""
-
-    def record(trajectory: Trajectory) -> None:
-        error = trajectory.error
-        assert error is not None
-        step = trajectory.steps[error.step] if error.step is not None and error.step < len(trajectory.steps) else None
-        if run_dir is not None:
-            run_dir.append_episode_failure({
-                "episode": trajectory.key, "item": trajectory.item_id, "kind": error.kind, "message": error.message,
-                "step": error.step, "action": msgspec.to_builtins(step.action) if step is not None else None,
-                "observation": step.observation[-2000:] if step is not None else None,
-                "raw": step.raw if step is not None else None})
-        events.emit(EpisodeFailed(trajectory.item_id, error.kind, error.message))
-
-    return record
-
-
-def _episode_rerun_recorder(run_dir: RunDir | None) -> Callable[[Episode, str], None]:
-    """Each episode sent again after its worker was lost: a line of ``errors.jsonl`` (kind
-    ``worker_lost``, ``rerun`` true: the episode itself goes on) and one line on stderr."""
-
-    def record(episode: Episode, why: str) -> None:
-        print(f"combee: episode {episode.key} runs again: {why}", file=sys.stderr)
-        if run_dir is not None:
-            run_dir.append_episode_failure({"episode": episode.key, "item": episode.example.id, "kind": "worker_lost",
-                                            "message": why, "rerun": True})
-
-    return record
-
-
 @contextlib.asynccontextmanager
 async def open_session(config: SessionConfig, *, check: bool = True) -> AsyncIterator[Session]:
     """Load the task, start the local server or the simulated endpoint if a role needs one, open
@@ -512,8 +469,9 @@ async def open_session(config: SessionConfig, *, check: bool = True) -> AsyncIte
         if cache is not None:
             stack.callback(cache.close)
         role_map = RoleMap.from_config(config, choice.kind.roles, fallback, learner=choice.kind.name)
-        clients = await open_role_clients(role_map, stack, cache=cache, check=check)
-        calls = RoleCalls.on(role_map, task, clients)
+        events = Events()  # the session's hub (Session.events)
+        clients = await open_role_clients(role_map, stack, cache=cache, check=check, events=events)
+        calls = RoleCalls.on(role_map, task, clients, events=events)
         episodes = await _open_episodes(config, task, calls, choice.kind.name, stack)
         yield Session(config, task, train_split, val_split, calls, server, local, episodes)
 
@@ -531,7 +489,7 @@ async def _open_episodes(config: SessionConfig, task: Task, calls: RoleCalls, le
     spec = RolloutSpec(config.agent, config.executor, config.sandbox, config.task, config.map.workers)
     executor = await stack.enter_async_context(open_executor(spec, AgentChat(calls, config.agent.tool_calls),
                                                              task=task))
-    return TrajectoryJournal(executor)
+    return TrajectoryJournal(executor, calls)
 
 
 async def _fallback_server(config: SessionConfig, task: Task, kind: Kind,

@@ -11,14 +11,16 @@ Behaviour:
 - At most ``transport.concurrency`` requests are in flight (an :class:`~.gate.AdmissionGate` around
   each attempt, and a connection pool of the same size); a request waiting for its backoff does
   not hold a slot. A timeout is taken as overload: the gate halves its limit and grows it back
-  one answer window at a time (``on_overload`` is told each time it goes down).
+  one answer window at a time (an :class:`~combee_fast.engine.events.Overloaded` event each time
+  it goes down).
 - A call has ``transport.timeout_s`` seconds for all its attempts, the waits between them and its
   repair request (time spent waiting for a slot of the admission gate is not counted); one attempt
   has at most ``transport.attempt_timeout_s`` of them (default: all). The time to the first byte
   and between bytes is inside these: a server that trickles its reply cannot stretch a call.
   408/409/429/5xx, connection errors and timeouts are retried up to ``max_retries`` times with
   exponential backoff and jitter, or after the server's ``Retry-After``/``retry-after-ms``, while
-  the call's time lasts. With ``transport.stream`` replies are streamed, so an attempt
+  the call's time lasts (a :class:`~combee_fast.engine.events.RetryAfter` event before each wait a
+  server asked for). With ``transport.stream`` replies are streamed, so an attempt
   given up on is cancelled on the server when its connection closes (:mod:`.streamed`). A server asking to wait longer than ``backoff_max_s`` (the
   run's patience) is not retried: the call fails at once, saying how long it was asked to wait.
 - JSON output: the schema goes in ``response_format`` in the endpoint's structured-output form
@@ -48,7 +50,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-from collections.abc import Callable
 import math
 import os
 import random
@@ -82,6 +83,7 @@ from combee_fast.endpoint.wire import (
     wire_messages,
 )
 from combee_fast.config import TransportConfig
+from combee_fast.engine.events import Events, Overloaded, RetryAfter
 from combee_fast.errors import ConfigError, EndpointUnreachable
 from combee_fast.redact import scrub, strip_userinfo
 from combee_fast.schema import CallError, Message, ToolCall, Usage
@@ -174,9 +176,10 @@ class EndpointClient:
     """Chat completions against one endpoint; use as ``async with EndpointClient(cfg) as c``."""
 
     def __init__(self, config: EndpointConfig, *, cache: ReplayCache | None = None,
-                 capabilities: Capabilities | None = None) -> None:
+                 capabilities: Capabilities | None = None, events: Events | None = None) -> None:
         """``capabilities``: what :meth:`detect` found of this endpoint before (another client's,
-        e.g. in another thread or process), adopted without probing again."""
+        e.g. in another thread or process), adopted without probing again. ``events``: the hub
+        its waits and overloads are emitted on (the session's; default: a hub of its own)."""
         self.config = config
         self._cache = cache
         # Credentials in the URL authenticate as HTTP Basic; the URL itself is used without them.
@@ -212,10 +215,10 @@ class EndpointClient:
         self._totals: dict[tuple[str, str, str], UsageTotals] = {}
         self._in_flight = 0
         self._time_scale: float | None = None  # real s per simulated s, if the server says
-        self.on_retry_after: Callable[[str, float], None] | None = None
-        """Called ``(endpoint name, seconds)`` before each wait a server asked for (Retry-After)."""
-        self.on_overload: Callable[[str, int], None] | None = None
-        """Called ``(endpoint name, new limit)`` each time a timeout lowers the requests in flight."""
+        self.events = events if events is not None else Events()
+        """Where :class:`~combee_fast.engine.events.RetryAfter` (before each wait a server asked
+        for) and :class:`~combee_fast.engine.events.Overloaded` (each time a timeout lowers the
+        requests in flight) are emitted."""
         first = "none" if not config.json_schema else (
             "json_schema" if config.response_format == "auto" else config.response_format)
         self.forms = FormState(Capabilities(endpoint=config.name, model=config.model, form=first))
@@ -539,8 +542,8 @@ class EndpointClient:
                         self._in_flight -= 1
                         tally.left_s -= time.perf_counter() - attempt_started
             except _AttemptFailed as failure:
-                if failure.error.kind == "timeout" and self.gate.overloaded(episode) and self.on_overload is not None:
-                    self.on_overload(config.name, self.gate.limit)
+                if failure.error.kind == "timeout" and self.gate.overloaded(episode):
+                    self.events.emit(Overloaded(config.name, self.gate.limit))
                 if not failure.retryable or attempt == transport.max_retries:
                     tally.failed_s += time.perf_counter() - attempt_started
                     return failure.error
@@ -558,8 +561,8 @@ class EndpointClient:
                         f"{failure.error.message} (not retried: waiting {wait:.3g} s would pass the call's "
                         f"transport.timeout_s={transport.timeout_s:g} s)"))
                 tally.retry_kinds.append(failure.error.label)
-                if failure.retry_after is not None and self.on_retry_after is not None:
-                    self.on_retry_after(config.name, failure.retry_after)
+                if failure.retry_after is not None:
+                    self.events.emit(RetryAfter(config.name, failure.retry_after))
                 await asyncio.sleep(wait)
                 tally.left_s -= wait
                 tally.failed_s += time.perf_counter() - attempt_started

@@ -7,4 +7,5 @@
 - :mod:`.loop`: the event loop (uvloop when installed).
 - :mod:`.frames`: length-prefixed frames over a child process's pipes.
 - :mod:`.kept`: typed snapshots of an object's working state (for checkpoints).
+- :mod:`.events`: the event hub, and the events emitted below the run loop (endpoints, role calls, rollouts).
 """

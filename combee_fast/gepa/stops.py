@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from combee_fast.protocols.running import StopRule
 from combee_fast.run.progress import Budget
 from combee_fast.run.state import TrainState
 
 
-class MetricCallBudget:
+class MetricCallBudget(StopRule):
     """Done once ``limit`` metric calls are spent: no iteration starts after that (the synchronous
     loop's last one may overshoot, as in GEPA), or once the pool says no further proposal fits in
     what is left (``budget_closed``: the asynchronous search reserves calls at dispatch and never

@@ -3,7 +3,8 @@
 - :class:`Method`: one learning step over a batch (``sequential``, ``naive``, ``combee``...),
   and the work it carries into the next step.
 - :class:`BatchPlan`: each step's batch size and shape, learning from what steps cost.
-- :class:`StopRule`: why the run ends after a step.
+- :class:`StopRule`: why the run ends after a step, what that end means (:data:`Ends`), and what
+  the run spends towards it (a :class:`~combee_fast.run.progress.Budget`).
 
 Value types: :class:`~combee_fast.run.state.TrainState`, :class:`~combee_fast.methods.base.StepResult`,
 :class:`~combee_fast.methods.base.StepShape`.
@@ -12,10 +13,11 @@ Value types: :class:`~combee_fast.run.state.TrainState`, :class:`~combee_fast.me
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
 if TYPE_CHECKING:
     from combee_fast.methods.base import StepResult, StepShape
+    from combee_fast.run.progress import Budget
     from combee_fast.run.state import TrainState
 
 A = TypeVar("A")  # an artifact
@@ -91,14 +93,32 @@ class BatchPlan(Protocol):
         """Continue from what :meth:`state` returned."""
         ...
 
+
+Ends = Literal["done", "limit", "interrupt", "failure"]
+"""What a stop means: the work is done; a limit was reached first; a signal asked (resumable);
+the run failed."""
+
+
 class StopRule(Protocol):
-    """Why a run ends after the step that ``state`` holds.
+    """Why a run ends after the step that ``state`` holds, and what that end means (``ends``).
 
     The loop asks its rules after every completed step (and once before the first): the first
     reason given ends the run cleanly there. A rule judging the run a failure (most calls failed)
-    raises :class:`~combee_fast.errors.CallsFailed` or
-    :class:`~combee_fast.errors.EndpointUnreachable` instead; such rules are asked after the
-    others and see their reason in ``state.stopping``.
+    has ``ends = "failure"`` and raises :class:`~combee_fast.errors.CallsFailed` or
+    :class:`~combee_fast.errors.EndpointUnreachable` instead of answering; such rules are asked
+    after the others and see their reason in ``state.stopping``. A ``"done"`` rule (epochs,
+    GEPA's metric calls) says what the run spends towards its end (:meth:`budget`), which the
+    progress bar counts.
+
+    A rule that subclasses this protocol gets the default :meth:`budget` (none); one that does
+    not implements every member.
     """
 
+    ends: Ends
+
     def check(self, state: TrainState[Any]) -> str | None: ...
+
+    def budget(self, items: int) -> Budget | None:
+        """What a run over ``items`` train items spends towards this rule's end (None: nothing
+        it can say; the default)."""
+        return None

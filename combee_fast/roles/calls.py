@@ -9,8 +9,9 @@ and TextGrad's calls, an agent's turns):
   tree by the call's identity (role, then a path the caller gives), never by call order, so a
   replayed run sends the same requests whatever order they complete in;
 - **accounting**: calls per role, failed or unusable calls with their raw reply (the latest
-  :data:`~combee_fast.config.HISTORY_KEPT` kept in memory, every one handed to
-  :attr:`RoleCalls.on_failure`: the run's ``errors.jsonl``), calls sent again with a cut context;
+  :data:`~combee_fast.config.HISTORY_KEPT` kept in memory, every one a
+  :class:`~combee_fast.engine.events.CallFailed` on :attr:`RoleCalls.events`: a run's
+  ``errors.jsonl`` is its subscriber), calls sent again with a cut context;
 - **bounded prompts**: a role whose prompt holds the learned context gets it cut to fit its
   endpoint's context length, and halved once more on a context error (:meth:`RoleCalls.chat_fitted`).
 
@@ -27,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from combee_fast.config import HISTORY_KEPT, SamplingConfig
 from combee_fast.endpoint.calls import ChatRequest, ChatResult
+from combee_fast.engine.events import CallFailed, Events
 from combee_fast.engine.rng import derive_seed
 from combee_fast.roles.budget import TokenCounts, cut_playbook, fit_playbook, is_context_error
 from combee_fast.roles.clients import Client, RoleClients, RoleMap
@@ -44,7 +46,9 @@ class RoleCalls:
     """The role calls of one run over ``clients`` for the declared ``roles`` (module docstring).
     ``task`` scores answers (None: an embedded learner that only learns from submitted
     rollouts); ``seed`` roots the request seeds; ``temperature`` is the base temperature of a
-    role with none of its own; ``use_ground_truth``: whether reflections see the target."""
+    role with none of its own; ``use_ground_truth``: whether reflections see the target;
+    ``events``: the hub the calls' failures are emitted on (the session's; default: a hub of
+    their own)."""
 
     def __init__(
         self,
@@ -56,6 +60,7 @@ class RoleCalls:
         temperature: float = 0.0,
         use_ground_truth: bool = True,
         sampling: dict[str, SamplingConfig] | None = None,
+        events: Events | None = None,
     ) -> None:
         self.task = task
         self.clients = clients
@@ -68,17 +73,19 @@ class RoleCalls:
         # the latest failed or unusable calls, raw reply kept (bounded: a long-lived learner's memory stays flat)
         self.failures: collections.deque[dict[str, Any]] = collections.deque(maxlen=HISTORY_KEPT)
         self.failures_total = 0  # failed or unusable calls ever, kept or not
-        self.on_failure: Callable[[dict[str, Any]], None] | None = None  # e.g. a run directory's errors.jsonl
+        self.events = events if events is not None else Events()
         self.calls: dict[str, int] = dict.fromkeys(self.roles, 0)
         # per role whose prompt holds the context: calls sent again with half of it (calls.json's trimmed)
         self.trimmed: dict[str, int] = {key: 0 for key, role in self.roles.items() if role.fits_context}
         self.token_counts = TokenCounts()  # prompt texts counted by the endpoints' tokenizers
 
     @classmethod
-    def on(cls, role_map: RoleMap, task: Task | None, clients: RoleClients) -> RoleCalls:
-        """The role calls ``role_map`` describes, through ``clients`` (built from it), scored by ``task``."""
+    def on(cls, role_map: RoleMap, task: Task | None, clients: RoleClients, *,
+           events: Events | None = None) -> RoleCalls:
+        """The role calls ``role_map`` describes, through ``clients`` (built from it), scored by
+        ``task``, their failures emitted on ``events``."""
         return cls(task, clients, role_map.specs, seed=role_map.seed, temperature=role_map.temperature,
-                   use_ground_truth=role_map.use_ground_truth, sampling=role_map.sampling)
+                   use_ground_truth=role_map.use_ground_truth, sampling=role_map.sampling, events=events)
 
     def role_map(self) -> RoleMap:
         """What rebuilds these role calls elsewhere (:func:`~combee_fast.roles.clients.open_role_clients`):
@@ -157,20 +164,19 @@ class RoleCalls:
 
     def note(self, key: str, error: CallError | None, text: str | None) -> None:
         """Count a call of role ``key``; keep its failure (kind, message, raw reply) if it failed,
-        and hand it to :attr:`on_failure`."""
+        and emit it."""
         self.calls[key] = self.calls.get(key, 0) + 1
         if error is not None:
             self.record_failure(key, error, text)
 
     def record_failure(self, key: str, error: CallError, text: str | None) -> None:
-        """Keep one failed or unusable call of role ``key`` (kind, message, raw reply) and hand it
-        to :attr:`on_failure`."""
+        """Keep one failed or unusable call of role ``key`` (kind, message, raw reply) and emit it
+        (a :class:`~combee_fast.engine.events.CallFailed`)."""
         self.failures_total += 1
-        failure = {"role": key, "kind": error.kind, "label": error.label, "message": error.message,
-                   "status": error.status, "raw": error.raw if error.raw is not None else text}
-        self.failures.append(failure)
-        if self.on_failure is not None:
-            self.on_failure(failure)
+        failed = CallFailed(key, error.label, error.message, error.kind, error.status,
+                            error.raw if error.raw is not None else text)
+        self.failures.append(failed.record())
+        self.events.emit(failed)
 
     def note_unusable(self, key: str, error: CallError, raw: str | None) -> None:
         """Keep a reply of role ``key`` that its caller found unusable (an agent's reply it could

@@ -23,6 +23,7 @@ from combee_fast.endpoint.cache import ReplayCache
 from combee_fast.endpoint.capabilities import Capabilities
 from combee_fast.endpoint.client import EndpointClient, EndpointConfig
 from combee_fast.endpoint.pool import EndpointPool
+from combee_fast.engine.events import Events
 from combee_fast.redact import strip_userinfo
 from combee_fast.roles.spec import Role, check_role_tables
 
@@ -172,17 +173,20 @@ def _endpoint(config: SessionConfig, spec: EndpointSpec, fallback: Fallback | No
 
 
 async def open_role_clients(role_map: RoleMap, stack: contextlib.AsyncExitStack, *,
-                            cache: ReplayCache | None = None, check: bool = False) -> RoleClients:
+                            cache: ReplayCache | None = None, check: bool = False,
+                            events: Events | None = None) -> RoleClients:
     """One client per replica of every endpoint of ``role_map`` (an
-    :class:`~combee_fast.endpoint.pool.EndpointPool` over several), closed by ``stack``. With
-    ``check``, each replica not detected yet is proved to serve its model and probed
-    (:meth:`EndpointClient.check`, :meth:`EndpointClient.detect`)."""
+    :class:`~combee_fast.endpoint.pool.EndpointPool` over several), closed by ``stack``, each
+    emitting its waits and overloads on ``events``. With ``check``, each replica not detected
+    yet is proved to serve its model and probed (:meth:`EndpointClient.check`,
+    :meth:`EndpointClient.detect`)."""
     built: list[Client] = []
     for endpoint in role_map.endpoints:
         found = endpoint.capabilities or (None,) * len(endpoint.replicas)
         replicas = []
         for config, capabilities in zip(endpoint.replicas, found):
-            client = await stack.enter_async_context(EndpointClient(config, cache=cache, capabilities=capabilities))
+            client = await stack.enter_async_context(
+                EndpointClient(config, cache=cache, capabilities=capabilities, events=events))
             if check and capabilities is None and not endpoint.simulated:
                 await client.check()
                 await client.detect()

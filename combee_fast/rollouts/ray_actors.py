@@ -35,7 +35,8 @@ file there.
 
 Faults. An actor that dies (its process, or its node) fails none of the episodes it was running:
 each is sent again to another live actor, at most :data:`MAX_RERUNS` times, every re-run counted
-(:attr:`RayExecutor.reruns`) and reported through :attr:`RayExecutor.on_rerun`. Dead actors are
+(:attr:`RayExecutor.reruns`) and an :class:`~combee_fast.engine.events.EpisodeRerun` event on the
+role calls' hub (a line of ``errors.jsonl``, a notice on stderr). Dead actors are
 not replaced: the run goes on with fewer. An episode with no actor left, or past its re-runs, is
 a failed trajectory (``worker_died``). A trajectory is returned once, by the one call that
 submitted it, so no episode is lost or counted twice.
@@ -65,6 +66,7 @@ except ImportError:  # the backend is chosen but its extra is not installed
 
 from combee_fast.endpoint.cache import TRANSPORT_ERRORS, CacheMode, CacheRecord, ReplayCache
 from combee_fast.endpoint.calls import ChatRequest, ChatResult
+from combee_fast.engine.events import EpisodeRerun
 from combee_fast.roles.clients import RoleMap, open_role_clients
 from combee_fast.rollouts.chat import AgentChat
 from combee_fast.rollouts.episode import ChatFacts, Episode, Runtime, run_episode
@@ -216,8 +218,8 @@ class _Actor:
 
 
 class RayExecutor:
-    """A :class:`~combee_fast.protocols.RolloutExecutor` over Ray actors (module docstring).
-    ``on_rerun(episode, why)``: told of each episode sent again after its actor died."""
+    """A :class:`~combee_fast.protocols.RolloutExecutor` over Ray actors (module docstring);
+    each episode sent again after its actor died is an ``EpisodeRerun`` on ``chat.calls.events``."""
 
     def __init__(self, spec: RolloutSpec, chat: AgentChat, *, task: Any = None) -> None:
         self.spec = spec
@@ -233,7 +235,6 @@ class RayExecutor:
         self._result = msgspec.msgpack.Decoder(EpisodeResult)
         self._started_ray = False
         self.reruns = 0
-        self.on_rerun: Callable[[Episode, str], None] | None = None
 
     @property
     def capacity(self) -> int:
@@ -368,8 +369,7 @@ class RayExecutor:
                     if attempt == MAX_RERUNS:
                         return failed_trajectory(episode, "worker_died", f"{why} (after {MAX_RERUNS} re-runs)")
                     self.reruns += 1
-                    if self.on_rerun is not None:
-                        self.on_rerun(episode, why)
+                    self.chat.calls.events.emit(EpisodeRerun(episode.key, episode.example.id, why))
                     continue
                 await self._give_back(actor)
                 result = self._result.decode(data)

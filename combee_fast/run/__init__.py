@@ -3,7 +3,7 @@
 - :mod:`.train`: the one training loop (start, plan, step, record, finish) and its result.
 - :mod:`.state`: :class:`~.state.TrainState`, what the loop works on and a checkpoint keeps; the epoch order.
 - :mod:`.stops`: the stop rules (epochs, interrupt, no improvement, score threshold, wall clock,
-  failing calls, unanswered validation).
+  failing calls, unanswered validation), each declaring what its end means and what the run spends.
 - :mod:`.interrupt`: SIGINT/SIGTERM as a stop request at a safe point.
 - :mod:`.checkpoint`: the state written after every step (typed, checksummed), and read back to resume.
 - :mod:`.rundir`: the run directory, the only writer and reader of run files, and its lock.
@@ -15,6 +15,8 @@
 - :mod:`.cost`: GPU-seconds of each step.
 - :mod:`.usage`: the per-split usage record of an experiment card, in the state directory.
 - :mod:`.events`: the typed event stream of a run and its hub (what consumers subscribe to).
+- :mod:`.record`: the run directory's record of the events (ledger, errors, trajectories), a critical consumer.
+- :mod:`.notices`: what a run says on stderr as it happens (waits, overloads, re-run episodes), consumers.
 - :mod:`.event_log`: a consumer writing every event to a JSONL file (bounded writes, rotated).
 - :mod:`.metrics`: a consumer serving an online learner's figures as a Prometheus endpoint.
 - :mod:`.progress`: the progress bar (or plain lines), a consumer of the events.

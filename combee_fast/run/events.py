@@ -1,35 +1,42 @@
 """One typed event stream per run: what a person, a file or a tracker sees of a run.
 
-The training loop, the role calls and the embedded learners emit :data:`Event` values into an
-:class:`Events` hub; everything that shows or records a run is a consumer subscribed to it (the
-run directory's ledger and error files, the progress output, reports, trackers, metrics
-endpoints), and none of them reaches into the loop.
+Every part of a run says what happens by emitting :data:`Event` values into an :class:`Events`
+hub (no callback slot is set on them): the endpoints, the role calls and the rollouts into the
+session's hub (:attr:`combee_fast.session.Session.events`; the hub and their events are defined
+low, in :mod:`combee_fast.engine.events`), the training loop and the embedded learners into the
+run's.
+Everything that shows or records a run is a consumer subscribed to it (the run directory's
+record: ledger, ``errors.jsonl``, ``trajectories.jsonl``; the notices on stderr; the progress
+output, reports, trackers, metrics endpoints), and none of them reaches into the loop.
 
     StepDone          a learning step completed: its ledger row
     VersionApplied    a new artifact version exists (the run's or an embedded learner's)
-    CallFailed        one LLM call failed or gave an unusable reply (role, kind, message)
-    EpisodeFailed     one agent episode failed (its item, error kind, message)
+    CallFailed        one LLM call failed or gave an unusable reply (role, kind, message, raw reply)
+    RetryAfter        a server asked a call to wait (Retry-After): the endpoint and the seconds
+    Overloaded        a timeout lowered the requests an endpoint may have in flight
+    EpisodeFinished   an agent episode ran to its trajectory
+    EpisodeFailed     one agent episode failed (its item, error kind, message, the step it failed at)
+    EpisodeRerun      an episode is sent again after the worker running it was lost
     ReleaseDecision   a release policy promoted, rolled back or held a candidate, with its evidence
     ReleaseStatus     an online learner's release: versions served, candidate share, rewards per version
     BatchApplied      an online learner applied one batch: its size, the queue behind it, its latencies
     RunStopped        the run ended: why, and what that stop means (done, limit, interrupt, failure)
 
-Contract: consumers are called synchronously, in subscription order, on the emitter's thread,
-and must be cheap (a consumer with slow work queues it). A consumer that raises is removed and
-the exception is reported once on stderr: a broken tracker never stops a run. A *critical*
-consumer (the run directory's own record) is the exception: what it raises propagates, since a
-run that cannot keep its record must stop. Events are frozen msgspec structs tagged by ``kind``,
-so a JSONL event log encodes and decodes them as they are.
+The consumers' contract (synchronous, cheap; a consumer that raises is dropped, a *critical* one
+stops the emitter) is :mod:`combee_fast.engine.events`'s. Events are frozen msgspec structs
+tagged by ``kind``, so a JSONL event log encodes and decodes them as they are.
 """
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from typing import Any
 
 import msgspec
 
+from combee_fast.engine.events import (CallFailed, EpisodeFailed, EpisodeFinished, EpisodeRerun, Events, Overloaded,
+                                       RetryAfter, on_kind)
+from combee_fast.protocols.running import Ends
 from combee_fast.run.ledger import LedgerRow
 
 
@@ -45,22 +52,6 @@ class VersionApplied(msgspec.Struct, frozen=True, tag="version_applied", tag_fie
     version: int
     size: int
     step: int
-
-
-class CallFailed(msgspec.Struct, frozen=True, tag="call_failed", tag_field="kind"):
-    """One failed or unusable LLM call (``label``: the failure kind, e.g. ``5xx``, ``malformed``)."""
-
-    role: str
-    label: str
-    message: str
-
-
-class EpisodeFailed(msgspec.Struct, frozen=True, tag="episode_failed", tag_field="kind"):
-    """One agent episode failed (``label``: its error kind)."""
-
-    item: str
-    label: str
-    message: str
 
 
 class ReleaseDecision(msgspec.Struct, frozen=True, tag="release_decision", tag_field="kind"):
@@ -117,50 +108,19 @@ class RunStopped(msgspec.Struct, frozen=True, tag="run_stopped", tag_field="kind
     limit, interrupt or failure)."""
 
     reason: str
-    ends: str
+    ends: Ends
     steps: int
 
 
-Event = (StepDone | VersionApplied | CallFailed | EpisodeFailed | ReleaseDecision | ReleaseStatus | BatchApplied
-         | RunStopped)
+Event = (StepDone | VersionApplied | CallFailed | RetryAfter | Overloaded | EpisodeFinished | EpisodeFailed
+         | EpisodeRerun | ReleaseDecision | ReleaseStatus | BatchApplied | RunStopped)
 """Every event a run emits."""
 
 Consumer = Callable[[Event], None]
+"""What a hub calls with each event."""
 
-
-class Events:
-    """The hub a run emits into; see the module docstring for the consumers' contract."""
-
-    def __init__(self, *consumers: Consumer) -> None:
-        self._consumers: list[tuple[Consumer, bool]] = [(consumer, False) for consumer in consumers]
-
-    def subscribe(self, consumer: Consumer, *, critical: bool = False) -> Consumer:
-        """Add ``consumer`` (returned, so it can be passed to :meth:`unsubscribe`); ``critical``:
-        what it raises propagates to the emitter."""
-        self._consumers.append((consumer, critical))
-        return consumer
-
-    def unsubscribe(self, consumer: Consumer) -> None:
-        self._consumers = [(c, critical) for c, critical in self._consumers if c is not consumer]
-
-    def emit(self, event: Event) -> None:
-        for consumer, critical in list(self._consumers):
-            try:
-                consumer(event)
-            except Exception as exc:
-                if critical:
-                    raise
-                self.unsubscribe(consumer)  # a broken observer never stops a run
-                print(f"combee: an event consumer ({getattr(consumer, '__qualname__', consumer)!r}) failed and was "
-                      f"removed: {type(exc).__name__}: {exc}", file=sys.stderr)
-
-
-def on_kind(kind: type[Any], consumer: Callable[[Any], None]) -> Consumer:
-    """A consumer that hands ``consumer`` only the events of type ``kind``."""
-
-    def filtered(event: Event) -> None:
-        if isinstance(event, kind):
-            consumer(event)
-
-    filtered.__qualname__ = getattr(consumer, "__qualname__", "consumer")
-    return filtered
+__all__ = [
+    "BatchApplied", "CallFailed", "Consumer", "EpisodeFailed", "EpisodeFinished", "EpisodeRerun", "Event", "Events",
+    "Overloaded", "ReleaseDecision", "ReleaseStatus", "RetryAfter", "RunStopped", "StepDone", "VersionApplied",
+    "VersionRewards", "on_kind",
+]

@@ -17,6 +17,7 @@ counts it (said at :meth:`finish`). Needs the optional ``mlflow`` extra
 
 from __future__ import annotations
 
+import functools
 import os
 import queue
 import sys
@@ -126,8 +127,7 @@ class MlflowLogger:
         if folder is not None:
             for name in ARTIFACTS:
                 if (folder / name).is_file():
-                    path = str(folder / name)
-                    self._enqueue(lambda path=path: self.client.log_artifact(self.run_id, path))
+                    self._enqueue(functools.partial(self.client.log_artifact, self.run_id, str(folder / name)))
         status = "FAILED" if failed else "FINISHED"
         self._enqueue(lambda: self.client.set_terminated(self.run_id, status))
         self._queue.put(None)

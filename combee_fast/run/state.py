@@ -24,6 +24,7 @@ import numpy as np
 from combee_fast.config import HISTORY_KEPT
 from combee_fast.engine.rng import rng_at
 from combee_fast.methods.base import EvalResult
+from combee_fast.protocols.running import Ends
 from combee_fast.run.ledger import CallCounts, LedgerRow
 
 A = TypeVar("A")
@@ -92,7 +93,7 @@ class TrainState(Generic[A]):
     calls_record: CallsRecord = field(default_factory=CallsRecord)
     ledger: collections.deque[LedgerRow] = field(default_factory=lambda: collections.deque(maxlen=HISTORY_KEPT))
     stopping: str | None = None
-    stop_ends: str | None = None
+    stop_ends: Ends | None = None
     validated: EvalResult | None = None
 
     @classmethod
@@ -147,7 +148,8 @@ class EpochOrder:
         the end of its epoch; with it, it runs on into the next epoch."""
         if state.position >= self.n and span:
             state.epoch, state.position = state.epoch + 1, 0
-        epoch, taken = state.epoch, []
+        epoch = state.epoch
+        taken: list[int] = []
         while len(taken) < size:
             if state.position >= self.n:
                 if not span or not self.n:

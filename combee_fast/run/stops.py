@@ -1,7 +1,7 @@
 """The stop rules of a training run (:class:`~combee_fast.protocols.StopRule`), one class each.
 
 After every completed step the loop asks its rules in order; the first that answers ends the
-run there. What a stop means is the rule's ``ends``:
+run there. What a stop means is the rule's ``ends`` (:data:`~combee_fast.protocols.running.Ends`):
 
 - ``"done"``: the work is done (:class:`EpochsDone`; GEPA's metric-call budget);
 - ``"limit"``: a limit was reached before the work was done, the run's ``stopped_by``
@@ -41,6 +41,7 @@ from __future__ import annotations
 from typing import Any
 
 from combee_fast.errors import CallsFailed, EndpointUnreachable, NothingLearned
+from combee_fast.protocols.running import StopRule
 from combee_fast.run.interrupt import StopRequest
 from combee_fast.run.ledger import CallCounts, LedgerRow
 from combee_fast.run.progress import Budget
@@ -52,7 +53,7 @@ UNREACHABLE_KINDS = frozenset({"connection", "timeout"})
 _EXAMPLE_CHARS = 160
 
 
-class EpochsDone:
+class EpochsDone(StopRule):
     """Done once ``epochs`` passes over the train split are complete (carried work drained)."""
 
     ends = "done"
@@ -68,7 +69,7 @@ class EpochsDone:
         return Budget("samples", self.epochs * items, lambda row: row.batch_size)
 
 
-class Interrupted:
+class Interrupted(StopRule):
     """Stops after the step in flight once SIGINT or SIGTERM asked (``request``)."""
 
     ends = "interrupt"
@@ -80,7 +81,7 @@ class Interrupted:
         return None if self.request.requested is None else f"interrupted by {self.request.requested}"
 
 
-class NoImprovement:
+class NoImprovement(StopRule):
     """Stops after ``patience`` validations in a row that did not raise the best score."""
 
     ends = "limit"
@@ -94,7 +95,7 @@ class NoImprovement:
         return None
 
 
-class ScoreThreshold:
+class ScoreThreshold(StopRule):
     """Stops once the best validation score reaches ``target``."""
 
     ends = "limit"
@@ -108,7 +109,7 @@ class ScoreThreshold:
         return None
 
 
-class WallClock:
+class WallClock(StopRule):
     """Stops once the run's training steps took ``seconds`` of wall-clock time (validation excluded)."""
 
     ends = "limit"
@@ -122,7 +123,7 @@ class WallClock:
         return None
 
 
-class FailingCalls:
+class FailingCalls(StopRule):
     """Fails the run whose latest calls, or one learning role's calls, mostly failed (module doc)."""
 
     ends = "failure"
@@ -178,7 +179,7 @@ class FailingCalls:
                 )
 
 
-class FailingEpisodes:
+class FailingEpisodes(StopRule):
     """Fails the run whose latest agent episodes mostly failed (module doc)."""
 
     ends = "failure"
@@ -213,7 +214,7 @@ class FailingEpisodes:
                           f"e.g. {_short(example)})")
 
 
-class UnansweredValidation:
+class UnansweredValidation(StopRule):
     """Fails the run whose validation after this step left too many examples unanswered."""
 
     ends = "failure"
@@ -231,7 +232,7 @@ class UnansweredValidation:
         )
 
 
-class NothingKept:
+class NothingKept(StopRule):
     """Fails the run that is ending with an empty artifact although its latest steps (the ledger
     rows the state holds) added or tried to add lessons: all were rejected or evicted.
     ``hint`` names the setting that may be why (e.g. ``token_budget=1``)."""

@@ -34,15 +34,16 @@ import msgspec
 
 from combee_fast.errors import CallsFailed, EndpointUnreachable
 from combee_fast.methods.base import EvalResult, StepResult
-from combee_fast.protocols.learning import CompleteKind
+from combee_fast.protocols.learning import Artifact, CompleteKind
 from combee_fast.protocols.running import BatchPlan, Method, StopRule
 from combee_fast.run.cost import GpuClock
-from combee_fast.run.events import Events, RunStopped, StepDone, VersionApplied, on_kind
+from combee_fast.run.events import Events, RunStopped, StepDone, VersionApplied
 from combee_fast.run.ledger import CallCounts, LedgerRow, ledger_row
+from combee_fast.run.record import RunRecord
 from combee_fast.run.rundir import RunDir
 from combee_fast.run.state import CallsRecord, EpochOrder, TrainState
 
-A = TypeVar("A")
+A = TypeVar("A", bound=Artifact)
 
 
 class TrainResult(msgspec.Struct, frozen=True):
@@ -97,19 +98,38 @@ class Batch(msgspec.Struct, frozen=True):
 
 
 async def train(run: Training[Any]) -> TrainResult:
-    """Run ``run`` to its end (module docstring): the whole loop, on one screen."""
+    """Run ``run`` to its end (module docstring): the whole loop, on one screen. What the tasks of
+    a step (or of a validation) raise alike is raised as itself (:func:`_alike`)."""
     state = run.state
-    await run.begin()
-    if state.steps == 0 and state.stopping is None:
-        opening = run.clock_in((), "start", state.epoch)
-        if (started := await run.method.start(state.artifact)) is not None:
-            await run.record(opening, started)
-    while (batch := run.next_batch()) is not None:
-        result = await run.method.step(
-            batch.items, state.artifact, epoch=batch.epoch, step=state.steps, shape=run.plan.step_shape()
-        )
-        await run.record(batch, result)
-    return await run.finish()
+    try:
+        await run.begin()
+        if state.steps == 0 and state.stopping is None:
+            opening = run.clock_in((), "start", state.epoch)
+            if (started := await run.method.start(state.artifact)) is not None:
+                await run.record(opening, started)
+        while (batch := run.next_batch()) is not None:
+            result = await run.method.step(
+                batch.items, state.artifact, epoch=batch.epoch, step=state.steps, shape=run.plan.step_shape()
+            )
+            await run.record(batch, result)
+        return await run.finish()
+    except BaseExceptionGroup as group:  # e.g. a record that cannot be written, from the calls in flight
+        raise _alike(group) from None
+
+
+def _alike(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """The first of ``group``'s exceptions when all of them (nested groups opened) are of one
+    type, so the run fails as that one failure (e.g. one :class:`~combee_fast.errors.StorageError`
+    naming the file), else ``group`` itself."""
+    leaves: list[BaseException] = []
+    pending: list[BaseException] = [group]
+    while pending:
+        exc = pending.pop(0)
+        if isinstance(exc, BaseExceptionGroup):
+            pending[:0] = exc.exceptions
+        else:
+            leaves.append(exc)
+    return leaves[0] if leaves and all(type(leaf) is type(leaves[0]) for leaf in leaves) else group
 
 
 Validate = Callable[[Any], Awaitable[EvalResult]]
@@ -123,7 +143,8 @@ class Training(Generic[A]):
     others); ``validate``: scores an artifact on the validation examples (None: there are none);
     ``eval_every``: validate every that many steps (0: only after the last); ``gpu_clock``: the
     GPU-seconds of each step (None: unknown); ``events``: where the run's
-    :mod:`~combee_fast.run.events` go (the run directory's ledger is a critical consumer of them);
+    :mod:`~combee_fast.run.events` go (the run directory's record, :class:`~combee_fast.run.record.RunRecord`:
+    ledger, errors, trajectories, is a critical consumer of them);
     ``calls_now``: ``calls.json`` as of now, kept in each checkpoint.
     """
 
@@ -141,7 +162,7 @@ class Training(Generic[A]):
         self.run_dir, self.gpu_clock, self.resumed = run_dir, gpu_clock, resumed
         self.events = events or Events()
         if run_dir is not None:
-            self.events.subscribe(on_kind(StepDone, lambda done: run_dir.append_ledger(done.row)), critical=True)
+            self.events.subscribe(RunRecord(run_dir), critical=True)
         self.order = EpochOrder(seed, len(items))
 
     async def begin(self) -> None:

@@ -12,19 +12,22 @@ from __future__ import annotations
 
 from typing import Any
 
+from combee_fast.protocols.running import StopRule
 from combee_fast.run.state import TrainState
 from combee_fast.verify.card import Budget
 
 LIMITS = ("rollouts", "tokens", "gpu_seconds", "wall_clock_s")
 
 
-class BudgetGuard:
-    """Stops a run once one limit of ``budget`` is spent; ``bound`` names the limit that did."""
+class BudgetGuard(StopRule):
+    """Stops a run once one limit of ``limits`` (the card's budget) is spent; ``bound`` names the
+    limit that did. A limit, not the run's work: what the run spends towards its end is its
+    other rules' (:meth:`budget` says nothing)."""
 
     ends = "limit"
 
-    def __init__(self, budget: Budget) -> None:
-        self.budget = budget
+    def __init__(self, limits: Budget) -> None:
+        self.limits = limits
         self.bound: str | None = None
 
     def spent(self, state: TrainState[Any]) -> dict[str, float]:
@@ -35,7 +38,7 @@ class BudgetGuard:
     def check(self, state: TrainState[Any]) -> str | None:
         spent = self.spent(state)
         for limit in LIMITS:
-            if spent[limit] >= getattr(self.budget, limit):
+            if spent[limit] >= getattr(self.limits, limit):
                 self.bound = limit
-                return f"budget {limit} spent: {spent[limit]:,.0f} of {getattr(self.budget, limit):,.0f}"
+                return f"budget {limit} spent: {spent[limit]:,.0f} of {getattr(self.limits, limit):,.0f}"
         return None

@@ -7,6 +7,7 @@ import asyncio
 from combee_fast.endpoint.client import EndpointClient
 from combee_fast.endpoint.gate import AdmissionGate
 from combee_fast.config import FaultConfig
+from combee_fast.engine.events import Events, Overloaded
 from tests.conftest import StartSimServer
 from tests.endpoint.test_client import ask, config
 
@@ -50,8 +51,9 @@ async def test_waiters_are_admitted_in_order_and_a_cancelled_waiter_leaves_no_tr
 async def test_timeouts_lower_the_requests_in_flight_and_say_so(start_sim_server: StartSimServer) -> None:
     server = await start_sim_server(time_scale=0.001, faults=FaultConfig(rate_stall=0.25, stall_s=5000.0), seed=1)
     told: list[tuple[str, int]] = []
-    async with EndpointClient(config(server, attempt_timeout_s=0.2, timeout_s=30.0, max_retries=6, concurrency=16)) as client:
-        client.on_overload = lambda endpoint, limit: told.append((endpoint, limit))
+    events = Events(lambda event: told.append((event.endpoint, event.limit)) if isinstance(event, Overloaded) else None)
+    async with EndpointClient(config(server, attempt_timeout_s=0.2, timeout_s=30.0, max_retries=6, concurrency=16),
+                              events=events) as client:
         results = await asyncio.gather(*(client.chat(ask(f"q{i}")) for i in range(48)))
         limit = client.gate.limit
     stalls = server.counters().faults_injected["stall"]

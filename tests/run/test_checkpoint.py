@@ -15,6 +15,7 @@ from combee_fast.config import HISTORY_KEPT, SessionConfig
 from combee_fast.errors import CheckpointError, ConfigError
 from combee_fast.methods.combee import CarriedChains
 from combee_fast.playbook import Playbook
+from combee_fast.protocols.running import StopRule
 from combee_fast.run.checkpoint import CHECKPOINT_FILE, LEGACY_CHECKPOINT_FILE, read_checkpoint
 from combee_fast.run.ledger import CallCounts, LedgerRow
 from combee_fast.run.rundir import RunDir
@@ -207,7 +208,7 @@ def test_a_run_directory_is_held_by_one_process_at_a_time(tmp_path: Path) -> Non
     RunDir.reopen(tmp_path / "run").close()  # released at close
 
 
-class _StopAtOnce:
+class _StopAtOnce(StopRule):
     """Ends a run before its first step, as a signal arriving during start-up would."""
 
     ends = "interrupt"

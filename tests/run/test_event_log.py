@@ -8,7 +8,9 @@ import msgspec
 import pytest
 
 from combee_fast.run.event_log import EventLog
-from combee_fast.run.events import CallFailed, Event, Events, ReleaseDecision, RunStopped, VersionApplied
+from combee_fast.run.events import (CallFailed, EpisodeFailed, EpisodeRerun, Event, Events, Overloaded, ReleaseDecision,
+                                    RetryAfter, RunStopped, VersionApplied)
+from combee_fast.schema import ToolCall
 
 
 def _read(path) -> list[Event]:
@@ -17,7 +19,12 @@ def _read(path) -> list[Event]:
 
 def test_every_event_is_one_line_that_decodes_back_to_it(tmp_path) -> None:
     events = [VersionApplied(3, 10, 2), ReleaseDecision("rollback", 4, 3, {"lower": -0.4, "upper": -0.01, "n": 70}),
-              CallFailed("generator", "5xx", "HTTP 503"), RunStopped("done", "done", 5)]
+              CallFailed("generator", "5xx", "HTTP 503"), RunStopped("done", "done", 5),
+              CallFailed("reflector", "malformed", "not JSON", "malformed_json", None, "{oops"),
+              RetryAfter("sim", 0.5), Overloaded("sim", 8),
+              EpisodeFailed("train:3", "step_timeout", "over 20 s", episode="e0:train:3:r0:v2", step=1,
+                            action=ToolCall("run", '{"command": "sleep 99"}'), observation="", raw=None),
+              EpisodeRerun("e0:train:3:r0:v2", "train:3", "actor 1 died")]
     with EventLog(tmp_path / "events.jsonl") as log:
         hub = Events()
         hub.subscribe(log, critical=True)

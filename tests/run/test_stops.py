@@ -166,3 +166,41 @@ async def test_errors_jsonl_holds_every_failed_call_beyond_the_in_memory_history
     lines = [json.loads(line) for line in (tmp_path / "errors.jsonl").read_text().splitlines()]
     assert failed > 2 and len(lines) == failed == json.loads((tmp_path / "calls.json").read_text())["failed"]
     assert all(line["label"] == "malformed" and line["raw"] and line["role"] for line in lines)
+
+
+async def test_every_stop_rule_declares_what_its_end_means_and_what_the_run_spends() -> None:
+    """The loop reads ``ends`` and the session ``budget`` of every rule as the protocol declares them."""
+    from typing import get_args
+
+    from combee_fast.gepa.stops import MetricCallBudget
+    from combee_fast.protocols.running import Ends, StopRule
+    from combee_fast.run.interrupt import StopRequest
+    from combee_fast.run.stops import (EpochsDone, FailingCalls, FailingEpisodes, Interrupted, NoImprovement,
+                                       NothingKept, ScoreThreshold, UnansweredValidation, WallClock)
+    from combee_fast.verify.budget import BudgetGuard
+    from combee_fast.verify.card import Budget
+
+    class Patience(StopRule):  # a user's rule: its end declared, the budget left to the protocol's default
+        ends = "limit"
+
+        def check(self, state) -> str | None:
+            return "enough" if state.steps >= 2 else None
+
+    rules: list[StopRule] = [
+        EpochsDone(2), Interrupted(StopRequest()), NoImprovement(3), ScoreThreshold(0.9), WallClock(60.0),
+        FailingCalls(max_failed_fraction=0.5, min_judged_calls=10, learning_roles=()),
+        FailingEpisodes(max_failed_fraction=0.5, min_judged_calls=10), UnansweredValidation(max_failed_fraction=0.5),
+        NothingKept(), MetricCallBudget(100),
+        BudgetGuard(Budget(rollouts=10, tokens=10, gpu_seconds=10, wall_clock_s=10, binding="rollouts")), Patience()]
+    assert all(rule.ends in get_args(Ends) for rule in rules)
+    budgets = {type(rule).__name__: rule.budget(30) for rule in rules}
+    epochs, calls = budgets.pop("EpochsDone"), budgets.pop("MetricCallBudget")
+    assert budgets == dict.fromkeys(budgets)  # every other rule says nothing of what the run spends
+    async with open_session(_config()) as session:
+        budget = session.budget()  # ACE's own rule: its epochs over the 24 train examples
+        assert budget is not None and (budget.unit, budget.total) == ("samples", session.config.train.epochs * 24)
+        result = await session.train(plan=FixedBatch(4), stops=(Patience(),))
+    assert result.stopped_by == "enough" and result.steps == 2  # a "limit": the run's stopped_by
+    row = result.ledger[0]
+    assert epochs is not None and (epochs.unit, epochs.total, epochs.spent(row)) == ("samples", 60, 4)
+    assert calls is not None and (calls.unit, calls.total, calls.spent(row)) == ("metric calls", 100, row.rollouts)

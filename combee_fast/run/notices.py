@@ -1,0 +1,48 @@
+"""What a run says on stderr as it happens: consumers of its events.
+
+- :class:`WaitNotices`: a server asked calls to wait (``[waiting] ... (Retry-After)``, at most one
+  line a second, counting the waits since the previous one) and a timeout lowered the requests
+  in flight (``[overload] ...``); ``combee learn`` subscribes it unless ``--quiet``.
+- :func:`rerun_notice`: an episode sent again after its worker was lost (every run says it).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import IO
+
+from combee_fast.redact import escape_control
+from combee_fast.run.events import EpisodeRerun, Event, Overloaded, RetryAfter
+
+NOTICE_EVERY_S = 1.0
+"""Fewest seconds between two "waiting on Retry-After" lines."""
+
+
+class WaitNotices:
+    """Says on ``stream`` (default stderr) when calls wait because a server asked and when a
+    timeout lowers the requests in flight (module docstring)."""
+
+    def __init__(self, stream: IO[str] | None = None) -> None:
+        self.stream = stream
+        self._last = -NOTICE_EVERY_S
+        self._waits = 0
+
+    def __call__(self, event: Event) -> None:
+        stream = self.stream if self.stream is not None else sys.stderr
+        if isinstance(event, RetryAfter):
+            self._waits += 1
+            now = time.monotonic()
+            if now - self._last >= NOTICE_EVERY_S:
+                print(f"[waiting] {escape_control(event.endpoint)} asked to wait {event.seconds:g} s (Retry-After); "
+                      f"{self._waits} call(s) told to wait since the last notice", file=stream, flush=True)
+                self._last, self._waits = now, 0
+        elif isinstance(event, Overloaded):
+            print(f"[overload] {escape_control(event.endpoint)}: a request timed out; at most {event.limit} "
+                  "request(s) in flight from now on, growing back as answers come", file=stream, flush=True)
+
+
+def rerun_notice(event: Event) -> None:
+    """One line on stderr for each episode sent again after its worker was lost."""
+    if isinstance(event, EpisodeRerun):
+        print(f"combee: episode {event.episode} runs again: {event.why}", file=sys.stderr)

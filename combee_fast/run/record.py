@@ -1,0 +1,37 @@
+"""The run directory's record of a run's events: :class:`RunRecord`, a critical consumer.
+
+    StepDone          a line of ``ledger.jsonl``
+    CallFailed        a line of ``errors.jsonl`` (role, kind, label, message, status, raw reply)
+    EpisodeFailed     a line of ``errors.jsonl`` (its kind, message, the step, the action there
+                      and what the environment answered)
+    EpisodeRerun      a line of ``errors.jsonl`` (kind ``worker_lost``, ``rerun`` true: the episode goes on)
+    EpisodeFinished   a line of ``trajectories.jsonl``, in the ``traces`` task's format
+                      (:func:`~combee_fast.rollouts.journal.trace_record`)
+
+Every line is written as its event comes. Subscribe it with ``critical=True``: a line that cannot
+be written raises through the emitter and stops the run, since a run that cannot keep its record
+must not go on.
+"""
+
+from __future__ import annotations
+
+from combee_fast.rollouts.journal import trace_record
+from combee_fast.run.events import CallFailed, EpisodeFailed, EpisodeFinished, EpisodeRerun, Event, StepDone
+from combee_fast.run.rundir import RunDir
+
+
+class RunRecord:
+    """Writes the events of a run into ``run_dir`` (module docstring); other events are passed over."""
+
+    def __init__(self, run_dir: RunDir) -> None:
+        self.run_dir = run_dir
+
+    def __call__(self, event: Event) -> None:
+        if isinstance(event, StepDone):
+            self.run_dir.append_ledger(event.row)
+        elif isinstance(event, CallFailed):
+            self.run_dir.append_error(event.record())
+        elif isinstance(event, (EpisodeFailed, EpisodeRerun)):
+            self.run_dir.append_episode_failure(event.record())
+        elif isinstance(event, EpisodeFinished):
+            self.run_dir.append_trajectory(trace_record(event.trajectory, event.example))
