@@ -19,8 +19,8 @@ from combee_fast.engine.kept import StructArtifact
 from combee_fast.errors import ConfigError
 from combee_fast.methods import METHODS, build_method
 from combee_fast.methods.base import EvalResult
-from combee_fast.protocols.learning import Learner
 from combee_fast.protocols.running import Method, StopRule
+from combee_fast.roles.calls import RoleCalls
 from combee_fast.run.context import LearnContext
 from combee_fast.run.rundir import RunDir
 from combee_fast.run.stops import EpochsDone
@@ -28,6 +28,7 @@ from combee_fast.schema import Example
 from combee_fast.textgrad.calls import FORWARD_ROLE, GRADIENT_ROLE, LOSS_ROLE, REDUCE_ROLE, ROLES, STEP_ROLE, TextGradCalls
 from combee_fast.textgrad.evaluate import evaluate
 from combee_fast.textgrad.learner import TextGradLearner
+from combee_fast.textgrad.online import TextGradOnline
 from combee_fast.textgrad.variable import PromptVariable, is_variable_file
 
 
@@ -92,8 +93,9 @@ class TextGradKind(StructArtifact):
     def summary(self, artifact: PromptVariable) -> dict[str, Any]:
         return {"prompt_lines": len(artifact), "prompt_chars": len(artifact.render())}
 
-    def online_learner(self, agents: Any) -> Learner[Any, Any, Any]:
-        raise ConfigError("learner textgrad cannot learn online from submitted rollouts; use learner ace")
+    def online_learner(self, calls: RoleCalls) -> TextGradOnline:
+        """The learner of submitted rollouts: loss and gradient per rollout, never a forward again."""
+        return TextGradOnline(calls)
 
 
 TEXTGRAD = TextGradKind()
