@@ -85,10 +85,11 @@ def online_learning(learner: str, calls: RoleCalls) -> OnlineLearning[Any, Any, 
     kind = LEARNERS.get(learner)
     if kind is None:
         raise ConfigError(f"online.learner: unknown learner {learner!r}; choose one of: {', '.join(LEARNERS)}")
-    missing = [role.key for role in kind.roles if role.key not in calls.clients]
+    served = list(calls.clients)  # a RoleClients lookup of a role it lacks raises
+    missing = [role.key for role in kind.roles if role.key not in served]
     if missing:
         raise ConfigError(f"online.learner {learner!r} calls roles {', '.join(missing)}, which these role calls do "
-                          f"not serve (they serve {', '.join(calls.clients) or 'none'}): open the session with "
+                          f"not serve (they serve {', '.join(served) or 'none'}): open the session with "
                           f"SessionConfig(learner={learner!r})")
     return kind.online_learner(calls)
 
