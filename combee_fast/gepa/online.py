@@ -15,8 +15,11 @@ decision, on the rewards of the requests it serves.
 - propose: one reflection call (GEPA's proposer) over a shuffled group of rows; merge: one
   aggregation call over rewrites made from the same text; the reduce tree merges the groups'
   rewrites (:class:`~combee_fast.gepa.learner.GepaProposer`, as Combee-GEPA does).
-- apply: the merged rewrite (the first, when a failed aggregation left several) as the next
-  version; no rewrite, or one that changes nothing, leaves the version as it is.
+- apply: the merged rewrite as the next version. When several are left (a failed aggregation
+  falls back to all it was given; a reduce split by size merges each part apart), the first,
+  with each other's line changes rebased onto it (:func:`~combee_fast.gepa.revisions.rebase`:
+  their lines kept word for word, no call). No rewrite, or one that changes nothing, leaves the
+  version as it is.
 - its one-step attempt (:class:`SolverAttempts`): one solve under the context, seeded by the
   request (epoch, round and example), scored by the task.
 """
@@ -32,7 +35,7 @@ from combee_fast.errors import ConfigError
 from combee_fast.gepa.calls import GepaCalls, solver_messages
 from combee_fast.gepa.candidate import Candidate
 from combee_fast.gepa.learner import ComponentText, GepaProposer
-from combee_fast.gepa.revisions import changes
+from combee_fast.gepa.revisions import changes, rebase
 from combee_fast.methods.base import Applied
 from combee_fast.roles.calls import RoleCalls
 from combee_fast.schema import CallError, Example, GradedAnswer, Proposal, Rollout, Usage
@@ -166,10 +169,13 @@ class GepaOnline(StructArtifact):
 
     async def apply(self, artifact: OnlineCandidate, traces: Sequence[Submitted], edits: Sequence[ComponentText],
                     source: str) -> Applied[OnlineCandidate]:
-        """The first rewrite of the learned component as the next version (module docstring)."""
+        """The rewrites of the learned component, merged, as the next version (module docstring)."""
         name = artifact.component
         current = artifact.candidate.components[name]
-        new = next((edit.text for edit in edits if edit.component == name), current)
+        rewrites = [edit.text for edit in edits if edit.component == name]
+        new = rewrites[0] if rewrites else current
+        for other in rewrites[1:]:
+            new = rebase(current, other, new)
         if new == current:
             return Applied(artifact, Rewrite(), (), ())
         change = changes(current, new, 1)

@@ -20,7 +20,7 @@ from combee_fast.errors import ConfigError, ReleaseError
 from combee_fast.gepa.candidate import Candidate
 from combee_fast.gepa.online import OnlineCandidate
 from combee_fast.run.events import Event, Events, ReleaseDecision, ReleaseStatus
-from combee_fast.schema import Rollout
+from combee_fast.schema import Rollout, Usage
 from combee_fast.session import Session, open_session
 from combee_fast.sim.instructions import InstructionWorld
 from combee_fast.sim.responders import SimRequest
@@ -178,13 +178,8 @@ def test_online_artifacts_renumber_up_only_and_travel_as_bytes() -> None:
     from combee_fast.gepa.online import GepaOnline
     from combee_fast.roles.calls import RoleCalls
     from combee_fast.roles.clients import RoleClients
-    from combee_fast.tasks.registry import get_task
-    from combee_fast.textgrad.calls import ROLES as TEXTGRAD_ROLES
-    from combee_fast.textgrad.online import TextGradOnline
 
-    task = get_task("formula")
-    gepa = GepaOnline(RoleCalls(task, RoleClients({}), GEPA_ROLES, seed=0))
-    textgrad = TextGradOnline(RoleCalls(task, RoleClients({}), TEXTGRAD_ROLES, seed=0))
+    gepa, textgrad, _ = _offline_learners()
     for start, learning in ((OnlineCandidate(Candidate({"system_prompt": "Answer.\n- a rule"}), 2), gepa),
                             (PromptVariable({"system_prompt": "Answer.\n- a rule"}, 2), textgrad)):
         renumbered = start.renumbered(7)
@@ -198,3 +193,41 @@ def test_online_artifacts_renumber_up_only_and_travel_as_bytes() -> None:
         assert len(start) == 2
     with pytest.raises(ConfigError, match="need a task"):
         GepaOnline(RoleCalls(None, RoleClients({}), GEPA_ROLES, seed=0))
+
+
+def _offline_learners():
+    from combee_fast.gepa.calls import ROLES as GEPA_ROLES
+    from combee_fast.gepa.online import GepaOnline
+    from combee_fast.roles.calls import RoleCalls
+    from combee_fast.roles.clients import RoleClients
+    from combee_fast.tasks.registry import get_task
+    from combee_fast.textgrad.calls import ROLES as TEXTGRAD_ROLES
+    from combee_fast.textgrad.online import TextGradOnline
+
+    task = get_task("formula")  # no client: whatever these learners do here makes no call
+    return (GepaOnline(RoleCalls(task, RoleClients({}), GEPA_ROLES, seed=0)),
+            TextGradOnline(RoleCalls(task, RoleClients({}), TEXTGRAD_ROLES, seed=0)), task)
+
+
+async def test_gepa_merges_every_rewrite_left_and_neither_learns_from_an_unscored_rollout() -> None:
+    from combee_fast.gepa.learner import ComponentText
+
+    gepa, textgrad, task = _offline_learners()
+    start = OnlineCandidate(Candidate({"system_prompt": "Answer.\n- rule a"}), 4)
+    edits = [ComponentText("system_prompt", "Answer.\n- rule a\n- rule b"),
+             ComponentText("system_prompt", "Answer.\n- rule c")]  # drops rule a, adds rule c
+    applied = await gepa.apply(start, [], edits, "test")
+    assert applied.artifact.version == 5 and applied.artifact.render() == "Answer.\n- rule b\n- rule c"
+    assert applied.report.added_ids == ("- rule b", "- rule c") and applied.report.evicted == ("- rule a",)
+    assert applied.artifact.candidate.parents == (4,)
+    same = await gepa.apply(start, [], [ComponentText("system_prompt", "Answer.\n- rule a")], "test")
+    assert same.artifact is start and same.kept == ()
+
+    example = task.load("train").examples[0]
+    scored = Rollout(example, 3, (), "1.0", "", (), 1.0, "right", Usage(role="gepa_solver"))
+    unscored = msgspec.structs.replace(scored, score=None)
+    assert gepa.record(await gepa.run_item(scored, start, "Answer.", epoch=0, rounds=0)).score == 1.0
+    assert gepa.record(await gepa.run_item(unscored, start, "Answer.", epoch=0, rounds=0)) is None
+    variable = PromptVariable.seed()
+    trace = await textgrad.run_item(unscored, variable, variable.render(), epoch=0, rounds=0)
+    assert textgrad.record(trace) is None and trace.call_outcomes() == [] and trace.item_id == unscored.id
