@@ -43,7 +43,8 @@ from combee_fast.schema import CallError, Example, GradedAnswer, Proposal, Rollo
 
 class OnlineCandidate(msgspec.Struct, frozen=True):
     """A candidate and its version (a :class:`~combee_fast.protocols.Releasable`); ``len()``
-    counts the non-blank lines of its text."""
+    counts the non-blank lines of its text. A learned candidate's ``parents`` name the version
+    it was rewritten from (there is no pool to index)."""
 
     candidate: Candidate
     version: int = 0

@@ -23,12 +23,13 @@ import msgspec
 
 from combee_fast.engine.kept import StructArtifact
 from combee_fast.errors import ConfigError
-from combee_fast.roles.calls import RoleCalls
 from combee_fast.methods.base import Applied
+from combee_fast.roles.calls import RoleCalls
 from combee_fast.schema import CallError, Example, GradedAnswer, Proposal, Rollout, Usage
 from combee_fast.textgrad.calls import Gradient, TextGradCalls, forward_messages
 from combee_fast.textgrad.learner import GradientTrace, TextGradLearner
 from combee_fast.textgrad.variable import LineEdit, PromptVariable
+
 
 def seed_epoch(epoch: int | str, round_: int) -> int | str:
     """The epoch a call of round ``round_`` is seeded by (TextGrad's calls are seeded by epoch
