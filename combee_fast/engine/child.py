@@ -50,11 +50,6 @@ class Child:
     def pid(self) -> int:
         return self.process.pid
 
-    @property
-    def running(self) -> bool:
-        """Whether it has not been seen to exit."""
-        return self.process.returncode is None
-
     def send(self, *payloads: bytes) -> None:
         """Each payload as one frame, all in one write; nothing once its stdin is closed."""
         stdin = self.process.stdin
