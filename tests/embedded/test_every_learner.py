@@ -231,3 +231,45 @@ async def test_gepa_merges_every_rewrite_left_and_neither_learns_from_an_unscore
     variable = PromptVariable.seed()
     trace = await textgrad.run_item(unscored, variable, variable.render(), epoch=0, rounds=0)
     assert textgrad.record(trace) is None and trace.call_outcomes() == [] and trace.item_id == unscored.id
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(STARTS))
+async def test_a_harmful_instruction_is_rolled_back_and_the_incumbent_serves_again(name: str) -> None:
+    """In the harmful world, an instruction handed in from outside states a wrong lesson about
+    every formula of the traffic: the solver (GEPA) or forward call (TextGrad) reading it is
+    mostly wrong, the staged release rolls it back, and every request runs with the incumbent."""
+    from combee_fast.sim.world import harmful_lesson, specific_lesson
+
+    config = _config(name, sim=SimConfig("flat", 1e-5, world="noisy+harmful"))
+    online = OnlineConfig(learner=name, batch_size=1024, max_wait_s=0.05,
+                          release=ReleaseConfig(policy="staged", stages=(0.2, 0.5, 1.0), margin=0.05))
+    async with open_session(config) as session:
+        traffic = session.train_split.examples[:60]
+        units = sorted({e.meta["formula"] for e in traffic})
+        good = "\n".join(["Answer the question.", *(f"- {specific_lesson(unit, 0)}" for unit in units)])
+        bad = "\n".join([good, *(f"- {harmful_lesson(unit, 0, 40)}" for unit in units)])
+        if name == "gepa":
+            incumbent, harmful = OnlineCandidate(Candidate({"system_prompt": good})), \
+                OnlineCandidate(Candidate({"system_prompt": bad}))
+        else:
+            incumbent, harmful = PromptVariable({"system_prompt": good}), PromptVariable({"system_prompt": bad})
+        attempts = online_learning(name, session.calls).attempts
+        seen: list[Event] = []
+        async with OnlineLearner(session.calls, incumbent, online, events=Events(seen.append)) as learner:
+            number = await learner.propose(harmful)
+            assert learner.release.candidate.version == number == 1
+            served: list[int] = []
+            for i in range(3_000):
+                context = learner.context_for(f"user-{i % 400}")
+                served.append(context.version)
+                rollout = await attempts.attempt(traffic[i % len(traffic)], context.text, version=context.version,
+                                                 epoch=0, round_=i)
+                await learner.submit(rollout, version=context.version)
+                if learner.release.candidate is None or learner.release.candidate.version != number:
+                    break
+            decision = [e for e in seen if isinstance(e, ReleaseDecision) and e.candidate == number][-1]
+            assert decision.decision == "rollback" and decision.evidence["upper"] < 0
+            assert learner.release.incumbent.version == 0 and learner.artifact == incumbent
+            assert all(learner.context_for(f"user-{k}").version != number for k in range(400))
+            assert 0 < served.count(number) < 0.5 * len(served)
