@@ -4,16 +4,20 @@ with the ``none`` policy (every version served at once) side by side as the base
 
 Per seed and policy, a host sends ``--requests`` requests from ``--users`` users (keys), each a
 task from the Formula train examples of ``--units`` formulas, to an in-loop
-:class:`~combee_fast.embedded.online.OnlineLearner` learning online on the in-process simulated
-endpoint, in the task world ``noisy+harmful`` (answers drawn per call; a share of the lessons
-reflected are wrong ones that lower accuracy on their formula). Each request runs with
-``context_for(user)``, is scored, and is submitted with its version. The release configuration
+:class:`~combee_fast.embedded.online.OnlineLearner` of ``--learner`` (``ace``: a playbook;
+``gepa``: a rewritten instruction; ``textgrad``: a prompt variable) learning online on the
+in-process simulated endpoint, in the task world ``noisy+harmful`` (answers drawn per call; a
+share of the lessons ACE's reflector names are wrong ones that lower accuracy on their formula).
+Each request is the online learner's one-step attempt (ACE: a generator call; GEPA: a solve;
+TextGrad: a forward call) with ``context_for(user)``, scored, and submitted with its version. The release configuration
 comes from the Formula card (``cards/formula.toml``) with its canary policy set per run and
 ``--margin`` as its claim margin (:data:`MARGIN`).
 
 A version *lowers accuracy* when its true expected accuracy on the traffic (known exactly, since
-the world is a model: :meth:`TaskWorld.expected_accuracy`) is below that of the incumbent it was
-released against. Figures over all seeds:
+the world is a model: :meth:`TaskWorld.expected_accuracy` for a playbook; for an instruction or a
+prompt, the same product of :meth:`TaskWorld.unit_accuracy` over the lesson lines the solver
+reads, as the world's solver reads them) is below that of the incumbent it was released against.
+Figures over all seeds:
 
 - ``exposure``: staged, the share of requests served by a version that lowers accuracy (as a
   candidate or after a promotion); ``exposure_none``: the same under ``none``;
@@ -30,9 +34,13 @@ released against. Figures over all seeds:
   version holds it too, which ``exposure_none`` does not count, since those versions do not lower
   accuracy further).
 
+- ``lowering_versions``: staged, how many released versions lowered accuracy (0: the world gave
+  this learner nothing harmful to learn, so ``exposure`` measures no detection; said on stderr).
+
     python bench/canary.py                       # 20 seeds, 3 policies each
+    python bench/canary.py --learner gepa --seeds 6
 Last line: ``exposure=... false_rollback=... detect_rollouts=<median>/<p90> shadow_exposure=...
-shadow_cost=... exposure_none=... ... load=<1-min load average>``.
+shadow_cost=... exposure_none=... ... load=<1-min load average> learner=... lowering_versions=...``.
 """
 
 from __future__ import annotations
@@ -50,14 +58,17 @@ from pathlib import Path
 import msgspec
 import numpy as np
 
-from combee_fast.ace.calls import AceCalls
 from combee_fast.config import OnlineConfig, ReleaseConfig, SessionConfig, SimConfig, TaskConfig
 from combee_fast.embedded.online import OnlineLearner
 from combee_fast.engine.loop import run
+from combee_fast.gepa.online import OnlineCandidate
 from combee_fast.playbook import Playbook
 from combee_fast.run.events import Event, Events, ReleaseDecision
+from combee_fast.schema import Example
 from combee_fast.session import open_session
+from combee_fast.sim.instructions import instruction_lessons
 from combee_fast.sim.world import TaskWorld, is_harmful
+from combee_fast.textgrad.variable import PromptVariable
 from combee_fast.verify.card import load_card, release_config
 
 CARD = Path(__file__).parents[1] / "cards" / "formula.toml"
@@ -66,6 +77,18 @@ POLICIES = ("staged", "shadow", "none")
 MARGIN = 0.05
 """The claim margin the card is given here: promoting a version within the Formula card's own 2
 points needs about ten thousand rewards per version, more than these runs serve."""
+STARTS = {"ace": Playbook.empty, "gepa": OnlineCandidate.seed, "textgrad": PromptVariable.seed}
+"""The version each learner's online learner starts from."""
+
+
+def true_accuracy(world: TaskWorld, learner: str, text: str, traffic: list[Example]) -> float:
+    """The expected accuracy on ``traffic`` of the serving role reading ``text``: ACE's generator
+    reads a playbook's bullets; GEPA's solver and TextGrad's forward read an instruction's lesson
+    lines as the entries (:func:`~combee_fast.sim.instructions.instruction_lessons`)."""
+    if learner == "ace":
+        return world.expected_accuracy(text, traffic)
+    entries = [(f"i{n}", lesson) for n, lesson in enumerate(instruction_lessons(text))]
+    return sum(world.unit_accuracy(e.meta["formula"], entries) for e in traffic) / len(traffic)
 
 
 class RunFigures(msgspec.Struct):
@@ -84,24 +107,26 @@ class RunFigures(msgspec.Struct):
     shadow_tokens: int
     host_tokens: int
     decisions: dict[str, int]
+    lowering_versions: int  # released versions that lower accuracy
 
 
 async def one_run(seed: int, policy: str, args: argparse.Namespace) -> RunFigures:
-    config = SessionConfig(seed=seed, task=TaskConfig(train_split="train", val_split="val[0:10]"),
+    config = SessionConfig(seed=seed, learner=args.learner, task=TaskConfig(train_split="train", val_split="val[0:10]"),
                            sim=SimConfig("flat", args.time_scale, world=WORLD))
     card = load_card(CARD)
     card = msgspec.structs.replace(
         card, failure_cost=msgspec.structs.replace(card.failure_cost, canary_policy=policy),
         claim=msgspec.structs.replace(card.claim, margin=args.margin))
     release = release_config(card, ReleaseConfig(stages=tuple(args.stages), shadow_share=args.shadow_share))
-    online = OnlineConfig(batch_size=args.batch_size, max_wait_s=0.2, seed=seed, release=release)
+    online = OnlineConfig(learner=args.learner, batch_size=args.batch_size, max_wait_s=0.2, seed=seed, release=release)
     decisions: list[ReleaseDecision] = []
 
     async with open_session(config) as session:
         world = TaskWorld.for_task(session.task, ("train",), variant=WORLD)
         units = sorted({e.meta["formula"] for e in session.train_split.examples})[: args.units]
         traffic = [e for e in session.train_split.examples if e.meta["formula"] in units]
-        truth: dict[int, float] = {0: world.expected_accuracy("", traffic)}
+        start = STARTS[args.learner]()
+        truth: dict[int, float] = {0: true_accuracy(world, args.learner, start.render(), traffic)}
         wrong: dict[int, bool] = {0: False}
         rng = np.random.default_rng(seed)
         users = rng.integers(0, args.users, args.requests)
@@ -116,14 +141,15 @@ async def one_run(seed: int, policy: str, args: argparse.Namespace) -> RunFigure
                 decisions.append(event)
                 for version in (learner.gate.candidate, learner.gate.incumbent):
                     if version is not None and version.number not in truth:
-                        truth[version.number] = world.expected_accuracy(version.text, traffic)
+                        truth[version.number] = true_accuracy(world, args.learner, version.text, traffic)
                         wrong[version.number] = any(is_harmful(line) for line in version.text.splitlines()
                                                     if any(f"{unit} — " in line for unit in units))
                 if "same_text_as" in event.evidence:  # refused: the text of a version rolled back before
                     truth[event.candidate] = truth[event.evidence["same_text_as"]]
                     wrong[event.candidate] = wrong[event.evidence["same_text_as"]]
 
-        learner = OnlineLearner(session.calls, Playbook.empty(), online, events=Events(record))
+        learner = OnlineLearner(session.calls, start, online, events=Events(record))
+        attempts = learner.learning.attempts
 
         async def host(lane: int) -> None:
             nonlocal host_tokens
@@ -132,7 +158,8 @@ async def one_run(seed: int, policy: str, args: argparse.Namespace) -> RunFigure
                 context = release.context_for(f"user-{users[i]}")
                 served[i] = context.version
                 on_candidate[i] = release.candidate is not None and context.version == release.candidate.version
-                rollout = await AceCalls(session.calls).generate(traffic[tasks[i]], context.text, epoch=0, round_=i)
+                rollout = await attempts.attempt(traffic[tasks[i]], context.text, version=context.version, epoch=0,
+                                                 round_=i)
                 host_tokens += rollout.usage.prompt_tokens + rollout.usage.completion_tokens
                 await learner.submit(rollout, version=context.version)
 
@@ -153,6 +180,7 @@ async def one_run(seed: int, policy: str, args: argparse.Namespace) -> RunFigure
         candidate_served=int(on_candidate.sum()), accuracy=float(np.mean([truth[v] for v in served.tolist()])),
         rolled_back_good=sum(d.decision == "rollback" for d in good), decided_good=len(good), detections=detections,
         shadow_tokens=learner.gate.shadow_tokens, host_tokens=host_tokens, decisions=counts,
+        lowering_versions=len(lowering),
     )
 
 
@@ -185,6 +213,7 @@ def measure(args: argparse.Namespace) -> dict[str, list[RunFigures]]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--learner", choices=sorted(STARTS), default="ace", help="the online learner")
     parser.add_argument("--seeds", type=int, default=20)
     parser.add_argument("--requests", type=int, default=6_000, help="requests per seed and policy")
     parser.add_argument("--users", type=int, default=2_000)
@@ -205,6 +234,10 @@ def main() -> None:
     pairs = [d for r in shadow for d in r.detections]
     with open("/proc/loadavg") as loadavg:
         load = loadavg.read().split()[0]
+    lowering_versions = sum(r.lowering_versions for r in staged)
+    if not lowering_versions:
+        print(f"canary: no version released under staged lowered accuracy: the world gave learner {args.learner} "
+              "nothing harmful to learn, so exposure measures no detection here", file=sys.stderr)
     print(f"exposure={_share(sum(r.lowering_served for r in staged), requests):.4f} "
           f"false_rollback={_share(sum(r.rolled_back_good for r in staged), sum(r.decided_good for r in staged)):.4f} "
           f"detect_rollouts={_quantile(detections, 0.5):.0f}/{_quantile(detections, 0.9):.0f} "
@@ -224,7 +257,8 @@ def main() -> None:
           f"rollbacks={sum(r.decisions.get('rollback', 0) for r in staged)} "
           f"promotions={sum(r.decisions.get('promote', 0) for r in staged)} "
           f"seeds={args.seeds} requests={args.requests} margin={args.margin} "
-          f"wall_s={time.perf_counter() - started:.0f} load={load}")
+          f"wall_s={time.perf_counter() - started:.0f} load={load} learner={args.learner} "
+          f"lowering_versions={lowering_versions}")
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ Modes, run one after the other, each in a fresh interpreter, against one server 
     process   :class:`~combee_fast.embedded.process.ProcessLearner` (the learner in a child process);
               the read is ``learner.text``
     inloop    :class:`~combee_fast.embedded.online.OnlineLearner` on the host's loop (the learner's work on the host's thread);
-              the read is ``learner.playbook``
+              the read is ``learner.artifact``
     idle      the ticker alone (``--idle-seconds``), no learner: the lag floor of the machine as
               loaded at that moment (other processes, the CPU scheduler), for comparison
 
@@ -110,7 +110,7 @@ async def measure(url: str, rollouts: int, mode: str, chunk: int, thread: EmbedC
         done = asyncio.Event()
 
         def read() -> object:
-            return learner.playbook if mode == "inloop" else learner.text
+            return learner.artifact if mode == "inloop" else learner.text
 
         async def ticker() -> None:
             clock = time.perf_counter

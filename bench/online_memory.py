@@ -52,7 +52,7 @@ async def measure(args: argparse.Namespace) -> tuple[list[tuple[int, float, int,
                 await learner.submit(msgspec.structs.replace(seeds[i % len(seeds)], round=i // len(seeds)))
                 if (i + 1) % args.every == 0:
                     gc.collect()
-                    samples.append((i + 1, rss_mb(), len(gc.get_objects()), len(learner.batches), len(learner.playbook)))
+                    samples.append((i + 1, rss_mb(), len(gc.get_objects()), len(learner.batches), len(learner.artifact)))
                     if args.tracemalloc and i + 1 in (args.every * (args.rollouts // args.every // 2), args.rollouts):
                         snapshots.append(tracemalloc.take_snapshot())
                     print(f"{i + 1:>8} rollouts  rss {samples[-1][1]:8.1f} MB  objects {samples[-1][2]:>9,}  "

@@ -10,6 +10,7 @@
 - :mod:`.ops`: the operations format shared by the curator and the reducer.
 - :mod:`.learner`: :class:`~.learner.AceLearner`, the playbook :class:`~combee_fast.protocols.Learner`
   (map, propose, merge, apply).
+- :mod:`.online`: :class:`~.online.AceOnline`, the learner of rollouts submitted online (reflect only).
 - :mod:`.chain`: the per-sample chain (generate, reflect, regenerate while wrong) and its trace.
 - :mod:`.evaluate`: a playbook scored on held-out examples.
 """

@@ -14,8 +14,9 @@ import msgspec
 from combee_fast.ace.calls import AceCalls
 from combee_fast.ace.evaluate import evaluate
 from combee_fast.ace.learner import AceLearner
+from combee_fast.ace.online import AceOnline
 from combee_fast.ace.roles import ROLES
-from combee_fast.config import MapConfig, SessionConfig
+from combee_fast.config import SessionConfig
 from combee_fast.files import read_regular
 from combee_fast.methods import METHODS, build_method
 from combee_fast.methods.base import EvalResult
@@ -82,9 +83,9 @@ class AceKind:
     def summary(self, artifact: Playbook) -> dict[str, Any]:
         return {"bullets": len(artifact)}
 
-    def online_learner(self, calls: RoleCalls) -> AceLearner:
+    def online_learner(self, calls: RoleCalls) -> AceOnline:
         """The learner of submitted rollouts: each is reflected on, never regenerated."""
-        return AceLearner(AceCalls(calls), max_rounds=MapConfig().max_rounds, from_rollouts=True)
+        return AceOnline(calls)
 
 
 ACE = AceKind()

@@ -1,11 +1,13 @@
 """Online learning inside an agent server: callers submit finished rollouts, the learner batches
-them, runs Combee's reflect -> shuffle -> curate -> reduce on each batch (the ``combee`` method on
-the online learner of ``config.learner``, :mod:`combee_fast.learners`) and learns a new version,
-which reaches requests through the release gate (:mod:`combee_fast.embedded.release`, policy
-``config.release``: at once by default). Reading :attr:`OnlineLearner.playbook` (the incumbent)
-or :meth:`OnlineLearner.context_for` never blocks: immutable snapshots, swapped whole.
+them, runs Combee's map -> shuffle -> propose -> reduce on each batch (the ``combee`` method on
+the online learner of ``config.learner``: :func:`online_learning`; ACE reflects and curates,
+GEPA reflects and aggregates rewrites, TextGrad computes gradients and steps) and learns a new
+version of its artifact (a :class:`~combee_fast.protocols.Releasable`), which reaches requests
+through the release gate (:mod:`combee_fast.embedded.release`, policy ``config.release``: at once
+by default). Reading :attr:`OnlineLearner.artifact` (the incumbent) or
+:meth:`OnlineLearner.context_for` never blocks: immutable snapshots, swapped whole.
 
-    async with OnlineLearner(calls, Playbook.empty()) as learner:
+    async with OnlineLearner(session.calls, Playbook.empty()) as learner:
         context = learner.context_for(user_id)   # the version and text this request runs with
         ticket = await learner.submit(rollout, version=context.version)  # waits only for queue room
         batch = await ticket                     # optional: the AppliedBatch that took it in
@@ -19,8 +21,13 @@ when it is well under. Only the last ``keep_batches`` batches are kept in :attr:
 
 Each batch learns on the gate's head (:meth:`~combee_fast.embedded.release.ReleaseGate.base`); a
 batch whose line a rollback abandoned while it was learning is discarded (``discarded``). Under
-the ``shadow`` policy the learner also re-runs sampled tasks with the candidate's context (through
-``calls``, scored by its task) and feeds the gate their rewards in submission order.
+the ``shadow`` policy the learner also re-runs sampled tasks with the candidate's context (the
+online learner's one-step attempt, :attr:`~combee_fast.protocols.OnlineLearning.attempts`,
+scored by the task of ``calls``) and feeds the gate their rewards in submission order.
+
+``calls`` are the session's role calls (``session.calls``): they must serve every role of the
+online learner (:func:`online_learning` refuses, in one line, calls opened for another learner:
+open the session with ``SessionConfig(learner=...)`` naming the online learner).
 
 A submitted rollout is checked first (:mod:`combee_fast.embedded.intake`): a malformed one is
 refused with :class:`~combee_fast.errors.RolloutError` and never queued. A batch whose step raises
@@ -39,13 +46,13 @@ from typing import Any
 
 import msgspec
 
-from combee_fast.ace.calls import AceCalls
 from combee_fast.config import MapConfig, OnlineConfig
 from combee_fast.embedded.release import Context, Release, ReleaseGate, ShadowRun
 from combee_fast.embedded.intake import checked
 from combee_fast.errors import ConfigError
 from combee_fast.learners import LEARNERS
 from combee_fast.methods.combee import Combee
+from combee_fast.protocols.learning import OnlineLearning
 from combee_fast.roles.calls import RoleCalls
 from combee_fast.run.events import BatchApplied, Events, VersionApplied
 from combee_fast.schema import Rollout
@@ -70,46 +77,64 @@ class AppliedBatch(msgspec.Struct, frozen=True):
     discarded: bool = False
 
 
+def online_learning(learner: str, calls: RoleCalls) -> OnlineLearning[Any, Any, Any]:
+    """The online learner of the registered learner ``learner`` on ``calls``;
+    :class:`~combee_fast.errors.ConfigError` (one line) when ``learner`` is unknown or cannot
+    learn online, or when ``calls`` do not serve every role it declares (calls a session opened
+    for another learner)."""
+    kind = LEARNERS.load(learner)  # a ConfigError naming it when no learner (built-in, plugin or path) is called so
+    served = list(calls.clients)  # a RoleClients lookup of a role it lacks raises
+    missing = [role.key for role in kind.roles if role.key not in served]
+    if missing:
+        raise ConfigError(f"online.learner {learner!r} calls roles {', '.join(missing)}, which these role calls do "
+                          f"not serve (they serve {', '.join(served) or 'none'}): open the session with "
+                          f"SessionConfig(learner={learner!r})")
+    return kind.online_learner(calls)
+
+
 class OnlineLearner:
     """Batches submitted rollouts and applies one Combee update per batch, one batch at a time."""
 
     def __init__(
         self,
         calls: RoleCalls,
-        playbook: Any,
+        artifact: Any,
         config: OnlineConfig | None = None,
         *,
         on_publish: Callable[[Any, AppliedBatch], Awaitable[None]] | None = None,
         events: Events | None = None,
         on_release: Callable[[Release], None] | None = None,
     ) -> None:
-        """``playbook``: the version to start from (an artifact of ``config.learner``).
+        """``artifact``: the version to start from (an artifact of the online learner of
+        ``config.learner``: a :class:`~combee_fast.playbook.Playbook` for ACE, a
+        :class:`~combee_fast.textgrad.variable.PromptVariable` for TextGrad, a
+        :class:`~combee_fast.gepa.online.OnlineCandidate` for GEPA).
         ``on_publish(artifact, batch)`` is awaited after each batch with the version it learned
         (under a release policy other than ``none``, a version not yet serving), to save it,
         push it to other workers...; an exception it raises fails that batch's tickets.
         ``events``: where the learner's events go (each batch, each version, each release
         decision and status); ``on_release(release)`` is called with every new
         :class:`~combee_fast.embedded.release.Release`. :class:`~combee_fast.errors.ConfigError`
-        when the learner cannot learn online, or cannot score the shadow re-runs its policy needs."""
+        when the learner cannot learn online on ``calls`` (:func:`online_learning`), or cannot
+        score the shadow re-runs its policy needs."""
         self.config = config or OnlineConfig()
         self._on_publish = on_publish
         self._events = events
         if self.config.release.policy == "shadow" and calls.task is None:
             raise ConfigError("online.release.policy 'shadow' re-runs tasks with the candidate's context, "
                               "so the learner needs a task to score them")
-        self._gate = ReleaseGate(playbook, self.config.release, seed=self.config.seed,
+        self.learning = online_learning(self.config.learner, calls)
+        """The online learner: its map, proposals and apply, its one-step attempt, its codec."""
+        self._gate = ReleaseGate(artifact, self.config.release, seed=self.config.seed,
                                  emit=events.emit if events is not None else None, on_release=on_release,
                                  queued=lambda: self._queue.qsize())
         self._shadows: deque[tuple[ShadowRun, asyncio.Future[Rollout]]] = deque()
         self._shadow_drain: asyncio.Task[None] | None = None
         self.batches: deque[AppliedBatch] = deque(maxlen=self.config.keep_batches)
         self.ceiling = self.config.batch_size  # lowered when publish latency passes its bound
-        kind = LEARNERS.get(self.config.learner)
-        if kind is None:
-            raise ConfigError(f"online.learner: unknown learner {self.config.learner!r}; choose one of: {', '.join(LEARNERS)}")
         map_config = MapConfig(sync_rounds=None, workers=self.config.workers)  # submitted rollouts: reflected on only
         self._calls = calls
-        self._method = Combee(kind.online_learner(calls), map_config, self.config.combee, seed=self.config.seed)
+        self._method = Combee(self.learning, map_config, self.config.combee, seed=self.config.seed)
         self._queue: asyncio.Queue[tuple[Rollout, asyncio.Future[AppliedBatch], float]] = asyncio.Queue(
             self.config.queue_size
         )
@@ -126,7 +151,7 @@ class OnlineLearner:
         await self.stop()
 
     @property
-    def playbook(self) -> Any:
+    def artifact(self) -> Any:
         """The version serving requests (the incumbent; the latest learned under policy ``none``)."""
         return self._gate.incumbent.artifact
 
@@ -158,8 +183,8 @@ class OnlineLearner:
         self._gate.reject(version)
 
     async def propose(self, artifact: Any) -> int:
-        """Hand ``artifact`` (e.g. a playbook learned offline) to the release as the next
-        version; returns its number. Learning continues on top of it."""
+        """Hand ``artifact`` (an artifact of the online learner, e.g. learned offline) to the
+        release as the next version; returns its number. Learning continues on top of it."""
         return self._gate.propose(artifact)
 
     def usage_totals(self) -> dict[tuple[str, str, str], Any]:
@@ -215,9 +240,10 @@ class OnlineLearner:
         return ticket
 
     def _start_shadow(self, run: ShadowRun) -> None:
-        """Re-run a task with the candidate's context; rewards reach the gate in submission order."""
-        self._shadows.append((run, asyncio.ensure_future(AceCalls(self._calls).generate(run.example, run.text,
-                                                                                             epoch=run.epoch))))
+        """Re-run a task with the candidate's context (the learner's one-step attempt); rewards
+        reach the gate in submission order."""
+        attempt = self.learning.attempts.attempt(run.example, run.text, version=run.candidate, epoch=run.epoch)
+        self._shadows.append((run, asyncio.ensure_future(attempt)))
         if self._shadow_drain is None or self._shadow_drain.done():
             self._shadow_drain = asyncio.create_task(self._drain_shadows(), name="combee-online-shadow")
 

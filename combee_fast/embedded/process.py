@@ -2,27 +2,36 @@
 
 :class:`ProcessLearner` has the API of :class:`~combee_fast.embedded.threaded.ThreadedLearner`
 (``start``/``stop``/``async with``, ``submit`` returning a ticket of the host's loop, ``text``,
-``playbook``, ``snapshot``, ``batches``, ``usage_totals``, ``context_for``, ``release``,
+``artifact``, ``snapshot``, ``batches``, ``usage_totals``, ``context_for``, ``release``,
 ``approve``/``reject``/``propose``); the child
 (:mod:`combee_fast.embedded.process_worker`) runs an unchanged
-:class:`~combee_fast.embedded.online.OnlineLearner`, so batches and playbooks are the same as in the
+:class:`~combee_fast.embedded.online.OnlineLearner`, so batches and artifacts are the same as in the
 thread or on the host's loop for the same submissions. The two talk over the child's stdin and
-stdout in length-prefixed msgpack frames (:data:`HostMessage`, :data:`ChildMessage`).
+stdout in length-prefixed msgpack frames (:data:`HostMessage`, :data:`ChildMessage`), through the
+engine's child supervisor (:class:`~combee_fast.engine.child.Child`). An artifact travels as the
+bytes of the online learner's codec
+(:meth:`~combee_fast.protocols.OnlineLearning.encode_artifact`).
 
 The host's loop does: encode a submitted rollout and write it (``submit``); decode one frame per
 applied batch and one per release change (the gate's :class:`~combee_fast.embedded.release.Release`,
-the incumbent's file bytes and batch) and swap the snapshot in; settle that batch's tickets;
-re-emit the child's events into ``events``. ``playbook`` decodes the file bytes on the first read
+the incumbent's bytes and batch) and swap the snapshot in; settle that batch's tickets;
+re-emit the child's events into ``events``. ``artifact`` decodes the bytes on the first read
 of each version (``text`` and ``context_for`` never decode). Contracts:
 - ``submit`` and ``stop`` run on one event loop (the host's); at most ``queue_size + batch_size``
   rollouts are unsettled, ``submit`` waits for room beyond that; ``submit`` checks the rollout on
   the host first (:mod:`~combee_fast.embedded.intake`: a malformed one is
   :class:`~combee_fast.errors.RolloutError` and is never sent), and the child decodes each
   rollout on its own, so a frame it cannot read fails that ticket alone;
+- ``calls`` are the session's (``session.calls``), serving every role of the online learner of
+  ``config.learner`` (checked at construction, on the host:
+  :func:`~combee_fast.embedded.online.online_learning`);
 - the child reaches the endpoints with its own clients built from ``calls``' role map
   (:func:`~combee_fast.roles.clients.open_role_clients`: every replica, each role's sampling,
   the form found at start-up; no replay cache; API keys come from the inherited environment);
-  reflection, curation and reduction never score, so the child has no task;
+- the child's task (what scores the online learner's one-step attempts: shadow re-runs; GEPA's
+  and TextGrad's learners build their calls on one) is the one ``task`` names, else the host's
+  task by name with no options; a task the child cannot build that way is left out unless the
+  ``shadow`` policy needs it (an online learner that needs one then refuses to start, saying so);
 - every ticket settles: if the child dies, every unsettled ticket, any ``submit`` waiting for
   room and every later one fails with :class:`LearnerProcessError` saying how it ended ("the
   learner's process exited with code ...: <its last error line>"; the child's stderr goes on to
@@ -30,8 +39,6 @@ of each version (``text`` and ``context_for`` never decode). Contracts:
   several tasks; a frame longer than :data:`~combee_fast.engine.frames.MAX_FRAME_BYTES` ends the child;
 - ``approve``, ``reject`` and ``propose`` are frames written in order with the submissions;
   the gate's refusal comes back as :class:`~combee_fast.errors.ReleaseError`;
-- under the ``shadow`` policy the child scores its re-runs with the task ``task`` names
-  (default: the host's task by name, with no options);
 - ``on_publish`` is not offered: the child cannot await a host coroutine;
 - while it runs, the young-generation GC threshold of the host's process is
   :class:`~combee_fast.config.EmbedConfig`'s ``gc_threshold0`` (restored at ``stop``); the child
@@ -42,27 +49,27 @@ of each version (``text`` and ``context_for`` never decode). Contracts:
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections import deque
-import sys
+from typing import Any
 
 import msgspec
 
 from combee_fast.config import EmbedConfig, OnlineConfig, TaskConfig
 from combee_fast.embedded.host_settings import HostSettings
 from combee_fast.embedded.intake import checked
-from combee_fast.embedded.online import AppliedBatch
+from combee_fast.embedded.online import AppliedBatch, online_learning
 from combee_fast.embedded.release import Context, Release
 from combee_fast.endpoint.client import UsageTotals
-from combee_fast.engine.frames import frame, read_frame
+from combee_fast.engine.child import Child
 from combee_fast.errors import ConfigError, LearnerProcessError, ReleaseError
-from combee_fast.playbook import Playbook
+from combee_fast.protocols.learning import OnlineLearning, Releasable
 from combee_fast.roles.calls import RoleCalls
 from combee_fast.roles.clients import RoleMap
 from combee_fast.run.events import Event, Events
 from combee_fast.schema import Rollout
 
-_STDERR_KEPT = 4096  # last characters of the child's stderr kept to say why it ended
+WORKER = "combee_fast.embedded.process_worker"
+"""The child's module (``python -m``)."""
 
 
 # ----------------------------------------------------------------------------- the wire
@@ -73,8 +80,9 @@ class Start(msgspec.Struct, tag="start"):
 
     role_map: RoleMap
     online: OnlineConfig
-    playbook: bytes
-    task: TaskConfig | None = None  # the task that scores shadow re-runs (None: none needed)
+    artifact: bytes  # the starting version, in the online learner's codec
+    task: TaskConfig | None = None  # the task that scores the learner's attempts (None: none)
+    task_required: bool = False  # a task that cannot be built fails the start (shadow re-runs need it)
     events: bool = False  # forward the learner's events as Emitted frames
 
 
@@ -90,12 +98,12 @@ class Stop(msgspec.Struct, tag="stop"):
 
 
 class Command(msgspec.Struct, tag="command"):
-    """A call on the child's release gate: ``approve``/``reject`` a version, ``propose`` a playbook."""
+    """A call on the child's release gate: ``approve``/``reject`` a version, ``propose`` an artifact."""
 
     seq: int
     name: str
     version: int | None = None
-    playbook: bytes | None = None
+    artifact: bytes | None = None
 
 
 class Ready(msgspec.Struct, tag="ready"):
@@ -109,10 +117,10 @@ class Applied(msgspec.Struct, tag="applied"):
 
 
 class Released(msgspec.Struct, tag="released"):
-    """The release changed: which versions serve, the incumbent's file bytes and its batch."""
+    """The release changed: which versions serve, the incumbent's bytes and its batch."""
 
     release: Release
-    playbook: bytes
+    artifact: bytes
     batch: AppliedBatch | None = None
 
 
@@ -151,24 +159,25 @@ ChildMessage = Ready | Applied | Released | Emitted | Answered | Settled | Finis
 
 
 class ProcessSnapshot:
-    """One published version (the incumbent) and its release: ``text`` at once, ``playbook``
-    decoded on its first read."""
+    """One published version (the incumbent) and its release: ``text`` at once, ``artifact``
+    decoded (by ``learning``'s codec) on its first read."""
 
-    __slots__ = ("text", "batch", "release", "_data", "_playbook")
+    __slots__ = ("text", "batch", "release", "_data", "_learning", "_artifact")
 
     def __init__(self, text: str, data: bytes, batch: AppliedBatch | None, release: Release,
-                 playbook: Playbook | None = None) -> None:
+                 learning: OnlineLearning[Any, Any, Any], artifact: Releasable | None = None) -> None:
         self.text = text
         self.batch = batch
         self.release = release
         self._data = data
-        self._playbook = playbook
+        self._learning = learning
+        self._artifact = artifact
 
     @property
-    def playbook(self) -> Playbook:
-        if self._playbook is None:
-            self._playbook = Playbook.from_bytes(self._data)
-        return self._playbook
+    def artifact(self) -> Releasable:
+        if self._artifact is None:
+            self._artifact = self._learning.decode_artifact(self._data)
+        return self._artifact
 
 
 def _priority_args(embed: EmbedConfig) -> list[str]:
@@ -180,37 +189,40 @@ def _priority_args(embed: EmbedConfig) -> list[str]:
 class ProcessLearner:
     """An :class:`OnlineLearner` in a child process; see the module doc."""
 
-    def __init__(self, calls: RoleCalls, playbook: Playbook, config: OnlineConfig | None = None, *,
+    def __init__(self, calls: RoleCalls, artifact: Releasable, config: OnlineConfig | None = None, *,
                  embed: EmbedConfig | None = None, events: Events | None = None,
                  task: TaskConfig | None = None) -> None:
+        """``artifact``: the version to start from (an artifact of the online learner of
+        ``config.learner``); ``task``: what the child scores attempts with (module docstring)."""
         self.config = config or OnlineConfig()
         self.embed = embed or EmbedConfig()
         self._events = events
         self._settings = HostSettings(self.embed, switch_interval=False)  # one busy thread: no GIL to share
-        if task is None and self.config.release.policy == "shadow":
-            if calls.task is None:
-                raise ConfigError("online.release.policy 'shadow' in a ProcessLearner needs task=TaskConfig(...): "
-                                  "the child scores its re-runs")
+        self._learning = online_learning(self.config.learner, calls)  # refused here, on the host; and the codec
+        shadow = self.config.release.policy == "shadow"
+        if task is None and calls.task is not None:
             task = TaskConfig(name=calls.task.name)
-        self._start = Start(calls.role_map(), self.config, playbook.to_bytes(),
-                            task if self.config.release.policy == "shadow" else None, events is not None)
-        text = playbook.render()
+        if task is None and shadow:
+            raise ConfigError("online.release.policy 'shadow' in a ProcessLearner needs task=TaskConfig(...): "
+                              "the child scores its re-runs")
+        self._start = Start(calls.role_map(), self.config, self._learning.encode_artifact(artifact), task,
+                            task_required=shadow, events=events is not None)
+        text = artifact.render()
         self._snapshot = ProcessSnapshot(text, b"", None, Release(self.config.release.policy,
-                                                                  Context(playbook.version, text)), playbook)
+                                                                  Context(artifact.version, text)),
+                                         self._learning, artifact)
         self._answers: dict[int, asyncio.Future[int | None]] = {}
         self._capacity = self.config.queue_size + self.config.batch_size
         self._encoder = msgspec.msgpack.Encoder()
-        self._decoder = msgspec.msgpack.Decoder(ChildMessage)  # type: ignore[arg-type]
-        self._process: asyncio.subprocess.Process | None = None
+        self._decoder = msgspec.msgpack.Decoder(ChildMessage)
+        self._child: Child | None = None
         self._reading: asyncio.Task[None] | None = None
         self._tickets: dict[int, asyncio.Future[AppliedBatch]] = {}
         self._room_waiters: list[asyncio.Future[None]] = []
         self._seq = 0
-        self._outbox: list[bytes] = []  # frames written once per loop iteration, in one call
+        self._outbox: list[bytes] = []  # messages written once per loop iteration, in one call
         self._usage: dict[tuple[str, str, str], UsageTotals] = {}
         self._ended: str | None = None  # how the child ended, once it did (every later submit says it)
-        self._stderr = ""  # the end of its stderr
-        self._relaying: asyncio.Task[None] | None = None
         self._stop_task: asyncio.Future[None] | None = None  # the one stop in progress
         self.batches: deque[AppliedBatch] = deque(maxlen=self.config.keep_batches)  # the latest, bounded
 
@@ -231,8 +243,9 @@ class ProcessLearner:
         return self._snapshot.text
 
     @property
-    def playbook(self) -> Playbook:
-        return self._snapshot.playbook
+    def artifact(self) -> Releasable:
+        """The latest published artifact (decoded on its first read)."""
+        return self._snapshot.artifact
 
     @property
     def release(self) -> Release:
@@ -251,9 +264,9 @@ class ProcessLearner:
         """Roll candidate ``version`` back (after the submissions made before this call)."""
         await self._command(Command(0, "reject", version=version))
 
-    async def propose(self, playbook: Playbook) -> int:
-        """Hand ``playbook`` to the release as the next version; its number."""
-        number = await self._command(Command(0, "propose", playbook=playbook.to_bytes()))
+    async def propose(self, artifact: Releasable) -> int:
+        """Hand ``artifact`` to the release as the next version; its number."""
+        number = await self._command(Command(0, "propose", artifact=self._learning.encode_artifact(artifact)))
         assert number is not None
         return number
 
@@ -263,9 +276,7 @@ class ProcessLearner:
         seq, self._seq = self._seq, self._seq + 1
         answer: asyncio.Future[int | None] = loop.create_future()
         self._answers[seq] = answer
-        if not self._outbox:
-            loop.call_soon(self._write_out)
-        self._outbox.append(frame(self._encoder.encode(msgspec.structs.replace(command, seq=seq))))
+        self._queue(self._encoder.encode(msgspec.structs.replace(command, seq=seq)))
         return await answer
 
     def usage_totals(self) -> dict[tuple[str, str, str], UsageTotals]:
@@ -274,7 +285,7 @@ class ProcessLearner:
 
     async def start(self) -> None:
         """Spawn the child and wait until its learner runs (imports take a second or two)."""
-        if self._process is not None:
+        if self._child is not None:
             return
         self._ended, self._stop_task = None, None
         self._settings.apply()
@@ -285,25 +296,20 @@ class ProcessLearner:
             raise
 
     async def _spawn(self) -> None:
-        process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "combee_fast.embedded.process_worker", *_priority_args(self.embed),
-            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-        )
-        self._process = process
-        assert process.stdin is not None and process.stdout is not None and process.stderr is not None
-        self._relaying = asyncio.create_task(self._relay(process.stderr), name="combee-learner-process-stderr")
-        process.stdin.write(frame(self._encoder.encode(self._start)))
+        child = await Child.start(WORKER, *_priority_args(self.embed))
+        self._child = child
+        child.send(self._encoder.encode(self._start))
         try:
-            first = await read_frame(process.stdout)
+            first = await child.receive()
             ready = first is not None and isinstance(self._decoder.decode(first), Ready)
         except (ValueError, asyncio.IncompleteReadError):
             ready = False
         if not ready:
-            process.kill()
-            await self._ending(process)
-            self._process = None
+            child.kill()
+            self._ended = f"the learner's process {await child.ended()}"
+            self._child = None
             raise LearnerProcessError(f"{self._ended} before it was ready")
-        self._reading = asyncio.create_task(self._read(process), name="combee-learner-process-reader")
+        self._reading = asyncio.create_task(self._read(child), name="combee-learner-process-reader")
 
     async def submit(self, rollout: Rollout, *, version: int | None = None) -> asyncio.Future[AppliedBatch]:
         """Queue ``rollout`` (stamped with ``version``, the context version it ran with, when
@@ -313,76 +319,74 @@ class ProcessLearner:
         if version is not None and rollout.version != version:
             rollout = msgspec.structs.replace(rollout, version=version)
         data = msgspec.Raw(checked(rollout))
-        process = self._running()
+        child = self._running()
         loop = asyncio.get_running_loop()
         while len(self._tickets) >= self._capacity:
             waiter = loop.create_future()
             self._room_waiters.append(waiter)
             await waiter
-            process = self._running()
+            child = self._running()
         seq, self._seq = self._seq, self._seq + 1
         ticket: asyncio.Future[AppliedBatch] = loop.create_future()
         self._tickets[seq] = ticket
-        if not self._outbox:
-            loop.call_soon(self._write_out)
-        self._outbox.append(frame(self._encoder.encode(Submit(seq, data))))
-        stdin = process.stdin
-        assert stdin is not None
-        if stdin.transport.get_write_buffer_size() > 1 << 20:  # the child is behind: wait, bounded
-            await stdin.drain()
+        self._queue(self._encoder.encode(Submit(seq, data)))
+        if child.unsent() > 1 << 20:  # the child is behind: wait, bounded
+            await child.drain()
         return ticket
+
+    def _queue(self, message: bytes) -> None:
+        """``message`` written with the others of this loop iteration (:meth:`_write_out`)."""
+        if not self._outbox:
+            asyncio.get_running_loop().call_soon(self._write_out)
+        self._outbox.append(message)
 
     def _write_out(self) -> None:
         """Write the frames queued since the last call in one go (one system call, not one each)."""
-        frames, self._outbox = self._outbox, []
-        process = self._process
-        if frames and process is not None and process.stdin is not None and not process.stdin.is_closing():
-            process.stdin.write(b"".join(frames))
+        messages, self._outbox = self._outbox, []
+        if self._child is not None:
+            self._child.send(*messages)
 
-    def _running(self) -> asyncio.subprocess.Process:
+    def _running(self) -> Child:
         """The child, while it runs; else why not (:class:`LearnerProcessError` once it ended)."""
         if self._ended is not None:
             raise LearnerProcessError(f"{self._ended}; start a new ProcessLearner")
-        process = self._process
-        if process is None or self._reading is None:
+        child = self._child
+        if child is None or self._reading is None:
             raise RuntimeError("ProcessLearner is not started: use 'async with' or start()")
-        return process
+        return child
 
     async def stop(self) -> None:
         """Apply what was submitted, then let the child exit. The first call stops; calls
         meanwhile wait for it; later ones return at once."""
-        process = self._process
-        if process is None:
+        child = self._child
+        if child is None:
             return
         if self._stop_task is None:
-            self._stop_task = asyncio.ensure_future(self._stop(process))
+            self._stop_task = asyncio.ensure_future(self._stop(child))
         await asyncio.shield(self._stop_task)
 
-    async def _stop(self, process: asyncio.subprocess.Process) -> None:
+    async def _stop(self, child: Child) -> None:
         try:
             self._write_out()
-            if process.stdin is not None and not process.stdin.is_closing():
-                with contextlib.suppress(OSError):  # the child is gone: nothing to tell it
-                    process.stdin.write(frame(self._encoder.encode(Stop())))
-                    process.stdin.close()
+            child.send(self._encoder.encode(Stop()))
+            child.close_input()
             if self._reading is not None:
                 await self._reading
-            await process.wait()
+            await child.ended()
         finally:
-            self._process = self._ended = None  # stopped: a later submit is told to start it
+            self._child = self._ended = None  # stopped: a later submit is told to start it
             self._settings.restore()
 
-    async def _read(self, process: asyncio.subprocess.Process) -> None:
-        assert process.stdout is not None
+    async def _read(self, child: Child) -> None:
         broken = ""
         try:
-            while (data := await read_frame(process.stdout)) is not None:
+            while (data := await child.receive()) is not None:
                 message = self._decoder.decode(data)
                 if isinstance(message, Applied):
                     self.batches.append(message.batch)
                 elif isinstance(message, Released):
-                    self._snapshot = ProcessSnapshot(message.release.incumbent.text, message.playbook, message.batch,
-                                                     message.release)
+                    self._snapshot = ProcessSnapshot(message.release.incumbent.text, message.artifact, message.batch,
+                                                     message.release, self._learning)
                 elif isinstance(message, Emitted):
                     if self._events is not None:
                         self._events.emit(message.event)
@@ -394,29 +398,12 @@ class ProcessLearner:
                     self._usage = dict(message.usage)
         except (ValueError, asyncio.IncompleteReadError) as exc:  # msgspec's errors are ValueErrors
             broken = f" (its output was not the learner's protocol: {' '.join(str(exc).split())[:200]})"
-            process.kill()
+            child.kill()
         finally:
-            await self._ending(process)
+            self._ended = f"the learner's process {await child.ended()}"
             if self._tickets or self._answers or broken:
                 self._fail_all(LearnerProcessError(f"{self._ended}{broken}, with tickets unsettled"))
             self._wake_submitters()
-
-    async def _ending(self, process: asyncio.subprocess.Process) -> None:
-        """Wait for the child's end and its last stderr lines; say how it ended (:attr:`_ended`)."""
-        code = await process.wait()
-        if self._relaying is not None:
-            await self._relaying
-        last = next((line for line in reversed(self._stderr.splitlines()) if line.strip()), "")
-        how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
-        self._ended = f"the learner's process {how}" + (f": {last.strip()[:300]}" if last else "")
-
-    async def _relay(self, stderr: asyncio.StreamReader) -> None:
-        """The child's stderr, passed on to the host's, its end kept."""
-        while chunk := await stderr.read(_STDERR_KEPT):
-            text = chunk.decode(errors="replace")
-            self._stderr = (self._stderr + text)[-_STDERR_KEPT:]
-            with contextlib.suppress(OSError, ValueError):  # the host closed its stderr
-                sys.stderr.write(text)
 
     def _settle(self, message: Settled) -> None:
         for seq in message.seqs:
@@ -441,9 +428,9 @@ class ProcessLearner:
             answer.set_exception(LearnerProcessError(f"{message.error_type}: {message.error}"))
 
     def _fail_all(self, exc: Exception) -> None:
-        tickets, self._tickets = self._tickets, {}
-        answers, self._answers = self._answers, {}
-        for future in [*tickets.values(), *answers.values()]:
+        futures: list[asyncio.Future[Any]] = [*self._tickets.values(), *self._answers.values()]
+        self._tickets, self._answers = {}, {}
+        for future in futures:
             if not future.done():
                 future.set_exception(exc)
         self._wake_submitters()
@@ -453,4 +440,3 @@ class ProcessLearner:
         for waiter in waiters:
             if not waiter.done():
                 waiter.set_result(None)
-

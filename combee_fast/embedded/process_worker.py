@@ -4,7 +4,10 @@ Reads :data:`~combee_fast.embedded.process.HostMessage` frames on stdin (``Start
 ``Submit`` and ``Command``... and ``Stop``), runs an :class:`~combee_fast.embedded.online.OnlineLearner`
 on its own clients, and writes ``Ready``, then ``Applied``/``Settled`` per batch, ``Released`` per
 release change, ``Emitted`` per event (when asked), ``Answered`` per command, and ``Finished`` on
-stdout. Submissions and commands reach the learner in the order they were written; tickets
+stdout (the engine's worker pipes, :func:`~combee_fast.engine.child.parent_pipes`). Artifacts
+are read and written with the online learner's codec. The task named in ``Start`` is built when
+it can be; it must be when ``Start.task_required``. Submissions and commands reach the learner in
+the order they were written; tickets
 settled in the same loop iteration travel in one ``Settled`` frame. Each submitted rollout is
 decoded apart from its frame: one that does not decode settles its own ticket with the error,
 nothing else.
@@ -14,15 +17,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import sys
+from typing import Any
 
 import msgspec
 
-from combee_fast.embedded.online import AppliedBatch, OnlineLearner
+from combee_fast.embedded.online import AppliedBatch, OnlineLearner, online_learning
 from combee_fast.embedded.release import Release
+from combee_fast.engine.child import parent_pipes
 from combee_fast.engine.loop import run
-from combee_fast.playbook import Playbook
+from combee_fast.errors import ConfigError
+from combee_fast.protocols.tasks import Task
 from combee_fast.roles.calls import RoleCalls
 from combee_fast.roles.clients import open_role_clients
 from combee_fast.run.events import Event, Events
@@ -45,10 +52,22 @@ from combee_fast.embedded.process import (
 from combee_fast.engine.frames import frame, read_frame
 
 
+def start_task(start: Start) -> Task | None:
+    """The task ``start`` names, built; None when it names none, or names one that cannot be
+    built by name and options alone while none is required (a :class:`ConfigError` when it is)."""
+    if start.task is None:
+        return None
+    try:
+        return get_task(start.task.name, **start.task.options)
+    except ConfigError:
+        if start.task_required:
+            raise
+        return None
+
+
 class _Worker:
     def __init__(self, start: Start, writer: asyncio.StreamWriter) -> None:
         self.role_map = start.role_map
-        self.playbook = Playbook.from_bytes(start.playbook)
         self.online = start.online
         self.start = start
         self.learner: OnlineLearner | None = None
@@ -60,12 +79,14 @@ class _Worker:
     def send(self, message: object) -> None:
         self._writer.write(frame(self._encoder.encode(message)))
 
-    async def published(self, playbook: Playbook, batch: AppliedBatch) -> None:
+    async def published(self, artifact: Any, batch: AppliedBatch) -> None:
         self.send(Applied(batch))
 
     def released(self, release: Release) -> None:
-        incumbent = self.learner.gate.incumbent  # type: ignore[union-attr]
-        self.send(Released(release, incumbent.artifact.to_bytes(), incumbent.batch))
+        learner = self.learner
+        assert learner is not None
+        incumbent = learner.gate.incumbent
+        self.send(Released(release, learner.learning.encode_artifact(incumbent.artifact), incumbent.batch))
 
     def emitted(self, event: Event) -> None:
         self.send(Emitted(event))
@@ -73,7 +94,8 @@ class _Worker:
     def answer(self, learner: OnlineLearner, command: Command) -> None:
         """Run ``command`` on the gate and write its outcome."""
         try:
-            argument = Playbook.from_bytes(command.playbook) if command.playbook is not None else command.version
+            argument = (learner.learning.decode_artifact(command.artifact) if command.artifact is not None
+                        else command.version)
             result = getattr(learner.gate, command.name)(argument)
         except Exception as exc:
             self.send(Answered(command.seq, error_type=type(exc).__name__, error=str(exc)))
@@ -104,17 +126,15 @@ class _Worker:
             self.send(Settled(tuple(seqs), batch, error))
 
     async def serve(self, reader: asyncio.StreamReader) -> None:
-        decoder = msgspec.msgpack.Decoder(HostMessage)  # type: ignore[arg-type]
+        decoder = msgspec.msgpack.Decoder(HostMessage)
         rollouts = msgspec.msgpack.Decoder(Rollout)
         async with contextlib.AsyncExitStack() as stack:
             clients = await open_role_clients(self.role_map, stack)
-            # reflection, curation and reduction never score: the child needs a task only to
-            # score the shadow re-runs of its release policy
-            task = self.start.task
-            calls = RoleCalls.on(self.role_map, get_task(task.name, **task.options) if task else None, clients)
+            calls = RoleCalls.on(self.role_map, start_task(self.start), clients)
             events = Events(self.emitted) if self.start.events else None
-            learner = OnlineLearner(calls, self.playbook, self.online, on_publish=self.published, events=events,
-                                    on_release=self.released)
+            start = online_learning(self.online.learner, calls).decode_artifact(self.start.artifact)
+            learner = OnlineLearner(calls, start, self.online,
+                                    on_publish=self.published, events=events, on_release=self.released)
             self.learner = learner
             async with learner:
                 self.send(Ready())
@@ -127,7 +147,7 @@ class _Worker:
                         except ValueError as exc:  # msgspec's errors and RolloutError alike
                             self.send(Settled((message.seq,), error=f"{type(exc).__name__}: {exc}"))
                             continue
-                        inner.add_done_callback(lambda done, seq=message.seq: self.on_settled(seq, done))
+                        inner.add_done_callback(functools.partial(self.on_settled, message.seq))
                     elif isinstance(message, Command):
                         self.answer(learner, message)
                     elif isinstance(message, Stop):
@@ -140,15 +160,11 @@ class _Worker:
 
 
 async def main() -> int:
-    loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader(limit=1 << 26)
-    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(0, "rb", buffering=0))
-    transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, os.fdopen(1, "wb", buffering=0))
-    writer = asyncio.StreamWriter(transport, protocol, reader, loop)
+    reader, writer = await parent_pipes()
     data = await read_frame(reader)
     if data is None:
         return 1
-    start = msgspec.msgpack.decode(data, type=HostMessage)  # type: ignore[arg-type]
+    start = msgspec.msgpack.decode(data, type=HostMessage)
     if not isinstance(start, Start):
         print("process_worker: the first frame must be Start", file=sys.stderr)
         return 2

@@ -6,8 +6,11 @@ embedded learner. The core (:class:`~combee_fast.embedded.online.OnlineLearner`)
 
 Versions. Every version has a number that is never reused: the starting artifact's, then one
 more for each learned or proposed version, including after a rollback (learning on from an older
-version renumbers its base first, :meth:`Playbook.renumbered
-<combee_fast.playbook.Playbook.renumbered>`). The *incumbent* serves requests; at most one
+version renumbers its base first, :meth:`Releasable.renumbered
+<combee_fast.protocols.Releasable.renumbered>`). The gate reads nothing else of an artifact than
+that protocol declares: its ``version``, its text (``render()``) and ``renumbered``, so every
+online learner's artifact goes through it alike (ACE's playbook, GEPA's candidate, TextGrad's
+prompt variable). The *incumbent* serves requests; at most one
 *candidate* is under release at a time; the *head* is the newest version, the one learning
 builds on (the candidate, or newer versions learned on top of it, which wait their turn).
 
@@ -53,7 +56,7 @@ rollouts are not learned again: they taught that version); learning continues fr
 incumbent, and a batch that was learning on the abandoned line when the decision came is
 discarded (its :class:`~combee_fast.embedded.online.AppliedBatch` says so).
 
-A candidate from outside (:meth:`ReleaseGate.propose`, e.g. a playbook learned offline) takes the
+A candidate from outside (:meth:`ReleaseGate.propose`, e.g. an artifact learned offline) takes the
 next number, becomes the head (what the learner had learned and not released is dropped, and
 learning continues on top of it) and goes through the same policy: at once if no candidate is
 under release, otherwise after the current one's decision.
@@ -77,6 +80,7 @@ from combee_fast.config import ReleaseConfig
 from combee_fast.engine.rng import derive_seed
 from combee_fast.errors import ReleaseError
 from combee_fast.native import sequential
+from combee_fast.protocols.learning import Releasable
 from combee_fast.run.events import Event, ReleaseDecision, ReleaseStatus, VersionRewards
 from combee_fast.schema import Example, Rollout
 
@@ -126,7 +130,7 @@ class ShadowRun(msgspec.Struct, frozen=True):
 @dataclass(frozen=True, slots=True)
 class _Version:
     number: int
-    artifact: Any
+    artifact: Releasable
     text: str
     digest: bytes
     batch: Any  # the AppliedBatch that learned it (None: the start or a proposal)
@@ -137,7 +141,7 @@ class _Version:
         return Context(self.number, self.text)
 
 
-def _version(number: int, artifact: Any, batch: Any, source: str) -> _Version:
+def _version(number: int, artifact: Releasable, batch: Any, source: str) -> _Version:
     text = artifact.render()
     return _Version(number, artifact, text, hashlib.blake2b(text.encode(), digest_size=16).digest(), batch, source)
 
@@ -145,11 +149,11 @@ def _version(number: int, artifact: Any, batch: Any, source: str) -> _Version:
 class ReleaseGate:
     """The release state machine of one online learner (module docstring). Synchronous and
     single-threaded: the learner's loop calls it; decisions depend only on the order of its
-    calls. ``artifact`` needs ``version``, ``render()`` and ``renumbered(version)``.
+    calls. ``artifact``: the version to start from (a :class:`~combee_fast.protocols.Releasable`).
     ``emit``: where events go; ``on_release``: told each new :class:`Release`; ``queued``: the
     rollouts waiting to be learned (for status events)."""
 
-    def __init__(self, artifact: Any, config: ReleaseConfig | None = None, *, seed: int = 0,
+    def __init__(self, artifact: Releasable, config: ReleaseConfig | None = None, *, seed: int = 0,
                  emit: Callable[[Event], None] | None = None, on_release: Callable[[Release], None] | None = None,
                  queued: Callable[[], int] = lambda: 0) -> None:
         self.config = config or ReleaseConfig()
@@ -163,7 +167,7 @@ class ReleaseGate:
         self._head_has_candidate = False
         self.lineage = 0  # changes whenever the head is replaced other than by learning on it
         self._next_number = artifact.version + 1
-        self._base: tuple[int, Any] | None = None  # (lineage, the head renumbered to learn on)
+        self._base: tuple[int, Releasable] | None = None  # (lineage, the head renumbered to learn on)
         self._stage = 0
         self._test = sequential.new_state()
         self._open = False  # staged: the candidate's first reward has come
@@ -181,7 +185,7 @@ class ReleaseGate:
         return self.release.context_for(key)
 
     @property
-    def head(self) -> Any:
+    def head(self) -> Releasable:
         """The newest version's artifact (what learning builds on)."""
         return self._head.artifact
 
@@ -192,7 +196,7 @@ class ReleaseGate:
 
     # -------------------------------------------------------------------------- learning
 
-    def base(self) -> tuple[Any, int]:
+    def base(self) -> tuple[Releasable, int]:
         """What the next batch learns on and the lineage it belongs to: the head, numbered so
         that the version it learns takes the next number."""
         head, number = self._head, self._next_number - 1
@@ -202,7 +206,7 @@ class ReleaseGate:
             self._base = (self.lineage, head.artifact.renumbered(number))
         return self._base[1], self.lineage
 
-    def learned(self, artifact: Any, batch: Any, lineage: int) -> bool:
+    def learned(self, artifact: Releasable, batch: Any, lineage: int) -> bool:
         """A batch learned ``artifact`` on :meth:`base` of ``lineage``: it becomes the head (and
         the candidate if none is under release); False when that line was abandoned meanwhile."""
         if lineage != self.lineage:
@@ -216,7 +220,7 @@ class ReleaseGate:
             self._begin(self._head)
         return True
 
-    def propose(self, artifact: Any) -> int:
+    def propose(self, artifact: Releasable) -> int:
         """``artifact`` (e.g. learned offline) as the next version through the same policy; its number."""
         number = max(self._next_number, artifact.version)  # a proposal numbered beyond ours moves ours on
         self._next_number = number + 1
@@ -350,10 +354,12 @@ class ReleaseGate:
         current one) against ``incumbent`` (default: the current one; a promotion names the one
         it replaced)."""
         self.release = self._make_release()
+        if candidate is None:
+            assert self.candidate is not None, "a decision without a candidate under release names one"
+            candidate = self.candidate.number
         if self._emit is not None:
-            number = candidate if candidate is not None else self.candidate.number  # type: ignore[union-attr]
             against = incumbent if incumbent is not None else self.incumbent.number
-            self._emit(ReleaseDecision(decision, number, against, {**evidence, "observed": self.observed}))
+            self._emit(ReleaseDecision(decision, candidate, against, {**evidence, "observed": self.observed}))
         if self._on_release is not None:
             self._on_release(self.release)
         if decision != "candidate":

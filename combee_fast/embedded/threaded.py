@@ -1,9 +1,9 @@
 """The online learner on its own event loop in its own thread, so its work never runs on the host's.
 
 :class:`ThreadedLearner` wraps :class:`~combee_fast.embedded.online.OnlineLearner` unchanged (same
-batches, same playbook for the same submissions); only where it runs differs. The host's loop
+batches, same artifact for the same submissions); only where it runs differs. The host's loop
 does three cheap things: ``submit`` appends to an inbox and, at most once per learner wake-up,
-calls ``call_soon_threadsafe``; reading the playbook is one attribute load of an immutable
+calls ``call_soon_threadsafe``; reading the artifact is one attribute load of an immutable
 :class:`Snapshot` that the learner thread swaps in, whole, after each batch; tickets are settled
 in one host callback per applied batch. Everything else (prompt building, HTTP, decoding,
 parsing, shuffle, reduce, apply, rendering, the release gate) runs on the learner's loop; the
@@ -26,6 +26,8 @@ Contracts:
   ticket, and any ``submit`` waiting for room or called later, fails with
   :class:`~combee_fast.errors.LearnerProcessError` saying why. ``stop`` may be called more than
   once, and at once from several tasks.
+- ``calls`` are the session's (``session.calls``), serving every role of the online learner of
+  ``config.learner`` (checked at construction: :func:`~combee_fast.embedded.online.online_learning`).
 - The learner reaches the endpoints through clients rebuilt on its own loop from ``calls``'
   role map (:func:`~combee_fast.roles.clients.open_role_clients`: every replica, the sampling of
   each role, the form found at start-up, the same replay cache; its own connections,
@@ -45,6 +47,7 @@ import asyncio
 import collections
 import concurrent.futures
 import contextlib
+import functools
 import threading
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, NamedTuple
@@ -53,13 +56,13 @@ import msgspec
 
 from combee_fast.config import EmbedConfig, OnlineConfig
 from combee_fast.embedded.host_settings import HostSettings
-from combee_fast.embedded.online import AppliedBatch, OnlineLearner
+from combee_fast.embedded.online import AppliedBatch, OnlineLearner, online_learning
 from combee_fast.embedded.release import Context, Release
 from combee_fast.embedded.intake import checked
 from combee_fast.endpoint.client import UsageTotals
 from combee_fast.engine.loop import new_event_loop
 from combee_fast.errors import LearnerProcessError
-from combee_fast.playbook import Playbook
+from combee_fast.protocols.learning import Releasable
 from combee_fast.roles.calls import RoleCalls
 from combee_fast.roles.clients import open_role_clients
 from combee_fast.run.events import Events
@@ -69,13 +72,13 @@ _Ticket = asyncio.Future  # a future of the host's loop, resolving to an Applied
 
 
 class Snapshot(NamedTuple):
-    """One published version: the incumbent playbook, its rendered text, the batch that made it
-    (``None`` for the starting playbook), and the release it serves in."""
+    """One published version: the incumbent artifact, its rendered text, the batch that made it
+    (``None`` for the starting artifact), and the release it serves in."""
 
-    playbook: Playbook
+    artifact: Releasable
     text: str
     batch: AppliedBatch | None
-    release: Release | None = None
+    release: Release
 
 
 class _Command(NamedTuple):
@@ -100,14 +103,17 @@ class ThreadedLearner:
     def __init__(
         self,
         calls: RoleCalls,
-        playbook: Playbook,
+        artifact: Releasable,
         config: OnlineConfig | None = None,
         *,
         embed: EmbedConfig | None = None,
-        on_publish: Callable[[Playbook, AppliedBatch], Awaitable[None]] | None = None,
+        on_publish: Callable[[Any, AppliedBatch], Awaitable[None]] | None = None,
         events: Events | None = None,
     ) -> None:
+        """``artifact``: the version to start from (an artifact of the online learner of
+        ``config.learner``); the other arguments as :class:`OnlineLearner`'s."""
         self.config = config or OnlineConfig()
+        online_learning(self.config.learner, calls)  # refused here, on the host, not in the thread
         self._events = events
         self.embed = embed or EmbedConfig()
         self._settings = HostSettings(self.embed, switch_interval=True)
@@ -115,10 +121,10 @@ class ThreadedLearner:
         self._task = calls.task
         self._cache = calls.clients.cache
         self._calls: RoleCalls | None = None  # the learner's own, built on its loop
-        self._start_playbook = playbook
+        self._start_artifact = artifact
         self._on_publish = on_publish
-        text = playbook.render()
-        self._snapshot = Snapshot(playbook, text, None, Release(self.config.release.policy, Context(playbook.version, text)))
+        text = artifact.render()
+        self._snapshot = Snapshot(artifact, text, None, Release(self.config.release.policy, Context(artifact.version, text)))
         self._capacity = self.config.queue_size + self.config.batch_size
         # host side (touched only on the host's loop)
         self._host_loop: asyncio.AbstractEventLoop | None = None
@@ -151,28 +157,28 @@ class ThreadedLearner:
 
     @property
     def snapshot(self) -> Snapshot:
-        """The latest published version (the starting playbook until the first batch); one
+        """The latest published version (the starting artifact until the first batch); one
         attribute load, never blocks."""
         return self._snapshot
 
     @property
-    def playbook(self) -> Playbook:
-        """The latest published playbook (an immutable snapshot)."""
-        return self._snapshot.playbook
+    def artifact(self) -> Releasable:
+        """The latest published artifact (an immutable snapshot)."""
+        return self._snapshot.artifact
 
     @property
     def text(self) -> str:
-        """The latest published playbook, rendered (by the learner thread)."""
+        """The latest published artifact, rendered (by the learner thread)."""
         return self._snapshot.text
 
     @property
     def release(self) -> Release:
         """Which versions serve requests (the learner thread's latest, copied whole)."""
-        return self._snapshot.release  # type: ignore[return-value]
+        return self._snapshot.release
 
     def context_for(self, key: str) -> Context:
         """The version and text the request keyed ``key`` runs with; answered on the host's thread."""
-        return self._snapshot.release.context_for(key)  # type: ignore[union-attr]
+        return self._snapshot.release.context_for(key)
 
     async def approve(self, version: int) -> None:
         """Promote candidate ``version`` (after the submissions made before this call)."""
@@ -182,9 +188,9 @@ class ThreadedLearner:
         """Roll candidate ``version`` back (after the submissions made before this call)."""
         await self._command("reject", version)
 
-    async def propose(self, playbook: Playbook) -> int:
-        """Hand ``playbook`` to the release as the next version; its number."""
-        return await self._command("propose", playbook)  # type: ignore[no-any-return]
+    async def propose(self, artifact: Releasable) -> int:
+        """Hand ``artifact`` to the release as the next version; its number."""
+        return int(await self._command("propose", artifact))
 
     @property
     def batches(self) -> Sequence[AppliedBatch]:
@@ -205,8 +211,9 @@ class ThreadedLearner:
         self._ended, self._stop_task = None, None
         self._settings.apply()
         ready: concurrent.futures.Future[None] = concurrent.futures.Future()
-        self._finished = concurrent.futures.Future()
-        self._thread = threading.Thread(target=self._main, args=(ready,), name="combee-learner", daemon=True)
+        finished: concurrent.futures.Future[None] = concurrent.futures.Future()
+        self._finished = finished
+        self._thread = threading.Thread(target=self._main, args=(ready, finished), name="combee-learner", daemon=True)
         self._thread.start()
         try:
             await asyncio.wait_for(asyncio.wrap_future(ready), self.embed.start_timeout_s)
@@ -243,9 +250,9 @@ class ThreadedLearner:
 
     def _post(self, item: Rollout | _Command, future: asyncio.Future[Any]) -> None:
         self._inbox.append((item, future))
-        if not self._wakeup_scheduled:
+        if not self._wakeup_scheduled and (loop := self._loop) is not None:
             self._wakeup_scheduled = True
-            self._loop.call_soon_threadsafe(self._wakeup)  # type: ignore[union-attr]
+            loop.call_soon_threadsafe(self._wakeup)
 
     async def _command(self, name: str, argument: Any) -> Any:
         answer: asyncio.Future[Any] = self._host().create_future()
@@ -318,7 +325,7 @@ class ThreadedLearner:
 
     # -------------------------------------------------------------- learner side
 
-    def _main(self, ready: concurrent.futures.Future[None]) -> None:
+    def _main(self, ready: concurrent.futures.Future[None], finished: concurrent.futures.Future[None]) -> None:
         loop = new_event_loop()
         asyncio.set_event_loop(loop)
         try:
@@ -326,13 +333,13 @@ class ThreadedLearner:
         except BaseException as exc:
             if not ready.done():
                 ready.set_exception(exc)
-            self._finished.set_exception(exc)  # type: ignore[union-attr]
+            finished.set_exception(exc)
             host = self._host_loop
             if host is not None and not host.is_closed():
                 with contextlib.suppress(RuntimeError):  # the host's loop closed meanwhile
                     host.call_soon_threadsafe(self._end, exc)
         else:
-            self._finished.set_result(None)  # type: ignore[union-attr]
+            finished.set_result(None)
         finally:
             with contextlib.suppress(Exception):
                 loop.run_until_complete(loop.shutdown_asyncgens())
@@ -341,7 +348,7 @@ class ThreadedLearner:
 
     async def _serve(self, ready: concurrent.futures.Future[None]) -> None:
         self._wake = asyncio.Event()
-        playbook = self._start_playbook
+        artifact = self._start_artifact
         # Import Numba and compile (or load) the reduce's similarity kernels now: done mid-traffic,
         # that holds the GIL for up to a second, stalling the host; at start only ``start`` waits.
         from combee_fast.native import sequential, similarity
@@ -351,7 +358,7 @@ class ThreadedLearner:
         async with contextlib.AsyncExitStack() as stack:
             clients = await open_role_clients(self._role_map, stack, cache=self._cache)
             self._calls = RoleCalls.on(self._role_map, self._task, clients)
-            learner = OnlineLearner(self._calls, playbook, self.config, on_publish=self._published,
+            learner = OnlineLearner(self._calls, artifact, self.config, on_publish=self._published,
                                     events=self._events, on_release=self._released)
             self._learner = learner
             async with learner:
@@ -364,11 +371,13 @@ class ThreadedLearner:
 
     def _wakeup(self) -> None:
         self._wakeup_scheduled = False
-        self._wake.set()  # type: ignore[union-attr]
+        if self._wake is not None:
+            self._wake.set()
 
     def _begin_stop(self) -> None:
         self._stopping = True
-        self._wake.set()  # type: ignore[union-attr]
+        if self._wake is not None:
+            self._wake.set()
 
     async def _intake(self, learner: OnlineLearner) -> None:
         """Move the inbox into the learner, in submission order, until stopped and drained."""
@@ -381,7 +390,7 @@ class ThreadedLearner:
                     self._answer(learner, item, ticket)
                     continue
                 inner = await learner.submit(item)
-                inner.add_done_callback(lambda done, ticket=ticket: self._on_settled(ticket, done))
+                inner.add_done_callback(functools.partial(self._on_settled, ticket))
             wake.clear()
             if self._inbox:
                 continue
@@ -418,12 +427,14 @@ class ThreadedLearner:
 
     def _released(self, release: Release) -> None:
         """On the learner's loop: the incumbent and the release, swapped in for the host whole."""
-        gate = self._learner.gate  # type: ignore[union-attr]
+        learner = self._learner
+        assert learner is not None
+        gate = learner.gate
         self._snapshot = Snapshot(gate.incumbent.artifact, gate.incumbent.text, gate.incumbent.batch, release)
 
-    async def _published(self, playbook: Playbook, batch: AppliedBatch) -> None:
+    async def _published(self, artifact: Any, batch: AppliedBatch) -> None:
         if self._on_publish is not None:
-            await self._on_publish(playbook, batch)
+            await self._on_publish(artifact, batch)
 
 
 def _cause(exc: BaseException) -> str:

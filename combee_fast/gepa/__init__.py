@@ -20,6 +20,8 @@ search over named text components with a Pareto pool of candidates over the vali
 - :mod:`.reflection`: how a child's text is proposed: serial (one call) or Combee (shuffled
   groups, all in flight, then the aggregation tree).
 - :mod:`.revisions`: line changes of rewrites, kept by reference when aggregated (or rebased).
+- :mod:`.online`: :class:`~.online.GepaOnline`, the learner of rollouts submitted online (their
+  rows reflected on and aggregated), and what it learns, :class:`~.online.OnlineCandidate`.
 - :mod:`.interop`: Combee's reflection as a strategy for the PyPI ``gepa`` package's own loop.
 
 Prompts are in ``gepa/prompts/``, one file per role and message.

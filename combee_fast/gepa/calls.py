@@ -117,6 +117,11 @@ def examples_text(evaluations: Sequence[GradedAnswer]) -> str:
     )
 
 
+def solver_messages(example: Example, system_prompt: str) -> tuple[Message, ...]:
+    """A solve's messages: ``system_prompt`` (the candidate's text) as the system message, the question."""
+    return Message("system", system_prompt), Message("user", fill(SOLVER_USER_TEMPLATE, question=example.input))
+
+
 class GepaCalls:
     """The GEPA role calls of one run on ``calls`` (the run's generic role calls, which sample,
     seed and account every call): ``task`` grades answers."""
@@ -125,12 +130,13 @@ class GepaCalls:
         self.task = task
         self.calls = calls
 
-    async def solve(self, example: Example, system_prompt: str) -> GradedAnswer:
-        """One metric call: ``example`` answered under ``system_prompt``, graded."""
-        user = fill(SOLVER_USER_TEMPLATE, question=example.input)
-        messages = (Message("system", system_prompt), Message("user", user))
-        result = await self.calls.send(self.calls.request(SOLVER_ROLE, messages, example.id, schema=SOLVER_SCHEMA,
-                                                          schema_name="answer"))
+    async def solve(self, example: Example, system_prompt: str, *,
+                    seed_path: tuple[int | str, ...] = ()) -> GradedAnswer:
+        """One metric call: ``example`` answered under ``system_prompt``, graded. Seeded by the
+        example alone, or by ``seed_path`` and the example (a request served online: its own draw)."""
+        messages = solver_messages(example, system_prompt)
+        result = await self.calls.send(self.calls.request(SOLVER_ROLE, messages, *seed_path, example.id,
+                                                          schema=SOLVER_SCHEMA, schema_name="answer"))
         reply = _parsed(result, _SolverReply, "solver")
         answer = None
         if not isinstance(reply, CallError):

@@ -27,6 +27,7 @@ from combee_fast.errors import ConfigError
 from combee_fast.gepa.calls import ROLES, GepaCalls
 from combee_fast.gepa.candidate import Candidate, is_candidate_file
 from combee_fast.gepa.iteration import GepaIteration, grade
+from combee_fast.gepa.online import GepaOnline
 from combee_fast.gepa.pipeline import AsyncGepa
 from combee_fast.gepa.planner import GepaPlan, GepaPlanner
 from combee_fast.gepa.pool import GepaState
@@ -35,6 +36,7 @@ from combee_fast.gepa.stages import StageWork
 from combee_fast.gepa.stops import MetricCallBudget
 from combee_fast.methods.base import EvalResult
 from combee_fast.protocols.running import StopRule
+from combee_fast.roles.calls import RoleCalls
 from combee_fast.run.context import LearnContext
 from combee_fast.run.rundir import RunDir
 from combee_fast.run.stops import EpochsDone
@@ -130,6 +132,11 @@ class GepaKind:
     def summary(self, artifact: GepaState) -> dict[str, Any]:
         return {"metric_calls": artifact.metric_calls, "candidates": len(artifact.candidates),
                 "accepted": max(0, len(artifact.candidates) - 1), "instruction_chars": len(artifact.best().render())}
+
+    def online_learner(self, calls: RoleCalls) -> GepaOnline:
+        """The learner of submitted rollouts: their rows reflected on and aggregated, never solved
+        again; it learns an :class:`~combee_fast.gepa.online.OnlineCandidate`."""
+        return GepaOnline(calls)
 
 
 GEPA = GepaKind()

@@ -2,8 +2,9 @@
 they pass (one strategy per module):
 
 - :mod:`.tasks`: :class:`Task`, :class:`RolloutSource`;
-- :mod:`.learning`: :class:`Artifact`, :class:`Deployable`, :class:`Trace`, :class:`EpisodeTrace`,
-  :class:`ChangeReport`, :class:`Proposer`, :class:`Learner`, :class:`LearnerKind`, :class:`CompleteKind`;
+- :mod:`.learning`: :class:`Artifact`, :class:`Releasable`, :class:`Deployable`, :class:`Trace`,
+  :class:`EpisodeTrace`, :class:`ChangeReport`, :class:`Proposer`, :class:`Learner`,
+  :class:`OnlineLearning`, :class:`LearnerKind`, :class:`CompleteKind`;
 - :mod:`.running`: :class:`Method`, :class:`BatchPlan`, :class:`StopRule` (and what a stop means, :data:`Ends`);
 - :mod:`.rollouts`: :class:`Agent`, :class:`AgentEpisode`, :class:`Environment`,
   :class:`EnvironmentTask`, :class:`Attempts`, :class:`RolloutExecutor`;
@@ -14,7 +15,7 @@ Every name is also here, for a plugin that implements several.
 
 from combee_fast.protocols.embedded import EmbeddedLearner
 from combee_fast.protocols.learning import (Artifact, ChangeReport, CompleteKind, Deployable, EpisodeTrace, Learner,
-                                            LearnerKind, Proposer, Trace)
+                                            LearnerKind, OnlineLearning, Proposer, Releasable, Trace)
 from combee_fast.protocols.rollouts import Agent, AgentEpisode, Attempts, Environment, EnvironmentTask, RolloutExecutor
 from combee_fast.protocols.running import BatchPlan, Ends, Method, StopRule
 from combee_fast.protocols.tasks import RolloutSource, Task
@@ -22,6 +23,5 @@ from combee_fast.protocols.tasks import RolloutSource, Task
 __all__ = [
     "Agent", "AgentEpisode", "Artifact", "Attempts", "BatchPlan", "ChangeReport", "CompleteKind", "Deployable",
     "EmbeddedLearner", "Ends", "Environment", "EnvironmentTask", "EpisodeTrace", "Learner", "LearnerKind", "Method",
-    "Proposer", "RolloutExecutor",
-    "RolloutSource", "StopRule", "Task", "Trace",
+    "OnlineLearning", "Proposer", "Releasable", "RolloutExecutor", "RolloutSource", "StopRule", "Task", "Trace",
 ]

@@ -52,7 +52,8 @@ class EmbeddedLearner(Protocol):
         ...
 
     async def propose(self, artifact: Any) -> int:
-        """Hand ``artifact`` to the release as the next version; its number."""
+        """Hand ``artifact`` (an artifact of the online learner, e.g. learned offline) to the
+        release as the next version; its number."""
         ...
 
     @property
@@ -61,8 +62,8 @@ class EmbeddedLearner(Protocol):
         ...
 
     @property
-    def playbook(self) -> Any:
-        """The version in service (the incumbent)."""
+    def artifact(self) -> Any:
+        """The version in service (the incumbent): a :class:`~combee_fast.protocols.Releasable`."""
         ...
 
     @property

@@ -3,11 +3,15 @@
 
 - :class:`Artifact`: what the run loop carries from step to step (ACE: a playbook; GEPA: its
   candidate pool): a version number and a size.
+- :class:`Releasable`: an artifact an online learner learns and the release gate serves: it
+  renders its context text and can be renumbered.
 - :class:`Deployable`: the form users deploy (``final.json``): its context text, saved to a file.
 - :class:`Trace`: what the map made of one item; the ledger and the batch plans read only this
   (and, of an :class:`EpisodeTrace`, its agent episodes).
 - :class:`Proposer`: proposes edits from records and merges proposals (the calls the shuffle
   and the reduce tree make); :class:`Learner` adds the map and the apply.
+- :class:`OnlineLearning`: a learner of rollouts submitted online (reflect only): its one-step
+  attempt and how its artifact travels as bytes (what :meth:`LearnerKind.online_learner` gives).
 - :class:`ChangeReport`: what one apply changed (the ledger's added, rejected, evicted).
 - :class:`LearnerKind`: one learner as its package writes it (name, roles, artifact type, first
   artifact, methods, evaluation, deployable files); :class:`CompleteKind`: the same completed
@@ -20,13 +24,14 @@ Value types: :class:`~combee_fast.roles.spec.Role`, :class:`~combee_fast.schema.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, Self, TypeVar, runtime_checkable
 
 if TYPE_CHECKING:
     from pathlib import Path
 
     from combee_fast.config import SessionConfig
     from combee_fast.methods.base import Applied, EvalResult
+    from combee_fast.protocols.rollouts import Attempts
     from combee_fast.protocols.running import BatchPlan, Method, StopRule
     from combee_fast.roles.calls import RoleCalls
     from combee_fast.roles.spec import Role
@@ -51,6 +56,20 @@ class Artifact(Protocol):
 
     def __len__(self) -> int:
         """Its size (ACE: bullets; GEPA: candidates in the pool)."""
+        ...
+
+class Releasable(Artifact, Protocol):
+    """What an online learner learns and its release gate serves
+    (:mod:`combee_fast.embedded.release`): ACE's playbook, TextGrad's prompt variable, the
+    embedded GEPA learner's numbered candidate. Version numbers are the gate's: never reused,
+    so a version learned on an older one after a rollback is renumbered past every number given."""
+
+    def render(self) -> str:
+        """The context text a request runs with."""
+        ...
+
+    def renumbered(self, version: int) -> Self:
+        """The same artifact numbered ``version`` (never lower than its own: ``ValueError``)."""
         ...
 
 class Deployable(Protocol):
@@ -160,6 +179,24 @@ class Learner(Proposer[R, E], Protocol[A, R, E]):
         """Everything the traces and edits say, as one change applied once (off the event loop)."""
         ...
 
+class OnlineLearning(Learner[A, R, E], Protocol[A, R, E]):
+    """A learner of rollouts submitted online (:mod:`combee_fast.embedded`), what
+    :meth:`LearnerKind.online_learner` gives: its map reads each submitted, already-scored
+    rollout and never generates again; its artifact is :class:`Releasable`.
+
+    ``attempts`` is its one-step attempt (one call of its serving role, scored by the task):
+    what a ``shadow`` release re-runs a task with under the candidate's context, and what a host
+    may serve with. :meth:`encode_artifact`/:meth:`decode_artifact` carry its artifact as bytes
+    (a process learner's frames)."""
+
+    attempts: Attempts
+
+    def encode_artifact(self, artifact: A) -> bytes: ...
+
+    def decode_artifact(self, data: bytes) -> A:
+        """The artifact :meth:`encode_artifact` encoded; ``ValueError`` when ``data`` is not one."""
+        ...
+
 class LearnerKind(Protocol[A, D]):
     """One learner as its package writes it: the seven members every learner has. Registered by
     name in :data:`combee_fast.learners.LEARNERS` (built in), by an entry point of group
@@ -263,7 +300,7 @@ class CompleteKind(LearnerKind[A, D], Protocol[A, D]):
         """What the run summary says about the learned artifact."""
         ...
 
-    def online_learner(self, calls: RoleCalls) -> Learner[A, Any, Any]:
-        """The learner of rollouts submitted online (reflect only); a ConfigError when this
-        learner cannot learn online."""
+    def online_learner(self, calls: RoleCalls) -> OnlineLearning[Any, Any, Any]:
+        """The learner of rollouts submitted online (reflect only) on ``calls`` (which serve
+        every role of :attr:`roles`); a ConfigError when this learner cannot learn online."""
         ...

@@ -10,9 +10,11 @@ and the accounting are the engine's. Its environment holds no API key (only ``PA
 ``LANG``, ``TMPDIR``, ``PYTHONPATH``, ``VIRTUAL_ENV`` and ``COMBEE_*`` variables are passed on).
 
 The wire: length-prefixed msgpack frames on the worker's stdin and stdout (:data:`ToWorker`,
-:data:`FromWorker`). Each worker's sandboxes run as their own uids under root (a range of its own).
-A worker that dies fails the episodes it was running (``worker_died``) and is started again for
-the next ones, at most :data:`MAX_RESTARTS` times in a run.
+:data:`FromWorker`), through the engine's child supervisor (:class:`~combee_fast.engine.child.Child`:
+the worker's stderr goes on to ours, and how it ended, exit code or signal and last error line,
+is what its failed episodes say). Each worker's sandboxes run as their own uids under root (a
+range of its own). A worker that dies fails the episodes it was running (``worker_died``) and is
+started again for the next ones, at most :data:`MAX_RESTARTS` times in a run.
 """
 
 from __future__ import annotations
@@ -20,14 +22,12 @@ from __future__ import annotations
 import asyncio
 import itertools
 import os
-import subprocess
-import sys
 from typing import Any
 
 import msgspec
 
 from combee_fast.endpoint.calls import ChatRequest, ChatResult
-from combee_fast.engine.frames import frame, read_frame
+from combee_fast.engine.child import Child
 from combee_fast.errors import ConfigError
 from combee_fast.protocols.rollouts import EnvironmentTask
 from combee_fast.rollouts.chat import AgentChat
@@ -41,6 +41,12 @@ MAX_RESTARTS = 8
 
 START_TIMEOUT_S = 120.0
 """Seconds a worker may take to import and build its runtime."""
+
+STOP_TIMEOUT_S = 10.0
+"""Seconds a worker may take to exit after ``Stop`` before it is killed."""
+
+WORKER = "combee_fast.rollouts.process_worker"
+"""The workers' module (``python -m``)."""
 
 KEPT_VARIABLES = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "PYTHONPATH", "VIRTUAL_ENV")
 
@@ -110,7 +116,7 @@ class _Worker:
     def __init__(self, index: int, capacity: int) -> None:
         self.index = index
         self.capacity = capacity
-        self.process: asyncio.subprocess.Process | None = None
+        self.child: Child | None = None
         self.running: dict[int, tuple[Episode, asyncio.Future[Trajectory]]] = {}
         self.reader: asyncio.Task[None] | None = None
 
@@ -154,33 +160,29 @@ class ProcessExecutor:
 
     async def _spawn(self, worker: _Worker) -> None:
         assert self._facts is not None
-        process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "combee_fast.rollouts.process_worker", stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE, env=worker_environment(), limit=1 << 26)
-        worker.process = process
+        child = await Child.start(WORKER, env=worker_environment())
+        worker.child = child
         uid_first = self.spec.sandbox.uid_base + worker.index * uid_span(worker.capacity, self.spec.sandbox)
         self._send(worker, Start(self.spec, self._facts, worker.index, worker.capacity, uid_first))
         try:
-            first = await asyncio.wait_for(read_frame(process.stdout), START_TIMEOUT_S)  # type: ignore[arg-type]
-        except TimeoutError:
+            first = await asyncio.wait_for(child.receive(), START_TIMEOUT_S)
+        except (TimeoutError, ValueError, asyncio.IncompleteReadError):
             first = None
         message = self._decoder.decode(first) if first else None
         if not isinstance(message, Ready):
-            process.kill()
-            await process.wait()
-            why = message.message if isinstance(message, Refused) else "it exited before it was ready"
+            child.kill()
+            ended = await child.ended()
+            why = message.message if isinstance(message, Refused) else f"it {ended} before it was ready"
             raise ConfigError(f"executor process: worker {worker.index} did not start: {why}")
-        worker.reader = asyncio.create_task(self._read(worker, process))
+        worker.reader = asyncio.create_task(self._read(worker, child))
 
     def _send(self, worker: _Worker, message: object) -> None:
-        process = worker.process
-        if process is not None and process.stdin is not None and not process.stdin.is_closing():
-            process.stdin.write(frame(self._encoder.encode(message)))
+        if worker.child is not None:
+            worker.child.send(self._encoder.encode(message))
 
-    async def _read(self, worker: _Worker, process: asyncio.subprocess.Process) -> None:
-        assert process.stdout is not None
+    async def _read(self, worker: _Worker, child: Child) -> None:
         try:
-            while (data := await read_frame(process.stdout)) is not None:
+            while (data := await child.receive()) is not None:
                 message = self._decoder.decode(data)
                 if isinstance(message, ChatCall):
                     call = asyncio.create_task(self._answer(worker, message))
@@ -190,14 +192,13 @@ class ProcessExecutor:
                     entry = worker.running.pop(message.id, None)
                     if entry is not None and not entry[1].done():
                         entry[1].set_result(message.trajectory)
-        except (asyncio.IncompleteReadError, msgspec.DecodeError, ConnectionError):
-            pass
-        await process.wait()
-        self._lost(worker, f"worker {worker.index} exited with status {process.returncode}")
+        except (asyncio.IncompleteReadError, ValueError, ConnectionError):  # msgspec's errors are ValueErrors
+            child.kill()
+        self._lost(worker, f"worker {worker.index} {await child.ended()}")
 
     def _lost(self, worker: _Worker, why: str) -> None:
         """Fail what ``worker`` was running; it is started again for the next episode."""
-        worker.process = None
+        worker.child = None
         running, worker.running = worker.running, {}
         for episode, future in running.values():
             if not future.done():
@@ -209,8 +210,8 @@ class ProcessExecutor:
 
     async def run(self, episode: Episode) -> Trajectory:
         async with self._room:
-            worker = min(self._workers, key=lambda w: (w.process is None, w.load))
-            if worker.process is None:
+            worker = min(self._workers, key=lambda w: (w.child is None, w.load))
+            if worker.child is None:
                 if self._closing or self._restarts >= MAX_RESTARTS:
                     return failed_trajectory(episode, "worker_died", "no worker process is left to run it")
                 self._restarts += 1
@@ -226,13 +227,8 @@ class ProcessExecutor:
         for worker in self._workers:
             self._send(worker, Stop())
         for worker in self._workers:
-            process = worker.process
-            if process is not None:
-                try:
-                    await asyncio.wait_for(process.wait(), 10.0)
-                except TimeoutError:
-                    process.kill()
-                    await process.wait()
+            if worker.child is not None:
+                await worker.child.stop(STOP_TIMEOUT_S)
             if worker.reader is not None:
                 await worker.reader
         for call in list(self._calls):

@@ -5,19 +5,20 @@ its runtime (:func:`~combee_fast.rollouts.spec.build_runtime`: agent, environmen
 answers ``Ready`` (or ``Refused`` with why), then runs every ``RunEpisode`` as it comes, sending
 each model call to the parent (``ChatCall``, answered by ``ChatReply``) and each trajectory back
 (``EpisodeDone``). ``Stop`` (or the end of stdin) cancels what still runs and exits. The frames
-use the process's original stdout; what the agent prints goes to stderr.
+use the process's original stdin and stdout (:func:`~combee_fast.engine.child.parent_pipes`);
+what the agent prints goes to stderr.
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
-import os
 import sys
 
 import msgspec
 
 from combee_fast.endpoint.calls import ChatRequest, ChatResult
+from combee_fast.engine.child import parent_pipes
 from combee_fast.engine.frames import frame, read_frame
 from combee_fast.engine.loop import run
 from combee_fast.errors import CombeeError
@@ -56,15 +57,7 @@ class _Worker:
 
 
 async def _serve() -> None:
-    loop = asyncio.get_running_loop()
-    frames_in = os.fdopen(os.dup(0), "rb", buffering=0)
-    frames_out = os.fdopen(os.dup(1), "wb", buffering=0)
-    os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
-    os.dup2(2, 1)  # an agent that prints writes to stderr, never into the frames
-    reader = asyncio.StreamReader(limit=1 << 26)
-    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), frames_in)
-    transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, frames_out)
-    writer = asyncio.StreamWriter(transport, protocol, reader, loop)
+    reader, writer = await parent_pipes()
     decoder = msgspec.msgpack.Decoder(ToWorker)
     worker = _Worker(writer)
     first = await read_frame(reader)

@@ -5,6 +5,8 @@
 - :mod:`.learner`: :class:`~.learner.TextGradLearner`, the :class:`~combee_fast.protocols.Learner`
   the generic methods drive (map: forward, loss, gradient; propose: an optimizer step; merge: a
   reduce call; apply: the line edits).
+- :mod:`.online`: :class:`~.online.TextGradOnline`, the learner of rollouts submitted online
+  (loss and gradient per rollout, no forward again).
 - :mod:`.calls`: the role calls (forward, loss, gradient, step, reduce; prompts in ``prompts/``).
 - :mod:`.variable`: the prompt variable (named parts, read as lines) and its line edits.
 - :mod:`.evaluate`: a prompt variable scored on held-out examples.

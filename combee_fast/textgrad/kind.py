@@ -20,11 +20,13 @@ from combee_fast.errors import ConfigError
 from combee_fast.methods import build_method
 from combee_fast.methods.base import EvalResult
 from combee_fast.protocols.running import Method
+from combee_fast.roles.calls import RoleCalls
 from combee_fast.run.context import LearnContext
 from combee_fast.schema import Example
 from combee_fast.textgrad.calls import ROLES, TextGradCalls
 from combee_fast.textgrad.evaluate import evaluate
 from combee_fast.textgrad.learner import TextGradLearner
+from combee_fast.textgrad.online import TextGradOnline
 from combee_fast.textgrad.variable import PromptVariable, is_variable_file
 
 
@@ -70,6 +72,10 @@ class TextGradKind:
 
     def summary(self, artifact: PromptVariable) -> dict[str, Any]:
         return {"prompt_lines": len(artifact), "prompt_chars": len(artifact.render())}
+
+    def online_learner(self, calls: RoleCalls) -> TextGradOnline:
+        """The learner of submitted rollouts: loss and gradient per rollout, never a forward again."""
+        return TextGradOnline(calls)
 
 
 TEXTGRAD = TextGradKind()

@@ -112,6 +112,13 @@ class PromptVariable(msgspec.Struct, frozen=True):
         variable = PromptVariable({name: "\n".join(lines) for name, lines in parts.items()}, self.version + 1)
         return variable, change, PromptDelta(variable.version, source, tuple(added), tuple(removed))
 
+    def renumbered(self, version: int) -> PromptVariable:
+        """The same parts numbered ``version``, not below this one's (``ValueError``): how an
+        online learner's release gate keeps version numbers unique after a rollback."""
+        if version < self.version:
+            raise ValueError(f"a prompt variable cannot be renumbered down, from version {self.version} to {version}")
+        return self if version == self.version else msgspec.structs.replace(self, version=version)
+
     def to_bytes(self) -> bytes:
         """This variable as prompt-file JSON (what :meth:`save` writes)."""
         return msgspec.json.format(msgspec.json.encode(self), indent=2)

@@ -13,8 +13,8 @@ import pytest
 
 from combee_fast.ace.calls import AceCalls
 from combee_fast.ace.kind import AceKind
-from combee_fast.ace.learner import AceLearner
-from combee_fast.config import MapConfig, OnlineConfig, SessionConfig, SimConfig, TaskConfig
+from combee_fast.ace.online import AceOnline
+from combee_fast.config import OnlineConfig, SessionConfig, SimConfig, TaskConfig
 from combee_fast.embedded.online import AppliedBatch, OnlineLearner
 from combee_fast.embedded.process import ProcessLearner
 from combee_fast.embedded.threaded import ThreadedLearner
@@ -77,7 +77,7 @@ async def test_the_refusal_names_the_rollout_and_the_field() -> None:
     assert messages["usage=a dict"].endswith("is malformed: $.usage is a dict, not a Usage")
 
 
-class _Fragile(AceLearner):
+class _Fragile(AceOnline):
     """ACE's online learner, except that a rollout whose feedback is ``explode`` breaks the step."""
 
     async def run_item(self, item, artifact, text, *, epoch, rounds):  # type: ignore[no-untyped-def]
@@ -90,7 +90,7 @@ class _FragileKind(AceKind):
     name = "fragile"
 
     def online_learner(self, calls):  # type: ignore[no-untyped-def]
-        return _Fragile(AceCalls(calls), max_rounds=MapConfig().max_rounds, from_rollouts=True)
+        return _Fragile(calls)
 
 
 @pytest.mark.parametrize("kind", ["in-loop", "threaded"])
@@ -122,7 +122,7 @@ async def test_every_ticket_settles_when_the_child_dies_and_submit_says_why() ->
         waiting = asyncio.ensure_future(learner.submit(rollouts[2]))  # waits for room
         await asyncio.sleep(0.3)
         assert not waiting.done() and not any(t.done() for t in tickets)
-        learner._process.kill()  # type: ignore[union-attr]
+        learner._child.kill()  # type: ignore[union-attr]
         with pytest.raises(LearnerProcessError, match="the learner's process was killed by signal 9"):
             await asyncio.wait_for(waiting, 30)
         for ticket in tickets:
@@ -142,7 +142,7 @@ async def test_a_child_that_fails_says_its_last_error_line() -> None:
         learner = ProcessLearner(session.calls, Playbook.empty(), OnlineConfig(batch_size=8, max_wait_s=30.0))
         await learner.start()
         ticket = await learner.submit(rollouts[0])
-        learner._process.stdin.write(b"\x00\x00\x00\x07garbage")  # type: ignore[union-attr]  # not a frame
+        learner._child.process.stdin.write(b"\x00\x00\x00\x07garbage")  # type: ignore[union-attr]  # not a frame
         with pytest.raises(LearnerProcessError) as failed:
             await asyncio.wait_for(ticket, 30)
         await learner.stop()

@@ -49,8 +49,8 @@ async def test_process_learner_applies_the_same_batches_and_playbook_as_the_onli
             applied = await asyncio.gather(*tickets)
         assert gc.get_threshold() == thresholds
     assert [b.rollout_ids for b in learner.batches] == [b.rollout_ids for b in direct.batches]
-    assert learner.playbook.version == direct.playbook.version > 0
-    assert learner.playbook.render() == learner.text == direct.playbook.render()
+    assert learner.artifact.version == direct.artifact.version > 0
+    assert learner.artifact.render() == learner.text == direct.artifact.render()
     assert [b.number for b in applied] == [i // 16 for i in range(64)]
     assert seen == sorted(seen)
     assert sum(t.calls for t in learner.usage_totals().values()) > 64
@@ -62,7 +62,7 @@ async def test_a_dead_child_fails_its_unsettled_tickets() -> None:
         learner = ProcessLearner(session.calls, Playbook.empty(), OnlineConfig(batch_size=64, max_wait_s=30.0))
         await learner.start()
         tickets = [await learner.submit(r) for r in rollouts]
-        learner._process.kill()  # type: ignore[union-attr]
+        learner._child.kill()  # type: ignore[union-attr]
         for ticket in tickets:
             with pytest.raises(LearnerProcessError):
                 await ticket
@@ -84,7 +84,7 @@ def _thread_stats(pid: int) -> list[list[str]]:
 async def test_the_child_runs_at_the_configured_cpu_priority(embed: EmbedConfig, policy: int, nice: int) -> None:
     async with open_session(CONFIG) as session:
         async with ProcessLearner(session.calls, Playbook.empty(), OnlineConfig(batch_size=4), embed=embed) as learner:
-            stats = _thread_stats(learner._process.pid)  # type: ignore[union-attr]
+            stats = _thread_stats(learner._child.pid)  # type: ignore[union-attr]
     # after the command: field 19 of stat is nice, field 41 the scheduling policy (3rd = index 0)
     assert stats and {int(s[41 - 3]) for s in stats} == {policy}
     assert int(stats[0][19 - 3]) == nice

@@ -81,7 +81,7 @@ async def test_the_same_submissions_give_the_same_decisions_in_the_loop_a_thread
             learner = make(session.calls, Playbook.empty(), _staged(), events=Events(seen.append))
             await _drive(learner, rollouts)
             decided[name] = [e for e in seen if isinstance(e, ReleaseDecision)]
-            assert learner.release.incumbent.version == 3 and learner.text == learner.playbook.render()
+            assert learner.release.incumbent.version == 3 and learner.text == learner.artifact.render()
             assert learner.release.candidate.version == 4 and learner.release.share == 0.5
             assert {learner.context_for(f"user-{k}").version for k in range(100)} == {3, 4}
     inloop = decided["inloop"]
@@ -101,12 +101,12 @@ async def test_hold_publishes_nothing_until_approved() -> None:
             tickets = [await learner.submit(r, version=0) for r in rollouts[:32]]
             await asyncio.gather(*tickets)
             await _candidate(learner, 1)
-            assert learner.release.share == 0.0 and learner.playbook.version == 0 and learner.text == ""
+            assert learner.release.share == 0.0 and learner.artifact.version == 0 and learner.text == ""
             assert {learner.context_for(f"user-{k}").version for k in range(500)} == {0}
             assert [b.version for b in learner.batches] == [1, 2]  # learning went on behind the held candidate
             await learner.approve(1)
             await _candidate(learner, 2)
-            assert learner.playbook.version == 1 and learner.context_for("user-1").version == 1
+            assert learner.artifact.version == 1 and learner.context_for("user-1").version == 1
             await learner.reject(2)
             await asyncio.gather(*[await learner.submit(r, version=1) for r in rollouts[32:]])
             await _candidate(learner, 3)  # learned on the incumbent, a new number

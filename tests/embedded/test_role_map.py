@@ -49,7 +49,7 @@ async def test_an_embedded_learner_calls_every_replica_with_each_roles_sampling(
         async with learner_type(session.calls, Playbook.empty(), OnlineConfig(batch_size=16, max_wait_s=30.0)) as learner:
             tickets = [await learner.submit(r) for r in rollouts]
             await asyncio.gather(*tickets)
-    assert learner.playbook.version > 0
+    assert learner.artifact.version > 0
     for replica in replicas:
         reflections = [temperature for role, temperature in replica.seen if role == "reflector"]
         assert reflections, "every replica answers some of the learner's calls"

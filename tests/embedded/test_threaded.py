@@ -44,9 +44,9 @@ async def test_threaded_learner_applies_the_same_batches_and_playbook_as_the_onl
         applied = await _learn(threaded, rollouts)
     assert [b.rollout_ids for b in threaded.batches] == [b.rollout_ids for b in direct.batches]
     assert len(threaded.batches) == 4
-    assert threaded.playbook.version == direct.playbook.version > 0
-    assert threaded.playbook.render() == direct.playbook.render()
-    assert threaded.text == direct.playbook.render()
+    assert threaded.artifact.version == direct.artifact.version > 0
+    assert threaded.artifact.render() == direct.artifact.render()
+    assert threaded.text == direct.artifact.render()
     assert [b.number for b in applied] == [i // 16 for i in range(64)]
     assert sum(t.calls for t in threaded.usage_totals().values()) > 64
 
@@ -66,14 +66,14 @@ async def test_reads_are_whole_versions_and_tickets_resolve_on_the_host_loop() -
         seen: list[int] = []
         async with learner:
             host = asyncio.get_running_loop()
-            assert learner.playbook.version == 0 and learner.text == Playbook.empty().render()
+            assert learner.artifact.version == 0 and learner.text == Playbook.empty().render()
             tickets = []
             for rollout in rollouts:
                 tickets.append(await learner.submit(rollout))
                 assert learner._unsettled <= config.queue_size + config.batch_size  # bounded
                 snapshot = learner.snapshot
-                assert snapshot.text == snapshot.playbook.render()  # text and playbook of one version
-                seen.append(snapshot.playbook.version)
+                assert snapshot.text == snapshot.artifact.render()  # text and playbook of one version
+                seen.append(snapshot.artifact.version)
             assert all(t.get_loop() is host for t in tickets)
             applied = await asyncio.gather(*tickets)
     assert seen == sorted(seen)

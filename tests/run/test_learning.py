@@ -121,7 +121,7 @@ async def test_online_mode_accounts_for_every_rollout_in_exactly_one_batch() -> 
 
             async def reader() -> None:
                 while len(learner.batches) < 3:
-                    versions_seen.append(learner.playbook.version)
+                    versions_seen.append(learner.artifact.version)
                     await asyncio.sleep(0)
 
             reading = asyncio.create_task(reader())
@@ -134,7 +134,7 @@ async def test_online_mode_accounts_for_every_rollout_in_exactly_one_batch() -> 
     for rollout, batch in zip(rollouts, applied):
         assert rollout.id in batch.rollout_ids
     assert all(len(b.rollout_ids) <= 64 for b in learner.batches)
-    assert learner.playbook.version > 0 and versions_seen == sorted(versions_seen)
+    assert learner.artifact.version > 0 and versions_seen == sorted(versions_seen)
     assert published == [b.version for b in learner.batches]
 
 
