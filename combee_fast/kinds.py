@@ -12,7 +12,7 @@ these, each replacing its default:
     size_unit        "size"
     responders       {} (its roles are answered by the simulated endpoint's task worlds)
     encode_artifact  MessagePack of the artifact (``artifact_type`` a msgspec Struct, or a type
-    decode_artifact  msgspec encodes), decoded as ``artifact_type``
+    decode_artifact  msgspec encodes), decoded as ``artifact_type`` (engine/kept.StructArtifact)
     batch_size       ``train.batch_size`` (None: the batch-size controller)
     live_plan        None (the generic live planner)
     stop_rules       ``train.epochs`` passes over the train split
@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from combee_fast.engine.kept import StructArtifact
 from combee_fast.errors import ConfigError
 from combee_fast.methods import METHODS
 from combee_fast.roles.spec import Role, first_of
@@ -69,7 +70,7 @@ def default_methods(name: str) -> dict[str, str]:
     return {method: name if method == "sequential" else f"{method}-{name}" for method in METHODS}
 
 
-class Kind:
+class Kind(StructArtifact):
     """``raw`` (a learner's :class:`~combee_fast.protocols.LearnerKind`) completed with the
     defaults of the module docstring; ``key`` is the name or path it was registered by.
     ConfigError naming ``key`` when a required member is missing or a member is not of its form."""
@@ -122,12 +123,6 @@ class Kind:
         return self.raw.load(path)
 
     # -- the defaults --------------------------------------------------------------------------------
-
-    def encode_artifact(self, artifact: Any) -> bytes:
-        return msgspec.msgpack.encode(artifact)
-
-    def decode_artifact(self, data: bytes) -> Any:
-        return msgspec.msgpack.decode(data, type=self.artifact_type)
 
     def batch_size(self, method: str, config: SessionConfig) -> int | None:
         size = config.train.batch_size

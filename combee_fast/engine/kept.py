@@ -39,3 +39,16 @@ def restore_into(owner: object, state: msgspec.Struct, *, skip: Collection[str] 
         elif isinstance(current, list):
             value = list(value)
         setattr(owner, name, value)
+
+
+class StructArtifact:
+    """``encode_artifact``/``decode_artifact`` of an object whose ``artifact_type`` is a
+    :class:`msgspec.Struct` (or any type msgspec encodes): MessagePack."""
+
+    artifact_type: Any
+
+    def encode_artifact(self, artifact: Any) -> bytes:
+        return msgspec.msgpack.encode(artifact)
+
+    def decode_artifact(self, data: bytes) -> Any:
+        return msgspec.msgpack.decode(data, type=self.artifact_type)

@@ -151,7 +151,7 @@ def test_the_builtin_kinds_keep_only_what_differs_from_the_defaults() -> None:
                 assert getattr(kind, member) != getattr(defaults, member), f"{name}.{member} equals its default"
         for member in OPTIONAL_METHODS:
             if member in vars(type(raw)):
-                assert vars(type(raw))[member] is not vars(Kind)[member]
+                assert vars(type(raw))[member] is not getattr(Kind, member)
 
 
 class _Minimal:
