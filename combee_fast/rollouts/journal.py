@@ -5,7 +5,8 @@
   :func:`trace_record`);
 - a resumed run first gets the trajectories finished since its checkpoint's previous step
   (:meth:`~TrajectoryJournal.resume_from`): an episode whose key is among them is not run again,
-  its stored trajectory is returned;
+  its stored trajectory is returned (a key stored ``n`` times answers its first ``n`` runs: GEPA
+  grades a candidate on an example again with the same episode);
 - a failed episode goes to :attr:`~TrajectoryJournal.on_failed` (``errors.jsonl``, an
   ``EpisodeFailed`` event), and every model reply an agent found unusable to
   :attr:`~TrajectoryJournal.on_unusable` (accounted as a failed call of its role);
@@ -16,6 +17,7 @@
 
 from __future__ import annotations
 
+import collections
 from collections.abc import Callable, Iterable
 
 from combee_fast.protocols.rollouts import RolloutExecutor
@@ -48,7 +50,7 @@ class TrajectoryJournal:
         self.ran = 0
         self.reused = 0
         self.reruns = 0
-        self._stored: dict[str, Trajectory] = {}
+        self._stored: dict[str, collections.deque[Trajectory]] = {}
         if hasattr(inner, "on_rerun"):  # a backend that re-runs the episodes of a lost worker
             inner.on_rerun = self._rerun
 
@@ -68,11 +70,24 @@ class TrajectoryJournal:
         await self.inner.close()
 
     def resume_from(self, trajectories: Iterable[Trajectory]) -> None:
-        """Answer these episodes (by key) from the record instead of running them."""
-        self._stored = {trajectory.key: trajectory for trajectory in trajectories}
+        """Answer these episodes (by key, in the order they finished) from the record instead of
+        running them."""
+        self._stored = {}
+        for trajectory in trajectories:
+            self._stored.setdefault(trajectory.key, collections.deque()).append(trajectory)
+
+    def _take(self, key: str) -> Trajectory | None:
+        """The first stored trajectory of ``key`` not handed out yet (None: none is left)."""
+        stored = self._stored.get(key)
+        if not stored:
+            return None
+        trajectory = stored.popleft()
+        if not stored:
+            del self._stored[key]
+        return trajectory
 
     async def run(self, episode: Episode) -> Trajectory:
-        stored = self._stored.pop(episode.key, None)
+        stored = self._take(episode.key)
         if stored is not None:
             self.reused += 1
             trajectory = stored
