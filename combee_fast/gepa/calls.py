@@ -39,7 +39,7 @@ from combee_fast.roles.names import GEPA_AGGREGATOR_ROLE as AGGREGATOR_ROLE
 from combee_fast.roles.names import GEPA_PROPOSER_ROLE as PROPOSER_ROLE
 from combee_fast.roles.names import GEPA_SOLVER_ROLE as SOLVER_ROLE
 from combee_fast.roles.spec import Role
-from combee_fast.roles.trajectory import render_trajectory, trajectory_budget
+from combee_fast.roles.trajectory import fitted_prompt, render_trajectory
 from combee_fast.schema import CallError, Example, GradedAnswer, Message, Usage
 
 
@@ -144,6 +144,22 @@ def reflective_dataset(evaluations: Sequence[GradedAnswer], trajectory_chars: in
     )
 
 
+def proposer_messages(current: str, evaluations: Sequence[GradedAnswer], context_length: int | None,
+                      reply_tokens: int) -> tuple[Message, ...]:
+    """The reflection call's messages: ``current`` and the graded examples (episodes: their
+    reflective dataset, the trajectories sharing what an endpoint of ``context_length`` tokens
+    leaves once the rest of the prompt and a reply of ``reply_tokens`` are counted)."""
+    if not any(e.trajectory is not None for e in evaluations):
+        user = fill(PROPOSER_USER_TEMPLATE, instruction=current, examples=examples_text(evaluations))
+        return Message("system", PROPOSER_SYSTEM_PROMPT), Message("user", user)
+
+    def build(chars: int) -> tuple[Message, ...]:
+        user = fill(PROPOSER_AGENT_USER_TEMPLATE, instruction=current, examples=reflective_dataset(evaluations, chars))
+        return Message("system", PROPOSER_AGENT_SYSTEM_PROMPT), Message("user", user)
+
+    return fitted_prompt(build, context_length, reply_tokens, count=len(evaluations))
+
+
 class GepaCalls:
     """The GEPA role calls of one run on ``calls`` (the run's generic role calls, which sample,
     seed and account every call): ``task`` grades answers; ``attempts``: solves are agent
@@ -182,22 +198,9 @@ class GepaCalls:
     ) -> Rewrite:
         """One reflection call: a rewrite of ``current`` from the graded ``evaluations`` (from
         episodes: their reflective dataset, within the proposer endpoint's context)."""
-        if any(e.trajectory is not None for e in evaluations):
-            messages = self._agent_messages(current, evaluations)
-        else:
-            user = fill(PROPOSER_USER_TEMPLATE, instruction=current, examples=examples_text(evaluations))
-            messages = (Message("system", PROPOSER_SYSTEM_PROMPT), Message("user", user))
+        context_length = self.calls.client(PROPOSER_ROLE).capabilities.context_length
+        messages = proposer_messages(current, evaluations, context_length, self.calls.max_tokens_of(PROPOSER_ROLE))
         return await self._rewrite(PROPOSER_ROLE, messages, seed_path)
-
-    def _agent_messages(self, current: str, evaluations: Sequence[GradedAnswer]) -> tuple[Message, ...]:
-        def build(chars: int) -> tuple[Message, ...]:
-            user = fill(PROPOSER_AGENT_USER_TEMPLATE, instruction=current,
-                        examples=reflective_dataset(evaluations, chars))
-            return Message("system", PROPOSER_AGENT_SYSTEM_PROMPT), Message("user", user)
-
-        budget = trajectory_budget(build(0), self.calls.client(PROPOSER_ROLE).capabilities.context_length,
-                                   self.calls.max_tokens_of(PROPOSER_ROLE), count=len(evaluations))
-        return build(budget)
 
     async def aggregate(self, current: str, texts: Sequence[str], *, seed_path: tuple[int | str, ...]) -> Rewrite:
         """One aggregation call: the rewrites ``texts`` of ``current`` merged into one, composed

@@ -16,12 +16,14 @@ The budget comes from the reading role's endpoint's context (:func:`trajectory_b
 context length leaves after the rest of the prompt and the reply, estimated at
 :data:`~combee_fast.roles.budget.CONSERVATIVE_CHARS_PER_TOKEN` characters a token, and never
 more than :data:`TRAJECTORY_CHARS`; a prompt that holds several trajectories (GEPA's reflective
-dataset) shares it evenly among them.
+dataset) shares it evenly among them. :func:`fitted_prompt` builds a prompt with the largest share
+whose whole prompt fits, measured as built (a trajectory quoted in JSON takes more room than its
+text).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from combee_fast.roles.budget import CONSERVATIVE_CHARS_PER_TOKEN, TEMPLATE_TOKENS_PER_MESSAGE, conservative_tokens
 from combee_fast.schema import Message, Step, Trajectory
@@ -130,3 +132,24 @@ def trajectory_budget(others: Sequence[Message], context_length: int | None, rep
     left = context_length - reply_tokens - sum(conservative_tokens(m.content) + TEMPLATE_TOKENS_PER_MESSAGE
                                                 for m in others)
     return max(0, min(TRAJECTORY_CHARS, left * CONSERVATIVE_CHARS_PER_TOKEN)) // max(1, count)
+
+
+def _tokens(messages: Sequence[Message]) -> int:
+    return sum(conservative_tokens(m.content) + TEMPLATE_TOKENS_PER_MESSAGE for m in messages)
+
+
+def fitted_prompt(build: Callable[[int], tuple[Message, ...]], context_length: int | None, reply_tokens: int, *,
+                  count: int = 1) -> tuple[Message, ...]:
+    """``build(chars)``, the messages of a prompt whose ``count`` trajectories are each rendered
+    within ``chars``, with the largest ``chars`` (at most :func:`trajectory_budget`'s) for which
+    the whole prompt fits an endpoint of ``context_length`` tokens answering in ``reply_tokens``
+    (unknown length: that budget as it is)."""
+    chars = trajectory_budget(build(0), context_length, reply_tokens, count=count)
+    messages = build(chars)
+    if context_length is None:
+        return messages
+    room = context_length - reply_tokens
+    while chars > 0 and (over := _tokens(messages) - room) > 0:
+        chars = max(0, chars - -(-over * CONSERVATIVE_CHARS_PER_TOKEN // max(1, count)))
+        messages = build(chars)
+    return messages

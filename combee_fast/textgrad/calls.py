@@ -54,7 +54,7 @@ from combee_fast.roles.names import TEXTGRAD_REDUCE_ROLE as REDUCE_ROLE
 from combee_fast.roles.names import TEXTGRAD_STEP_ROLE as STEP_ROLE
 from combee_fast.roles.calls import RoleCalls
 from combee_fast.roles.spec import Role
-from combee_fast.roles.trajectory import render_trajectory, trajectory_budget
+from combee_fast.roles.trajectory import fitted_prompt, render_trajectory
 from combee_fast.schema import CallError, Example, GradedAnswer, Message, Usage
 from combee_fast.textgrad.variable import LineEdit, PromptVariable
 
@@ -327,10 +327,10 @@ class TextGradCalls:
                          build: Callable[[str], tuple[Message, ...]]) -> tuple[Message, ...]:
         """``build(trajectory)``: the messages of ``role`` with ``forward``'s trajectory rendered to fit
         the role's endpoint (:mod:`combee_fast.roles.trajectory`)."""
-        assert forward.trajectory is not None
-        budget = trajectory_budget(build(""), self.calls.client(role).capabilities.context_length,
-                                   self.calls.max_tokens_of(role))
-        return build(render_trajectory(forward.trajectory, budget))
+        trajectory = forward.trajectory
+        assert trajectory is not None
+        return fitted_prompt(lambda chars: build(render_trajectory(trajectory, chars)),
+                             self.calls.client(role).capabilities.context_length, self.calls.max_tokens_of(role))
 
     async def _send(self, role: str, messages: tuple[Message, ...], schema: dict[str, Any],
                     *seed_path: int | str) -> ChatResult:
