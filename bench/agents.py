@@ -25,8 +25,9 @@ machine does the same work in both; only where the start waits differs.
 
 GEPA: serial ``gepa`` (``gepa.minibatch`` examples an iteration, one reflection call) against
 ``async-gepa`` (``--batch-size`` examples a proposal, Combee's reflection, stages decoupled, up to
-``--proposals`` in flight), and the synchronous ``combee-gepa`` at the same minibatch for
-reference; one pass over train each (``gepa.max_epochs = 1``, no metric-call budget in reach).
+``--proposals`` in flight, as many tasks of each stage), and the synchronous ``combee-gepa`` at
+the same minibatch for reference; one pass over train each (``gepa.max_epochs = 1``, no
+metric-call budget in reach).
 TextGrad: ``textgrad`` (one optimizer step per example) against ``combee-textgrad`` at
 ``--batch-size``, and ``naive-textgrad`` at ``--naive-batch-size`` for reference. The bench
 refuses (exit 1) a run whose episodes failed or that did not go once over the train split.
@@ -162,9 +163,13 @@ def _config(args: argparse.Namespace, method: str, time_scale: float, **learner:
                          **learner)
 
 
-def _gepa(args: argparse.Namespace, minibatch: int | None = None) -> dict[str, Any]:
-    return {"gepa": GepaConfig(combee_minibatch=minibatch or args.batch_size, max_metric_calls=UNLIMITED, max_epochs=1,
-                               pipeline=PipelineConfig(proposals=args.proposals))}
+def _gepa(args: argparse.Namespace) -> dict[str, Any]:
+    """GEPA's settings: one pass over train, the budget out of reach, ``--proposals`` in flight
+    (and as many tasks of each stage)."""
+    n = args.proposals
+    pipeline = PipelineConfig(proposals=n, grade=n, reflect=n, aggregate=n, screen=n, validate=n)
+    return {"gepa": GepaConfig(combee_minibatch=args.batch_size, max_metric_calls=UNLIMITED, max_epochs=1,
+                               pipeline=pipeline)}
 
 
 async def compare(args: argparse.Namespace) -> dict[str, Run]:
@@ -213,7 +218,7 @@ def main() -> None:
                         help="Combee's batch size (GEPA: async-gepa's and combee-gepa's minibatch)")
     parser.add_argument("--naive-batch-size", type=int, default=40)
     parser.add_argument("--proposals", type=int, default=PipelineConfig().proposals,
-                        help="async-gepa: proposals in flight")
+                        help="async-gepa: proposals in flight, and each stage's tasks in flight")
     parser.add_argument("--workers", type=int, default=40, help="episodes at once (the executor's capacity)")
     parser.add_argument("--executor", default="local", choices=("local", "process"))
     parser.add_argument("--preset", default="h200-70b")
