@@ -64,7 +64,8 @@ class GepaKind(StructArtifact):
         (the planner) when it or ``train.batch_size`` is ``"auto"``."""
         if method == "sequential":
             return config.gepa.minibatch
-        return None if config.train.batch_size is None else config.gepa.combee_minibatch
+        minibatch = config.gepa.combee_minibatch  # "auto" is read as None
+        return minibatch if config.train.batch_size is not None and isinstance(minibatch, int) else None
 
     def live_plan(self, method: str, config: SessionConfig, run_dir: RunDir | None) -> GepaPlan:
         """GEPA's own planner (:mod:`.planner`): minibatch, reflection groups and, for

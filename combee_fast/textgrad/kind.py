@@ -55,7 +55,8 @@ class TextGradKind(StructArtifact):
         return PromptVariable.seed()
 
     def batch_size(self, method: str, config: SessionConfig) -> int | None:
-        return config.train.batch_size
+        size = config.train.batch_size  # "auto" is read as None
+        return size if isinstance(size, int) else None
 
     def live_plan(self, method: str, config: SessionConfig, run_dir: RunDir | None) -> None:
         """TextGrad's batches are planned by the generic live planner."""
