@@ -115,9 +115,11 @@ class Example(msgspec.Struct, frozen=True):
 
 
 class GradedAnswer(msgspec.Struct, frozen=True):
-    """A prompt's answer to one example, graded by the task: its score and the grader's feedback
-    (GEPA's metric call, TextGrad's forward pass; a :class:`~combee_fast.protocols.Trace` of one
-    call). ``answer`` is None when the call failed (``error``) or gave no answer."""
+    """A prompt's answer to one example, graded: its score and the grader's feedback (GEPA's
+    metric call, TextGrad's forward pass; a :class:`~combee_fast.protocols.Trace` of one
+    attempt). ``answer`` is None when the call failed (``error``) or gave no answer. An attempt
+    made by an agent episode carries its ``trajectory`` (the environment's checks graded it;
+    ``usage`` sums its model calls, ``error`` is the call error that left it unanswered)."""
 
     example: Example
     answer: str | None
@@ -125,6 +127,7 @@ class GradedAnswer(msgspec.Struct, frozen=True):
     feedback: str
     usage: Usage
     error: CallError | None = None
+    trajectory: Trajectory | None = None
 
     @property
     def item_id(self) -> str:
@@ -132,14 +135,25 @@ class GradedAnswer(msgspec.Struct, frozen=True):
 
     @property
     def sim_seconds(self) -> float:
-        return self.usage.effective_latency_s
+        """The attempt's duration: its model seconds, and an episode's environment seconds."""
+        return self.usage.effective_latency_s + self.env_seconds
+
+    @property
+    def env_seconds(self) -> float:
+        """Seconds its episode spent in its environment (0 for a single call)."""
+        return self.trajectory.env_seconds if self.trajectory is not None else 0.0
 
     @property
     def reward(self) -> float:
         return self.score
 
     def call_outcomes(self) -> list[tuple[Usage, CallError | None]]:
-        return [(self.usage, self.error)]
+        """Its call's ``(usage, error)``; an episode's: each of its model calls'."""
+        return self.trajectory.call_outcomes() if self.trajectory is not None else [(self.usage, self.error)]
+
+    def episodes(self) -> list[Trajectory]:
+        """Its agent episode, if it was one."""
+        return [self.trajectory] if self.trajectory is not None else []
 
     def errors(self) -> list[tuple[str, CallError]]:
         return [] if self.error is None else [(self.example.id, self.error)]

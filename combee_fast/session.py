@@ -472,17 +472,16 @@ async def open_session(config: SessionConfig, *, check: bool = True) -> AsyncIte
         events = Events()  # the session's hub (Session.events)
         clients = await open_role_clients(role_map, stack, cache=cache, check=check, events=events)
         calls = RoleCalls.on(role_map, task, clients, events=events)
-        episodes = await _open_episodes(config, task, calls, choice.kind.name, stack)
+        episodes = await _open_episodes(config, task, calls, stack)
         yield Session(config, task, train_split, val_split, calls, server, local, episodes)
 
 
-async def _open_episodes(config: SessionConfig, task: Task, calls: RoleCalls, learner: str,
+async def _open_episodes(config: SessionConfig, task: Task, calls: RoleCalls,
                          stack: contextlib.AsyncExitStack) -> TrajectoryJournal | None:
-    """The rollout executor of a run whose attempts are agent episodes (None: single calls)."""
+    """The rollout executor of a run whose attempts are agent episodes (None: single calls),
+    whatever the learner: the agent's turns are made as its serving role."""
     if not uses_agents(config.agent, task):
         return None
-    if learner != "ace":
-        raise ConfigError(f"learner {learner!r} does not run agent episodes; use --learner ace with task {task.name!r}")
     from combee_fast.rollouts.chat import AgentChat
     from combee_fast.rollouts.executors import open_executor
 

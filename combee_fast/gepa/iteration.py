@@ -15,8 +15,9 @@ validation set and becomes the pool's first candidate. Then each step:
 
 Every grading of a candidate on one example is one metric call; the run stops once the budget is
 spent (:class:`~combee_fast.gepa.stops.MetricCallBudget`). Gradings of one set run ``workers`` at
-once; a phase's time is its critical path in simulated seconds, and an iteration's time is the
-sum of its phases. Deterministic given the seed and the endpoint's answers.
+once; a phase's time is its critical path in simulated seconds (with, for agent episodes, the
+environment's seconds), and an iteration's time is the sum of its phases. Deterministic given the
+seed and the endpoint's answers.
 """
 
 from __future__ import annotations
@@ -33,19 +34,27 @@ from combee_fast.engine.stream import indexed_map
 from combee_fast.engine.timing import finish_times
 from combee_fast.gepa.calls import GepaCalls
 from combee_fast.gepa.candidate import Candidate
-from combee_fast.gepa.learner import GepaProposer
+from combee_fast.gepa.learner import ComponentText, GepaProposer
 from combee_fast.gepa.measure import ProposalMeasure, added_lines, line_retention
 from combee_fast.gepa.pool import GepaState, PoolChange
 from combee_fast.gepa.reflection import Reflection
 from combee_fast.methods.base import StepResult, StepShape, StepsOnly
-from combee_fast.schema import Example, GradedAnswer
+from combee_fast.schema import Example, GradedAnswer, Proposal
 
 
 class Graded(msgspec.Struct, frozen=True):
-    """One candidate graded on a set of examples: every evaluation and the critical path."""
+    """One candidate graded on a set of examples: every evaluation and the critical path
+    (``sim_seconds``: the solves' model seconds, and the environment seconds of episodes;
+    ``env_seconds``: how much longer that path is than the model seconds' alone)."""
 
     evaluations: tuple[GradedAnswer, ...]
     sim_seconds: float
+    env_seconds: float = 0.0
+
+    @property
+    def model_seconds(self) -> float:
+        """The critical path of the solves' model seconds alone."""
+        return self.sim_seconds - self.env_seconds
 
     @property
     def total(self) -> float:
@@ -64,8 +73,11 @@ async def grade(calls: GepaCalls, candidate: Candidate, examples: Sequence[Examp
         return await calls.solve(example, text)
 
     evaluations = await indexed_map(examples, one, concurrency=workers)
-    finished = finish_times([e.usage.effective_latency_s for e in evaluations], workers)
-    return Graded(tuple(evaluations), max(finished, default=0.0))
+    path = max(finish_times([e.sim_seconds for e in evaluations], workers), default=0.0)
+    if not any(e.trajectory is not None for e in evaluations):
+        return Graded(tuple(evaluations), path)
+    model = max(finish_times([e.usage.effective_latency_s for e in evaluations], workers), default=0.0)
+    return Graded(tuple(evaluations), path, max(0.0, path - model))
 
 
 async def grade_seed(calls: GepaCalls, artifact: GepaState, val: Sequence[Example], *,
@@ -116,7 +128,8 @@ class GepaIteration(StepsOnly):
         names = parent.names()
         component = names[iteration % len(names)]
         graded = [await grade(self.calls, parent, items, workers=self.workers)]
-        state, proposals, reflect_seconds = artifact, (), 0.0
+        state, reflect_seconds = artifact, 0.0
+        proposals: tuple[Proposal[ComponentText], ...] = ()
         change, child_text = PoolChange("perfect"), None
         if not (self.config.skip_perfect and all(e.score >= 1.0 for e in graded[0].evaluations)):
             reflected = await self.reflection.reflect(

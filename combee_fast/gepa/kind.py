@@ -6,7 +6,9 @@ reflection call), ``naive`` (``naive-gepa``: one reflection call over ``gepa.com
 examples), ``combee`` (``combee-gepa``: ``gepa.combee_minibatch`` examples, Combee's parallel
 reflection and aggregation tree) and ``async`` (``async-gepa``: Combee-GEPA with its stages
 decoupled, several proposals in flight, :mod:`.pipeline`). Candidate selection and acceptance
-are the same for all (:mod:`.iteration`); ``async-gepa`` reserves its budget at dispatch.
+are the same for all (:mod:`.iteration`); ``async-gepa`` reserves its budget at dispatch. On a
+task solved by acting, every solve is an agent episode whose instructions are the candidate
+(:class:`~combee_fast.gepa.calls.GepaCalls`).
 
 The batched methods' minibatch is ``gepa.combee_minibatch``; ``"auto"`` there, or
 ``train.batch_size = "auto"`` (``--batch-size auto``), hands it to the live planner. Members it
@@ -61,7 +63,8 @@ class GepaKind:
         (the planner) when it or ``train.batch_size`` is ``"auto"``."""
         if method == "sequential":
             return config.gepa.minibatch
-        return None if config.train.batch_size is None else config.gepa.combee_minibatch
+        minibatch = config.gepa.combee_minibatch  # "auto" is read as None
+        return minibatch if config.train.batch_size is not None and isinstance(minibatch, int) else None
 
     def live_plan(self, method: str, config: SessionConfig, run_dir: RunDir | None) -> GepaPlan:
         """GEPA's own planner (:mod:`.planner`): minibatch, reflection groups and, for
@@ -75,7 +78,7 @@ class GepaKind:
         config = context.config
         combee = method == "combee" or (method == "async" and config.gepa.pipeline.reflection == "combee")
         reflection: Reflection = CombeeReflection(config.combee, seed=config.seed) if combee else SerialReflection()
-        calls = GepaCalls(context.task, context.calls)
+        calls = GepaCalls(context.task, context.calls, context.attempts)
         if method == "async":
             work = StageWork(calls, reflection, context.val_examples, workers=config.map.workers,
                              skip_perfect=config.gepa.skip_perfect)
@@ -97,7 +100,7 @@ class GepaKind:
 
     async def evaluate(self, context: LearnContext, deployable: Candidate, examples: Sequence[Example]) -> EvalResult:
         """``deployable``'s solves of ``examples`` (seeded as in the search), over the answered ones."""
-        graded = await grade(GepaCalls(context.task, context.calls), deployable, examples,
+        graded = await grade(GepaCalls(context.task, context.calls, context.attempts), deployable, examples,
                              workers=context.config.eval.parallel)
         answered = [e.score for e in graded.evaluations if e.error is None]
         failed: dict[str, int] = {}
@@ -109,7 +112,7 @@ class GepaKind:
             answered=len(answered), unanswered=len(graded.evaluations) - len(answered),
             unanswered_by_kind=dict(sorted(failed.items())), sim_seconds=graded.sim_seconds,
             scores=tuple(e.score if e.error is None else 0.0 for e in graded.evaluations),
-            outcomes=tuple((e.usage, e.error) for e in graded.evaluations),
+            outcomes=tuple(outcome for e in graded.evaluations for outcome in e.call_outcomes()),
         )
 
     def version_files(self, artifact: GepaState) -> list[tuple[str, bytes]]:

@@ -27,6 +27,13 @@ depends on it) wait for the schedule to reach them; because of those waits, on a
 latency grows with load the stages that overlap in the schedule did not all overlap on it, and
 the schedule's time is then a lower estimate.
 
+On a task solved by acting, a grading's episodes also spend real seconds in their environments;
+those differ from run to run, so the schedule leaves them out of its durations (a replayed run
+takes the same decisions). They lengthen the search's reported time instead: every stage task
+ends late by the environment delay the search had accumulated when it started plus its own
+environment seconds, and the search's time is the schedule's clock plus the largest such delay
+so far (an estimate that errs long: a task waits for every delay seen before it started).
+
 **Budget.** A proposal is started only once the budget can pay for every metric call it may make
 (:mod:`.budget`); once the proposals in flight have ended and a proposal on the minibatch asked
 for does not fit in what is left, nothing more starts and the pool's ``budget_closed`` is set.
@@ -68,7 +75,7 @@ from combee_fast.gepa.iteration import grade_seed
 from combee_fast.gepa.measure import ProposalMeasure, added_lines, line_retention
 from combee_fast.gepa.pool import GepaState, PoolChange
 from combee_fast.gepa.revisions import rebase
-from combee_fast.gepa.stages import GRADING_STAGES, STAGES, Proposal, StageWork, duration
+from combee_fast.gepa.stages import GRADING_STAGES, STAGES, Proposal, StageWork, duration, env_delay
 from combee_fast.gepa.staleness import staleness_policy
 from combee_fast.methods.base import StepResult, StepShape
 from combee_fast.schema import Example, GradedAnswer, Proposal as Call
@@ -77,8 +84,9 @@ from combee_fast.schema import Example, GradedAnswer, Proposal as Call
 class PipelineState(msgspec.Struct, kw_only=True):
     """What a checkpoint keeps of the search in flight: the simulated-time ``schedule``, every
     proposal in flight by iteration, the ``budget``, how many proposals were ``started``, the
-    metric calls of the grading tasks in flight in simulated time (``load``) and the minibatch
-    size last asked for (``wanted``)."""
+    metric calls of the grading tasks in flight in simulated time (``load``), the minibatch
+    size last asked for (``wanted``) and the environment delay on the search's time (``delay``,
+    module docstring)."""
 
     schedule: Any
     proposals: dict[int, Proposal]
@@ -86,6 +94,7 @@ class PipelineState(msgspec.Struct, kw_only=True):
     started: int
     load: int = 0
     wanted: int = 1
+    delay: float = 0.0
 
 
 class KeptPipeline(msgspec.Struct, kw_only=True):
@@ -98,16 +107,18 @@ class KeptPipeline(msgspec.Struct, kw_only=True):
     started: int
     load: int
     wanted: int
+    delay: float = 0.0
 
     @classmethod
     def of(cls, state: PipelineState) -> KeptPipeline:
         return cls(schedule=state.schedule.state(), proposals=state.proposals, budget=state.budget,
-                   started=state.started, load=state.load, wanted=state.wanted)
+                   started=state.started, load=state.load, wanted=state.wanted, delay=state.delay)
 
     def pipeline(self) -> PipelineState:
         """The search state to go on from."""
         return PipelineState(schedule=StageSchedule.restored(self.schedule), proposals=dict(self.proposals),
-                             budget=self.budget, started=self.started, load=self.load, wanted=self.wanted)
+                             budget=self.budget, started=self.started, load=self.load, wanted=self.wanted,
+                             delay=self.delay)
 
 
 class _Slice:
@@ -175,7 +186,7 @@ class AsyncGepa:
         started = time.perf_counter()
         state = self._begin(artifact)
         self._slice = _Slice(artifact.version)
-        clock = state.schedule.clock
+        began = state.schedule.clock + state.delay  # the search's time, environment delay included
         past = self.config.max_epochs is not None and epoch >= self.config.max_epochs
         planned = shape.in_flight if shape is not None else None
         self._in_flight = min(self.config.pipeline.proposals, planned or self.config.pipeline.proposals)
@@ -198,9 +209,10 @@ class AsyncGepa:
             pool = msgspec.structs.replace(pool, step_from=None)
         self._pool = pool
         done = self._slice
+        advanced = state.schedule.clock + state.delay - began
         return StepResult(
-            pool, tuple(done.reports), tuple(done.traces), tuple(done.calls), state.schedule.clock - clock,
-            time.perf_counter() - started, (), (), rewards=tuple(done.rewards), validation=pool.validation(),
+            pool, tuple(done.reports), tuple(done.traces), tuple(done.calls), advanced, time.perf_counter() - started,
+            (), (), rewards=tuple(done.rewards), validation=pool.validation(),
         )
 
     # -- starting proposals ----------------------------------------------------------------------
@@ -262,6 +274,7 @@ class AsyncGepa:
                 proposal = state.proposals[task.key]
                 proposal.waited += task.at - proposal.spans[task.stage][0]
                 proposal.spans[task.stage] = (task.at, task.at)
+                proposal.delays[task.stage] = state.delay
                 if task.stage in GRADING_STAGES:
                     state.load += self.work.metric_calls(task.stage, proposal)
                     proposal.loads[task.stage] = state.load
@@ -329,6 +342,7 @@ class AsyncGepa:
         proposal.spans[stage] = (start, ended.at)
         self._running.pop((proposal.iteration, stage), None)
         result = proposal.result(stage)
+        state.delay = max(state.delay, proposal.delays.pop(stage, state.delay) + env_delay(result))
         if stage in GRADING_STAGES:
             evaluations = [*result.child.evaluations, *(result.rival.evaluations if result.rival else ())] \
                 if stage == "screen" else list(result.evaluations)

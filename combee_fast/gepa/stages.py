@@ -48,6 +48,12 @@ class Screened(msgspec.Struct, frozen=True):
     def sim_seconds(self) -> float:
         return max(self.child.sim_seconds, self.rival.sim_seconds if self.rival is not None else 0.0)
 
+    @property
+    def env_seconds(self) -> float:
+        """How much longer the screening is with its episodes' environment seconds."""
+        model = max(self.child.model_seconds, self.rival.model_seconds if self.rival is not None else 0.0)
+        return max(0.0, self.sim_seconds - model)
+
 
 class Proposal(msgspec.Struct, kw_only=True):
     """One proposal in flight: iteration ``iteration`` on ``items``, its parent (pool index
@@ -55,6 +61,7 @@ class Proposal(msgspec.Struct, kw_only=True):
 
     ``reserved``: metric calls still promised to it; ``dispatched``: stages whose work was started
     (their metric calls spent); ``spans``: each stage's ``(start, end)`` in simulated seconds;
+    ``delays``: the search's environment delay when each stage task in flight started;
     ``waited``: simulated seconds spent queued for slots; ``loads``: per grading stage, the metric
     calls in flight in simulated time when its task started (its own included); ``staleness``: candidates that joined
     the pool between its parent's draw and its screening. The results: ``graded`` (parent on the
@@ -72,6 +79,7 @@ class Proposal(msgspec.Struct, kw_only=True):
     started_at: float
     dispatched: list[str] = msgspec.field(default_factory=list)
     spans: dict[str, tuple[float, float]] = msgspec.field(default_factory=dict)
+    delays: dict[str, float] = msgspec.field(default_factory=dict)
     waited: float = 0.0
     loads: dict[str, int] = msgspec.field(default_factory=dict)
     staleness: int = 0
@@ -157,5 +165,14 @@ class StageWork:
 
 
 def duration(result: Any) -> float:
-    """The simulated seconds a stage's result took (every result carries its critical path)."""
-    return float(result.sim_seconds)
+    """The simulated seconds a stage's result takes in the schedule: its critical path in model
+    seconds (every result carries its critical path, and a grading of episodes how much of it
+    the environment took: :func:`env_delay`)."""
+    return float(result.sim_seconds) - env_delay(result)
+
+
+def env_delay(result: Any) -> float:
+    """The seconds a stage's result took in its episodes' environments on top of its model
+    seconds (0 for a stage of model calls alone). Real seconds, which differ from run to run:
+    they lengthen the search's reported time, never its decisions."""
+    return float(getattr(result, "env_seconds", 0.0))

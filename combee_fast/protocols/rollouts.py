@@ -96,6 +96,10 @@ class AgentEpisode(Protocol):
 
     def reject(self, error: CallError) -> None: ...
 
+    def fail(self, kind: str, message: str, *, step: int | None = None) -> None:
+        """Give the episode up as failed with ``kind`` (at ``step``, default the current one)."""
+        ...
+
     def finish(self, answer: str | None, *, cited: Sequence[str] = ()) -> None: ...
 
 class Agent(Protocol):

@@ -1,4 +1,5 @@
-"""An agent's trajectory as the reflector reads it, within a character budget.
+"""An agent's trajectory as a learner's roles read it (ACE's reflector, GEPA's proposer, TextGrad's
+loss and gradient), within a character budget: the one renderer of trajectories.
 
 Policy (:func:`render_trajectory`): every step is a block (its thought, its action, what the
 environment answered, what went wrong), then the final answer and the episode's error. When the
@@ -11,15 +12,18 @@ blocks do not fit the budget:
    are elided, each run of them replaced by one line saying how many steps were left out;
 3. then every kept block is cut further, evenly, until the whole fits.
 
-The budget comes from the reflector endpoint's context (:func:`trajectory_budget`): what its
+The budget comes from the reading role's endpoint's context (:func:`trajectory_budget`): what its
 context length leaves after the rest of the prompt and the reply, estimated at
 :data:`~combee_fast.roles.budget.CONSERVATIVE_CHARS_PER_TOKEN` characters a token, and never
-more than :data:`TRAJECTORY_CHARS`.
+more than :data:`TRAJECTORY_CHARS`; a prompt that holds several trajectories (GEPA's reflective
+dataset) shares it evenly among them. :func:`fitted_prompt` builds a prompt with the largest share
+whose whole prompt fits, measured as built (a trajectory quoted in JSON takes more room than its
+text).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from combee_fast.roles.budget import CONSERVATIVE_CHARS_PER_TOKEN, TEMPLATE_TOKENS_PER_MESSAGE, conservative_tokens
 from combee_fast.schema import Message, Step, Trajectory
@@ -117,12 +121,35 @@ def render_trajectory(trajectory: Trajectory, max_chars: int = TRAJECTORY_CHARS)
     return text if len(text) <= max_chars else _cut(text, max_chars)
 
 
-def trajectory_budget(others: Sequence[Message], context_length: int | None, reply_tokens: int) -> int:
-    """The characters a trajectory may take in a prompt whose other messages are ``others``
-    (built with an empty trajectory), on an endpoint of ``context_length`` tokens (None:
-    unknown) answering in at most ``reply_tokens``."""
+def trajectory_budget(others: Sequence[Message], context_length: int | None, reply_tokens: int, *,
+                      count: int = 1) -> int:
+    """The characters each of ``count`` trajectories may take in a prompt whose other messages are
+    ``others`` (built with empty trajectories), on an endpoint of ``context_length`` tokens (None:
+    unknown) answering in at most ``reply_tokens``: what the context leaves, never more than
+    :data:`TRAJECTORY_CHARS` in all, shared evenly."""
     if context_length is None:
-        return TRAJECTORY_CHARS
+        return TRAJECTORY_CHARS // max(1, count)
     left = context_length - reply_tokens - sum(conservative_tokens(m.content) + TEMPLATE_TOKENS_PER_MESSAGE
                                                 for m in others)
-    return max(0, min(TRAJECTORY_CHARS, left * CONSERVATIVE_CHARS_PER_TOKEN))
+    return max(0, min(TRAJECTORY_CHARS, left * CONSERVATIVE_CHARS_PER_TOKEN)) // max(1, count)
+
+
+def _tokens(messages: Sequence[Message]) -> int:
+    return sum(conservative_tokens(m.content) + TEMPLATE_TOKENS_PER_MESSAGE for m in messages)
+
+
+def fitted_prompt(build: Callable[[int], tuple[Message, ...]], context_length: int | None, reply_tokens: int, *,
+                  count: int = 1) -> tuple[Message, ...]:
+    """``build(chars)``, the messages of a prompt whose ``count`` trajectories are each rendered
+    within ``chars``, with the largest ``chars`` (at most :func:`trajectory_budget`'s) for which
+    the whole prompt fits an endpoint of ``context_length`` tokens answering in ``reply_tokens``
+    (unknown length: that budget as it is)."""
+    chars = trajectory_budget(build(0), context_length, reply_tokens, count=count)
+    messages = build(chars)
+    if context_length is None:
+        return messages
+    room = context_length - reply_tokens
+    while chars > 0 and (over := _tokens(messages) - room) > 0:
+        chars = max(0, chars - -(-over * CONSERVATIVE_CHARS_PER_TOKEN // max(1, count)))
+        messages = build(chars)
+    return messages

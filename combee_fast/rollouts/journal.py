@@ -5,7 +5,8 @@
   the ``traces`` task's format: :func:`trace_record`);
 - a resumed run first gets the trajectories finished since its checkpoint's previous step
   (:meth:`~TrajectoryJournal.resume_from`): an episode whose key is among them is not run again,
-  its stored trajectory is returned;
+  its stored trajectory is returned (a key stored ``n`` times answers its first ``n`` runs: GEPA
+  grades a candidate on an example again with the same episode);
 - a failed episode is an :class:`~combee_fast.engine.events.EpisodeFailed` event (a line of
   ``errors.jsonl``), and every model reply an agent found unusable is accounted as a failed call
   of its role (:meth:`~combee_fast.roles.calls.RoleCalls.note_unusable`: a ``CallFailed`` event);
@@ -15,6 +16,7 @@
 
 from __future__ import annotations
 
+import collections
 from collections.abc import Iterable
 
 from combee_fast.engine.events import EpisodeFailed, EpisodeFinished
@@ -46,7 +48,7 @@ class TrajectoryJournal:
         self.calls = calls
         self.ran = 0
         self.reused = 0
-        self._stored: dict[str, Trajectory] = {}
+        self._stored: dict[str, collections.deque[Trajectory]] = {}
 
     @property
     def capacity(self) -> int:
@@ -59,12 +61,25 @@ class TrajectoryJournal:
         await self.inner.close()
 
     def resume_from(self, trajectories: Iterable[Trajectory]) -> None:
-        """Answer these episodes (by key) from the record instead of running them."""
-        self._stored = {trajectory.key: trajectory for trajectory in trajectories}
+        """Answer these episodes (by key, in the order they finished) from the record instead of
+        running them."""
+        self._stored = {}
+        for trajectory in trajectories:
+            self._stored.setdefault(trajectory.key, collections.deque()).append(trajectory)
+
+    def _take(self, key: str) -> Trajectory | None:
+        """The first stored trajectory of ``key`` not handed out yet (None: none is left)."""
+        stored = self._stored.get(key)
+        if not stored:
+            return None
+        trajectory = stored.popleft()
+        if not stored:
+            del self._stored[key]
+        return trajectory
 
     async def run(self, episode: Episode) -> Trajectory:
         events = self.calls.events
-        stored = self._stored.pop(episode.key, None)
+        stored = self._take(episode.key)
         if stored is not None:
             self.reused += 1
             trajectory = stored

@@ -3,14 +3,16 @@
 - :mod:`.server`: :class:`~.server.SimServer`, a real OpenAI-compatible HTTP server on loopback,
   with fault injection (:class:`~combee_fast.config.FaultConfig`) and counters.
 - :mod:`.latency`: the continuous-batching latency model and its presets.
-- :mod:`.responders`: echo and template responders.
-- :mod:`.world`: the task world, a deterministic model of the failure Combee fixes that plays
-  all four roles from the prompt (calibrated by ``python bench/calibrate_world.py``).
-- :mod:`.instructions`: the task world plus the GEPA roles.
+- :mod:`.responders`: the responder protocols (a whole responder; one role's,
+  :data:`~.responders.RoleResponder`), echo and template responders.
+- :mod:`.world`: the task world, a deterministic model of the failure Combee fixes: the knowledge
+  (units, parameters, draws) and a table of responders by request role (calibrated by
+  ``python bench/calibrate_world.py``).
+- :mod:`.ace`, :mod:`.instructions`, :mod:`.textgrad`: ACE's, GEPA's and TextGrad's responders.
 - :mod:`.terminal`: the terminal task's world, in which the endpoint plays the agent (opt-in: that
-  task only).
-- :mod:`.worlds`: one task's world as the in-process endpoint plays it, or several behind one server.
-- :mod:`.textgrad`: the task world plus the GEPA and TextGrad roles (what a run is answered by).
+  task only), its own responders registered over the built-in ones.
+- :mod:`.worlds`: one task's world as the in-process endpoint plays it (every built-in learner's
+  roles), or several behind one server.
 - :mod:`.peers`: replies to other learners' prompts (the peers bench).
 - :mod:`.spans`: depth and peak concurrency of a set of requests.
 - :mod:`.cli`: the ``sim-server`` subcommand.

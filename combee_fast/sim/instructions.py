@@ -1,7 +1,5 @@
-"""The task world for instruction learning (GEPA): a model, not evidence about real LLMs.
-
-:class:`InstructionWorld` is the :class:`~combee_fast.sim.world.TaskWorld` (every ACE role
-answered exactly as there, nothing changed) plus the three roles of a GEPA run:
+"""GEPA's three roles as the task world plays them (:data:`ROLES`, by request role name): a model,
+not evidence about real LLMs.
 
 - **gepa_solver**: the system message is the candidate instruction. Every line of it that states
   a lesson (``<unit> — lesson k: ...``, as the ACE world writes them, optionally after ``- ``)
@@ -13,7 +11,8 @@ answered exactly as there, nothing changed) plus the three roles of a GEPA run:
   reflector's probabilities (after a wrong or a right answer), else a generic lesson. Like the
   curator it overloads: of the lessons the instruction lacks it keeps the fraction
   ``capacity(m) / m`` for ``m`` examples read, generic ones first, and returns the instruction
-  with them appended.
+  with them appended. How an example is judged and which lessons are named is a
+  :class:`Proposer`'s (the terminal task has its own: :mod:`.terminal`).
 - **gepa_aggregator**: reads the current instruction and the lines each of ``m`` revisions adds
   (``[r.n] line``); of the distinct lessons they add that the instruction lacks it keeps the
   fraction ``capacity(m) / m``, specific ones first (its prompt asks to keep complementary details
@@ -31,39 +30,30 @@ seeded draw. No world parameter is added or changed.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
-import orjson
-
-from combee_fast.sim.responders import SimReply
 from combee_fast.roles.names import GEPA_AGGREGATOR_ROLE as AGGREGATOR_ROLE
 from combee_fast.roles.names import GEPA_PROPOSER_ROLE as PROPOSER_ROLE
 from combee_fast.roles.names import GEPA_SOLVER_ROLE as SOLVER_ROLE
-from combee_fast.sim.server import SimRequest
+from combee_fast.sim.responders import RoleResponder, SimRequest
 from combee_fast.sim.world import (
-    GENERIC_LESSONS, TaskWorld, _fresh, _json_lines, _lesson_key, _prose, _uniform, curator_output, generic_lesson,
-    lesson_unit, specific_lesson,
+    GENERIC_LESSONS, Question, TaskWorld, curator_output, fresh_lessons, generic_lesson, json_lines, json_reply,
+    lesson_key, lesson_unit, prose, seed_of, specific_lesson, tagged, uniform,
 )
-
-
-_SECTION = {name: re.compile(rf"<{name}>\n(.*?)\n?</{name}>", re.DOTALL) for name in (
-    "question", "current_instruction", "examples", "proposals",
-)}
-
 
 _REVISION = re.compile(r"^### Revision \d+$", re.MULTILINE)
 _ADDED = re.compile(r"^\[(\d+\.\d+)\] (.*)$", re.MULTILINE)
 
-
-def _section(text: str, name: str) -> str:
-    match = _SECTION[name].search(text)
-    return match[1] if match else ""
+InstructionWorld = TaskWorld
+"""The task world, which answers GEPA's roles among every built-in learner's (the name callers
+that play GEPA know it by)."""
 
 
 def instruction_lessons(text: str) -> list[str]:
     """The lesson lines of an instruction (``- `` bullets stripped), in order."""
     lines = (line.strip().removeprefix("- ").removeprefix("* ").strip() for line in text.splitlines())
-    return [line for line in lines if lesson_unit(line) is not None and _lesson_key(line) is not None]
+    return [line for line in lines if lesson_unit(line) is not None and lesson_key(line) is not None]
 
 
 def capacity(inputs: int, curve: Sequence[tuple[float, float]]) -> float:
@@ -81,78 +71,104 @@ def with_lessons(instruction: str, lessons: Sequence[str]) -> str:
     return instruction.rstrip("\n") + "\n" + "\n".join(f"- {lesson}" for lesson in lessons)
 
 
-class InstructionWorld(TaskWorld):
-    """The ACE task world plus the GEPA roles (module docstring)."""
+def kept_count(expected: float, role: str, seed: int) -> int:
+    """``expected`` (a fractional count of lessons kept) rounded by a draw seeded by ``role`` and ``seed``."""
+    return int(expected) + (uniform(role, seed) < expected - int(expected))
 
-    def respond(self, request: SimRequest) -> str | SimReply:
-        handler = self._instruction_roles().get(request.role)
-        if handler is None:
-            return super().respond(request)
-        seed = request.seed if request.seed is not None else 0
-        return orjson.dumps(handler(request, seed)).decode()
 
-    def _instruction_roles(self) -> dict[str, Callable[[SimRequest, int], dict[str, object]]]:
-        return {SOLVER_ROLE: self._solve, PROPOSER_ROLE: self._propose, AGGREGATOR_ROLE: self._aggregate}
+def _last(request: SimRequest) -> str:
+    return request.messages[-1].content if request.messages else ""
 
-    def _kept(self, expected: float, role: str, seed: int) -> int:
-        return int(expected) + (_uniform(role, seed) < expected - int(expected))
 
-    def _solve(self, request: SimRequest, seed: int) -> dict[str, object]:
-        system = "\n".join(m.content for m in request.messages if m.role == "system")
-        user = request.messages[-1].content if request.messages else ""
-        question = self._questions.get(_section(user, "question").strip())
-        if question is None:
-            return {"reasoning": "The question is not one I can answer.", "final_answer": ""}
-        entries = [(f"i{n}", lesson) for n, lesson in enumerate(instruction_lessons(system))]
-        reply = self.answer(question, entries, "", seed)
-        return {"reasoning": reply["reasoning"], "final_answer": reply["final_answer"]}
+def solve(world: TaskWorld, request: SimRequest) -> str:
+    """An answer under the system message's instruction, its lesson lines read as entries."""
+    system = "\n".join(m.content for m in request.messages if m.role == "system")
+    question = world.question(tagged(_last(request), "question") or "")
+    if question is None:
+        return json_reply({"reasoning": "The question is not one I can answer.", "final_answer": ""})
+    entries = [(f"i{n}", lesson) for n, lesson in enumerate(instruction_lessons(system))]
+    reply = world.answer(question, entries, "", seed_of(request))
+    return json_reply({"reasoning": reply["reasoning"], "final_answer": reply["final_answer"]})
 
-    def _propose(self, request: SimRequest, seed: int) -> dict[str, object]:
-        prompt = request.messages[-1].content if request.messages else ""
-        current = _section(prompt, "current_instruction")
-        held = {_lesson_key(line) for line in instruction_lessons(current)}
-        rows = _json_lines(_section(prompt, "examples"))
+
+Judge = Callable[[TaskWorld, Question, dict[str, Any]], "tuple[bool, str]"]
+"""How a proposer judges one graded row: ``(right, the unit it is about)``."""
+
+Namer = Callable[[TaskWorld, str, bool, str, int], str]
+"""The lesson a proposer takes from one example: ``namer(world, unit, names_unit, input, seed)``."""
+
+
+def answer_judge(world: TaskWorld, question: Question, row: dict[str, Any]) -> tuple[bool, str]:
+    """The row's answer graded by the task; the first unit it gets wrong (else its first)."""
+    answer = str(row.get("answer", ""))
+    right = world.task.score(question.example, answer).value >= 1.0
+    return right, (world.wrong_units(question, answer) or list(question.units))[0]
+
+
+def unit_namer(world: TaskWorld, unit: str, names_unit: bool, text: str, seed: int) -> str:
+    """One of the unit's facets (when the draw names the unit), else a generic lesson."""
+    if names_unit:
+        return specific_lesson(unit, int(uniform("facet", seed, text) * world.params.facets_per_unit))
+    return generic_lesson(int(uniform("generic", seed, text) * len(GENERIC_LESSONS)))
+
+
+class Proposer:
+    """GEPA's reflection (module docstring): each known example judged by ``judge``, its lesson
+    named by ``namer`` (the unit's with the ACE reflector's probabilities)."""
+
+    def __init__(self, judge: Judge = answer_judge, namer: Namer = unit_namer) -> None:
+        self.judge = judge
+        self.namer = namer
+
+    def __call__(self, world: TaskWorld, request: SimRequest) -> str:
+        prompt, seed = _last(request), seed_of(request)
+        current = tagged(prompt, "current_instruction") or ""
+        held = {lesson_key(line) for line in instruction_lessons(current)}
+        rows = json_lines(tagged(prompt, "examples") or "")
         lessons = []
         for row in rows:
-            question = self._questions.get(str(row.get("question", "")).strip())
+            question = world.question(str(row.get("question", "")))
             if question is None:
                 continue
-            answer = str(row.get("answer", ""))
-            right = self.task.score(question.example, answer).value >= 1.0
-            wrong = [u for i, u in enumerate(question.units) if not self._entity_right(question, answer, i)]
-            unit = (wrong or list(question.units))[0]
-            naming = self.params.name_unit_after_right if right else self.params.name_unit_after_wrong
-            if _uniform("propose", seed, question.example.input) < naming:
-                facet = int(_uniform("facet", seed, question.example.input) * self.params.facets_per_unit)
-                lessons.append(specific_lesson(unit, facet))
-            else:
-                pick = int(_uniform("generic", seed, question.example.input) * len(GENERIC_LESSONS))
-                lessons.append(generic_lesson(pick))
-        fresh = sorted(_fresh(lessons, held), key=lambda text: lesson_unit(text) != "General")
-        expected = len(fresh) * capacity(len(rows), self.params.curator_curve) / max(1, len(rows))
-        kept = fresh[: self._kept(expected, "propose", seed)]
-        return {
-            "reasoning": f"{len(kept)} lessons from {len(rows)} graded examples. " + _prose(3, "proposer", seed),
+            right, unit = self.judge(world, question, row)
+            naming = world.params.name_unit_after_right if right else world.params.name_unit_after_wrong
+            text = question.example.input
+            lessons.append(self.namer(world, unit, uniform("propose", seed, text) < naming, text, seed))
+        fresh = sorted(fresh_lessons(lessons, held), key=lambda text: lesson_unit(text) != "General")
+        expected = len(fresh) * capacity(len(rows), world.params.curator_curve) / max(1, len(rows))
+        kept = fresh[: kept_count(expected, "propose", seed)]
+        return json_reply({
+            "reasoning": f"{len(kept)} lessons from {len(rows)} graded examples. " + prose(3, "proposer", seed),
             "instruction": with_lessons(current, kept),
-        }
+        })
 
-    def _aggregate(self, request: SimRequest, seed: int) -> dict[str, object]:
-        prompt = request.messages[-1].content if request.messages else ""
-        held = {_lesson_key(line) for line in instruction_lessons(_section(prompt, "current_instruction"))}
-        proposals = _section(prompt, "proposals")
-        read = max(1, len(_REVISION.findall(proposals)))
-        first_ref: dict[str, str] = {}
-        for ref, line in _ADDED.findall(proposals):
-            lesson = line.strip().removeprefix("- ").strip()
-            first_ref.setdefault(lesson, ref)
-        fresh = _fresh(instruction_lessons("\n".join(first_ref)), held)
-        specific_first = sorted(fresh, key=lambda text: lesson_unit(text) == "General")
-        expected = len(fresh) * capacity(read, self.params.curator_curve) / read
-        keep = [first_ref[text] for text in specific_first[: self._kept(expected, "aggregate", seed)]]
-        return {
-            "reasoning": f"Merging {len(fresh)} new lessons from {read} revisions, keeping {len(keep)}. "
-            + _prose(3, "aggregator", seed),
-            "remove": [],
-            "keep": keep,
-            "add": [],
-        }
+
+propose = Proposer()
+"""The proposer of a task whose answers the task grades."""
+
+
+def aggregate(world: TaskWorld, request: SimRequest) -> str:
+    """The revisions' added lessons merged by reference (module docstring)."""
+    prompt, seed = _last(request), seed_of(request)
+    held = {lesson_key(line) for line in instruction_lessons(tagged(prompt, "current_instruction") or "")}
+    proposals = tagged(prompt, "proposals") or ""
+    read = max(1, len(_REVISION.findall(proposals)))
+    first_ref: dict[str, str] = {}
+    for ref, line in _ADDED.findall(proposals):
+        lesson = line.strip().removeprefix("- ").strip()
+        first_ref.setdefault(lesson, ref)
+    fresh = fresh_lessons(instruction_lessons("\n".join(first_ref)), held)
+    specific_first = sorted(fresh, key=lambda text: lesson_unit(text) == "General")
+    expected = len(fresh) * capacity(read, world.params.curator_curve) / read
+    keep = [first_ref[text] for text in specific_first[: kept_count(expected, "aggregate", seed)]]
+    return json_reply({
+        "reasoning": f"Merging {len(fresh)} new lessons from {read} revisions, keeping {len(keep)}. "
+        + prose(3, "aggregator", seed),
+        "remove": [],
+        "keep": keep,
+        "add": [],
+    })
+
+
+ROLES: Mapping[str, RoleResponder] = {SOLVER_ROLE: solve, PROPOSER_ROLE: propose, AGGREGATOR_ROLE: aggregate}
+"""GEPA's responders, by request role name."""

@@ -44,9 +44,9 @@ from typing import Any
 import orjson
 
 from combee_fast.sim.instructions import AGGREGATOR_ROLE, PROPOSER_ROLE, SOLVER_ROLE, instruction_lessons
-from combee_fast.sim.responders import Responder, SimRequest, example_for_schema
+from combee_fast.sim.responders import Responder, SimReply, SimRequest, example_for_schema
 from combee_fast.sim.textgrad import TEXTGRAD_ROLES
-from combee_fast.sim.world import TaskWorld, _prose
+from combee_fast.sim.world import TaskWorld, prose
 
 WORLD_ROLES = frozenset({"generator", "reflector", "curator", "reducer", SOLVER_ROLE, PROPOSER_ROLE, AGGREGATOR_ROLE,
                          *TEXTGRAD_ROLES})
@@ -86,26 +86,26 @@ def _filled(schema: dict[str, Any], defs: dict[str, Any], seed: int, depth: int 
             for index, (name, sub) in enumerate(schema.get("properties", {}).items())
         }
     if schema.get("type") == "string" and "enum" not in schema:
-        return _prose(2, "peer-field", seed)
-    return example_for_schema(schema, _prose(2, "peer-field", seed))
+        return prose(2, "peer-field", seed)
+    return example_for_schema(schema, prose(2, "peer-field", seed))
 
 
 def _guided(current: str, seed: int) -> str:
     """``current`` with one guidance line appended (numbered by ``seed``, so revisions differ)."""
-    return f"{current}\n- {_prose(1, 'peer-guidance', seed)} ({seed % 9973})"
+    return f"{current}\n- {prose(1, 'peer-guidance', seed)} ({seed % 9973})"
 
 
 def _typed(annotation: str, seed: int) -> str:
     """A value a DSPy output field of Python type ``annotation`` ('' for text) parses."""
     kind = annotation.strip()
     if not kind or kind.startswith("str"):
-        return _prose(2, "peer-field", seed)
+        return prose(2, "peer-field", seed)
     if (literal := _LITERAL.search(kind)) is not None:
         return literal.group(1)
     for prefix, value in (("bool", "True"), ("int", "1"), ("float", "0.5"), ("list", "[]"), ("dict", "{}")):
         if kind.startswith(prefix):
             return value
-    return _prose(2, "peer-field", seed)
+    return prose(2, "peer-field", seed)
 
 
 class PeerReplies:
@@ -119,7 +119,7 @@ class PeerReplies:
         system = "\n".join(m.content for m in request.messages if m.role == "system")
         prompt = request.last_user_content
         seed = _digest(system + "\x00" + prompt)
-        question = self.world._questions.get(prompt.strip())
+        question = self.world.question(prompt)
         if question is not None:
             entries = [(f"i{n}", lesson) for n, lesson in enumerate(instruction_lessons(system))]
             reply = self.world.answer(question, entries, "", _digest(system))
@@ -127,25 +127,25 @@ class PeerReplies:
         refs = _REVISION_LINE.findall(prompt)
         if refs:
             return orjson.dumps({
-                "reasoning": _prose(3, "peer-merge", seed), "remove": [], "keep": list(dict.fromkeys(refs)), "add": [],
+                "reasoning": prose(3, "peer-merge", seed), "remove": [], "keep": list(dict.fromkeys(refs)), "add": [],
             }).decode()
         if _IMPROVED[0] in prompt:
             full = next((m for pattern in _FULL_VARIABLE if (m := pattern.search(prompt)) is not None), None)
             variable = _guided(full.group(1).strip() if full is not None else "", seed)
-            return f"{_prose(3, 'peer-tgd', seed)}\n{_IMPROVED[0]}{variable}{_IMPROVED[1]}"
+            return f"{prose(3, 'peer-tgd', seed)}\n{_IMPROVED[0]}{variable}{_IMPROVED[1]}"
         if _DSPY_REMINDER in prompt:
             return self._dspy(system, prompt, seed)
         tagged = _CURRENT.search(prompt)
         if tagged is not None:
             instruction = _guided(tagged.group(1).strip("\n"), seed)
-            return orjson.dumps({"reasoning": _prose(3, "peer-reflect", seed), "instruction": instruction}).decode()
+            return orjson.dumps({"reasoning": prose(3, "peer-reflect", seed), "instruction": instruction}).decode()
         fenced = _FENCED.search(prompt)
         if fenced is not None:
             instruction = _guided(fenced.group(1).strip("\n"), seed)
-            return f"{_prose(3, 'peer-reflect', seed)}\n```\n{instruction}\n```"
+            return f"{prose(3, 'peer-reflect', seed)}\n```\n{instruction}\n```"
         if request.json_schema is not None:
             return orjson.dumps(_filled(request.json_schema, request.json_schema.get("$defs", {}), seed)).decode()
-        return _prose(6, "peer-other", seed)
+        return prose(6, "peer-other", seed)
 
 
     def _dspy(self, system: str, prompt: str, seed: int) -> str:
@@ -154,7 +154,7 @@ class PeerReplies:
         outputs = [(name, kind) for name, kind in _DSPY_OUTPUT.findall(prompt[reminder:]) if name != "completed"]
         pieces = _DSPY_FIELD.split(prompt[:reminder])
         inputs = [value.strip() for value in pieces[2::2]]
-        question = next((q for value in inputs if (q := self.world._questions.get(value)) is not None), None)
+        question = next((q for value in inputs if (q := self.world.question(value)) is not None), None)
         values = {name: _typed(kind, seed + index) for index, (name, kind) in enumerate(outputs)}
         if question is not None and outputs:
             entries = [(f"i{n}", lesson) for n, lesson in enumerate(instruction_lessons(system))]
@@ -174,5 +174,5 @@ class PeerRouter:
         self.peers = peers
         self.world_roles = frozenset(world_roles)
 
-    def respond(self, request: SimRequest) -> str:
+    def respond(self, request: SimRequest) -> str | SimReply:
         return (self.world if request.role in self.world_roles else self.peers).respond(request)

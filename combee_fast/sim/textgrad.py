@@ -1,8 +1,5 @@
-"""The task world for textual-gradient learning (TextGrad): a model, not evidence about real LLMs.
-
-:class:`TextGradWorld` is the :class:`~combee_fast.sim.instructions.InstructionWorld` (every ACE
-and GEPA role answered exactly as there, nothing changed) plus the five roles of a TextGrad run.
-It reads the prompts by their tags, as a model reads them:
+"""TextGrad's five roles as the task world plays them (:data:`ROLES`, by request role name): a
+model, not evidence about real LLMs. They read the prompts by their tags, as a model reads them:
 
 - **textgrad_forward**: the system message is the prompt variable; it answers as GEPA's solver
   does (every line stating a lesson, ``<unit> — lesson k: ...``, acts like a playbook entry about
@@ -23,118 +20,148 @@ It reads the prompts by their tags, as a model reads them:
   to the ACE reducer's capacity (``reducer_capacity``), as the ACE reducer merges curators' ops;
   it keeps removals as proposed and writes nothing anew.
 
-Fractional counts are rounded by a seeded draw. No world parameter is added or changed.
+How the loss judges an answer and which lessons the gradient names is a :class:`Loss`'s and a
+:class:`Gradient`'s (the terminal task has its own: :mod:`.terminal`). Fractional counts are
+rounded by a seeded draw. No world parameter is added or changed.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from combee_fast.roles.names import TEXTGRAD_FORWARD_ROLE as FORWARD_ROLE
 from combee_fast.roles.names import TEXTGRAD_GRADIENT_ROLE as GRADIENT_ROLE
 from combee_fast.roles.names import TEXTGRAD_LOSS_ROLE as LOSS_ROLE
 from combee_fast.roles.names import TEXTGRAD_REDUCE_ROLE as REDUCE_ROLE
 from combee_fast.roles.names import TEXTGRAD_STEP_ROLE as STEP_ROLE
-from combee_fast.sim.instructions import InstructionWorld, _section, capacity, instruction_lessons
-from combee_fast.sim.server import SimRequest
+from combee_fast.sim.instructions import capacity, instruction_lessons, kept_count, solve
+from combee_fast.sim.responders import RoleResponder, SimRequest
 from combee_fast.sim.world import (
-    GENERIC_LESSONS, _fresh, _json_lines, _lesson_key, _prose, _uniform, generic_lesson, lesson_unit, noise_lesson,
-    specific_lesson,
+    GENERIC_LESSONS, Question, TaskWorld, fresh_lessons, generic_lesson, json_lines, json_reply, lesson_key,
+    lesson_unit, noise_lesson, prose, seed_of, specific_lesson, tagged, uniform,
 )
 
 TEXTGRAD_ROLES = (FORWARD_ROLE, LOSS_ROLE, GRADIENT_ROLE, STEP_ROLE, REDUCE_ROLE)
 """The TextGrad roles this world answers, by request name."""
 
-
-_TAG = {name: re.compile(rf"<{name}>\n(.*?)\n?</{name}>", re.DOTALL) for name in (
-    "model_answer", "critique", "current_prompt", "feedback", "proposals",
-)}
 _NUMBERED = re.compile(r"^\((\d+)\) \[([^\]]+)\] (.*)$", re.MULTILINE)
 _CHANGE = re.compile(r"^\[(\d+\.\d+)\] (remove|add to [^:]+): (.*)$", re.MULTILINE)
 _PROPOSAL = re.compile(r"^### Proposal \d+$", re.MULTILINE)
 DEFAULT_PART = "system_prompt"
 
+TextGradWorld = TaskWorld
+"""The task world, which answers TextGrad's roles among every built-in learner's (the name
+callers that play TextGrad know it by)."""
 
-def _tagged(text: str, name: str) -> str:
-    match = _TAG[name].search(text)
-    return match[1] if match else ""
+Judge = Callable[[TaskWorld, Question, str], "tuple[bool, str]"]
+"""How the loss and the gradient judge one prompt about ``question``: ``(right, the unit it is about)``."""
 
 
-class TextGradWorld(InstructionWorld):
-    """The ACE and GEPA task world plus the TextGrad roles (module docstring)."""
+def answer_judge(world: TaskWorld, question: Question, prompt: str) -> tuple[bool, str]:
+    """The prompt's model answer graded by the task; the first unit it gets wrong (else its first)."""
+    answer = tagged(prompt, "model_answer") or ""
+    right = world.task.score(question.example, answer).value >= 1.0
+    return right, (world.wrong_units(question, answer) or list(question.units))[0]
 
-    def _instruction_roles(self) -> dict[str, Callable[[SimRequest, int], dict[str, object]]]:
-        return {**super()._instruction_roles(), FORWARD_ROLE: self._solve, LOSS_ROLE: self._loss,
-                GRADIENT_ROLE: self._gradient, STEP_ROLE: self._step, REDUCE_ROLE: self._reduce_changes}
 
-    def _graded(self, prompt: str) -> tuple[object, str, str] | None:
-        """The question of ``prompt``, the model's answer, and the first unit it got wrong (or its
-        first unit when right); None for a question the world does not know."""
-        question = self._questions.get(_section(prompt, "question").strip())
+def the_answer(prompt: str) -> str:
+    """What the loss's critique says went wrong in a prompt's outcome: the answer, quoted."""
+    return f"The answer {tagged(prompt, 'model_answer') or ''!r}"
+
+
+class Loss:
+    """The evaluator's verdict (``judge``'s) and a critique naming the unit that went wrong;
+    ``subject`` says what in the prompt's outcome was wrong (default: :func:`the_answer`)."""
+
+    def __init__(self, judge: Judge = answer_judge, subject: Callable[[str], str] = the_answer) -> None:
+        self.judge = judge
+        self.subject = subject
+
+    def __call__(self, world: TaskWorld, request: SimRequest) -> str:
+        prompt, seed = request.last_user_content, seed_of(request)
+        question = world.question(tagged(prompt, "question") or "")
         if question is None:
-            return None
-        answer = _tagged(prompt, "model_answer")
-        wrong = [u for i, u in enumerate(question.units) if not self._entity_right(question, answer, i)]
-        return question, answer, (wrong or list(question.units))[0]
+            return json_reply({"verdict": "incorrect", "critique": "The question is unknown to me."})
+        right, unit = self.judge(world, question, prompt)
+        if right:
+            return json_reply({"verdict": "correct", "critique": "The answer is correct. " + prose(3, "tg-loss", seed)})
+        return json_reply({"verdict": "incorrect",
+                           "critique": f"{self.subject(prompt)} is wrong: the step that handles {unit} went "
+                           "wrong. " + prose(3, "tg-loss", seed)})
 
-    def _loss(self, request: SimRequest, seed: int) -> dict[str, object]:
-        graded = self._graded(request.last_user_content)
-        if graded is None:
-            return {"verdict": "incorrect", "critique": "The question is unknown to me."}
-        question, answer, unit = graded
-        if self.task.score(question.example, answer).value >= 1.0:  # type: ignore[attr-defined]
-            return {"verdict": "correct", "critique": "The answer is correct. " + _prose(3, "tg-loss", seed)}
-        return {"verdict": "incorrect",
-                "critique": f"The answer {answer!r} is wrong: the step that handles {unit} went wrong. "
-                + _prose(3, "tg-loss", seed)}
 
-    def _gradient(self, request: SimRequest, seed: int) -> dict[str, object]:
-        prompt = request.last_user_content
-        graded = self._graded(prompt)
-        if graded is None:
-            return {"diagnosis": "The question is unknown to me.", "change": ""}
-        question, _, unit = graded
-        text = question.example.input  # type: ignore[attr-defined]
-        right = _tagged(prompt, "critique").split(":", 1)[0].strip() == "correct"
-        naming = self.params.name_unit_after_right if right else self.params.name_unit_after_wrong
-        facet = int(_uniform("facet", seed, text) * self.params.facets_per_unit)
-        if not self.params.informative_reflections:
-            change = noise_lesson(facet)
-        elif _uniform("tg-gradient", seed, text) < naming:
-            change = specific_lesson(unit, facet)
+Namer = Callable[[TaskWorld, str, bool, str, int], str]
+"""The line a gradient proposes: ``namer(world, unit, names_unit, input, seed)``."""
+
+
+def unit_namer(world: TaskWorld, unit: str, names_unit: bool, text: str, seed: int) -> str:
+    """One of the unit's facets (when the draw names the unit), else a generic lesson."""
+    if names_unit:
+        return specific_lesson(unit, int(uniform("facet", seed, text) * world.params.facets_per_unit))
+    return generic_lesson(int(uniform("generic", seed, text) * len(GENERIC_LESSONS)))
+
+
+class Gradient:
+    """The line the prompt should gain, about the unit ``judge`` finds (named by ``namer``, with
+    the ACE reflector's probabilities after the critique's verdict)."""
+
+    def __init__(self, judge: Judge = answer_judge, namer: Namer = unit_namer) -> None:
+        self.judge = judge
+        self.namer = namer
+
+    def __call__(self, world: TaskWorld, request: SimRequest) -> str:
+        prompt, seed = request.last_user_content, seed_of(request)
+        question = world.question(tagged(prompt, "question") or "")
+        if question is None:
+            return json_reply({"diagnosis": "The question is unknown to me.", "change": ""})
+        _, unit = self.judge(world, question, prompt)
+        text = question.example.input
+        right = (tagged(prompt, "critique") or "").split(":", 1)[0].strip() == "correct"
+        naming = world.params.name_unit_after_right if right else world.params.name_unit_after_wrong
+        if not world.params.informative_reflections:
+            change = noise_lesson(int(uniform("facet", seed, text) * world.params.facets_per_unit))
         else:
-            change = generic_lesson(int(_uniform("generic", seed, text) * len(GENERIC_LESSONS)))
-        return {"diagnosis": f"The prompt says nothing about {unit}. " + _prose(2, "tg-gradient", seed),
-                "change": change}
+            change = self.namer(world, unit, uniform("tg-gradient", seed, text) < naming, text, seed)
+        return json_reply({"diagnosis": f"The prompt says nothing about {unit}. " + prose(2, "tg-gradient", seed),
+                           "change": change})
 
-    def _step(self, request: SimRequest, seed: int) -> dict[str, object]:
-        prompt = request.last_user_content
-        numbered = _NUMBERED.findall(_tagged(prompt, "current_prompt"))
-        held = {_lesson_key(line) for line in instruction_lessons("\n".join(line for _, _, line in numbered))}
-        part = numbered[0][1] if numbered else DEFAULT_PART
-        rows = _json_lines(_tagged(prompt, "feedback"))
-        fresh = sorted(_fresh((str(row.get("change", "")) for row in rows), held),
-                       key=lambda lesson: lesson_unit(lesson) != "General")
-        expected = len(fresh) * capacity(len(rows), self.params.curator_curve) / max(1, len(rows))
-        kept = fresh[: self._kept(expected, "tg-step", seed)]
-        return {"reasoning": f"{len(kept)} new lines from {len(rows)} gradients. " + _prose(3, "tg-step", seed),
-                "remove": [], "add": [{"part": part, "line": lesson} for lesson in kept]}
 
-    def _reduce_changes(self, request: SimRequest, seed: int) -> dict[str, object]:
-        prompt = request.last_user_content
-        held = {_lesson_key(line) for line in instruction_lessons(_tagged(prompt, "current_prompt"))}
-        proposals = _tagged(prompt, "proposals")
-        first_ref: dict[str, str] = {}
-        removals = []
-        for ref, kind, line in _CHANGE.findall(proposals):
-            if kind == "remove":
-                removals.append(ref)
-            else:
-                first_ref.setdefault(line.strip(), ref)
-        fresh = _fresh(first_ref, held)
-        specific_first = sorted(fresh, key=lambda lesson: lesson_unit(lesson) == "General")
-        keep = [first_ref[lesson] for lesson in specific_first[: int(self.params.reducer_capacity)]]
-        read = len(_PROPOSAL.findall(proposals))
-        return {"reasoning": f"Merging {len(fresh)} new lines from {read} proposals, keeping {len(keep)}. "
-                + _prose(3, "tg-reduce", seed), "keep": [*keep, *removals], "add": []}
+def step(world: TaskWorld, request: SimRequest) -> str:
+    """The optimizer's update (module docstring)."""
+    prompt, seed = request.last_user_content, seed_of(request)
+    numbered = _NUMBERED.findall(tagged(prompt, "current_prompt") or "")
+    held = {lesson_key(line) for line in instruction_lessons("\n".join(line for _, _, line in numbered))}
+    part = numbered[0][1] if numbered else DEFAULT_PART
+    rows = json_lines(tagged(prompt, "feedback") or "")
+    fresh = sorted(fresh_lessons((str(row.get("change", "")) for row in rows), held),
+                   key=lambda lesson: lesson_unit(lesson) != "General")
+    expected = len(fresh) * capacity(len(rows), world.params.curator_curve) / max(1, len(rows))
+    kept = fresh[: kept_count(expected, "tg-step", seed)]
+    return json_reply({"reasoning": f"{len(kept)} new lines from {len(rows)} gradients. " + prose(3, "tg-step", seed),
+                       "remove": [], "add": [{"part": part, "line": lesson} for lesson in kept]})
+
+
+def reduce(world: TaskWorld, request: SimRequest) -> str:
+    """Several steps' changes merged by reference (module docstring)."""
+    prompt, seed = request.last_user_content, seed_of(request)
+    held = {lesson_key(line) for line in instruction_lessons(tagged(prompt, "current_prompt") or "")}
+    proposals = tagged(prompt, "proposals") or ""
+    first_ref: dict[str, str] = {}
+    removals = []
+    for ref, kind, line in _CHANGE.findall(proposals):
+        if kind == "remove":
+            removals.append(ref)
+        else:
+            first_ref.setdefault(line.strip(), ref)
+    fresh = fresh_lessons(first_ref, held)
+    specific_first = sorted(fresh, key=lambda lesson: lesson_unit(lesson) == "General")
+    keep = [first_ref[lesson] for lesson in specific_first[: int(world.params.reducer_capacity)]]
+    read = len(_PROPOSAL.findall(proposals))
+    return json_reply({"reasoning": f"Merging {len(fresh)} new lines from {read} proposals, keeping {len(keep)}. "
+                       + prose(3, "tg-reduce", seed), "keep": [*keep, *removals], "add": []})
+
+
+ROLES: Mapping[str, RoleResponder] = {FORWARD_ROLE: solve, LOSS_ROLE: Loss(), GRADIENT_ROLE: Gradient(),
+                                      STEP_ROLE: step, REDUCE_ROLE: reduce}
+"""TextGrad's responders, by request role name."""

@@ -1,4 +1,5 @@
-"""The task world: a deterministic stand-in for an LLM that plays all four ACE roles.
+"""The task world: the knowledge a deterministic stand-in for an LLM answers from, and the table
+of responders through which it answers, one per request role.
 
 It is a *model of the failure Combee fixes*, not evidence about real LLMs. It reads only what a
 real model would see, the prompt (by the tags the role templates use) and the role header, plus
@@ -7,19 +8,17 @@ the task's data, which plays the part of the model's world knowledge.
 - **Knowledge units** come from the data: one per Formula formula (50 in train), one per FiNER tag.
   Each unit has a few *facets* (distinct lessons about it), so the same unit can yield several
   playbook entries, as real curators write several bullets about one formula.
-- **Generator**: an answer (a FiNER entity) is right with ``known_accuracy`` when the playbook holds a
-  bullet for its unit (or the retry's reflection names the unit), otherwise with the base accuracy
-  (Formula 0.64, FiNER 0.665: the paper's no-learning accuracies) plus a small gain from generic
-  bullets. Draws are seeded by the request seed, so two methods that ask the same question in the
-  same epoch and round get the same draw (common random numbers).
-- **Reflector**: names the missing unit's lesson with some probability (lower without ground truth),
-  otherwise a generic lesson; tags the cited bullets. An example without a target (a collected
-  trace) is judged by the outcome its prompt reports.
-- **Curator**: its output saturates with the number of reflections in the call, following the
-  entries per curator call the paper measured (:data:`PAPER_CURATOR_CURVE`), keeping generic
-  lessons before specific ones: that is context overload. It skips lessons the playbook holds.
-- **Reducer**: keeps proposed ADDs by reference, dropping duplicates, specific lessons first, with a
-  larger capacity.
+- **Answers**: an answer (a FiNER entity) is right with ``known_accuracy`` when the lessons read
+  hold one about its unit (or a retry's reflection names the unit), otherwise with the base
+  accuracy (Formula 0.64, FiNER 0.665: the paper's no-learning accuracies) plus a small gain from
+  generic lessons (:meth:`TaskWorld.answer`). Draws are seeded by the request seed, so two
+  methods that ask the same question in the same epoch and round get the same draw (common
+  random numbers).
+- **Roles**: :class:`TaskWorld` answers each request by the responder registered for its role
+  (:data:`~combee_fast.sim.responders.RoleResponder`): ACE's in :mod:`.ace`, GEPA's in
+  :mod:`.instructions`, TextGrad's in :mod:`.textgrad` (:func:`~combee_fast.sim.worlds.built_in_roles`);
+  the terminal task registers its own over some of them (:mod:`.terminal`), a plugin learner its
+  own (:func:`~combee_fast.sim.worlds.task_world`).
 
 Calibrated (``python bench/calibrate_world.py``) so that naive batching on Formula train, one epoch,
 learns about 264/199/121/97/47/21 entries at batch 1/5/10/20/50/100 (paper Fig. 2).
@@ -40,15 +39,15 @@ answers as they are:
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import msgspec
 import orjson
 
-from combee_fast.sim.responders import SimReply, example_for_schema, probe_tool_reply
-from combee_fast.sim.server import SimRequest
+from combee_fast.sim.responders import RoleResponder, SimReply, SimRequest, example_for_schema, probe_tool_reply
 from combee_fast.schema import Example, Message
 from combee_fast.protocols.tasks import Task
 
@@ -167,33 +166,32 @@ FILLER = (
     "The computation is short, so every step is written out rather than skipped.",
 )
 
-_TAG = {name: re.compile(rf"<{name}>\n(.*?)\n?</{name}>", re.DOTALL) for name in (
-    "playbook", "question", "reflection", "model_answer", "ground_truth", "cited_bullets",
-    "reflections", "proposals",
-)}
-_REPORTED_CORRECT = re.compile(r"^Outcome: correct\b", re.MULTILINE)
 _BULLET = re.compile(r"^\[([^\]]+)\] helpful=\d+ harmful=\d+ :: (.*)$", re.MULTILINE)
 _LESSON_KEY = re.compile(r"^(.+?) — ")
 
 
-def _section(prompt: str, name: str) -> str | None:
-    match = _TAG[name].search(prompt)
+@functools.cache
+def _tag_pattern(name: str) -> re.Pattern[str]:
+    return re.compile(rf"<{name}>\n(.*?)\n?</{name}>", re.DOTALL)
+
+
+def tagged(text: str, name: str) -> str | None:
+    """What the first ``<name>`` block of ``text`` holds (the tags the role templates use); None
+    when it has none."""
+    match = _tag_pattern(name).search(text)
     return match[1] if match else None
 
 
-def _uniform(*parts: object) -> float:
+def uniform(*parts: object) -> float:
+    """A draw in [0, 1) keyed by ``parts`` (the same parts, the same draw)."""
     digest = hashlib.blake2b(repr(parts).encode(), digest_size=8).digest()
     return int.from_bytes(digest, "little") / 2**64
 
 
-def _prose(sentences: int, *seed: object) -> str:
-    start = int(_uniform("prose", *seed) * len(FILLER))
+def prose(sentences: int, *seed: object) -> str:
+    """``sentences`` sentences of filler, picked by ``seed``: the length of a real reply."""
+    start = int(uniform("prose", *seed) * len(FILLER))
     return " ".join(FILLER[(start + i) % len(FILLER)] for i in range(sentences))
-
-
-class _Question(msgspec.Struct, frozen=True):
-    example: Example
-    units: tuple[str, ...]  # one per graded entity: the formula, or each FiNER tag
 
 
 def specific_lesson(unit: str, facet: int) -> str:
@@ -225,28 +223,48 @@ def lesson_unit(text: str) -> str | None:
     return match[1] if match else None
 
 
-def _lesson_key(text: str) -> str | None:
+def lesson_key(text: str) -> str | None:
     """A lesson's identity: its unit and lesson number ("Current Ratio — lesson 3")."""
     head = text.split(":", 1)[0]
     return head if " — lesson " in head else None
 
 
-class TaskWorld:
-    """A :class:`combee_fast.sim.server.Responder` for one task's examples."""
+class Question(msgspec.Struct, frozen=True):
+    """One example as the world knows it: the example and its knowledge units (one per graded
+    entity: the formula, or each FiNER tag; a chore's family)."""
 
-    def __init__(self, task: Task, examples: Iterable[Example], params: WorldParams) -> None:
+    example: Example
+    units: tuple[str, ...]
+
+
+class TaskWorld:
+    """A :class:`combee_fast.sim.server.Responder` for one task's examples: the knowledge (the
+    task, its questions and their units, the parameters, the draws) and a table of responders,
+    one per request role (``roles``: request role name -> :data:`~.responders.RoleResponder`;
+    default: every built-in learner's, :func:`combee_fast.sim.worlds.built_in_roles`). A
+    request is answered by its role's responder, called with this world; ``units`` gives each
+    example's knowledge units (default: its formula, its FiNER tags, else its target)."""
+
+    def __init__(self, task: Task, examples: Iterable[Example], params: WorldParams, *,
+                 roles: Mapping[str, RoleResponder] | None = None,
+                 units: Callable[[Example], tuple[str, ...]] | None = None) -> None:
+        if roles is None:
+            from combee_fast.sim.worlds import built_in_roles  # the responders' modules import this one
+
+            roles = built_in_roles()
         self.task = task
         self.params = params
-        self._questions: dict[str, _Question] = {}
+        self.roles: dict[str, RoleResponder] = dict(roles)
+        self._units_of = units or _units
+        self._questions: dict[str, Question] = {}
         for example in examples:
-            units = _units(example)
-            self._questions[example.input.strip()] = _Question(example, units)
+            self._questions[example.input.strip()] = Question(example, self._units_of(example))
         self._all_units = sorted({u for q in self._questions.values() for u in q.units})
 
     @classmethod
     def for_task(cls, task: Task, splits: Sequence[str] = (), *, variant: str = "default") -> TaskWorld:
         """The world of ``task`` knowing the examples of ``splits`` (default: all of them), as
-        the world ``variant`` (:data:`WORLD_VARIANTS`) has it."""
+        the world ``variant`` (:data:`WORLD_VARIANTS`) has it, answering every built-in role."""
         params = world_params(FINER_PARAMS if task.name == "finer" else FORMULA_PARAMS, variant)
         examples = [e for s in (splits or task.split_names()) for e in task.load(s).examples]
         return cls(task, examples, params)
@@ -255,42 +273,27 @@ class TaskWorld:
         """Whether ``question`` (an example's input, stripped) is one of this world's."""
         return question in self._questions
 
-    def respond(self, request: SimRequest) -> str | SimReply:
-        """The role's answer to the request's prompt: its last message, or, in a repair
-        conversation (prompt, bad assistant reply, repair instruction), the prompt it repairs."""
-        prompt = _prompt_of(request.messages)
-        seed = request.seed if request.seed is not None else 0
-        handler = {
-            "generator": self._generate,
-            "reflector": self._reflect,
-            "curator": self._curate,
-            "reducer": self._reduce,
-        }.get(request.role)
-        if handler is None:  # e.g. the start-up probe: a constraining server answers the schema
-            if request.tools:
-                return probe_tool_reply(request)
-            if request.json_schema is not None:
-                return orjson.dumps(example_for_schema(request.json_schema, request.role)).decode()
-            return orjson.dumps({"error": f"the task world plays no role {request.role!r}"}).decode()
-        if request.role == "reflector" and request.temperature < self.params.collapse_below_temperature:
-            return orjson.dumps(self._reflect(prompt, seed, collapsed=True)).decode()
-        return orjson.dumps(handler(prompt, seed)).decode()
-
-    # -- roles ---------------------------------------------------------------------------------
-
-    def _question(self, prompt: str) -> _Question | None:
-        text = _section(prompt, "question")
+    def question(self, text: str | None) -> Question | None:
+        """The question whose input is ``text`` (stripped); None for one the world does not know."""
         return self._questions.get(text.strip()) if text is not None else None
 
-    def _generate(self, prompt: str, seed: int) -> dict[str, object]:
-        question = self._question(prompt)
-        bullets = _bullets(_section(prompt, "playbook") or "")
-        if question is None:
-            return {"reasoning": "The question is not one I can answer.", "bullet_ids": [], "final_answer": ""}
-        return self.answer(question, bullets, _section(prompt, "reflection") or "", seed)
+    def respond(self, request: SimRequest) -> str | SimReply:
+        """The answer of the request's role's responder. A role no responder plays (e.g. the
+        start-up probe): a call of the first tool offered, else an object the schema allows,
+        else an error object."""
+        responder = self.roles.get(request.role)
+        if responder is not None:
+            return responder(self, request)
+        if request.tools:
+            return probe_tool_reply(request)
+        if request.json_schema is not None:
+            return orjson.dumps(example_for_schema(request.json_schema, request.role)).decode()
+        return orjson.dumps({"error": f"the task world plays no role {request.role!r}"}).decode()
+
+    # -- answers -------------------------------------------------------------------------------
 
     def answer(
-        self, question: _Question, bullets: Sequence[tuple[str, str]], reflection: str, seed: int
+        self, question: Question, bullets: Sequence[tuple[str, str]], reflection: str, seed: int
     ) -> dict[str, object]:
         """The generator's reply to ``question`` given the lessons it reads, as ``(id, text)``
         pairs, and a retry's reflection text: right with ``known_accuracy`` for a unit some
@@ -302,13 +305,13 @@ class TaskWorld:
         for position, unit in enumerate(question.units):
             unit_bullets = [bid for bid, content in bullets if lesson_unit(content) == unit]
             cited.extend(unit_bullets[:2])
-            draw = _uniform("generate", seed, question.example.input, position) if lessons is None else \
-                _uniform("generate", seed, question.example.input, position, lessons)
+            draw = uniform("generate", seed, question.example.input, position) if lessons is None else \
+                uniform("generate", seed, question.example.input, position, lessons)
             right = draw < self.unit_accuracy(unit, bullets, reflection, generic=len(generic))
-            answers.append(self._truth(question, position) if right else self._wrong(question, position))
+            answers.append(self.truth(question, position) if right else self.wrong(question, position))
         return {
             "reasoning": f"The question asks for {', '.join(dict.fromkeys(question.units))}. "
-            + _prose(6, "generate", seed),
+            + prose(6, "generate", seed),
             "bullet_ids": cited,
             "final_answer": ",".join(answers),
         }
@@ -324,98 +327,37 @@ class TaskWorld:
             return self.params.harmful_accuracy
         if unit_lessons or f"{unit} — " in reflection:
             return self.params.known_accuracy
+        return self.base_accuracy(generic)
+
+    def base_accuracy(self, generic: int) -> float:
+        """The probability of a right answer on a unit no lesson is about, with ``generic``
+        generic lessons read: the base accuracy plus their (saturating) gain."""
         return self.params.base_accuracy + self.params.generic_gain * min(1.0, generic / self.params.generic_saturation)
 
     def expected_accuracy(self, playbook_text: str, examples: Iterable[Example]) -> float:
         """The generator's expected accuracy on ``examples`` with ``playbook_text`` as its
         playbook (each example right when every one of its units is): the truth a release test
         estimates, known exactly here because this world is a model."""
-        bullets = _bullets(playbook_text)
+        bullets = playbook_bullets(playbook_text)
         generic = sum(lesson_unit(content) == "General" for _, content in bullets)
         chances = []
         for example in examples:
             chance = 1.0
-            for unit in _units(example):
+            for unit in self._units_of(example):
                 chance *= self.unit_accuracy(unit, bullets, generic=generic)
             chances.append(chance)
         return sum(chances) / len(chances) if chances else 0.0
 
-    def _reflect(self, prompt: str, seed: int, *, collapsed: bool = False) -> dict[str, object]:
-        question = self._question(prompt)
-        answer = _section(prompt, "model_answer") or ""
-        has_truth = _section(prompt, "ground_truth") is not None
-        cited = [bid for bid, _ in _bullets(_section(prompt, "cited_bullets") or "")]
-        if question is None:
-            return _reflection("The question is unknown to me.", "", "", "", "", [])
-        if question.example.target is None:  # nothing to score against (a collected trace): the reported outcome
-            right = _REPORTED_CORRECT.search(prompt) is not None
-            wrong_units = [] if right else list(question.units)
-        else:
-            right = self.task.score(question.example, answer).value >= 1.0
-            wrong_units = [u for i, u in enumerate(question.units) if not self._entity_right(question, answer, i)]
-        unit = (wrong_units or list(question.units))[0]
-        naming = self.params.name_unit_after_right if right else self.params.name_unit_after_wrong
-        if not has_truth:
-            naming *= self.params.no_ground_truth_factor
-        draw = _uniform("reflect", seed, question.example.input)
-        if collapsed:
-            lesson = generic_lesson(0)
-        elif not self.params.informative_reflections:
-            lesson = noise_lesson(int(_uniform("facet", seed, question.example.input) * self.params.facets_per_unit))
-        elif draw < naming and self.params.harmful_share and \
-                _uniform("harm", seed, question.example.input) < self.params.harmful_share:
-            index = int(_uniform("harm-facet", seed, question.example.input) * len(HARMFUL_FACETS))
-            lesson = harmful_lesson(unit, index, self.params.facets_per_unit)
-        elif draw < naming:
-            facet = int(_uniform("facet", seed, question.example.input) * self.params.facets_per_unit)
-            lesson = specific_lesson(unit, facet)
-        else:
-            lesson = generic_lesson(int(_uniform("generic", seed) * len(GENERIC_LESSONS)))
-        tags = [{"id": bid, "tag": "helpful" if right else "harmful"} for bid in cited]
-        verdict = "The answer was correct." if right else f"The answer {answer!r} was wrong."
-        return _reflection(
-            f"{verdict} " + _prose(4, "reflect-reasoning", seed),
-            "No error." if right else f"The step that handles {unit} went wrong. " + _prose(2, "err", seed),
-            "Nothing failed." if right else f"The lesson about {unit} was not applied. " + _prose(2, "root", seed),
-            f"Apply the lesson about {unit} explicitly. " + _prose(3, "approach", seed),
-            lesson,
-            tags,
-        )
-
-    def _curate(self, prompt: str, seed: int) -> dict[str, object]:
-        held = {_lesson_key(content) for _, content in _bullets(_section(prompt, "playbook") or "")}
-        lessons = [row.get("key_insight", "") for row in _json_lines(_section(prompt, "reflections") or "")]
-        fresh = _fresh(lessons, held)
-        expected = curator_output(len(lessons), self.params.curator_curve)
-        count = int(expected) + (_uniform("curate", seed) < expected - int(expected))
-        generic_first = sorted(fresh, key=lambda text: lesson_unit(text) != "General")
-        return _operations(generic_first[:count], "curator", seed)
-
-    def _reduce(self, prompt: str, seed: int) -> dict[str, object]:
-        held = {_lesson_key(content) for _, content in _bullets(_section(prompt, "playbook") or "")}
-        proposed = {
-            op.get("ref", ""): op.get("content", "")
-            for row in _json_lines(_section(prompt, "proposals") or "")
-            for op in row.get("operations", [])
-            if op.get("type") == "ADD"
-        }
-        first_ref = {text: ref for ref, text in reversed(list(proposed.items()))}
-        fresh = _fresh(proposed.values(), held)
-        specific_first = sorted(fresh, key=lambda text: lesson_unit(text) == "General")
-        keep = [first_ref[text] for text in specific_first[: int(self.params.reducer_capacity)]]
-        reasoning = f"Keeping {len(keep)} distinct lessons, dropping duplicates. " + _prose(3, "reducer", seed)
-        return {"reasoning": reasoning, "keep": keep, "operations": []}
-
-    # -- answers -------------------------------------------------------------------------------
-
-    def _truth(self, question: _Question, position: int) -> str:
+    def truth(self, question: Question, position: int) -> str:
+        """The right answer for the question's ``position``-th entity."""
         target = question.example.target or ""
         return target.split(",")[position].strip() if len(question.units) > 1 else target
 
-    def _wrong(self, question: _Question, position: int) -> str:
-        truth = self._truth(question, position)
+    def wrong(self, question: Question, position: int) -> str:
+        """A plausible wrong answer for the question's ``position``-th entity."""
+        truth = self.truth(question, position)
         if len(question.units) > 1:
-            pick = int(_uniform("confuse", truth) * len(self._all_units))
+            pick = int(uniform("confuse", truth) * len(self._all_units))
             other = self._all_units[pick]
             return other if other != truth else self._all_units[(pick + 1) % len(self._all_units)]
         try:
@@ -423,11 +365,26 @@ class TaskWorld:
         except ValueError:
             return truth + " (unsure)"
 
-    def _entity_right(self, question: _Question, answer: str, position: int) -> bool:
+    def entity_right(self, question: Question, answer: str, position: int) -> bool:
+        """Whether ``answer`` gets the question's ``position``-th entity right."""
         if len(question.units) == 1:
             return self.task.score(question.example, answer).value >= 1.0
         parts = [p.strip() for p in answer.split(",")]
-        return position < len(parts) and parts[position] == self._truth(question, position)
+        return position < len(parts) and parts[position] == self.truth(question, position)
+
+    def wrong_units(self, question: Question, answer: str) -> list[str]:
+        """The units ``answer`` gets wrong, in order."""
+        return [u for i, u in enumerate(question.units) if not self.entity_right(question, answer, i)]
+
+
+def seed_of(request: SimRequest) -> int:
+    """The request's seed (0 when it sent none): what a responder's draws are keyed by."""
+    return request.seed if request.seed is not None else 0
+
+
+def json_reply(obj: object) -> str:
+    """A responder's JSON reply."""
+    return orjson.dumps(obj).decode()
 
 
 def _units(example: Example) -> tuple[str, ...]:
@@ -438,7 +395,8 @@ def _units(example: Example) -> tuple[str, ...]:
     return (example.target or "",)
 
 
-def _bullets(playbook_text: str) -> list[tuple[str, str]]:
+def playbook_bullets(playbook_text: str) -> list[tuple[str, str]]:
+    """The ``(id, content)`` of every bullet of a rendered playbook."""
     return [(m[1], m[2]) for m in _BULLET.finditer(playbook_text)]
 
 
@@ -447,7 +405,8 @@ def _lessons_digest(bullets: Sequence[tuple[str, str]]) -> str:
     return hashlib.blake2b("\n".join(content for _, content in bullets).encode(), digest_size=8).hexdigest()
 
 
-def _json_lines(text: str) -> list[dict]:
+def json_lines(text: str) -> list[dict]:
+    """The JSON objects of ``text``, one a line (other lines passed over)."""
     rows = []
     for line in text.splitlines():
         try:
@@ -459,44 +418,17 @@ def _json_lines(text: str) -> list[dict]:
     return rows
 
 
-def _fresh(lessons: Iterable[str], held: set[str | None]) -> list[str]:
+def fresh_lessons(lessons: Iterable[str], held: set[str | None]) -> list[str]:
     """Distinct lessons (by key) not already held, in first-seen order."""
     seen: dict[str, str] = {}
     for text in lessons:
-        key = _lesson_key(text)
+        key = lesson_key(text)
         if key is not None and key not in held:
             seen.setdefault(key, text)
     return list(seen.values())
 
 
-def _operations(lessons: Sequence[str], role: str, seed: int) -> dict[str, object]:
-    operations = [
-        {
-            "type": "ADD",
-            "section": "strategies_and_hard_rules" if lesson_unit(text) == "General" else "formulas_and_calculations",
-            "content": text,
-            "bullet_id": "",
-        }
-        for text in lessons
-    ]
-    reasoning = f"{len(operations)} new lessons are worth recording. " + _prose(3, role, seed)
-    return {"reasoning": reasoning, "operations": operations}
-
-
-def _reflection(
-    reasoning: str, error: str, root: str, approach: str, lesson: str, tags: list[dict[str, str]]
-) -> dict[str, object]:
-    return {
-        "reasoning": reasoning,
-        "error_identification": error,
-        "root_cause": root,
-        "correct_approach": approach,
-        "key_insight": lesson,
-        "bullet_tags": tags,
-    }
-
-
-def _prompt_of(messages: Sequence[Message]) -> str:
+def prompt_of(messages: Sequence[Message]) -> str:
     """The prompt a conversation asks about: the last message before the first assistant reply
     (a repair request restates no question; it asks to answer the earlier prompt again)."""
     for index, message in enumerate(messages):

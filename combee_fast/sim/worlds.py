@@ -1,10 +1,10 @@
 """The worlds a simulated endpoint plays: one task's, or several tasks' behind one server.
 
-:func:`task_world` is the world of one task as the in-process simulated endpoint builds it (the
-ACE roles, GEPA's and TextGrad's, :class:`~combee_fast.sim.textgrad.TextGradWorld`; for the
-terminal task its own, :class:`~combee_fast.sim.terminal.TerminalWorld`, in which the endpoint
-plays the agent), so a standalone ``combee sim-server --world TASK`` answers exactly what a run
-without an endpoint would get.
+:func:`task_world` is the world of one task as the in-process simulated endpoint builds it (a
+:class:`~combee_fast.sim.world.TaskWorld` answering every built-in learner's roles,
+:func:`built_in_roles`; for the terminal task its own, :func:`~combee_fast.sim.terminal.terminal_world`,
+in which the endpoint plays the agent), so a standalone ``combee sim-server --world TASK``
+answers exactly what a run without an endpoint would get.
 
 :class:`TaskWorlds` answers for several tasks at once (``combee sim-server`` with no ``--world``
 plays every bundled task): each request goes to the world that knows the question its prompt
@@ -21,10 +21,9 @@ import re
 from collections.abc import Mapping, Sequence
 
 from combee_fast.protocols.tasks import Task
-from combee_fast.sim.instructions import InstructionWorld
+from combee_fast.sim import ace, instructions, textgrad
 from combee_fast.sim.responders import RoleResponder, SimReply, SimRequest, WithRoles
-from combee_fast.sim.textgrad import TextGradWorld
-from combee_fast.sim.world import _json_lines
+from combee_fast.sim.world import TaskWorld, json_lines
 from combee_fast.tasks.registry import get_task
 
 BUNDLED_TASKS = ("formula", "finer")
@@ -34,18 +33,23 @@ _QUESTION = re.compile(r"<question>\n(.*?)\n?</question>", re.DOTALL)
 _EXAMPLES = re.compile(r"<examples>\n(.*?)\n?</examples>", re.DOTALL)
 
 
+def built_in_roles() -> dict[str, RoleResponder]:
+    """Every built-in learner's responders, by request role name: ACE's (:mod:`.ace`), GEPA's
+    (:mod:`.instructions`) and TextGrad's (:mod:`.textgrad`)."""
+    return {**ace.ROLES, **instructions.ROLES, **textgrad.ROLES}
+
+
 def task_world(task: Task, *, variant: str = "default",
-               roles: Mapping[str, RoleResponder] | None = None) -> InstructionWorld | WithRoles:
+               roles: Mapping[str, RoleResponder] | None = None) -> TaskWorld | WithRoles:
     """The world of ``task`` (every split's examples), as the in-process simulated endpoint plays
     it, answering also ``roles`` (a plugin learner's responders, by request role); ValueError for
     an unknown ``variant``."""
-    world: InstructionWorld
     if task.name == "terminal":
-        from combee_fast.sim.terminal import TerminalWorld
+        from combee_fast.sim.terminal import terminal_world
 
-        world = TerminalWorld.for_task(task, variant=variant)
+        world = terminal_world(task, variant=variant)
     else:
-        world = TextGradWorld.for_task(task, variant=variant)
+        world = TaskWorld.for_task(task, variant=variant)
     return WithRoles(world, roles) if roles else world
 
 
@@ -57,7 +61,7 @@ def asked_question(request: SimRequest) -> str | None:
             return match[1].strip()
         examples = _EXAMPLES.search(message.content)
         if examples:
-            for row in _json_lines(examples[1]):
+            for row in json_lines(examples[1]):
                 if isinstance(row.get("question"), str):
                     return row["question"].strip()
     return None
@@ -66,7 +70,7 @@ def asked_question(request: SimRequest) -> str | None:
 class TaskWorlds:
     """One :class:`~combee_fast.sim.server.Responder` over several task worlds (module docstring)."""
 
-    def __init__(self, worlds: Sequence[InstructionWorld]) -> None:
+    def __init__(self, worlds: Sequence[TaskWorld]) -> None:
         if not worlds:
             raise ValueError("TaskWorlds needs at least one world")
         self.worlds = tuple(worlds)
@@ -75,7 +79,7 @@ class TaskWorlds:
     def tasks(self) -> tuple[str, ...]:
         return tuple(world.task.name for world in self.worlds)
 
-    def world_for(self, request: SimRequest) -> InstructionWorld:
+    def world_for(self, request: SimRequest) -> TaskWorld:
         """The world that knows the request's question (the first world when it names none or no
         world knows it: that world then answers as for any unknown question)."""
         question = asked_question(request)
@@ -91,4 +95,4 @@ class TaskWorlds:
 
 def bundled_worlds(*, variant: str = "default") -> TaskWorlds:
     """Every bundled task's world behind one responder (ValueError for an unknown ``variant``)."""
-    return TaskWorlds([task_world(get_task(name), variant=variant) for name in BUNDLED_TASKS])
+    return TaskWorlds([TaskWorld.for_task(get_task(name), variant=variant) for name in BUNDLED_TASKS])

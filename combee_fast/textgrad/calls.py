@@ -5,13 +5,19 @@ without an endpoint of its own is served by its pool's, so ``--role-endpoint los
 loss its own evaluator model:
 
 - **forward** (``forward``, requests ``textgrad_forward``, pool ``serve``): the prompt variable as
-  the system message, the question as the user message; the answer is graded by the task.
+  the system message, the question as the user message; the answer is graded by the task. On a
+  task solved by acting (``attempts``: agent episodes), the forward pass is one episode: the
+  prompt variable is the agent's instructions (its context, with no citable parts), the
+  environment's checks grade it, and the graded answer carries the trajectory.
 - **loss** (``loss``, ``textgrad_loss``, pool ``evaluate``): an evaluator's verdict and critique
-  of one answer, read against the grader's remarks (the task's feedback).
+  of one answer, read against the grader's remarks (the task's feedback); of an episode, read from
+  its trajectory (rendered by :mod:`combee_fast.roles.trajectory` within the loss endpoint's
+  context) and the checks' reward and remarks.
 - **gradient** (``gradient``, ``textgrad_gradient``, pool ``propose``): from the prompt, the
-  question, the answer and the critique, what in the prompt led there and the one line the prompt
-  should gain. TextGrad chains two backward calls here (loss to answer, answer to prompt); one
-  call reading the whole conversation states the prompt's gradient directly.
+  question, the answer (an episode's trajectory) and the critique, what in the prompt led there
+  and the one line the prompt should gain. TextGrad chains two backward calls here (loss to
+  answer, answer to prompt); one call reading the whole conversation states the prompt's gradient
+  directly.
 - **step** (``step``, ``textgrad_step``, pool ``propose``): the optimizer's update over a set of
   gradients. It replies with the numbered lines to remove and the lines to add, not with the
   whole rewritten prompt, so its reply stays short however long the prompt grows.
@@ -21,10 +27,10 @@ loss its own evaluator model:
 
 Seeds come from the run's seed tree by the call's identity: forward, loss and gradient by their
 epoch (``"eval"`` for an evaluation) and example, so two methods asking the same question get the
-same draw; step and reduce by the place the method gives them. The gradient is the role a
-diversity remedy of the batch planner makes sample hotter. No call raises for a bad endpoint or
-reply: the failure is recorded on what it returns, and counted by the run's role calls
-(``errors.jsonl``).
+same draw (an episode's seed is its example's node under the same epoch); step and reduce by the
+place the method gives them. The gradient is the role a diversity remedy of the batch planner
+makes sample hotter. No call raises for a bad endpoint or reply: the failure is recorded on what
+it returns, and counted by the run's role calls (``errors.jsonl``).
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ import msgspec
 import orjson
 
 from combee_fast.endpoint.calls import ChatResult
+from combee_fast.protocols.rollouts import Attempts
 from combee_fast.protocols.tasks import Task
 from combee_fast.roles.base import convert, decode_json_object, fill, load_prompt
 from combee_fast.roles.bounds import (ANSWER_CHARS, CONTENT_CHARS, FIELD_CHARS, MAX_KEEP, MAX_OPS, REASONING_CHARS,
@@ -47,6 +54,7 @@ from combee_fast.roles.names import TEXTGRAD_REDUCE_ROLE as REDUCE_ROLE
 from combee_fast.roles.names import TEXTGRAD_STEP_ROLE as STEP_ROLE
 from combee_fast.roles.calls import RoleCalls
 from combee_fast.roles.spec import Role
+from combee_fast.roles.trajectory import fitted_prompt, render_trajectory
 from combee_fast.schema import CallError, Example, GradedAnswer, Message, Usage
 from combee_fast.textgrad.variable import LineEdit, PromptVariable
 
@@ -58,9 +66,11 @@ REDUCE_MAX_TOKENS = 2048
 FORWARD = Role("forward", "serve", FORWARD_MAX_TOKENS, request_name=FORWARD_ROLE,
                prompts=("textgrad/prompts/forward_user.txt",))
 LOSS = Role("loss", "evaluate", CRITIQUE_MAX_TOKENS, request_name=LOSS_ROLE,
-            prompts=("textgrad/prompts/loss.txt", "textgrad/prompts/loss_user.txt"))
+            prompts=("textgrad/prompts/loss.txt", "textgrad/prompts/loss_user.txt",
+                     "textgrad/prompts/loss_agent.txt", "textgrad/prompts/loss_agent_user.txt"))
 GRADIENT = Role("gradient", "propose", CRITIQUE_MAX_TOKENS, request_name=GRADIENT_ROLE, diverse=True,
-                prompts=("textgrad/prompts/gradient.txt", "textgrad/prompts/gradient_user.txt"))
+                prompts=("textgrad/prompts/gradient.txt", "textgrad/prompts/gradient_user.txt",
+                         "textgrad/prompts/gradient_agent.txt", "textgrad/prompts/gradient_agent_user.txt"))
 STEP = Role("step", "propose", STEP_MAX_TOKENS, request_name=STEP_ROLE,
             prompts=("textgrad/prompts/step.txt", "textgrad/prompts/step_user.txt"))
 REDUCE = Role("reduce", "propose", REDUCE_MAX_TOKENS, request_name=REDUCE_ROLE,
@@ -73,6 +83,10 @@ MAX_ADDED = 32
 FORWARD_TEMPLATE = load_prompt("forward_user.txt", beside=__file__)
 LOSS_SYSTEM, LOSS_TEMPLATE = load_prompt("loss.txt", beside=__file__), load_prompt("loss_user.txt", beside=__file__)
 GRADIENT_SYSTEM, GRADIENT_TEMPLATE = load_prompt("gradient.txt", beside=__file__), load_prompt("gradient_user.txt", beside=__file__)
+LOSS_AGENT_SYSTEM = load_prompt("loss_agent.txt", beside=__file__)
+LOSS_AGENT_TEMPLATE = load_prompt("loss_agent_user.txt", beside=__file__)
+GRADIENT_AGENT_SYSTEM = load_prompt("gradient_agent.txt", beside=__file__)
+GRADIENT_AGENT_TEMPLATE = load_prompt("gradient_agent_user.txt", beside=__file__)
 STEP_SYSTEM, STEP_TEMPLATE = load_prompt("step.txt", beside=__file__), load_prompt("step_user.txt", beside=__file__)
 REDUCE_SYSTEM, REDUCE_TEMPLATE = load_prompt("merge.txt", beside=__file__), load_prompt("merge_user.txt", beside=__file__)
 
@@ -208,6 +222,21 @@ def gradient_messages(prompt: str, forward: GradedAnswer, loss: Loss) -> tuple[M
     return Message("system", GRADIENT_SYSTEM), Message("user", user)
 
 
+def loss_agent_messages(forward: GradedAnswer, trajectory: str) -> tuple[Message, ...]:
+    """The loss call over an episode's ``trajectory`` (rendered), its checks' reward and remarks."""
+    user = fill(LOSS_AGENT_TEMPLATE, question=forward.example.input, trajectory=trajectory,
+                reward=f"{forward.score:g}", feedback=forward.feedback or "(none)")
+    return Message("system", LOSS_AGENT_SYSTEM), Message("user", user)
+
+
+def gradient_agent_messages(prompt: str, forward: GradedAnswer, loss: Loss, trajectory: str) -> tuple[Message, ...]:
+    """The gradient call of an episode: the prompt, the task, its ``trajectory`` (rendered) and
+    reward, the loss's verdict and critique."""
+    user = fill(GRADIENT_AGENT_TEMPLATE, prompt=prompt, question=forward.example.input, trajectory=trajectory,
+                reward=f"{forward.score:g}", critique=f"{loss.verdict}: {loss.critique}")
+    return Message("system", GRADIENT_AGENT_SYSTEM), Message("user", user)
+
+
 def step_messages(variable: PromptVariable, gradients: Sequence[Gradient]) -> tuple[Message, ...]:
     """The optimizer step over ``gradients`` of ``variable``."""
     return Message("system", STEP_SYSTEM), Message("user", fill(STEP_TEMPLATE, prompt=numbered(variable),
@@ -222,14 +251,21 @@ def reduce_messages(prompt: str, proposals: Sequence[Sequence[LineEdit]]) -> tup
 
 class TextGradCalls:
     """The TextGrad role calls of one run on ``calls`` (the run's generic role calls, which
-    sample, seed and account every call; see the module docstring): ``task`` grades answers."""
+    sample, seed and account every call; see the module docstring): ``task`` grades answers;
+    ``attempts``: forward passes are agent episodes (None: one forward call each)."""
 
-    def __init__(self, task: Task, calls: RoleCalls) -> None:
+    def __init__(self, task: Task, calls: RoleCalls, attempts: Attempts | None = None) -> None:
         self.task = task
         self.calls = calls
+        self.attempts = attempts
 
-    async def forward(self, example: Example, prompt: str, *, epoch: int | str) -> GradedAnswer:
-        """``example`` answered under ``prompt``, graded."""
+    async def forward(self, example: Example, prompt: str, *, epoch: int | str, version: int = 0) -> GradedAnswer:
+        """``example`` answered under ``prompt`` (the variable's ``version``), graded (an agent
+        episode with ``prompt`` as its context, when forward passes are attempts)."""
+        if self.attempts is not None:
+            rollout = await self.attempts.attempt(example, prompt, version=version, epoch=epoch)
+            return GradedAnswer(example, rollout.answer, rollout.score or 0.0, rollout.feedback, rollout.usage,
+                                rollout.error, rollout.trajectory)
         result = await self._send(FORWARD_ROLE, forward_messages(example.input, prompt), FORWARD_SCHEMA, epoch,
                                   example.id)
         reply = self._parsed(FORWARD_ROLE, result, _ForwardReply)
@@ -242,7 +278,9 @@ class TextGradCalls:
 
     async def loss(self, forward: GradedAnswer, *, epoch: int | str) -> Loss:
         """The evaluator's verdict and critique of ``forward``'s answer."""
-        result = await self._send(LOSS_ROLE, loss_messages(forward), LOSS_SCHEMA, epoch, forward.example.id)
+        messages = loss_messages(forward) if forward.trajectory is None else \
+            self._with_trajectory(LOSS_ROLE, forward, lambda text: loss_agent_messages(forward, text))
+        result = await self._send(LOSS_ROLE, messages, LOSS_SCHEMA, epoch, forward.example.id)
         reply = self._parsed(LOSS_ROLE, result, _LossReply)
         if isinstance(reply, CallError):
             return Loss("", "", result.usage, reply)
@@ -250,8 +288,10 @@ class TextGradCalls:
 
     async def gradient(self, prompt: str, forward: GradedAnswer, loss: Loss, *, epoch: int | str) -> Gradient:
         """What in ``prompt`` led to ``forward``'s outcome, judged by ``loss``."""
-        result = await self._send(GRADIENT_ROLE, gradient_messages(prompt, forward, loss), GRADIENT_SCHEMA, epoch,
-                                  forward.example.id)
+        messages = gradient_messages(prompt, forward, loss) if forward.trajectory is None else \
+            self._with_trajectory(GRADIENT_ROLE, forward,
+                                  lambda text: gradient_agent_messages(prompt, forward, loss, text))
+        result = await self._send(GRADIENT_ROLE, messages, GRADIENT_SCHEMA, epoch, forward.example.id)
         reply = self._parsed(GRADIENT_ROLE, result, _GradientReply, check=_states_a_change)
         if isinstance(reply, CallError):
             return Gradient(forward.example.id, loss.verdict, "", "", result.usage, reply)
@@ -267,7 +307,8 @@ class TextGradCalls:
         if isinstance(reply, CallError):
             return Update((), result.usage, reply)
         lines = variable.lines()
-        removed = [LineEdit(*lines[n - 1], remove=True) for n in dict.fromkeys(reply.remove) if 1 <= n <= len(lines)]
+        removed = [LineEdit(lines[n - 1][0], lines[n - 1][1], remove=True) for n in dict.fromkeys(reply.remove)
+                   if 1 <= n <= len(lines)]
         return Update((*removed, *_added(reply.add, names)), result.usage)
 
     async def reduce(self, prompt: str, names: Sequence[str], proposals: Sequence[Sequence[LineEdit]], *,
@@ -281,6 +322,15 @@ class TextGradCalls:
                   for ref, edit in _referenced(number, edits)}
         kept = [by_ref[ref.strip().strip("[]")] for ref in reply.keep if ref.strip().strip("[]") in by_ref]
         return Update(tuple(dict.fromkeys((*kept, *_added(reply.add, names)))), result.usage)
+
+    def _with_trajectory(self, role: str, forward: GradedAnswer,
+                         build: Callable[[str], tuple[Message, ...]]) -> tuple[Message, ...]:
+        """``build(trajectory)``: the messages of ``role`` with ``forward``'s trajectory rendered to fit
+        the role's endpoint (:mod:`combee_fast.roles.trajectory`)."""
+        trajectory = forward.trajectory
+        assert trajectory is not None
+        return fitted_prompt(lambda chars: build(render_trajectory(trajectory, chars)),
+                             self.calls.client(role).capabilities.context_length, self.calls.max_tokens_of(role))
 
     async def _send(self, role: str, messages: tuple[Message, ...], schema: dict[str, Any],
                     *seed_path: int | str) -> ChatResult:

@@ -32,8 +32,9 @@ from combee_fast.textgrad.variable import PromptVariable, is_variable_file
 
 def calls_of(context: LearnContext) -> TextGradCalls:
     """The TextGrad role calls on a session's role calls (seeded, sampled and counted by them:
-    ``calls.json``, ``errors.jsonl``)."""
-    return TextGradCalls(context.task, context.calls)
+    ``calls.json``, ``errors.jsonl``), forward passes as its attempts (agent episodes, on a task
+    solved by acting)."""
+    return TextGradCalls(context.task, context.calls, context.attempts)
 
 
 class TextGradKind:

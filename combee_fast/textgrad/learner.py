@@ -2,7 +2,8 @@
 prompt variable.
 
 - map (``run_item``): forward, loss and gradient of one example against the step's frozen
-  variable (:class:`GradientTrace`; the chain stops at its first failed call);
+  variable (:class:`GradientTrace`; the chain stops at its first failed call; on a task solved
+  by acting the forward pass is an agent episode, whose trajectory the loss and the gradient read);
 - record: the example's :class:`~combee_fast.textgrad.calls.Gradient`; propose: one optimizer
   step over a set of gradients; merge: one reduce call over steps proposed against the same
   variable;
@@ -22,7 +23,7 @@ from typing import Any
 import msgspec
 
 from combee_fast.methods.base import Applied
-from combee_fast.schema import CallError, Example, GradedAnswer, Proposal, Usage
+from combee_fast.schema import CallError, Example, GradedAnswer, Proposal, Trajectory, Usage
 from combee_fast.textgrad.calls import Gradient, Loss, TextGradCalls
 from combee_fast.textgrad.variable import LineEdit, PromptVariable
 
@@ -48,19 +49,29 @@ class GradientTrace(msgspec.Struct, frozen=True):
 
     @property
     def sim_seconds(self) -> float:
-        return sum(call.usage.effective_latency_s for call in self._calls())
+        """The chain's duration: its calls one after another (the forward episode's environment
+        seconds too)."""
+        return sum(call.usage.effective_latency_s for call in self._calls()) + self.forward.env_seconds
 
     def call_outcomes(self) -> list[tuple[Usage, CallError | None]]:
-        return [(call.usage, call.error) for call in self._calls()]
+        """Every model call's ``(usage, error)``, in order (a forward episode's: each of its turns)."""
+        after = [(call.usage, call.error) for call in (self.loss, self.gradient) if call is not None]
+        return [*self.forward.call_outcomes(), *after]
+
+    def episodes(self) -> list[Trajectory]:
+        """The forward pass's agent episode, if it was one."""
+        return self.forward.episodes()
 
     def errors(self) -> list[tuple[str, CallError]]:
         return [(f"{self.item_id}:{kind}", call.error) for kind, call in
                 zip(("forward", "loss", "gradient"), self._calls()) if call.error is not None]
 
 
-async def run_chain(calls: TextGradCalls, example: Example, prompt: str, *, epoch: int) -> GradientTrace:
-    """The forward pass, loss and gradient of ``example`` under ``prompt``, each after the one before succeeded."""
-    forward = await calls.forward(example, prompt, epoch=epoch)
+async def run_chain(calls: TextGradCalls, example: Example, prompt: str, *, epoch: int,
+                    version: int = 0) -> GradientTrace:
+    """The forward pass, loss and gradient of ``example`` under ``prompt`` (the variable's
+    ``version``), each after the one before succeeded."""
+    forward = await calls.forward(example, prompt, epoch=epoch, version=version)
     if forward.error is not None:
         return GradientTrace(forward)
     loss = await calls.loss(forward, epoch=epoch)
@@ -81,7 +92,7 @@ class TextGradLearner:
 
     async def run_item(self, item: Example, artifact: PromptVariable, text: str, *, epoch: int,
                        rounds: int) -> GradientTrace:
-        return await run_chain(self.calls, item, text, epoch=epoch)
+        return await run_chain(self.calls, item, text, epoch=epoch, version=artifact.version)
 
     def continuation(self, trace: GradientTrace, artifact: PromptVariable, text: str, *,
                      epoch: int) -> Awaitable[GradientTrace] | None:

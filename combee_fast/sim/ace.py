@@ -1,0 +1,145 @@
+"""ACE's four roles as the task world plays them (:data:`ROLES`, by request role name): a model,
+not evidence about real LLMs. Each reads the prompt by the tags ACE's templates use; in a repair
+conversation (prompt, bad assistant reply, repair instruction) it answers the prompt repaired.
+
+- **generator**: :meth:`TaskWorld.answer <combee_fast.sim.world.TaskWorld.answer>` with the
+  playbook's bullets as the lessons read (and the retry's reflection).
+- **reflector**: names the missing unit's lesson with some probability (lower without ground
+  truth), otherwise a generic lesson; tags the cited bullets. An example without a target (a
+  collected trace) is judged by the outcome its prompt reports. Below the ``collapse`` variant's
+  temperature it names one and the same lesson whatever the rollout.
+- **curator**: its output saturates with the number of reflections in the call, following the
+  entries per curator call the paper measured (:data:`~combee_fast.sim.world.PAPER_CURATOR_CURVE`),
+  keeping generic lessons before specific ones: that is context overload. It skips lessons the
+  playbook holds.
+- **reducer**: keeps proposed ADDs by reference, dropping duplicates, specific lessons first, with
+  a larger capacity (``reducer_capacity``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+
+from combee_fast.sim.responders import RoleResponder, SimRequest
+from combee_fast.sim.world import (
+    GENERIC_LESSONS, HARMFUL_FACETS, TaskWorld, curator_output, fresh_lessons, generic_lesson, harmful_lesson,
+    json_lines, json_reply, lesson_key, lesson_unit, noise_lesson, playbook_bullets, prompt_of, prose, seed_of,
+    specific_lesson, tagged, uniform,
+)
+
+_REPORTED_CORRECT = re.compile(r"^Outcome: correct\b", re.MULTILINE)
+
+
+def reflection_reply(
+    reasoning: str, error: str, root: str, approach: str, lesson: str, tags: list[dict[str, str]]
+) -> dict[str, object]:
+    """A reflector's reply object."""
+    return {
+        "reasoning": reasoning,
+        "error_identification": error,
+        "root_cause": root,
+        "correct_approach": approach,
+        "key_insight": lesson,
+        "bullet_tags": tags,
+    }
+
+
+def generate(world: TaskWorld, request: SimRequest) -> str:
+    prompt, seed = prompt_of(request.messages), seed_of(request)
+    question = world.question(tagged(prompt, "question"))
+    if question is None:
+        return json_reply({"reasoning": "The question is not one I can answer.", "bullet_ids": [], "final_answer": ""})
+    bullets = playbook_bullets(tagged(prompt, "playbook") or "")
+    return json_reply(world.answer(question, bullets, tagged(prompt, "reflection") or "", seed))
+
+
+def reflect(world: TaskWorld, request: SimRequest) -> str:
+    prompt, seed = prompt_of(request.messages), seed_of(request)
+    collapsed = request.temperature < world.params.collapse_below_temperature
+    question = world.question(tagged(prompt, "question"))
+    answer = tagged(prompt, "model_answer") or ""
+    has_truth = tagged(prompt, "ground_truth") is not None
+    cited = [bid for bid, _ in playbook_bullets(tagged(prompt, "cited_bullets") or "")]
+    if question is None:
+        return json_reply(reflection_reply("The question is unknown to me.", "", "", "", "", []))
+    params = world.params
+    if question.example.target is None:  # nothing to score against (a collected trace): the reported outcome
+        right = _REPORTED_CORRECT.search(prompt) is not None
+        wrong_units = [] if right else list(question.units)
+    else:
+        right = world.task.score(question.example, answer).value >= 1.0
+        wrong_units = world.wrong_units(question, answer)
+    unit = (wrong_units or list(question.units))[0]
+    naming = params.name_unit_after_right if right else params.name_unit_after_wrong
+    if not has_truth:
+        naming *= params.no_ground_truth_factor
+    text = question.example.input
+    draw = uniform("reflect", seed, text)
+    if collapsed:
+        lesson = generic_lesson(0)
+    elif not params.informative_reflections:
+        lesson = noise_lesson(int(uniform("facet", seed, text) * params.facets_per_unit))
+    elif draw < naming and params.harmful_share and uniform("harm", seed, text) < params.harmful_share:
+        lesson = harmful_lesson(unit, int(uniform("harm-facet", seed, text) * len(HARMFUL_FACETS)),
+                                params.facets_per_unit)
+    elif draw < naming:
+        lesson = specific_lesson(unit, int(uniform("facet", seed, text) * params.facets_per_unit))
+    else:
+        lesson = generic_lesson(int(uniform("generic", seed) * len(GENERIC_LESSONS)))
+    tags = [{"id": bid, "tag": "helpful" if right else "harmful"} for bid in cited]
+    verdict = "The answer was correct." if right else f"The answer {answer!r} was wrong."
+    return json_reply(reflection_reply(
+        f"{verdict} " + prose(4, "reflect-reasoning", seed),
+        "No error." if right else f"The step that handles {unit} went wrong. " + prose(2, "err", seed),
+        "Nothing failed." if right else f"The lesson about {unit} was not applied. " + prose(2, "root", seed),
+        f"Apply the lesson about {unit} explicitly. " + prose(3, "approach", seed),
+        lesson,
+        tags,
+    ))
+
+
+def curate(world: TaskWorld, request: SimRequest) -> str:
+    prompt, seed = prompt_of(request.messages), seed_of(request)
+    held = {lesson_key(content) for _, content in playbook_bullets(tagged(prompt, "playbook") or "")}
+    lessons = [row.get("key_insight", "") for row in json_lines(tagged(prompt, "reflections") or "")]
+    fresh = fresh_lessons(lessons, held)
+    expected = curator_output(len(lessons), world.params.curator_curve)
+    count = int(expected) + (uniform("curate", seed) < expected - int(expected))
+    generic_first = sorted(fresh, key=lambda text: lesson_unit(text) != "General")
+    return json_reply(_operations(generic_first[:count], "curator", seed))
+
+
+def reduce(world: TaskWorld, request: SimRequest) -> str:
+    prompt, seed = prompt_of(request.messages), seed_of(request)
+    held = {lesson_key(content) for _, content in playbook_bullets(tagged(prompt, "playbook") or "")}
+    proposed = {
+        op.get("ref", ""): op.get("content", "")
+        for row in json_lines(tagged(prompt, "proposals") or "")
+        for op in row.get("operations", [])
+        if op.get("type") == "ADD"
+    }
+    first_ref = {text: ref for ref, text in reversed(list(proposed.items()))}
+    fresh = fresh_lessons(proposed.values(), held)
+    specific_first = sorted(fresh, key=lambda text: lesson_unit(text) == "General")
+    keep = [first_ref[text] for text in specific_first[: int(world.params.reducer_capacity)]]
+    reasoning = f"Keeping {len(keep)} distinct lessons, dropping duplicates. " + prose(3, "reducer", seed)
+    return json_reply({"reasoning": reasoning, "keep": keep, "operations": []})
+
+
+def _operations(lessons: Sequence[str], role: str, seed: int) -> dict[str, object]:
+    operations = [
+        {
+            "type": "ADD",
+            "section": "strategies_and_hard_rules" if lesson_unit(text) == "General" else "formulas_and_calculations",
+            "content": text,
+            "bullet_id": "",
+        }
+        for text in lessons
+    ]
+    reasoning = f"{len(operations)} new lessons are worth recording. " + prose(3, role, seed)
+    return {"reasoning": reasoning, "operations": operations}
+
+
+ROLES: Mapping[str, RoleResponder] = {"generator": generate, "reflector": reflect, "curator": curate, "reducer": reduce}
+"""ACE's responders, by request role name."""

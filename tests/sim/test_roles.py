@@ -1,0 +1,60 @@
+"""One world answers through its table of responders by request role: every role each built-in
+learner declares is in the default table, a responder registered for a role answers it with the
+world's knowledge, a plugin's responders answer before the world's own."""
+
+from __future__ import annotations
+
+import orjson
+
+from combee_fast.learners import LEARNERS
+from combee_fast.schema import Message
+from combee_fast.sim import ace, instructions, textgrad
+from combee_fast.sim.responders import SimRequest
+from combee_fast.sim.world import FORMULA_PARAMS, TaskWorld
+from combee_fast.sim.worlds import built_in_roles, task_world
+from combee_fast.tasks.registry import get_task
+
+TASK = get_task("formula")
+EXAMPLES = TASK.load("train").examples
+
+
+def _request(role: str, text: str = "", schema: dict | None = None) -> SimRequest:
+    return SimRequest(role, "m", (Message("user", text),), 256, 0.0, 3, schema)
+
+
+def test_every_role_every_built_in_learner_declares_is_answered_by_its_own_module() -> None:
+    table = built_in_roles()
+    assert table == {**ace.ROLES, **instructions.ROLES, **textgrad.ROLES}
+    for kind in LEARNERS.values():
+        for role in kind.roles:
+            assert role.key in table, f"{kind.name}'s role {role.key} has no responder"
+    assert set(ace.ROLES).isdisjoint(instructions.ROLES) and set(instructions.ROLES).isdisjoint(textgrad.ROLES)
+
+
+def test_a_registered_responder_answers_its_role_with_the_worlds_knowledge() -> None:
+    def units(world: TaskWorld, request: SimRequest) -> str:
+        question = world.question(request.last_user_content)
+        return ",".join(question.units) if question is not None else "unknown"
+
+    world = TaskWorld(TASK, EXAMPLES, FORMULA_PARAMS, roles={"units": units})
+    assert world.respond(_request("units", EXAMPLES[4].input)) == EXAMPLES[4].meta["formula"]
+    assert world.respond(_request("units", "not a question")) == "unknown"
+    # a role the table lacks: what a constraining server answers the start-up probe
+    lacking = orjson.loads(world.respond(_request("generator", schema={"type": "object", "properties": {
+        "final_answer": {"type": "string"}}})))
+    assert lacking == {"final_answer": "generator"}
+
+
+def test_a_plugin_learners_responders_answer_before_the_worlds_own() -> None:
+    seen: list[str] = []
+
+    def mine(world: TaskWorld, request: SimRequest) -> str:
+        seen.append(world.task.name)
+        return "mine"
+
+    world = task_world(TASK, roles={"generator": mine, "my_role": mine})
+    assert world.respond(_request("my_role")) == world.respond(_request("generator")) == "mine"
+    assert seen == ["formula", "formula"]
+    plain = task_world(TASK)
+    assert "final_answer" in orjson.loads(plain.respond(_request("generator", f"<question>\n{EXAMPLES[0].input}\n"
+                                                                            "</question>")))
