@@ -58,9 +58,10 @@ first quarter of a million submissions."""
 FAULT_KINDS = ("429", "500", "drop", "stall", "malformed", "truncated")
 
 
-def _at_least(owner: str, minimum: int | float, **values: int | float | None) -> None:
+def _at_least(owner: str, minimum: int | float, **values: int | float | str | None) -> None:
+    """ConfigError naming the first of ``values`` below ``minimum`` (None and ``"auto"`` are no number: not checked)."""
     for name, value in values.items():
-        if value is not None and value < minimum:
+        if isinstance(value, (int, float)) and value < minimum:
             raise ConfigError(f"{owner}.{name} must be >= {minimum}, got {value}")
 
 

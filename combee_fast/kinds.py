@@ -46,7 +46,7 @@ from combee_fast.run.stops import EpochsDone
 if TYPE_CHECKING:
     from combee_fast.config import SessionConfig
     from combee_fast.methods.base import EvalResult
-    from combee_fast.protocols.learning import Learner
+    from combee_fast.protocols.learning import OnlineLearning
     from combee_fast.protocols.running import BatchPlan, Method, StopRule
     from combee_fast.roles.calls import RoleCalls
     from combee_fast.run.context import LearnContext
@@ -152,5 +152,5 @@ class Kind(StructArtifact):
     def summary(self, artifact: Any) -> dict[str, Any]:
         return {}
 
-    def online_learner(self, calls: RoleCalls) -> Learner[Any, Any, Any]:
+    def online_learner(self, calls: RoleCalls) -> OnlineLearning[Any, Any, Any]:
         raise ConfigError(f"learner {self.key!r} cannot learn online from submitted rollouts")

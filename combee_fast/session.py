@@ -391,14 +391,15 @@ class Session:
         requests it may have in flight (``in_flight_limit``: now; ``in_flight_ceiling``: the most),
         how often a timeout lowered that limit (``overloads``) and whether replies are streamed."""
         found: dict[int, dict[str, object]] = {}
+        roles: dict[int, list[str]] = {}
         for role in self.clients:
             for client in self.clients.replicas(role):
                 gate = client.gate
-                entry = found.setdefault(id(client), {
-                    **msgspec.to_builtins(client.capabilities), "roles": [], "in_flight_limit": gate.limit,
+                roles.setdefault(id(client), []).append(role)
+                found.setdefault(id(client), {
+                    **msgspec.to_builtins(client.capabilities), "roles": roles[id(client)], "in_flight_limit": gate.limit,
                     "in_flight_ceiling": gate.ceiling, "overloads": gate.overloads,
                     "stream": client.config.transport.stream})
-                entry["roles"].append(role)  # type: ignore[union-attr]
         return list(found.values())
 
     def _start_run(self, run_dir: RunDir | None, usage: SplitUsage | None) -> None:

@@ -27,7 +27,7 @@ import msgspec
 
 from combee_fast.roles import bounds
 from combee_fast.roles.base import PLACEHOLDER_PROBLEM, clean_bullet_id, convert, decode_json_object, is_placeholder, one_line
-from combee_fast.schema import CallError, Op, OpKind
+from combee_fast.schema import CallError, ErrorKind, Op, OpKind
 
 EDIT_KINDS = (OpKind.ADD, OpKind.UPDATE, OpKind.REMOVE)
 _KINDS_BY_NAME = {kind.value: kind for kind in EDIT_KINDS}
@@ -119,7 +119,8 @@ def parse_ops(data: Any, text: str | None) -> tuple[Op, ...] | CallError:
     if reply.operations and not ops:
         shown = "; ".join(problems[:_SHOWN_PROBLEMS])
         more = f" (and {len(problems) - _SHOWN_PROBLEMS} more)" if len(problems) > _SHOWN_PROBLEMS else ""
-        kind = "placeholder" if all(p.endswith(PLACEHOLDER_PROBLEM) for p in problems) else "schema_mismatch"
+        kind: ErrorKind = "placeholder" if all(p.endswith(PLACEHOLDER_PROBLEM) for p in problems) \
+            else "schema_mismatch"
         return CallError(kind, f"no usable operation: {shown}{more}", raw=text)
     return tuple(ops)
 

@@ -54,7 +54,7 @@ import math
 import os
 import random
 import time
-from typing import Any
+from typing import Any, cast
 from urllib.parse import unquote, urlsplit
 
 import aiohttp
@@ -78,6 +78,7 @@ from combee_fast.endpoint.wire import (
     CompletionRequest,
     CompletionResponse,
     ModelList,
+    ResponseFormat,
     StreamOptions,
     tool_calls_of,
     wire_messages,
@@ -210,7 +211,7 @@ class EndpointClient:
         self._pool: Http1Pool | None = None  # plain-http requests; https goes through aiohttp
         self._request_heads: dict[str, bytes] = {}  # per role: the pre-encoded request head
         self._role_headers: dict[str, dict[str, str]] = {}  # per role: aiohttp's headers
-        self._formats: dict[tuple[str, int], tuple[dict[str, Any], msgspec.Raw]] = {}  # response_format bytes
+        self._formats: dict[tuple[str, str, int], tuple[dict[str, Any], msgspec.Raw | None]] = {}  # response_format bytes
         self._rng = random.Random(config.name)
         self._totals: dict[tuple[str, str, str], UsageTotals] = {}
         self._in_flight = 0
@@ -503,7 +504,8 @@ class EndpointClient:
             max_tokens=request.max_tokens,
             temperature=request.temperature,
             seed=request.seed,
-            response_format=self._response_format(request, form),  # msgspec writes a Raw as is
+            # the form encoded once (a Raw, which msgspec writes as is) in place of a ResponseFormat
+            response_format=cast(ResponseFormat | None, self._response_format(request, form)),
             stream=stream,
             stream_options=_STREAM_OPTIONS if stream else None,
             tools=request.tools,

@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import re
 import sys
+from collections.abc import Iterator, Mapping
 from typing import NamedTuple
 
 from combee_fast.endpoint.capped import BadEncoding, ReplyTooLarge, decoded
@@ -46,14 +47,24 @@ class MalformedResponse(Http1Error):
     """The response breaks HTTP/1.1's framing (status line, length, chunks) or its encoding."""
 
 
-class Headers(dict[str, str]):
-    """Response headers keyed by lower-case name; ``get`` and ``in`` ignore the name's case."""
+class Headers(Mapping[str, str]):
+    """Response headers keyed by lower-case name; looking one up (``[]``, ``get``, ``in``)
+    ignores the name's case."""
 
-    def get(self, key: str, default: str | None = None) -> str | None:  # type: ignore[override]
-        return dict.get(self, key.lower(), default)
+    def __init__(self) -> None:
+        self._values: dict[str, str] = {}
 
-    def __contains__(self, key: object) -> bool:
-        return dict.__contains__(self, key.lower() if isinstance(key, str) else key)
+    def __setitem__(self, key: str, value: str) -> None:
+        self._values[key.lower()] = value
+
+    def __getitem__(self, key: str) -> str:
+        return self._values[key.lower()]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
 
 
 class Http1Response(NamedTuple):

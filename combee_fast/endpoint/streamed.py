@@ -18,6 +18,8 @@ body that is neither.
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgspec
 
 from combee_fast.endpoint.wire import (
@@ -93,7 +95,7 @@ def stream_body(response: CompletionResponse, *, piece_chars: int = 64, include_
     choice = response.choices[0]
     text = choice.message.content or ""
     head = {"id": response.id, "object": "chat.completion.chunk", "model": response.model}
-    events = [{**head, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]}]
+    events: list[dict[str, Any]] = [{**head, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]}]
     events += [{**head, "choices": [{"index": 0, "delta": {"content": text[start:start + piece_chars]}}]}
                for start in range(0, len(text), piece_chars)]
     events += [{**head, "choices": [{"index": 0, "delta": {"tool_calls": [

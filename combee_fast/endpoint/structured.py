@@ -13,7 +13,7 @@ from typing import Any
 
 import msgspec
 
-from combee_fast.schema import CallError, Message
+from combee_fast.schema import CallError, ErrorKind, Message
 
 _JSON_TYPES: dict[str, tuple[type, ...]] = {
     "object": (dict,),
@@ -89,7 +89,7 @@ def parse_structured(text: str | None, finish_reason: str | None,
     try:
         data = extract_json(text)
     except ValueError as exc:
-        kind = "truncated" if finish_reason == "length" else "malformed_json"
+        kind: ErrorKind = "truncated" if finish_reason == "length" else "malformed_json"
         return None, CallError(kind=kind, message=str(exc), raw=text)
     problem = schema_problem(data, schema)
     if problem is not None:

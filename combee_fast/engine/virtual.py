@@ -75,13 +75,13 @@ class StageSchedule(Generic[K]):
         self._ends: list[tuple[float, int, str, K]] = []
         self._seq = 0
 
-    def state(self) -> ScheduleState:
+    def state(self: StageSchedule[int]) -> ScheduleState:
         """The schedule as a :class:`ScheduleState`; ``RuntimeError`` while a started task has no
         duration (its end is not known, so it cannot be kept)."""
         if self._unfinished:
             raise RuntimeError(f"{len(self._unfinished)} started task(s) have no duration yet: nothing to keep")
         return ScheduleState(dict(self.limits), self.clock, {stage: tuple(q) for stage, q in self._queues.items()},
-                             dict(self._busy), tuple(self._ends), self._seq)  # type: ignore[arg-type]
+                             dict(self._busy), tuple(self._ends), self._seq)
 
     @classmethod
     def restored(cls, state: ScheduleState) -> StageSchedule[int]:

@@ -131,6 +131,6 @@ class StepsOnly:
         if carried is not None:
             raise RuntimeError(f"{type(self).__name__} carries no work between steps; a checkpoint says it did")
 
-    async def start(self, artifact: Any) -> None:
+    async def start(self, artifact: Any) -> StepResult[Any] | None:
         """Nothing to do before the first batch."""
         return None

@@ -71,7 +71,7 @@ class Combee(Generic[A]):
         return CarriedChains(tuple((carry.partial.item_id, carry.offset) for carry in self._carried), snapshot, epoch)
 
     def carried_type(self, artifact_type: Any) -> Any:
-        return CarriedChains[artifact_type] | None  # type: ignore[valid-type]
+        return CarriedChains[artifact_type] | None
 
     async def resume(self, carried: CarriedChains[A] | None, items: Mapping[str, Any]) -> None:
         """Carry the chains of ``carried`` into the next step again, as a checkpointed run had them:
@@ -88,7 +88,7 @@ class Combee(Generic[A]):
             self.learner.run_item(items[item_id], snapshot, text, epoch=epoch, rounds=rounds)
             for item_id, _ in carried.chains
         ))
-        chains = []
+        chains: list[Carried] = []
         for trace, (_, offset) in zip(traces, carried.chains):
             rest = self.learner.continuation(trace, snapshot, text, epoch=epoch)
             if rest is None:

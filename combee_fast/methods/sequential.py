@@ -28,7 +28,12 @@ class Sequential(StepsOnly, Generic[A]):
     ) -> StepResult[A]:
         """``shape`` is ignored: this method has no proposer groups."""
         started = time.perf_counter()
-        reports, log, traces, proposals, insights, kept = [], [], [], [], [], []
+        reports: list[Any] = []
+        log: list[Any] = []
+        traces: list[Any] = []
+        proposals: list[Any] = []
+        insights: list[str] = []
+        kept: list[str] = []
         sim_seconds = 0.0
         for offset, item in enumerate(items):
             text = await self.learner.render(artifact)

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 A = TypeVar("A")  # an artifact
 D = TypeVar("D")  # a deployable artifact (what final.json holds)
 R = TypeVar("R")  # a record: what a proposer reads of one trace
+R_in = TypeVar("R_in", contravariant=True)  # a record, as a proposer only reads it
 E = TypeVar("E")  # an edit
 
 
@@ -125,17 +126,17 @@ class ChangeReport(Protocol):
     @property
     def evicted(self) -> Sequence[Any]: ...
 
-class Proposer(Protocol[R, E]):
+class Proposer(Protocol[R_in, E]):
     """Edits from records, and merged proposals: the calls the shuffle's groups and the reduce
     tree make (:mod:`combee_fast.combee.reduce`). Calls never raise for a bad endpoint or reply:
     failures are recorded on the :class:`~combee_fast.schema.Proposal` they return."""
 
-    def insight(self, record: R) -> str:
+    def insight(self, record: R_in) -> str:
         """The one-line lesson of ``record``: what retention checks for in the artifact."""
         ...
 
     async def propose(
-        self, records: Sequence[R], artifact: Any, text: str, *, source: str, seed_path: tuple[int | str, ...]
+        self, records: Sequence[R_in], artifact: Any, text: str, *, source: str, seed_path: tuple[int | str, ...]
     ) -> Proposal[E]:
         """One proposer call over ``records`` against ``artifact`` (rendered as ``text``)."""
         ...

@@ -71,7 +71,10 @@ class BatchPlan(Protocol):
     ``state_type`` is the type of what :meth:`state` returns (msgspec-typed), which a checkpoint
     keeps and decodes as that type."""
 
-    state_type: Any
+    @property
+    def state_type(self) -> Any:
+        """The type of what :meth:`state` returns (a class attribute will do)."""
+        ...
 
     def next_size(self, remaining: int) -> tuple[int, str]:
         """The next batch size and the reason for it; ``remaining`` items wait in the epoch."""

@@ -376,8 +376,9 @@ class RayExecutor:
                 for note in result.calls:
                     self.chat.note(note.error, note.text)
                 cache = self.chat.calls.clients.cache
-                for record in result.recorded if cache is not None and cache.records else ():
-                    cache.put(record.key, record.result)
+                if cache is not None and cache.records:
+                    for record in result.recorded:
+                        cache.put(record.key, record.result)
                 return result.trajectory
         raise AssertionError("unreachable")
 

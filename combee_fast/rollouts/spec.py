@@ -10,11 +10,13 @@ task's own, or none) behind a pool of ``capacity``, and the sandboxes (uids from
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import msgspec
 
 from combee_fast.config import AgentConfig, ExecutorConfig, SandboxConfig, TaskConfig
 from combee_fast.errors import ConfigError
-from combee_fast.protocols.rollouts import EnvironmentTask
+from combee_fast.protocols.rollouts import Environment, EnvironmentTask
 from combee_fast.protocols.tasks import Task
 from combee_fast.rollouts.episode import ChatFacts, EnvironmentPool, Limits, Runtime
 from combee_fast.rollouts.plugins import load_factory
@@ -61,16 +63,18 @@ def build_runtime(spec: RolloutSpec, facts: ChatFacts, sandboxes: Sandboxes, tas
         agent = ReactAgent(spec.agent)
     else:
         agent = load_factory(agent_path, what="--agent")()
+    factory: Callable[[], Environment] | None = None
     if spec.agent.env is not None:
         make_env = load_factory(spec.agent.env, what="--env")
 
-        def factory():  # type: ignore[no-untyped-def]
-            return make_env(sandboxes)
+        def factory() -> Environment:
+            environment: Environment = make_env(sandboxes)
+            return environment
     elif isinstance(task, EnvironmentTask):
-        def factory():  # type: ignore[no-untyped-def]
-            return task.environment(sandboxes)
-    else:
-        factory = None
+        environment_task = task
+
+        def factory() -> Environment:
+            return environment_task.environment(sandboxes)
     if not hasattr(agent, "run"):
         raise ConfigError(f"--agent {agent_path!r}: the factory returned {type(agent).__name__}, which has no run()")
     pool = EnvironmentPool(factory, spec.capacity) if factory is not None else None

@@ -157,7 +157,7 @@ class StoredCheckpoint:
         if (header.learner, header.method) != (kind.name, method):
             raise CheckpointError(f"{self.path}: a checkpoint of learner {header.learner!r} method {header.method!r}, "
                                   f"not of {kind.name!r} {method!r}")
-        decoder = msgspec.msgpack.Decoder(Checkpoint[plan_state_type, carried_type],  # type: ignore[valid-type]
+        decoder = msgspec.msgpack.Decoder(Checkpoint[plan_state_type, carried_type],
                                           dec_hook=_artifact_decoder(kind))
         try:
             kept = decoder.decode(self._payload).state

@@ -256,9 +256,9 @@ class BwrapSession:
         process = self._process
         try:
             await asyncio.to_thread(_write_setup, self._folder, files)
-            process.stdin.write(b"go\n")  # type: ignore[union-attr]
-            await process.stdin.drain()  # type: ignore[union-attr]
-            line = await asyncio.wait_for(process.stdout.readline(), START_TIMEOUT_S)  # type: ignore[union-attr]
+            process.pipes()[0].write(b"go\n")
+            await process.pipes()[0].drain()
+            line = await asyncio.wait_for(process.pipes()[1].readline(), START_TIMEOUT_S)
         except (TimeoutError, ConnectionError, BrokenPipeError):
             line = b""
         if line != b"ready\n":
@@ -280,9 +280,9 @@ class BwrapSession:
         started = time.perf_counter()
         process = self._process
         try:
-            process.stdin.write(b"%d %d\n" % (n, limit))  # type: ignore[union-attr]
-            await process.stdin.drain()  # type: ignore[union-attr]
-            answer = asyncio.ensure_future(process.stdout.readline())  # type: ignore[union-attr]
+            process.pipes()[0].write(b"%d %d\n" % (n, limit))
+            await process.pipes()[0].drain()
+            answer = asyncio.ensure_future(process.pipes()[1].readline())
             done, _ = await asyncio.wait([answer], timeout=timeout_s)
             if not done and self._init_pid is not None:
                 await asyncio.to_thread(kill_tree, self._init_pid, keep=2)
@@ -304,12 +304,12 @@ class BwrapSession:
             return CommandResult(-1, f"the command ended its sandbox ({self._dead})\n{output}", size, seconds, kind)
         code = int(match[2])
         output, size = self._read_output()
-        kind = classify(code, output, output_bytes=size, file_limit=self._limits.file_bytes, elapsed_s=seconds,
+        wall = classify(code, output, output_bytes=size, file_limit=self._limits.file_bytes, elapsed_s=seconds,
                         timeout_s=limit)
-        if kind is None and at_process_limit(self._uid, self._limits.processes):
-            kind = "process_limit"
-        self._troubled = self._troubled or kind == "process_limit"
-        return CommandResult(code, output, size, seconds, kind)
+        if wall is None and at_process_limit(self._uid, self._limits.processes):
+            wall = "process_limit"
+        self._troubled = self._troubled or wall == "process_limit"
+        return CommandResult(code, output, size, seconds, wall)
 
     def _read_output(self) -> tuple[str, int]:
         """The first ``output_bytes`` of the command's output, as text, and its whole size."""
@@ -332,9 +332,9 @@ class BwrapSession:
             raise SandboxError(f"the sandbox is gone: {self._dead}")
         process = self._process
         try:
-            process.stdin.write(b"export %d\n" % (self._limits.state_bytes // 512))  # type: ignore[union-attr]
-            await process.stdin.drain()  # type: ignore[union-attr]
-            line = await asyncio.wait_for(process.stdout.readline(), START_TIMEOUT_S)  # type: ignore[union-attr]
+            process.pipes()[0].write(b"export %d\n" % (self._limits.state_bytes // 512))
+            await process.pipes()[0].drain()
+            line = await asyncio.wait_for(process.pipes()[1].readline(), START_TIMEOUT_S)
         except (TimeoutError, ConnectionError, BrokenPipeError) as exc:
             raise SandboxError(f"the sandbox did not give its state ({type(exc).__name__})") from None
         finally:
@@ -382,6 +382,6 @@ class BwrapSession:
         shutil.rmtree(self._folder, ignore_errors=True)  # a few small files
         uid, self._uid = self._uid, None
         if uid is not None and (ended_alone or self._troubled) and \
-                await asyncio.to_thread(end_processes, uid, within_s=END_WAIT_S):
+                await asyncio.to_thread(end_processes, uid, within_s=END_WAIT_S) > 0:
             return  # a process of it outlived the kill: its uid is not used again
         self._uids.give_back(uid)

@@ -54,6 +54,12 @@ class Launched:
         self.returncode: int | None = None
         self._pidfd = os.pidfd_open(pid)
 
+    def pipes(self) -> tuple[asyncio.StreamWriter, asyncio.StreamReader]:
+        """Its stdin and stdout (a child started with ``pipes``)."""
+        if self.stdin is None or self.stdout is None:
+            raise RuntimeError("the child was started without pipes")
+        return self.stdin, self.stdout
+
     @classmethod
     async def start(cls, argv: Sequence[str], *, pipes: bool = True, stdout_file: int | None = None,
                     pass_fds: Sequence[int] = (), env: dict[str, str] | None = None) -> Launched:
@@ -119,8 +125,13 @@ class Launched:
         """Its exit status (the shell's convention: 128 + the signal that killed it)."""
         if self.returncode is None:
             loop = asyncio.get_running_loop()
-            exited = loop.create_future()
-            loop.add_reader(self._pidfd, lambda: exited.done() or exited.set_result(None))
+            exited: asyncio.Future[None] = loop.create_future()
+
+            def on_exit() -> None:
+                if not exited.done():
+                    exited.set_result(None)
+
+            loop.add_reader(self._pidfd, on_exit)
             try:
                 await exited
             finally:

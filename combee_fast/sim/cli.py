@@ -49,7 +49,7 @@ LearnerResponders = Callable[[Sequence[str]], Mapping[str, RoleResponder]]
 request role name (:func:`combee_fast.learners.responders`)."""
 
 
-def register(subparsers: argparse._SubParsersAction,  # type: ignore[type-arg]
+def register(subparsers: argparse._SubParsersAction,
              learner_roles: LearnerResponders | None = None) -> None:
     """Add the ``sim-server`` subcommand; its handler is ``args.handler(args) -> int``. The
     worlds also answer ``learner_roles`` (None: only the task worlds' own roles)."""

@@ -73,7 +73,7 @@ class _Table(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=Tr
     """A card table: frozen, no unknown fields, every field named."""
 
 
-class TaskSpec(_Table, kw_only=True):
+class TaskSpec(_Table, frozen=True, kw_only=True):
     """What is learned and how it is scored."""
 
     name: str
@@ -84,7 +84,7 @@ class TaskSpec(_Table, kw_only=True):
     baseline_test_score: float | Unknown
 
 
-class SerialBaseline(_Table):
+class SerialBaseline(_Table, frozen=True):
     """The serial method the claim is measured against; "unknown" values are measured by diagnose."""
 
     method: str
@@ -93,7 +93,7 @@ class SerialBaseline(_Table):
     converged_score: float | Unknown
 
 
-class HardwareClass(_Table, kw_only=True):
+class HardwareClass(_Table, frozen=True, kw_only=True):
     """One class of hardware the claim must survive: a simulator preset or a set of endpoints."""
 
     one_of: ClassVar[tuple[str, ...]] = ("sim_preset", "endpoints")  # exactly one is required
@@ -118,7 +118,7 @@ class HardwareClass(_Table, kw_only=True):
                    for role in roles)
 
 
-class Budget(_Table):
+class Budget(_Table, frozen=True):
     """What one run may spend, and which limit binds first."""
 
     rollouts: int
@@ -128,7 +128,7 @@ class Budget(_Table):
     binding: Binding
 
 
-class EvalSplit(_Table):
+class EvalSplit(_Table, frozen=True):
     """One pinned split of the eval set and its role."""
 
     name: str
@@ -137,7 +137,7 @@ class EvalSplit(_Table):
     sha256: str
 
 
-class EvalSet(_Table):
+class EvalSet(_Table, frozen=True):
     """The data the claim is scored on, who owns it, and whether it was ever used to tune."""
 
     dataset: str
@@ -147,14 +147,14 @@ class EvalSet(_Table):
     ever_used_to_tune: bool
 
 
-class FailureCost(_Table):
+class FailureCost(_Table, frozen=True):
     """What a wrong answer costs, and the canary policy that cost selects."""
 
     sentence: str
     canary_policy: CanaryPolicy
 
 
-class Claim(_Table):
+class Claim(_Table, frozen=True):
     """What verify must confirm: the speedup, the accuracy it may lose, the target score."""
 
     speedup: float
@@ -162,7 +162,7 @@ class Claim(_Table):
     target_score: float | Unknown
 
 
-class Card(_Table):
+class Card(_Table, frozen=True):
     """A whole experiment card (see the module docstring for every field)."""
 
     name: str

@@ -15,7 +15,9 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Coroutine
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -25,10 +27,14 @@ from combee_fast.run.usage import read_usage, usage_path
 from combee_fast.verify.card import card_summary, load_card
 from combee_fast.verify.verification import check_endpoints
 
+if TYPE_CHECKING:
+    from combee_fast.tasks.base import Split
+    from combee_fast.verify.card import Card, HardwareClass
+
 EXIT_USAGE = 2
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``plan`` subcommand; its handler is ``args.handler(args) -> int``."""
     parser = subparsers.add_parser(
         "plan", help="check an experiment card (TOML): every field present, splits pinned, roles sound",
@@ -113,7 +119,7 @@ def _seeds(text: str) -> tuple[int, ...]:
         raise argparse.ArgumentTypeError(f"seeds must be comma-separated integers, got {text!r}") from None
 
 
-def _run_async(name: str, work) -> int:  # type: ignore[no-untyped-def]
+def _run_async(name: str, work: Coroutine[Any, Any, int]) -> int:
     from combee_fast.engine.loop import run
 
     try:
@@ -147,7 +153,7 @@ def run_verify(args: argparse.Namespace) -> int:
     return _run_async("verify", _verify(args, card, settings, configs, labels, out))
 
 
-async def _verify(args: argparse.Namespace, card, settings: VerifyConfig,  # type: ignore[no-untyped-def]
+async def _verify(args: argparse.Namespace, card: Card, settings: VerifyConfig,
                   configs: list[SessionConfig], labels: list[str], out: Path) -> int:
     from combee_fast.native.bootstrap import DEFAULT_RESAMPLES
     from combee_fast.verify.report import verify_report
@@ -178,7 +184,7 @@ async def _verify(args: argparse.Namespace, card, settings: VerifyConfig,  # typ
     return 0 if all(r.verdict.passed for r in results) else 1
 
 
-def _card_splits(card):  # type: ignore[no-untyped-def]
+def _card_splits(card: Card) -> list[Split]:
     """The card's splits, loaded (for the provenance's split hashes)."""
     from combee_fast.tasks.registry import get_task
 
@@ -202,7 +208,7 @@ def run_diagnose(args: argparse.Namespace) -> int:
     return _run_async("diagnose", _diagnose(args, card, hardware, settings, out))
 
 
-async def _diagnose(args: argparse.Namespace, card, hardware, settings: VerifyConfig,  # type: ignore[no-untyped-def]
+async def _diagnose(args: argparse.Namespace, card: Card, hardware: HardwareClass, settings: VerifyConfig,
                     out: Path) -> int:
     from combee_fast.native.bootstrap import DEFAULT_RESAMPLES
     from combee_fast.verify.diagnose import diagnose

@@ -229,7 +229,7 @@ async def diagnose(card: Card, card_path: str | Path, out: str | Path, *, hardwa
         window_start=window_start,
         plateau=paired_bootstrap(np.asarray(last.scores), np.asarray(window_start.scores), resamples=resamples),
         lift=paired_bootstrap(np.asarray(last.scores), np.asarray(empty.scores), resamples=resamples),
-        margin=card.claim.margin, stopped_by=result.stopped_by,  # type: ignore[union-attr]
+        margin=card.claim.margin, stopped_by=result.stopped_by,
         rollouts=result.rollouts, samples=result.samples, train_rows=len(session.train_split.examples),
         sim_seconds=result.train_sim_seconds, models=served_by(config),
         use_ground_truth=config.use_ground_truth,

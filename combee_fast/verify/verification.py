@@ -112,14 +112,13 @@ async def verify_config(
              f"test {100 * cell.test_accuracy:.1f}%{' (cached)' if cached else ''}")
         return found
 
-    results = await asyncio.gather(*(ours(h, s) for h, s in cells), *(theirs(h, s) for h, s in cells))
-    runs = [r for r in results[: len(cells)]]
-    baselines = [b for b in results[len(cells):]]
+    runs: list[CellRun]
+    baselines: list[tuple[CellRun, bool]]
+    runs, baselines = await asyncio.gather(asyncio.gather(*(ours(h, s) for h, s in cells)),
+                                           asyncio.gather(*(theirs(h, s) for h, s in cells)))
     verdict = await asyncio.to_thread(
-        judge, [(run, base) for run, (base, _) in zip(runs, baselines)], card.claim, resamples=resamples)  # type: ignore[misc]
+        judge, [(run, base) for run, (base, _) in zip(runs, baselines)], card.claim, resamples=resamples)
     return Verification(
-        card=card, config=config, label=name, runs=tuple(runs),  # type: ignore[arg-type]
-        baselines=tuple(base for base, _ in baselines),  # type: ignore[misc]
-        cached_baselines=sum(cached for _, cached in baselines),  # type: ignore[misc]
-        verdict=verdict,
+        card=card, config=config, label=name, runs=tuple(runs), baselines=tuple(base for base, _ in baselines),
+        cached_baselines=sum(cached for _, cached in baselines), verdict=verdict,
     )

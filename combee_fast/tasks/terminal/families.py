@@ -17,6 +17,7 @@ import string
 import tarfile
 from collections import Counter
 from collections.abc import Callable
+from typing import Any
 
 import msgspec
 
@@ -151,8 +152,8 @@ def find_by_age(rng: random.Random) -> Chore:
 
 def json_filter(rng: random.Random) -> Chore:
     limit = rng.choice([25, 30, 40])
-    users = [{"name": _word(rng).title(), "age": rng.randint(18, 70), "active": rng.random() < 0.5}
-             for _ in range(rng.randint(5, 8))]
+    users: list[dict[str, Any]] = [{"name": _word(rng).title(), "age": rng.randint(18, 70), "active": rng.random() < 0.5}
+                                   for _ in range(rng.randint(5, 8))]
     users[0]["age"] = limit  # one at the limit itself: not older
     wanted = [u["name"] for u in users if u["age"] > limit]
     if not wanted:
