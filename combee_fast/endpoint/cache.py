@@ -6,10 +6,15 @@ temperature, seed, json_schema, schema_name): everything that can change an answ
 the role, which the simulated task world answers by. Later lines win, so re-recording a key
 appends instead of rewriting.
 
-Modes: ``off`` (no file), ``record`` (always call, append every result), ``replay`` (never
-call; a miss is a ``replay_miss`` error), ``record-missing`` (replay hits, call and append misses).
-Results of transport failures (timeout, connection, HTTP status) are not recorded, so a later
-``record-missing`` run retries them; content failures (malformed, truncated, schema mismatch) are.
+Modes: ``off`` (no file), ``record`` (call each distinct request once and append its result;
+the file's earlier lines are not read), ``replay`` (never call; a miss is a ``replay_miss``
+error), ``record-missing`` (replay hits, call and append misses). In every mode but ``off`` a
+request repeated within a run is answered with the result recorded for it (the client also
+makes identical requests in flight at once wait for the first), so a recorded run and its
+replay see the same answers even from an endpoint whose answers or latencies vary between
+identical calls (one whose latency follows its load). Results of transport failures (timeout,
+connection, HTTP status) are not recorded, so a repeat or a later ``record-missing`` run retries
+them; content failures (malformed, truncated, schema mismatch) are.
 """
 
 from __future__ import annotations
@@ -111,7 +116,8 @@ class ReplayCache:
                 self._results[record.key] = record.result
 
     def get(self, key: str) -> ChatResult | None:
-        """The recorded result for ``key`` marked ``usage.cached``; ``None`` on a miss."""
+        """The result held for ``key`` (loaded from the file, or recorded by this run) marked
+        ``usage.cached``; ``None`` on a miss."""
         result = self._results.get(key)
         if result is None:
             return None

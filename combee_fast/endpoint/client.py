@@ -183,6 +183,7 @@ class EndpointClient:
         its waits and overloads are emitted on (the session's; default: a hub of its own)."""
         self.config = config
         self._cache = cache
+        self._recording: dict[str, asyncio.Future[None]] = {}  # requests in flight by cache key
         # Credentials in the URL authenticate as HTTP Basic; the URL itself is used without them.
         self._url = strip_userinfo(config.base_url).rstrip("/") + "/chat/completions"
         self._headers = {"Content-Type": "application/json", "Accept": "application/json"}
@@ -404,24 +405,34 @@ class EndpointClient:
         return self._cache
 
     async def chat(self, request: ChatRequest) -> ChatResult:
-        """One call, through the replay cache if any; failures come back in ``.error``."""
+        """One call, through the replay cache if any; failures come back in ``.error``.
+
+        With a cache, a request it holds is answered from it, and a request identical to one in
+        flight waits for that one's result instead of calling again (the cache module: a recorded
+        run and its replay see the same answers)."""
         cache = self._cache
-        key = request_key(self.config.model, request) if cache is not None else None
-        if cache is not None and key is not None and cache.replays:
+        if cache is None:
+            return self._accounted(await self._call(request))
+        key = request_key(self.config.model, request)
+        while True:
             hit = cache.get(key)
             if hit is not None:
-                self._account(hit)
-                return hit
+                return self._accounted(hit)
             if not cache.records:
-                missed = ChatResult(text=None, usage=self._usage(request, _Tally(), 0.0),
-                                    error=cache.miss(key))
-                self._account(missed)
-                return missed
-        result = await self._call(request)
-        if cache is not None and key is not None and cache.records:
+                return self._accounted(ChatResult(text=None, usage=self._usage(request, _Tally(), 0.0),
+                                                  error=cache.miss(key)))
+            in_flight = self._recording.get(key)
+            if in_flight is None:
+                break
+            await asyncio.shield(in_flight)  # then its recorded result, or (a transport failure) a call of our own
+        done = self._recording[key] = asyncio.get_running_loop().create_future()
+        try:
+            result = await self._call(request)
             cache.put(key, result)
-        self._account(result)
-        return result
+        finally:
+            del self._recording[key]
+            done.set_result(None)
+        return self._accounted(result)
 
     async def _call(self, request: ChatRequest) -> ChatResult:
         started = time.perf_counter()
@@ -660,7 +671,8 @@ class EndpointClient:
             tool_calls=tool_calls_of(choice.message.tool_calls or ()),
         )
 
-    def _account(self, result: ChatResult) -> None:
+    def _accounted(self, result: ChatResult) -> ChatResult:
+        """``result``, added to the running totals of its (role, model, endpoint)."""
         usage = result.usage
         totals = self._totals.setdefault((usage.role, usage.model, usage.endpoint), UsageTotals())
         totals.calls += 1
@@ -671,6 +683,7 @@ class EndpointClient:
         totals.retries += usage.retries
         totals.errors += result.error is not None
         totals.cached += usage.cached
+        return result
 
 
 def _listed_models(body: bytes) -> set[str] | None:

@@ -69,6 +69,40 @@ async def test_replay_is_identical_and_sends_nothing(start_sim_server: StartSimS
     assert totals.sim_latency_s == pytest.approx(sum(r.usage.sim_latency_s or 0.0 for r in recorded))
 
 
+async def test_a_request_repeated_while_recording_gets_the_answer_its_replay_will_give(
+        start_sim_server: StartSimServer, tmp_path: Path) -> None:
+    # a jittery server answers identical requests with different latencies; a replay holds one
+    # result per request, so the recorded run must have used that one result for every repeat
+    server = await start_sim_server(time_scale=0.001, latency_jitter=0.5, seed=3)
+    path = tmp_path / "cache.jsonl"
+    requests = [ask(f"q{i % 5}") for i in range(20)]  # each request four times, concurrently
+    recording = ReplayCache(path, CacheMode.RECORD)
+    async with client_for(server, recording) as client:
+        recorded = await asyncio.gather(*(client.chat(r) for r in requests))
+        again = await client.chat(ask("q0"))  # and once more after they ended
+    recording.close()
+    assert server.counters().requests == 5  # one call per distinct request
+    assert len(path.read_bytes().splitlines()) == 5
+    latencies = {r.usage.sim_latency_s for r in recorded[0::5]} | {again.usage.sim_latency_s}
+    assert len(latencies) == 1 and again.usage.cached
+
+    async with client_for(server, ReplayCache(path, CacheMode.REPLAY)) as client:
+        replayed = await asyncio.gather(*(client.chat(r) for r in requests))
+    assert [r.usage.sim_latency_s for r in replayed] == [r.usage.sim_latency_s for r in recorded]
+    assert [r.text for r in replayed] == [r.text for r in recorded]
+
+
+async def test_a_repeat_of_a_request_that_failed_in_transport_calls_again(
+        start_sim_server: StartSimServer, tmp_path: Path) -> None:
+    server = await start_sim_server(time_scale=0.001, faults=FaultConfig(rate_500=1.0))
+    cache = ReplayCache(tmp_path / "c.jsonl", CacheMode.RECORD)
+    async with client_for(server, cache) as client:
+        results = await asyncio.gather(*(client.chat(ask("q")) for _ in range(3)))
+    cache.close()
+    assert all(r.error is not None and r.error.kind == "http_status" for r in results)
+    assert not any(r.usage.cached for r in results)  # nothing recorded to answer them with
+
+
 async def test_replay_miss_is_a_typed_error(sim_server: SimServer, tmp_path: Path) -> None:
     path = tmp_path / "c.jsonl"
     path.write_bytes(b"")
