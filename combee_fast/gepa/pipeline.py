@@ -8,7 +8,11 @@ pool as it is at that moment (its parent drawn as the synchronous loop draws it,
 every stage has its own in-flight limit and a queue that never holds more than the proposals in
 flight. A child ready to be screened after the pool moved on is *stale*: the staleness policy
 (:mod:`.staleness`) decides how it is screened. An accepted child joins the pool when its
-validation ends.
+validation ends; if other candidates joined after the base it was made from was taken (a
+sibling proposed against the same pool joined first), the policy may *merge* it: its changes
+made to the best of those are validated too and join as one more candidate of the same
+proposal, and so on while candidates keep joining meanwhile, each validation reserved from the
+budget when it is decided. With one proposal in flight nothing joins meanwhile.
 
 **Time.** The search runs in simulated time (:class:`~combee_fast.engine.virtual.StageSchedule`):
 each stage task starts when its stage has a free slot and lasts its own critical path; events are
@@ -256,7 +260,7 @@ class AsyncGepa:
         state.budget.reserve(need)
         proposal = Proposal(iteration=iteration, items=items, proposed_at=pool.version, parent=parent,
                             component=names[iteration % len(names)], shape=shape, reserved=need,
-                            started_at=state.schedule.clock)
+                            started_at=state.schedule.clock, based_at=pool.version)
         state.proposals[iteration] = proposal
         state.started += 1
         self._queue(proposal, "grade", start=True)
@@ -366,8 +370,37 @@ class AsyncGepa:
             self._release(proposal, self.work.metric_calls("validate", proposal))
             return self._finish(proposal, PoolChange("rejected", rejected=(len(pool.candidates),)))
         assert proposal.child is not None
-        self._pool = pool = pool.with_candidate(proposal.child, result.evaluations)
-        self._finish(proposal, PoolChange("accepted", added_ids=(len(pool.candidates) - 1,)))
+        sibling = pool.best_since(proposal.based_at)
+        self._pool = pool.with_candidate(proposal.child, result.evaluations)
+        proposal.joined.append(len(self._pool.candidates) - 1)
+        if sibling is None or not self._merge(proposal, sibling):
+            self._finish(proposal, PoolChange("accepted", added_ids=tuple(proposal.joined)))
+
+    def _merge(self, proposal: Proposal, sibling: int) -> bool:
+        """Queue the validation of the child that just joined merged onto ``sibling`` (the best of
+        the candidates that joined after the child's base was taken, so it lacks the child's
+        changes and the child its lessons), when the policy merges: the child's changes against
+        its base made to the sibling (:func:`rebase`). False: nothing to merge (a merge that
+        changes neither), or the budget cannot pay for another validation (it is reserved now:
+        never overshot)."""
+        state, pool, child = self._state, self._pool, proposal.child
+        assert state is not None and pool is not None and child is not None
+        if not self.policy.merges:
+            return False
+        component, base = proposal.component, child.parents[0]
+        onto = pool.candidates[sibling].components[component]
+        text = rebase(pool.candidates[base].components[component], child.components[component], onto)
+        calls = self.work.metric_calls("validate", proposal)
+        if text in (onto, child.components[component]) or calls > state.budget.free:
+            return False
+        state.budget.reserve(calls)
+        proposal.reserved += calls
+        proposal.child = pool.candidates[sibling].replaced(component, text, parent=sibling)
+        proposal.based_at = pool.version
+        proposal.validated = None
+        proposal.dispatched.remove("validate")
+        self._queue(proposal, "validate", start=True)
+        return True
 
     def _screen(self, proposal: Proposal, text: str | None) -> None:
         """The child of a merged ``text``, screened as the staleness policy says (or dropped)."""
@@ -392,6 +425,7 @@ class AsyncGepa:
             if rebased == rival.components[proposal.component]:
                 return self._finish(proposal, PoolChange("stale"))
             proposal.child = rival.replaced(proposal.component, rebased, parent=proposal.rival)
+            proposal.based_at = pool.version
         self._queue(proposal, "screen", start=True)
 
     def _release(self, proposal: Proposal, calls: int) -> None:

@@ -55,6 +55,12 @@ class GepaState(msgspec.Struct, frozen=True):
         means = [sum(scores) / len(scores) for scores in self.scores[:version]]
         return means.index(max(means))
 
+    def best_since(self, version: int) -> int | None:
+        """The best of the candidates that joined after pool version ``version`` (the first on
+        ties); None when none did."""
+        newer = range(version, len(self.scores))
+        return max(newer, key=lambda i: (sum(self.scores[i]) / len(self.scores[i]), -i), default=None)
+
     def best(self) -> Candidate:
         """The best candidate (the seed before it was graded)."""
         return self.candidates[self.best_index()] if self.candidates else self.seed

@@ -66,7 +66,10 @@ class Proposal(msgspec.Struct, kw_only=True):
     calls in flight in simulated time when its task started (its own included); ``staleness``: candidates that joined
     the pool between its parent's draw and its screening. The results: ``graded`` (parent on the
     minibatch), ``mapped``, ``reflected``, ``child``, ``rival`` (the candidate a stale child is
-    also screened against), ``screened``, ``validated``.
+    also screened against), ``screened``, ``validated``. ``joined``: the pool indices of the
+    candidates it added so far (its child, then the merges of it validated after it: ``child``
+    is then the merge being validated); ``based_at``: the pool version its child's base was
+    taken from (the parent's draw, the rival's screening, a merge's decision).
     """
 
     iteration: int
@@ -90,6 +93,8 @@ class Proposal(msgspec.Struct, kw_only=True):
     rival: int | None = None
     screened: Screened | None = None
     validated: Graded | None = None
+    joined: list[int] = msgspec.field(default_factory=list)
+    based_at: int = 0
 
     def result(self, stage: str) -> Any:
         """The result of ``stage`` (None: not known yet)."""

@@ -201,7 +201,7 @@ def test_a_resume_of_a_run_another_process_holds_is_refused_in_one_line(tmp_path
 
 
 ASYNC_GEPA = ["--method", "async-gepa", "--combee-minibatch", "12", "--train-split", "train[0:120]", "--val-split",
-              "val[0:20]", "--max-metric-calls", "600", "--sim-preset", "flat", "--time-scale", "0.01", "--quiet"]
+              "val[0:20]", "--max-metric-calls", "800", "--sim-preset", "flat", "--time-scale", "0.01", "--quiet"]
 
 
 @pytest.fixture(scope="module")

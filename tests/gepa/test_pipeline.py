@@ -213,6 +213,32 @@ async def test_full_rebases_a_stale_child_onto_the_pools_best_and_screens_it_aga
             assert set(made_from.render().split("\n")) <= set(child.render().split("\n"))
 
 
+@pytest.mark.parametrize("staleness", ["full", "guarded"])
+async def test_siblings_screened_before_any_joined_meet_in_one_merged_candidate(staleness: str) -> None:
+    # four proposals start from the seed, each child is screened against it before any sibling has
+    # joined (a child joins after its validation): none is stale, so only a merge at the join brings
+    # one sibling's lessons into another's (full merges; guarded does not)
+    config = _config(pipeline=PipelineConfig(proposals=4, staleness=staleness, max_staleness=10))
+    result, changes, _ = await _train(config)
+    pool = result.artifact
+    accepted = [c for c in changes if c.outcome == "accepted"]
+    lines = [set(candidate.render().split("\n")) for candidate in pool.candidates]
+    seed = lines[0]
+    children = [c.added_ids[0] for c in accepted if pool.candidates[c.added_ids[0]].parents == (0,)]
+    assert len(children) >= 2  # siblings of the seed
+    merged = [i for c in accepted for i in c.added_ids[1:]]
+    if staleness == "guarded":
+        assert not merged and all(len(c.added_ids) == 1 for c in accepted)
+        return
+    assert merged
+    for index in merged:  # each merge holds its sibling-made base's lessons and the proposal's own
+        candidate = pool.candidates[index]
+        assert lines[candidate.parents[0]] - seed and lines[candidate.parents[0]] <= lines[index]
+    sibling_lessons = [lines[i] - seed for i in children]
+    assert any(all(lessons <= held for lessons in sibling_lessons) for held in lines)  # all of them in one
+    assert result.summary["metric_calls"] == sum(row.rollouts for row in result.ledger)
+
+
 async def test_a_pass_limit_drains_the_proposals_in_flight_before_the_run_ends() -> None:
     result, changes, calls = await _train(_config(pipeline=PipelineConfig(proposals=4)))
     assert result.stopped_by is None and result.summary["metric_calls"] == calls.solves
