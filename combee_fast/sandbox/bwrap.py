@@ -5,7 +5,8 @@ merged-usr system), ``/etc/alternatives`` and ``/etc/ld.so.cache`` read-only (no
 ``/etc``: no ``passwd``, ``shadow``, keys or hosts), a fresh ``/proc`` and a minimal ``/dev``, an
 empty ``/tmp``, and ``/work``: a tmpfs of ``disk_mb`` that starts with the set-up files. It has
 no network (a namespace of its own with only loopback), no view of the host's processes, no
-capabilities, an empty environment (``PATH``, ``HOME=/work``, ``LANG`` only: no API keys), and
+capabilities, no descriptor of the engine's (its commands hold ``/dev/null``, the output file and
+their script, nothing else: :mod:`.launch`), an empty environment (``PATH``, ``HOME=/work``, ``LANG`` only: no API keys), and
 the resource limits of :mod:`.limits`. It dies with the process that opened it.
 
 A sandbox can be started before its episode is known (:meth:`BwrapSession.launch`): bubblewrap
@@ -43,7 +44,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from combee_fast.sandbox.classify import CommandResult, at_process_limit, classify
-from combee_fast.sandbox.launch import Launched, as_uid
+from combee_fast.sandbox.launch import PASSED_FD, Launched, as_uid
 from combee_fast.sandbox.limits import Limits, UidPool, end_processes, process_limit, shell_limits
 from combee_fast.sandbox.scratch import SANDBOX_KIND, new_folder, scratch_folder
 from combee_fast.errors import SandboxError
@@ -99,7 +100,8 @@ def _system_view() -> list[str]:
 
 def bwrap_command(folder: Path, limits: Limits, info_fd: int, processes: int) -> list[str]:
     """The command line of a sandbox whose host-side files are in ``folder``, its runner limited
-    to ``limits`` and ``processes``; bwrap writes what it started (its ``child-pid``) on ``info_fd``."""
+    to ``limits`` and ``processes``; bwrap writes what it started (its ``child-pid``) on ``info_fd``
+    (a single digit), which the runner closes first: its commands hold only their own streams."""
     executable = shutil.which("bwrap") or "bwrap"
     return [
         executable, "--unshare-all", "--die-with-parent", "--new-session", "--clearenv", "--info-fd", str(info_fd),
@@ -110,7 +112,7 @@ def bwrap_command(folder: Path, limits: Limits, info_fd: int, processes: int) ->
         "--size", str(limits.disk_bytes), "--tmpfs", "/work",
         "--ro-bind", str(folder / "cmd"), "/run/cmd", "--ro-bind", str(folder / "setup.tar"), "/run/setup.tar",
         "--bind", str(folder / "out"), "/run/out", "--chdir", "/work",
-        "--", "/bin/sh", "-c", shell_limits(limits, processes) + "\n" + RUNNER,
+        "--", "/bin/sh", "-c", shell_limits(limits, processes) + f"\nexec {info_fd}>&-" + RUNNER,
     ]
 
 
@@ -135,10 +137,14 @@ async def bwrap_problem(limits: Limits) -> str | None:
 
 def _prepare(uid: int | None) -> Path:
     """The host-side folder of a new sandbox: its (empty) set-up archive, its command folder and
-    its output file (the one file the sandbox's uid may write)."""
+    its output file (the one file the sandbox's uid may write). The folder is the engine's, mode
+    0700; under root its group is the sandbox's uid with search permission only (0710), so that
+    the sandbox's bwrap can reach the files it binds and no other user can list or read them."""
     folder = new_folder(SANDBOX_KIND, scratch_folder())
     try:
-        os.chmod(folder, 0o711)
+        if uid is not None:
+            os.chown(folder, -1, uid)
+            os.chmod(folder, 0o710)
         (folder / "cmd").mkdir(mode=0o711)
         (folder / "setup.tar").touch()
         os.chmod(folder / "setup.tar", 0o644)
@@ -239,8 +245,8 @@ class BwrapSession:
         folder = await asyncio.to_thread(_prepare, uid)
         info, info_child = os.pipe()
         try:
-            command = bwrap_command(folder, limits, info_child, process_limit(limits, uid))
-            process = await Launched.start(as_uid(command, uid), pass_fds=(info_child,))
+            command = bwrap_command(folder, limits, PASSED_FD, process_limit(limits, uid))
+            process = await Launched.start(as_uid(command, uid), pass_fd=info_child)
         except BaseException:
             os.close(info)
             shutil.rmtree(folder, ignore_errors=True)

@@ -5,8 +5,13 @@ code costs tens of milliseconds a process; ``posix_spawn`` costs about one. So n
 child before ``exec``: the uid is set by ``setpriv`` (util-linux, root only: :func:`as_uid`), the
 limits by the sandbox's own first shell (:func:`~combee_fast.sandbox.limits.shell_limits`), and
 the child gets its own session (``setsid``: a Ctrl-C at the terminal reaches the engine, which
-stops cleanly, not its sandboxes) from ``posix_spawn`` itself. :class:`Launched` is the running child: its pipes
-as asyncio streams, and its exit, awaited through a pidfd (no thread, no child watcher).
+stops cleanly, not its sandboxes) from ``posix_spawn`` itself. The child gets no descriptor of
+the engine but its three standard streams and the one it is given (``pass_fd``, as descriptor
+:data:`PASSED_FD`): every other
+descriptor open here, inheritable or not (one the engine's parent shell left open, a worker's
+frame pipe, Ray's log files), is closed in the child before ``exec`` (:func:`closing_actions`). :class:`Launched` is the
+running child: its pipes as asyncio streams, and its exit, awaited through a pidfd (no thread,
+no child watcher).
 """
 
 from __future__ import annotations
@@ -36,6 +41,20 @@ def as_uid(argv: Sequence[str], uid: int | None) -> list[str]:
     return [shutil.which("setpriv") or "setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", *argv]
 
 
+PASSED_FD = 3
+"""The descriptor number a child started with ``pass_fd`` finds it as."""
+
+
+def closing_actions(kept: Sequence[int]) -> list[tuple[int, int]]:
+    """``posix_spawn`` actions closing every descriptor open in this process but 0, 1, 2 and
+    ``kept`` (read from ``/proc/self/fd``; one opened meanwhile by another thread is close-on-exec
+    unless that thread made it inheritable). A descriptor closed meanwhile is no error: glibc's
+    close action ignores ``EBADF``."""
+    keep = {0, 1, 2, *kept}
+    return [(os.POSIX_SPAWN_CLOSE, fd) for fd in sorted(int(name) for name in os.listdir("/proc/self/fd"))
+            if fd not in keep]
+
+
 RESTORED_SIGNALS = (signal.SIGPIPE, signal.SIGXFSZ)
 """Signals Python ignores that a child must get back (ignored dispositions survive ``exec``):
 a writer to a closed pipe, or past the file-size limit, is stopped by them."""
@@ -62,9 +81,10 @@ class Launched:
 
     @classmethod
     async def start(cls, argv: Sequence[str], *, pipes: bool = True, stdout_file: int | None = None,
-                    pass_fds: Sequence[int] = (), env: dict[str, str] | None = None) -> Launched:
+                    pass_fd: int | None = None, env: dict[str, str] | None = None) -> Launched:
         """Start ``argv`` in a session of its own; ``pipes``: stdin, stdout and stderr are pipes to
-        us (else stdin is ``/dev/null`` and stdout and stderr go to ``stdout_file``)."""
+        us (else stdin is ``/dev/null`` and stdout and stderr go to ``stdout_file``); ``pass_fd``:
+        a descriptor the child gets as :data:`PASSED_FD`. It inherits no other (module docstring)."""
         loop = asyncio.get_running_loop()
         ours: list[int] = []
         actions: list[tuple[int, ...]] = []
@@ -84,16 +104,20 @@ class Launched:
             theirs = [null]
         for fd in (*ours, *theirs):
             os.set_inheritable(fd, False)
-        for fd in pass_fds:
-            os.set_inheritable(fd, True)
+        kept: tuple[int, ...] = ()
+        if pass_fd is not None:
+            os.set_inheritable(pass_fd, True)  # kept as it is when it already is number 3
+            actions.append((os.POSIX_SPAWN_DUP2, pass_fd, PASSED_FD))
+            kept = (PASSED_FD,)
+        actions += closing_actions(kept)
         try:
             pid = os.posix_spawn(argv[0], list(argv), env if env is not None else {}, file_actions=actions,
                                  setsid=True, setsigmask=(), setsigdef=RESTORED_SIGNALS)
         finally:
             for fd in theirs:
                 os.close(fd)
-            for fd in pass_fds:
-                os.set_inheritable(fd, False)
+            if pass_fd is not None:
+                os.set_inheritable(pass_fd, False)
         if not pipes:
             return cls(pid, None, None, None)
         our_in, our_out, our_err = ours

@@ -10,6 +10,8 @@ contract, run by the engine like any user's).
 - ``broken``: raises in the middle of its episode.
 - ``vanishing``: on item 0 its process dies in the middle of the episode (the ``process``
   backend's worker); elsewhere the built-in agent.
+- ``fd_lister``: runs one command that lists its shell's open descriptors and finishes with the
+  listing as its answer.
 - ``talker``: says one thing with the environment's ``say`` tool, then finishes; ``lingering``
   keeps calling the model (slowly) until its episode is stopped.
 """
@@ -118,3 +120,18 @@ class Vanishing(ReactAgent):
 
 def vanishing() -> Vanishing:
     return Vanishing(AgentConfig())
+
+
+FD_LISTING = "ls -l /proc/self/fd > /tmp/fds; sed -n 's/.* \\([0-9][0-9]*\\) -> /\\1 /p' /tmp/fds"
+"""A command printing each descriptor a process it starts holds open (``ls`` listing its own,
+its output redirected to ``/tmp/fds``): ``N TARGET`` per line."""
+
+
+class FdLister:
+    async def run(self, episode: AgentEpisode) -> None:
+        observation = await episode.act(_run(FD_LISTING))
+        episode.finish(observation.text)
+
+
+def fd_lister() -> FdLister:
+    return FdLister()
