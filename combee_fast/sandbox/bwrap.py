@@ -242,7 +242,11 @@ class BwrapSession:
         """A sandbox started without its set-up: it waits for :meth:`begin` (then ready) or
         :meth:`close`. Raises only what starting its process raises."""
         uid = uids.take()
-        folder = await asyncio.to_thread(_prepare, uid)
+        try:
+            folder = _prepare(uid)  # a few small files in memory: a thread's hand-off would cost more
+        except BaseException:
+            uids.give_back(uid)
+            raise
         info, info_child = os.pipe()
         try:
             command = bwrap_command(folder, limits, PASSED_FD, process_limit(limits, uid))
@@ -267,6 +271,9 @@ class BwrapSession:
             line = await asyncio.wait_for(process.pipes()[1].readline(), START_TIMEOUT_S)
         except (TimeoutError, ConnectionError, BrokenPipeError):
             line = b""
+        except BaseException:  # cancelled (the run stops): no one else holds it to close it
+            self._remove_now()
+            raise
         if line != b"ready\n":
             await self.close()
             detail = process.error_text() or self._out_text() or line.decode(errors="replace").strip()
@@ -369,14 +376,21 @@ class BwrapSession:
         except ProcessLookupError:
             pass
 
+    def _remove_now(self) -> None:
+        """Kill the sandbox and remove its host-side files without waiting (what :meth:`close`
+        does first; its process is reaped, and its uid retired, by no one: for a sandbox being
+        abandoned on cancellation)."""
+        self._dead = self._dead or "closed"
+        self._kill()
+        shutil.rmtree(self._folder, ignore_errors=True)
+
     async def close(self) -> None:
         """Kill the sandbox (everything in it dies with it) and remove its host-side files. Once
         bwrap has reaped the killed init the pid namespace is empty: its uid is free again at once.
         Otherwise (the init ended by itself or outlived the wait, or a command hit the process
         limit) the uid is given back only once no live process of it is left."""
-        self._dead = self._dead or "closed"
         ended_alone = self._process.returncode is not None
-        self._kill()
+        self._remove_now()  # first: a close cut short by cancellation leaves no files
         if self._process.returncode is None:
             try:
                 await asyncio.wait_for(self._process.wait(), END_WAIT_S)
@@ -385,7 +399,6 @@ class BwrapSession:
                 await self._process.wait()
                 ended_alone = True
         os.close(self._info)
-        shutil.rmtree(self._folder, ignore_errors=True)  # a few small files
         uid, self._uid = self._uid, None
         if uid is not None and (ended_alone or self._troubled) and \
                 await asyncio.to_thread(end_processes, uid, within_s=END_WAIT_S) > 0:
