@@ -69,8 +69,7 @@ from combee_fast.endpoint.calls import ChatRequest, ChatResult
 from combee_fast.engine.events import EpisodeRerun
 from combee_fast.roles.clients import RoleMap, open_role_clients
 from combee_fast.rollouts.chat import AgentChat
-from combee_fast.rollouts.episode import ChatFacts, Episode, Runtime, run_episode
-from combee_fast.rollouts.process import failed_trajectory
+from combee_fast.rollouts.episode import ChatFacts, Episode, Runtime, failed_trajectory, run_episode
 from combee_fast.rollouts.spec import RolloutSpec, build_runtime
 from combee_fast.sandbox.sessions import Sandboxes, uid_span
 from combee_fast.schema import CallError, Trajectory
