@@ -11,7 +11,7 @@ contract, run by the engine like any user's).
 - ``vanishing``: on item 0 its process dies in the middle of the episode (the ``process``
   backend's worker); elsewhere the built-in agent.
 - ``exiting``, ``bare_raising``, ``cancelling``: raise ``SystemExit(7)``, a bare ``BaseException``,
-  a ``CancelledError`` of their own from ``run``; ``sleeper`` blocks its thread for a minute.
+  a ``CancelledError`` of their own from ``run``; ``sleeper`` blocks its thread for a minute on item 0.
 - ``object_finisher``, ``dict_finisher``, ``long_finisher``: finish with an object, a dict, an
   answer of five million characters.
 - ``fd_lister``: runs one command that lists its shell's open descriptors and finishes with the
@@ -167,14 +167,16 @@ def cancelling() -> Raising:
 
 
 class Sleeper:
-    """Blocks its thread (``time.sleep``) in the middle of its episode, for a minute."""
+    """On item 0, blocks its thread (``time.sleep``) in the middle of its episode, for a minute;
+    elsewhere finishes at once."""
 
     async def run(self, episode: AgentEpisode) -> None:
         import time
 
         await episode.chat([Message("user", episode.task.input)])
-        time.sleep(60)
-        episode.finish("woke up")
+        if episode.task.index == 0:
+            time.sleep(60)
+        episode.finish("awake")
 
 
 def sleeper() -> Sleeper:
