@@ -22,13 +22,16 @@ its time limit: the observation's error, except ``bad_action``), the agent givin
 (:meth:`EpisodeRun.fail`), the agent raising anything (``agent_error``: :mod:`.contained`, where a
 user's agent runs on a thread of its own), the agent finishing with an answer that is not text
 or longer than :data:`MAX_ANSWER_CHARS` (``bad_answer``; a long one is kept cut), the environment raising
-(``env_error``), the episode's time limit (``episode_timeout``). A failed episode is still
+(``env_error``: in ``reset``, ``step``, ``check`` or ``close``, or answering with what its contract
+does not allow, such as a ``check`` that is no score or a reward that is not a finite number), the
+episode's time limit (``episode_timeout``). A failed episode is still
 scored. Nothing here raises for an episode's failure; cancellation propagates.
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -224,6 +227,15 @@ class EpisodeRun:
             except TimeoutError:
                 observation = Observation(f"the step took longer than {self._limits.step_timeout_s:g} s and was "
                                           "given up on", "step_timeout")
+            except asyncio.CancelledError as exc:
+                if being_cancelled():
+                    raise
+                observation = Observation(f"the environment failed: {described(exc)}", "env_error")
+            except (Exception, SystemExit) as exc:  # the environment's fault, not the agent's
+                observation = Observation(f"the environment failed: {described(exc)}", "env_error")
+            if not isinstance(observation, Observation) or not isinstance(observation.text, str):
+                observation = Observation(f"the environment failed: step() returned {type(observation).__name__}, "
+                                          "not an Observation of text", "env_error")
         seconds = observation.seconds if observation.seconds is not None else time.perf_counter() - started
         kept = observation.text[: OBSERVATION_KEPT * self._limits.observation_chars]
         step = self._open or Step(len(self._steps), "", None, "", 0.0, 0.0, Usage())
@@ -290,12 +302,27 @@ def failed_trajectory(episode: Episode, kind: str, message: str) -> Trajectory:
                       episode.seed, (), None, 0.0, "", EpisodeError(kind, message))
 
 
+class EnvironmentBroken(Exception):
+    """An environment answered with something its contract does not allow (the message says what)."""
+
+
+def graded(score: object, source: str) -> tuple[float, str]:
+    """The reward and feedback of ``score``, what ``source`` returned; :class:`EnvironmentBroken`
+    when it is not a score (``value`` and ``feedback``) or its value is not a finite number."""
+    value, feedback = getattr(score, "value", None), getattr(score, "feedback", None)
+    if value is None or feedback is None:
+        raise EnvironmentBroken(f"{source} returned {type(score).__name__}, not a Score")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise EnvironmentBroken(f"{source} gave a reward of {value!r}, not a number in [0, 1]")
+    return float(value), feedback if isinstance(feedback, str) else repr(feedback)
+
+
 def _scored(task: Task, example: Example, answer: str | None) -> tuple[float, str]:
     try:
         score = task.score(example, answer)
     except ValueError as exc:
         return 0.0, f"not scored: {exc}"
-    return score.value, score.feedback
+    return graded(score, "the task's score()")
 
 
 async def run_episode(runtime: Runtime, episode: Episode, chat_call: ChatCall) -> Trajectory:
@@ -308,12 +335,14 @@ async def run_episode(runtime: Runtime, episode: Episode, chat_call: ChatCall) -
         async with asyncio.timeout(limits.episode_timeout_s):
             if runtime.pool is not None:
                 environment = await runtime.pool.acquire()
-                run.bind(environment, await asyncio.wait_for(environment.reset(episode.example),
-                                                             limits.step_timeout_s + STEP_GRACE_S))
+                first = await asyncio.wait_for(environment.reset(episode.example), limits.step_timeout_s + STEP_GRACE_S)
+                if not isinstance(first, str):
+                    raise EnvironmentBroken(f"reset() returned {type(first).__name__}, not text")
+                run.bind(environment, first)
             await run_agent(runtime.agent, run, threaded=runtime.threaded)
             if environment is not None:
                 score = await asyncio.wait_for(environment.check(), limits.step_timeout_s + STEP_GRACE_S)
-                reward, feedback = score.value, score.feedback
+                reward, feedback = graded(score, "check()")
             else:
                 reward, feedback = _scored(runtime.task, episode.example, run.answer)
     except TimeoutError:
@@ -322,11 +351,20 @@ async def run_episode(runtime: Runtime, episode: Episode, chat_call: ChatCall) -
         if being_cancelled():
             raise
         run.fail("env_error", described(exc))
+    except EnvironmentBroken as exc:
+        run.fail("env_error", str(exc))
     except (Exception, SystemExit) as exc:  # the environment broke: this episode fails, the run goes on
         run.fail("env_error", described(exc))
     finally:
         if environment is not None and runtime.pool is not None:
-            await runtime.pool.release(environment)
+            try:
+                await runtime.pool.release(environment)
+            except asyncio.CancelledError as exc:
+                if being_cancelled():
+                    raise
+                run.fail("env_error", f"close(): {described(exc)}")
+            except (Exception, SystemExit) as exc:  # its close broke: the episode says so, the run goes on
+                run.fail("env_error", f"close(): {described(exc)}")
     return Trajectory(
         key=episode.key, item_id=episode.example.id, round=episode.round, version=episode.version,
         context_sha=episode.context_sha, seed=episode.seed, steps=run.steps(), answer=run.answer,

@@ -128,3 +128,15 @@ async def test_an_answer_that_is_not_bounded_text_fails_its_episode(agent: str, 
         assert trajectory is not None and trajectory.error is not None
         assert (trajectory.error.kind, trajectory.error.message) == ("bad_answer", message)
         assert trajectory.answer is None or len(trajectory.answer) == MAX_ANSWER_CHARS
+
+
+@pytest.mark.parametrize("env, message", [
+    ("wordy", "check() returned str, not a Score"),
+    ("nan_scoring", "check() gave a reward of nan, not a number in [0, 1]"),
+    ("closing_badly", "close(): RuntimeError: close failed"),
+    ("stepping_badly", "say: the environment failed: KeyError: 'no such tool state'")])
+async def test_an_environment_that_breaks_its_contract_fails_its_episode_as_env_error(env: str, message: str) -> None:
+    rollouts = await _episodes(_config("talker", env), 2)
+    for rollout in rollouts:
+        error = rollout.trajectory.error  # type: ignore[union-attr]
+        assert error is not None and (error.kind, error.message) == ("env_error", message)
