@@ -43,7 +43,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from combee_fast.sandbox.classify import CommandResult, at_process_limit, classify
+from combee_fast.sandbox.classify import FILE_SIGNAL, CommandResult, at_process_limit, classify
 from combee_fast.sandbox.launch import PASSED_FD, Launched, as_uid
 from combee_fast.sandbox.limits import Limits, UidPool, end_processes, process_limit, shell_limits
 from combee_fast.sandbox.scratch import SANDBOX_KIND, new_folder, scratch_folder
@@ -57,12 +57,15 @@ tar -xpf /run/setup.tar 2>/run/out || { echo "setup-failed $?"; exit 98; }
 echo ready
 while read -r n t; do
   if [ "$n" = export ]; then
-    ( ulimit -f "$t" && tar -cf /run/out . ) </dev/null 2>/dev/null
+    why=$( ( ulimit -f "$t" && tar -cf /run/out . ) </dev/null 2>&1 )
+    s=$?
+    [ "$s" = 0 ] || printf '%.400s\n' "$why" >/run/out
   else
     /bin/sh /run/cmd/c"$n" </dev/null >/run/out 2>&1 &
     wait $!
+    s=$?
   fi
-  echo "$n $?"
+  echo "$n $s"
 done
 """
 """The command runner inside the sandbox (module docstring)."""
@@ -164,6 +167,19 @@ def _write_setup(folder: Path, files: Sequence[SetupFile]) -> None:
     with open(folder / "setup.tar", "r+b") as archive:
         archive.write(setup_archive(files))
         archive.truncate()
+
+
+def export_failure(line: bytes, said: str, state_bytes: int) -> str:
+    """Why the working directory's archive failed, from the runner's answer ``line`` and what
+    tar ``said``: past the size its disk allows (stopped by the file-size limit), or tar's own
+    first line (a file it could not read, such as one of mode 000...)."""
+    answer = line.decode(errors="replace").strip()
+    if answer == f"export {FILE_SIGNAL}":
+        return f"the working directory's archive is larger than the {state_bytes} bytes its disk allows"
+    if not answer.startswith("export "):
+        return f"the sandbox did not give its state ({answer!r})"
+    first = next((text.strip() for text in said.splitlines() if text.strip()), "no reason given")
+    return f"the working directory could not be archived (tar: {first[:200]})"
 
 
 def _child_pid(info: int) -> int | None:
@@ -353,8 +369,7 @@ class BwrapSession:
         finally:
             self._dead = "its state was taken"
         if line != b"export 0\n":
-            raise SandboxError(f"the sandbox could not write its state ({line.decode(errors='replace').strip()!r}; "
-                               f"at most {self._limits.state_bytes} bytes)")
+            raise SandboxError(export_failure(line, self._out_text(), self._limits.state_bytes))
         data = (self._folder / "out").read_bytes()
         if len(data) <= INLINE_STATE_BYTES:
             return state_from_tar(data)

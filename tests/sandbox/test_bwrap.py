@@ -148,6 +148,20 @@ async def test_a_link_planted_in_the_working_directory_is_not_followed() -> None
     assert state.links == {"out.txt": "/etc/hostname", "root": "/"} and not state.files
 
 
+async def test_an_unreadable_file_in_the_working_directory_is_named_as_such_not_as_a_large_state() -> None:
+    sandboxes = _sandboxes()
+    session = await sandboxes.open([])
+    try:
+        await session.run("echo secret > locked.txt; chmod 000 locked.txt", timeout_s=2)
+        with pytest.raises(SandboxError) as failed:
+            await session.final_state()
+    finally:
+        await session.close()
+    message = str(failed.value)
+    assert message.startswith("the working directory could not be archived (tar: ")
+    assert "locked.txt" in message and "Permission denied" in message and "bytes" not in message
+
+
 async def test_trusted_mode_runs_plain_processes_in_a_scratch_folder() -> None:
     sandboxes = _sandboxes(mode="none")
     session = await sandboxes.open([SetupFile("a.txt", b"b\na\n")])
