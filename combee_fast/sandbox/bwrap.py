@@ -45,7 +45,7 @@ from pathlib import Path
 
 from combee_fast.sandbox.classify import FILE_SIGNAL, CommandResult, at_process_limit, classify
 from combee_fast.sandbox.launch import PASSED_FD, Launched, as_uid
-from combee_fast.sandbox.limits import Limits, UidPool, end_processes, process_limit, shell_limits
+from combee_fast.sandbox.limits import Limits, UidPool, process_limit, processes_end, shell_limits
 from combee_fast.sandbox.scratch import SANDBOX_KIND, new_folder, scratch_folder
 from combee_fast.errors import SandboxError
 from combee_fast.sandbox.state import SetupFile, WorkState, setup_archive, state_from_tar
@@ -119,16 +119,12 @@ def bwrap_command(folder: Path, limits: Limits, info_fd: int, processes: int) ->
     ]
 
 
-PROBE_UID = 65534
-"""The uid the start-up probe's sandbox runs as under root (``nobody``)."""
-
-
-async def bwrap_problem(limits: Limits) -> str | None:
-    """Why a sandbox cannot start here (None: one started and ran a command)."""
+async def bwrap_problem(limits: Limits, uids: UidPool) -> str | None:
+    """Why a sandbox cannot start here (None: one started, as a uid of ``uids``, and ran a command)."""
     if shutil.which("bwrap") is None:
         return "bubblewrap (bwrap) is not installed"
     try:
-        session = await BwrapSession.start([], limits, UidPool(PROBE_UID, 1))
+        session = await BwrapSession.start([], limits, uids)
     except SandboxError as exc:
         return f"bubblewrap cannot start a sandbox here ({exc})"
     try:
@@ -245,6 +241,7 @@ class BwrapSession:
         self._commands = 0
         self._dead: str | None = None  # why the sandbox can run no more commands
         self._troubled = False  # a command hit the process limit or ended the runner
+        self._closed = False
 
     @classmethod
     async def start(cls, files: Sequence[SetupFile], limits: Limits, uids: UidPool) -> BwrapSession:
@@ -403,7 +400,11 @@ class BwrapSession:
         """Kill the sandbox (everything in it dies with it) and remove its host-side files. Once
         bwrap has reaped the killed init the pid namespace is empty: its uid is free again at once.
         Otherwise (the init ended by itself or outlived the wait, or a command hit the process
-        limit) the uid is given back only once no live process of it is left."""
+        limit) the uid is given back only once no live process of it is left. A second close
+        does nothing."""
+        if self._closed:
+            return
+        self._closed = True
         ended_alone = self._process.returncode is not None
         self._remove_now()  # first: a close cut short by cancellation leaves no files
         if self._process.returncode is None:
@@ -416,6 +417,6 @@ class BwrapSession:
         os.close(self._info)
         uid, self._uid = self._uid, None
         if uid is not None and (ended_alone or self._troubled) and \
-                await asyncio.to_thread(end_processes, uid, within_s=END_WAIT_S) > 0:
-            return  # a process of it outlived the kill: its uid is not used again
+                await asyncio.to_thread(processes_end, uid, within_s=END_WAIT_S) > 0:
+            return  # a process runs as it that is not the sandbox's: its uid is not used again
         self._uids.give_back(uid)

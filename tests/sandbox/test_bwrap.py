@@ -3,8 +3,12 @@ and leaves the host as it was (real bwrap sessions, real processes, a real loopb
 
 from __future__ import annotations
 
+import asyncio
+import os
 import shutil
+import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -187,3 +191,33 @@ async def test_warm_pools_give_each_episode_a_fresh_sandbox_and_leave_nothing_wh
     assert [r.output.splitlines()[:2] for r in seen] == [["first", "a.txt"]] * 3  # nothing carried over
     assert _sandbox_folders() == before
     assert not live_processes(LIMITS.uid_base) and not live_processes(LIMITS.uid_base + 1)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="sandboxes run as uids of their own under root only")
+async def test_two_runs_at_once_share_no_uid_and_a_fork_bomb_touches_nothing_it_did_not_start() -> None:
+    base = 62300
+    bystander = subprocess.Popen(["setpriv", f"--reuid={base}", f"--regid={base}", "--clear-groups", "sleep", "60"])
+    try:
+        deadline = time.monotonic() + 5
+        while not live_processes(base) and time.monotonic() < deadline:  # a host process running as uid_base
+            await asyncio.sleep(0.01)
+        first, second = _sandboxes(uid_base=base), _sandboxes(uid_base=base)  # two runs, one configuration
+        sleeper = await second.open([])
+        try:
+            bomber = await first.open([])
+            try:
+                uids = {bomber._uid, sleeper._uid}  # type: ignore[attr-defined]
+                waiting = asyncio.ensure_future(sleeper.run("sleep 3; echo still here", timeout_s=8))
+                bombed = await bomber.run("bomb() { bomb | bomb & }; bomb; sleep 2", timeout_s=2)
+            finally:
+                await bomber.close()  # the bomber's run cleans up after its fork bomb
+            slept = await waiting
+        finally:
+            await sleeper.close()
+        assert bombed.kind in ("process_limit", "step_timeout")  # it forked until it could not, or was stopped
+        assert len(uids) == 2 and base not in uids  # its own uid each, never the host process's
+        assert slept.exit_code == 0 and slept.output == "still here\n"  # the other run's episode is untouched
+        assert bystander.poll() is None  # and so is the host's process
+    finally:
+        bystander.kill()
+        bystander.wait()
