@@ -46,6 +46,7 @@ from pathlib import Path
 from combee_fast.sandbox.classify import FILE_SIGNAL, CommandResult, at_process_limit, classify
 from combee_fast.sandbox.launch import PASSED_FD, Launched, as_uid
 from combee_fast.sandbox.limits import Limits, UidPool, process_limit, processes_end, shell_limits
+from combee_fast.sandbox import seccomp
 from combee_fast.sandbox.scratch import SANDBOX_KIND, new_folder, scratch_folder
 from combee_fast.errors import SandboxError
 from combee_fast.sandbox.state import SetupFile, WorkState, setup_archive, state_from_tar
@@ -101,20 +102,24 @@ def _system_view() -> list[str]:
     return options
 
 
-def bwrap_command(folder: Path, limits: Limits, info_fd: int, processes: int) -> list[str]:
+def bwrap_command(folder: Path, limits: Limits, info_fd: int, processes: int, seccomp_fd: int | None) -> list[str]:
     """The command line of a sandbox whose host-side files are in ``folder``, its runner limited
     to ``limits`` and ``processes``; bwrap writes what it started (its ``child-pid``) on ``info_fd``
-    (a single digit), which the runner closes first: its commands hold only their own streams."""
+    (a single digit), which the runner closes first: its commands hold only their own streams.
+    ``seccomp_fd``: the system-call filter bwrap loads (:mod:`.seccomp`; None: none). The root,
+    ``/dev`` and the system are read-only; ``/tmp``, ``/dev/shm`` and ``/work`` are tmpfs of
+    ``disk_mb`` each; no user namespace can be made inside (no mounts of the command's own)."""
     executable = shutil.which("bwrap") or "bwrap"
+    size = str(limits.disk_bytes)
     return [
-        executable, "--unshare-all", "--die-with-parent", "--new-session", "--clearenv", "--info-fd", str(info_fd),
+        executable, "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent", "--new-session",
+        "--clearenv", "--info-fd", str(info_fd), *(["--seccomp", str(seccomp_fd)] if seccomp_fd is not None else []),
         "--setenv", "PATH", "/usr/local/bin:/usr/bin:/bin", "--setenv", "HOME", "/work",
         "--setenv", "LANG", "C.UTF-8", "--setenv", "TMPDIR", "/tmp",
-        *_system_view(), "--proc", "/proc", "--dev", "/dev",
-        "--size", str(limits.disk_bytes), "--tmpfs", "/tmp",
-        "--size", str(limits.disk_bytes), "--tmpfs", "/work",
+        *_system_view(), "--proc", "/proc", "--dev", "/dev", "--size", size, "--tmpfs", "/dev/shm",
+        "--remount-ro", "/dev", "--size", size, "--tmpfs", "/tmp", "--size", size, "--tmpfs", "/work",
         "--ro-bind", str(folder / "cmd"), "/run/cmd", "--ro-bind", str(folder / "setup.tar"), "/run/setup.tar",
-        "--bind", str(folder / "out"), "/run/out", "--chdir", "/work",
+        "--bind", str(folder / "out"), "/run/out", "--remount-ro", "/", "--chdir", "/work",
         "--", "/bin/sh", "-c", shell_limits(limits, processes) + f"\nexec {info_fd}>&-" + RUNNER,
     ]
 
@@ -155,6 +160,17 @@ def _prepare(uid: int | None) -> Path:
         shutil.rmtree(folder, ignore_errors=True)
         raise
     return folder
+
+
+def _filter_file() -> int | None:
+    """A descriptor of the system-call filter (:mod:`.seccomp`) for bwrap to read; None: none."""
+    code = seccomp.program()
+    if code is None:
+        return None
+    fd = os.memfd_create("combee-seccomp", os.MFD_CLOEXEC)
+    os.write(fd, code)
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
 
 
 def _write_setup(folder: Path, files: Sequence[SetupFile]) -> None:
@@ -261,9 +277,12 @@ class BwrapSession:
             uids.give_back(uid)
             raise
         info, info_child = os.pipe()
+        seccomp = _filter_file()
         try:
-            command = bwrap_command(folder, limits, PASSED_FD, process_limit(limits, uid))
-            process = await Launched.start(as_uid(command, uid), pass_fd=info_child)
+            command = bwrap_command(folder, limits, PASSED_FD, process_limit(limits, uid),
+                                    None if seccomp is None else PASSED_FD + 1)
+            process = await Launched.start(as_uid(command, uid),
+                                           pass_fds=(info_child,) if seccomp is None else (info_child, seccomp))
         except BaseException:
             os.close(info)
             shutil.rmtree(folder, ignore_errors=True)
@@ -271,6 +290,8 @@ class BwrapSession:
             raise
         finally:
             os.close(info_child)
+            if seccomp is not None:
+                os.close(seccomp)
         return cls(process, folder, limits, uids, uid, info)
 
     async def begin(self, files: Sequence[SetupFile]) -> None:

@@ -6,8 +6,8 @@ child before ``exec``: the uid is set by ``setpriv`` (util-linux, root only: :fu
 limits by the sandbox's own first shell (:func:`~combee_fast.sandbox.limits.shell_limits`), and
 the child gets its own session (``setsid``: a Ctrl-C at the terminal reaches the engine, which
 stops cleanly, not its sandboxes) from ``posix_spawn`` itself. The child gets no descriptor of
-the engine but its three standard streams and the one it is given (``pass_fd``, as descriptor
-:data:`PASSED_FD`): every other
+the engine but its three standard streams and the ones it is given (``pass_fds``, as descriptors
+:data:`PASSED_FD` on): every other
 descriptor open here, inheritable or not (one the engine's parent shell left open, a worker's
 frame pipe, Ray's log files), is closed in the child before ``exec`` (:func:`closing_actions`). :class:`Launched` is the
 running child: its pipes as asyncio streams, and its exit, awaited through a pidfd (no thread,
@@ -17,6 +17,7 @@ no child watcher).
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import io
 import os
 import shutil
@@ -42,7 +43,7 @@ def as_uid(argv: Sequence[str], uid: int | None) -> list[str]:
 
 
 PASSED_FD = 3
-"""The descriptor number a child started with ``pass_fd`` finds it as."""
+"""The descriptor number a child finds the first of its ``pass_fds`` as (the next ones follow)."""
 
 
 def closing_actions(kept: Sequence[int]) -> list[tuple[int, int]]:
@@ -81,10 +82,11 @@ class Launched:
 
     @classmethod
     async def start(cls, argv: Sequence[str], *, pipes: bool = True, stdout_file: int | None = None,
-                    pass_fd: int | None = None, env: dict[str, str] | None = None) -> Launched:
+                    pass_fds: Sequence[int] = (), env: dict[str, str] | None = None) -> Launched:
         """Start ``argv`` in a session of its own; ``pipes``: stdin, stdout and stderr are pipes to
-        us (else stdin is ``/dev/null`` and stdout and stderr go to ``stdout_file``); ``pass_fd``:
-        a descriptor the child gets as :data:`PASSED_FD`. It inherits no other (module docstring)."""
+        us (else stdin is ``/dev/null`` and stdout and stderr go to ``stdout_file``); ``pass_fds``:
+        descriptors the child gets as :data:`PASSED_FD`, :data:`PASSED_FD` + 1... It inherits no
+        other (module docstring)."""
         loop = asyncio.get_running_loop()
         ours: list[int] = []
         actions: list[tuple[int, ...]] = []
@@ -104,11 +106,11 @@ class Launched:
             theirs = [null]
         for fd in (*ours, *theirs):
             os.set_inheritable(fd, False)
-        kept: tuple[int, ...] = ()
-        if pass_fd is not None:
-            os.set_inheritable(pass_fd, True)  # kept as it is when it already is number 3
-            actions.append((os.POSIX_SPAWN_DUP2, pass_fd, PASSED_FD))
-            kept = (PASSED_FD,)
+        kept = tuple(range(PASSED_FD, PASSED_FD + len(pass_fds)))
+        above = PASSED_FD + len(pass_fds)  # copies numbered past the targets: no copy overwrites a source
+        copies = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, above) for fd in pass_fds]
+        theirs += copies
+        actions += [(os.POSIX_SPAWN_DUP2, copy, target) for copy, target in zip(copies, kept)]
         actions += closing_actions(kept)
         try:
             pid = os.posix_spawn(argv[0], list(argv), env if env is not None else {}, file_actions=actions,
@@ -116,8 +118,6 @@ class Launched:
         finally:
             for fd in theirs:
                 os.close(fd)
-            if pass_fd is not None:
-                os.set_inheritable(pass_fd, False)
         if not pipes:
             return cls(pid, None, None, None)
         our_in, our_out, our_err = ours

@@ -221,3 +221,16 @@ async def test_two_runs_at_once_share_no_uid_and_a_fork_bomb_touches_nothing_it_
     finally:
         bystander.kill()
         bystander.wait()
+
+
+async def test_no_way_around_the_disk_and_memory_limits() -> None:
+    shm = ("import ctypes; libc = ctypes.CDLL(None, use_errno=True); "
+           "print('shmget', libc.shmget(0, 64 << 20, 0o1000 | 0o600), ctypes.get_errno())")
+    results = await _run(["echo x > /escape.txt", "echo x > /dev/escape.txt",
+                          "for i in 1 2 3 4 5 6; do head -c 900K /dev/zero > /dev/shm/f$i || exit 1; done",
+                          "unshare -U -r sh -c 'mount -t tmpfs none /work && echo mounted'", f'python3 -c "{shm}"'])
+    root, dev, shm_full, nested, sysv = results
+    assert root.kind == dev.kind == "write_denied" and "Read-only file system" in root.output + dev.output
+    assert shm_full.kind == "disk_full"  # /dev/shm holds at most disk_mb, like the working directory
+    assert nested.exit_code != 0 and "mounted" not in nested.output  # no user namespace, so no mount of its own
+    assert sysv.output.strip() == "shmget -1 1"  # System V shared memory is refused (EPERM)
