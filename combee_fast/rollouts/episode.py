@@ -302,18 +302,18 @@ def failed_trajectory(episode: Episode, kind: str, message: str) -> Trajectory:
                       episode.seed, (), None, 0.0, "", EpisodeError(kind, message))
 
 
-class EnvironmentBroken(Exception):
+class _EnvironmentBroken(Exception):
     """An environment answered with something its contract does not allow (the message says what)."""
 
 
 def graded(score: object, source: str) -> tuple[float, str]:
-    """The reward and feedback of ``score``, what ``source`` returned; :class:`EnvironmentBroken`
+    """The reward and feedback of ``score``, what ``source`` returned; :class:`_EnvironmentBroken`
     when it is not a score (``value`` and ``feedback``) or its value is not a finite number."""
     value, feedback = getattr(score, "value", None), getattr(score, "feedback", None)
     if value is None or feedback is None:
-        raise EnvironmentBroken(f"{source} returned {type(score).__name__}, not a Score")
+        raise _EnvironmentBroken(f"{source} returned {type(score).__name__}, not a Score")
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise EnvironmentBroken(f"{source} gave a reward of {value!r}, not a number in [0, 1]")
+        raise _EnvironmentBroken(f"{source} gave a reward of {value!r}, not a number in [0, 1]")
     return float(value), feedback if isinstance(feedback, str) else repr(feedback)
 
 
@@ -337,7 +337,7 @@ async def run_episode(runtime: Runtime, episode: Episode, chat_call: ChatCall) -
                 environment = await runtime.pool.acquire()
                 first = await asyncio.wait_for(environment.reset(episode.example), limits.step_timeout_s + STEP_GRACE_S)
                 if not isinstance(first, str):
-                    raise EnvironmentBroken(f"reset() returned {type(first).__name__}, not text")
+                    raise _EnvironmentBroken(f"reset() returned {type(first).__name__}, not text")
                 run.bind(environment, first)
             await run_agent(runtime.agent, run, threaded=runtime.threaded)
             if environment is not None:
@@ -351,7 +351,7 @@ async def run_episode(runtime: Runtime, episode: Episode, chat_call: ChatCall) -
         if being_cancelled():
             raise
         run.fail("env_error", described(exc))
-    except EnvironmentBroken as exc:
+    except _EnvironmentBroken as exc:
         run.fail("env_error", str(exc))
     except (Exception, SystemExit) as exc:  # the environment broke: this episode fails, the run goes on
         run.fail("env_error", described(exc))
