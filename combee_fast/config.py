@@ -425,7 +425,10 @@ class SandboxConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     ``mode``: :data:`SANDBOX_MODES`. Limits, per command: ``cpu_s`` CPU seconds per process,
     ``memory_mb`` address space per process, ``max_processes`` processes at once, ``file_mb`` the
     largest file written, ``output_kb`` the output kept; per episode: ``disk_mb`` of working
-    directory. ``uid_base`` (root only): sandbox number ``k`` runs as uid ``uid_base + k``.
+    directory. ``uid_base`` (root only): where the uids sandboxes run as are taken from, upwards,
+    each leased to one pool at a time across processes and skipping any uid a user, group or
+    process of the host has (:class:`~combee_fast.sandbox.limits.UidPool`); the default lies past
+    the ranges systemd hands out (dynamic users, containers).
     ``warm``: sandboxes each pool starts ahead of need, so an episode's sandbox has built its
     namespaces before the episode asks for it (0: each starts when asked; each warm one holds a
     uid and a few idle processes).
@@ -438,7 +441,7 @@ class SandboxConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     file_mb: int = 8
     output_kb: int = 64
     disk_mb: int = 32
-    uid_base: int = 61000
+    uid_base: int = 1_900_000_000
     warm: int = 1
 
     def __post_init__(self) -> None:

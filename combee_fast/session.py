@@ -462,6 +462,13 @@ async def open_session(config: SessionConfig, *, check: bool = True) -> AsyncIte
     val_split = task.load(config.task.val_split)
     if not train_split.examples:  # nothing to learn from (or to evaluate): never a silent "success"
         raise ConfigError(f"task {task.name!r}: split {config.task.train_split!r} is empty")
+    scorable = getattr(task, "scorable", None)  # a task some of whose examples cannot score a new answer
+    unscored = [e for e in val_split.examples if scorable is not None and not scorable(e)]
+    if unscored:
+        raise ConfigError(f"task {task.name!r}: validation split {config.task.val_split!r}: {len(unscored)} of "
+                          f"{len(val_split.examples)} examples have no ground truth to score a new answer against "
+                          f"(e.g. {unscored[0].id}); name a split of examples that have one, or none "
+                          "(--val-split 'all[0:0]')")
     cache = None
     if config.cache.path is not None and config.cache.mode != "off":
         cache = ReplayCache(config.cache.path, CacheMode(config.cache.mode))

@@ -5,7 +5,8 @@ naming the rollout and the field) and never reaches the learner or the rollouts 
 A rollout is well formed when it is a :class:`~combee_fast.schema.Rollout` whose every field holds
 its declared type (checked by encoding it and decoding the bytes as a ``Rollout``, which must give
 the rollout back: the bytes are what a process learner sends its child), its ``round`` is not
-negative and its ``score`` is a finite number or None.
+negative, its ``version`` (as stamped by ``submit(version=)``) is None or 0 to :data:`MAX_VERSION`
+and its ``score`` is a finite number or None.
 """
 
 from __future__ import annotations
@@ -18,6 +19,9 @@ import msgspec
 from combee_fast.errors import RolloutError
 from combee_fast.schema import Rollout
 
+MAX_VERSION = 2 ** 53
+"""The largest context version a rollout may name (exact as a float; far past any run's)."""
+
 _encoder = msgspec.msgpack.Encoder()
 _decoder = msgspec.msgpack.Decoder(Rollout)
 
@@ -27,6 +31,9 @@ def checked(rollout: object) -> bytes:
     :class:`RolloutError`."""
     if not isinstance(rollout, Rollout):
         raise RolloutError(f"submit() takes a Rollout, got {_what(rollout)}")
+    version = rollout.version
+    if isinstance(version, int) and not isinstance(version, bool) and not 0 <= version <= MAX_VERSION:
+        raise RolloutError(f"rollout {_name(rollout)} is malformed: version {version} is not 0 to {MAX_VERSION}")
     try:
         data = _encoder.encode(rollout)
         back = _decoder.decode(data)

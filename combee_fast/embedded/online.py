@@ -227,9 +227,9 @@ class OnlineLearner:
         malformed rollout."""
         if self._worker is None:
             raise RuntimeError("OnlineLearner is not started: use 'async with' or start()")
-        checked(rollout)
-        if version is not None and rollout.version != version:
+        if version is not None and isinstance(rollout, Rollout) and rollout.version != version:
             rollout = msgspec.structs.replace(rollout, version=version)
+        checked(rollout)  # as stamped
         shadow = self._gate.observe(rollout)
         if shadow is not None:
             self._start_shadow(shadow)

@@ -226,7 +226,9 @@ class ThreadedLearner:
         given); returns a future (of the caller's loop) resolving to the batch that applied it,
         or to the exception that failed that batch. :class:`~combee_fast.errors.RolloutError`
         (nothing queued) for a malformed rollout."""
-        checked(rollout)
+        if version is not None and isinstance(rollout, Rollout) and rollout.version != version:
+            rollout = msgspec.structs.replace(rollout, version=version)
+        checked(rollout)  # as stamped: a version that cannot travel is refused here, not in the learner's thread
         loop = self._host()
         while self._unsettled >= self._capacity:
             waiter = loop.create_future()
@@ -235,8 +237,6 @@ class ThreadedLearner:
             self._check_running()
         self._unsettled += 1
         ticket: asyncio.Future[AppliedBatch] = loop.create_future()
-        if version is not None and rollout.version != version:
-            rollout = msgspec.structs.replace(rollout, version=version)
         self._open.add(ticket)
         self._post(rollout, ticket)
         return ticket

@@ -104,8 +104,11 @@ class AgentEpisode(Protocol):
 
 class Agent(Protocol):
     """Acts in one episode (see :class:`AgentEpisode`). Returning without :meth:`AgentEpisode.finish`
-    ends the episode unfinished (its final state is still checked). An exception it raises
-    fails the episode (``agent_error``) and never stops the run."""
+    ends the episode unfinished (its final state is still checked). Anything it raises
+    (``BaseException`` included) fails the episode (``agent_error``) and never stops the run. A
+    user's agent runs each episode on a thread and event loop of its own
+    (:mod:`combee_fast.rollouts.contained`): one object serves episodes at once from several
+    threads, and reaches the engine only through its episode."""
 
     async def run(self, episode: AgentEpisode) -> None: ...
 

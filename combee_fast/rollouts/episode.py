@@ -19,14 +19,19 @@ in every backend:
 The episode fails (its trajectory's ``error``) at the first of: a model call that failed
 (``model_call``: the episode is unanswered), an environment wall (a sandbox limit, a step past
 its time limit: the observation's error, except ``bad_action``), the agent giving up
-(:meth:`EpisodeRun.fail`), the agent raising (``agent_error``), the environment raising
-(``env_error``), the episode's time limit (``episode_timeout``). A failed episode is still
+(:meth:`EpisodeRun.fail`), the agent raising anything (``agent_error``: :mod:`.contained`, where a
+user's agent runs on a thread of its own), the agent finishing with an answer that is not text
+or longer than :data:`MAX_ANSWER_CHARS` (``bad_answer``; a long one is kept cut), the environment raising
+(``env_error``: in ``reset``, ``step``, ``check`` or ``close``, or answering with what its contract
+does not allow, such as a ``check`` that is no score or a reward that is not a finite number), the
+episode's time limit (``episode_timeout``). A failed episode is still
 scored. Nothing here raises for an episode's failure; cancellation propagates.
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -39,6 +44,7 @@ from combee_fast.errors import EpisodeOver
 from combee_fast.engine.rng import derive_seed
 from combee_fast.protocols.rollouts import Agent, Environment
 from combee_fast.protocols.tasks import Task
+from combee_fast.rollouts.contained import being_cancelled, described, run_agent
 from combee_fast.sandbox.bwrap import GRACE_S
 from combee_fast.schema import (CallError, EpisodeError, Example, Message, Observation, Step, Tool, ToolCall, Trajectory,
                                 Usage)
@@ -124,6 +130,12 @@ class EnvironmentPool:
         finally:
             self._room.release()
 
+
+MAX_ANSWER_CHARS = 20_000
+"""The longest answer an episode keeps (a longer one is cut and fails the episode)."""
+
+MAX_CITED = 1_000
+"""The most context ids an episode's answer cites (more are dropped)."""
 
 CITED_ARGUMENT = "bullet_ids"
 """The finish tool's argument that lists the cited ids, when the context has citable parts."""
@@ -215,6 +227,15 @@ class EpisodeRun:
             except TimeoutError:
                 observation = Observation(f"the step took longer than {self._limits.step_timeout_s:g} s and was "
                                           "given up on", "step_timeout")
+            except asyncio.CancelledError as exc:
+                if being_cancelled():
+                    raise
+                observation = Observation(f"the environment failed: {described(exc)}", "env_error")
+            except (Exception, SystemExit) as exc:  # the environment's fault, not the agent's
+                observation = Observation(f"the environment failed: {described(exc)}", "env_error")
+            if not isinstance(observation, Observation) or not isinstance(observation.text, str):
+                observation = Observation(f"the environment failed: step() returned {type(observation).__name__}, "
+                                          "not an Observation of text", "env_error")
         seconds = observation.seconds if observation.seconds is not None else time.perf_counter() - started
         kept = observation.text[: OBSERVATION_KEPT * self._limits.observation_chars]
         step = self._open or Step(len(self._steps), "", None, "", 0.0, 0.0, Usage())
@@ -228,10 +249,24 @@ class EpisodeRun:
     def finish(self, answer: str | None, *, cited: Sequence[str] = ()) -> None:
         """End the episode with ``answer`` (and the ids of the context's parts it relied on,
         ``cited``); the current step's action is recorded as ``finish`` with the arguments of
-        the finish tool (:func:`finish_arguments`)."""
+        the finish tool (:func:`finish_arguments`). An answer that is not text (or None) is
+        dropped, one longer than :data:`MAX_ANSWER_CHARS` cut, cited ids that are not text
+        dropped: each fails the episode as ``bad_answer``, saying what was given."""
+        problem = None
+        if answer is not None and not isinstance(answer, str):
+            problem, answer = f"finish() takes a text answer, got {type(answer).__name__}", None
+        elif answer is not None and len(answer) > MAX_ANSWER_CHARS:
+            problem = f"the answer has {len(answer)} characters, more than {MAX_ANSWER_CHARS}: it was cut"
+            answer = answer[:MAX_ANSWER_CHARS]
+        listed = isinstance(cited, Sequence) and not isinstance(cited, (str, bytes))
+        ids = [i for i in cited if isinstance(i, str)] if listed else []
+        if not listed or len(ids) != len(cited):
+            problem = problem or f"finish(cited=...) takes a list of text ids, got {type(cited).__name__}"
         self.answer = answer
-        self.cited = tuple(cited)
+        self.cited = tuple(ids[:MAX_CITED])
         self.finished = True
+        if problem is not None:
+            self.fail("bad_answer", problem)
         if self._open is not None:
             arguments = msgspec.json.encode(finish_arguments(answer, self.cited, citable=self.citable)).decode()
             self._open = msgspec.structs.replace(self._open, action=ToolCall(FINISH_ACTION, arguments))
@@ -250,13 +285,36 @@ class EpisodeRun:
 class Runtime:
     """What runs episodes in one process: the agent, the environments' pool (None: the task is
     answered, not acted in), the task (scores answers when there is no environment), the facts of
-    the generator's endpoint and the limits."""
+    the generator's endpoint and the limits; ``threaded``: the agent runs each episode on a
+    thread of its own (a user's agent: :mod:`~combee_fast.rollouts.contained`)."""
 
     agent: Agent
     pool: EnvironmentPool | None
     task: Task
     facts: ChatFacts
     limits: Limits
+    threaded: bool = False
+
+
+def failed_trajectory(episode: Episode, kind: str, message: str) -> Trajectory:
+    """The trajectory of an episode that never ran to its end."""
+    return Trajectory(episode.key, episode.example.id, episode.round, episode.version, episode.context_sha,
+                      episode.seed, (), None, 0.0, "", EpisodeError(kind, message))
+
+
+class _EnvironmentBroken(Exception):
+    """An environment answered with something its contract does not allow (the message says what)."""
+
+
+def graded(score: object, source: str) -> tuple[float, str]:
+    """The reward and feedback of ``score``, what ``source`` returned; :class:`_EnvironmentBroken`
+    when it is not a score (``value`` and ``feedback``) or its value is not a finite number."""
+    value, feedback = getattr(score, "value", None), getattr(score, "feedback", None)
+    if value is None or feedback is None:
+        raise _EnvironmentBroken(f"{source} returned {type(score).__name__}, not a Score")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise _EnvironmentBroken(f"{source} gave a reward of {value!r}, not a number in [0, 1]")
+    return float(value), feedback if isinstance(feedback, str) else repr(feedback)
 
 
 def _scored(task: Task, example: Example, answer: str | None) -> tuple[float, str]:
@@ -264,7 +322,7 @@ def _scored(task: Task, example: Example, answer: str | None) -> tuple[float, st
         score = task.score(example, answer)
     except ValueError as exc:
         return 0.0, f"not scored: {exc}"
-    return score.value, score.feedback
+    return graded(score, "the task's score()")
 
 
 async def run_episode(runtime: Runtime, episode: Episode, chat_call: ChatCall) -> Trajectory:
@@ -277,26 +335,36 @@ async def run_episode(runtime: Runtime, episode: Episode, chat_call: ChatCall) -
         async with asyncio.timeout(limits.episode_timeout_s):
             if runtime.pool is not None:
                 environment = await runtime.pool.acquire()
-                run.bind(environment, await asyncio.wait_for(environment.reset(episode.example),
-                                                             limits.step_timeout_s + STEP_GRACE_S))
-            try:
-                await runtime.agent.run(run)
-            except EpisodeOver:
-                pass
-            except Exception as exc:  # a broken agent fails its episode, never the run
-                run.fail("agent_error", f"{type(exc).__name__}: {exc}")
+                first = await asyncio.wait_for(environment.reset(episode.example), limits.step_timeout_s + STEP_GRACE_S)
+                if not isinstance(first, str):
+                    raise _EnvironmentBroken(f"reset() returned {type(first).__name__}, not text")
+                run.bind(environment, first)
+            await run_agent(runtime.agent, run, threaded=runtime.threaded)
             if environment is not None:
                 score = await asyncio.wait_for(environment.check(), limits.step_timeout_s + STEP_GRACE_S)
-                reward, feedback = score.value, score.feedback
+                reward, feedback = graded(score, "check()")
             else:
                 reward, feedback = _scored(runtime.task, episode.example, run.answer)
     except TimeoutError:
         run.fail("episode_timeout", f"the episode took longer than {limits.episode_timeout_s:g} s")
-    except Exception as exc:  # the environment broke: this episode fails, the run goes on
-        run.fail("env_error", f"{type(exc).__name__}: {exc}")
+    except asyncio.CancelledError as exc:
+        if being_cancelled():
+            raise
+        run.fail("env_error", described(exc))
+    except _EnvironmentBroken as exc:
+        run.fail("env_error", str(exc))
+    except (Exception, SystemExit) as exc:  # the environment broke: this episode fails, the run goes on
+        run.fail("env_error", described(exc))
     finally:
         if environment is not None and runtime.pool is not None:
-            await runtime.pool.release(environment)
+            try:
+                await runtime.pool.release(environment)
+            except asyncio.CancelledError as exc:
+                if being_cancelled():
+                    raise
+                run.fail("env_error", f"close(): {described(exc)}")
+            except (Exception, SystemExit) as exc:  # its close broke: the episode says so, the run goes on
+                run.fail("env_error", f"close(): {described(exc)}")
     return Trajectory(
         key=episode.key, item_id=episode.example.id, round=episode.round, version=episode.version,
         context_sha=episode.context_sha, seed=episode.seed, steps=run.steps(), answer=run.answer,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 
 from combee_fast.rollouts.chat import AgentChat
-from combee_fast.rollouts.episode import Episode, Runtime, run_episode
+from combee_fast.rollouts.episode import Episode, Runtime, failed_trajectory, run_episode
 from combee_fast.rollouts.spec import RolloutSpec, build_runtime
 from combee_fast.sandbox.sessions import Sandboxes
 from combee_fast.schema import Trajectory
@@ -27,6 +27,7 @@ class LocalExecutor:
         self._room = asyncio.Semaphore(spec.capacity)
         self._runtime: Runtime | None = None
         self._sandboxes: Sandboxes | None = None
+        self._closed = False
 
     @property
     def capacity(self) -> int:
@@ -41,12 +42,20 @@ class LocalExecutor:
             await sandboxes.check()
 
     async def run(self, episode: Episode) -> Trajectory:
+        """The episode's trajectory; after :meth:`close` (the run stopping with episodes still
+        asked for), a failed one (``cancelled``) at once."""
+        if self._closed:
+            return failed_trajectory(episode, "cancelled", "the run stopped before the episode ran")
         if self._runtime is None:
             raise RuntimeError("LocalExecutor.run before start")
         async with self._room:
-            return await run_episode(self._runtime, episode, self.chat)
+            runtime = self._runtime
+            if runtime is None:
+                return failed_trajectory(episode, "cancelled", "the run stopped before the episode ran")
+            return await run_episode(runtime, episode, self.chat)
 
     async def close(self) -> None:
+        self._closed = True
         self._runtime = None
         if self._sandboxes is not None:
             await self._sandboxes.close()

@@ -14,7 +14,8 @@ The wire: length-prefixed msgpack frames on the worker's stdin and stdout (:data
 the worker's stderr goes on to ours, and how it ended, exit code or signal and last error line,
 is what its failed episodes say). Each worker's sandboxes run as their own uids under root (a
 range of its own). A worker that dies fails the episodes it was running (``worker_died``) and is
-started again for the next ones, at most :data:`MAX_RESTARTS` times in a run.
+started again for the next ones, at most :data:`MAX_RESTARTS` times in a run; an episode a live
+worker does not return within its time limit and :data:`RETURN_GRACE_S` is failed (``worker_lost``).
 """
 
 from __future__ import annotations
@@ -31,16 +32,20 @@ from combee_fast.engine.child import Child
 from combee_fast.errors import ConfigError
 from combee_fast.protocols.rollouts import EnvironmentTask
 from combee_fast.rollouts.chat import AgentChat
-from combee_fast.rollouts.episode import ChatFacts, Episode
+from combee_fast.rollouts.episode import ChatFacts, Episode, failed_trajectory
 from combee_fast.rollouts.spec import RolloutSpec
 from combee_fast.sandbox.sessions import Sandboxes, uid_span
-from combee_fast.schema import EpisodeError, Trajectory
+from combee_fast.schema import Trajectory
 
 MAX_RESTARTS = 8
 """Worker restarts allowed in one run (a worker that keeps dying is a broken set-up)."""
 
 START_TIMEOUT_S = 120.0
 """Seconds a worker may take to import and build its runtime."""
+
+RETURN_GRACE_S = 30.0
+"""Seconds past an episode's time limit its worker may take to return it before it is given up
+on as lost (``worker_lost``; the worker keeps its own limits: this bounds one that does not)."""
 
 STOP_TIMEOUT_S = 10.0
 """Seconds a worker may take to exit after ``Stop`` before it is killed."""
@@ -102,12 +107,6 @@ FromWorker = Ready | Refused | ChatCall | EpisodeDone
 def worker_environment() -> dict[str, str]:
     """The environment a worker starts with (module docstring)."""
     return {name: value for name, value in os.environ.items() if name in KEPT_VARIABLES or name.startswith("COMBEE_")}
-
-
-def failed_trajectory(episode: Episode, kind: str, message: str) -> Trajectory:
-    """The trajectory of an episode that never ran to its end."""
-    return Trajectory(episode.key, episode.example.id, episode.round, episode.version, episode.context_sha,
-                      episode.seed, (), None, 0.0, "", EpisodeError(kind, message))
 
 
 class _Worker:
@@ -220,7 +219,13 @@ class ProcessExecutor:
             key = next(self._ids)
             worker.running[key] = (episode, future)
             self._send(worker, RunEpisode(key, episode))
-            return await future
+            limit = self.spec.executor.episode_timeout_s + RETURN_GRACE_S
+            try:
+                return await asyncio.wait_for(asyncio.shield(future), limit)
+            except TimeoutError:
+                worker.running.pop(key, None)
+                return failed_trajectory(episode, "worker_lost",
+                                         f"worker {worker.index} did not return it within {limit:g} s")
 
     async def close(self) -> None:
         self._closing = True

@@ -4,7 +4,8 @@ Reads :data:`~combee_fast.rollouts.process.ToWorker` frames on stdin (``Start`` 
 its runtime (:func:`~combee_fast.rollouts.spec.build_runtime`: agent, environments, sandboxes),
 answers ``Ready`` (or ``Refused`` with why), then runs every ``RunEpisode`` as it comes, sending
 each model call to the parent (``ChatCall``, answered by ``ChatReply``) and each trajectory back
-(``EpisodeDone``). ``Stop`` (or the end of stdin) cancels what still runs and exits. The frames
+(``EpisodeDone``): every episode is answered, one that ended in an exception or whose trajectory
+cannot be encoded as a failed trajectory (``worker_error``). ``Stop`` (or the end of stdin) cancels what still runs and exits. The frames
 use the process's original stdin and stdout (:func:`~combee_fast.engine.child.parent_pipes`);
 what the agent prints goes to stderr.
 """
@@ -22,9 +23,10 @@ from combee_fast.engine.child import parent_pipes
 from combee_fast.engine.frames import frame, read_frame
 from combee_fast.engine.loop import run
 from combee_fast.errors import CombeeError
+from combee_fast.rollouts.contained import described
 from combee_fast.rollouts.episode import run_episode
 from combee_fast.rollouts.process import (ChatCall, ChatReply, EpisodeDone, Ready, Refused, RunEpisode, Start, Stop,
-                                         ToWorker)
+                                         ToWorker, failed_trajectory)
 from combee_fast.rollouts.spec import build_runtime
 from combee_fast.sandbox.sessions import Sandboxes
 
@@ -77,8 +79,17 @@ async def _serve() -> None:
     worker.send(Ready())
 
     async def one(key: int, message: RunEpisode) -> None:
-        trajectory = await run_episode(runtime, message.episode, worker.chat)
-        worker.send(EpisodeDone(key, trajectory))
+        try:
+            trajectory = await run_episode(runtime, message.episode, worker.chat)
+        except asyncio.CancelledError:
+            raise  # Stop: the parent fails what is still running
+        except BaseException as exc:  # whatever ends an episode here, the parent hears of it
+            trajectory = failed_trajectory(message.episode, "worker_error", described(exc))
+        try:
+            worker.send(EpisodeDone(key, trajectory))
+        except Exception as exc:  # a trajectory that cannot be encoded
+            failed = failed_trajectory(message.episode, "worker_error", f"its trajectory cannot be sent: {exc}")
+            worker.send(EpisodeDone(key, failed))
 
     while (data := await read_frame(reader)) is not None:
         message = decoder.decode(data)

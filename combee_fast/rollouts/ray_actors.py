@@ -3,8 +3,8 @@
 Where. ``executor.ray_address`` None starts a Ray instance on this machine for the run (one
 ``sandbox`` resource and ``ray_cpus`` CPUs per actor, no dashboard, a small object store) and
 stops it at the end; ``auto`` or ``HOST:PORT`` joins a running cluster (a ``HOST:PORT`` that does
-not accept a connection within :data:`CONNECT_TIMEOUT_S` is a :class:`ConfigError`, before Ray
-is asked; so is a cluster with fewer ``sandbox`` resources or CPUs than the actors ask). Only this
+not accept a connection within :data:`CONNECT_TIMEOUT_S`, or accepts one but does not answer as
+a cluster's head (a raylet's port), is a :class:`ConfigError`, before Ray is asked; so is a cluster with fewer ``sandbox`` resources or CPUs than the actors ask). Only this
 module imports Ray, and only when ``executor.backend = "ray"`` is chosen.
 
 Actors. ``executor.ray_actors`` async actors (:class:`RolloutActor`), spread over the nodes, each
@@ -49,7 +49,9 @@ import collections
 import contextlib
 import logging
 import math
+import os
 import socket
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -69,8 +71,7 @@ from combee_fast.endpoint.calls import ChatRequest, ChatResult
 from combee_fast.engine.events import EpisodeRerun
 from combee_fast.roles.clients import RoleMap, open_role_clients
 from combee_fast.rollouts.chat import AgentChat
-from combee_fast.rollouts.episode import ChatFacts, Episode, Runtime, run_episode
-from combee_fast.rollouts.process import failed_trajectory
+from combee_fast.rollouts.episode import ChatFacts, Episode, Runtime, failed_trajectory, run_episode
 from combee_fast.rollouts.spec import RolloutSpec, build_runtime
 from combee_fast.sandbox.sessions import Sandboxes, uid_span
 from combee_fast.schema import CallError, Trajectory
@@ -95,6 +96,38 @@ LOCAL_OBJECT_STORE_BYTES = 96 * 2**20
 
 RAY_LOG_LEVEL = logging.ERROR
 """What Ray's own log says on the driver's stderr (its start-up chatter is not the run's)."""
+
+
+def _gcs_problem(address: str) -> str | None:
+    """Why ``address`` (``HOST:PORT``, accepting connections) is not a Ray cluster's GCS, asked
+    in one call of Ray's own GCS client (a raylet's port refuses it at once), within
+    :data:`CONNECT_TIMEOUT_S`; None: it is one. Ray's client logs its failure on file descriptor 2
+    (C++, past Python's ``sys.stderr``): silenced for the call, so the caller's one line is all
+    that is said."""
+    from ray._raylet import GcsClient  # type: ignore[attr-defined]  # compiled, without stubs
+
+    outcome: list[str | None] = []
+
+    def ask() -> None:
+        try:
+            GcsClient(address=address)
+            outcome.append(None)
+        except Exception as exc:  # Ray's RpcError and its kin: the port speaks no GCS
+            outcome.append(" ".join(str(exc).split()) or type(exc).__name__)
+
+    saved, null = os.dup(2), os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, 2)
+    try:
+        asking = threading.Thread(target=ask, name="combee-ray-probe", daemon=True)
+        asking.start()
+        asking.join(CONNECT_TIMEOUT_S)
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(null)
+    if not outcome:
+        return f"no answer as one within {CONNECT_TIMEOUT_S:g} s"
+    return outcome[0]
 
 
 class ActorStart(msgspec.Struct, frozen=True):
@@ -278,6 +311,11 @@ class RayExecutor:
             resolved = "" if address == found else f" ({found})"
             raise ConfigError(f"executor.ray_address {address!r}{resolved}: no Ray cluster answers there "
                               f"({exc.strerror or exc})") from None
+        problem = _gcs_problem(found)
+        if problem is not None:
+            resolved = "" if address == found else f" ({found})"
+            raise ConfigError(f"executor.ray_address {address!r}{resolved}: something answers there, but not a Ray "
+                              f"cluster's head (is it a raylet's or another server's port?): {problem}")
         try:
             ray.init(address=address, log_to_driver=False, logging_level=RAY_LOG_LEVEL)
         except (ConnectionError, RuntimeError) as exc:

@@ -6,6 +6,7 @@ environment settings, the executor's limits, the sandbox's, and the task by name
 :class:`~combee_fast.rollouts.episode.Runtime` in the process that runs them: the agent (the
 built-in ReAct agent, or the user's factory), the environment factory (the user's, or the
 task's own, or none) behind a pool of ``capacity``, and the sandboxes (uids from ``uid_first``).
+A user's agent runs each episode on a thread of its own (:mod:`~combee_fast.rollouts.contained`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from combee_fast.config import AgentConfig, ExecutorConfig, SandboxConfig, TaskC
 from combee_fast.errors import ConfigError
 from combee_fast.protocols.rollouts import Environment, EnvironmentTask
 from combee_fast.protocols.tasks import Task
+from combee_fast.rollouts.contained import described
 from combee_fast.rollouts.episode import ChatFacts, EnvironmentPool, Limits, Runtime
 from combee_fast.rollouts.plugins import load_factory
 from combee_fast.sandbox.sessions import Sandboxes
@@ -62,7 +64,13 @@ def build_runtime(spec: RolloutSpec, facts: ChatFacts, sandboxes: Sandboxes, tas
 
         agent = ReactAgent(spec.agent)
     else:
-        agent = load_factory(agent_path, what="--agent")()
+        factory_of_agent = load_factory(agent_path, what="--agent")
+        try:
+            agent = factory_of_agent()
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:  # SystemExit included: a user's factory is one line, not the run's end
+            raise ConfigError(f"--agent {agent_path!r}: the factory raised {described(exc)}") from None
     factory: Callable[[], Environment] | None = None
     if spec.agent.env is not None:
         make_env = load_factory(spec.agent.env, what="--env")
@@ -78,4 +86,4 @@ def build_runtime(spec: RolloutSpec, facts: ChatFacts, sandboxes: Sandboxes, tas
     if not hasattr(agent, "run"):
         raise ConfigError(f"--agent {agent_path!r}: the factory returned {type(agent).__name__}, which has no run()")
     pool = EnvironmentPool(factory, spec.capacity) if factory is not None else None
-    return Runtime(agent, pool, task, facts, spec.limits)
+    return Runtime(agent, pool, task, facts, spec.limits, threaded=agent_path not in (None, BUILT_IN_AGENT))

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import Annotated, Any, Protocol
 
 import msgspec
 
@@ -40,16 +40,26 @@ class DiverseTemperature(Protocol):
 
     diverse_temperature: float | None
 
+MAX_DUPLICATES = 16
+"""The most copies of each record a replayed decision may ask for (the live planner's bound,
+``controller.max_duplicates``, is far below it; more is a plan no run made)."""
+
+MAX_TEMPERATURE = 2.0
+"""The highest sampling temperature a replayed remedy may set (OpenAI's range)."""
+
+
 class PlannedStep(msgspec.Struct, frozen=True):
     """One step's decision as ``controller.jsonl`` records it (a live plan's shape, or the paper's
-    rule's batch size alone)."""
+    rule's batch size alone). Decoding checks each value's range (a batch of at least 1, groups
+    of at least 1, 1 to :data:`MAX_DUPLICATES` copies, a temperature of 0 to
+    :data:`MAX_TEMPERATURE`, a salt of at least 0)."""
 
-    batch_size: int
+    batch_size: Annotated[int, msgspec.Meta(ge=1)]
     reason: str
-    max_group: int | None = None
-    duplicates: int | None = None
-    reflect_temperature: float | None = None
-    shuffle_salt: int = 0
+    max_group: Annotated[int, msgspec.Meta(ge=1)] | None = None
+    duplicates: Annotated[int, msgspec.Meta(ge=1, le=MAX_DUPLICATES)] | None = None
+    reflect_temperature: Annotated[float, msgspec.Meta(ge=0.0, le=MAX_TEMPERATURE)] | None = None
+    shuffle_salt: Annotated[int, msgspec.Meta(ge=0)] = 0
 
 
 class ReplayedPlan:

@@ -37,7 +37,7 @@ import hashlib
 import struct
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import Annotated, Any, Generic, TypeVar
 
 import msgspec
 
@@ -61,11 +61,21 @@ CHECKPOINT_FORMAT = 3
 _MAGIC = b"COMBEE\x00C"
 _HEAD = struct.Struct(">8sIQ32s")
 
+MAX_COUNT = 2 ** 53
+"""The largest count or position a checkpoint may hold (exact as a float, and far past any run)."""
+
+MAX_SECONDS = 1e12
+"""The most seconds a checkpoint's totals may hold (some 30,000 years)."""
+
+Count = Annotated[int, msgspec.Meta(ge=0, le=MAX_COUNT)]
+Seconds = Annotated[float, msgspec.Meta(ge=0.0, le=MAX_SECONDS)]
+Fraction = Annotated[float, msgspec.Meta(ge=0.0, le=1.0)]
+
 
 class FileMark(msgspec.Struct, frozen=True):
     """A run file as the checkpoint saw it: its byte length and the SHA-256 of those bytes."""
 
-    length: int
+    length: Count
     sha256: str
 
 
@@ -77,7 +87,7 @@ class Header(msgspec.Struct, frozen=True):
     learner: str
     method: str
     seed: int
-    steps: int
+    steps: Count
     files: dict[str, FileMark]
     previous: dict[str, FileMark] = msgspec.field(default_factory=dict)
 
@@ -85,31 +95,32 @@ class Header(msgspec.Struct, frozen=True):
 class Kept(msgspec.Struct, Generic[P, C], frozen=True):
     """The fields of :class:`~combee_fast.run.state.TrainState` a checkpoint keeps (the same
     names), the artifacts in their learner's encoding, typed on the plan's state ``P`` and the
-    carried work ``C``."""
+    carried work ``C``. Decoding checks ranges: counts and positions 0 to :data:`MAX_COUNT`,
+    seconds 0 to :data:`MAX_SECONDS` (no infinity), the best score a fraction."""
 
     artifact: bytes
     best: bytes
-    steps: int
-    epoch: int
-    position: int
-    best_score: float | None
+    steps: Count
+    epoch: Count
+    position: Count
+    best_score: Fraction | None
     final_eval: EvalResult | None
-    stale_validations: int
-    sim_seconds: float
-    wall_seconds: float
-    gpu_seconds: float
-    calls: int
-    tokens: int
-    samples: int
-    rollouts: int
+    stale_validations: Count
+    sim_seconds: Seconds
+    wall_seconds: Seconds
+    gpu_seconds: Seconds
+    calls: Count
+    tokens: Count
+    samples: Count
+    rollouts: Count
     counts: CallCounts
     val_counts: CallCounts
     plan_state: P
     carried: C
     calls_record: CallsRecord
-    episodes: int = 0
-    episodes_failed: int = 0
-    env_seconds: float = 0.0
+    episodes: Count = 0
+    episodes_failed: Count = 0
+    env_seconds: Seconds = 0.0
 
 
 class Checkpoint(msgspec.Struct, Generic[P, C], frozen=True):

@@ -12,6 +12,7 @@ for trusted commands.
   safely: nothing outside it, no link followed).
 - :mod:`.scratch`: the sandboxes' host-side folders, and the sweep of those killed processes left.
 - :mod:`.bwrap`: a bubblewrap session: one sandbox per episode, a command runner inside it.
+- :mod:`.seccomp`: the sandbox's system-call filter (no System V shared memory).
 - :mod:`.trusted`: the same session contract without isolation (``mode = "none"``).
 - :mod:`.sessions`: :class:`~.sessions.Sandboxes`, where an environment gets its sessions (the
   mode, the limits, the uids of a pool), and the check that the isolation tool works here.

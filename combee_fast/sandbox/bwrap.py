@@ -5,7 +5,8 @@ merged-usr system), ``/etc/alternatives`` and ``/etc/ld.so.cache`` read-only (no
 ``/etc``: no ``passwd``, ``shadow``, keys or hosts), a fresh ``/proc`` and a minimal ``/dev``, an
 empty ``/tmp``, and ``/work``: a tmpfs of ``disk_mb`` that starts with the set-up files. It has
 no network (a namespace of its own with only loopback), no view of the host's processes, no
-capabilities, an empty environment (``PATH``, ``HOME=/work``, ``LANG`` only: no API keys), and
+capabilities, no descriptor of the engine's (its commands hold ``/dev/null``, the output file and
+their script, nothing else: :mod:`.launch`), an empty environment (``PATH``, ``HOME=/work``, ``LANG`` only: no API keys), and
 the resource limits of :mod:`.limits`. It dies with the process that opened it.
 
 A sandbox can be started before its episode is known (:meth:`BwrapSession.launch`): bubblewrap
@@ -42,9 +43,10 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from combee_fast.sandbox.classify import CommandResult, at_process_limit, classify
-from combee_fast.sandbox.launch import Launched, as_uid
-from combee_fast.sandbox.limits import Limits, UidPool, end_processes, process_limit, shell_limits
+from combee_fast.sandbox.classify import FILE_SIGNAL, CommandResult, at_process_limit, classify
+from combee_fast.sandbox.launch import PASSED_FD, Launched, as_uid
+from combee_fast.sandbox.limits import Limits, UidPool, process_limit, processes_end, shell_limits
+from combee_fast.sandbox import seccomp
 from combee_fast.sandbox.scratch import SANDBOX_KIND, new_folder, scratch_folder
 from combee_fast.errors import SandboxError
 from combee_fast.sandbox.state import SetupFile, WorkState, setup_archive, state_from_tar
@@ -56,12 +58,15 @@ tar -xpf /run/setup.tar 2>/run/out || { echo "setup-failed $?"; exit 98; }
 echo ready
 while read -r n t; do
   if [ "$n" = export ]; then
-    ( ulimit -f "$t" && tar -cf /run/out . ) </dev/null 2>/dev/null
+    why=$( ( ulimit -f "$t" && tar -cf /run/out . ) </dev/null 2>&1 )
+    s=$?
+    [ "$s" = 0 ] || printf '%.400s\n' "$why" >/run/out
   else
     /bin/sh /run/cmd/c"$n" </dev/null >/run/out 2>&1 &
     wait $!
+    s=$?
   fi
-  echo "$n $?"
+  echo "$n $s"
 done
 """
 """The command runner inside the sandbox (module docstring)."""
@@ -97,33 +102,34 @@ def _system_view() -> list[str]:
     return options
 
 
-def bwrap_command(folder: Path, limits: Limits, info_fd: int, processes: int) -> list[str]:
+def bwrap_command(folder: Path, limits: Limits, info_fd: int, processes: int, seccomp_fd: int | None) -> list[str]:
     """The command line of a sandbox whose host-side files are in ``folder``, its runner limited
-    to ``limits`` and ``processes``; bwrap writes what it started (its ``child-pid``) on ``info_fd``."""
+    to ``limits`` and ``processes``; bwrap writes what it started (its ``child-pid``) on ``info_fd``
+    (a single digit), which the runner closes first: its commands hold only their own streams.
+    ``seccomp_fd``: the system-call filter bwrap loads (:mod:`.seccomp`; None: none). The root,
+    ``/dev`` and the system are read-only; ``/tmp``, ``/dev/shm`` and ``/work`` are tmpfs of
+    ``disk_mb`` each; no user namespace can be made inside (no mounts of the command's own)."""
     executable = shutil.which("bwrap") or "bwrap"
+    size = str(limits.disk_bytes)
     return [
-        executable, "--unshare-all", "--die-with-parent", "--new-session", "--clearenv", "--info-fd", str(info_fd),
+        executable, "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent", "--new-session",
+        "--clearenv", "--info-fd", str(info_fd), *(["--seccomp", str(seccomp_fd)] if seccomp_fd is not None else []),
         "--setenv", "PATH", "/usr/local/bin:/usr/bin:/bin", "--setenv", "HOME", "/work",
         "--setenv", "LANG", "C.UTF-8", "--setenv", "TMPDIR", "/tmp",
-        *_system_view(), "--proc", "/proc", "--dev", "/dev",
-        "--size", str(limits.disk_bytes), "--tmpfs", "/tmp",
-        "--size", str(limits.disk_bytes), "--tmpfs", "/work",
+        *_system_view(), "--proc", "/proc", "--dev", "/dev", "--size", size, "--tmpfs", "/dev/shm",
+        "--remount-ro", "/dev", "--size", size, "--tmpfs", "/tmp", "--size", size, "--tmpfs", "/work",
         "--ro-bind", str(folder / "cmd"), "/run/cmd", "--ro-bind", str(folder / "setup.tar"), "/run/setup.tar",
-        "--bind", str(folder / "out"), "/run/out", "--chdir", "/work",
-        "--", "/bin/sh", "-c", shell_limits(limits, processes) + "\n" + RUNNER,
+        "--bind", str(folder / "out"), "/run/out", "--remount-ro", "/", "--chdir", "/work",
+        "--", "/bin/sh", "-c", shell_limits(limits, processes) + f"\nexec {info_fd}>&-" + RUNNER,
     ]
 
 
-PROBE_UID = 65534
-"""The uid the start-up probe's sandbox runs as under root (``nobody``)."""
-
-
-async def bwrap_problem(limits: Limits) -> str | None:
-    """Why a sandbox cannot start here (None: one started and ran a command)."""
+async def bwrap_problem(limits: Limits, uids: UidPool) -> str | None:
+    """Why a sandbox cannot start here (None: one started, as a uid of ``uids``, and ran a command)."""
     if shutil.which("bwrap") is None:
         return "bubblewrap (bwrap) is not installed"
     try:
-        session = await BwrapSession.start([], limits, UidPool(PROBE_UID, 1))
+        session = await BwrapSession.start([], limits, uids)
     except SandboxError as exc:
         return f"bubblewrap cannot start a sandbox here ({exc})"
     try:
@@ -135,10 +141,14 @@ async def bwrap_problem(limits: Limits) -> str | None:
 
 def _prepare(uid: int | None) -> Path:
     """The host-side folder of a new sandbox: its (empty) set-up archive, its command folder and
-    its output file (the one file the sandbox's uid may write)."""
+    its output file (the one file the sandbox's uid may write). The folder is the engine's, mode
+    0700; under root its group is the sandbox's uid with search permission only (0710), so that
+    the sandbox's bwrap can reach the files it binds and no other user can list or read them."""
     folder = new_folder(SANDBOX_KIND, scratch_folder())
     try:
-        os.chmod(folder, 0o711)
+        if uid is not None:
+            os.chown(folder, -1, uid)
+            os.chmod(folder, 0o710)
         (folder / "cmd").mkdir(mode=0o711)
         (folder / "setup.tar").touch()
         os.chmod(folder / "setup.tar", 0o644)
@@ -152,12 +162,36 @@ def _prepare(uid: int | None) -> Path:
     return folder
 
 
+def _filter_file() -> int | None:
+    """A descriptor of the system-call filter (:mod:`.seccomp`) for bwrap to read; None: none."""
+    code = seccomp.program()
+    if code is None:
+        return None
+    fd = os.memfd_create("combee-seccomp", os.MFD_CLOEXEC)
+    os.write(fd, code)
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
+
+
 def _write_setup(folder: Path, files: Sequence[SetupFile]) -> None:
     """Write the set-up archive of ``files`` in place: the sandbox sees the file's inode, bound
     when it started."""
     with open(folder / "setup.tar", "r+b") as archive:
         archive.write(setup_archive(files))
         archive.truncate()
+
+
+def export_failure(line: bytes, said: str, state_bytes: int) -> str:
+    """Why the working directory's archive failed, from the runner's answer ``line`` and what
+    tar ``said``: past the size its disk allows (stopped by the file-size limit), or tar's own
+    first line (a file it could not read, such as one of mode 000...)."""
+    answer = line.decode(errors="replace").strip()
+    if answer == f"export {FILE_SIGNAL}":
+        return f"the working directory's archive is larger than the {state_bytes} bytes its disk allows"
+    if not answer.startswith("export "):
+        return f"the sandbox did not give its state ({answer!r})"
+    first = next((text.strip() for text in said.splitlines() if text.strip()), "no reason given")
+    return f"the working directory could not be archived (tar: {first[:200]})"
 
 
 def _child_pid(info: int) -> int | None:
@@ -223,6 +257,7 @@ class BwrapSession:
         self._commands = 0
         self._dead: str | None = None  # why the sandbox can run no more commands
         self._troubled = False  # a command hit the process limit or ended the runner
+        self._closed = False
 
     @classmethod
     async def start(cls, files: Sequence[SetupFile], limits: Limits, uids: UidPool) -> BwrapSession:
@@ -236,11 +271,18 @@ class BwrapSession:
         """A sandbox started without its set-up: it waits for :meth:`begin` (then ready) or
         :meth:`close`. Raises only what starting its process raises."""
         uid = uids.take()
-        folder = await asyncio.to_thread(_prepare, uid)
-        info, info_child = os.pipe()
         try:
-            command = bwrap_command(folder, limits, info_child, process_limit(limits, uid))
-            process = await Launched.start(as_uid(command, uid), pass_fds=(info_child,))
+            folder = _prepare(uid)  # a few small files in memory: a thread's hand-off would cost more
+        except BaseException:
+            uids.give_back(uid)
+            raise
+        info, info_child = os.pipe()
+        seccomp = _filter_file()
+        try:
+            command = bwrap_command(folder, limits, PASSED_FD, process_limit(limits, uid),
+                                    None if seccomp is None else PASSED_FD + 1)
+            process = await Launched.start(as_uid(command, uid),
+                                           pass_fds=(info_child,) if seccomp is None else (info_child, seccomp))
         except BaseException:
             os.close(info)
             shutil.rmtree(folder, ignore_errors=True)
@@ -248,6 +290,8 @@ class BwrapSession:
             raise
         finally:
             os.close(info_child)
+            if seccomp is not None:
+                os.close(seccomp)
         return cls(process, folder, limits, uids, uid, info)
 
     async def begin(self, files: Sequence[SetupFile]) -> None:
@@ -261,6 +305,9 @@ class BwrapSession:
             line = await asyncio.wait_for(process.pipes()[1].readline(), START_TIMEOUT_S)
         except (TimeoutError, ConnectionError, BrokenPipeError):
             line = b""
+        except BaseException:  # cancelled (the run stops): no one else holds it to close it
+            self._remove_now()
+            raise
         if line != b"ready\n":
             await self.close()
             detail = process.error_text() or self._out_text() or line.decode(errors="replace").strip()
@@ -340,8 +387,7 @@ class BwrapSession:
         finally:
             self._dead = "its state was taken"
         if line != b"export 0\n":
-            raise SandboxError(f"the sandbox could not write its state ({line.decode(errors='replace').strip()!r}; "
-                               f"at most {self._limits.state_bytes} bytes)")
+            raise SandboxError(export_failure(line, self._out_text(), self._limits.state_bytes))
         data = (self._folder / "out").read_bytes()
         if len(data) <= INLINE_STATE_BYTES:
             return state_from_tar(data)
@@ -363,14 +409,25 @@ class BwrapSession:
         except ProcessLookupError:
             pass
 
+    def _remove_now(self) -> None:
+        """Kill the sandbox and remove its host-side files without waiting (what :meth:`close`
+        does first; its process is reaped, and its uid retired, by no one: for a sandbox being
+        abandoned on cancellation)."""
+        self._dead = self._dead or "closed"
+        self._kill()
+        shutil.rmtree(self._folder, ignore_errors=True)
+
     async def close(self) -> None:
         """Kill the sandbox (everything in it dies with it) and remove its host-side files. Once
         bwrap has reaped the killed init the pid namespace is empty: its uid is free again at once.
         Otherwise (the init ended by itself or outlived the wait, or a command hit the process
-        limit) the uid is given back only once no live process of it is left."""
-        self._dead = self._dead or "closed"
+        limit) the uid is given back only once no live process of it is left. A second close
+        does nothing."""
+        if self._closed:
+            return
+        self._closed = True
         ended_alone = self._process.returncode is not None
-        self._kill()
+        self._remove_now()  # first: a close cut short by cancellation leaves no files
         if self._process.returncode is None:
             try:
                 await asyncio.wait_for(self._process.wait(), END_WAIT_S)
@@ -379,9 +436,8 @@ class BwrapSession:
                 await self._process.wait()
                 ended_alone = True
         os.close(self._info)
-        shutil.rmtree(self._folder, ignore_errors=True)  # a few small files
         uid, self._uid = self._uid, None
         if uid is not None and (ended_alone or self._troubled) and \
-                await asyncio.to_thread(end_processes, uid, within_s=END_WAIT_S) > 0:
-            return  # a process of it outlived the kill: its uid is not used again
+                await asyncio.to_thread(processes_end, uid, within_s=END_WAIT_S) > 0:
+            return  # a process runs as it that is not the sandbox's: its uid is not used again
         self._uids.give_back(uid)

@@ -5,13 +5,19 @@ code costs tens of milliseconds a process; ``posix_spawn`` costs about one. So n
 child before ``exec``: the uid is set by ``setpriv`` (util-linux, root only: :func:`as_uid`), the
 limits by the sandbox's own first shell (:func:`~combee_fast.sandbox.limits.shell_limits`), and
 the child gets its own session (``setsid``: a Ctrl-C at the terminal reaches the engine, which
-stops cleanly, not its sandboxes) from ``posix_spawn`` itself. :class:`Launched` is the running child: its pipes
-as asyncio streams, and its exit, awaited through a pidfd (no thread, no child watcher).
+stops cleanly, not its sandboxes) from ``posix_spawn`` itself. The child gets no descriptor of
+the engine but its three standard streams and the ones it is given (``pass_fds``, as descriptors
+:data:`PASSED_FD` on): every other
+descriptor open here, inheritable or not (one the engine's parent shell left open, a worker's
+frame pipe, Ray's log files), is closed in the child before ``exec`` (:func:`closing_actions`). :class:`Launched` is the
+running child: its pipes as asyncio streams, and its exit, awaited through a pidfd (no thread,
+no child watcher).
 """
 
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import io
 import os
 import shutil
@@ -34,6 +40,20 @@ def as_uid(argv: Sequence[str], uid: int | None) -> list[str]:
     if uid is None:
         return list(argv)
     return [shutil.which("setpriv") or "setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", *argv]
+
+
+PASSED_FD = 3
+"""The descriptor number a child finds the first of its ``pass_fds`` as (the next ones follow)."""
+
+
+def closing_actions(kept: Sequence[int]) -> list[tuple[int, int]]:
+    """``posix_spawn`` actions closing every descriptor open in this process but 0, 1, 2 and
+    ``kept`` (read from ``/proc/self/fd``; one opened meanwhile by another thread is close-on-exec
+    unless that thread made it inheritable). A descriptor closed meanwhile is no error: glibc's
+    close action ignores ``EBADF``."""
+    keep = {0, 1, 2, *kept}
+    return [(os.POSIX_SPAWN_CLOSE, fd) for fd in sorted(int(name) for name in os.listdir("/proc/self/fd"))
+            if fd not in keep]
 
 
 RESTORED_SIGNALS = (signal.SIGPIPE, signal.SIGXFSZ)
@@ -64,7 +84,9 @@ class Launched:
     async def start(cls, argv: Sequence[str], *, pipes: bool = True, stdout_file: int | None = None,
                     pass_fds: Sequence[int] = (), env: dict[str, str] | None = None) -> Launched:
         """Start ``argv`` in a session of its own; ``pipes``: stdin, stdout and stderr are pipes to
-        us (else stdin is ``/dev/null`` and stdout and stderr go to ``stdout_file``)."""
+        us (else stdin is ``/dev/null`` and stdout and stderr go to ``stdout_file``); ``pass_fds``:
+        descriptors the child gets as :data:`PASSED_FD`, :data:`PASSED_FD` + 1... It inherits no
+        other (module docstring)."""
         loop = asyncio.get_running_loop()
         ours: list[int] = []
         actions: list[tuple[int, ...]] = []
@@ -84,16 +106,18 @@ class Launched:
             theirs = [null]
         for fd in (*ours, *theirs):
             os.set_inheritable(fd, False)
-        for fd in pass_fds:
-            os.set_inheritable(fd, True)
+        kept = tuple(range(PASSED_FD, PASSED_FD + len(pass_fds)))
+        above = PASSED_FD + len(pass_fds)  # copies numbered past the targets: no copy overwrites a source
+        copies = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, above) for fd in pass_fds]
+        theirs += copies
+        actions += [(os.POSIX_SPAWN_DUP2, copy, target) for copy, target in zip(copies, kept)]
+        actions += closing_actions(kept)
         try:
             pid = os.posix_spawn(argv[0], list(argv), env if env is not None else {}, file_actions=actions,
                                  setsid=True, setsigmask=(), setsigdef=RESTORED_SIGNALS)
         finally:
             for fd in theirs:
                 os.close(fd)
-            for fd in pass_fds:
-                os.set_inheritable(fd, False)
         if not pipes:
             return cls(pid, None, None, None)
         our_in, our_out, our_err = ours

@@ -10,17 +10,20 @@ own limit writes at most that), no core files.
 Disk (``disk_mb``) is the size of the working directory's tmpfs inside the sandbox, and the
 wall clock of a command is the step's time limit.
 
-Under root each sandbox runs as a uid of its own (:class:`UidPool`), so the process limit counts
+Under root each sandbox runs as a uid of its own (:class:`UidPool`: leased across processes, so
+no two runs share one, and never one a process of the host runs as), so the process limit counts
 that sandbox's processes alone, and a closed sandbox's uid is given back only once no process of
-it is left (:func:`end_processes`). Another user cannot change uid: the limit is then raised by the
+it is left (:func:`processes_end`; the engine never signals a process by its uid). Another user cannot change uid: the limit is then raised by the
 processes that user already runs (so that the user's other work does not use up the sandbox's
 share), and it counts any process of that user started meanwhile.
 """
 
 from __future__ import annotations
 
+import fcntl
+import grp
 import os
-import signal
+import pwd
 import time
 
 import msgspec
@@ -94,19 +97,16 @@ def shell_limits(limits: Limits, processes: int) -> str:
             f"ulimit -t {limits.cpu_s + 1} && ulimit -S -t {limits.cpu_s} && ulimit -c 0 || exit 96")
 
 
-def end_processes(uid: int, *, within_s: float) -> int:
-    """Kill every live process of ``uid`` (a sandbox's own uid, under root) and wait until none is
-    left or ``within_s`` passed; how many are left."""
+def processes_end(uid: int, *, within_s: float) -> int:
+    """Wait until ``uid`` (a closed sandbox's own uid, under root) runs no live process, at most
+    ``within_s``; how many are left. Nothing is signalled: every process the sandbox started was
+    in its pid namespace and died with its init, so one still running as ``uid`` is not the run's
+    (its uid is then retired, never used again by this pool)."""
     deadline = time.monotonic() + within_s
     while True:
         left = _live(uid)
         if not left or time.monotonic() > deadline:
             return len(left)
-        for pid in left:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
         time.sleep(0.01)
 
 
@@ -117,21 +117,70 @@ def _owner(entry: os.DirEntry[str]) -> int | None:
         return None
 
 
+LEASES = "/run/combee-uids"
+"""Where sandbox uids are leased under root (one lock file per uid, held while a pool holds the
+uid; the kernel lets the lock go when the pool's process ends, however it ends)."""
+
+SEARCH_SPAN = 1 << 16
+"""How many uids past its first a pool looks through for free ones."""
+
+
 class UidPool:
-    """The uids sandboxes run as under root: ``count`` of them from ``first``, each held by one
-    open sandbox at a time. Elsewhere :meth:`take` gives None (the sandbox keeps the user's uid)."""
+    """The uids sandboxes run as under root: at most ``count`` of them, each held by one open
+    sandbox at a time, taken from ``first`` on. A uid is taken only when no other pool of any
+    process holds it (an ``flock`` lease in :data:`LEASES`), no process runs as it and no user
+    or group of this system has it, so two runs (and Ray actors on one node) never share a uid
+    and no sandbox runs as a uid of the host's. Elsewhere :meth:`take` gives None (the sandbox
+    keeps the user's uid)."""
 
     def __init__(self, first: int, count: int) -> None:
         self.root = os.geteuid() == 0
-        self._free = list(range(first + count - 1, first - 1, -1))
+        self._first = first
+        self._count = count
+        self._next = first
+        self._leases: dict[int, int] = {}  # uid -> its lease's file descriptor
+        self._free: list[int] = []  # leased and not in use
 
     def take(self) -> int | None:
         if not self.root:
             return None
-        if not self._free:
+        if self._free:
+            return self._free.pop()
+        if len(self._leases) >= self._count:
             raise RuntimeError("every sandbox uid of this pool is in use")
-        return self._free.pop()
+        return self._lease()
+
+    def _lease(self) -> int:
+        os.makedirs(LEASES, mode=0o700, exist_ok=True)
+        for uid in range(self._next, self._first + SEARCH_SPAN):
+            if _known(uid) or user_processes(uid):
+                continue
+            fd = os.open(f"{LEASES}/{uid}", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:  # another pool holds it
+                os.close(fd)
+                continue
+            if user_processes(uid):  # one started as it between the look and the lease
+                os.close(fd)
+                continue
+            self._leases[uid] = fd
+            self._next = uid + 1
+            return uid
+        raise RuntimeError(f"no free sandbox uid from {self._first} to {self._first + SEARCH_SPAN - 1}")
 
     def give_back(self, uid: int | None) -> None:
         if uid is not None:
             self._free.append(uid)
+
+
+def _known(uid: int) -> bool:
+    """Whether a user or group of this system has ``uid`` as its id (``/etc/passwd``, systemd's
+    dynamic users...)."""
+    for lookup in (pwd.getpwuid, grp.getgrgid):
+        try:
+            lookup(uid)
+            return True
+        except KeyError:
+            pass
+    return False

@@ -2,7 +2,9 @@
 process left behind.
 
 A folder is named ``<kind>-<pid>-<random>``, after the process that made it, which removes it
-when its sandbox closes. A process killed with SIGKILL cannot; :func:`sweep_abandoned` (run by
+when its sandbox closes, and at its exit removes every folder it made that is still there (a
+run stopped with its sandboxes in flight: nothing of this process uses them once it exits; its
+sandboxes die with it). A process killed with SIGKILL cannot; :func:`sweep_abandoned` (run by
 :meth:`~combee_fast.sandbox.sessions.Sandboxes.check`, before a process opens its first sandbox)
 removes the folders of this kind, owned by this user, whose process is gone. A folder made by a
 process of another pid namespace that shares the same folder (a container given the host's
@@ -11,6 +13,7 @@ process of another pid namespace that shares the same folder (a container given 
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import tempfile
@@ -32,9 +35,28 @@ def scratch_folder() -> str | None:
     return SHM if os.access(SHM, os.W_OK) else None
 
 
+_MADE: set[tuple[str, str | None]] = set()
+"""The kinds and parents this process made folders of (removed at its exit)."""
+
+
 def new_folder(kind: str, parent: str | None) -> Path:
-    """A new empty folder of ``kind`` for this process, in ``parent`` (None: the temporary folder)."""
+    """A new empty folder of ``kind`` for this process (mode 0700), in ``parent`` (None: the
+    temporary folder); removed at the process's exit if it is still there."""
+    if not _MADE:
+        atexit.register(remove_own)
+    _MADE.add((kind, parent))
     return Path(tempfile.mkdtemp(prefix=f"{kind}-{os.getpid()}-", dir=parent))
+
+
+def remove_own() -> int:
+    """Remove the folders this process made that are still there; how many."""
+    removed = 0
+    for kind, parent in _MADE:
+        for path in Path(parent or tempfile.gettempdir()).glob(f"{kind}-{os.getpid()}-*"):
+            if not path.is_symlink() and path.is_dir():
+                shutil.rmtree(path, ignore_errors=True)
+                removed += 1
+    return removed
 
 
 def sweep_abandoned(kind: str, parent: str | None) -> int:

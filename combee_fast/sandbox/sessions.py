@@ -85,7 +85,7 @@ class Sandboxes:
         await asyncio.to_thread(sweep_abandoned, SANDBOX_KIND, scratch_folder())
         from combee_fast.sandbox.bwrap import bwrap_problem
 
-        problem = await bwrap_problem(self.limits)
+        problem = await bwrap_problem(self.limits, self.uids)
         if problem is not None:
             raise ConfigError(f"sandbox: {problem}; install bubblewrap (apt-get install bubblewrap) or pass "
                               "--sandbox none to run the agent's commands without isolation (trusted commands only)")

@@ -126,6 +126,11 @@ class TracesTask:
             for index, record in records
         )
 
+    def scorable(self, example: Example) -> bool:
+        """Whether a new answer to ``example`` can be scored: its trace has a ground truth (a
+        validation split must hold only such examples)."""
+        return example.target is not None
+
     def score(self, example: Example, answer: str | None) -> Score:
         if example.target is None:
             raise ValueError(

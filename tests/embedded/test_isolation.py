@@ -161,3 +161,16 @@ async def test_stop_is_idempotent_and_safe_to_call_at_once(kind: str) -> None:
         await asyncio.wait_for(asyncio.gather(learner.stop(), learner.stop(), learner.stop()), 60)
         await learner.stop()
         assert all(t.done() and t.exception() is None for t in tickets)
+
+
+@pytest.mark.parametrize("kind", sorted(LEARNER_CLASSES))
+@pytest.mark.parametrize("version", [10 ** 30, 2 ** 63, -1])
+async def test_a_version_stamped_at_submit_is_checked_as_the_rollout_is(kind: str, version: int) -> None:
+    async with open_session(CONFIG) as session:
+        good = await _rollouts(session, 2)
+        learner = LEARNER_CLASSES[kind](session.calls, Playbook.empty(), OnlineConfig(batch_size=1, max_wait_s=2.0))
+        async with learner:
+            with pytest.raises(RolloutError, match=f"is malformed: .*{version}"):
+                await learner.submit(good[0], version=version)
+            applied = await (await learner.submit(good[1], version=0))  # the learner lives on
+    assert applied.rollout_ids == (good[1].id,)

@@ -10,6 +10,12 @@ contract, run by the engine like any user's).
 - ``broken``: raises in the middle of its episode.
 - ``vanishing``: on item 0 its process dies in the middle of the episode (the ``process``
   backend's worker); elsewhere the built-in agent.
+- ``exiting``, ``bare_raising``, ``cancelling``: raise ``SystemExit(7)``, a bare ``BaseException``,
+  a ``CancelledError`` of their own from ``run``; ``sleeper`` blocks its thread for a minute on item 0.
+- ``object_finisher``, ``dict_finisher``, ``long_finisher``: finish with an object, a dict, an
+  answer of five million characters.
+- ``fd_lister``: runs one command that lists its shell's open descriptors and finishes with the
+  listing as its answer.
 - ``talker``: says one thing with the environment's ``say`` tool, then finishes; ``lingering``
   keeps calling the model (slowly) until its episode is stopped.
 """
@@ -118,3 +124,83 @@ class Vanishing(ReactAgent):
 
 def vanishing() -> Vanishing:
     return Vanishing(AgentConfig())
+
+
+FD_LISTING = "ls -l /proc/self/fd > /tmp/fds; sed -n 's/.* \\([0-9][0-9]*\\) -> /\\1 /p' /tmp/fds"
+"""A command printing each descriptor a process it starts holds open (``ls`` listing its own,
+its output redirected to ``/tmp/fds``): ``N TARGET`` per line."""
+
+
+class FdLister:
+    async def run(self, episode: AgentEpisode) -> None:
+        observation = await episode.act(_run(FD_LISTING))
+        episode.finish(observation.text)
+
+
+def fd_lister() -> FdLister:
+    return FdLister()
+
+
+class Raising:
+    """Makes one model call, then raises ``exception`` (any ``BaseException``) from its ``run``."""
+
+    def __init__(self, exception: BaseException) -> None:
+        self.exception = exception
+
+    async def run(self, episode: AgentEpisode) -> None:
+        await episode.chat([Message("user", episode.task.input)])
+        raise self.exception
+
+
+def exiting() -> Raising:
+    return Raising(SystemExit(7))
+
+
+def bare_raising() -> Raising:
+    return Raising(BaseException("a bare one"))
+
+
+def cancelling() -> Raising:
+    import asyncio
+
+    return Raising(asyncio.CancelledError("of its own"))
+
+
+class Sleeper:
+    """On item 0, blocks its thread (``time.sleep``) in the middle of its episode, for a minute;
+    elsewhere finishes at once."""
+
+    async def run(self, episode: AgentEpisode) -> None:
+        import time
+
+        await episode.chat([Message("user", episode.task.input)])
+        if episode.task.index == 0:
+            time.sleep(60)
+        episode.finish("awake")
+
+
+def sleeper() -> Sleeper:
+    return Sleeper()
+
+
+class Finisher:
+    """Finishes at once with ``answer`` (whatever it is)."""
+
+    def __init__(self, answer: object) -> None:
+        self.answer = answer
+
+    async def run(self, episode: AgentEpisode) -> None:
+        await episode.chat([Message("user", episode.task.input)])
+        episode.finish(self.answer)  # type: ignore[arg-type]
+
+
+def object_finisher() -> Finisher:
+    return Finisher(object())
+
+
+def dict_finisher() -> Finisher:
+    return Finisher({"answer": 1})
+
+
+def long_finisher() -> Finisher:
+    return Finisher("x" * 5_000_000)

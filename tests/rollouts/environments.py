@@ -5,6 +5,8 @@ factory takes the run's sandboxes, as every environment factory does).
   opened and closed in all (:data:`LIVE`).
 - ``stuck``: its ``step`` never returns.
 - ``broken``: its ``reset`` raises.
+- ``wordy``: its ``check`` returns a string; ``nan_scoring``: a reward of NaN; ``closing_badly``:
+  its ``close`` raises; ``stepping_badly``: its ``step`` raises.
 """
 
 from __future__ import annotations
@@ -68,3 +70,40 @@ def stuck(sandboxes: object) -> Stuck:
 
 def broken(sandboxes: object) -> Broken:
     return Broken()
+
+
+class Wordy(Counting):
+    async def check(self) -> Score:
+        return "well done"  # type: ignore[return-value]
+
+
+class NanScoring(Counting):
+    async def check(self) -> Score:
+        return Score(float("nan"), "a reward that is no number")
+
+
+class ClosingBadly(Counting):
+    async def close(self) -> None:
+        await super().close()
+        raise RuntimeError("close failed")
+
+
+class SteppingBadly(Counting):
+    async def step(self, action: ToolCall) -> Observation:
+        raise KeyError("no such tool state")
+
+
+def wordy(sandboxes: object) -> Wordy:
+    return Wordy()
+
+
+def nan_scoring(sandboxes: object) -> NanScoring:
+    return NanScoring()
+
+
+def closing_badly(sandboxes: object) -> ClosingBadly:
+    return ClosingBadly()
+
+
+def stepping_badly(sandboxes: object) -> SteppingBadly:
+    return SteppingBadly()

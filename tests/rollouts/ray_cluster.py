@@ -78,10 +78,12 @@ class LocalRayCluster:
             env={**os.environ, **FAST_FAILURE_DETECTION, **DRIVER_ENV})
         self.nodes.append(node)
 
-    def start(self, nodes: int) -> str:
-        """Start a head and ``nodes - 1`` more nodes; the cluster's address once all have joined."""
+    def start(self, nodes: int, *head_options: str) -> str:
+        """Start a head (with ``head_options`` of ``ray start``) and ``nodes - 1`` more nodes; the
+        cluster's address once all have joined."""
         port = _free_port()
-        self._start("--head", f"--port={port}", "--include-dashboard=false", f"--temp-dir={self.temp_dir}")
+        self._start("--head", f"--port={port}", "--include-dashboard=false", f"--temp-dir={self.temp_dir}",
+                    *head_options)
         self.address = f"{self._node_ip()}:{port}"
         self._started(0)
         self.grow(nodes)

@@ -6,17 +6,19 @@ its own kind on the trajectory, never an exception."""
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 
 from combee_fast.config import (AgentConfig, ExecutorConfig, FaultConfig, MapConfig, SessionConfig, SimConfig,
                                 TaskConfig)
+from combee_fast.rollouts.episode import MAX_ANSWER_CHARS
 from combee_fast.session import open_session
 from tests.rollouts import environments
 
 
 def _config(agent: str, env: str | None = "counting", *, workers: int = 3, faults: FaultConfig | None = None,
-            **executor: float) -> SessionConfig:
+            **executor: float | str) -> SessionConfig:
     return SessionConfig(
         task=TaskConfig(name="formula", train_split="train[0:8]", val_split="val[0:2]"),
         agent=AgentConfig(factory=f"tests.rollouts.agents:{agent}",
@@ -92,3 +94,49 @@ async def test_a_task_without_environment_scores_the_answer() -> None:
         trajectory = rollout.trajectory
         assert trajectory is not None and trajectory.steps[0].env_error == "bad_action"
         assert trajectory.error is None and trajectory.answer == "said" and rollout.score == 0.0 and rollout.feedback
+
+
+@pytest.mark.parametrize("agent, raised", [("exiting", "SystemExit: 7"), ("bare_raising", "BaseException: a bare one"),
+                                           ("cancelling", "CancelledError: of its own")])
+@pytest.mark.parametrize("backend", ["local", "process"])
+async def test_whatever_an_agent_raises_fails_its_episode_not_the_run(agent: str, raised: str, backend: str) -> None:
+    rollouts = await _episodes(_config(agent, backend=backend), 2)  # type: ignore[arg-type]
+    for rollout in rollouts:
+        error = rollout.trajectory.error  # type: ignore[union-attr]
+        assert error is not None and error.kind == "agent_error" and error.message == raised
+
+
+@pytest.mark.parametrize("backend", ["local", "process"])
+async def test_an_agent_that_blocks_its_thread_is_timed_out(backend: str) -> None:
+    started = time.monotonic()
+    rollouts = await _episodes(_config("sleeper", backend=backend, episode_timeout_s=1.0), 2)  # type: ignore[arg-type]
+    assert time.monotonic() - started < 20  # not the agent's minute
+    blocked, other = (r.trajectory for r in rollouts)
+    assert blocked is not None and blocked.error is not None and blocked.error.kind == "episode_timeout"
+    assert other is not None and other.error is None and other.answer == "awake"  # never held up by it
+
+
+@pytest.mark.parametrize("agent, message", [
+    ("object_finisher", "finish() takes a text answer, got object"),
+    ("dict_finisher", "finish() takes a text answer, got dict"),
+    ("long_finisher", "the answer has 5000000 characters, more than 20000: it was cut")])
+@pytest.mark.parametrize("backend", ["local", "process"])
+async def test_an_answer_that_is_not_bounded_text_fails_its_episode(agent: str, message: str, backend: str) -> None:
+    rollouts = await _episodes(_config(agent, backend=backend), 2)  # type: ignore[arg-type]
+    for rollout in rollouts:
+        trajectory = rollout.trajectory
+        assert trajectory is not None and trajectory.error is not None
+        assert (trajectory.error.kind, trajectory.error.message) == ("bad_answer", message)
+        assert trajectory.answer is None or len(trajectory.answer) == MAX_ANSWER_CHARS
+
+
+@pytest.mark.parametrize("env, message", [
+    ("wordy", "check() returned str, not a Score"),
+    ("nan_scoring", "check() gave a reward of nan, not a number in [0, 1]"),
+    ("closing_badly", "close(): RuntimeError: close failed"),
+    ("stepping_badly", "say: the environment failed: KeyError: 'no such tool state'")])
+async def test_an_environment_that_breaks_its_contract_fails_its_episode_as_env_error(env: str, message: str) -> None:
+    rollouts = await _episodes(_config("talker", env), 2)
+    for rollout in rollouts:
+        error = rollout.trajectory.error  # type: ignore[union-attr]
+        assert error is not None and (error.kind, error.message) == ("env_error", message)

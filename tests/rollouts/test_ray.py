@@ -69,6 +69,24 @@ def test_a_cluster_that_cannot_be_reached_is_one_line_and_exit_2(tmp_path: Path,
     assert f":{port}" in line and "no Ray cluster answers there" in line
 
 
+@pytest.mark.slow
+@needs_ray
+def test_a_raylets_port_as_the_cluster_address_is_one_line_and_exit_2_at_once(tmp_path: Path) -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        raylet_port = probe.getsockname()[1]
+    with LocalRayCluster() as cluster:
+        cluster.start(1, f"--node-manager-port={raylet_port}")
+        address = f"{cluster.address.rpartition(':')[0]}:{raylet_port}"
+        started = time.monotonic()
+        done = _learn(*RUN, "--executor", "ray", "--ray-address", address, "--out", str(tmp_path / "run"))
+        seconds = time.monotonic() - started
+    assert done.returncode == 2 and not (tmp_path / "run").exists()
+    line, = done.stderr.strip().splitlines()
+    assert line.startswith(f"combee learn: error: executor.ray_address '{address}'") and "not a Ray cluster's head" in line
+    assert seconds < 15
+
+
 def test_a_malformed_cluster_address_is_one_line_and_exit_2(tmp_path: Path) -> None:
     done = _learn(*RUN, "--executor", "ray", "--ray-address", "head-node", "--out", str(tmp_path / "run"))
     assert done.returncode == 2

@@ -247,3 +247,16 @@ async def test_a_run_resumed_from_its_first_checkpoint_ends_as_an_uninterrupted_
     again.close()
     assert result.steps > 1 and not result.interrupted
     assert (tmp_path / "resumed" / "final.json").read_bytes() == (tmp_path / "whole" / "final.json").read_bytes()
+
+
+@pytest.mark.parametrize("forged", [dict(steps=2 ** 62), dict(epoch=-1), dict(position=-2 ** 62), dict(calls=2 ** 62),
+                                    dict(sim_seconds=float("inf")), dict(env_seconds=-1.0), dict(best_score=5.0),
+                                    dict(episodes_failed=-3), dict(stale_validations=2 ** 60)])
+def test_a_forged_checkpoint_with_its_checksum_recomputed_is_refused_when_a_value_is_out_of_range(
+        tmp_path: Path, forged: dict[str, object]) -> None:
+    run_dir = _started(tmp_path / "run")
+    _save(run_dir, TrainState(artifact=_playbook(), best=_playbook(), **{"steps": 2, **forged}))  # type: ignore[arg-type]
+    run_dir.close()
+    with pytest.raises(CheckpointError, match="does not decode") as caught:
+        _decoded(tmp_path / "run")
+    assert f".{next(iter(forged))}`" in str(caught.value) and "\n" not in str(caught.value)

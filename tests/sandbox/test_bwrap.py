@@ -3,8 +3,12 @@ and leaves the host as it was (real bwrap sessions, real processes, a real loopb
 
 from __future__ import annotations
 
+import asyncio
+import os
 import shutil
+import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -148,6 +152,20 @@ async def test_a_link_planted_in_the_working_directory_is_not_followed() -> None
     assert state.links == {"out.txt": "/etc/hostname", "root": "/"} and not state.files
 
 
+async def test_an_unreadable_file_in_the_working_directory_is_named_as_such_not_as_a_large_state() -> None:
+    sandboxes = _sandboxes()
+    session = await sandboxes.open([])
+    try:
+        await session.run("echo secret > locked.txt; chmod 000 locked.txt", timeout_s=2)
+        with pytest.raises(SandboxError) as failed:
+            await session.final_state()
+    finally:
+        await session.close()
+    message = str(failed.value)
+    assert message.startswith("the working directory could not be archived (tar: ")
+    assert "locked.txt" in message and "Permission denied" in message and "bytes" not in message
+
+
 async def test_trusted_mode_runs_plain_processes_in_a_scratch_folder() -> None:
     sandboxes = _sandboxes(mode="none")
     session = await sandboxes.open([SetupFile("a.txt", b"b\na\n")])
@@ -173,3 +191,46 @@ async def test_warm_pools_give_each_episode_a_fresh_sandbox_and_leave_nothing_wh
     assert [r.output.splitlines()[:2] for r in seen] == [["first", "a.txt"]] * 3  # nothing carried over
     assert _sandbox_folders() == before
     assert not live_processes(LIMITS.uid_base) and not live_processes(LIMITS.uid_base + 1)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="sandboxes run as uids of their own under root only")
+async def test_two_runs_at_once_share_no_uid_and_a_fork_bomb_touches_nothing_it_did_not_start() -> None:
+    base = 62300
+    bystander = subprocess.Popen(["setpriv", f"--reuid={base}", f"--regid={base}", "--clear-groups", "sleep", "60"])
+    try:
+        deadline = time.monotonic() + 5
+        while not live_processes(base) and time.monotonic() < deadline:  # a host process running as uid_base
+            await asyncio.sleep(0.01)
+        first, second = _sandboxes(uid_base=base), _sandboxes(uid_base=base)  # two runs, one configuration
+        sleeper = await second.open([])
+        try:
+            bomber = await first.open([])
+            try:
+                uids = {bomber._uid, sleeper._uid}  # type: ignore[attr-defined]
+                waiting = asyncio.ensure_future(sleeper.run("sleep 3; echo still here", timeout_s=8))
+                bombed = await bomber.run("bomb() { bomb | bomb & }; bomb; sleep 2", timeout_s=2)
+            finally:
+                await bomber.close()  # the bomber's run cleans up after its fork bomb
+            slept = await waiting
+        finally:
+            await sleeper.close()
+        assert bombed.kind in ("process_limit", "step_timeout")  # it forked until it could not, or was stopped
+        assert len(uids) == 2 and base not in uids  # its own uid each, never the host process's
+        assert slept.exit_code == 0 and slept.output == "still here\n"  # the other run's episode is untouched
+        assert bystander.poll() is None  # and so is the host's process
+    finally:
+        bystander.kill()
+        bystander.wait()
+
+
+async def test_no_way_around_the_disk_and_memory_limits() -> None:
+    shm = ("import ctypes; libc = ctypes.CDLL(None, use_errno=True); "
+           "print('shmget', libc.shmget(0, 64 << 20, 0o1000 | 0o600), ctypes.get_errno())")
+    results = await _run(["echo x > /escape.txt", "echo x > /dev/escape.txt",
+                          "for i in 1 2 3 4 5 6; do head -c 900K /dev/zero > /dev/shm/f$i || exit 1; done",
+                          "unshare -U -r sh -c 'mount -t tmpfs none /work && echo mounted'", f'python3 -c "{shm}"'])
+    root, dev, shm_full, nested, sysv = results
+    assert root.kind == dev.kind == "write_denied" and "Read-only file system" in root.output + dev.output
+    assert shm_full.kind == "disk_full"  # /dev/shm holds at most disk_mb, like the working directory
+    assert nested.exit_code != 0 and "mounted" not in nested.output  # no user namespace, so no mount of its own
+    assert sysv.output.strip() == "shmget -1 1"  # System V shared memory is refused (EPERM)

@@ -59,3 +59,52 @@ def test_the_folders_of_a_killed_process_are_swept_and_a_live_ones_kept() -> Non
                 os.killpg(process.pid, signal.SIGKILL)
                 process.wait(10)
         shutil.rmtree(live_folder, ignore_errors=True)
+
+
+STOPPER = """
+import asyncio, sys
+from combee_fast.config import SandboxConfig
+from combee_fast.sandbox.sessions import Sandboxes
+
+async def main():
+    sandboxes = Sandboxes(SandboxConfig(uid_base=int(sys.argv[1]), warm=1), step_timeout_s=5.0, uid_count=2)
+    session = await sandboxes.open([])
+    await session.run("echo hi", timeout_s=5)
+    opening = asyncio.ensure_future(sandboxes.open([]))
+    await asyncio.sleep(0.05)
+    opening.cancel()  # a run stopping with a sandbox starting
+    await asyncio.gather(opening, return_exceptions=True)
+    print(session._folder, flush=True)
+    sys.exit(3)  # with a session, a warm sandbox and a cancelled start never closed
+
+asyncio.run(main())
+"""
+
+
+def test_a_process_that_stops_with_its_sandboxes_open_leaves_no_folder() -> None:
+    done = subprocess.run([sys.executable, "-c", STOPPER, "62120"], cwd=ROOT, capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 3, done.stderr
+    folder = Path(done.stdout.strip())
+    assert folder.name.startswith("combee-sandbox-")
+    pid = folder.name.split("-")[2]
+    assert list(folder.parent.glob(f"combee-sandbox-{pid}-*")) == []  # none until a next run sweeps
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="another user to read as needs root")
+def test_a_sandboxs_host_side_files_are_readable_by_no_other_user() -> None:
+    async def look() -> tuple[Path, int, str]:
+        sandboxes = Sandboxes(SandboxConfig(uid_base=62130, warm=0), step_timeout_s=5.0, uid_count=1)
+        session = await sandboxes.open([])
+        try:
+            result = await session.run("echo the-command-ran", timeout_s=5)
+            folder: Path = session._folder  # type: ignore[attr-defined]
+            as_nobody = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "sh", "-c",
+                                        f"cat {folder}/cmd/c1 || ls {folder}"], capture_output=True, text=True)
+            return folder, folder.stat().st_mode & 0o777, result.output + as_nobody.stdout
+        finally:
+            await session.close()
+
+    folder, mode, seen = asyncio.run(look())
+    assert mode & 0o707 == 0o700  # the engine's: no one else may read, write or enter it
+    assert seen == "the-command-ran\n"  # the command ran; nobody saw its text or the folder's files
