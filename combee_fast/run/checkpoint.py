@@ -110,6 +110,8 @@ class Kept(msgspec.Struct, Generic[P, C], frozen=True):
     episodes: int = 0
     episodes_failed: int = 0
     env_seconds: float = 0.0
+    explored: int = 0
+    accepted: int = 0
 
 
 class Checkpoint(msgspec.Struct, Generic[P, C], frozen=True):
