@@ -189,15 +189,23 @@ def _run(argv: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
 
 
+def _selected(request: pytest.FixtureRequest) -> set[str]:
+    """The figure commands whose tests this session runs (``-k`` may select a few)."""
+    return {item.callspec.params["name"] for item in request.session.items
+            if getattr(item, "originalname", None) == "test_figure_command" and item.module is sys.modules[__name__]}
+
+
 @pytest.fixture(scope="module")
-def started(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Future[subprocess.CompletedProcess[str]]]]:
-    """Every runnable figure command, started (longest first) :data:`AT_ONCE` at a time."""
+def started(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+            ) -> Iterator[dict[str, Future[subprocess.CompletedProcess[str]]]]:
+    """Every runnable figure command this session tests, started (longest first) :data:`AT_ONCE` at a time."""
     folder = tmp_path_factory.mktemp("bench-smoke")
     one_hardware_card(folder)
-    began = time.perf_counter()
+    began, selected = time.perf_counter(), _selected(request)
     with ThreadPoolExecutor(AT_ONCE) as pool:
         futures = {name: pool.submit(_run, [a.replace("{tmp}", str(folder)) for a in f.argv()], ROOT)
-                   for name, f in FIGURES.items() if f.needs is None or importlib.util.find_spec(f.needs)}
+                   for name, f in FIGURES.items()
+                   if name in selected and (f.needs is None or importlib.util.find_spec(f.needs))}
         yield futures
     print(f"\nbench smoke: {time.perf_counter() - began:.0f} s, load {os.getloadavg()[0]:.2f}")
 
