@@ -1,7 +1,7 @@
 """Nothing lost, nothing silent: Formula, Combee, batch 40, on the simulated endpoint.
 
     python bench/faults.py
-    python bench/faults.py --train-split "train[0:120]" --val-split "selection[0:40]" --corruptions 20   # small
+    python bench/faults.py --train-split "train[0:280]" --val-split "selection[0:40]" --corruptions 20   # smaller
 
 1. a clean run and a run with 10% of each fault kind at once (429, 500, dropped connections,
    malformed and truncated replies), in process, each checked for

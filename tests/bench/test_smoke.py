@@ -88,15 +88,19 @@ class Figure:
         return [sys.executable, str(BENCH / self.script), *self.args]
 
 
+# Sizes: each command's smallest that keeps its own checks meaningful: faults.py learns from 280
+# examples (7 steps: with 3, two truncated reducer replies of three stop the faulty run), and
+# ray_scaling.py runs 2 episodes per node with 1 s tool waits (with 1 episode and 0.2 s waits one
+# node's rate was noise, and the efficiency came out 1.135: refused, as it should be).
 FIGURES = {f.script.removesuffix(".py"): f for f in [
-    Figure("faults.py", ["--train-split", "train[0:120]", "--val-split", "selection[0:40]", "--corruptions", "2",
+    Figure("faults.py", ["--train-split", "train[0:280]", "--val-split", "selection[0:40]", "--corruptions", "2",
                          "--seed", "1"],
            "lost_rollouts unaccounted_calls resume_identical concurrent_resume_refused corrupt_checkpoints_loaded "
            "corruptions acc_clean acc_faults",
            _exactly(lost_rollouts="0", unaccounted_calls="0", resume_identical="1", concurrent_resume_refused="1",
                     corrupt_checkpoints_loaded="0", corruptions="2"), _share("acc_clean", "acc_faults")),
-    Figure("ray_scaling.py", ["--nodes", "1", "2", "--per-node", "1", "--waves", "1", "--serial", "1",
-                              "--tool-wait", "0.2"],
+    Figure("ray_scaling.py", ["--nodes", "1", "2", "--per-node", "2", "--waves", "1", "--serial", "1",
+                              "--tool-wait", "1.0"],  # the waits dominate: one node's rate is not noise
            "efficiency_2 overhead_ms lost_rollouts identical",
            _share("efficiency_2"), _exactly(lost_rollouts="0", identical="1"), needs="ray"),
     Figure("verify.py", ["--card", "{tmp}/card.toml", "--out", "{tmp}/verify", "--cache", "{tmp}/verify-cache"],
