@@ -9,7 +9,7 @@ connection closes. Each mode runs ``--repeats`` times, the server idle in betwee
     python bench/abandoned.py
 
 Needs the ``local`` extra. The last line is ``next_wait_streamed_s=<median> next_wait_plain_s=<median>
-ratio=<plain/streamed> server=<kind>``.
+ratio=<plain/streamed> server=<kind: llama-server or xllamacpp>``.
 """
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ def main() -> None:
     kind, streamed, plain = asyncio.run(_measure(args.repeats, args.max_tokens, args.settle))
     median_streamed, median_plain = statistics.median(streamed), statistics.median(plain)
     print(f"next_wait_streamed_s={median_streamed:.2f} next_wait_plain_s={median_plain:.2f} "
-          f"ratio={median_plain / median_streamed:.1f} server={kind}")
+          f"ratio={median_plain / median_streamed:.1f} server={kind.split()[0]}")
 
 
 if __name__ == "__main__":

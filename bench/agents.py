@@ -68,6 +68,7 @@ from combee_fast.sandbox.sessions import Sandboxes
 from combee_fast.session import open_session
 from combee_fast.tasks.terminal.chores import Chore
 from combee_fast.tasks.terminal.task import TerminalTask
+from physics import check_baseline, guarded
 
 SERIAL_TIME_SCALE = 1e-3
 UNLIMITED = 10**9
@@ -124,7 +125,9 @@ async def _sandboxed(sandboxes: Sandboxes, chore: Chore) -> float:
     return time.perf_counter() - started
 
 
-def _bare(chore: Chore) -> float:
+def _bare(chore: Chore) -> tuple[float, int]:
+    """Seconds of ``chore``'s oracle commands run bare, and how many of them exited 0."""
+    ok = 0
     started = time.perf_counter()
     folder = Path(tempfile.mkdtemp(prefix="combee-bare-", dir=scratch_folder()))  # where sandboxes keep theirs
     try:
@@ -134,14 +137,15 @@ def _bare(chore: Chore) -> float:
             path.write_bytes(spec.data())
             os.utime(path, (time.time() - spec.age_s,) * 2)
         for command in chore.oracle:
-            subprocess.run(["/bin/sh", "-c", command], cwd=folder, stdin=subprocess.DEVNULL, capture_output=True,
-                           timeout=60, env={"PATH": "/usr/bin:/bin", "HOME": str(folder)})
+            done = subprocess.run(["/bin/sh", "-c", command], cwd=folder, stdin=subprocess.DEVNULL,
+                                  capture_output=True, timeout=60, env={"PATH": "/usr/bin:/bin", "HOME": str(folder)})
+            ok += done.returncode == 0
         for path in folder.rglob("*"):
             if path.is_file():
                 path.read_bytes()
     finally:
         shutil.rmtree(folder)
-    return time.perf_counter() - started
+    return time.perf_counter() - started, ok
 
 
 async def sandbox_overhead_ms(config: SandboxConfig, step_timeout_s: float) -> float:
@@ -154,7 +158,8 @@ async def sandbox_overhead_ms(config: SandboxConfig, step_timeout_s: float) -> f
         differences = []
         for chore in chores:
             sandboxed = await _sandboxed(sandboxes, chore)
-            bare = await asyncio.to_thread(_bare, chore)
+            bare, ok = await asyncio.to_thread(_bare, chore)
+            check_baseline(f"bare run of chore {chore.id!r}", bare, done=ok, expected=len(chore.oracle))
             differences.append(sandboxed - bare)
     return 1000 * statistics.fmean(differences)
 
@@ -214,7 +219,11 @@ def _rate(run: Run) -> float:
     return run.result.episodes / run.result.train_wall_seconds
 
 
-def main() -> None:
+def main() -> int:
+    return guarded(_main, "bench/agents.py")
+
+
+def _main() -> None:
     parser = argparse.ArgumentParser(description="Each learner's serial method against its parallel ones on the "
                                                  "terminal task")
     parser.add_argument("--learner", default="ace", choices=("ace", "gepa", "textgrad"))
@@ -261,4 +270,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -1,6 +1,7 @@
 """Nothing lost, nothing silent: Formula, Combee, batch 40, on the simulated endpoint.
 
     python bench/faults.py
+    python bench/faults.py --train-split "train[0:280]" --val-split "selection[0:40]" --corruptions 20   # smaller
 
 1. a clean run and a run with 10% of each fault kind at once (429, 500, dropped connections,
    malformed and truncated replies), in process, each checked for
@@ -36,7 +37,7 @@ from typing import Any
 
 from combee_fast import flags
 from combee_fast.cli import build_parser
-from combee_fast.config import FAULT_KINDS
+from combee_fast.config import FAULT_KINDS, TaskConfig
 from combee_fast.engine.loop import run
 from combee_fast.run.rundir import RunDir
 from combee_fast.run.train import TrainResult
@@ -108,12 +109,12 @@ def _ledger_lines(out: Path) -> int:
         return 0
 
 
-def _kill_and_resume_twice(out: Path, steps: int, rng: random.Random) -> tuple[int, bool]:
+def _kill_and_resume_twice(learn: list[str], out: Path, steps: int, rng: random.Random) -> tuple[int, bool]:
     """SIGKILL a ``combee learn`` once a random step is in its ledger, then start two resumes of
     it at once; ``(the step, whether exactly one was refused as in use and the other finished)``."""
     at_step = rng.randint(1, steps - 1)
     command = [sys.executable, "-m", "combee_fast.cli", "learn"]
-    process = subprocess.Popen([*command, *RUN, "--out", str(out), "--quiet"], stdout=subprocess.DEVNULL)
+    process = subprocess.Popen([*command, *learn, "--out", str(out), "--quiet"], stdout=subprocess.DEVNULL)
     while _ledger_lines(out) < at_step and process.poll() is None:
         time.sleep(0.01)
     process.send_signal(signal.SIGKILL)
@@ -159,12 +160,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seed", type=int, default=None, help="seed of the kill step and corruptions (default: random)")
     parser.add_argument("--corruptions", type=int, default=400, help="random corruptions of a real checkpoint")
+    parser.add_argument("--train-split", default=TaskConfig().train_split,
+                        help="the runs' train split (at least two steps of 40)")
+    parser.add_argument("--val-split", default=TaskConfig().val_split, help="the runs' validation split")
     args = parser.parse_args(argv)
+    learn = [*RUN, "--train-split", args.train_split, "--val-split", args.val_split]
     assert set(FAULT_KINDS) >= {"429", "500", "drop", "malformed", "truncated"}
     with tempfile.TemporaryDirectory(prefix="combee-faults-") as folder:
         root = Path(folder)
-        clean, lost_clean, unaccounted_clean = run(_checked_run(RUN, root / "clean"))
-        faults, lost_faults, unaccounted_faults = run(_checked_run([*RUN, *FAULTS], None))
+        clean, lost_clean, unaccounted_clean = run(_checked_run(learn, root / "clean"))
+        faults, lost_faults, unaccounted_faults = run(_checked_run([*learn, *FAULTS], None))
         for name, result, lost, unaccounted in (("clean", clean, lost_clean, unaccounted_clean),
                                                 ("faults", faults, lost_faults, unaccounted_faults)):
             kinds = {role: dict(k) for role, k in result.counts.errors.items()}
@@ -173,7 +178,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                   f"({result.final_eval.unanswered} unanswered)  lost {lost}  unaccounted {unaccounted}  "
                   f"failed {kinds}  retried {retries}", flush=True)
         rng = random.Random(args.seed)
-        at_step, refused = _kill_and_resume_twice(root / "resumed", clean.steps, rng)
+        at_step, refused = _kill_and_resume_twice(learn, root / "resumed", clean.steps, rng)
         identical = (root / "resumed" / "final.json").read_bytes() == (root / "clean" / "final.json").read_bytes()
         rows_match = _ledger_lines(root / "resumed") == _ledger_lines(root / "clean")
         print(f"killed (SIGKILL) at step {at_step} of {clean.steps}, resumed by two processes at once: "

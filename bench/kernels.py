@@ -1,6 +1,7 @@
 """Figures for the native kernels, each measured side by side with its baseline in one run.
 
     NUMBA_NUM_THREADS=2 python bench/kernels.py
+    python bench/kernels.py --fraction 0.05     # a quick run: 5% of the ops, values and bullets
 
 Prints what it measured, then as its last line::
 
@@ -21,6 +22,7 @@ import os
 
 os.environ.setdefault("NUMBA_NUM_THREADS", "2")
 
+import argparse  # noqa: E402
 import time  # noqa: E402
 import tracemalloc  # noqa: E402
 from collections.abc import Callable  # noqa: E402
@@ -79,10 +81,17 @@ def best_of(call: Callable[[], object], repeats: int = 5) -> float:
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description="the native kernels, each beside its baseline")
+    parser.add_argument("--fraction", type=float, default=1.0,
+                        help="scale the op, value and bullet counts by this (a quick run: 0.05)")
+    fraction = parser.parse_args().fraction
+    if not 0 < fraction <= 1:
+        parser.error(f"--fraction must be in (0, 1], got {fraction}")
+    n_ops, n_values, n_bullets = (max(1_000, int(n * fraction)) for n in (N_OPS, N_VALUES, N_BULLETS))
     print(f"threads={numba.get_num_threads()} load_average={os.getloadavg()}")
     native.warmup()
 
-    ops = make_ops(N_OPS, N_SLOTS)
+    ops = make_ops(n_ops, N_SLOTS)
     final_s = best_of(lambda: native.final_states(ops, N_SLOTS))
     prefix_s = best_of(lambda: native.prefix_states(ops, N_SLOTS))
     start = time.perf_counter()
@@ -90,25 +99,25 @@ def main() -> None:
     reference_s = time.perf_counter() - start
     final = native.final_states(ops, N_SLOTS)
     assert final.helpful.tolist() == [s.helpful for s in expected], "kernel and reference disagree"
-    print(f"scan: {N_OPS} ops, {N_SLOTS} slots: final {final_s * 1e3:.2f} ms, prefix {prefix_s * 1e3:.2f} ms, "
+    print(f"scan: {n_ops} ops, {N_SLOTS} slots: final {final_s * 1e3:.2f} ms, prefix {prefix_s * 1e3:.2f} ms, "
           f"python reference (once) {reference_s:.2f} s")
     serial_final_s = best_of(lambda: native.final_states(ops, N_SLOTS, chunks=1))
     serial_prefix_s = best_of(lambda: native.prefix_states(ops, N_SLOTS, chunks=1))
-    small_ops = make_ops(N_OPS, 2_000)
+    small_ops = make_ops(n_ops, 2_000)
     small_final_s = best_of(lambda: native.final_states(small_ops, 2_000))
-    print(f"scan, one thread: final {N_OPS / serial_final_s / 1e6:.1f} M ops/s, prefix {N_OPS / serial_prefix_s / 1e6:.1f} M ops/s; "
-          f"2,000 slots, all threads: final {N_OPS / small_final_s / 1e6:.1f} M ops/s")
+    print(f"scan, one thread: final {n_ops / serial_final_s / 1e6:.1f} M ops/s, prefix {n_ops / serial_prefix_s / 1e6:.1f} M ops/s; "
+          f"2,000 slots, all threads: final {n_ops / small_final_s / 1e6:.1f} M ops/s")
 
-    values = 1e9 + np.random.default_rng(1).standard_normal(N_VALUES)
+    values = 1e9 + np.random.default_rng(1).standard_normal(n_values)
     kernel_var_s = best_of(lambda: native.moments(values))
     numpy_var_s = best_of(lambda: np.var(values))
     serial_var_s = best_of(lambda: native.moments(values, chunks=1))
     exact = np.var(values - 1e9)
     error = abs(native.moments(values).variance() - exact) / exact
-    print(f"variance: {N_VALUES} values: kernel {kernel_var_s * 1e3:.2f} ms (one thread {serial_var_s * 1e3:.2f} ms), "
+    print(f"variance: {n_values} values: kernel {kernel_var_s * 1e3:.2f} ms (one thread {serial_var_s * 1e3:.2f} ms), "
           f"numpy.var {numpy_var_s * 1e3:.2f} ms, relative error {error:.1e}")
 
-    bullets = make_bullets(N_BULLETS)
+    bullets = make_bullets(n_bullets)
     start = time.perf_counter()
     vectors = native.HashingEmbedder().embed(bullets)
     embed_s = time.perf_counter() - start
@@ -118,12 +127,12 @@ def main() -> None:
     pairs_s = time.perf_counter() - start
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
-    print(f"similarity: {N_BULLETS} bullets x {vectors.shape[1]} dims ({vectors.nbytes / 2**20:.0f} MiB input): "
+    print(f"similarity: {n_bullets} bullets x {vectors.shape[1]} dims ({vectors.nbytes / 2**20:.0f} MiB input): "
           f"embed {embed_s:.2f} s, pairs >= 0.9 {pairs_s:.2f} s, {len(pairs)} pairs, peak {peak / 2**20:.1f} MiB")
 
     print(
-        f"scan_speedup={reference_s / final_s:.0f} scan_mops={N_OPS / final_s / 1e6:.1f} "
-        f"prefix_mops={N_OPS / prefix_s / 1e6:.1f} var_vs_numpy={numpy_var_s / kernel_var_s:.1f} "
+        f"scan_speedup={reference_s / final_s:.0f} scan_mops={n_ops / final_s / 1e6:.1f} "
+        f"prefix_mops={n_ops / prefix_s / 1e6:.1f} var_vs_numpy={numpy_var_s / kernel_var_s:.1f} "
         f"sim_peak_mib={peak / 2**20:.1f}"
     )
 

@@ -9,7 +9,8 @@ terminal task with its opt-in ``tool_wait_s`` (every command also waits ``--tool
 as a tool whose answer waits on I/O), episodes of the built-in agent played by the simulated
 endpoint, each in a bubblewrap sandbox on the node that runs it.
 
-- Throughput: with ``n`` nodes, ``n`` actors of ``--per-node`` episodes each run ``--waves`` x
+- Throughput: with ``n`` nodes (``--nodes``, default 1 2 4; each size first checked to be the
+  live node count Ray sees, :mod:`physics`, and an efficiency above 1 refused), ``n`` actors of ``--per-node`` episodes each run ``--waves`` x
   ``n`` x ``--per-node`` episodes (after a warm-up wave, untimed); ``efficiency_n`` =
   throughput(n) / (n x throughput(1)).
 - Overhead: ``--serial`` episodes one at a time, without tool waits, on one Ray actor and on the
@@ -43,6 +44,9 @@ from combee_fast.config import ExecutorConfig, MapConfig, SessionConfig, TaskCon
 from combee_fast.engine.loop import run  # noqa: E402
 from combee_fast.session import open_session  # noqa: E402
 from tests.rollouts.ray_cluster import DRIVER_ENV, LocalRayCluster  # noqa: E402
+
+sys.path.insert(0, str(ROOT / "bench"))
+from physics import check_nodes, guarded, physical_ratio  # noqa: E402
 
 LEARN = ["--task", "terminal", "--train-split", "train[0:24]", "--val-split", "selection[0:4]", "--batch-size", "12",
          "--quiet"]
@@ -107,18 +111,27 @@ def _faults(cluster: LocalRayCluster, folder: Path) -> tuple[int, int, int]:
     return lost, identical, reruns
 
 
-def main() -> None:
+def main() -> int:
+    return guarded(_main, "bench/ray_scaling.py")
+
+
+def _main() -> None:
     parser = argparse.ArgumentParser(description="Ray executor: scaling over nodes, overhead, a node killed")
     parser.add_argument("--per-node", type=int, default=4, help="episodes at once per node (its actor's share)")
     parser.add_argument("--tool-wait", type=float, default=1.0, help="seconds each command also waits (I/O)")
     parser.add_argument("--waves", type=int, default=3, help="timed episodes = waves x nodes x per-node")
     parser.add_argument("--serial", type=int, default=12, help="episodes one at a time for the overhead")
+    parser.add_argument("--nodes", type=int, nargs="+", default=[1, 2, 4],
+                        help="cluster sizes, growing from 1 (efficiency_n for every n past 1)")
     args = parser.parse_args()
+    if args.nodes[0] != 1 or args.nodes != sorted(set(args.nodes)):
+        parser.error(f"--nodes must grow from 1, each size once, got {args.nodes}")
     os.environ.update(DRIVER_ENV)
     throughput: dict[int, float] = {}
     with LocalRayCluster(cpus=1, sandboxes=1) as cluster, tempfile.TemporaryDirectory(prefix="ray-bench-") as folder:
-        for nodes in (1, 2, 4):
+        for nodes in args.nodes:
             cluster.start(1) if nodes == 1 else cluster.grow(nodes)
+            check_nodes(cluster.alive_nodes(), nodes)
             capacity = nodes * args.per_node
             config = _config("ray", address=cluster.address, actors=nodes, capacity=capacity,
                              tool_wait=args.tool_wait)
@@ -136,10 +149,10 @@ def main() -> None:
                       f"loadavg={_loadavg()}", file=sys.stderr)
         lost, identical, reruns = _faults(cluster, Path(folder))
         print(f"learn with a node killed: re-runs={reruns} loadavg={_loadavg()}", file=sys.stderr)
-    efficiency = {n: throughput[n] / (n * throughput[1]) for n in (2, 4)}
-    print(f"efficiency_2={efficiency[2]:.3f} efficiency_4={efficiency[4]:.3f} overhead_ms={overhead_ms:.1f} "
-          f"lost_rollouts={lost} identical={identical}")
+    efficiency = {n: physical_ratio(f"efficiency_{n}", throughput[n] / (n * throughput[1])) for n in args.nodes[1:]}
+    print(" ".join(f"efficiency_{n}={value:.3f}" for n, value in efficiency.items()) +
+          f" overhead_ms={overhead_ms:.1f} lost_rollouts={lost} identical={identical}")
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -1,15 +1,23 @@
 """Throughput of our endpoint client vs plain ``httpx.AsyncClient()`` against the simulated server.
 
 The server is ``--server-processes`` (default 2) ``python -m combee_fast.sim.cli sim-server
---constant-latency L --reuse-port`` processes sharing one port, apart from the client's. One
-aiohttp process handles the requests that arrive together in one go, so at a thousand in flight
-one server process, not the client, can set the ratio (``--server-processes 1`` measures that;
-the servers' CPU per request is printed). For each client, ``concurrency``
+--constant-latency L --time-scale 1 --reuse-port`` processes sharing one port, apart from the
+client's, answering every request after ``L`` real seconds (``--url`` measures a server already
+running instead). One aiohttp process handles the requests that arrive together in one go, so at a
+thousand in flight one server process, not the client, can set the ratio (``--server-processes 1``
+measures that; the servers' CPU per request is printed). For each client, ``concurrency``
 workers send chat requests back to back for ``--seconds`` after a warm-up; throughput is the
 sum of the workers' own rates in that window (see :class:`Measurement`), the fraction of ideal
 is ``throughput / (concurrency / latency)``, and CPU per request is this process's CPU time
 over the window divided by the requests completed in it (the servers' CPU per request is
 printed beside it).
+
+Before measuring, the server's single-request latency is measured (:mod:`physics`): when it
+answers sooner than the latency asked for (a time scale below 1) or far later, the ideal is not
+this server's, and the command refuses (exit code 6, one line on stderr, no figure); so does a
+ratio above 1. Below 0.95 the last line names the ``bottleneck``: ``sim-server`` (its processes
+busy at least :data:`BUSY` of their cores), ``client`` (this process at least that busy), or
+``machine`` (neither: other work on the machine's cores; the load average is printed).
 
 httpx is ``httpx.AsyncClient(timeout=60.0)``: default transport and default pool limits (100
 connections); only the timeout is raised so that slow answers count as slow, not as failures.
@@ -17,14 +25,17 @@ connections); only the timeout is raised so that slow answers count as slow, not
     python bench/throughput.py --concurrency 256 --latency 0.2
 
 The last line is ``throughput_ratio=<ours> httpx_default_ratio=<httpx> cpu_us_per_request=<ours>
-server_cpu_us_per_request=<servers, ours> server_processes=<n>`` (``--no-httpx`` measures ours
-only and leaves ``httpx_default_ratio`` out).
+server_cpu_us_per_request=<servers, ours> server_processes=<n> single_request_ms=<median>
+bottleneck=<none|sim-server|client|machine> load1=<1-minute load average>`` (``--no-httpx``
+measures ours only and leaves ``httpx_default_ratio`` out; with ``--url`` the servers' CPU is
+unknown and printed as ``-``).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import subprocess
 import sys
@@ -39,8 +50,21 @@ from combee_fast.endpoint.client import ChatRequest, EndpointClient, EndpointCon
 from combee_fast.engine.loop import run
 from combee_fast.endpoint.wire import CompletionRequest, CompletionResponse
 from combee_fast.schema import Message
+from combee_fast.sim.server import REAL_TIME
+from physics import check_latency, guarded, physical_ratio, single_request_latency
 
 PROMPT = (Message(role="user", content="Say something short."),)
+BODY = msgspec.json.encode(CompletionRequest(model="sim", messages=PROMPT, max_tokens=64, temperature=0.0))
+HEADERS = {"Content-Type": "application/json", "X-Combee-Role": "generator"}
+
+SERVER_TIME_SCALE = REAL_TIME
+"""The servers' ``--time-scale``: real time, so that they answer after the latency the ideal divides by."""
+
+BUSY = 0.8
+"""Share of a core above which a process (the client, or a server process on average) is the bottleneck."""
+
+TARGET = 0.95
+"""Fraction of ideal below which the last line names a bottleneck."""
 
 
 class Measurement(msgspec.Struct, frozen=True):
@@ -96,7 +120,8 @@ class ServerProcesses:
     def _spawn(self, port: int) -> str:
         process = subprocess.Popen(
             [sys.executable, "-m", "combee_fast.sim.cli", "sim-server", "--port", str(port),
-             "--constant-latency", str(self.latency_s), "--reuse-port", "--world", "echo"],
+             "--constant-latency", str(self.latency_s), "--time-scale", repr(SERVER_TIME_SCALE), "--reuse-port",
+             "--world", "echo"],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )
         self._processes.append(process)
@@ -186,14 +211,11 @@ async def measure_ours(url: str, concurrency: int, latency_s: float, seconds: fl
 async def measure_httpx_default(url: str, concurrency: int, latency_s: float, seconds: float, warmup_s: float = 1.0,
                                 server_cpu: Callable[[], float] = _no_server_cpu) -> Measurement:
     """Plain ``httpx.AsyncClient`` (default transport) doing the same requests."""
-    body = msgspec.json.encode(CompletionRequest(model="sim", messages=PROMPT, max_tokens=64, temperature=0.0))
     decoder = msgspec.json.Decoder(CompletionResponse)
     async with httpx.AsyncClient(timeout=60.0) as client:
         async def send() -> bool:
             try:
-                response = await client.post(f"{url}/chat/completions", content=body,
-                                             headers={"Content-Type": "application/json",
-                                                      "X-Combee-Role": "generator"})
+                response = await client.post(f"{url}/chat/completions", content=BODY, headers=HEADERS)
             except httpx.HTTPError:
                 return False
             decoder.decode(response.content)
@@ -208,6 +230,18 @@ def _report(m: Measurement) -> str:
             f"ratio={m.ratio:.3f}  cpu_us/req={m.cpu_us_per_request:.0f}  server_cpu_us/req={m.server_cpu_us_per_request:.0f}")
 
 
+def bottleneck(m: Measurement, processes: int | None) -> str:
+    """What held ``m`` below :data:`TARGET` of ideal (module docstring); ``none`` at or above it.
+    ``processes``: the servers' count (None: unknown, a server given by ``--url``)."""
+    if m.ratio >= TARGET:
+        return "none"
+    if processes and m.server_cpu_s / (m.window_s * processes) >= BUSY:
+        return "sim-server"
+    if m.cpu_s / m.window_s >= BUSY:
+        return "client"
+    return "machine"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--concurrency", type=int, default=256)
@@ -216,18 +250,35 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=float, default=1.0)
     parser.add_argument("--no-httpx", action="store_true", help="measure our client only")
     parser.add_argument("--server-processes", type=int, default=2, help="sim-server processes sharing the port")
+    parser.add_argument("--url", help="measure the server already running at this base URL (answering after "
+                                      "--latency) instead of starting sim-servers")
     args = parser.parse_args(argv)
-    with ServerProcesses(args.latency, args.server_processes) as servers:
-        ours = run(measure_ours(servers.url, args.concurrency, args.latency, args.seconds, args.warmup, servers.cpu_s))
+    return guarded(lambda: _measured(args), "bench/throughput.py")
+
+
+def _measured(args: argparse.Namespace) -> int:
+    with contextlib.ExitStack() as stack:
+        if args.url:
+            url, server_cpu, processes = args.url.rstrip("/"), _no_server_cpu, None
+        else:
+            servers = stack.enter_context(ServerProcesses(args.latency, args.server_processes))
+            url, server_cpu, processes = servers.url, servers.cpu_s, args.server_processes
+        single_s = check_latency(single_request_latency(url, BODY, HEADERS), args.latency, where=url)
+        ours = run(measure_ours(url, args.concurrency, args.latency, args.seconds, args.warmup, server_cpu))
         print(_report(ours), flush=True)
         theirs = None
         if not args.no_httpx:
-            theirs = run(measure_httpx_default(servers.url, args.concurrency, args.latency, args.seconds,
-                                               args.warmup, servers.cpu_s))
+            theirs = run(measure_httpx_default(url, args.concurrency, args.latency, args.seconds,
+                                               args.warmup, server_cpu))
             print(_report(theirs), flush=True)
-    httpx_ratio = f" httpx_default_ratio={theirs.ratio:.3f}" if theirs is not None else ""
-    print(f"throughput_ratio={ours.ratio:.3f}{httpx_ratio} cpu_us_per_request={ours.cpu_us_per_request:.0f} "
-          f"server_cpu_us_per_request={ours.server_cpu_us_per_request:.0f} server_processes={args.server_processes}")
+    ratio = physical_ratio("throughput_ratio", ours.ratio)
+    httpx_ratio = f" httpx_default_ratio={physical_ratio('httpx_default_ratio', theirs.ratio):.3f}" \
+        if theirs is not None else ""
+    server_cpu_us = "-" if processes is None else f"{ours.server_cpu_us_per_request:.0f}"
+    print(f"throughput_ratio={ratio:.3f}{httpx_ratio} cpu_us_per_request={ours.cpu_us_per_request:.0f} "
+          f"server_cpu_us_per_request={server_cpu_us} server_processes={processes or '-'} "
+          f"single_request_ms={1e3 * single_s:.1f} bottleneck={bottleneck(ours, processes)} "
+          f"load1={os.getloadavg()[0]:.2f}")
     return 0
 
 

@@ -22,6 +22,8 @@ these, each replacing its default:
                      deployable
     lessons          the non-blank lines of the deployable's context text
     summary          {}
+    improvements     ``(explored, accepted)`` of one apply's report: added plus rejected, added
+                     (:func:`~combee_fast.run.improvements.change_counts`)
     online_learner   a ConfigError: the learner cannot learn online
 
 :class:`Kind` is what every registry answers (:mod:`combee_fast.learners`) and all the core reads:
@@ -41,6 +43,7 @@ from combee_fast.engine.kept import StructArtifact
 from combee_fast.errors import ConfigError
 from combee_fast.methods import METHODS
 from combee_fast.roles.spec import Role, first_of
+from combee_fast.run.improvements import change_counts
 from combee_fast.run.stops import EpochsDone
 
 if TYPE_CHECKING:
@@ -58,7 +61,7 @@ REQUIRED = ("name", "roles", "artifact_type", "initial", "build_method", "evalua
 """The members every learner kind has (:class:`~combee_fast.protocols.LearnerKind`)."""
 
 OPTIONAL_METHODS = ("encode_artifact", "decode_artifact", "batch_size", "live_plan", "stop_rules", "deployable",
-                    "version_files", "load_version", "lessons", "summary", "online_learner")
+                    "version_files", "load_version", "lessons", "summary", "improvements", "online_learner")
 """The methods a learner kind may have, each replacing the default of :class:`Kind`."""
 
 VERSIONS_FOLDER = "versions"
@@ -151,6 +154,9 @@ class Kind(StructArtifact):
 
     def summary(self, artifact: Any) -> dict[str, Any]:
         return {}
+
+    def improvements(self, report: Any) -> tuple[int, int]:
+        return change_counts(report)
 
     def online_learner(self, calls: RoleCalls) -> OnlineLearning[Any, Any, Any]:
         raise ConfigError(f"learner {self.key!r} cannot learn online from submitted rollouts")

@@ -20,11 +20,11 @@ from combee_fast.config import SessionConfig
 from combee_fast.files import read_regular
 from combee_fast.methods import METHODS, build_method
 from combee_fast.methods.base import EvalResult
-from combee_fast.playbook import Playbook
+from combee_fast.playbook import ApplyReport, Playbook
 from combee_fast.protocols.running import Method
 from combee_fast.roles.calls import RoleCalls
 from combee_fast.run.context import LearnContext
-from combee_fast.schema import Example
+from combee_fast.schema import Example, OpKind
 
 
 class AceKind:
@@ -82,6 +82,12 @@ class AceKind:
 
     def summary(self, artifact: Playbook) -> dict[str, Any]:
         return {"bullets": len(artifact)}
+
+    def improvements(self, report: ApplyReport) -> tuple[int, int]:
+        """Content ops (ADD, UPDATE, REMOVE) the apply judged, and those that took effect; the
+        TAG ops counting citations are not candidates."""
+        accepted = len(report.applied) - report.tags_applied
+        return accepted + sum(1 for r in report.rejected if r.op.kind is not OpKind.TAG), accepted
 
     def online_learner(self, calls: RoleCalls) -> AceOnline:
         """The learner of submitted rollouts: each is reflected on, never regenerated."""

@@ -32,7 +32,7 @@ from combee_fast.gepa.iteration import GepaIteration, grade
 from combee_fast.gepa.online import GepaOnline
 from combee_fast.gepa.pipeline import AsyncGepa
 from combee_fast.gepa.planner import GepaPlan, GepaPlanner
-from combee_fast.gepa.pool import GepaState
+from combee_fast.gepa.pool import GepaState, PoolChange
 from combee_fast.gepa.reflection import CombeeReflection, Reflection, SerialReflection
 from combee_fast.gepa.stages import StageWork
 from combee_fast.gepa.stops import MetricCallBudget
@@ -44,6 +44,9 @@ from combee_fast.run.rundir import RunDir
 from combee_fast.run.stops import EpochsDone
 from combee_fast.schema import Example
 
+
+PROPOSED = frozenset({"accepted", "rejected", "stale"})
+"""The outcomes of an iteration that proposed a child candidate (:class:`~combee_fast.gepa.pool.PoolChange`)."""
 
 class GepaKind:
     """The GEPA learner: what it learns is a :class:`~combee_fast.gepa.pool.GepaState`, what it
@@ -135,6 +138,11 @@ class GepaKind:
     def summary(self, artifact: GepaState) -> dict[str, Any]:
         return {"metric_calls": artifact.metric_calls, "candidates": len(artifact.candidates),
                 "accepted": max(0, len(artifact.candidates) - 1), "instruction_chars": len(artifact.best().render())}
+
+    def improvements(self, report: PoolChange) -> tuple[int, int]:
+        """A child candidate proposed (accepted, rejected, or dropped as stale) is explored, one
+        accepted into the pool accepted; the seed, a perfect parent and an empty reflection are neither."""
+        return int(report.outcome in PROPOSED), int(report.outcome == "accepted")
 
     def online_learner(self, calls: RoleCalls) -> GepaOnline:
         """The learner of submitted rollouts: their rows reflected on and aggregated, never solved

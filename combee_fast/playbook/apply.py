@@ -57,12 +57,14 @@ class RejectedOp(msgspec.Struct, frozen=True):
 
 
 class ApplyReport(msgspec.Struct, frozen=True):
-    """What one apply did. ``applied`` and ``rejected`` together cover every op of the delta."""
+    """What one apply did. ``applied`` and ``rejected`` together cover every op of the delta;
+    ``tags_applied`` counts the TAG ops among ``applied``."""
 
     applied: tuple[int, ...] = ()
     added_ids: tuple[str, ...] = ()
     rejected: tuple[RejectedOp, ...] = ()
     evicted: tuple[Bullet, ...] = ()
+    tags_applied: int = 0
 
 
 def aggregate_tags(ops: Iterable[Op]) -> dict[str, tuple[int, int]]:
@@ -273,6 +275,7 @@ def apply_delta(base: PlaybookState, delta: Delta) -> tuple[PlaybookState, Apply
     work.add_tags(aggregate_tags(accepted_tags))
     evicted = work.evict_to_budget()
     report = ApplyReport(
-        applied=tuple(applied), added_ids=tuple(added_ids), rejected=tuple(rejected), evicted=tuple(evicted)
+        applied=tuple(applied), added_ids=tuple(added_ids), rejected=tuple(rejected), evicted=tuple(evicted),
+        tags_applied=len(accepted_tags),
     )
     return work.state(), report

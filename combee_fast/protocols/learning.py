@@ -301,6 +301,12 @@ class CompleteKind(LearnerKind[A, D], Protocol[A, D]):
         """What the run summary says about the learned artifact."""
         ...
 
+    def improvements(self, report: Any) -> tuple[int, int]:
+        """``(explored, accepted)``: the candidates one apply's report (a :class:`ChangeReport`)
+        judged and those it kept, as this learner defines a candidate
+        (:mod:`combee_fast.run.improvements`)."""
+        ...
+
     def online_learner(self, calls: RoleCalls) -> OnlineLearning[Any, Any, Any]:
         """The learner of rollouts submitted online (reflect only) on ``calls`` (which serve
         every role of :attr:`roles`); a ConfigError when this learner cannot learn online."""

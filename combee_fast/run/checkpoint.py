@@ -121,6 +121,8 @@ class Kept(msgspec.Struct, Generic[P, C], frozen=True):
     episodes: Count = 0
     episodes_failed: Count = 0
     env_seconds: Seconds = 0.0
+    explored: Count = 0
+    accepted: Count = 0
 
 
 class Checkpoint(msgspec.Struct, Generic[P, C], frozen=True):

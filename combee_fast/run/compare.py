@@ -4,7 +4,8 @@ Each run is read from its files (:func:`~combee_fast.run.rundir.read_run`): its 
 summary and the evaluations kept inside it (``RUN/eval-*/eval.json``, the latest per split) or
 the evaluation it is itself. :func:`compare_lines` is one Markdown table with a row per run
 (learner and method, seed, validation accuracy, each evaluated split's accuracy, rollouts,
-tokens, critical-path and wall seconds, how it ended), then, for every configuration run under
+tokens, candidates explored and accepted, tokens per accepted improvement
+(:mod:`~combee_fast.run.improvements`), critical-path and wall seconds, how it ended), then, for every configuration run under
 more than one seed, the mean and standard deviation of each score over its seeds.
 """
 
@@ -34,6 +35,9 @@ class Compared(msgspec.Struct, frozen=True):
     scores: dict[str, float]
     rollouts: int | None
     tokens: int | None
+    explored: int | None
+    accepted: int | None
+    tokens_per_improvement: float | None
     sim_seconds: float | None
     wall_seconds: float | None
     ended: str
@@ -86,6 +90,8 @@ def compared(record: RunRecord) -> Compared:
     return Compared(
         name=record.root, method=f"{summary.get('learner', '')} {method}".strip(), seed=config.get("seed"),
         scores=scores, rollouts=summary.get("rollouts"), tokens=summary.get("tokens"),
+        explored=summary.get("candidates_explored"), accepted=summary.get("candidates_accepted"),
+        tokens_per_improvement=summary.get("tokens_per_improvement"),
         sim_seconds=summary.get("train_sim_seconds"), wall_seconds=summary.get("train_wall_seconds"), ended=ended,
         configuration=msgspec.json.encode(key, order="deterministic").decode())
 
@@ -99,12 +105,14 @@ def compare_lines(runs: Sequence[str]) -> list[str]:
     :class:`~combee_fast.errors.ConfigError` naming the first that is not a run."""
     rows = [compared(read_run(run)) for run in runs]
     splits = list(dict.fromkeys(split for row in rows for split in row.scores))
-    header = ["run", "method", "seed", *splits, "rollouts", "tokens", "critical path s", "wall s", "ended"]
+    header = ["run", "method", "seed", *splits, "rollouts", "tokens", "explored", "accepted",
+              "tokens/improvement", "critical path s", "wall s", "ended"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for row in rows:
         cells = [row.name, row.method, _number(row.seed, "d"),
                  *(f"{100 * row.scores[s]:.1f}%" if s in row.scores else "" for s in splits),
-                 _number(row.rollouts, ","), _number(row.tokens, ","), _number(row.sim_seconds, ",.1f"),
+                 _number(row.rollouts, ","), _number(row.tokens, ","), _number(row.explored, ","),
+                 _number(row.accepted, ","), _number(row.tokens_per_improvement, ",.0f"), _number(row.sim_seconds, ",.1f"),
                  _number(row.wall_seconds, ",.1f"), row.ended]
         lines.append("| " + " | ".join(cells) + " |")
     groups: dict[str, list[Compared]] = {}

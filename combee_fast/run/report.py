@@ -3,7 +3,7 @@
 :class:`RunFacts` is a consumer of the run's :mod:`~combee_fast.run.events` (steps, versions,
 failed calls, the stop); :func:`run_report` turns it, the run's outcome and its provenance into
 Markdown: the result with its 95% interval, the cost (rollouts, tokens, GPU-seconds, calls per
-role), what was learned, the learning curve (:func:`curve_png`, when the run validated more than
+role, candidates explored and accepted, tokens per accepted improvement), what was learned, the learning curve (:func:`curve_png`, when the run validated more than
 once) and where the run came from. :func:`eval_report` is the page of ``combee eval``. Nothing
 here reads or writes a file: the run directory writes the page and its plot.
 """
@@ -22,6 +22,7 @@ from combee_fast.config import HISTORY_KEPT
 from combee_fast.methods.base import EvalResult
 from combee_fast.native.bootstrap import MeanInterval, mean_interval
 from combee_fast.run.events import Event, RunStopped, StepDone, VersionApplied
+from combee_fast.run.improvements import improvement_line
 from combee_fast.run.ledger import CallCounts
 from combee_fast.run.provenance import Provenance
 
@@ -162,6 +163,7 @@ def run_report(
                   "|---:|---:|---:|---:|---:|---:|",
                   f"| {result.rollouts:,} | {result.calls:,} | {result.tokens:,} | {gpu} | "
                   f"{result.train_sim_seconds:,.1f} | {result.train_wall_seconds:,.1f} |", "",
+                  improvement_line(result.summary), "",
                   "Calls per role (training):", "", *calls_lines(counts)]
     else:
         lines += [f"{facts.steps} step(s) completed; calls per role (training) so far:", "", *calls_lines(counts)]

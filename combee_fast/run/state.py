@@ -15,6 +15,7 @@ seed tree at ``("order", epoch)``, the same for every method and learner.
 from __future__ import annotations
 
 import collections
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -60,7 +61,8 @@ class TrainState(Generic[A]):
     ``best``/``best_score``: the artifact with the highest validation score so far (over its
     answered examples) and that score; ``stale_validations``: validations since it last rose.
     ``episodes``/``episodes_failed``/``env_seconds``: agent episodes run, failed, and their
-    seconds in the environment.
+    seconds in the environment. ``explored``/``accepted``: candidates the applies judged and
+    those they kept, as the learner counts them (:mod:`combee_fast.run.improvements`).
     ``plan_state``/``carried``: what the batch plan's :meth:`~combee_fast.protocols.BatchPlan.state`
     and the method's :meth:`~combee_fast.protocols.Method.carried` returned after the last step;
     ``calls_record``: ``calls.json`` as of the last checkpoint.
@@ -86,6 +88,8 @@ class TrainState(Generic[A]):
     episodes: int = 0
     episodes_failed: int = 0
     env_seconds: float = 0.0
+    explored: int = 0
+    accepted: int = 0
     counts: CallCounts = field(default_factory=CallCounts)
     val_counts: CallCounts = field(default_factory=CallCounts)
     plan_state: Any = None
@@ -116,6 +120,12 @@ class TrainState(Generic[A]):
         self.env_seconds += row.env_seconds
         self.counts.add_counts(step_counts)
         self.steps += 1
+
+    def add_improvements(self, counted: Iterable[tuple[int, int]]) -> None:
+        """Count ``(explored, accepted)`` of each of a step's applies into the totals."""
+        for explored, accepted in counted:
+            self.explored += explored
+            self.accepted += accepted
 
     def add_validation(self, result: EvalResult, artifact: A) -> None:
         """Record a validation of ``artifact``: the latest result, and the best artifact so far."""

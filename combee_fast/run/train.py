@@ -37,6 +37,7 @@ from combee_fast.methods.base import EvalResult, StepResult
 from combee_fast.protocols.learning import Artifact, CompleteKind
 from combee_fast.protocols.running import BatchPlan, Method, StopRule
 from combee_fast.run.cost import GpuClock
+from combee_fast.run.improvements import improvement_summary
 from combee_fast.run.events import Events, RunStopped, StepDone, VersionApplied
 from combee_fast.run.ledger import CallCounts, LedgerRow, ledger_row
 from combee_fast.run.record import RunRecord
@@ -57,7 +58,8 @@ class TrainResult(msgspec.Struct, frozen=True):
     ``val_counts``: the same for the loop's own validation calls. ``interrupted``: stopped by
     SIGINT/SIGTERM before the end, resumable from its checkpoint; ``stopped_by``: the limit that
     ended the run early (None: its work was done); ``summary``: what the learner says of its
-    artifact (:meth:`~combee_fast.protocols.CompleteKind.summary`). ``episodes``, ``episodes_failed``
+    artifact (:meth:`~combee_fast.protocols.CompleteKind.summary`) and what it cost per improvement
+    (:func:`~combee_fast.run.improvements.improvement_summary`). ``episodes``, ``episodes_failed``
     and ``env_seconds``: the agent episodes of the learning steps and their environment seconds.
     """
 
@@ -205,6 +207,7 @@ class Training(Generic[A]):
         if self.gpu_clock is not None:
             row = msgspec.structs.replace(row, gpu_seconds=self.gpu_clock.read(state.wall_seconds + wall) - batch.gpu_before)
         state.add_step(row, batch_size=len(batch.items), wall_seconds=wall)
+        state.add_improvements(self.kind.improvements(report) for report in result.reports)
         state.artifact, state.validated = result.artifact, None
         if state.position >= self.order.n and (self.method.batches_span_epochs or not self.method.pending()):
             state.epoch, state.position = state.epoch + 1, 0  # a spanning method's pass ends with its last batch
@@ -241,7 +244,9 @@ class Training(Generic[A]):
             ledger=tuple(state.ledger), rollouts=state.rollouts,
             gpu_seconds=state.gpu_seconds if self.gpu_clock is not None else None, counts=state.counts,
             val_counts=state.val_counts, steps=state.steps, interrupted=state.stop_ends == "interrupt",
-            stopped_by=state.stopping if state.stop_ends == "limit" else None, summary=self.kind.summary(state.artifact),
+            stopped_by=state.stopping if state.stop_ends == "limit" else None,
+            summary={**self.kind.summary(state.artifact),
+                     **improvement_summary(state.tokens, state.explored, state.accepted)},
             episodes=state.episodes, episodes_failed=state.episodes_failed, env_seconds=state.env_seconds,
         )
 

@@ -27,7 +27,7 @@ from combee_fast.textgrad.calls import ROLES, TextGradCalls
 from combee_fast.textgrad.evaluate import evaluate
 from combee_fast.textgrad.learner import TextGradLearner
 from combee_fast.textgrad.online import TextGradOnline
-from combee_fast.textgrad.variable import PromptVariable, is_variable_file
+from combee_fast.textgrad.variable import PromptChange, PromptVariable, is_variable_file
 
 
 def calls_of(context: LearnContext) -> TextGradCalls:
@@ -73,6 +73,11 @@ class TextGradKind:
 
     def summary(self, artifact: PromptVariable) -> dict[str, Any]:
         return {"prompt_lines": len(artifact), "prompt_chars": len(artifact.render())}
+
+    def improvements(self, report: PromptChange) -> tuple[int, int]:
+        """An optimizer update that reached the apply is explored, one that changed the prompt
+        (a line added or removed) accepted."""
+        return 1, int(bool(report.added_ids or report.evicted))
 
     def online_learner(self, calls: RoleCalls) -> TextGradOnline:
         """The learner of submitted rollouts: loss and gradient per rollout, never a forward again."""
