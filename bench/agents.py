@@ -27,9 +27,10 @@ GEPA: serial ``gepa`` (``gepa.minibatch`` examples an iteration, one reflection 
 ``async-gepa`` (``--batch-size`` examples a proposal, Combee's reflection, stages decoupled, up to
 ``--proposals`` in flight, as many tasks of each stage), and the synchronous ``combee-gepa`` at
 the same minibatch for reference; one pass over train each (``gepa.max_epochs = 1``, no
-metric-call budget in reach). GEPA's defaults here are 20 examples a proposal and 8 proposals in
-flight: the same 160 examples in flight as 40 and 4, but each child's lessons screened and
-merged in smaller steps (chosen from a sweep at seed 0, README "Agents").
+metric-call budget in reach). ``async-gepa`` merges siblings here (``gepa.pipeline.merge``), and
+its defaults are 20 examples a proposal and 8 proposals in flight: the same 160 examples in
+flight as 40 and 4, but each child's lessons screened and merged in smaller steps (chosen from a
+sweep at seed 0, README "Agents").
 TextGrad: ``textgrad`` (one optimizer step per example) against ``combee-textgrad`` at
 ``--batch-size``, and ``naive-textgrad`` at ``--naive-batch-size`` for reference. The bench
 refuses (exit 1) a run whose episodes failed or that did not go once over the train split.
@@ -176,7 +177,7 @@ def _gepa(args: argparse.Namespace) -> dict[str, Any]:
     """GEPA's settings: one pass over train, the budget out of reach, ``--proposals`` in flight
     (and as many tasks of each stage)."""
     n = args.proposals
-    pipeline = PipelineConfig(proposals=n, grade=n, reflect=n, aggregate=n, screen=n, validate=n)
+    pipeline = PipelineConfig(proposals=n, grade=n, reflect=n, aggregate=n, screen=n, validate=n, merge=True)
     return {"gepa": GepaConfig(combee_minibatch=args.batch_size, max_metric_calls=UNLIMITED, max_epochs=1,
                                pipeline=pipeline)}
 

@@ -135,7 +135,11 @@ class PipelineConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     the pool as it now is; ``guarded``: it is dropped when more than ``max_staleness`` candidates
     joined the pool since its parent was drawn). ``reflection``: how a proposal reflects, ``combee``
     (shuffled groups and the aggregation tree, as ``combee-gepa``) or ``serial`` (one call, as
-    serial GEPA; its merge stage makes no call).
+    serial GEPA; its merge stage makes no call). ``merge``: a child that joins after other
+    candidates joined since its base was taken (siblings proposed against the same pool, each
+    screened before any of them joined) has its changes made to the best of those, and that merge
+    is validated and joins too, so the lessons of proposals run side by side meet in one
+    candidate; each merge costs a validation on the search's path (off: siblings stay apart).
     """
 
     proposals: int = 4
@@ -147,6 +151,7 @@ class PipelineConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     staleness: str = "full"
     max_staleness: int = 2
     reflection: str = "combee"
+    merge: bool = False
 
     def __post_init__(self) -> None:
         _at_least("gepa.pipeline", 1, proposals=self.proposals, grade=self.grade, reflect=self.reflect,

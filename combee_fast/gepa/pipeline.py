@@ -8,9 +8,9 @@ pool as it is at that moment (its parent drawn as the synchronous loop draws it,
 every stage has its own in-flight limit and a queue that never holds more than the proposals in
 flight. A child ready to be screened after the pool moved on is *stale*: the staleness policy
 (:mod:`.staleness`) decides how it is screened. An accepted child joins the pool when its
-validation ends; if other candidates joined after the base it was made from was taken (a
-sibling proposed against the same pool joined first), the policy may *merge* it: its changes
-made to the best of those are validated too and join as one more candidate of the same
+validation ends. With ``gepa.pipeline.merge``, if other candidates joined after the base it was
+made from was taken (a sibling proposed against the same pool joined first), it is *merged*: its
+changes made to the best of those are validated too and join as one more candidate of the same
 proposal, and so on while candidates keep joining meanwhile, each validation reserved from the
 budget when it is decided. With one proposal in flight nothing joins meanwhile.
 
@@ -379,13 +379,13 @@ class AsyncGepa:
     def _merge(self, proposal: Proposal, sibling: int) -> bool:
         """Queue the validation of the child that just joined merged onto ``sibling`` (the best of
         the candidates that joined after the child's base was taken, so it lacks the child's
-        changes and the child its lessons), when the policy merges: the child's changes against
-        its base made to the sibling (:func:`rebase`). False: nothing to merge (a merge that
-        changes neither), or the budget cannot pay for another validation (it is reserved now:
-        never overshot)."""
+        changes and the child its lessons), with ``gepa.pipeline.merge``: the child's changes
+        against its base made to the sibling (:func:`rebase`). False: no merging, nothing to
+        merge (a merge that changes neither), or the budget cannot pay for another validation
+        (it is reserved now: never overshot)."""
         state, pool, child = self._state, self._pool, proposal.child
         assert state is not None and pool is not None and child is not None
-        if not self.policy.merges:
+        if not self.config.pipeline.merge:
             return False
         component, base = proposal.component, child.parents[0]
         onto = pool.candidates[sibling].components[component]

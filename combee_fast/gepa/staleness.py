@@ -9,11 +9,7 @@ is how many joined. The policy decides, at that moment, how the child is screene
   pool's current best candidate instead (:func:`~combee_fast.gepa.revisions.rebase`), and that
   rebased child is screened against the best, which is graded on the same minibatch: it joins
   the pool, as the best's child, only if it beats it. A fresh child, or one whose parent is
-  still the best, is screened against its parent, as in the synchronous loop. And a child that
-  joins a pool that other candidates joined after its base was taken (siblings proposed against
-  the same pool, screened before any of them joined) is *merged*: its changes made to the best
-  of those are validated as one more candidate, so the lessons of proposals that ran side by
-  side meet in one candidate instead of staying apart in siblings (:mod:`.pipeline`).
+  still the best, is screened against its parent, as in the synchronous loop.
 - :class:`GuardedPolicy` (``guarded``): a child more than ``bound`` versions stale is dropped
   before any call is made for it; a younger one is screened against its parent alone.
 
@@ -43,10 +39,6 @@ class StalenessPolicy(Protocol):
     rescreens: bool
     """Whether the policy may grade a rival on the minibatch (the budget reserves for it)."""
 
-    merges: bool
-    """Whether a child joining after other candidates joined since its base was taken is merged
-    onto the best of them."""
-
 
     def screening(self, *, proposed_at: int, version: int, parent: int, best: int) -> Screening: ...
 
@@ -55,7 +47,6 @@ class FullPolicy:
     """Re-screen a stale child, rebased, against the pool's current best (module docstring)."""
 
     rescreens = True
-    merges = True
 
     def screening(self, *, proposed_at: int, version: int, parent: int, best: int) -> Screening:
         stale = version > proposed_at and best != parent
@@ -66,7 +57,6 @@ class GuardedPolicy:
     """Drop a child more than ``bound`` versions stale (module docstring)."""
 
     rescreens = False
-    merges = False
 
     def __init__(self, bound: int) -> None:
         self.bound = bound

@@ -213,12 +213,12 @@ async def test_full_rebases_a_stale_child_onto_the_pools_best_and_screens_it_aga
             assert set(made_from.render().split("\n")) <= set(child.render().split("\n"))
 
 
-@pytest.mark.parametrize("staleness", ["full", "guarded"])
-async def test_siblings_screened_before_any_joined_meet_in_one_merged_candidate(staleness: str) -> None:
+@pytest.mark.parametrize("merge", [True, False])
+async def test_siblings_screened_before_any_joined_meet_in_one_merged_candidate(merge: bool) -> None:
     # four proposals start from the seed, each child is screened against it before any sibling has
     # joined (a child joins after its validation): none is stale, so only a merge at the join brings
-    # one sibling's lessons into another's (full merges; guarded does not)
-    config = _config(pipeline=PipelineConfig(proposals=4, staleness=staleness, max_staleness=10))
+    # one sibling's lessons into another's
+    config = _config(pipeline=PipelineConfig(proposals=4, merge=merge))
     result, changes, _ = await _train(config)
     pool = result.artifact
     accepted = [c for c in changes if c.outcome == "accepted"]
@@ -227,7 +227,7 @@ async def test_siblings_screened_before_any_joined_meet_in_one_merged_candidate(
     children = [c.added_ids[0] for c in accepted if pool.candidates[c.added_ids[0]].parents == (0,)]
     assert len(children) >= 2  # siblings of the seed
     merged = [i for c in accepted for i in c.added_ids[1:]]
-    if staleness == "guarded":
+    if not merge:
         assert not merged and all(len(c.added_ids) == 1 for c in accepted)
         return
     assert merged
