@@ -223,7 +223,7 @@ def add_task_flags(parser: argparse.ArgumentParser) -> None:
                         help="a TOML or JSON run description (e.g. a run's config.json); flags override it")
     for flag in TASK_FLAGS:
         flag.add_to(parser)
-    parser.add_argument("--data", help="the data file of a jsonl or traces task (its split is 'all')")
+    parser.add_argument("--data", help="the data file of a jsonl task (split 'all', also dealt into train, selection and test by content hash) or of a traces task (split 'all')")
     parser.add_argument("--task-option", type=task_option, action="append", default=[], metavar="KEY=VALUE",
                         help="a task option, e.g. input_field=question or scorer=numeric (repeatable)")
 

@@ -1,0 +1,103 @@
+"""First contact, round two (issue 35): a newcomer's own data, the end of every run, nothing
+silent. Each test reproduces one finding against real processes, files and (where one is
+needed) a real ``combee sim-server`` on loopback."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from combee_fast.tasks.registry import get_task
+
+SRC = Path(__file__).resolve().parents[2]
+README = SRC / "README.md"
+
+
+def _combee(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None,
+            timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "combee_fast.cli", *args], capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, **(env or {})}, cwd=cwd)
+
+
+def _summary(done: subprocess.CompletedProcess[str]) -> dict:
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _one_line(done: subprocess.CompletedProcess[str]) -> str:
+    lines = [line for line in done.stderr.splitlines() if line.startswith("combee ")]
+    assert len(lines) == 1 and done.stderr.count("\n") == 1, done.stderr
+    return lines[0]
+
+
+def _qa_file(path: Path, rows: int = 100) -> Path:
+    examples = get_task("formula").load(f"train[0:{rows}]").examples
+    path.write_text("".join(json.dumps({"q": e.input, "a": e.target}) + "\n" for e in examples))
+    return path
+
+
+# -- finding 1: own data, as the README says it ---------------------------------------------------
+
+
+def test_a_one_file_jsonl_task_is_dealt_into_train_selection_and_test_by_content(tmp_path: Path) -> None:
+    data = _qa_file(tmp_path / "q.jsonl")
+    task = get_task("jsonl", path=data, input_field="q", target_field="a")
+    splits = {name: task.load(name) for name in ("train", "selection", "test")}
+    keys = {name: {(e.input, e.target) for e in split.examples} for name, split in splits.items()}
+    assert sum(len(k) for k in keys.values()) == 100 and all(len(k) >= 10 for k in keys.values())
+    assert not (keys["train"] & keys["test"]) and not (keys["selection"] & keys["test"])
+    lines = data.read_text().splitlines()
+    shuffled = get_task("jsonl", path=_write(tmp_path / "r.jsonl", lines[::-1]), input_field="q", target_field="a")
+    assert {(e.input, e.target) for e in shuffled.load("test").examples} == keys["test"]  # by content, not order
+    assert task.load("train[0:5]").manifest.rows == 5 and task.load("all").manifest.rows == 100
+    assert get_task("jsonl", path=data, hash_splits="false").split_names() == ("all",)
+
+
+def _write(path: Path, lines: list[str]) -> Path:
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_learn_on_a_jsonl_file_with_the_default_splits_works(tmp_path: Path) -> None:
+    data = _qa_file(tmp_path / "q.jsonl", rows=60)
+    done = _combee("learn", "--task", "jsonl", "--data", str(data), "--task-option", "input_field=q",
+                   "--task-option", "target_field=a", "--batch-size", "20", "--time-scale", "0.0001",
+                   "--out", str(tmp_path / "run"), "--quiet")
+    assert done.returncode == 0, done.stderr
+    splits = [s["split"] for s in json.loads((tmp_path / "run" / "splits.json").read_text())]
+    assert splits == ["train", "selection"]
+    assert _summary(done)["final_val_accuracy"] > 0.2
+
+
+def test_a_missing_jsonl_file_is_one_line_naming_it(tmp_path: Path) -> None:
+    done = _combee("learn", "--task", "jsonl", "--data", "nope.jsonl", "--task-option", "input_field=q",
+                   "--out", str(tmp_path / "run"), cwd=tmp_path)
+    assert done.returncode == 2
+    assert "'nope.jsonl', which does not exist" in _one_line(done)
+    assert not (tmp_path / "run").exists()
+
+
+README_OWN_DATA = (
+    "python -c \"import json; from combee_fast.tasks import get_task; [print(json.dumps({'q': e.input, "
+    "'a': e.target})) for e in get_task('formula').load('train[0:100]').examples]\" > my.jsonl",
+    "combee learn --task jsonl --data my.jsonl --task-option input_field=q --task-option target_field=a "
+    "--batch-size 20 --out runs/mine",
+    "combee eval --task jsonl --data my.jsonl --task-option input_field=q --task-option target_field=a "
+    "--playbook runs/mine/best.json",
+)
+
+
+def test_the_readme_own_data_commands_run_as_written(tmp_path: Path) -> None:
+    text = README.read_text()
+    bin_dir = Path(sys.executable).parent
+    env = {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "PYTHONPATH": str(SRC)}
+    for command in README_OWN_DATA:
+        assert f"    {command}\n" in text, command
+        done = subprocess.run(["bash", "-c", command], capture_output=True, text=True, timeout=300, cwd=tmp_path,
+                              env={**os.environ, **env})
+        assert done.returncode == 0, (command, done.stderr)
+    assert json.loads(done.stdout.strip().splitlines()[-1])["accuracy"] > 0.2
