@@ -8,12 +8,13 @@ defined in :mod:`combee_fast.errors`).
 from __future__ import annotations
 
 import argparse
+import re
 import shlex
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NoReturn, cast
 
 import msgspec
 
@@ -23,18 +24,49 @@ from combee_fast.errors import (
 )
 from combee_fast.redact import escape_control, scrub
 from combee_fast.sim import cli as sim_cli
+from combee_fast.suggest import did_you_mean
 from combee_fast.verify import cli as verify_cli
 
 
+_INVALID_CHOICE = re.compile(r"invalid choice: '([^']*)' \(choose from ([^)]*)\)")
+"""argparse's refusal of a value not among an argument's choices (a command, a --staleness...)."""
+_QUOTED = re.compile(r"'([^']*)'")
+
+
 class _Parser(argparse.ArgumentParser):
-    """Reports a bad flag in one line (no usage dump) and exits 2."""
+    """Reports a bad flag in one line (no usage dump) and exits 2; a mistyped flag or command
+    is told the closest one."""
 
     def error(self, message: str) -> NoReturn:
+        choice = _INVALID_CHOICE.search(message)
+        if choice is not None:
+            message = message.replace(choice[0], choice[0] + did_you_mean(choice[1], _QUOTED.findall(choice[2])))
         self.exit(EXIT_USAGE, f"{self.prog}: error: {escape_control(scrub(message))} (see {self.prog} --help)\n")
+
+    def unrecognized(self, extra: Sequence[str]) -> NoReturn:
+        """Refuse the arguments no flag took, suggesting the closest flag of this parser."""
+        flag = next((arg.split("=", 1)[0] for arg in extra if arg.startswith("--")), None)
+        known = [option for action in self._actions for option in action.option_strings]
+        hint = did_you_mean(flag, known) if flag is not None else ""
+        self.error(f"unrecognized arguments: {' '.join(extra)}{hint}")
+
+
+def _parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:
+    """``argv`` parsed; an argument no flag takes is refused by its command's parser, which
+    names the closest flag it has (argparse's own refusal names none)."""
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        command = commands.choices.get(args.command, parser)
+        cast(_Parser, command).unrecognized(extra)
+    return args
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from combee_fast import __version__
+
     parser = _Parser(prog="combee", description="Parallel prompt learning (Combee) on a streaming engine.")
+    parser.add_argument("--version", action="version", version=f"combee {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     learn = commands.add_parser("learn", help="learn a playbook (ACE) or a prompt (GEPA, TextGrad) from a task's "
@@ -442,7 +474,7 @@ async def _demo(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = _parse(parser, argv)
     handlers = {"learn": _learn, "eval": _eval, "demo": _demo}
     plain = {"show": _show, "compare": _compare}
     if args.command not in handlers and args.command not in plain:

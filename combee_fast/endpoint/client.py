@@ -696,6 +696,12 @@ def _parse_float(value: str | None) -> float | None:
 
 
 def _one_line(exc: BaseException) -> str:
+    """``exc`` in one line, its type first; a refused connection says host, port and the OS's
+    reason (aiohttp's own text says ``ssl:default`` even of a plain-HTTP URL)."""
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        error = exc.os_error
+        reason = os.strerror(error.errno) if error.errno else str(error) or type(error).__name__
+        return f"{type(exc).__name__}: cannot connect to {exc.host}:{exc.port}: {reason}"
     text = " ".join(str(exc).split()) or type(exc).__name__
     return f"{type(exc).__name__}: {text}"
 

@@ -101,3 +101,41 @@ def test_the_readme_own_data_commands_run_as_written(tmp_path: Path) -> None:
                               env={**os.environ, **env})
         assert done.returncode == 0, (command, done.stderr)
     assert json.loads(done.stdout.strip().splitlines()[-1])["accuracy"] > 0.2
+
+
+# -- finding 20: --version, "did you mean", an unreachable http endpoint said plainly -------------
+
+
+def test_combee_version_prints_the_package_version() -> None:
+    from combee_fast import __version__
+
+    done = _combee("--version")
+    assert done.returncode == 0 and done.stdout.strip() == f"combee {__version__}"
+
+
+@pytest.mark.parametrize(("args", "hint"), [
+    (("learn", "--batchsize", "40"), "unrecognized arguments: --batchsize 40 (did you mean '--batch-size'?)"),
+    (("learn", "--task", "formla"), "unknown task 'formla' (did you mean 'formula'?)"),
+    (("learn", "--method", "combe"), "unknown method 'combe' (did you mean 'combee'?)"),
+    (("lern",), "invalid choice: 'lern' (choose from"),
+    (("learn", "--staleness", "ful"), "(did you mean 'full'?)"),
+])
+def test_a_mistyped_flag_task_method_or_command_is_told_the_closest_one(tmp_path: Path, args, hint) -> None:
+    done = _combee(*args, "--out", str(tmp_path / "run"), cwd=tmp_path) if args[0] == "learn" else _combee(*args)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert hint in done.stderr
+    assert "did you mean" in done.stderr
+    assert not (tmp_path / "run").exists()
+
+
+def test_an_unreachable_http_endpoint_is_said_without_ssl(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    done = _combee("learn", "--endpoint", f"http://127.0.0.1:{port}/v1", "--model", "sim",
+                   "--out", str(tmp_path / "run"))
+    assert done.returncode == 2
+    line = _one_line(done)
+    assert "ssl" not in line and f"cannot connect to 127.0.0.1:{port}: Connection refused" in line
