@@ -165,7 +165,8 @@ async def _learn(args: argparse.Namespace) -> int:
         try:
             result = await session.train(run_dir=run_dir, usage=usage, gpus=gpus, interrupt=interrupt, stops=stops,
                                          events=events)
-            code = _finish(result, run_dir, _shown(out, run_dir), interrupt, reruns=reruns.count)
+            code = _finish(result, run_dir, _shown(out, run_dir), interrupt, val_split=config.task.val_split,
+                           quiet=args.quiet, reruns=reruns.count)
             failed = False
         except CombeeError as exc:
             if run_dir.started:  # a retry's refusal then names this run as a failed one
@@ -255,7 +256,8 @@ async def _resume(args: argparse.Namespace) -> int:
             try:
                 result = await session.train(run_dir=run_dir, gpus=args.gpus, interrupt=interrupt, stops=stops,
                                              events=events)
-                code = _finish(result, run_dir, out, interrupt, resumed_from=resumed_from, reruns=reruns.count)
+                code = _finish(result, run_dir, out, interrupt, val_split=config.task.val_split, quiet=args.quiet,
+                               resumed_from=resumed_from, reruns=reruns.count)
                 failed = False
             finally:
                 interrupt.uninstall()
@@ -266,10 +268,11 @@ async def _resume(args: argparse.Namespace) -> int:
     return code
 
 
-def _finish(result: Any, run_dir: Any, out: str, interrupt: Any, *, resumed_from: int | None = None,
-            reruns: int = 0) -> int:
+def _finish(result: Any, run_dir: Any, out: str, interrupt: Any, *, val_split: str, quiet: bool,
+            resumed_from: int | None = None, reruns: int = 0) -> int:
     """Write ``summary.json`` (marked interrupted, with the resume command, when stopped by a
-    signal), print it; the exit code. ``reruns``: episodes sent again after their worker was lost."""
+    signal), print it, and (not ``quiet``) the human summary on stderr; the exit code.
+    ``reruns``: episodes sent again after their worker was lost."""
     summary = {
         "learner": result.learner, "method": result.method, "samples": result.samples, "calls": result.calls,
         "tokens": result.tokens, "rollouts": result.rollouts,
@@ -299,6 +302,10 @@ def _finish(result: Any, run_dir: Any, out: str, interrupt: Any, *, resumed_from
         print(f"combee learn: stopped early: {result.stopped_by}", file=sys.stderr)
     run_dir.write_summary(summary)
     print(msgspec.json.encode(summary).decode())
+    if not quiet:
+        from combee_fast.run.closing import closing_lines
+
+        print("\n".join(closing_lines(result, summary, out, val_split=val_split)), file=sys.stderr)
     if result.interrupted:
         print(f"combee learn: interrupted by {interrupt.requested} after step {result.steps}; "
               f"the artifact so far is in {Path(out) / 'final.json'}; resume with: {command}", file=sys.stderr)

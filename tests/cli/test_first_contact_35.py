@@ -139,3 +139,25 @@ def test_an_unreachable_http_endpoint_is_said_without_ssl(tmp_path: Path) -> Non
     assert done.returncode == 2
     line = _one_line(done)
     assert "ssl" not in line and f"cannot connect to 127.0.0.1:{port}: Connection refused" in line
+
+
+# -- finding 15: every run ends with a human summary on stderr ------------------------------------
+
+
+def test_a_learn_run_ends_with_a_human_summary_naming_score_cost_and_files(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    done = _combee("learn", "--train-split", "train[0:40]", "--val-split", "selection[0:20]", "--batch-size", "20",
+                   "--time-scale", "0.0001", "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    summary = _summary(done)
+    tail = done.stderr.strip().splitlines()[-6:]
+    assert tail[0].startswith("Run finished in ") and f"{summary['tokens']:,} tokens" in tail[0]
+    assert f"{summary['calls']:,} calls" in tail[0]
+    assert tail[1] == f"  best validation on selection[0:20]: {100 * summary['best_val_accuracy']:.1f}%"
+    assert "% CI " in tail[2] and "(20 of 20 examples answered)" in tail[2]
+    for line, name in zip(tail[3:], ("prompt.txt", "best.json", "report.md")):
+        shown = line.split()[1]
+        assert shown == str(out / name) and Path(shown).is_file()
+    quiet = _combee("learn", "--train-split", "train[0:20]", "--val-split", "selection[0:10]", "--batch-size", "20",
+                    "--time-scale", "0.0001", "--out", str(tmp_path / "quiet"), "--quiet")
+    assert quiet.returncode == 0 and "Run finished" not in quiet.stderr
