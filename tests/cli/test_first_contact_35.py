@@ -161,3 +161,33 @@ def test_a_learn_run_ends_with_a_human_summary_naming_score_cost_and_files(tmp_p
     quiet = _combee("learn", "--train-split", "train[0:20]", "--val-split", "selection[0:10]", "--batch-size", "20",
                     "--time-scale", "0.0001", "--out", str(tmp_path / "quiet"), "--quiet")
     assert quiet.returncode == 0 and "Run finished" not in quiet.stderr
+
+
+# -- finding 10: a replay needs no live endpoint ---------------------------------------------------
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_a_replay_runs_with_its_endpoint_down_and_gives_the_same_playbook(tmp_path: Path) -> None:
+    port = _free_port()
+    server = subprocess.Popen([sys.executable, "-m", "combee_fast.cli", "sim-server", "--port", str(port),
+                               "--time-scale", "0.0001"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    url = f"http://127.0.0.1:{port}/v1"
+    run = ("learn", "--train-split", "train[0:20]", "--val-split", "selection[0:10]", "--batch-size", "10",
+           "--endpoint", url, "--model", "sim", "--cache", str(tmp_path / "cache.jsonl"), "--quiet")
+    try:
+        assert server.stdout.readline().startswith("listening on"), server.stderr.read()  # type: ignore[union-attr]
+        recorded = _combee(*run, "--cache-mode", "record", "--out", str(tmp_path / "rec"))
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    assert recorded.returncode == 0, recorded.stderr
+    replayed = _combee(*run, "--cache-mode", "replay", "--out", str(tmp_path / "rep"))  # nothing listens now
+    assert replayed.returncode == 0, replayed.stderr
+    assert (tmp_path / "rep" / "final.json").read_bytes() == (tmp_path / "rec" / "final.json").read_bytes()
