@@ -22,7 +22,7 @@ from typing import Any
 
 import msgspec
 
-from combee_fast.config import SessionConfig
+from combee_fast.config import AgentConfig, SessionConfig
 from combee_fast.endpoint.cache import CacheMode, ReplayCache
 from combee_fast.errors import CheckpointError, ConfigError
 from combee_fast.redact import scrub
@@ -30,6 +30,7 @@ from combee_fast.kinds import Kind
 from combee_fast.learners import LEARNERS, Choice, resolve
 from combee_fast.methods.base import EvalResult
 from combee_fast.protocols.running import BatchPlan, Method, StopRule
+from combee_fast.protocols.rollouts import EnvironmentTask
 from combee_fast.protocols.tasks import Task
 from combee_fast.roles.calls import RoleCalls
 from combee_fast.roles.clients import Fallback, RoleClients, RoleMap, open_role_clients
@@ -52,7 +53,7 @@ from combee_fast.run.train import Training, TrainResult, train
 from combee_fast.run.usage import SplitUsage, append_usage, usage_entry
 from combee_fast.rollouts.attempts import EpisodeAttempts
 from combee_fast.rollouts.journal import TrajectoryJournal
-from combee_fast.rollouts.spec import RolloutSpec, uses_agents
+from combee_fast.rollouts.spec import BUILT_IN_AGENT, RolloutSpec, uses_agents
 from combee_fast.schema import Example
 from combee_fast.sim.server import SimServer
 from combee_fast.sim.worlds import task_world
@@ -458,6 +459,7 @@ async def open_session(config: SessionConfig, *, check: bool = True) -> AsyncIte
     """
     choice = resolve(config.learner, config.method)
     task = get_task(config.task.name, **config.task.options)
+    _check_env(config.agent, task)
     train_split = task.load(config.task.train_split)
     val_split = task.load(config.task.val_split)
     if not train_split.examples:  # nothing to learn from (or to evaluate): never a silent "success"
@@ -475,6 +477,16 @@ async def open_session(config: SessionConfig, *, check: bool = True) -> AsyncIte
         calls = RoleCalls.on(role_map, task, clients, events=events)
         episodes = await _open_episodes(config, task, calls, stack)
         yield Session(config, task, train_split, val_split, calls, server, local, episodes)
+
+
+def _check_env(agent: AgentConfig, task: Task) -> None:
+    """:class:`ConfigError` (one line) for an environment given to a single-call task with no
+    agent of the user's own to act in it: the built-in ReAct agent would take each example's one
+    model call for an agent's turn (and the simulated endpoint plays no such turn for it)."""
+    if agent.env is not None and not isinstance(task, EnvironmentTask) and agent.factory in (None, BUILT_IN_AGENT):
+        raise ConfigError(f"--env {agent.env}: task {task.name!r} is single-call (one model call per example, no "
+                          f"environment); give your agent with --agent package.module:factory, or use a task with "
+                          f"an environment (--task terminal)")
 
 
 async def _open_episodes(config: SessionConfig, task: Task, calls: RoleCalls,

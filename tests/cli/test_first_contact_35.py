@@ -191,3 +191,16 @@ def test_a_replay_runs_with_its_endpoint_down_and_gives_the_same_playbook(tmp_pa
     replayed = _combee(*run, "--cache-mode", "replay", "--out", str(tmp_path / "rep"))  # nothing listens now
     assert replayed.returncode == 0, replayed.stderr
     assert (tmp_path / "rep" / "final.json").read_bytes() == (tmp_path / "rec" / "final.json").read_bytes()
+
+
+# -- finding 13: --env on a single-call task with no agent of the user's own ----------------------
+
+
+def test_an_environment_for_a_single_call_task_without_an_agent_is_one_line(tmp_path: Path) -> None:
+    done = _combee("learn", "--task", "formula", "--env", "tests.rollouts.environments:counting",
+                   "--train-split", "train[0:10]", "--val-split", "selection[0:5]", "--batch-size", "10",
+                   "--time-scale", "0.0001", "--out", str(tmp_path / "run"), cwd=SRC)
+    assert done.returncode == 2
+    line = _one_line(done)
+    assert "task 'formula' is single-call" in line and "--agent package.module:factory" in line
+    assert not (tmp_path / "run").exists()
