@@ -107,7 +107,9 @@ def _assign(table: dict[str, Any], path: tuple[str, ...], value: Any) -> None:
 
 
 TASK_FLAGS = (
-    Flag("--task", path=("task", "name"), help="formula, finer, jsonl, traces or terminal"),
+    Flag("--task", path=("task", "name"),
+         help="formula, finer, jsonl, traces or terminal (against a standalone simulated server: `combee sim-server` "
+              "plays formula and finer; start it with --world TASK for another task, e.g. --world terminal)"),
     Flag("--seed", path=("seed",), type=int, help="root of every random draw and request seed"),
 )
 

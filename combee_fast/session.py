@@ -474,9 +474,23 @@ async def open_session(config: SessionConfig, *, check: bool = True) -> AsyncIte
         role_map = RoleMap.from_config(config, choice.kind.roles, fallback, learner=choice.kind.name)
         events = Events()  # the session's hub (Session.events)
         clients = await open_role_clients(role_map, stack, cache=cache, check=check, events=events)
+        _check_worlds(task, clients)
         calls = RoleCalls.on(role_map, task, clients, events=events)
         episodes = await _open_episodes(config, task, calls, stack)
         yield Session(config, task, train_split, val_split, calls, server, local, episodes)
+
+
+def _check_worlds(task: Task, clients: RoleClients) -> None:
+    """:class:`ConfigError` (one line) when an endpoint is a ``combee sim-server`` that says it
+    plays no world of ``task`` (its answers would be for another task's questions)."""
+    for client in clients.distinct():
+        for replica in getattr(client, "replicas", (client,)):
+            worlds = getattr(replica, "sim_worlds", None)
+            if worlds is not None and task.name not in worlds:
+                raise ConfigError(
+                    f"endpoint {replica.config.name!r} is a combee sim-server playing {', '.join(worlds)}, not task "
+                    f"{task.name!r}: start it with `combee sim-server --world {task.name}`"
+                    + (" --data FILE (and the run's --task-option)" if task.name in ("jsonl", "traces") else ""))
 
 
 def _check_env(agent: AgentConfig, task: Task) -> None:

@@ -216,6 +216,8 @@ class EndpointClient:
         self._totals: dict[tuple[str, str, str], UsageTotals] = {}
         self._in_flight = 0
         self._time_scale: float | None = None  # real s per simulated s, if the server says
+        self.sim_worlds: tuple[str, ...] | None = None
+        """The tasks a ``combee sim-server`` said (at :meth:`check`) it plays; None: not said."""
         self.events = events if events is not None else Events()
         """Where :class:`~combee_fast.engine.events.RetryAfter` (before each wait a server asked
         for) and :class:`~combee_fast.engine.events.Overloaded` (each time a timeout lowers the
@@ -326,6 +328,7 @@ class EndpointClient:
             raise EndpointUnreachable(f"{where} rejected the credentials: HTTP {status} on GET /models")
         listed = _listed_models(body) if status == 200 else None
         if listed is not None and model in listed:
+            self.sim_worlds = _sim_worlds(body, model)
             return
         if listed:  # the server says what it serves: another name would be answered by no model of ours
             raise EndpointUnreachable(f"{where} does not serve model {model!r}: GET /models does not list model "
@@ -671,6 +674,12 @@ class EndpointClient:
         totals.retries += usage.retries
         totals.errors += result.error is not None
         totals.cached += usage.cached
+
+
+def _sim_worlds(body: bytes, model: str) -> tuple[str, ...] | None:
+    """The tasks a ``combee sim-server`` listing ``model`` says it plays (None: not said)."""
+    listing = msgspec.json.decode(body, type=ModelList)
+    return next((card.worlds for card in listing.data if card.id == model), None)
 
 
 def _listed_models(body: bytes) -> set[str] | None:

@@ -204,3 +204,27 @@ def test_an_environment_for_a_single_call_task_without_an_agent_is_one_line(tmp_
     line = _one_line(done)
     assert "task 'formula' is single-call" in line and "--agent package.module:factory" in line
     assert not (tmp_path / "run").exists()
+
+
+# -- finding 5: the terminal task against the default sim-server ----------------------------------
+
+
+def test_a_task_the_sim_server_does_not_play_is_one_line_naming_its_world(tmp_path: Path) -> None:
+    server = subprocess.Popen([sys.executable, "-m", "combee_fast.cli", "sim-server", "--port", "0",
+                               "--time-scale", "0.0001"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        first = server.stdout.readline().split()  # type: ignore[union-attr]
+        assert first[:2] == ["listening", "on"], server.stderr.read()  # type: ignore[union-attr]
+        done = _combee("learn", "--task", "terminal", "--sandbox", "none", "--endpoint", first[2], "--model", "sim",
+                       "--out", str(tmp_path / "run"))
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    assert done.returncode == 2
+    line = _one_line(done)
+    assert "is a combee sim-server playing formula, finer, not task 'terminal'" in line
+    assert line.endswith("start it with `combee sim-server --world terminal`")
+    assert not (tmp_path / "run").exists()
+    for command in (("learn", "--help"), ("sim-server", "--help")):
+        assert "--world terminal" in " ".join(_combee(*command).stdout.split()) or \
+            "terminal (the agent task)" in " ".join(_combee(*command).stdout.split())
