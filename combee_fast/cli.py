@@ -133,7 +133,6 @@ def _notify_waits(session: Any, quiet: bool) -> None:
 
 async def _learn(args: argparse.Namespace) -> int:
     from combee_fast.learners import resolve
-    from combee_fast.run.interrupt import StopRequest
     from combee_fast.run.rundir import RunDir, check_run_target
     from combee_fast.session import open_session
 
@@ -154,32 +153,47 @@ async def _learn(args: argparse.Namespace) -> int:
 
         usage, card_gpus, budget = learn_under_card(args.card, config, run=out)
         gpus, stops = gpus or card_gpus, (budget,)
-    async with open_session(config) as session:
-        session.split_uses(usage.roles if usage is not None else None)  # a test-split use is refused before --out is made
-        run_dir = RunDir(out, overwrite=args.overwrite)
-        _notify_waits(session, args.quiet)
-        interrupt = StopRequest()
-        interrupt.install()
-        events, tracker, reruns = _run_events(session, args, config, name=Path(out).name)
-        failed = True
-        try:
-            result = await session.train(run_dir=run_dir, usage=usage, gpus=gpus, interrupt=interrupt, stops=stops,
-                                         events=events)
-            code = _finish(result, run_dir, _shown(out, run_dir), interrupt, val_split=config.task.val_split,
-                           quiet=args.quiet, reruns=reruns.count)
-            failed = False
-        except CombeeError as exc:
-            if run_dir.started:  # a retry's refusal then names this run as a failed one
-                run_dir.write_summary({"failed": scrub(str(exc)), "exit_code": exc.exit_code,
-                                       "run_dir": _shown(out, run_dir)})
-            raise
-        finally:
-            interrupt.uninstall()
-            if run_dir.started:
-                session.keep_local_log(run_dir)
-            if tracker is not None:
-                tracker.finish(run_dir.root if run_dir.started else None, failed=failed)
-            run_dir.close()
+    tracker = _tracker(config, name=Path(out).name)  # before anything is made or a signal handler installed
+    try:
+        async with open_session(config) as session:
+            session.split_uses(usage.roles if usage is not None else None)  # refused before --out is made
+            run_dir = RunDir(out, overwrite=args.overwrite)
+            tracked, tracker = tracker, None  # finished with the run's files from here on
+            return await _learn_in(session, run_dir, args, config, out, tracked, usage=usage, gpus=gpus,
+                                   stops=stops)
+    finally:
+        if tracker is not None:  # the session did not open: the MLflow run ends as failed, with no files
+            tracker.finish(None, failed=True)
+
+
+async def _learn_in(session: Any, run_dir: Any, args: argparse.Namespace, config: Any, out: str, tracker: Any, *,
+                    usage: Any, gpus: Any, stops: tuple[Any, ...]) -> int:
+    """The run of ``_learn`` in its open session and run directory: its events, its summary."""
+    from combee_fast.run.interrupt import StopRequest
+
+    _notify_waits(session, args.quiet)
+    interrupt = StopRequest()
+    interrupt.install()
+    events, reruns = _run_events(session, args, tracker)
+    failed = True
+    try:
+        result = await session.train(run_dir=run_dir, usage=usage, gpus=gpus, interrupt=interrupt, stops=stops,
+                                     events=events)
+        code = _finish(result, run_dir, _shown(out, run_dir), interrupt, val_split=config.task.val_split,
+                       quiet=args.quiet, reruns=reruns.count)
+        failed = False
+    except CombeeError as exc:
+        if run_dir.started:  # a retry's refusal then names this run as a failed one
+            run_dir.write_summary({"failed": scrub(str(exc)), "exit_code": exc.exit_code,
+                                   "run_dir": _shown(out, run_dir)})
+        raise
+    finally:
+        interrupt.uninstall()
+        if run_dir.started:
+            session.keep_local_log(run_dir)
+        if tracker is not None:
+            tracker.finish(run_dir.root if run_dir.started else None, failed=failed)
+        run_dir.close()
     return code
 
 
@@ -188,22 +202,30 @@ def _shown(out: str, run_dir: Any) -> str:
     return out if run_dir.location == Path(out) else str(run_dir.location)
 
 
-def _run_events(session: Any, args: argparse.Namespace, config: Any, *, name: str) -> tuple[Any, Any, _Reruns]:
+def _tracker(config: Any, *, name: str) -> Any:
+    """The MLflow logger of the run (``tracking.mlflow``; None without it), started first, so an
+    unreachable store or a missing package is one line before anything is made (and a signal
+    meanwhile ends the process as usual)."""
+    if not config.tracking.mlflow:
+        return None
+    from combee_fast.run.mlflow_log import MlflowLogger
+
+    return MlflowLogger.start(config, run_name=name)
+
+
+def _run_events(session: Any, args: argparse.Namespace, tracker: Any) -> tuple[Any, _Reruns]:
     """The run's event hub with what the command line asked to see or record: the progress (not
-    with ``--quiet``) and the MLflow logger (``tracking.mlflow``, returned too: it is finished
-    once the run's files are written); and the count of episodes re-run, for the summary."""
+    with ``--quiet``) and the MLflow logger ``tracker`` (if any: it is finished once the run's
+    files are written); and the count of episodes re-run, for the summary."""
     from combee_fast.run.events import Events
 
     reruns = _Reruns()
-    events, tracker = Events(reruns), None
+    events = Events(reruns)
     if not args.quiet:
         events.subscribe(session.progress())
-    if config.tracking.mlflow:
-        from combee_fast.run.mlflow_log import MlflowLogger
-
-        tracker = MlflowLogger.start(config, run_name=name)
+    if tracker is not None:
         events.subscribe(tracker)
-    return events, tracker, reruns
+    return events, reruns
 
 
 class _Reruns:
@@ -240,29 +262,32 @@ async def _resume(args: argparse.Namespace) -> int:
             from combee_fast.verify.discipline import card_budget
 
             stops = (card_budget(card),)
-        async with open_session(config) as session:
-            recorded = run_dir.read_splits()
-            if len(recorded) != 2:
-                raise SplitChangedError(f"{run_dir.root / 'splits.json'} records {len(recorded)} splits, not the train "
-                                        "and validation splits of the run; refusing to resume")
-            for split, manifest in zip((session.train_split, session.val_split), recorded):
-                verify_split(split, manifest)
-            _notify_waits(session, args.quiet)
-            interrupt = StopRequest()
-            interrupt.install()
-            resumed_from = run_dir.resumed.steps  # type: ignore[union-attr]
-            events, tracker, reruns = _run_events(session, args, config, name=Path(out).name)
-            failed = True
-            try:
-                result = await session.train(run_dir=run_dir, gpus=args.gpus, interrupt=interrupt, stops=stops,
-                                             events=events)
-                code = _finish(result, run_dir, out, interrupt, val_split=config.task.val_split, quiet=args.quiet,
-                               resumed_from=resumed_from, reruns=reruns.count)
-                failed = False
-            finally:
-                interrupt.uninstall()
-                if tracker is not None:
-                    tracker.finish(run_dir.root, failed=failed)
+        tracker = _tracker(config, name=Path(out).name)  # before the session opens or a signal handler is installed
+        failed = True
+        try:
+            async with open_session(config) as session:
+                recorded = run_dir.read_splits()
+                if len(recorded) != 2:
+                    raise SplitChangedError(f"{run_dir.root / 'splits.json'} records {len(recorded)} splits, not the "
+                                            "train and validation splits of the run; refusing to resume")
+                for split, manifest in zip((session.train_split, session.val_split), recorded):
+                    verify_split(split, manifest)
+                _notify_waits(session, args.quiet)
+                interrupt = StopRequest()
+                interrupt.install()
+                resumed_from = run_dir.resumed.steps  # type: ignore[union-attr]
+                events, reruns = _run_events(session, args, tracker)
+                try:
+                    result = await session.train(run_dir=run_dir, gpus=args.gpus, interrupt=interrupt, stops=stops,
+                                                 events=events)
+                    code = _finish(result, run_dir, out, interrupt, val_split=config.task.val_split, quiet=args.quiet,
+                                   resumed_from=resumed_from, reruns=reruns.count)
+                    failed = False
+                finally:
+                    interrupt.uninstall()
+        finally:
+            if tracker is not None:
+                tracker.finish(run_dir.root, failed=failed)
     finally:
         run_dir.close()
     return code

@@ -228,3 +228,57 @@ def test_a_task_the_sim_server_does_not_play_is_one_line_naming_its_world(tmp_pa
     for command in (("learn", "--help"), ("sim-server", "--help")):
         assert "--world terminal" in " ".join(_combee(*command).stdout.split()) or \
             "terminal (the agent task)" in " ".join(_combee(*command).stdout.split())
+
+
+# -- finding 4: --mlflow at a dead address, or without mlflow installed ---------------------------
+
+
+def _nothing_made(folder: Path) -> None:
+    assert not [p.name for p in folder.iterdir() if p.name not in ("mlruns", "fake")], list(folder.iterdir())
+
+
+def test_mlflow_at_an_address_where_nothing_listens_fails_fast_and_leaves_nothing(tmp_path: Path) -> None:
+    pytest.importorskip("mlflow")
+    import time
+
+    started = time.monotonic()
+    done = _combee("learn", "--train-split", "train[0:10]", "--val-split", "selection[0:5]", "--batch-size", "10",
+                   "--mlflow", "--mlflow-uri", f"http://127.0.0.1:{_free_port()}", "--out", str(tmp_path / "run"),
+                   cwd=tmp_path, timeout=60)
+    assert time.monotonic() - started < 30
+    assert done.returncode == 2
+    assert "--mlflow: the tracking server http://127.0.0.1:" in _one_line(done) and "Connection refused" in done.stderr
+    _nothing_made(tmp_path)
+
+
+def test_sigterm_ends_a_run_waiting_for_a_silent_tracking_server_and_leaves_nothing(tmp_path: Path) -> None:
+    pytest.importorskip("mlflow")
+    import signal
+    import socket
+    import time
+
+    with socket.socket() as silent:  # accepts connections (the kernel's backlog), never answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(16)
+        run = subprocess.Popen([sys.executable, "-m", "combee_fast.cli", "learn", "--train-split", "train[0:10]",
+                                "--val-split", "selection[0:5]", "--batch-size", "10", "--mlflow", "--mlflow-uri",
+                                f"http://127.0.0.1:{silent.getsockname()[1]}", "--out", str(tmp_path / "run")],
+                               cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(4)
+        assert run.poll() is None, run.communicate()
+        run.send_signal(signal.SIGTERM)
+        run.wait(timeout=15)
+    assert run.returncode != 0
+    _nothing_made(tmp_path)
+
+
+def test_mlflow_without_the_package_is_one_line_and_leaves_nothing(tmp_path: Path) -> None:
+    fake = tmp_path / "fake" / "mlflow"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("raise ImportError('No module named mlflow')\n")
+    done = _combee("learn", "--train-split", "train[0:10]", "--val-split", "selection[0:5]", "--batch-size", "10",
+                   "--mlflow", "--out", str(tmp_path / "run"), cwd=tmp_path,
+                   env={"PYTHONPATH": os.pathsep.join([str(fake.parent), str(SRC)])})
+    assert done.returncode == 2
+    assert "--mlflow needs MLflow: pip install -e '.[mlflow]'" in _one_line(done)
+    _nothing_made(tmp_path)
