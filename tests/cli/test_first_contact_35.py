@@ -282,3 +282,51 @@ def test_mlflow_without_the_package_is_one_line_and_leaves_nothing(tmp_path: Pat
     assert done.returncode == 2
     assert "--mlflow needs MLflow: pip install -e '.[mlflow]'" in _one_line(done)
     _nothing_made(tmp_path)
+
+
+# -- finding 11: the README's run.toml serves learn against a sim-server, and verify --------------
+
+
+def _readme_run_toml() -> tuple[str, list[str]]:
+    """The README's ``run.toml`` block and the commands given right after it."""
+    lines = README.read_text().splitlines()
+    first = lines.index("    # run.toml")
+    end = lines.index("", first)
+    commands = []
+    for line in lines[end + 1:]:
+        if not line.startswith("    combee "):
+            break
+        commands.append(line.strip())
+    return "\n".join(line[4:] for line in lines[first + 1:end]) + "\n", commands
+
+
+@pytest.mark.slow
+def test_the_readme_run_toml_learns_against_a_sim_server_and_is_taken_by_verify(tmp_path: Path) -> None:
+    toml, commands = _readme_run_toml()
+    (tmp_path / "run.toml").write_text(toml)
+    learn, verify = commands
+    assert learn.startswith("combee learn --config run.toml") and verify.startswith("combee verify")
+    server = subprocess.Popen([sys.executable, "-m", "combee_fast.cli", "sim-server", "--port", "0",
+                               "--time-scale", "0.0005"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        url = server.stdout.readline().split()[2]  # type: ignore[union-attr]
+        args = learn.replace("http://127.0.0.1:8000/v1", url).split()[1:]
+        done = _combee(*args, "--quiet", cwd=tmp_path)
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    assert done.returncode == 0, done.stderr
+    assert _summary(done)["final_val_accuracy"] > 0.5
+    import shutil
+
+    shutil.copytree(SRC / "cards", tmp_path / "cards")
+    verifying = subprocess.Popen([sys.executable, "-m", "combee_fast.cli", *verify.split()[1:]], cwd=tmp_path,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:  # a refused configuration is one line and exit 2 at once; an accepted one runs its cells
+        code = verifying.wait(timeout=8)
+    except subprocess.TimeoutExpired:
+        code = None
+    finally:
+        verifying.terminate()
+        _, errors = verifying.communicate(timeout=60)
+    assert code is None, errors
