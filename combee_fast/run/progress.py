@@ -72,8 +72,7 @@ class Progress:
         elapsed = time.monotonic() - self.started
         parts = []
         if self.budget is not None:
-            share = min(1.0, self.spent / self.budget.total) if self.budget.total else 1.0
-            parts.append(f"{self.budget.unit} {self.spent:,.0f} of {self.budget.total:,.0f} ({100 * share:.0f}%)")
+            parts.append(self.spent_text())
         parts.append(f"elapsed {clock(elapsed)}")
         if (left := self.eta(elapsed)) is not None:
             parts.append(f"eta {clock(left)}")
@@ -91,6 +90,17 @@ class Progress:
         if self.simulated():
             parts.append(f"sim {row.cumulative_sim_seconds:,.0f} s")
         return "  ".join(parts)
+
+    def spent_text(self) -> str:
+        """``metric calls 206 of 300 (69%)``; past the budget (a synchronous GEPA step that
+        started within it finishes, as GEPA's does): ``metric calls 412 (budget 300, the last
+        step went past it)``, never a share above the whole."""
+        budget = self.budget
+        assert budget is not None
+        if self.spent > budget.total:
+            return f"{budget.unit} {self.spent:,.0f} (budget {budget.total:,.0f}, the last step went past it)"
+        share = self.spent / budget.total if budget.total else 1.0
+        return f"{budget.unit} {self.spent:,.0f} of {budget.total:,.0f} ({100 * share:.0f}%)"
 
     def step_count(self) -> str:
         """``step k`` with the steps expected at this pace (``of ~n``) when the budget says."""

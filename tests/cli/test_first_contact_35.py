@@ -330,3 +330,29 @@ def test_the_readme_run_toml_learns_against_a_sim_server_and_is_taken_by_verify(
         verifying.terminate()
         _, errors = verifying.communicate(timeout=60)
     assert code is None, errors
+
+
+# -- finding 12: a GEPA budget that cannot pay for one step; progress past the budget --------------
+
+
+def test_a_gepa_budget_that_cannot_pay_for_one_step_is_refused_before_spending(tmp_path: Path) -> None:
+    done = _combee("learn", "--method", "gepa", "--max-metric-calls", "100", "--time-scale", "0.0001",
+                   "--out", str(tmp_path / "run"))
+    assert done.returncode == 2
+    line = _one_line(done)
+    assert "--max-metric-calls 100 cannot pay for one GEPA step" in line and "takes 200 metric calls" in line
+    assert "give at least 206" in line and "--val-split 'selection[0:50]'" in line
+    assert not (tmp_path / "run").exists()
+    ok = _combee("learn", "--method", "gepa", "--max-metric-calls", "26", "--val-split", "selection[0:20]",
+                 "--time-scale", "0.0001", "--out", str(tmp_path / "ok"), "--quiet")
+    assert ok.returncode == 0, ok.stderr
+
+
+def test_progress_past_the_budget_never_shows_more_than_the_whole(tmp_path: Path) -> None:
+    done = _combee("learn", "--method", "gepa", "--max-metric-calls", "30", "--val-split", "selection[0:20]",
+                   "--time-scale", "0.0001", "--out", str(tmp_path / "run"))
+    assert done.returncode == 0, done.stderr
+    spent = _summary(done)["metric_calls"]
+    lines = [line for line in done.stderr.splitlines() if line.startswith("[gepa] step")]
+    assert spent > 30 and lines[-1].split("  ")[1] == f"metric calls {spent} (budget 30, the last step went past it)"
+    assert not any(" of 30 (" in line and int(line.split("metric calls ")[1].split()[0]) > 30 for line in lines)
