@@ -213,16 +213,18 @@ def _tracker(config: Any, *, name: str) -> Any:
     return MlflowLogger.start(config, run_name=name)
 
 
-def _run_events(session: Any, args: argparse.Namespace, tracker: Any) -> tuple[Any, _Reruns]:
+def _run_events(session: Any, args: argparse.Namespace, tracker: Any,
+                resumed: Sequence[Any] = ()) -> tuple[Any, _Reruns]:
     """The run's event hub with what the command line asked to see or record: the progress (not
-    with ``--quiet``) and the MLflow logger ``tracker`` (if any: it is finished once the run's
-    files are written); and the count of episodes re-run, for the summary."""
+    with ``--quiet``; counting the ``resumed`` ledger rows of a resumed run's earlier sessions)
+    and the MLflow logger ``tracker`` (if any: it is finished once the run's files are written);
+    and the count of episodes re-run, for the summary."""
     from combee_fast.run.events import Events
 
     reruns = _Reruns()
     events = Events(reruns)
     if not args.quiet:
-        events.subscribe(session.progress())
+        events.subscribe(session.progress(resumed=resumed))
     if tracker is not None:
         events.subscribe(tracker)
     return events, reruns
@@ -276,7 +278,7 @@ async def _resume(args: argparse.Namespace) -> int:
                 interrupt = StopRequest()
                 interrupt.install()
                 resumed_from = run_dir.resumed.steps  # type: ignore[union-attr]
-                events, reruns = _run_events(session, args, tracker)
+                events, reruns = _run_events(session, args, tracker, resumed=run_dir.read_ledger())
                 try:
                     result = await session.train(run_dir=run_dir, gpus=args.gpus, interrupt=interrupt, stops=stops,
                                                  events=events)

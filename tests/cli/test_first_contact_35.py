@@ -356,3 +356,61 @@ def test_progress_past_the_budget_never_shows_more_than_the_whole(tmp_path: Path
     lines = [line for line in done.stderr.splitlines() if line.startswith("[gepa] step")]
     assert spent > 30 and lines[-1].split("  ")[1] == f"metric calls {spent} (budget 30, the last step went past it)"
     assert not any(" of 30 (" in line and int(line.split("metric calls ")[1].split()[0]) > 30 for line in lines)
+
+
+# -- finding 6: the progress bar in a narrow terminal, and after --resume --------------------------
+
+
+class _Terminal(__import__("io").StringIO):
+    """A terminal of the width ``COLUMNS`` says."""
+
+    def isatty(self) -> bool:
+        return True
+
+    def fileno(self) -> int:
+        raise OSError("no file descriptor")
+
+
+async def test_the_live_bar_folds_its_fields_in_a_narrow_terminal_and_cuts_none(monkeypatch) -> None:
+    import re
+
+    from combee_fast.config import SessionConfig, SimConfig, TaskConfig
+    from combee_fast.run.batch_plans import FixedBatch
+    from combee_fast.run.events import Events
+    from combee_fast.session import open_session
+
+    monkeypatch.setenv("COLUMNS", "80")
+    stream = _Terminal()
+    config = SessionConfig(task=TaskConfig(train_split="train[0:16]", val_split="selection[0:10]"),
+                           sim=SimConfig("flat", 1e-4))
+    async with open_session(config) as session:
+        progress = session.progress(stream=stream)
+        result = await session.train(plan=FixedBatch(8), events=Events(progress))
+    screen = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", stream.getvalue())
+    last = screen.split("[combee] step")[-1]
+    assert "…" not in screen and all(len(line) <= 80 for line in screen.splitlines())
+    text = " ".join(last.split())
+    assert f"bullets {len(result.best)}" in text and "samples 16 of 16 (100%)" in text and "val " in text
+
+
+def test_a_resumed_run_counts_the_work_of_its_earlier_session(tmp_path: Path) -> None:
+    import signal
+    import time
+
+    out = tmp_path / "run"
+    args = ["learn", "--train-split", "train[0:60]", "--val-split", "selection[0:10]", "--batch-size", "10",
+            "--sim-preset", "flat", "--time-scale", "0.02", "--out", str(out)]
+    first = subprocess.Popen([sys.executable, "-m", "combee_fast.cli", *args], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not (out / "checkpoint.bin").exists():
+        time.sleep(0.05)
+    first.send_signal(signal.SIGINT)
+    _, stopped = first.communicate(timeout=120)
+    assert first.returncode == 130, stopped
+    done = _combee("learn", "--resume", str(out))
+    assert done.returncode == 0, done.stderr
+    steps = [line for line in done.stderr.splitlines() if line.startswith("[combee] step")]
+    assert _summary(done)["resumed_from_step"] >= 1
+    assert "samples 60 of 60 (100%)" in steps[-2] or "samples 60 of 60 (100%)" in steps[-1]
+    assert steps[0].startswith(f"[combee] step {_summary(done)['resumed_from_step'] + 1} ")
