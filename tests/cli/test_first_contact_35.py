@@ -414,3 +414,29 @@ def test_a_resumed_run_counts_the_work_of_its_earlier_session(tmp_path: Path) ->
     assert _summary(done)["resumed_from_step"] >= 1
     assert "samples 60 of 60 (100%)" in steps[-2] or "samples 60 of 60 (100%)" in steps[-1]
     assert steps[0].startswith(f"[combee] step {_summary(done)['resumed_from_step'] + 1} ")
+
+
+# -- finding 9: the GEPA interop block against a sim-server without --peers ------------------------
+
+
+def _interop_block() -> str:
+    from tests.test_readme import python_blocks
+
+    return next(block for block in python_blocks() if "CombeeReflectionStrategy" in block)
+
+
+def test_the_gepa_interop_block_without_peers_stops_at_its_check_and_the_server_says_why(tmp_path: Path) -> None:
+    pytest.importorskip("gepa")
+    text = README.read_text()
+    assert text.index("`combee sim-server --port 8000 --peers`") < text.index("CombeeReflectionStrategy(lm)")
+    server = subprocess.Popen([sys.executable, "-m", "combee_fast.cli", "sim-server", "--port", "0",
+                               "--time-scale", "0.0005"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        url = server.stdout.readline().split()[2]  # type: ignore[union-attr]
+        done = subprocess.run([sys.executable, "-c", _interop_block().replace("http://127.0.0.1:8000/v1", url)],
+                              capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    finally:
+        server.terminate()
+        _, said = server.communicate(timeout=30)
+    assert done.returncode != 0 and "is the server a combee sim-server started with --peers?" in done.stderr
+    assert said.count("start the server with --peers") == 1
