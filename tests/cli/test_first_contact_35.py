@@ -440,3 +440,24 @@ def test_the_gepa_interop_block_without_peers_stops_at_its_check_and_the_server_
         _, said = server.communicate(timeout=30)
     assert done.returncode != 0 and "is the server a combee sim-server started with --peers?" in done.stderr
     assert said.count("start the server with --peers") == 1
+
+
+# -- finding 2: the README's example agent, from the working directory, against the simulated endpoint
+
+
+@pytest.mark.skipif(__import__("shutil").which("bwrap") is None, reason="bubblewrap is not installed (.ci/run installs it)")
+def test_the_readme_agent_imports_from_the_working_directory_and_solves_chores(tmp_path: Path) -> None:
+    script = Path(sys.executable).parent / "combee"
+    if not script.exists():
+        pytest.skip("no combee console script beside this interpreter (pip install -e .)")
+    section = README.read_text().split("## Agents", 1)[1]
+    (tmp_path / "mymodule.py").write_text(section.split("```python\n", 1)[1].split("```", 1)[0])
+    done = subprocess.run([str(script), "learn", "--task", "terminal", "--agent", "mymodule:make_agent",
+                           "--train-split", "train[0:20]", "--val-split", "selection[0:10]", "--batch-size", "10",
+                           "--time-scale", "0.0001", "--out", "run", "--quiet"], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(SRC)})  # not the folder
+    assert done.returncode == 0, done.stderr
+    episodes = [json.loads(line) for line in (tmp_path / "run" / "trajectories.jsonl").read_text().splitlines()]
+    commands = [json.loads(e["episode"]["steps"][0]["action"]["arguments"])["command"] for e in episodes]
+    assert not any(command.startswith("{") for command in commands)  # a shell line, not a JSON reply
+    assert any(e["score"] == 1.0 for e in episodes) and _summary(done)["final_val_accuracy"] > 0
