@@ -189,9 +189,10 @@ class Session:
                 return own
             return await LivePlan.start(config.controller, config.combee, workers=config.map.workers,
                                         lessons=kind.lessons, rollout_role=kind.rollout_role, knob=self.calls,
-                                        run_dir=run_dir)
+                                        run_dir=run_dir, events=self.events)
         capacity = self.server.preset.max_running if self.server is not None else None
-        return await ControllerPlan.start(config.controller, capacity=capacity, lessons=kind.lessons, run_dir=run_dir)
+        return await ControllerPlan.start(config.controller, capacity=capacity, lessons=kind.lessons, run_dir=run_dir,
+                                          events=self.events)
 
     def stop_rules(self, choice: Choice, *, interrupt: StopRequest | None = None,
                    extra: Sequence[StopRule] = ()) -> list[StopRule]:

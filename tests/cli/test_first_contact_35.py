@@ -461,3 +461,37 @@ def test_the_readme_agent_imports_from_the_working_directory_and_solves_chores(t
     commands = [json.loads(e["episode"]["steps"][0]["action"]["arguments"])["command"] for e in episodes]
     assert not any(command.startswith("{") for command in commands)  # a shell line, not a JSON reply
     assert any(e["score"] == 1.0 for e in episodes) and _summary(done)["final_val_accuracy"] > 0
+
+
+# -- finding 8: the first --batch-size auto run says it is compiling kernels -----------------------
+
+
+async def test_a_slow_kernel_warm_up_is_said_when_it_begins_and_when_it_ends() -> None:
+    import io
+    import time
+
+    from combee_fast.run.batch_plans import COMPILE_NOTICE_S, compiled
+    from combee_fast.run.events import Events
+    from combee_fast.run.notices import WaitNotices
+
+    stream = io.StringIO()
+    hub = Events(WaitNotices(stream))
+    await compiled(lambda: time.sleep(COMPILE_NOTICE_S + 0.5), hub)  # a cold cache: longer than the notice wait
+    slow = stream.getvalue().splitlines()
+    await compiled(lambda: None, hub)  # a warm cache: nothing said
+    assert stream.getvalue().splitlines() == slow and len(slow) == 2
+    assert slow[0].startswith("[compiling] the batch planner's Numba kernels (first run on this machine")
+    assert slow[1].startswith("[compiling] kernels ready after ")
+
+
+@pytest.mark.slow
+def test_the_first_auto_batch_run_on_a_cold_cache_says_it_compiles(tmp_path: Path) -> None:
+    (tmp_path / "run.toml").write_text('[controller]\nmode = "paper"\n')
+    done = _combee("learn", "--config", str(tmp_path / "run.toml"), "--batch-size", "auto", "--train-split",
+                   "train[0:20]", "--val-split", "selection[0:5]", "--time-scale", "0.0001", "--out",
+                   str(tmp_path / "run"), env={"NUMBA_CACHE_DIR": str(tmp_path / "numba")})  # nothing cached
+    assert done.returncode == 0, done.stderr
+    lines = done.stderr.splitlines()
+    begins = next(i for i, line in enumerate(lines) if line.startswith("[compiling] the batch planner's"))
+    assert lines[begins + 1].startswith("[compiling] kernels ready after ")
+    assert begins < next(i for i, line in enumerate(lines) if line.startswith("[combee] step 1"))
