@@ -495,3 +495,26 @@ def test_the_first_auto_batch_run_on_a_cold_cache_says_it_compiles(tmp_path: Pat
     begins = next(i for i, line in enumerate(lines) if line.startswith("[compiling] the batch planner's"))
     assert lines[begins + 1].startswith("[compiling] kernels ready after ")
     assert begins < next(i for i, line in enumerate(lines) if line.startswith("[combee] step 1"))
+
+
+# -- finding 18: compare names the task of the run and of an evaluation of another task ------------
+
+
+def test_compare_names_the_task_and_keeps_another_tasks_evaluation_apart(tmp_path: Path) -> None:
+    run = tmp_path / "formula"
+    fast = ("--time-scale", "0.0001")
+    done = _combee("learn", "--train-split", "train[0:10]", "--val-split", "selection[0:10]", "--batch-size", "10",
+                   *fast, "--out", str(run), "--quiet")
+    assert done.returncode == 0, done.stderr
+    for task in ("formula", "finer"):
+        scored = _combee("eval", "--task", task, "--split", "test[0:10]", "--playbook", str(run / "best.json"), *fast,
+                         "--out", str(run / f"eval-{task}"))
+        assert scored.returncode == 0, scored.stderr
+    shown = _combee("compare", str(run))
+    assert shown.returncode == 0, shown.stderr
+    header, _, row = shown.stdout.splitlines()[:3]
+    cells = dict(zip([c.strip() for c in header.strip("|").split("|")], [c.strip() for c in row.strip("|").split("|")]))
+    finer = json.loads((run / "eval-finer" / "eval.json").read_text())["accuracy"]
+    formula = json.loads((run / "eval-formula" / "eval.json").read_text())["accuracy"]
+    assert cells["task"] == "formula"
+    assert cells["test[0:10]"] == f"{100 * formula:.1f}%" and cells["finer test[0:10]"] == f"{100 * finer:.1f}%"
