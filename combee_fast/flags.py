@@ -81,7 +81,8 @@ class Flag:
 
     def add_to(self, parser: argparse._ActionsContainer) -> None:
         default = _lookup(_DEFAULTS, self.path)
-        shown = "auto" if self.path in (("train", "batch_size"), ("gepa", "combee_minibatch")) and default is None \
+        shown = "auto" if self.path in (("train", "batch_size"), ("train", "eval_every"), ("gepa", "combee_minibatch")) \
+            and default is None \
             else default
         options = {key: value for key, value in self.options.items() if key != "metavar"}
         kwargs: dict[str, Any] = dict(dest=self.dest, default=argparse.SUPPRESS, **options)
@@ -128,7 +129,9 @@ LEARN_FLAGS = (
          help="ACE: items per step, an integer or 'auto' (GEPA: --minibatch, --combee-minibatch; 'auto' also "
               "plans GEPA's batched minibatch)"),
     Flag("--epochs", path=("train", "epochs"), type=positive_int, help="ACE: passes over the train split"),
-    Flag("--eval-every", path=("train", "eval_every"), type=int, help="validate every N steps (0: at the end)"),
+    Flag("--eval-every", path=("train", "eval_every"), type=int,
+         help="validate every N steps (0: at the end; auto: each time another quarter of the budget is spent, "
+              "so the run draws a curve)"),
     Flag("--patience", path=("train", "patience"), type=positive_int,
          help="stop after this many validations in a row without a better score (none: off)"),
     Flag("--target-score", path=("train", "target_score"), type=float,

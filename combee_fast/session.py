@@ -293,6 +293,7 @@ class Session:
             seed=self.config.seed, rules=self.stop_rules(choice, interrupt=interrupt, extra=stops),
             validate=self._validator(choice), eval_every=self.config.train.eval_every, run_dir=run_dir,
             gpu_clock=self.gpu_clock(gpus), events=events, resumed=stored is not None, calls_now=calls_now,
+            budget=self.budget(choice.shown),
         )
         if stored is None:
             self._start_run(run_dir, usage)

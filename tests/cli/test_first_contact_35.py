@@ -518,3 +518,20 @@ def test_compare_names_the_task_and_keeps_another_tasks_evaluation_apart(tmp_pat
     formula = json.loads((run / "eval-formula" / "eval.json").read_text())["accuracy"]
     assert cells["task"] == "formula"
     assert cells["test[0:10]"] == f"{100 * formula:.1f}%" and cells["finer test[0:10]"] == f"{100 * finer:.1f}%"
+
+
+# -- finding 16: without --eval-every a run validates at each quarter of its budget ---------------
+
+
+def test_a_run_without_eval_every_draws_a_curve_and_learns_the_same_final_artifact(tmp_path: Path) -> None:
+    runs = {}
+    for name, extra in (("auto", ()), ("end", ("--eval-every", "0"))):
+        out = tmp_path / name
+        done = _combee("learn", "--train-split", "train[0:80]", "--val-split", "selection[0:10]", "--batch-size", "10",
+                       "--time-scale", "0.0001", "--out", str(out), "--quiet", *extra)
+        assert done.returncode == 0, done.stderr
+        ledger = [json.loads(line) for line in (out / "ledger.jsonl").read_text().splitlines()]
+        runs[name] = [row["step"] + 1 for row in ledger if row["val_accuracy"] is not None]
+    assert runs == {"auto": [2, 4, 6, 9], "end": [9]}  # 8 steps of 10 samples and the drain
+    assert (tmp_path / "auto" / "curve.png").is_file() and not (tmp_path / "end" / "curve.png").exists()
+    assert (tmp_path / "auto" / "final.json").read_bytes() == (tmp_path / "end" / "final.json").read_bytes()
