@@ -390,7 +390,7 @@ async def test_the_live_bar_folds_its_fields_in_a_narrow_terminal_and_cuts_none(
     last = screen.split("[combee] step")[-1]
     assert "…" not in screen and all(len(line) <= 80 for line in screen.splitlines())
     text = " ".join(last.split())
-    assert f"bullets {len(result.best)}" in text and "samples 16 of 16 (100%)" in text and "val " in text
+    assert f"bullets {len(result.final)}" in text and "samples 16 of 16 (100%)" in text and "val " in text
 
 
 def test_a_resumed_run_counts_the_work_of_its_earlier_session(tmp_path: Path) -> None:
