@@ -8,12 +8,13 @@ defined in :mod:`combee_fast.errors`).
 from __future__ import annotations
 
 import argparse
+import re
 import shlex
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NoReturn, cast
 
 import msgspec
 
@@ -23,18 +24,49 @@ from combee_fast.errors import (
 )
 from combee_fast.redact import escape_control, scrub
 from combee_fast.sim import cli as sim_cli
+from combee_fast.suggest import did_you_mean
 from combee_fast.verify import cli as verify_cli
 
 
+_INVALID_CHOICE = re.compile(r"invalid choice: '([^']*)' \(choose from ([^)]*)\)")
+"""argparse's refusal of a value not among an argument's choices (a command, a --staleness...)."""
+_QUOTED = re.compile(r"'([^']*)'")
+
+
 class _Parser(argparse.ArgumentParser):
-    """Reports a bad flag in one line (no usage dump) and exits 2."""
+    """Reports a bad flag in one line (no usage dump) and exits 2; a mistyped flag or command
+    is told the closest one."""
 
     def error(self, message: str) -> NoReturn:
+        choice = _INVALID_CHOICE.search(message)
+        if choice is not None:
+            message = message.replace(choice[0], choice[0] + did_you_mean(choice[1], _QUOTED.findall(choice[2])))
         self.exit(EXIT_USAGE, f"{self.prog}: error: {escape_control(scrub(message))} (see {self.prog} --help)\n")
+
+    def unrecognized(self, extra: Sequence[str]) -> NoReturn:
+        """Refuse the arguments no flag took, suggesting the closest flag of this parser."""
+        flag = next((arg.split("=", 1)[0] for arg in extra if arg.startswith("--")), None)
+        known = [option for action in self._actions for option in action.option_strings]
+        hint = did_you_mean(flag, known) if flag is not None else ""
+        self.error(f"unrecognized arguments: {' '.join(extra)}{hint}")
+
+
+def _parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:
+    """``argv`` parsed; an argument no flag takes is refused by its command's parser, which
+    names the closest flag it has (argparse's own refusal names none)."""
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        command = commands.choices.get(args.command, parser)
+        cast(_Parser, command).unrecognized(extra)
+    return args
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from combee_fast import __version__
+
     parser = _Parser(prog="combee", description="Parallel prompt learning (Combee) on a streaming engine.")
+    parser.add_argument("--version", action="version", version=f"combee {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     learn = commands.add_parser("learn", help="learn a playbook (ACE) or a prompt (GEPA, TextGrad) from a task's "
@@ -101,7 +133,6 @@ def _notify_waits(session: Any, quiet: bool) -> None:
 
 async def _learn(args: argparse.Namespace) -> int:
     from combee_fast.learners import resolve
-    from combee_fast.run.interrupt import StopRequest
     from combee_fast.run.rundir import RunDir, check_run_target
     from combee_fast.session import open_session
 
@@ -122,31 +153,47 @@ async def _learn(args: argparse.Namespace) -> int:
 
         usage, card_gpus, budget = learn_under_card(args.card, config, run=out)
         gpus, stops = gpus or card_gpus, (budget,)
-    async with open_session(config) as session:
-        session.split_uses(usage.roles if usage is not None else None)  # a test-split use is refused before --out is made
-        run_dir = RunDir(out, overwrite=args.overwrite)
-        _notify_waits(session, args.quiet)
-        interrupt = StopRequest()
-        interrupt.install()
-        events, tracker, reruns = _run_events(session, args, config, name=Path(out).name)
-        failed = True
-        try:
-            result = await session.train(run_dir=run_dir, usage=usage, gpus=gpus, interrupt=interrupt, stops=stops,
-                                         events=events)
-            code = _finish(result, run_dir, _shown(out, run_dir), interrupt, reruns=reruns.count)
-            failed = False
-        except CombeeError as exc:
-            if run_dir.started:  # a retry's refusal then names this run as a failed one
-                run_dir.write_summary({"failed": scrub(str(exc)), "exit_code": exc.exit_code,
-                                       "run_dir": _shown(out, run_dir)})
-            raise
-        finally:
-            interrupt.uninstall()
-            if run_dir.started:
-                session.keep_local_log(run_dir)
-            if tracker is not None:
-                tracker.finish(run_dir.root if run_dir.started else None, failed=failed)
-            run_dir.close()
+    tracker = _tracker(config, name=Path(out).name)  # before anything is made or a signal handler installed
+    try:
+        async with open_session(config) as session:
+            session.split_uses(usage.roles if usage is not None else None)  # refused before --out is made
+            run_dir = RunDir(out, overwrite=args.overwrite)
+            tracked, tracker = tracker, None  # finished with the run's files from here on
+            return await _learn_in(session, run_dir, args, config, out, tracked, usage=usage, gpus=gpus,
+                                   stops=stops)
+    finally:
+        if tracker is not None:  # the session did not open: the MLflow run ends as failed, with no files
+            tracker.finish(None, failed=True)
+
+
+async def _learn_in(session: Any, run_dir: Any, args: argparse.Namespace, config: Any, out: str, tracker: Any, *,
+                    usage: Any, gpus: Any, stops: tuple[Any, ...]) -> int:
+    """The run of ``_learn`` in its open session and run directory: its events, its summary."""
+    from combee_fast.run.interrupt import StopRequest
+
+    _notify_waits(session, args.quiet)
+    interrupt = StopRequest()
+    interrupt.install()
+    events, reruns = _run_events(session, args, tracker)
+    failed = True
+    try:
+        result = await session.train(run_dir=run_dir, usage=usage, gpus=gpus, interrupt=interrupt, stops=stops,
+                                     events=events)
+        code = _finish(result, run_dir, _shown(out, run_dir), interrupt, val_split=config.task.val_split,
+                       quiet=args.quiet, reruns=reruns.count)
+        failed = False
+    except CombeeError as exc:
+        if run_dir.started:  # a retry's refusal then names this run as a failed one
+            run_dir.write_summary({"failed": scrub(str(exc)), "exit_code": exc.exit_code,
+                                   "run_dir": _shown(out, run_dir)})
+        raise
+    finally:
+        interrupt.uninstall()
+        if run_dir.started:
+            session.keep_local_log(run_dir)
+        if tracker is not None:
+            tracker.finish(run_dir.root if run_dir.started else None, failed=failed)
+        run_dir.close()
     return code
 
 
@@ -155,22 +202,32 @@ def _shown(out: str, run_dir: Any) -> str:
     return out if run_dir.location == Path(out) else str(run_dir.location)
 
 
-def _run_events(session: Any, args: argparse.Namespace, config: Any, *, name: str) -> tuple[Any, Any, _Reruns]:
+def _tracker(config: Any, *, name: str) -> Any:
+    """The MLflow logger of the run (``tracking.mlflow``; None without it), started first, so an
+    unreachable store or a missing package is one line before anything is made (and a signal
+    meanwhile ends the process as usual)."""
+    if not config.tracking.mlflow:
+        return None
+    from combee_fast.run.mlflow_log import MlflowLogger
+
+    return MlflowLogger.start(config, run_name=name)
+
+
+def _run_events(session: Any, args: argparse.Namespace, tracker: Any,
+                resumed: Sequence[Any] = ()) -> tuple[Any, _Reruns]:
     """The run's event hub with what the command line asked to see or record: the progress (not
-    with ``--quiet``) and the MLflow logger (``tracking.mlflow``, returned too: it is finished
-    once the run's files are written); and the count of episodes re-run, for the summary."""
+    with ``--quiet``; counting the ``resumed`` ledger rows of a resumed run's earlier sessions)
+    and the MLflow logger ``tracker`` (if any: it is finished once the run's files are written);
+    and the count of episodes re-run, for the summary."""
     from combee_fast.run.events import Events
 
     reruns = _Reruns()
-    events, tracker = Events(reruns), None
+    events = Events(reruns)
     if not args.quiet:
-        events.subscribe(session.progress())
-    if config.tracking.mlflow:
-        from combee_fast.run.mlflow_log import MlflowLogger
-
-        tracker = MlflowLogger.start(config, run_name=name)
+        events.subscribe(session.progress(resumed=resumed))
+    if tracker is not None:
         events.subscribe(tracker)
-    return events, tracker, reruns
+    return events, reruns
 
 
 class _Reruns:
@@ -207,37 +264,42 @@ async def _resume(args: argparse.Namespace) -> int:
             from combee_fast.verify.discipline import card_budget
 
             stops = (card_budget(card),)
-        async with open_session(config) as session:
-            recorded = run_dir.read_splits()
-            if len(recorded) != 2:
-                raise SplitChangedError(f"{run_dir.root / 'splits.json'} records {len(recorded)} splits, not the train "
-                                        "and validation splits of the run; refusing to resume")
-            for split, manifest in zip((session.train_split, session.val_split), recorded):
-                verify_split(split, manifest)
-            _notify_waits(session, args.quiet)
-            interrupt = StopRequest()
-            interrupt.install()
-            resumed_from = run_dir.resumed.steps  # type: ignore[union-attr]
-            events, tracker, reruns = _run_events(session, args, config, name=Path(out).name)
-            failed = True
-            try:
-                result = await session.train(run_dir=run_dir, gpus=args.gpus, interrupt=interrupt, stops=stops,
-                                             events=events)
-                code = _finish(result, run_dir, out, interrupt, resumed_from=resumed_from, reruns=reruns.count)
-                failed = False
-            finally:
-                interrupt.uninstall()
-                if tracker is not None:
-                    tracker.finish(run_dir.root, failed=failed)
+        tracker = _tracker(config, name=Path(out).name)  # before the session opens or a signal handler is installed
+        failed = True
+        try:
+            async with open_session(config) as session:
+                recorded = run_dir.read_splits()
+                if len(recorded) != 2:
+                    raise SplitChangedError(f"{run_dir.root / 'splits.json'} records {len(recorded)} splits, not the "
+                                            "train and validation splits of the run; refusing to resume")
+                for split, manifest in zip((session.train_split, session.val_split), recorded):
+                    verify_split(split, manifest)
+                _notify_waits(session, args.quiet)
+                interrupt = StopRequest()
+                interrupt.install()
+                resumed_from = run_dir.resumed.steps  # type: ignore[union-attr]
+                events, reruns = _run_events(session, args, tracker, resumed=run_dir.read_ledger())
+                try:
+                    result = await session.train(run_dir=run_dir, gpus=args.gpus, interrupt=interrupt, stops=stops,
+                                                 events=events)
+                    code = _finish(result, run_dir, out, interrupt, val_split=config.task.val_split, quiet=args.quiet,
+                                   resumed_from=resumed_from, reruns=reruns.count)
+                    failed = False
+                finally:
+                    interrupt.uninstall()
+        finally:
+            if tracker is not None:
+                tracker.finish(run_dir.root, failed=failed)
     finally:
         run_dir.close()
     return code
 
 
-def _finish(result: Any, run_dir: Any, out: str, interrupt: Any, *, resumed_from: int | None = None,
-            reruns: int = 0) -> int:
+def _finish(result: Any, run_dir: Any, out: str, interrupt: Any, *, val_split: str, quiet: bool,
+            resumed_from: int | None = None, reruns: int = 0) -> int:
     """Write ``summary.json`` (marked interrupted, with the resume command, when stopped by a
-    signal), print it; the exit code. ``reruns``: episodes sent again after their worker was lost."""
+    signal), print it, and (not ``quiet``) the human summary on stderr; the exit code.
+    ``reruns``: episodes sent again after their worker was lost."""
     summary = {
         "learner": result.learner, "method": result.method, "samples": result.samples, "calls": result.calls,
         "tokens": result.tokens, "rollouts": result.rollouts,
@@ -267,6 +329,10 @@ def _finish(result: Any, run_dir: Any, out: str, interrupt: Any, *, resumed_from
         print(f"combee learn: stopped early: {result.stopped_by}", file=sys.stderr)
     run_dir.write_summary(summary)
     print(msgspec.json.encode(summary).decode())
+    if not quiet:
+        from combee_fast.run.closing import closing_lines
+
+        print("\n".join(closing_lines(result, summary, out, val_split=val_split)), file=sys.stderr)
     if result.interrupted:
         print(f"combee learn: interrupted by {interrupt.requested} after step {result.steps}; "
               f"the artifact so far is in {Path(out) / 'final.json'}; resume with: {command}", file=sys.stderr)
@@ -442,7 +508,7 @@ async def _demo(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = _parse(parser, argv)
     handlers = {"learn": _learn, "eval": _eval, "demo": _demo}
     plain = {"show": _show, "compare": _compare}
     if args.command not in handlers and args.command not in plain:

@@ -264,7 +264,10 @@ class TrainConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """Offline training (the run loop, :mod:`combee_fast.run.train`) and its stop rules.
 
     ``batch_size`` None (or ``"auto"`` in a config file, read as None): the dynamic batch-size
-    controller plans each step. ``epochs``: passes over the train split.
+    controller plans each step. ``epochs``: passes over the train split. ``eval_every``: validate
+    every that many steps; 0: only after the last; None (the default): each time the run has
+    spent another quarter of its budget (train samples, GEPA's metric calls), so it draws a
+    curve and ``patience`` has validations to count.
 
     ``max_failed_fraction``: when more than this fraction of the calls of the latest steps failed
     (after their retries and repair), judged once those steps hold ``min_judged_calls`` calls
@@ -282,7 +285,7 @@ class TrainConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
     batch_size: int | Literal["auto"] | None = 40
     epochs: int = 1
-    eval_every: int = 0  # validate every N steps (0: only after the last step)
+    eval_every: int | None = None  # validate every N steps (0: only after the last; None: each quarter of the budget)
     max_failed_fraction: float = 0.5
     min_judged_calls: int = 10
     patience: int | None = None

@@ -81,7 +81,8 @@ class Flag:
 
     def add_to(self, parser: argparse._ActionsContainer) -> None:
         default = _lookup(_DEFAULTS, self.path)
-        shown = "auto" if self.path in (("train", "batch_size"), ("gepa", "combee_minibatch")) and default is None \
+        shown = "auto" if self.path in (("train", "batch_size"), ("train", "eval_every"), ("gepa", "combee_minibatch")) \
+            and default is None \
             else default
         options = {key: value for key, value in self.options.items() if key != "metavar"}
         kwargs: dict[str, Any] = dict(dest=self.dest, default=argparse.SUPPRESS, **options)
@@ -107,7 +108,9 @@ def _assign(table: dict[str, Any], path: tuple[str, ...], value: Any) -> None:
 
 
 TASK_FLAGS = (
-    Flag("--task", path=("task", "name"), help="formula, finer, jsonl, traces or terminal"),
+    Flag("--task", path=("task", "name"),
+         help="formula, finer, jsonl, traces or terminal (against a standalone simulated server: `combee sim-server` "
+              "plays formula and finer; start it with --world TASK for another task, e.g. --world terminal)"),
     Flag("--seed", path=("seed",), type=int, help="root of every random draw and request seed"),
 )
 
@@ -126,7 +129,9 @@ LEARN_FLAGS = (
          help="ACE: items per step, an integer or 'auto' (GEPA: --minibatch, --combee-minibatch; 'auto' also "
               "plans GEPA's batched minibatch)"),
     Flag("--epochs", path=("train", "epochs"), type=positive_int, help="ACE: passes over the train split"),
-    Flag("--eval-every", path=("train", "eval_every"), type=int, help="validate every N steps (0: at the end)"),
+    Flag("--eval-every", path=("train", "eval_every"), type=int,
+         help="validate every N steps (0: at the end; auto: each time another quarter of the budget is spent, "
+              "so the run draws a curve)"),
     Flag("--patience", path=("train", "patience"), type=positive_int,
          help="stop after this many validations in a row without a better score (none: off)"),
     Flag("--target-score", path=("train", "target_score"), type=float,
@@ -223,7 +228,7 @@ def add_task_flags(parser: argparse.ArgumentParser) -> None:
                         help="a TOML or JSON run description (e.g. a run's config.json); flags override it")
     for flag in TASK_FLAGS:
         flag.add_to(parser)
-    parser.add_argument("--data", help="the data file of a jsonl or traces task (its split is 'all')")
+    parser.add_argument("--data", help="the data file of a jsonl task (split 'all', also dealt into train, selection and test by content hash) or of a traces task (split 'all')")
     parser.add_argument("--task-option", type=task_option, action="append", default=[], metavar="KEY=VALUE",
                         help="a task option, e.g. input_field=question or scorer=numeric (repeatable)")
 

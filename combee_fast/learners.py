@@ -28,6 +28,7 @@ from combee_fast.kinds import Kind
 from combee_fast.plugins import LEARNERS_GROUP, Registry
 from combee_fast.roles.spec import Role
 from combee_fast.sim.responders import RoleResponder
+from combee_fast.suggest import did_you_mean
 
 
 def _completed(value: object, name: str) -> Kind:
@@ -98,7 +99,8 @@ def resolve(learner: str | None, method: str) -> Choice:
         other = _alias_owner(method, _builtin()) or _alias_owner(method, LEARNERS.values())
         if other is not None:
             raise ConfigError(f"method {method!r} is learner {other.kind.key!r}'s; the run names learner {learner!r}")
-        raise ConfigError(f"unknown method {method!r} for learner {kind.key!r}; choose one of: {', '.join(kind.methods)}")
+        raise ConfigError(f"unknown method {method!r}{did_you_mean(method, kind.methods)} for learner {kind.key!r}; "
+                          f"choose one of: {', '.join(kind.methods)}")
     found = _alias_owner(method, _builtin())
     if found is not None:
         return found
@@ -108,8 +110,8 @@ def resolve(learner: str | None, method: str) -> Choice:
     found = _alias_owner(method, LEARNERS.values())
     if found is not None:
         return found
-    raise ConfigError(f"unknown method {method!r} for learner {default.key!r}; choose one of: "
-                      f"{', '.join(method_names())}")
+    raise ConfigError(f"unknown method {method!r}{did_you_mean(method, method_names())} for learner "
+                      f"{default.key!r}; choose one of: {', '.join(method_names())}")
 
 
 def roles_of(config: SessionConfig) -> tuple[Role, ...]:

@@ -139,8 +139,10 @@ class Registry(MutableMapping[str, T]):
         try:
             return self[name]
         except KeyError:
-            raise ConfigError(f"unknown {self.what} {name!r}; choose one of: {', '.join(self.names())} "
-                              "(or package.module:object)") from None
+            from combee_fast.suggest import did_you_mean
+
+            raise ConfigError(f"unknown {self.what} {name!r}{did_you_mean(name, self.names())}; choose one of: "
+                              f"{', '.join(self.names())} (or package.module:object)") from None
 
     def _load_entry_point(self, point: metadata.EntryPoint) -> object:
         where = f"{self.what} {point.name!r} (entry point {point.value!r} of group {self.group})"

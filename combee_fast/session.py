@@ -22,7 +22,7 @@ from typing import Any
 
 import msgspec
 
-from combee_fast.config import SessionConfig
+from combee_fast.config import AgentConfig, SessionConfig
 from combee_fast.endpoint.cache import CacheMode, ReplayCache
 from combee_fast.errors import CheckpointError, ConfigError
 from combee_fast.redact import scrub
@@ -30,6 +30,7 @@ from combee_fast.kinds import Kind
 from combee_fast.learners import LEARNERS, Choice, resolve
 from combee_fast.methods.base import EvalResult
 from combee_fast.protocols.running import BatchPlan, Method, StopRule
+from combee_fast.protocols.rollouts import EnvironmentTask
 from combee_fast.protocols.tasks import Task
 from combee_fast.roles.calls import RoleCalls
 from combee_fast.roles.clients import Fallback, RoleClients, RoleMap, open_role_clients
@@ -52,7 +53,7 @@ from combee_fast.run.train import Training, TrainResult, train
 from combee_fast.run.usage import SplitUsage, append_usage, usage_entry
 from combee_fast.rollouts.attempts import EpisodeAttempts
 from combee_fast.rollouts.journal import TrajectoryJournal
-from combee_fast.rollouts.spec import RolloutSpec, uses_agents
+from combee_fast.rollouts.spec import BUILT_IN_AGENT, RolloutSpec, uses_agents
 from combee_fast.schema import Example
 from combee_fast.sim.server import SimServer
 from combee_fast.sim.worlds import task_world
@@ -188,9 +189,10 @@ class Session:
                 return own
             return await LivePlan.start(config.controller, config.combee, workers=config.map.workers,
                                         lessons=kind.lessons, rollout_role=kind.rollout_role, knob=self.calls,
-                                        run_dir=run_dir)
+                                        run_dir=run_dir, events=self.events)
         capacity = self.server.preset.max_running if self.server is not None else None
-        return await ControllerPlan.start(config.controller, capacity=capacity, lessons=kind.lessons, run_dir=run_dir)
+        return await ControllerPlan.start(config.controller, capacity=capacity, lessons=kind.lessons, run_dir=run_dir,
+                                          events=self.events)
 
     def stop_rules(self, choice: Choice, *, interrupt: StopRequest | None = None,
                    extra: Sequence[StopRule] = ()) -> list[StopRule]:
@@ -291,6 +293,7 @@ class Session:
             seed=self.config.seed, rules=self.stop_rules(choice, interrupt=interrupt, extra=stops),
             validate=self._validator(choice), eval_every=self.config.train.eval_every, run_dir=run_dir,
             gpu_clock=self.gpu_clock(gpus), events=events, resumed=stored is not None, calls_now=calls_now,
+            budget=self.budget(choice.shown),
         )
         if stored is None:
             self._start_run(run_dir, usage)
@@ -458,6 +461,7 @@ async def open_session(config: SessionConfig, *, check: bool = True) -> AsyncIte
     """
     choice = resolve(config.learner, config.method)
     task = get_task(config.task.name, **config.task.options)
+    _check_env(config.agent, task)
     train_split = task.load(config.task.train_split)
     val_split = task.load(config.task.val_split)
     if not train_split.examples:  # nothing to learn from (or to evaluate): never a silent "success"
@@ -479,9 +483,33 @@ async def open_session(config: SessionConfig, *, check: bool = True) -> AsyncIte
         role_map = RoleMap.from_config(config, choice.kind.roles, fallback, learner=choice.kind.name)
         events = Events()  # the session's hub (Session.events)
         clients = await open_role_clients(role_map, stack, cache=cache, check=check, events=events)
+        _check_worlds(task, clients)
         calls = RoleCalls.on(role_map, task, clients, events=events)
         episodes = await _open_episodes(config, task, calls, stack)
         yield Session(config, task, train_split, val_split, calls, server, local, episodes)
+
+
+def _check_worlds(task: Task, clients: RoleClients) -> None:
+    """:class:`ConfigError` (one line) when an endpoint is a ``combee sim-server`` that says it
+    plays no world of ``task`` (its answers would be for another task's questions)."""
+    for client in clients.distinct():
+        for replica in getattr(client, "replicas", (client,)):
+            worlds = getattr(replica, "sim_worlds", None)
+            if worlds is not None and task.name not in worlds:
+                raise ConfigError(
+                    f"endpoint {replica.config.name!r} is a combee sim-server playing {', '.join(worlds)}, not task "
+                    f"{task.name!r}: start it with `combee sim-server --world {task.name}`"
+                    + (" --data FILE (and the run's --task-option)" if task.name in ("jsonl", "traces") else ""))
+
+
+def _check_env(agent: AgentConfig, task: Task) -> None:
+    """:class:`ConfigError` (one line) for an environment given to a single-call task with no
+    agent of the user's own to act in it: the built-in ReAct agent would take each example's one
+    model call for an agent's turn (and the simulated endpoint plays no such turn for it)."""
+    if agent.env is not None and not isinstance(task, EnvironmentTask) and agent.factory in (None, BUILT_IN_AGENT):
+        raise ConfigError(f"--env {agent.env}: task {task.name!r} is single-call (one model call per example, no "
+                          f"environment); give your agent with --agent package.module:factory, or use a task with "
+                          f"an environment (--task terminal)")
 
 
 async def _open_episodes(config: SessionConfig, task: Task, calls: RoleCalls,

@@ -14,7 +14,7 @@ from combee_fast import config
 PACKAGE = Path(combee_fast.__file__).parent
 
 LAYERS = [
-    {"errors", "tokens", "files", "plugins", "schema", "config", "redact"},
+    {"errors", "tokens", "files", "plugins", "schema", "config", "redact", "suggest"},
     {"engine", "native"},
     {"protocols"},
     {"endpoint", "playbook", "tasks", "sandbox"},

@@ -217,6 +217,8 @@ class EndpointClient:
         self._totals: dict[tuple[str, str, str], UsageTotals] = {}
         self._in_flight = 0
         self._time_scale: float | None = None  # real s per simulated s, if the server says
+        self.sim_worlds: tuple[str, ...] | None = None
+        """The tasks a ``combee sim-server`` said (at :meth:`check`) it plays; None: not said."""
         self.events = events if events is not None else Events()
         """Where :class:`~combee_fast.engine.events.RetryAfter` (before each wait a server asked
         for) and :class:`~combee_fast.engine.events.Overloaded` (each time a timeout lowers the
@@ -327,6 +329,7 @@ class EndpointClient:
             raise EndpointUnreachable(f"{where} rejected the credentials: HTTP {status} on GET /models")
         listed = _listed_models(body) if status == 200 else None
         if listed is not None and model in listed:
+            self.sim_worlds = _sim_worlds(body, model)
             return
         if listed:  # the server says what it serves: another name would be answered by no model of ours
             raise EndpointUnreachable(f"{where} does not serve model {model!r}: GET /models does not list model "
@@ -686,6 +689,12 @@ class EndpointClient:
         return result
 
 
+def _sim_worlds(body: bytes, model: str) -> tuple[str, ...] | None:
+    """The tasks a ``combee sim-server`` listing ``model`` says it plays (None: not said)."""
+    listing = msgspec.json.decode(body, type=ModelList)
+    return next((card.worlds for card in listing.data if card.id == model), None)
+
+
 def _listed_models(body: bytes) -> set[str] | None:
     """The model ids of an OpenAI ``/models`` answer; ``None`` if ``body`` is not one."""
     try:
@@ -709,6 +718,12 @@ def _parse_float(value: str | None) -> float | None:
 
 
 def _one_line(exc: BaseException) -> str:
+    """``exc`` in one line, its type first; a refused connection says host, port and the OS's
+    reason (aiohttp's own text says ``ssl:default`` even of a plain-HTTP URL)."""
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        error = exc.os_error
+        reason = os.strerror(error.errno) if error.errno else str(error) or type(error).__name__
+        return f"{type(exc).__name__}: cannot connect to {exc.host}:{exc.port}: {reason}"
     text = " ".join(str(exc).split()) or type(exc).__name__
     return f"{type(exc).__name__}: {text}"
 

@@ -179,9 +179,13 @@ class CompletionChunk(msgspec.Struct, frozen=True):
 
 
 class ModelCard(msgspec.Struct, frozen=True):
+    """One model of a ``GET /models`` listing; ``worlds``: a ``combee sim-server``'s own field,
+    the tasks whose worlds it plays (absent elsewhere)."""
+
     id: str
     object: str = "model"
     owned_by: str = "combee-sim"
+    worlds: tuple[str, ...] | None = None
 
 
 class ModelList(msgspec.Struct, frozen=True):

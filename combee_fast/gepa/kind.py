@@ -48,6 +48,24 @@ from combee_fast.schema import Example
 PROPOSED = frozenset({"accepted", "rejected", "stale"})
 """The outcomes of an iteration that proposed a child candidate (:class:`~combee_fast.gepa.pool.PoolChange`)."""
 
+
+def check_budget_pays_one_step(config: SessionConfig, validation: int, minibatch: int | None) -> None:
+    """:class:`ConfigError` (one line), before any metric call, when ``gepa.max_metric_calls``
+    cannot pay for one step of learning: the seed candidate's grading on the ``validation``
+    examples, counted first, then one iteration's least, its parent and its child each graded on
+    a minibatch (``minibatch``; None, planned: at least one example)."""
+    least = 2 * (minibatch or 1)
+    limit = config.gepa.max_metric_calls
+    if limit >= validation + least:
+        return
+    name = config.task.val_split.split("[")[0]
+    raise ConfigError(
+        f"--max-metric-calls {limit:,} cannot pay for one GEPA step: grading the seed candidate on the validation "
+        f"split {config.task.val_split!r} takes {validation:,} metric calls and one iteration at least {least:,} more "
+        f"(the parent and its child on a minibatch of {minibatch or 1}); give at least {validation + least:,}, or "
+        f"validate on fewer examples (e.g. --val-split '{name}[0:50]')")
+
+
 class GepaKind:
     """The GEPA learner: what it learns is a :class:`~combee_fast.gepa.pool.GepaState`, what it
     deploys a :class:`~combee_fast.gepa.candidate.Candidate`."""
@@ -79,6 +97,7 @@ class GepaKind:
         if context.from_traces:
             raise ConfigError("learner gepa grades its own answers; it cannot learn from collected traces")
         config = context.config
+        check_budget_pays_one_step(config, len(context.val_examples), self.batch_size(method, config))
         combee = method == "combee" or (method == "async" and config.gepa.pipeline.reflection == "combee")
         reflection: Reflection = CombeeReflection(config.combee, seed=config.seed) if combee else SerialReflection()
         calls = GepaCalls(context.task, context.calls, context.attempts)

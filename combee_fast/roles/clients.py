@@ -19,7 +19,7 @@ import msgspec
 
 from combee_fast.config import EndpointSpec, SamplingConfig, SessionConfig, TransportConfig
 from combee_fast.errors import ConfigError
-from combee_fast.endpoint.cache import ReplayCache
+from combee_fast.endpoint.cache import CacheMode, ReplayCache
 from combee_fast.endpoint.capabilities import Capabilities
 from combee_fast.endpoint.client import EndpointClient, EndpointConfig
 from combee_fast.endpoint.pool import EndpointPool
@@ -179,7 +179,9 @@ async def open_role_clients(role_map: RoleMap, stack: contextlib.AsyncExitStack,
     :class:`~combee_fast.endpoint.pool.EndpointPool` over several), closed by ``stack``, each
     emitting its waits and overloads on ``events``. With ``check``, each replica not detected
     yet is proved to serve its model and probed (:meth:`EndpointClient.check`,
-    :meth:`EndpointClient.detect`)."""
+    :meth:`EndpointClient.detect`), except under a ``replay`` cache, which sends no request
+    (a replay needs no live endpoint)."""
+    replaying = cache is not None and cache.mode is CacheMode.REPLAY
     built: list[Client] = []
     for endpoint in role_map.endpoints:
         found = endpoint.capabilities or (None,) * len(endpoint.replicas)
@@ -187,7 +189,7 @@ async def open_role_clients(role_map: RoleMap, stack: contextlib.AsyncExitStack,
         for config, capabilities in zip(endpoint.replicas, found):
             client = await stack.enter_async_context(
                 EndpointClient(config, cache=cache, capabilities=capabilities, events=events))
-            if check and capabilities is None and not endpoint.simulated:
+            if check and capabilities is None and not endpoint.simulated and not replaying:
                 await client.check()
                 await client.detect()
             replicas.append(client)

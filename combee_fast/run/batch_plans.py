@@ -15,6 +15,7 @@ The plans are generic over the learner: what they read of an artifact is its les
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable, Sequence
 from typing import Annotated, Any, Protocol
 
@@ -26,12 +27,32 @@ from combee_fast.files import read_regular
 from combee_fast.combee.controller import BatchSizeController, ControllerState, IterationMeasurement
 from combee_fast.combee.planner import PlannerState, ShapeDecision, ShapePlanner
 from combee_fast.methods.base import StepResult, StepShape
+from combee_fast.run.events import Events, KernelsCompiling
 from combee_fast.run.rundir import RunDir
 from combee_fast.run.step_signals import step_signals
 
 Lessons = Callable[[Any], Sequence[str]]
 """The texts retention looks for in an artifact."""
 
+
+
+COMPILE_NOTICE_S = 1.0
+"""Seconds a kernel warm-up may take before the run says it is compiling (a warm cache loads in less)."""
+
+
+async def compiled(warm: Callable[[], None], events: Events | None) -> None:
+    """Run ``warm`` (compile or load Numba's kernels) off the event loop; when it takes longer
+    than :data:`COMPILE_NOTICE_S` (a cold cache), emit :class:`KernelsCompiling` on ``events``
+    as the wait begins and again, with its seconds, when it ends."""
+    started = time.monotonic()
+    work = asyncio.ensure_future(asyncio.to_thread(warm))
+    done, _ = await asyncio.wait({work}, timeout=COMPILE_NOTICE_S)
+    if done or events is None:
+        await work
+        return
+    events.emit(KernelsCompiling())
+    await work
+    events.emit(KernelsCompiling(seconds=time.monotonic() - started))
 
 class DiverseTemperature(Protocol):
     """Where a diversity remedy sets the temperature of the learner's ``diverse`` roles (ACE's
@@ -177,13 +198,13 @@ class ControllerPlan:
 
     @classmethod
     async def start(cls, config: ControllerConfig, *, capacity: int | None, lessons: Lessons,
-                    run_dir: RunDir | None = None) -> ControllerPlan:
+                    run_dir: RunDir | None = None, events: Events | None = None) -> ControllerPlan:
         """A controller bounded by ``config.max_batch`` and ``capacity`` (the endpoint's
         running-sequence capacity, when known). Compiles (or loads from cache) the similarity
-        kernels off the event loop."""
+        kernels off the event loop, saying so on ``events`` (:func:`compiled`)."""
         from combee_fast.native.similarity import warmup
 
-        await asyncio.to_thread(warmup)
+        await compiled(warmup, events)
         return cls(BatchSizeController(config, capacity=capacity), lessons, run_dir)
 
     def next_size(self, remaining: int) -> tuple[int, str]:
@@ -244,11 +265,12 @@ class LivePlan:
     @classmethod
     async def start(cls, config: ControllerConfig, combee: CombeeConfig, *, workers: int, lessons: Lessons,
                     rollout_role: str, knob: DiverseTemperature | None = None,
-                    run_dir: RunDir | None = None) -> LivePlan:
-        """A planner bounded by ``config.max_batch``; compiles the kernels off the loop."""
+                    run_dir: RunDir | None = None, events: Events | None = None) -> LivePlan:
+        """A planner bounded by ``config.max_batch``; compiles the kernels off the loop, saying
+        so on ``events`` (:func:`compiled`)."""
         from combee_fast.native import warmup
 
-        await asyncio.to_thread(warmup)
+        await compiled(warmup, events)
         return cls(ShapePlanner(config, combee, upper=config.max_batch), workers=workers, lessons=lessons,
                    rollout_role=rollout_role, knob=knob, run_dir=run_dir)
 

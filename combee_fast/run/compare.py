@@ -3,8 +3,9 @@
 Each run is read from its files (:func:`~combee_fast.run.rundir.read_run`): its configuration,
 summary and the evaluations kept inside it (``RUN/eval-*/eval.json``, the latest per split) or
 the evaluation it is itself. :func:`compare_lines` is one Markdown table with a row per run
-(learner and method, seed, validation accuracy, each evaluated split's accuracy, rollouts,
-tokens, candidates explored and accepted, tokens per accepted improvement
+(task, learner and method, seed, validation accuracy, each evaluated split's accuracy (a split
+of another task than the run's named with its task, ``finer test``), rollouts, tokens,
+candidates explored and accepted, tokens per accepted improvement
 (:mod:`~combee_fast.run.improvements`), critical-path and wall seconds, how it ended), then, for every configuration run under
 more than one seed, the mean and standard deviation of each score over its seeds.
 """
@@ -30,6 +31,7 @@ class Compared(msgspec.Struct, frozen=True):
     """One run as the comparison shows it; ``scores``: split -> accuracy."""
 
     name: str
+    task: str
     method: str
     seed: int | None
     scores: dict[str, float]
@@ -52,9 +54,16 @@ def file_sha256(path: str | Path) -> str | None:
         return None
 
 
-def _evaluations(root: Path, own: Mapping[str, Any] | None) -> dict[str, float]:
+def _task(config: Mapping[str, Any] | None) -> str | None:
+    """The task a run's ``config.json`` names (None: not said)."""
+    task = (config or {}).get("task", {})
+    return task.get("name") if isinstance(task, Mapping) else None
+
+
+def _evaluations(root: Path, own: Mapping[str, Any] | None, task: str | None) -> dict[str, float]:
     """split -> accuracy of the run's own evaluation and of those kept inside it (latest wins;
-    an evaluation of a file the run no longer holds, e.g. after ``--overwrite``, is left out)."""
+    an evaluation of a file the run no longer holds, e.g. after ``--overwrite``, is left out).
+    A split of a task other than the run's ``task`` is named with its task (``finer test``)."""
     found = {}
     for folder in sorted(root.glob("eval-*")):
         try:
@@ -64,7 +73,9 @@ def _evaluations(root: Path, own: Mapping[str, Any] | None) -> dict[str, float]:
         evaluated = (record.evaluation or {}).get("playbook")
         if record.evaluation is not None and evaluated is not None and \
                 file_sha256(root / Path(evaluated).name) == record.evaluation.get("playbook_sha256"):
-            found[f"{record.evaluation['split']}"] = float(record.evaluation["accuracy"])
+            other = _task(record.config)
+            split = str(record.evaluation["split"])
+            found[split if other in (None, task) else f"{other} {split}"] = float(record.evaluation["accuracy"])
     if own is not None:
         found[str(own["split"])] = float(own["accuracy"])
     return found
@@ -73,7 +84,8 @@ def _evaluations(root: Path, own: Mapping[str, Any] | None) -> dict[str, float]:
 def compared(record: RunRecord) -> Compared:
     """``record`` as a row of the comparison."""
     summary, config = record.summary or {}, record.config or {}
-    scores = _evaluations(Path(record.root), record.evaluation)
+    task = _task(config)
+    scores = _evaluations(Path(record.root), record.evaluation, task)
     if summary.get("final_val_accuracy") is not None:
         val = config.get("task", {}).get("val_split", "validation")
         scores = {f"{val} (validation)": float(summary["final_val_accuracy"]), **scores}
@@ -88,7 +100,8 @@ def compared(record: RunRecord) -> Compared:
     method = summary.get("method") or (record.evaluation or {}).get("learner") or config.get("method", "?")
     key = {name: value for name, value in config.items() if name not in _NOT_THE_CONFIGURATION}
     return Compared(
-        name=record.root, method=f"{summary.get('learner', '')} {method}".strip(), seed=config.get("seed"),
+        name=record.root, task=task or "?", method=f"{summary.get('learner', '')} {method}".strip(),
+        seed=config.get("seed"),
         scores=scores, rollouts=summary.get("rollouts"), tokens=summary.get("tokens"),
         explored=summary.get("candidates_explored"), accepted=summary.get("candidates_accepted"),
         tokens_per_improvement=summary.get("tokens_per_improvement"),
@@ -105,11 +118,11 @@ def compare_lines(runs: Sequence[str]) -> list[str]:
     :class:`~combee_fast.errors.ConfigError` naming the first that is not a run."""
     rows = [compared(read_run(run)) for run in runs]
     splits = list(dict.fromkeys(split for row in rows for split in row.scores))
-    header = ["run", "method", "seed", *splits, "rollouts", "tokens", "explored", "accepted",
+    header = ["run", "task", "method", "seed", *splits, "rollouts", "tokens", "explored", "accepted",
               "tokens/improvement", "critical path s", "wall s", "ended"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for row in rows:
-        cells = [row.name, row.method, _number(row.seed, "d"),
+        cells = [row.name, row.task, row.method, _number(row.seed, "d"),
                  *(f"{100 * row.scores[s]:.1f}%" if s in row.scores else "" for s in splits),
                  _number(row.rollouts, ","), _number(row.tokens, ","), _number(row.explored, ","),
                  _number(row.accepted, ","), _number(row.tokens_per_improvement, ",.0f"), _number(row.sim_seconds, ",.1f"),
@@ -121,10 +134,10 @@ def compare_lines(runs: Sequence[str]) -> list[str]:
     seeded = [group for group in groups.values() if len({row.seed for row in group}) > 1]
     if seeded:
         lines += ["", "Across seeds (mean ± standard deviation):", "",
-                  "| method | runs | seeds | " + " | ".join(splits) + " | critical path s |",
-                  "|" + "---|" * (4 + len(splits))]
+                  "| task | method | runs | seeds | " + " | ".join(splits) + " | critical path s |",
+                  "|" + "---|" * (5 + len(splits))]
         for group in seeded:
-            cells = [group[0].method, str(len(group)), ", ".join(str(row.seed) for row in group)]
+            cells = [group[0].task, group[0].method, str(len(group)), ", ".join(str(row.seed) for row in group)]
             for split in splits:
                 values = [row.scores[split] for row in group if split in row.scores]
                 cells.append(_spread([100 * v for v in values], "%"))

@@ -20,6 +20,7 @@ output, reports, trackers, metrics endpoints), and none of them reaches into the
     ReleaseDecision   a release policy promoted, rolled back or held a candidate, with its evidence
     ReleaseStatus     an online learner's release: versions served, candidate share, rewards per version
     BatchApplied      an online learner applied one batch: its size, the queue behind it, its latencies
+    KernelsCompiling  the batch planner waits for its Numba kernels to compile (first run on a machine)
     RunStopped        the run ended: why, and what that stop means (done, limit, interrupt, failure)
 
 The consumers' contract (synchronous, cheap; a consumer that raises is dropped, a *critical* one
@@ -103,6 +104,13 @@ class BatchApplied(msgspec.Struct, frozen=True, tag="batch_applied", tag_field="
     publish_s: float
 
 
+class KernelsCompiling(msgspec.Struct, frozen=True, tag="kernels_compiling", tag_field="kind"):
+    """The run waits for Numba to compile its kernels (the cache is cold: the first run on a
+    machine): ``seconds`` None when the wait begins, else how long it took, when it is over."""
+
+    seconds: float | None = None
+
+
 class RunStopped(msgspec.Struct, frozen=True, tag="run_stopped", tag_field="kind"):
     """The run ended after ``steps`` steps: ``reason``, and what it means (``ends``: done,
     limit, interrupt or failure)."""
@@ -113,7 +121,7 @@ class RunStopped(msgspec.Struct, frozen=True, tag="run_stopped", tag_field="kind
 
 
 Event = (StepDone | VersionApplied | CallFailed | RetryAfter | Overloaded | EpisodeFinished | EpisodeFailed
-         | EpisodeRerun | ReleaseDecision | ReleaseStatus | BatchApplied | RunStopped)
+         | EpisodeRerun | ReleaseDecision | ReleaseStatus | BatchApplied | KernelsCompiling | RunStopped)
 """Every event a run emits."""
 
 Consumer = Callable[[Event], None]
@@ -121,6 +129,6 @@ Consumer = Callable[[Event], None]
 
 __all__ = [
     "BatchApplied", "CallFailed", "Consumer", "EpisodeFailed", "EpisodeFinished", "EpisodeRerun", "Event", "Events",
-    "Overloaded", "ReleaseDecision", "ReleaseStatus", "RetryAfter", "RunStopped", "StepDone", "VersionApplied",
+    "KernelsCompiling", "Overloaded", "ReleaseDecision", "ReleaseStatus", "RetryAfter", "RunStopped", "StepDone", "VersionApplied",
     "VersionRewards", "on_kind",
 ]

@@ -9,6 +9,10 @@ the artifact's size, rollouts and tokens so far, critical-path and wall seconds,
 the stop is logged as tags; :meth:`MlflowLogger.finish` logs the run's page, prompt, artifacts
 and summary and ends the MLflow run (``FINISHED``, or ``FAILED``).
 
+The logger is started before the run makes anything (its folder, its signal handlers): a store
+that cannot be opened, an http(s) tracking server whose address accepts no connection (within
+:data:`CONNECT_TIMEOUT_S`) or a missing ``mlflow`` package is one line, and leaves nothing.
+
 MLflow calls are blocking I/O (files, or HTTP to a tracking server), so they run on one worker
 thread fed by a bounded queue: the run's loop only enqueues. A full queue drops the record and
 counts it (said at :meth:`finish`). Needs the optional ``mlflow`` extra
@@ -20,15 +24,18 @@ from __future__ import annotations
 import functools
 import os
 import queue
+import socket
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from combee_fast.config import SessionConfig, config_to_dict
 from combee_fast.errors import ConfigError
+from combee_fast.redact import strip_userinfo
 from combee_fast.run.events import Event, RunStopped, StepDone
 
 DEFAULT_STORE = "mlruns"
@@ -37,6 +44,9 @@ QUEUE_SIZE = 4096
 """Most MLflow records waiting for the worker thread."""
 PARAMS_PER_BATCH = 100  # MLflow's limit per log_batch call
 PARAM_CHARS = 500  # MLflow's limit on a parameter's value
+CONNECT_TIMEOUT_S = 5.0
+"""Seconds a tracking server's address gets to accept a connection at start-up: one that does
+not is refused at once (MLflow's own client would retry it for minutes)."""
 ARTIFACTS = ("report.md", "prompt.txt", "final.json", "best.json", "summary.json", "curve.png")
 """Run files logged as the MLflow run's artifacts, when the run has them."""
 
@@ -49,6 +59,20 @@ def tracking_uri(configured: str | None) -> str:
     if "://" in uri or uri.startswith("file:"):
         return uri
     return "file:" + str(Path(uri).resolve())
+
+
+def check_reachable(uri: str) -> None:
+    """:class:`ConfigError` (one line) when ``uri`` is a tracking server's (http, https) whose
+    address accepts no connection within :data:`CONNECT_TIMEOUT_S` (other stores: nothing)."""
+    parts = urlsplit(uri)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        socket.create_connection((parts.hostname, port), timeout=CONNECT_TIMEOUT_S).close()
+    except (OSError, ValueError) as exc:
+        reason = os.strerror(exc.errno) if isinstance(exc, OSError) and exc.errno else str(exc) or type(exc).__name__
+        raise ConfigError(f"--mlflow: the tracking server {strip_userinfo(uri)} is unreachable: {reason}") from None
 
 
 def flat_params(table: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str, str]]:
@@ -86,6 +110,7 @@ class MlflowLogger:
             raise ConfigError("--mlflow needs MLflow: pip install -e '.[mlflow]' (the mlflow-skinny package)") from None
         tracking = config.tracking
         uri = tracking_uri(tracking.mlflow_uri)
+        check_reachable(uri)
         if uri.startswith("file:"):
             os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")  # a local folder store, as documented
         try:

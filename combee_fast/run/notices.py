@@ -2,7 +2,8 @@
 
 - :class:`WaitNotices`: a server asked calls to wait (``[waiting] ... (Retry-After)``, at most one
   line a second, counting the waits since the previous one) and a timeout lowered the requests
-  in flight (``[overload] ...``); ``combee learn`` subscribes it unless ``--quiet``.
+  in flight (``[overload] ...``), and the batch planner waits for its kernels to compile
+  (``[compiling] ...``); ``combee learn`` subscribes it unless ``--quiet``.
 - :func:`rerun_notice`: an episode sent again after its worker was lost (every run says it).
 """
 
@@ -13,7 +14,7 @@ import time
 from typing import IO
 
 from combee_fast.redact import escape_control
-from combee_fast.run.events import EpisodeRerun, Event, Overloaded, RetryAfter
+from combee_fast.run.events import EpisodeRerun, Event, KernelsCompiling, Overloaded, RetryAfter
 
 NOTICE_EVERY_S = 1.0
 """Fewest seconds between two "waiting on Retry-After" lines."""
@@ -37,6 +38,12 @@ class WaitNotices:
                 print(f"[waiting] {escape_control(event.endpoint)} asked to wait {event.seconds:g} s (Retry-After); "
                       f"{self._waits} call(s) told to wait since the last notice", file=stream, flush=True)
                 self._last, self._waits = now, 0
+        elif isinstance(event, KernelsCompiling):
+            if event.seconds is None:
+                print("[compiling] the batch planner's Numba kernels (first run on this machine; cached after, "
+                      "about half a minute)...", file=stream, flush=True)
+            else:
+                print(f"[compiling] kernels ready after {event.seconds:.0f} s", file=stream, flush=True)
         elif isinstance(event, Overloaded):
             print(f"[overload] {escape_control(event.endpoint)}: a request timed out; at most {event.limit} "
                   "request(s) in flight from now on, growing back as answers come", file=stream, flush=True)

@@ -1,11 +1,13 @@
 """Progress a person can read: a consumer of the run's :mod:`~combee_fast.run.events`.
 
-On a terminal, :class:`Progress` draws a live bar (the ``rich`` library): step k of about n, the
+On a terminal, :class:`Progress` draws a live bar (the ``rich`` library, its fields folded onto
+more lines in a narrow terminal, never cut): step k of about n, the
 budget spent (train samples for ACE, metric calls for GEPA: the run's :class:`Budget`), elapsed
 real time, the time left at the pace so far, the artifact's size in its own unit, the latest
 validation; elsewhere (a file, a pipe, CI) it prints one plain line per step with the same
 fields. Real seconds (``elapsed``, ``eta``) and simulated seconds (``sim``: the critical path in
-the simulated endpoint's seconds, shown only when the run is on one) are labelled apart.
+the simulated endpoint's seconds, shown only when the run is on one) are labelled apart. A
+resumed run counts the steps and budget of its earlier sessions (``resumed``: their ledger rows).
 """
 
 from __future__ import annotations
@@ -13,11 +15,15 @@ from __future__ import annotations
 import math
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import IO, Any, NamedTuple
 
 from combee_fast.run.events import Event, RunStopped, StepDone
 from combee_fast.run.ledger import LedgerRow
+
+
+BAR_WIDTH = 20
+"""Characters of the live bar itself; the fields take the rest of the terminal's width."""
 
 
 class Budget(NamedTuple):
@@ -43,13 +49,18 @@ class Progress:
 
     def __init__(self, *, label: str, budget: Budget | None, size_unit: str = "size",
                  simulated: Callable[[], bool] = lambda: False, stream: IO[str] | None = None,
-                 live: bool | None = None) -> None:
+                 live: bool | None = None, resumed: Iterable[LedgerRow] = ()) -> None:
         self.label, self.budget, self.size_unit, self.simulated = label, budget, size_unit, simulated
         self.stream = stream if stream is not None else sys.stderr
         self.live = self.stream.isatty() if live is None else live
         self.started = time.monotonic()
         self.spent = 0.0
         self.steps = 0
+        for row in resumed:  # a resumed run's steps done before: counted, not timed
+            self.steps = row.step + 1
+            if budget is not None:
+                self.spent += budget.spent(row)
+        self._spent_before = self.spent
         self._bar: Any = None
         self._task: Any = None
 
@@ -72,8 +83,7 @@ class Progress:
         elapsed = time.monotonic() - self.started
         parts = []
         if self.budget is not None:
-            share = min(1.0, self.spent / self.budget.total) if self.budget.total else 1.0
-            parts.append(f"{self.budget.unit} {self.spent:,.0f} of {self.budget.total:,.0f} ({100 * share:.0f}%)")
+            parts.append(self.spent_text())
         parts.append(f"elapsed {clock(elapsed)}")
         if (left := self.eta(elapsed)) is not None:
             parts.append(f"eta {clock(left)}")
@@ -92,6 +102,17 @@ class Progress:
             parts.append(f"sim {row.cumulative_sim_seconds:,.0f} s")
         return "  ".join(parts)
 
+    def spent_text(self) -> str:
+        """``metric calls 206 of 300 (69%)``; past the budget (a synchronous GEPA step that
+        started within it finishes, as GEPA's does): ``metric calls 412 (budget 300, the last
+        step went past it)``, never a share above the whole."""
+        budget = self.budget
+        assert budget is not None
+        if self.spent > budget.total:
+            return f"{budget.unit} {self.spent:,.0f} (budget {budget.total:,.0f}, the last step went past it)"
+        share = self.spent / budget.total if budget.total else 1.0
+        return f"{budget.unit} {self.spent:,.0f} of {budget.total:,.0f} ({100 * share:.0f}%)"
+
     def step_count(self) -> str:
         """``step k`` with the steps expected at this pace (``of ~n``) when the budget says."""
         if self.budget is None or self.spent <= 0:
@@ -100,10 +121,11 @@ class Progress:
         return f"step {self.steps} of ~{expected}"
 
     def eta(self, elapsed: float) -> float | None:
-        """Real seconds left at the pace so far (None: unknown yet)."""
-        if self.budget is None or self.spent <= 0:
+        """Real seconds left at this process's pace so far (None: unknown yet)."""
+        done = self.spent - self._spent_before
+        if self.budget is None or done <= 0:
             return None
-        return max(0.0, elapsed * (self.budget.total - self.spent) / self.spent)
+        return max(0.0, elapsed * (self.budget.total - self.spent) / done)
 
     # ------------------------------------------------------------------------------ output
 
@@ -120,10 +142,13 @@ class Progress:
         from rich.console import Console
         from rich.markup import escape
         from rich.progress import BarColumn, Progress as Bar, TextColumn
+        from rich.table import Column
 
-        if self._bar is None:
-            self._bar = Bar(TextColumn("[bold]{task.description}"), BarColumn(), TextColumn("{task.fields[text]}"),
-                            console=Console(file=self.stream), transient=False)
+        if self._bar is None:  # the fields fold onto more lines in a narrow terminal, never cut
+            self._bar = Bar(TextColumn("[bold]{task.description}", table_column=Column(no_wrap=True)),
+                            BarColumn(bar_width=BAR_WIDTH),
+                            TextColumn("{task.fields[text]}", table_column=Column(overflow="fold", ratio=1)),
+                            console=Console(file=self.stream), transient=False, expand=True)
             self._bar.start()
             total = self.budget.total if self.budget is not None else None
             self._task = self._bar.add_task(escape(self.label), total=total, text="")

@@ -40,6 +40,7 @@ from combee_fast.run.cost import GpuClock
 from combee_fast.run.improvements import improvement_summary
 from combee_fast.run.events import Events, RunStopped, StepDone, VersionApplied
 from combee_fast.run.ledger import CallCounts, LedgerRow, ledger_row
+from combee_fast.run.progress import Budget
 from combee_fast.run.record import RunRecord
 from combee_fast.run.rundir import RunDir
 from combee_fast.run.state import CallsRecord, EpochOrder, TrainState
@@ -138,12 +139,19 @@ Validate = Callable[[Any], Awaitable[EvalResult]]
 """Scores an artifact on the validation examples."""
 
 
+
+CURVE_POINTS = 4
+"""Validations a run makes with ``train.eval_every`` unset (None): one each time it has spent
+another quarter of its budget, the last after its last step."""
+
 class Training(Generic[A]):
     """One run's parts and its :class:`TrainState`; :func:`train` drives it.
 
     ``items``: the train items; ``rules``: the stop rules, asked in order (failure rules after the
     others); ``validate``: scores an artifact on the validation examples (None: there are none);
-    ``eval_every``: validate every that many steps (0: only after the last); ``gpu_clock``: the
+    ``eval_every``: validate every that many steps (0: only after the last; None: each time the
+    run has spent another 1/:data:`CURVE_POINTS` of ``budget``, what its stop rules spend, the
+    last after the last step); ``gpu_clock``: the
     GPU-seconds of each step (None: unknown); ``events``: where the run's
     :mod:`~combee_fast.run.events` go (the run directory's record, :class:`~combee_fast.run.record.RunRecord`:
     ledger, errors, trajectories, is a critical consumer of them);
@@ -153,14 +161,17 @@ class Training(Generic[A]):
     def __init__(
         self, kind: CompleteKind[A, Any], method: Method[A], plan: BatchPlan, items: Sequence[Any],
         state: TrainState[A], *, seed: int, rules: Sequence[StopRule], validate: Validate | None,
-        eval_every: int = 0, run_dir: RunDir | None = None, gpu_clock: GpuClock | None = None,
+        eval_every: int | None = 0, run_dir: RunDir | None = None, gpu_clock: GpuClock | None = None,
         events: Events | None = None, resumed: bool = False, calls_now: Callable[[], CallsRecord] | None = None,
+        budget: Budget | None = None,
     ) -> None:
         self.kind, self.method, self.plan, self.items, self.state = kind, method, plan, items, state
         self.seed, self.calls_now = seed, calls_now
         self.rules = [rule for rule in rules if rule.ends != "failure"]
         self.failure_rules = [rule for rule in rules if rule.ends == "failure"]
         self.validate, self.eval_every = validate, eval_every
+        self.budget = budget if eval_every is None else None
+        self._spent = sum(self.budget.spent(row) for row in state.ledger) if self.budget is not None else 0.0
         self.run_dir, self.gpu_clock, self.resumed = run_dir, gpu_clock, resumed
         self.events = events or Events()
         if run_dir is not None:
@@ -254,7 +265,8 @@ class Training(Generic[A]):
         """``row`` with the step's validation, when the method made one or one is due."""
         state = self.state
         validation = result.validation
-        due = self.eval_every and state.steps % self.eval_every == 0
+        due = self._curve_point(row) if self.eval_every is None else \
+            bool(self.eval_every) and state.steps % self.eval_every == 0
         if validation is None and self.validate is not None and (due or state.stop_ends in ("done", "limit")):
             validation = await self.validate(state.artifact)
         if validation is None:
@@ -262,6 +274,16 @@ class Training(Generic[A]):
         state.add_validation(validation, state.artifact)
         return msgspec.structs.replace(row, val_accuracy=validation.accuracy, val_answered=validation.answered,
                                        val_unanswered=validation.unanswered)
+
+    def _curve_point(self, row: LedgerRow) -> bool:
+        """With ``eval_every`` None: whether the step of ``row`` took the run past another
+        1/:data:`CURVE_POINTS` of its budget (so a run validates that many times in all, the
+        last after its last step, and draws a curve); never without a budget."""
+        if self.budget is None or not self.budget.total:
+            return False
+        before, self._spent = self._spent, self._spent + self.budget.spent(row)
+        share = CURVE_POINTS / self.budget.total
+        return int(before * share) < int(self._spent * share) and self._spent < self.budget.total
 
     def _judge(self) -> None:
         """The first clean stop rule that answers sets why the run ends."""

@@ -72,7 +72,8 @@ def register(subparsers: argparse._SubParsersAction,
                         help="+-fraction of random per-request latency change")
     parser.add_argument("--seed", type=int, default=0, help="seed of the fault and jitter draws")
     parser.add_argument("--world", metavar="TASK",
-                        help=f"play one task's world: formula, finer, jsonl or traces (with --data), or {ECHO} "
+                        help=f"play one task's world: formula, finer, terminal (the agent task), jsonl or traces "
+                             f"(with --data), or {ECHO} "
                              f"(answer with the last user message); default: every bundled task "
                              f"({', '.join(BUNDLED_TASKS)})")
     parser.add_argument("--data", help="the data file of a jsonl or traces --world")
@@ -128,12 +129,35 @@ def server_from_args(args: argparse.Namespace) -> SimServer:
             raise ConfigError("--peers answers with a task world: drop --world echo")
         world = responder.worlds[0] if isinstance(responder, TaskWorlds) else responder
         responder = PeerRouter(responder, PeerReplies(world))
+    elif isinstance(responder, (TaskWorld, TaskWorlds)):
+        responder = RolelessNotice(responder)
     roles = args.learner_roles(args.learner) if args.learner_roles is not None else {}
     if roles and isinstance(worlds, (TaskWorld, TaskWorlds)):
         responder = LearnerRoles(responder, worlds, roles)
+    played = worlds.tasks if isinstance(worlds, TaskWorlds) else (worlds.task.name,) \
+        if isinstance(worlds, TaskWorld) else None
     return SimServer(responder, preset=preset, time_scale=args.time_scale, faults=faults,
                      seed=args.seed, latency_jitter=args.latency_jitter, host=args.host, port=args.port,
-                     reject_json_schema=args.reject_json_schema, reuse_port=args.reuse_port, model=args.model)
+                     reject_json_schema=args.reject_json_schema, reuse_port=args.reuse_port, model=args.model,
+                     worlds=played)
+
+
+class RolelessNotice:
+    """Answers every request by ``responder``, and says once on stderr when one carries no role
+    header of ours (another learner's prompt, e.g. the PyPI gepa package's), which only
+    ``--peers`` answers as a task: without it such a prompt gets no usable answer."""
+
+    def __init__(self, responder: Responder) -> None:
+        self.responder = responder
+        self.told = False
+
+    def respond(self, request: SimRequest) -> str | SimReply:
+        if not request.role and not self.told:
+            self.told = True
+            print("sim-server: a request without a combee role header (another learner's prompt, e.g. the PyPI "
+                  "gepa package's) gets no usable answer from the task world; start the server with --peers to "
+                  "answer such prompts", file=sys.stderr, flush=True)
+        return self.responder.respond(request)
 
 
 class LearnerRoles:

@@ -138,6 +138,8 @@ class SimServer:
     model and counters, so only a capacity-free preset (e.g. :meth:`LatencyPreset.constant`)
     behaves as one server. ``model`` is the one model ``GET /v1/models`` lists (chat requests
     are answered whatever model they name; the client's start-up check refuses an unlisted one).
+    ``worlds``: the tasks whose worlds it plays, named in that listing (``worlds``), so a run of
+    another task is refused at start-up (None: not said).
     """
 
     def __init__(
@@ -155,6 +157,7 @@ class SimServer:
         reject_json_schema: bool = False,
         reuse_port: bool = False,
         model: str = SIM_MODEL,
+        worlds: tuple[str, ...] | None = None,
     ) -> None:
         if not (math.isfinite(time_scale) and time_scale > 0):
             raise ConfigError(f"time_scale must be a positive number, got {time_scale!r}")
@@ -173,6 +176,7 @@ class SimServer:
         self._reject_json_schema = reject_json_schema
         self._reuse_port = reuse_port
         self.model = model
+        self.worlds = worlds
         self._model = BatchModel(self.preset)
         self._counters = SimCounters()
         self._spans: collections.deque[tuple[float, float]] = collections.deque(maxlen=SPANS_KEPT)
@@ -268,7 +272,7 @@ class SimServer:
             response.headers[TIME_SCALE_HEADER] = repr(self._time_scale)
             return response
         if request.method == "GET" and request.path == "/v1/models":
-            return web.Response(body=_encoder.encode(ModelList(data=(ModelCard(id=self.model),))),
+            return web.Response(body=_encoder.encode(ModelList(data=(ModelCard(id=self.model, worlds=self.worlds),))),
                                 content_type="application/json")
         if request.method == "GET" and request.path == "/v1/combee/counters":
             return web.Response(body=_encoder.encode(self.counters()), content_type="application/json")

@@ -20,6 +20,9 @@ these registered over them:
   otherwise with ``base_accuracy`` (plus the generic lessons' small gain). Knowing it, it issues
   the oracle's commands one per turn; not knowing it, one of the family's plausible mistakes.
   Then it finishes (citing the playbook entries it used, when the context has citable parts).
+  A user's own agent asking in a plain prompt (no context block in a system message, no tools,
+  no schema) that names a chore gets one shell line: the commands its path would issue, joined
+  by ``&&`` (the path decided the same way, from the lessons the prompt's other lines state).
   The commands really run in the sandbox and the chore's real checks decide success. Which path
   a later turn is on is read back from the commands already in the conversation.
 - **the reflector** (ACE): reads the outcome the prompt reports (the checks decided it), and names
@@ -182,9 +185,32 @@ class Agent:
 
         def respond(world: TaskWorld, request: SimRequest) -> str | SimReply:
             system = _system(request)
-            return self.act(world, request, system) if system is not None else otherwise(world, request)
+            if system is not None:
+                return self.act(world, request, system)
+            plain = self.plain(world, request)
+            return plain if plain is not None else otherwise(world, request)
 
         return respond
+
+    def plain(self, world: TaskWorld, request: SimRequest) -> str | None:
+        """The reply to a plain prompt of a user's own agent (no system context block, no tools,
+        no schema) naming one of the chores: one shell line, the episode's commands joined by
+        ``&&``, its path decided as a ReAct agent's is, from the lessons the prompt's other lines
+        state; None for any other request."""
+        if request.tools or request.json_schema is not None:
+            return None
+        text = next((m.content for m in reversed(request.messages) if m.role == "user"), "")
+        instruction = next((known for known in self.chores if known and known in text), None)
+        if instruction is None:
+            return None
+        chore = self.chores[instruction]
+        family = BY_KEY[chore.family]
+        rest = text.replace(instruction, "\n")
+        lines: list[tuple[str | None, str]] = [entry[0] if (entry := playbook_bullets(line)) else (None, line.strip())
+                                               for line in rest.splitlines() if line.strip()]
+        about = [(bid, line) for bid, line in lines if states_lesson_of(line, family)]
+        path = self._path(world, chore, [], about, lines, family.name, "", seed_of(request), instruction)
+        return " && ".join(path or chore.oracle)
 
     def act(self, world: TaskWorld, request: SimRequest, system: str) -> str | SimReply:
         first = next((m.content for m in request.messages if m.role == "user"), "")

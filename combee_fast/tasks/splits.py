@@ -104,7 +104,12 @@ def select_rows(task: str, spec: str, files: Mapping[str, SplitFile]) -> Selecte
             str(split_file.path), None,
             f"split {parsed.name!r} needs {stop} rows but the file has {len(file_rows)}",
         )
-    split_rows = file_rows[split_file.first : stop]
+    return pin_rows(task, parsed, split_file.path, file_rows[split_file.first : stop])
+
+
+def pin_rows(task: str, parsed: SplitSpec, path: Path, split_rows: list[RawRow]) -> SelectedRows:
+    """The rows of ``parsed``'s slice of the named split ``split_rows`` (read from ``path``),
+    pinned; :class:`ConfigError` for a slice out of range."""
     start = 0 if parsed.start is None else parsed.start
     end = len(split_rows) if parsed.stop is None else parsed.stop
     if not start <= end <= len(split_rows):
@@ -116,7 +121,7 @@ def select_rows(task: str, spec: str, files: Mapping[str, SplitFile]) -> Selecte
     name = f"{parsed.name}[{start}:{end}]" if sliced else parsed.name
     selected = split_rows[start:end]
     manifest = SplitManifest(
-        task=task, split=name, source=str(split_file.path), rows=len(selected), sha256=split_sha256(selected)
+        task=task, split=name, source=str(path), rows=len(selected), sha256=split_sha256(selected)
     )
     indexed = tuple((start + offset, row) for offset, row in enumerate(selected))
-    return SelectedRows(manifest, parsed.name, split_file.path, indexed)
+    return SelectedRows(manifest, parsed.name, path, indexed)

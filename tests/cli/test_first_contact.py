@@ -83,7 +83,7 @@ def test_a_jsonl_task_is_served_by_its_own_world(tmp_path: Path) -> None:
     task = ["--task", "jsonl", "--data", str(data), "--task-option", "input_field=q", "--task-option", "target_field=a"]
     with sim_server("--time-scale", "0.0005", "--world", "jsonl", "--data", str(data),
                     "--task-option", "input_field=q", "--task-option", "target_field=a") as url:
-        done = _combee("learn", *task, "--train-split", "all[0:40]", "--val-split", "all[40:60]", "--batch-size", "20",
+        done = _combee("learn", *task, "--batch-size", "20",  # the file dealt into train/selection/test
                        "--endpoint", url, "--model", "sim", "--out", str(tmp_path / "j"), "--quiet")
     assert done.returncode == 0, done.stderr
     assert _summary(done)["final_val_accuracy"] > 0.3
