@@ -13,6 +13,7 @@
 - :mod:`.ledger`: one row per step (time, calls, tokens per role, errors, accuracy).
 - :mod:`.context`: what a learner builds its methods and evaluation from.
 - :mod:`.cost`: GPU-seconds of each step.
+- :mod:`.improvements`: candidates explored and accepted, tokens per accepted improvement.
 - :mod:`.usage`: the per-split usage record of an experiment card, in the state directory.
 - :mod:`.events`: the typed event stream of a run and its hub (what consumers subscribe to).
 - :mod:`.record`: the run directory's record of the events (ledger, errors, trajectories), a critical consumer.

@@ -112,7 +112,7 @@ FIGURES = {f.script.removesuffix(".py"): f for f in [
     Figure("agents.py", [],
            "speedup acc_sequential acc_combee acc_naive sandbox_overhead_ms rollouts_per_s sandbox_cold_ms",
            _positive("speedup", "rollouts_per_s"), _points("acc_sequential", "acc_combee", "acc_naive")),
-    Figure("gepa_speedup.py", ["--budget", "100"],
+    Figure("gepa_speedup.py", ["--budget", "120", "--val-split", "selection[0:20]"],  # the budget pays for a step
            "async_vs_serial async_vs_sync acc_gap overshoot auto_batch serial_s sync_s async_s serial_test "
            "sync_test async_test budget async_calls sync_overshoot",
            _positive("async_vs_serial", "async_vs_sync", "serial_s", "sync_s", "async_s"),
@@ -130,7 +130,7 @@ FIGURES = {f.script.removesuffix(".py"): f for f in [
     Figure("calibrate_world.py", [],
            "entries_b1 entries_b5 entries_b10 entries_b20 entries_b50 entries_b100 max_rel_error",
            _at_least_zero("entries_b1", "entries_b100", "max_rel_error")),
-    Figure("peers.py", ["--train", "6", "--val", "4", "--budget", "40"],
+    Figure("peers.py", ["--train", "6", "--val", "4", "--budget", "50"],
            "gepa_pypi_s_per_call gepa_ours_s_per_call combee_gepa_s_per_call combee_ace_s_per_sample "
            "sequential_ace_s_per_sample textgrad_pypi_s_per_sample textgrad_ours_s_per_sample "
            "combee_textgrad_s_per_sample mipro_s_per_metric_call async_gepa_s_per_call async_gepa_overshoot",
