@@ -370,7 +370,7 @@ class AsyncGepa:
             self._release(proposal, self.work.metric_calls("validate", proposal))
             return self._finish(proposal, PoolChange("rejected", rejected=(len(pool.candidates),)))
         assert proposal.child is not None
-        sibling = pool.best_since(proposal.based_at)
+        sibling = pool.best_since(proposal.based_at) if self.config.pipeline.merge else None
         self._pool = pool.with_candidate(proposal.child, result.evaluations)
         proposal.joined.append(len(self._pool.candidates) - 1)
         if sibling is None or not self._merge(proposal, sibling):
@@ -379,14 +379,11 @@ class AsyncGepa:
     def _merge(self, proposal: Proposal, sibling: int) -> bool:
         """Queue the validation of the child that just joined merged onto ``sibling`` (the best of
         the candidates that joined after the child's base was taken, so it lacks the child's
-        changes and the child its lessons), with ``gepa.pipeline.merge``: the child's changes
-        against its base made to the sibling (:func:`rebase`). False: no merging, nothing to
-        merge (a merge that changes neither), or the budget cannot pay for another validation
-        (it is reserved now: never overshot)."""
+        changes and the child its lessons): the child's changes against its base made to the
+        sibling (:func:`rebase`). False: nothing to merge (a merge that changes neither), or the
+        budget cannot pay for another validation (it is reserved now: never overshot)."""
         state, pool, child = self._state, self._pool, proposal.child
         assert state is not None and pool is not None and child is not None
-        if not self.config.pipeline.merge:
-            return False
         component, base = proposal.component, child.parents[0]
         onto = pool.candidates[sibling].components[component]
         text = rebase(pool.candidates[base].components[component], child.components[component], onto)
