@@ -88,37 +88,3 @@ def test_a_run_whose_episodes_mostly_fail_stops_with_exit_3(tmp_path: Path) -> N
     assert done.returncode == 3, done.stderr
     assert "12 of 12 agent episodes failed" in done.stderr and "final.json" in done.stderr
     _untouched(tmp_path / "run", folders)
-
-
-def test_two_runs_at_once_each_with_a_fork_bomb_leave_each_other_and_the_host_untouched(tmp_path: Path) -> None:
-    # two `combee learn` processes of one configuration (the same uid_base) at once, a fork bomb in
-    # one episode of each, and a host process running as uid_base: neither run's bomb touches the
-    # other run's episodes or a process it did not start
-    folders = _sandbox_folders()
-    bystander = subprocess.Popen(["setpriv", f"--reuid={UID_BASE}", f"--regid={UID_BASE}", "--clear-groups",
-                                  "sleep", "300"])
-    try:
-        runs = [tmp_path / name for name in ("first", "second")]
-        for run in runs:
-            run.mkdir()
-            (run / "run.toml").write_text(CONFIG)
-        started = [subprocess.Popen(
-            [sys.executable, "-m", "combee_fast.cli", "learn", "--config", str(run / "run.toml"), "--task", "terminal",
-             "--agent", "tests.rollouts.agents:hostile", "--train-split", "train[0:16]", "--val-split",
-             "selection[30:32]", "--batch-size", "16", "--out", str(run / "run"), "--quiet"],
-            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) for run in runs]
-        for process in started:
-            _, stderr = process.communicate(timeout=500)
-            assert process.returncode == 0, stderr
-        for run in runs:
-            failures = [json.loads(line) for line in (run / "run" / "errors.jsonl").read_text().splitlines()]
-            episodes = [f for f in failures if "episode" in f]
-            assert sorted(f["kind"] for f in episodes) == sorted(HOSTILE)  # its own hostile episodes, nothing else
-            summary = json.loads((run / "run" / "summary.json").read_text())
-            assert summary["episodes"] == 16 and summary["episodes_failed"] == len(HOSTILE)
-        assert bystander.poll() is None  # the host's process as uid_base lives
-        assert _sandbox_folders() <= folders
-        assert all(live_processes(uid) == 0 for uid in range(UID_BASE + 1, UID_BASE + 2 * WORKERS + 2))
-    finally:
-        bystander.kill()
-        bystander.wait()
