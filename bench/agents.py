@@ -27,7 +27,8 @@ GEPA: serial ``gepa`` (``gepa.minibatch`` examples an iteration, one reflection 
 ``async-gepa`` (``--batch-size`` examples a proposal, Combee's reflection, stages decoupled, up to
 ``--proposals`` in flight, as many tasks of each stage), and the synchronous ``combee-gepa`` at
 the same minibatch for reference; one pass over train each (``gepa.max_epochs = 1``, no
-metric-call budget in reach). ``async-gepa`` merges siblings here (``gepa.pipeline.merge``), and
+metric-call budget in reach). ``async-gepa`` merges here (``gepa.pipeline.merge``: siblings as
+they join, and, once the search drains, the candidates tied at the best validation score), and
 its defaults are 20 examples a proposal and 8 proposals in flight: the same 160 examples in
 flight as 40 and 4, but each child's lessons screened and merged in smaller steps (chosen from a
 sweep at seed 0, README "Agents").

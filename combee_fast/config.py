@@ -140,6 +140,8 @@ class PipelineConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     screened before any of them joined) has its changes made to the best of those, and that merge
     is validated and joins too, so the lessons of proposals run side by side meet in one
     candidate; each merge costs a validation on the search's path (off: siblings stay apart).
+    With it, once the search drains, the candidates tied at the best validation score are merged
+    into one too (the closing merge: one more validation, :mod:`combee_fast.gepa.pipeline`).
     """
 
     proposals: int = 4

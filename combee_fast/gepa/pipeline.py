@@ -14,6 +14,16 @@ changes made to the best of those are validated too and join as one more candida
 proposal, and so on while candidates keep joining meanwhile, each validation reserved from the
 budget when it is decided. With one proposal in flight nothing joins meanwhile.
 
+**The closing merge.** With ``gepa.pipeline.merge``, once the search drains (no proposal may
+start any more and the last one in flight has ended), the candidates tied at the best mean
+validation score, which validation cannot tell apart, are merged into one: each one's changes
+against the seed (the lines it added and dropped, :func:`~combee_fast.gepa.revisions.rebase`)
+made to the first of them. Lineages that grew side by side and never met each hold lessons the
+others lack, and a validation set of a few dozen pass/fail examples ties them; which of them
+would be deployed was otherwise the accident of which joined first. The merge is validated
+(reserved from the budget, skipped when it cannot pay) and joins only when it scores at least
+as well as they do; it is then the pool's best on ties (:attr:`~.pool.GepaState.closing`).
+
 **Time.** The search runs in simulated time (:class:`~combee_fast.engine.virtual.StageSchedule`):
 each stage task starts when its stage has a free slot and lasts its own critical path; events are
 taken in simulated-time order once every started task's duration is known, so every decision
@@ -75,7 +85,8 @@ from combee_fast.engine.rng import rng_at
 from combee_fast.engine.virtual import Ended, ScheduleState, StageSchedule
 from combee_fast.gepa.budget import MetricBudget
 from combee_fast.gepa.calls import GepaCalls
-from combee_fast.gepa.iteration import grade_seed
+from combee_fast.gepa.candidate import Candidate
+from combee_fast.gepa.iteration import Graded, grade_seed
 from combee_fast.gepa.measure import ProposalMeasure, added_lines, line_retention
 from combee_fast.gepa.pool import GepaState, PoolChange
 from combee_fast.gepa.revisions import rebase
@@ -89,8 +100,8 @@ class PipelineState(msgspec.Struct, kw_only=True):
     """What a checkpoint keeps of the search in flight: the simulated-time ``schedule``, every
     proposal in flight by iteration, the ``budget``, how many proposals were ``started``, the
     metric calls of the grading tasks in flight in simulated time (``load``), the minibatch
-    size last asked for (``wanted``) and the environment delay on the search's time (``delay``,
-    module docstring)."""
+    size last asked for (``wanted``), the environment delay on the search's time (``delay``,
+    module docstring) and whether the closing merge was decided (``closed``)."""
 
     schedule: Any
     proposals: dict[int, Proposal]
@@ -99,6 +110,7 @@ class PipelineState(msgspec.Struct, kw_only=True):
     load: int = 0
     wanted: int = 1
     delay: float = 0.0
+    closed: bool = False
 
 
 class KeptPipeline(msgspec.Struct, kw_only=True):
@@ -112,17 +124,19 @@ class KeptPipeline(msgspec.Struct, kw_only=True):
     load: int
     wanted: int
     delay: float = 0.0
+    closed: bool = False
 
     @classmethod
     def of(cls, state: PipelineState) -> KeptPipeline:
         return cls(schedule=state.schedule.state(), proposals=state.proposals, budget=state.budget,
-                   started=state.started, load=state.load, wanted=state.wanted, delay=state.delay)
+                   started=state.started, load=state.load, wanted=state.wanted, delay=state.delay,
+                   closed=state.closed)
 
     def pipeline(self) -> PipelineState:
         """The search state to go on from."""
         return PipelineState(schedule=StageSchedule.restored(self.schedule), proposals=dict(self.proposals),
                              budget=self.budget, started=self.started, load=self.load, wanted=self.wanted,
-                             delay=self.delay)
+                             delay=self.delay, closed=self.closed)
 
 
 class _Slice:
@@ -203,6 +217,10 @@ class AsyncGepa:
         else:
             ended = len(self._slice.reports)
             await self._advance(lambda: len(self._slice.reports) > ended and self._admissible())
+            if self.config.pipeline.merge and not state.proposals and not state.closed:
+                state.closed = True
+                if self._close():
+                    await self._advance(lambda: False)
         pool = self._pool
         assert pool is not None
         if not state.proposals and not self._fits(state.wanted):
@@ -370,6 +388,8 @@ class AsyncGepa:
             self._release(proposal, self.work.metric_calls("validate", proposal))
             return self._finish(proposal, PoolChange("rejected", rejected=(len(pool.candidates),)))
         assert proposal.child is not None
+        if proposal.closing:
+            return self._closed(proposal, result)
         sibling = pool.best_since(proposal.based_at) if self.config.pipeline.merge else None
         self._pool = pool.with_candidate(proposal.child, result.evaluations)
         proposal.joined.append(len(self._pool.candidates) - 1)
@@ -398,6 +418,44 @@ class AsyncGepa:
         proposal.dispatched.remove("validate")
         self._queue(proposal, "validate", start=True)
         return True
+
+    def _close(self) -> bool:
+        """Queue the validation of the closing merge (module docstring): the changes against the
+        seed of every candidate tied with the first best made to it. False: nothing to merge (one
+        candidate tied, or the merge is the best's text), or the budget cannot pay for the
+        validation (it is reserved now)."""
+        state, pool = self._state, self._pool
+        assert state is not None and pool is not None
+        first, *others = pool.tied_best()
+        seed, best = pool.candidates[0], pool.candidates[first]
+        merged = dict(best.components)
+        for other in others:
+            for name, text in pool.candidates[other].components.items():
+                merged[name] = rebase(seed.components[name], text, merged[name])
+        calls = len(self.work.val)
+        if merged == best.components or calls > state.budget.free:
+            return False
+        state.budget.reserve(calls)
+        proposal = Proposal(iteration=state.started, items=(), proposed_at=pool.version, parent=first,
+                            component=best.names()[0], shape=None, reserved=calls, started_at=state.schedule.clock,
+                            based_at=pool.version, closing=True, child=Candidate(merged, (first, *others)))
+        state.proposals[proposal.iteration] = proposal
+        state.started += 1
+        self._queue(proposal, "validate", start=True)
+        return True
+
+    def _closed(self, proposal: Proposal, validated: Graded) -> None:
+        """The closing merge validated: it joins, as the best on ties, when it scores at least as
+        well as the best; else it is turned down."""
+        pool = self._pool
+        assert pool is not None and proposal.child is not None
+        index = len(pool.candidates)
+        grown = msgspec.structs.replace(pool.with_candidate(proposal.child, validated.evaluations), closing=index)
+        if grown.best_index() != index:
+            return self._finish(proposal, PoolChange("rejected", rejected=(index,)))
+        self._pool = grown
+        proposal.joined.append(index)
+        self._finish(proposal, PoolChange("accepted", added_ids=(index,)))
 
     def _screen(self, proposal: Proposal, text: str | None) -> None:
         """The child of a merged ``text``, screened as the staleness policy says (or dropped)."""

@@ -24,7 +24,10 @@ class GepaState(msgspec.Struct, frozen=True):
     the ``seed`` it grew from, ``iterations`` run and ``metric_calls`` spent. ``budget_closed``:
     the asynchronous search can start no further proposal within its budget (what is left is
     less than the smallest proposal's reservation). ``step_from``: the version the latest step
-    started from, when that step may have added several candidates (None: one at most)."""
+    started from, when that step may have added several candidates (None: one at most).
+    ``closing``: the asynchronous search's closing merge (the candidates validation could not
+    tell apart from the best, merged into one), when it joined scoring as well as they did: the
+    best on ties (None: none)."""
 
     seed: Candidate
     candidates: tuple[Candidate, ...] = ()
@@ -34,6 +37,7 @@ class GepaState(msgspec.Struct, frozen=True):
     metric_calls: int = 0
     budget_closed: bool = False
     step_from: int | None = None
+    closing: int | None = None
 
     @property
     def version(self) -> int:
@@ -50,10 +54,19 @@ class GepaState(msgspec.Struct, frozen=True):
         return pool
 
     def best_index(self, version: int | None = None) -> int:
-        """The candidate with the best mean validation score (the first on ties), in this pool or
-        in its version ``version`` (its first ``version`` candidates)."""
+        """The candidate with the best mean validation score (on ties the closing merge, else the
+        first), in this pool or in its version ``version`` (its first ``version`` candidates)."""
         means = [sum(scores) / len(scores) for scores in self.scores[:version]]
-        return means.index(max(means))
+        best = max(means)
+        if self.closing is not None and self.closing < len(means) and means[self.closing] == best:
+            return self.closing
+        return means.index(best)
+
+    def tied_best(self) -> tuple[int, ...]:
+        """Every candidate whose mean validation score equals the best's, in pool order."""
+        means = [sum(scores) / len(scores) for scores in self.scores]
+        best = max(means)
+        return tuple(i for i, mean in enumerate(means) if mean == best)
 
     def best_since(self, version: int) -> int | None:
         """The best of the candidates that joined after pool version ``version`` (the first on

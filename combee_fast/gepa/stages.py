@@ -69,7 +69,8 @@ class Proposal(msgspec.Struct, kw_only=True):
     also screened against), ``screened``, ``validated``. ``joined``: the pool indices of the
     candidates it added so far (its child, then the merges of it validated after it: ``child``
     is then the merge being validated); ``based_at``: the pool version its child's base was
-    taken from (the parent's draw, the rival's screening, a merge's decision).
+    taken from (the parent's draw, the rival's screening, a merge's decision). ``closing``: the
+    search's closing merge (no minibatch: its ``child`` is only validated).
     """
 
     iteration: int
@@ -95,6 +96,7 @@ class Proposal(msgspec.Struct, kw_only=True):
     validated: Graded | None = None
     joined: list[int] = msgspec.field(default_factory=list)
     based_at: int = 0
+    closing: bool = False
 
     def result(self, stage: str) -> Any:
         """The result of ``stage`` (None: not known yet)."""

@@ -13,8 +13,9 @@ import pytest
 from combee_fast.config import (CacheConfig, FaultConfig, GepaConfig, PipelineConfig, SessionConfig, SimConfig,
                                 TaskConfig, TransportConfig)
 from combee_fast.gepa.calls import GepaCalls, Rewrite
+from combee_fast.gepa.candidate import SYSTEM_PROMPT, Candidate
 from combee_fast.gepa.pipeline import AsyncGepa
-from combee_fast.gepa.pool import PoolChange
+from combee_fast.gepa.pool import GepaState, PoolChange
 from combee_fast.gepa.reflection import CombeeReflection, SerialReflection
 from combee_fast.gepa.stages import StageWork
 from combee_fast.run.train import TrainResult
@@ -264,3 +265,57 @@ async def test_the_live_plan_sizes_minibatches_and_proposals_in_flight(tmp_path)
     assert decisions[0]["reason"].startswith("start: nothing measured yet")
     assert any("merge_retention" in d["inputs"] for d in decisions)
     assert {row.batch_size for row in result.ledger[1:] if row.batch_reason != "drain"} == {80}
+
+
+def _tied(seed: Candidate, lines: Sequence[str], score: float, examples: int) -> GepaState:
+    """A pool of the seed and one child per line (the seed's text with that line added), every
+    candidate scoring ``score`` on each of ``examples`` validation instances."""
+    text = seed.components[SYSTEM_PROMPT]
+    children = tuple(seed.replaced(SYSTEM_PROMPT, f"{text}\n{line}", parent=0) for line in lines)
+    n = 1 + len(children)
+    return GepaState(seed=seed, candidates=(seed, *children), scores=((score,) * examples,) * n,
+                     failures=({},) * n, iterations=len(children), metric_calls=examples * n)
+
+
+async def test_when_the_search_drains_the_candidates_tied_at_the_best_are_merged_into_the_deployed_one() -> None:
+    # two lineages, each with a lesson the other lacks, tie on validation with the seed: the first of
+    # them alone (the seed) would be deployed; the closing merge holds both lessons, is validated,
+    # and is the best on ties
+    config = _config(pipeline=PipelineConfig(proposals=4, merge=True))
+    async with open_session(config) as session:
+        method, calls = _method(session, config)
+        val = len(session.val_split.examples)
+        pool = _tied(Candidate.seed(), ["Lesson A: carry the tens.", "Lesson B: check the units."], 0.0, val)
+        result = await method.step((), pool, epoch=1, step=3)
+    grown = result.artifact
+    assert calls.solves == val and grown.metric_calls == pool.metric_calls + val  # one validation, nothing else
+    assert [c.outcome for c in result.reports] == ["accepted"] and result.reports[0].added_ids == (3,)
+    closing = grown.candidates[3]
+    assert grown.closing == 3 and grown.best_index() == 3 and closing.parents == (0, 1, 2)
+    assert closing.render().split("\n")[-2:] == ["Lesson A: carry the tens.", "Lesson B: check the units."]
+    assert method.pending() == 0 and method.carried() is None
+
+
+async def test_no_closing_merge_without_a_tie_or_without_the_budget_for_its_validation() -> None:
+    config = _config(pipeline=PipelineConfig(proposals=4, merge=True))
+    async with open_session(config) as session:
+        method, calls = _method(session, config)
+        val = len(session.val_split.examples)
+        alone = _tied(Candidate.seed(), ["Lesson A: carry the tens."], 0.0, val)
+        alone = msgspec.structs.replace(alone, scores=(alone.scores[0], (1.0,) * val))  # the child is best, untied
+        untied = await method.step((), alone, epoch=1, step=2)
+    assert calls.solves == 0 and not untied.reports and untied.artifact.closing is None
+    short = _config(pipeline=PipelineConfig(proposals=4, merge=True), max_metric_calls=3 * 20 + 19)
+    async with open_session(short) as session:
+        method, calls = _method(session, short)
+        tied = _tied(Candidate.seed(), ["Lesson A: carry the tens.", "Lesson B: check the units."], 0.0, 20)
+        unpaid = await method.step((), tied, epoch=1, step=3)
+    assert calls.solves == 0 and not unpaid.reports and unpaid.artifact.best_index() == 0
+
+
+def test_the_closing_merge_is_the_best_only_while_it_scores_as_well_as_the_best() -> None:
+    pool = _tied(Candidate.seed(), ["a", "b", "c"], 0.5, 4)
+    assert pool.tied_best() == (0, 1, 2, 3) and pool.best_index() == 0
+    assert msgspec.structs.replace(pool, closing=2).best_index() == 2
+    lower = msgspec.structs.replace(pool, scores=(*pool.scores[:3], (0.25,) * 4), closing=3)
+    assert lower.best_index() == 0 and lower.tied_best() == (0, 1, 2)
