@@ -38,8 +38,8 @@ from combee_fast.roles.names import GEPA_PROPOSER_ROLE as PROPOSER_ROLE
 from combee_fast.roles.names import GEPA_SOLVER_ROLE as SOLVER_ROLE
 from combee_fast.sim.responders import RoleResponder, SimRequest
 from combee_fast.sim.world import (
-    GENERIC_LESSONS, Question, TaskWorld, curator_output, fresh_lessons, generic_lesson, json_lines, json_reply,
-    lesson_key, lesson_unit, prose, seed_of, specific_lesson, tagged, uniform,
+    GENERIC_LESSONS, HARMFUL_FACETS, Question, TaskWorld, curator_output, fresh_lessons, generic_lesson,
+    harmful_lesson, json_lines, json_reply, lesson_key, lesson_unit, prose, seed_of, specific_lesson, tagged, uniform,
 )
 
 _REVISION = re.compile(r"^### Revision \d+$", re.MULTILINE)
@@ -106,9 +106,13 @@ def answer_judge(world: TaskWorld, question: Question, row: dict[str, Any]) -> t
 
 
 def unit_namer(world: TaskWorld, unit: str, names_unit: bool, text: str, seed: int) -> str:
-    """One of the unit's facets (when the draw names the unit), else a generic lesson."""
+    """One of the unit's facets (when the draw names the unit; in the ``harmful`` world a wrong
+    one for ``harmful_share`` of those, drawn as ACE's reflector draws it), else a generic lesson."""
+    params = world.params
+    if names_unit and params.harmful_share and uniform("harm", seed, text) < params.harmful_share:
+        return harmful_lesson(unit, int(uniform("harm-facet", seed, text) * len(HARMFUL_FACETS)), params.facets_per_unit)
     if names_unit:
-        return specific_lesson(unit, int(uniform("facet", seed, text) * world.params.facets_per_unit))
+        return specific_lesson(unit, int(uniform("facet", seed, text) * params.facets_per_unit))
     return generic_lesson(int(uniform("generic", seed, text) * len(GENERIC_LESSONS)))
 
 

@@ -35,11 +35,11 @@ from combee_fast.roles.names import TEXTGRAD_GRADIENT_ROLE as GRADIENT_ROLE
 from combee_fast.roles.names import TEXTGRAD_LOSS_ROLE as LOSS_ROLE
 from combee_fast.roles.names import TEXTGRAD_REDUCE_ROLE as REDUCE_ROLE
 from combee_fast.roles.names import TEXTGRAD_STEP_ROLE as STEP_ROLE
-from combee_fast.sim.instructions import capacity, instruction_lessons, kept_count, solve
+from combee_fast.sim.instructions import Namer, capacity, instruction_lessons, kept_count, solve, unit_namer
 from combee_fast.sim.responders import RoleResponder, SimRequest
 from combee_fast.sim.world import (
-    GENERIC_LESSONS, Question, TaskWorld, fresh_lessons, generic_lesson, json_lines, json_reply, lesson_key,
-    lesson_unit, noise_lesson, prose, seed_of, specific_lesson, tagged, uniform,
+    Question, TaskWorld, fresh_lessons, json_lines, json_reply, lesson_key, lesson_unit, noise_lesson, prose,
+    seed_of, tagged, uniform,
 )
 
 TEXTGRAD_ROLES = (FORWARD_ROLE, LOSS_ROLE, GRADIENT_ROLE, STEP_ROLE, REDUCE_ROLE)
@@ -89,17 +89,6 @@ class Loss:
         return json_reply({"verdict": "incorrect",
                            "critique": f"{self.subject(prompt)} is wrong: the step that handles {unit} went "
                            "wrong. " + prose(3, "tg-loss", seed)})
-
-
-Namer = Callable[[TaskWorld, str, bool, str, int], str]
-"""The line a gradient proposes: ``namer(world, unit, names_unit, input, seed)``."""
-
-
-def unit_namer(world: TaskWorld, unit: str, names_unit: bool, text: str, seed: int) -> str:
-    """One of the unit's facets (when the draw names the unit), else a generic lesson."""
-    if names_unit:
-        return specific_lesson(unit, int(uniform("facet", seed, text) * world.params.facets_per_unit))
-    return generic_lesson(int(uniform("generic", seed, text) * len(GENERIC_LESSONS)))
 
 
 class Gradient:

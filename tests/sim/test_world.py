@@ -12,6 +12,7 @@ from combee_fast.ace.curator import curator_messages
 from combee_fast.ace.generator import generator_messages
 from combee_fast.ace.reflector import reflector_messages
 from combee_fast.schema import Delta, Op, OpKind, Reflection, Rollout, Usage
+from combee_fast.sim.instructions import unit_namer
 from combee_fast.tasks.registry import get_task
 from combee_fast.sim.world import (
     FORMULA_PARAMS, HARMFUL_SHARE, TaskWorld, generic_lesson, harmful_lesson, is_harmful, specific_lesson, world_params,
@@ -151,3 +152,15 @@ def test_the_harmful_world_reflects_wrong_lessons_in_its_share_and_world_variant
     assert not any(is_harmful(_lesson(WORLD, example, seed)) for seed, example in enumerate(EXAMPLES[:200]))
     with pytest.raises(ValueError, match="unknown task-world variant 'noisy\\+loud'"):
         world_params(FORMULA_PARAMS, "noisy+loud")
+
+
+def test_gepa_and_textgrad_name_wrong_lessons_in_the_harmful_worlds_share_as_aces_reflector_does() -> None:
+    # GEPA's proposer and TextGrad's gradient take their lessons from unit_namer: a release gate's
+    # canary has something harmful to catch for every learner, not for ACE alone
+    harmful = TaskWorld(TASK, EXAMPLES, world_params(FORMULA_PARAMS, "noisy+harmful"))
+    named = [(example.meta["formula"], example.input, seed) for seed, example in enumerate(EXAMPLES[:400])]
+    lessons = [unit_namer(harmful, unit, True, text, seed) for unit, text, seed in named]
+    share = sum(is_harmful(text) for text in lessons) / len(lessons)
+    assert 0.3 * HARMFUL_SHARE < share < 2 * HARMFUL_SHARE
+    assert not any(is_harmful(unit_namer(WORLD, unit, True, text, seed)) for unit, text, seed in named)
+    assert not any(is_harmful(unit_namer(harmful, unit, False, text, seed)) for unit, text, seed in named)
