@@ -8,6 +8,7 @@ give the same batches, the same artifact and the same release decisions.
 - :mod:`.process_worker`: the child process's side (``python -m combee_fast.embedded.process_worker``).
 - :mod:`.release`: the release gate the core holds (policies none, shadow, staged, hold; anytime-valid
   decisions; rollback), mirrored on the host by the threaded and process learners.
+- :mod:`.release_plan`: how many requests and keys the gate's decisions need (a planning figure).
 - :mod:`.intake`: the check every submitted rollout passes on the host before a learner takes it.
 - :mod:`.host_settings`: the process-wide GC/GIL settings an embedded learner changes and restores.
 """

@@ -1,0 +1,66 @@
+"""The release plan (how many requests a decision needs) against the release gate itself: the gate,
+fed the plan's balanced rewards request by request, decides exactly where the plan says."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from combee_fast.config import ReleaseConfig
+from combee_fast.embedded.release import ReleaseGate
+from combee_fast.embedded.release_plan import release_plan
+from combee_fast.playbook import Playbook
+from combee_fast.run.events import Event, ReleaseDecision
+from tests.embedded.test_release import _grown, _rollout
+
+
+def _bit(k: int, rate: float) -> int:
+    """Event ``k`` of a sequence with ``rate`` of its events 1 over every prefix."""
+    return math.floor((k + 1) * rate) - math.floor(k * rate)
+
+
+def _decisions(config: ReleaseConfig, accuracy: float, requests: int) -> list[tuple[str, int]]:
+    """The gate's widenings and promotion, each with the request count after which it came, when
+    the candidate serves its share of requests evenly and each version's rewards have mean
+    ``accuracy`` (every prefix, as closely as whole rewards allow)."""
+    events: list[Event] = []
+    gate = ReleaseGate(Playbook.empty(), config, seed=1, emit=events.append)
+    gate.learned(_grown(Playbook.empty(), "Check the units."), None, 0)
+    served = {0: 0, 1: 0}
+    decided: list[tuple[str, int]] = []
+    for request in range(requests):
+        release = gate.release
+        if release.candidate is None:
+            break
+        version = release.candidate.version if _bit(request, release.share) else release.incumbent.version
+        seen = len(events)
+        gate.observe(_rollout(request, version, float(_bit(served[version], accuracy))))
+        served[version] += 1
+        decided += [(e.decision, request + 1) for e in events[seen:]
+                    if isinstance(e, ReleaseDecision) and e.decision in ("widen", "promote")]
+    return decided
+
+
+@pytest.mark.parametrize("accuracy", [0.6, 0.9])
+def test_the_gate_fed_the_plans_rewards_decides_where_the_plan_says(accuracy: float) -> None:
+    config = ReleaseConfig(policy="staged", margin=0.05, stages=(0.05, 0.25, 0.5, 1.0))
+    plan = release_plan(config, accuracy)
+    assert [d.decision for d in plan.decisions] == ["widen", "widen", "promote"]
+    assert [d.share for d in plan.decisions] == [0.25, 0.5, 1.0]
+    last = plan.decisions[-1].requests
+    assert last is not None
+    assert _decisions(config, accuracy, last + 10) == [(d.decision, d.requests) for d in plan.decisions]
+    assert plan.keys == 20 and "promote after" in plan.line()
+
+
+def test_a_smaller_margin_or_first_share_needs_more_requests_and_shadow_counts_its_re_runs() -> None:
+    wide = release_plan(ReleaseConfig(policy="staged", margin=0.05), 0.7).decisions[-1].requests
+    narrow = release_plan(ReleaseConfig(policy="staged", margin=0.02), 0.7).decisions[-1].requests
+    assert wide is not None and narrow is not None and narrow > 2 * wide
+    shadow = release_plan(ReleaseConfig(policy="shadow", margin=0.05, shadow_share=0.2), 0.7).decisions
+    half = release_plan(ReleaseConfig(policy="shadow", margin=0.05, shadow_share=0.1), 0.7).decisions
+    assert shadow[0].candidate_rewards == half[0].candidate_rewards  # the same pairs, from half the re-runs
+    assert half[0].requests == pytest.approx(2 * shadow[0].requests, abs=10)
+    with pytest.raises(ValueError, match="decides nothing by itself"):
+        release_plan(ReleaseConfig(policy="hold"), 0.7)
