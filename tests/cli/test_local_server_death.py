@@ -21,6 +21,7 @@ import json, os, signal, sys
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
 port = int(sys.argv[sys.argv.index("--port") + 1])
+alias = sys.argv[sys.argv.index("--alias") + 1]  # the model name it answers to, as llama-server's --alias
 die_on = int(os.environ["STAND_IN_DIE_ON"])
 chats = 0
 
@@ -35,7 +36,7 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
     def do_GET(self):
-        self._reply({{"object": "list", "data": [{{"id": "smollm2-135m-instruct", "object": "model"}}]}})
+        self._reply({{"object": "list", "data": [{{"id": alias, "object": "model"}}]}})
 
     def do_POST(self):
         global chats
@@ -44,7 +45,7 @@ class Handler(BaseHTTPRequestHandler):
         if chats >= die_on:
             print("ggml: decoding the first batch", flush=True)
             os.kill(os.getpid(), signal.SIGSEGV)
-        self._reply({{"id": "c", "object": "chat.completion", "model": "smollm2-135m-instruct",
+        self._reply({{"id": "c", "object": "chat.completion", "model": alias,
                      "choices": [{{"index": 0, "finish_reason": "length",
                                   "message": {{"role": "assistant", "content": "OK"}}}}],
                      "usage": {{"prompt_tokens": 5, "completion_tokens": 1, "total_tokens": 6}}}})

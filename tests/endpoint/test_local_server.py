@@ -11,7 +11,7 @@ import time
 import aiohttp
 
 from combee_fast.config import LocalConfig
-from combee_fast.endpoint.local import MODEL_ALIAS, LocalServer
+from combee_fast.endpoint.local import LocalServer
 from tests.cli.test_local_model import LOCAL_MODEL_MARKS
 
 pytestmark = LOCAL_MODEL_MARKS
@@ -28,7 +28,7 @@ async def test_a_fresh_install_of_the_local_server_decodes_one_token_at_start_up
 async def test_the_local_server_stops_at_once_on_sigterm_even_while_decoding() -> None:
     """What the tether sends it when its engine dies: the server must not finish its decode first."""
     async with LocalServer(LocalConfig(prefer_native=False)) as server:
-        body = {"model": MODEL_ALIAS, "messages": [{"role": "user", "content": "Write a very long story."}],
+        body = {"model": server.alias, "messages": [{"role": "user", "content": "Write a very long story."}],
                 "max_tokens": 2000, "stream": True}
         async with aiohttp.ClientSession() as http:
             async with http.post(server.url + "/chat/completions", json=body) as response:
