@@ -13,9 +13,14 @@ A sandbox can be started before its episode is known (:meth:`BwrapSession.launch
 builds its namespaces and mounts while the host does other work, and the runner waits for a
 first line (``go``) before it unpacks the set-up archive the host has written by then
 (:meth:`BwrapSession.begin`). Inside, after that, a small ``sh`` runner reads one line per command from the host (``N SECONDS``), runs the
-command the host wrote to ``/run/cmd/cN`` with its output to ``/run/out`` (a host file, the only
+command the host wrote to ``/run/cmd/cN`` with its output appended to ``/run/out`` (a host file, the only
 writable path the host shares: its size is bounded by the file-size limit), waits for it and
-answers ``N STATUS``. The command runs as a background job the runner waits for: dash starts
+answers ``N STATUS``. A command's result has what was written to ``/run/out`` since the last
+result: its own output, and what processes an earlier command left running wrote meanwhile (a
+fork bomb run in the background that hit the process limit and died out between two commands
+is named by the next result). The host empties the file before a command only when no process
+but the init and the runner is left in the sandbox, keeping what it had not read yet for the
+next result, so nothing written there is lost before the host has read it. The command runs as a background job the runner waits for: dash starts
 foreground commands with ``vfork``, and a writer stopped by the file-size signal would take the
 runner with it. At the step's limit the host kills the command and everything it started that is
 still its descendant (:func:`kill_tree`); what detached itself dies when the sandbox is closed.
@@ -62,7 +67,7 @@ while read -r n t; do
     s=$?
     [ "$s" = 0 ] || printf '%.400s\n' "$why" >/run/out
   else
-    /bin/sh /run/cmd/c"$n" </dev/null >/run/out 2>&1 &
+    /bin/sh /run/cmd/c"$n" </dev/null >>/run/out 2>&1 &
     wait $!
     s=$?
   fi
@@ -219,6 +224,15 @@ def _parents() -> dict[int, list[int]]:
     return children
 
 
+def _children(pid: int) -> list[int]:
+    """The children of process ``pid`` (its main thread's), zombies included (none: it is gone)."""
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as listing:
+            return [int(child) for child in listing.read().split()]
+    except OSError:
+        return []
+
+
 def kill_tree(init: int, *, keep: int) -> None:
     """SIGKILL the descendants of the sandbox's init ``init`` below its first ``keep`` generations
     (the init's runner at depth 1 is kept with ``keep=2``; the command at depth 2 and what it
@@ -250,6 +264,10 @@ class BwrapSession:
         self._process = process
         self._info = info
         self._init_pid: int | None = None  # the sandbox's first process (its pid namespace's init), host pid
+        self._runner_pid: int | None = None  # the init's first child, the runner (host pid)
+        self._taken = 0  # how far the host has read the output file
+        self._carried = b""  # read before the output file was emptied, not yet given with a result
+        self._carried_bytes = 0  # how many bytes that was (it keeps only the output limit's first)
         self._folder = folder
         self._limits = limits
         self._uids = uids
@@ -313,6 +331,10 @@ class BwrapSession:
             detail = process.error_text() or self._out_text() or line.decode(errors="replace").strip()
             raise SandboxError(detail or "no answer")
         self._init_pid = _child_pid(self._info)
+        if self._init_pid is not None:
+            children = _children(self._init_pid)
+            self._runner_pid = children[0] if len(children) == 1 else None
+        self._taken = (self._folder / "out").stat().st_size  # what the set-up's tar said: not a command's
 
     async def run(self, command: str, *, timeout_s: float) -> CommandResult:
         """Run ``command`` (``sh`` syntax) in ``/work``, killed after ``timeout_s`` (whole seconds)."""
@@ -323,6 +345,7 @@ class BwrapSession:
         path = self._folder / "cmd" / f"c{n}"
         path.write_text(command + "\n")
         os.chmod(path, 0o644)
+        self._make_room()
         limit = max(1, int(timeout_s + 0.999))
         started = time.perf_counter()
         process = self._process
@@ -340,9 +363,10 @@ class BwrapSession:
         match = _STATUS.match(line)
         if match is None or int(match[1]) != n:
             self._dead = "it stopped answering" if not line else f"it answered {line[:80]!r}"
-            output, size = self._read_output()
+            output, size, _ = self._take_output()
+            said = process.error_text()  # the runner's own stderr: "Cannot fork" when it could not start the command
             forked_out = at_process_limit(self._uid, self._limits.processes) or classify(
-                0, output, output_bytes=size, file_limit=self._limits.file_bytes, elapsed_s=seconds,
+                0, f"{output}\n{said}", output_bytes=size, file_limit=self._limits.file_bytes, elapsed_s=seconds,
                 timeout_s=limit) == "process_limit"
             self._kill()
             self._troubled = True
@@ -350,13 +374,57 @@ class BwrapSession:
             kind = "process_limit" if forked_out else "step_timeout" if timed_out else "sandbox_failed"
             return CommandResult(-1, f"the command ended its sandbox ({self._dead})\n{output}", size, seconds, kind)
         code = int(match[2])
-        output, size = self._read_output()
-        wall = classify(code, output, output_bytes=size, file_limit=self._limits.file_bytes, elapsed_s=seconds,
+        output, size, file_size = self._take_output()
+        wall = classify(code, output, output_bytes=file_size, file_limit=self._limits.file_bytes, elapsed_s=seconds,
                         timeout_s=limit)
         if wall is None and at_process_limit(self._uid, self._limits.processes):
             wall = "process_limit"
         self._troubled = self._troubled or wall == "process_limit"
         return CommandResult(code, output, size, seconds, wall)
+
+    def _others_running(self) -> bool:
+        """Whether a process other than the sandbox's init and runner is in it, between commands:
+        one an earlier command left running, which may still write to the output file. Every such
+        process is a child of the runner, or of the init once its parent is gone (a parent that
+        exits hands its children to the init before it leaves the init's children, as a zombie
+        until reaped), so the two lists of children show one of them as long as any is left.
+        (The runner not known: taken to be none.)"""
+        if self._init_pid is None or self._runner_pid is None:
+            return False
+        return bool(_children(self._runner_pid)) or any(pid != self._runner_pid for pid in _children(self._init_pid))
+
+    def _make_room(self) -> None:
+        """Before a command: empty the output file when no process but the sandbox's own can
+        write to it, first keeping what was written since the last result (up to the output
+        limit) to give with the next one. Otherwise the file is left as it is (commands append to
+        it): nothing a process left running writes is lost before the host has read it."""
+        path = self._folder / "out"
+        size = path.stat().st_size
+        if size == 0 or self._others_running():
+            return
+        unread = max(0, size - self._taken)
+        with path.open("r+b") as handle:
+            handle.seek(self._taken)
+            self._carried += handle.read(min(unread, max(0, self._limits.output_bytes - len(self._carried))))
+            handle.truncate(0)
+        self._carried_bytes += unread
+        self._taken = 0
+
+    def _take_output(self) -> tuple[str, int, int]:
+        """What was written to the output file since the last result (what was kept when it was
+        emptied first), as text up to the output limit; how many bytes that is in all, and the
+        file's size (the file-size limit's measure)."""
+        path = self._folder / "out"
+        carried, self._carried, carried_bytes, self._carried_bytes = self._carried, b"", self._carried_bytes, 0
+        with path.open("rb") as handle:
+            file_size = os.fstat(handle.fileno()).st_size
+            if file_size < self._taken:  # a command emptied it itself
+                self._taken = 0
+            handle.seek(self._taken)
+            data = carried + handle.read(min(file_size - self._taken, max(0, self._limits.output_bytes - len(carried))))
+        size = carried_bytes + file_size - self._taken
+        self._taken = file_size
+        return data.replace(b"\x00", b"").decode("utf-8", errors="replace"), size, file_size
 
     def _read_output(self) -> tuple[str, int]:
         """The first ``output_bytes`` of the command's output, as text, and its whole size."""

@@ -17,7 +17,11 @@ its elapsed time, the size of its output and what it printed. Kinds:
 
 A fork bomb usually ends at the wall clock too; a failed fork is named first. One that forks in
 the background and returns at once is found by the process count of the sandbox's uid
-(:func:`at_process_limit`, root only: elsewhere the uid is shared with the user's own processes).
+(:func:`at_process_limit`, root only: elsewhere the uid is shared with the user's own processes)
+or, when it hits the limit after its command returned, by the failed forks it printed, which
+come with the next command's result (a result has all that was written since the last one:
+:mod:`.bwrap`). One that an episode's last command started and that hits the limit only after
+that command returned is named by no result (none follows; it dies with the sandbox).
 """
 
 from __future__ import annotations

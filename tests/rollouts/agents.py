@@ -3,8 +3,9 @@ contract, run by the engine like any user's).
 
 - ``hostile``: item ``k`` of its batch (by example index) runs hostile command ``k`` of
   :data:`HOSTILE` (a fork bomb, filling the disk, sleeping forever, printing without end, reading
-  secrets, opening a network connection, writing outside its working directory); other items
-  look around and finish. ``all_hostile``: every item is hostile.
+  secrets, opening a network connection, writing outside its working directory), waiting
+  :data:`THINK_S` between two commands; other items look around and finish. ``all_hostile``:
+  every item is hostile.
 - ``counting``: the built-in ReAct agent, writing one line per episode it starts to the file named
   by ``COMBEE_TEST_EPISODE_LOG``: ``<item> <round> <context hash>``.
 - ``broken``: raises in the middle of its episode.
@@ -22,6 +23,7 @@ contract, run by the engine like any user's).
 
 from __future__ import annotations
 
+import asyncio
 import os
 
 from combee_fast.config import AgentConfig
@@ -42,6 +44,11 @@ HOSTILE = {
 """Hostile commands by the error kind each must end in."""
 
 
+THINK_S = 0.5
+"""Seconds the hostile agents wait between two commands, as a model's turn would take: time for a
+fork bomb run in the background to hit the process limit, and often to die out, before the next."""
+
+
 def _run(command: str) -> ToolCall:
     import json
 
@@ -56,7 +63,9 @@ class Hostile:
         kinds = list(HOSTILE)
         index = episode.task.index % len(kinds) if self.every else episode.task.index
         commands = HOSTILE[kinds[index]] if index < len(kinds) else ["ls -la"]
-        for command in commands:
+        for turn, command in enumerate(commands):
+            if turn:
+                await asyncio.sleep(THINK_S)
             await episode.act(_run(command))
         episode.finish("done")
 

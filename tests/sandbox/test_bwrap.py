@@ -42,7 +42,8 @@ async def _run(commands: list[str], files: list[SetupFile] = ()) -> list:  # typ
 
 
 def _sandbox_folders() -> set[str]:
-    return {p.name for p in Path(scratch_folder() or tempfile.gettempdir()).glob("combee-sandbox-*")}
+    """The sandbox folders of this process (other processes of the machine make their own meanwhile)."""
+    return {p.name for p in Path(scratch_folder() or tempfile.gettempdir()).glob(f"combee-sandbox-{os.getpid()}-*")}
 
 
 async def test_a_command_sees_its_files_and_writes_only_its_working_directory() -> None:
@@ -64,6 +65,35 @@ async def test_a_fork_bomb_hits_the_process_limit_and_leaves_no_process() -> Non
     results = await _run(["bomb() { bomb | bomb & }; bomb", "sleep 1; echo still here"])
     assert "process_limit" in {r.kind for r in results}
     assert live_processes(uid) == 0 and live_processes(uid + 1) == 0  # closed: every one of them is gone
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a sandbox's processes are told apart by its own uid under root only")
+async def test_a_fork_bomb_left_running_that_hit_the_limit_and_died_out_is_reported_with_the_next_command() -> None:
+    # the command returns at once, its bomb starting two seconds later in the background: it hit no
+    # wall; the bomb then forks until it cannot and dies out while no command runs (its processes are
+    # gone); what it printed then comes with the next command's result, which names the wall
+    sandboxes = _sandboxes()
+    session = await sandboxes.open([])
+    try:
+        uid = session._uid  # type: ignore[attr-defined]
+        begun = time.monotonic()
+        started = await session.run("bomb() { bomb | bomb & }; (sleep 2; bomb) &", timeout_s=2)
+        deadline, quiet_since = time.monotonic() + 30, None
+        while time.monotonic() < deadline:  # until only bwrap, its init and the runner are left, for a second
+            if live_processes(uid) > 3:  # (a count from /proc can miss a churning bomb once, not for a second)
+                quiet_since = None
+            elif quiet_since is None:
+                quiet_since = time.monotonic()
+            elif time.monotonic() - quiet_since > 1 and time.monotonic() > begun + 3:
+                break
+            await asyncio.sleep(0.01)
+        died_out = quiet_since is not None and live_processes(uid) <= 3
+        after = await session.run("echo next", timeout_s=2)
+    finally:
+        await session.close()
+    assert started.kind is None and started.exit_code == 0 and started.output == ""
+    assert died_out
+    assert after.kind == "process_limit" and after.exit_code == 0 and "Cannot fork" in after.output
 
 
 async def test_filling_the_disk_stops_at_the_working_directory_size() -> None:
