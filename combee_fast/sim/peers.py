@@ -29,10 +29,10 @@ in the format the peer parses:
   as for a task question above); otherwise each field gets a value of its declared type (two
   sentences of prose for text).
 - **a TurboGEPA mutation request** (its strategies ask for ``Generate <n> ...`` prompts, each in
-  ``<PROMPT>`` tags): one sentence, then ``n`` prompts between those tags, each its first parent
-  prompt (``PROMPT A (...):`` and the quoted text) with one guidance line appended (numbered
-  apart, so the ``n`` differ); with no parent shown (spec induction from examples alone), four
-  sentences of prose each.
+  ``<PROMPT>`` tags): one sentence, then ``n`` prompts (at most 64) between those tags, each its
+  first parent prompt (``PROMPT A (...):`` and the quoted text) with one guidance line appended
+  (numbered apart, so the ``n`` differ); with no parent shown (spec induction from examples
+  alone), four sentences of prose each.
 - **an AgentDescent rule proposal** (its reflector asks for ``exactly ONE concise, general
   rule``): one sentence, the rule.
 - **a request with a JSON schema** (ace-framework's roles ask for structured output): an object
