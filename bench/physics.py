@@ -113,3 +113,12 @@ def guarded(main: Callable[[], int | None], command: str) -> int:
     except WrongWorld as exc:
         print(f"{command}: refused: {exc}", file=sys.stderr, flush=True)
         return EXIT_WRONG_WORLD
+
+
+def check_range(name: str, value: float, low: float, high: float) -> float:
+    """``value`` checked to lie in ``[low, high]`` (a share in [0, 1], seconds to a run's best
+    within the run's own seconds, ...): WrongWorld outside it or when not a number."""
+    if not low <= value <= high:
+        raise WrongWorld(f"{name}={value} is outside [{low}, {high}]: it cannot be, so the measurement does not "
+                         "measure what it says")
+    return value

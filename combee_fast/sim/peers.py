@@ -28,6 +28,13 @@ in the format the peer parses:
   task question, its reasoning and answer are the world's (lessons read from the system message,
   as for a task question above); otherwise each field gets a value of its declared type (two
   sentences of prose for text).
+- **a TurboGEPA mutation request** (its strategies ask for ``Generate <n> ...`` prompts, each in
+  ``<PROMPT>`` tags): one sentence, then ``n`` prompts (at most 64) between those tags, each its
+  first parent prompt (``PROMPT A (...):`` and the quoted text) with one guidance line appended
+  (numbered apart, so the ``n`` differ); with no parent shown (spec induction from examples
+  alone), four sentences of prose each.
+- **an AgentDescent rule proposal** (its reflector asks for ``exactly ONE concise, general
+  rule``): one sentence, the rule.
 - **a request with a JSON schema** (ace-framework's roles ask for structured output): an object
   of that schema (references and unions resolved, arrays empty), two sentences of prose in each
   string;
@@ -62,6 +69,11 @@ _DSPY_REMINDER = "Respond with the corresponding output fields"
 _DSPY_OUTPUT = re.compile(r"`\[\[ ## (\w+) ## \]\]`(?: \(must be formatted as a valid Python ([^)]*\)?)\))?")
 _DSPY_FIELD = re.compile(r"^\[\[ ## (\w+) ## \]\]$", re.MULTILINE)
 _LITERAL = re.compile(r"""Literal\[\s*['"]([^'"]*)['"]""")
+_TURBO_TAGS = ("<PROMPT>", "</PROMPT>")
+_TURBO_COUNT = re.compile(r"\bGenerate (\d+) ")
+_TURBO_PARENT = re.compile(r'^PROMPT A \([^\n]*\):\n"', re.MULTILINE)
+_TURBO_MAX_PROMPTS = 64
+_AGENTDESCENT_RULE = "Propose exactly ONE concise, general rule"
 
 
 def _digest(text: str) -> int:
@@ -135,6 +147,10 @@ class PeerReplies:
             return f"{prose(3, 'peer-tgd', seed)}\n{_IMPROVED[0]}{variable}{_IMPROVED[1]}"
         if _DSPY_REMINDER in prompt:
             return self._dspy(system, prompt, seed)
+        if _TURBO_TAGS[0] in prompt and (count := _TURBO_COUNT.search(prompt)) is not None:
+            return self._turbo(prompt, int(count.group(1)), seed)
+        if _AGENTDESCENT_RULE in prompt:
+            return prose(1, "peer-rule", seed)
         tagged = _CURRENT.search(prompt)
         if tagged is not None:
             instruction = _guided(tagged.group(1).strip("\n"), seed)
@@ -147,6 +163,19 @@ class PeerReplies:
             return orjson.dumps(_filled(request.json_schema, request.json_schema.get("$defs", {}), seed)).decode()
         return prose(6, "peer-other", seed)
 
+
+    @staticmethod
+    def _turbo(prompt: str, count: int, seed: int) -> str:
+        """``count`` TurboGEPA prompts (at most :data:`_TURBO_MAX_PROMPTS`) in ``<PROMPT>`` tags
+        (module docstring)."""
+        parent = _TURBO_PARENT.search(prompt)
+        current = None
+        if parent is not None:
+            end = prompt.find('"\n', parent.end())
+            current = prompt[parent.end(): end if end >= 0 else len(prompt)].strip()
+        prompts = [_guided(current, seed + k) if current else prose(4, "peer-spec", seed + k)
+                   for k in range(max(1, min(count, _TURBO_MAX_PROMPTS)))]
+        return "\n".join([prose(1, "peer-reflect", seed), *(f"{_TURBO_TAGS[0]}\n{p}\n{_TURBO_TAGS[1]}" for p in prompts)])
 
     def _dspy(self, system: str, prompt: str, seed: int) -> str:
         """Every output field the DSPy prompt asks for (module docstring)."""

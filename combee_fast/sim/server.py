@@ -102,6 +102,8 @@ class SimCounters(msgspec.Struct):
 
     requests: int = 0
     completed: int = 0
+    prompt_tokens: int = 0  # of the completed requests (the usage each reply reports)
+    completion_tokens: int = 0
     in_flight: int = 0
     peak_in_flight: int = 0
     running: int = 0
@@ -337,6 +339,8 @@ class SimServer:
                 usage=CompletionUsage(prompt_tokens, completion_tokens, prompt_tokens + completion_tokens),
             )
             counters.completed += 1
+            counters.prompt_tokens += prompt_tokens
+            counters.completion_tokens += completion_tokens
             headers = {SIM_LATENCY_HEADER: _microseconds(sim_latency)}
             if wire.stream:
                 include_usage = wire.stream_options is not None and wire.stream_options.include_usage

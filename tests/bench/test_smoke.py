@@ -71,6 +71,15 @@ def _exactly(**expected: str) -> Check:
     return check
 
 
+def _share_or_nan(*keys: str) -> Check:
+    """Each of ``keys`` is a number in [0, 1], or nan (not measured: a peer not installed)."""
+    def check(figures: dict[str, str]) -> None:
+        for key in keys:
+            value = float(figures[key])
+            assert value != value or 0.0 <= value <= 1.0, f"{key}={value} is not in [0, 1] (nor nan)"
+    return check
+
+
 def _one_of(key: str, *words: str) -> Check:
     def check(figures: dict[str, str]) -> None:
         assert figures[key] in words, f"{key}={figures[key]} is not one of {words}"
@@ -78,8 +87,9 @@ def _one_of(key: str, *words: str) -> Check:
 
 
 class Figure:
-    """One figure command: its smallest ``args``, the ``keys`` of its last line (in order) and
-    the ``checks`` of its invariants; ``needs``: a module it cannot run without (skipped then)."""
+    """One figure command: its smallest ``args``, the ``keys`` of its last line (in order; ``a|b``:
+    either, e.g. a figure or the reason it was skipped) and the ``checks`` of its invariants;
+    ``needs``: a module it cannot run without (skipped then)."""
 
     def __init__(self, script: str, args: list[str], keys: str, *checks: Check, needs: str | None = None) -> None:
         self.script, self.args, self.keys, self.checks, self.needs = script, args, keys.split(), checks, needs
@@ -130,12 +140,19 @@ FIGURES = {f.script.removesuffix(".py"): f for f in [
     Figure("calibrate_world.py", [],
            "entries_b1 entries_b5 entries_b10 entries_b20 entries_b50 entries_b100 max_rel_error",
            _at_least_zero("entries_b1", "entries_b100", "max_rel_error")),
-    Figure("peers.py", ["--train", "6", "--val", "4", "--budget", "50"],
+    Figure("peers.py", ["--train", "6", "--val", "4", "--budget", "50", "--test", "10"],
            "gepa_pypi_s_per_call gepa_ours_s_per_call combee_gepa_s_per_call combee_ace_s_per_sample "
            "sequential_ace_s_per_sample textgrad_pypi_s_per_sample textgrad_ours_s_per_sample "
-           "combee_textgrad_s_per_sample mipro_s_per_metric_call async_gepa_s_per_call async_gepa_overshoot",
+           "combee_textgrad_s_per_sample mipro_s_per_metric_call async_gepa_s_per_call async_gepa_overshoot "
+           "turbo_gepa_s|turbo_gepa_skipped turbo_gepa_test tokens_per_improvement_turbo_gepa "
+           "agentdescent_s|agentdescent_skipped agentdescent_test tokens_per_improvement_agentdescent "
+           "async_gepa_to_best_s async_gepa_test tokens_per_improvement_async_gepa best_peer_test "
+           "async_gepa_s_to_best_peer_test async_gepa_first_to_best_peer_test "
+           "async_gepa_fewer_tokens_per_improvement_than_turbo",
            _positive("gepa_ours_s_per_call", "combee_gepa_s_per_call", "async_gepa_s_per_call"),
-           _exactly(async_gepa_overshoot="0")),
+           _exactly(async_gepa_overshoot="0"), _share_or_nan("turbo_gepa_test", "agentdescent_test", "best_peer_test"),
+           _share("async_gepa_test"), _one_of("async_gepa_first_to_best_peer_test", "0", "1", "nan"),
+           _one_of("async_gepa_fewer_tokens_per_improvement_than_turbo", "0", "1", "nan")),
     Figure("abandoned.py", ["--repeats", "1", "--max-tokens", "60", "--settle", "0"],
            "next_wait_streamed_s next_wait_plain_s ratio server", _at_least_zero("next_wait_streamed_s"),
            needs="xllamacpp"),
@@ -172,7 +189,9 @@ def last_line_figures(done: subprocess.CompletedProcess[str], figure: Figure) ->
     assert lines, f"{name} printed nothing"
     pairs = [token.partition("=") for token in lines[-1].split()]
     assert all(sep == "=" and key and value for key, sep, value in pairs), f"{name}: last line not key=value: {lines[-1]}"
-    assert [key for key, _, _ in pairs] == figure.keys, f"{name}: last line's keys {[k for k, _, _ in pairs]}"
+    keys = [key for key, _, _ in pairs]
+    assert len(keys) == len(figure.keys) and all(key in expected.split("|") for key, expected in zip(keys, figure.keys)), \
+        f"{name}: last line's keys {keys}"
     figures = {key: value for key, _, value in pairs}
     for check in figure.checks:
         check(figures)
