@@ -22,6 +22,7 @@ from typing import Any
 from mcp import ClientSession
 from mcp.shared.exceptions import MCPError
 
+from combee_fast.errors import McpFailure, McpToolError
 from combee_fast.mcp.transport import Fault, bounded_stdio
 
 FAILURE_KINDS = {
@@ -40,20 +41,6 @@ _FAULT_KINDS = {"server_exited": "mcp_exited", "output_too_large": "mcp_output_t
 CLOSE_WAIT_S = 5.0
 """Seconds :meth:`McpConnection.close` waits for the owner to stop the server before cancelling it
 (the stop itself is shielded and bounded)."""
-
-
-class McpFailure(Exception):
-    """The connection failed (``kind``: one of :data:`FAILURE_KINDS`)."""
-
-    def __init__(self, kind: str, message: str) -> None:
-        super().__init__(f"{kind}: {message}")
-        self.kind = kind
-        self.message = message
-
-
-class McpToolError(Exception):
-    """The server answered a call with a JSON-RPC error (an unknown tool, bad arguments): the
-    agent's mistake, the connection goes on."""
 
 
 @dataclass(frozen=True)

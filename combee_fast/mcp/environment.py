@@ -32,8 +32,8 @@ from typing import Any
 
 import msgspec
 
-from combee_fast.errors import ConfigError
-from combee_fast.mcp.client import CallResult, ListedTool, McpConnection, McpFailure, McpToolError
+from combee_fast.errors import ConfigError, McpFailure, McpToolError
+from combee_fast.mcp.client import CallResult, ListedTool, McpConnection
 from combee_fast.schema import Example, Observation, Tool, ToolCall
 from combee_fast.tasks.base import Score
 

@@ -7,9 +7,14 @@ the control tools (``reset_state``, ``get_call_log``) are hidden from the agent.
 is tau2's tool message: the content the tool answered (``Error: ...`` when it refused).
 
 The agent talks to the customer with one more tool, ``respond``: its message is kept (the
-communication check reads it) and the observation is the customer's answer. The customer is a
-:class:`Customer`; without one (:class:`StatedCustomer`) the customer states the scenario's
-request once, up front, and has nothing more to say.
+communication check reads it) and the observation is the customer's answer, until the customer
+ends the conversation with one of tau2's stop tokens (:data:`STOP_TOKENS`). The customer is a
+:class:`Customer`: in a run, the ``user`` role's model (:class:`~combee_fast.tasks.tau2.user.ModelCustomer`,
+given the engine's chat call by :meth:`~Tau2Environment.use_chat`; a failed call fails the episode as
+``user_call``), its calls' usage attached to the step that waited for them (the opening message's
+to the first step; :attr:`~combee_fast.schema.Observation.calls`, so the ledger counts them as
+``user``'s) and their seconds counted in that step's environment seconds; driven by hand without one (:class:`StatedCustomer`), the
+customer states the scenario's request once, up front, and has nothing more to say.
 
 :meth:`~Tau2Environment.check` reads the server's own log of the episode's calls
 (``get_call_log``) and grades them with :func:`~combee_fast.tasks.tau2.scoring.grade` in a thread
@@ -19,18 +24,21 @@ request once, up front, and has nothing more to say.
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from collections.abc import Sequence
 from typing import Any, Protocol
 
 import msgspec
 
-from combee_fast.mcp.client import CallResult, McpFailure, McpToolError
+from combee_fast.errors import CustomerFailed, McpFailure, McpToolError
+from combee_fast.mcp.client import CallResult
 from combee_fast.mcp.environment import SCRATCH, McpEnvironment, McpServer
-from combee_fast.schema import Example, Observation, Tool, ToolCall
+from combee_fast.schema import Example, Observation, Tool, ToolCall, Usage
 from combee_fast.tasks.base import Score
 from combee_fast.tasks.tau2.domain import Domain, Instructions, Tau2Task
 from combee_fast.tasks.tau2.scoring import grade
+from combee_fast.tasks.tau2.user import ChatCall, ModelCustomer
 
 RESPOND = Tool(
     "respond",
@@ -92,6 +100,17 @@ class Tau2Environment(McpEnvironment):
         self.task: Tau2Task | None = None
         self.messages: list[str] = []
         self.stopped = False
+        self._customer_counted = 0  # the customer's calls already attached to a step
+
+    def use_chat(self, chat_call: ChatCall, seed: int) -> None:
+        """The customer is the ``user`` role's model, called through ``chat_call``."""
+        self.customer = ModelCustomer(chat_call, seed)
+
+    def _new_customer_calls(self) -> list[Usage]:
+        usages = getattr(self.customer, "usages", [])
+        new = list(usages[self._customer_counted:])
+        self._customer_counted = len(usages)
+        return new
 
     def new_state_key(self, task: Example) -> str:
         return f"tau2/{self.domain.name}/{task.meta.get(TASK_META, 'x')}.{uuid.uuid4().hex}"
@@ -117,6 +136,16 @@ class Tau2Environment(McpEnvironment):
         return result.text
 
     async def step(self, action: ToolCall) -> Observation:
+        started = time.perf_counter()
+        observation = await self._step(action)
+        new = self._new_customer_calls()
+        if new:  # the customer's calls since the last step (the opening's, or this answer's)
+            seconds = time.perf_counter() - started if observation.seconds is None else observation.seconds
+            observation = msgspec.structs.replace(
+                observation, seconds=seconds + sum(u.effective_latency_s for u in new), calls=tuple(new))
+        return observation
+
+    async def _step(self, action: ToolCall) -> Observation:
         if action.name != RESPOND.name:
             return await super().step(action)
         try:
@@ -129,10 +158,15 @@ class Tau2Environment(McpEnvironment):
         self.messages.append(message)
         if self.stopped:
             return Observation("The customer has left the conversation; finish now.")
-        answer = await self.customer.reply(message)
+        try:
+            answer = await self.customer.reply(message)
+        except CustomerFailed as exc:
+            return Observation(str(exc), "user_call", seconds=0.0 if isinstance(self.customer, ModelCustomer) else None)
         if any(token in answer for token in STOP_TOKENS):
             self.stopped = True
-        return Observation("The customer says: " + answer)
+        # a model customer's seconds are its calls' (added by step()); a hand-driven one's, the wall time
+        return Observation("The customer says: " + answer, seconds=0.0 if isinstance(self.customer, ModelCustomer)
+                           else None)
 
     async def agent_calls(self) -> list[tuple[str, dict[str, Any]]]:
         """The episode's business tool calls, in order, as the server logged them."""

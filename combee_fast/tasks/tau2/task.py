@@ -1,12 +1,13 @@
 """``--task tau2-retail`` and ``--task tau2-airline``: tau2-bench's domains, from their wheels.
 
 Splits are the domain's ``split_tasks.json`` (pinned by hash with ``tasks.json``,
-:data:`~combee_fast.tasks.tau2.domain.PINNED`): ``train`` and ``test`` (report only), and ``val``,
-the train split under the name runs select on (tau2 has no selection split; the test split is
-never selected on). Each example is one tau2 task: its input tells the agent a customer is
-waiting, ``meta`` holds the task id, the domain's policy (first in the agent's system prompt) and
+:data:`~combee_fast.tasks.tau2.domain.PINNED`): ``train`` and ``test`` (report only), and ``selection``
+(also named ``val``), the train split under the name runs select on (tau2 has no selection split
+of its own; the test split is never selected on). Each example is one tau2 task: its input tells the agent a customer is
+waiting (and its case number), ``meta`` holds the task id, the domain's policy (first in the agent's system prompt) and
 the task's content hash (rows are compared with the test split by it). There is no target: the
-environment (:mod:`.environment`) scores the episode.
+environment (:mod:`.environment`) scores the episode. The task declares the ``user`` role
+(:mod:`.user`): the customer its environment calls.
 """
 
 from __future__ import annotations
@@ -25,13 +26,15 @@ from combee_fast.tasks.heldout import CONTENT_META
 from combee_fast.tasks.splits import parse_split_spec
 from combee_fast.tasks.tau2.domain import Domain, domain
 from combee_fast.tasks.tau2.environment import POLICY_META, TASK_META, Tau2Environment
+from combee_fast.tasks.tau2.user import USER
 
-INPUT = ("You are a customer service agent of the {domain} domain. A customer is talking to you: help them "
+INPUT = ("Case {domain}-{case}. You are a customer service agent of the {domain} domain. A customer is talking to "
+         "you: help them "
          "within the policy, using the tools. Talk to the customer only with the respond tool; finish when the "
          "conversation is over.")
 """Every example's input (the policy is in the system prompt, the customer's words in the observation)."""
 
-SPLIT_ROLES = {"train": "train", "val": "selection", "test": "test"}
+SPLIT_ROLES = {"train": "train", "selection": "selection", "val": "selection", "test": "test"}
 
 STEP_TIMEOUT_S = 30.0
 """Each MCP call's limit (overridden by the ``step_timeout_s`` task option)."""
@@ -44,6 +47,7 @@ class Tau2DomainTask:
         self.domain: Domain = domain(domain_name)
         self.name = f"tau2-{domain_name}"
         self.split_roles = SPLIT_ROLES
+        self.roles = (USER,)  # the customer, a model role of its own
         try:
             self.step_timeout_s = float(step_timeout_s)
         except ValueError:
@@ -56,7 +60,7 @@ class Tau2DomainTask:
 
     def load(self, split: str) -> Split:
         parsed = parse_split_spec(split, task=self.name)
-        source_split = "train" if parsed.name == "val" else parsed.name
+        source_split = "train" if parsed.name in ("selection", "val") else parsed.name
         if parsed.name not in SPLIT_ROLES:
             raise ConfigError(f"task {self.name}: no split {parsed.name!r}; the splits are {', '.join(SPLIT_ROLES)}")
         ids = self.domain.splits[source_split]
@@ -65,7 +69,7 @@ class Tau2DomainTask:
         for index, task_id in enumerate(ids):
             task = self.domain.tasks[task_id]
             content = hashlib.sha256(msgspec.json.encode(task)).hexdigest()
-            examples.append(Example(index, INPUT.format(domain=self.domain.name), None, parsed.name,
+            examples.append(Example(index, INPUT.format(domain=self.domain.name, case=task_id), None, parsed.name,
                                     {TASK_META: task_id, POLICY_META: policy, CONTENT_META: content}))
         chosen = examples[parsed.start:parsed.stop]
         digest = hashlib.sha256(msgspec.json.encode([e.meta[CONTENT_META] for e in chosen])).hexdigest()
