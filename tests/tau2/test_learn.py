@@ -1,7 +1,9 @@
 """``combee learn --task tau2-retail`` offline, with every learner: the simulated endpoint plays the
 agent and the customer, real MCP server processes run the tools, tau2's checker scores. The
 customer's calls are the ``user`` role's, counted apart from the learner's roles in
-``calls.json`` and the ledger; trajectories are on disk; no server process outlives the run."""
+``calls.json`` and the ledger (also when episodes run in worker processes, whose customer calls
+come back to the engine as the agent's do); trajectories are on disk; no server process outlives
+the run."""
 
 from __future__ import annotations
 
@@ -20,14 +22,14 @@ ARGS = {"ace": ["--batch-size", "8"], "textgrad": ["--batch-size", "8"], "gepa":
 
 @pytest.mark.slow
 @pytest.mark.timeout(400)
-@pytest.mark.parametrize("learner", sorted(ARGS))
-def test_every_learner_learns_on_tau2_retail_offline(tmp_path: Path, learner: str) -> None:
+@pytest.mark.parametrize("learner,executor", [*((learner, "local") for learner in sorted(ARGS)), ("ace", "process")])
+def test_every_learner_learns_on_tau2_retail_offline(tmp_path: Path, learner: str, executor: str) -> None:
     before = children()
     run = tmp_path / "run"
     done = subprocess.run(
         [sys.executable, "-m", "combee_fast.cli", "learn", "--task", "tau2-retail", "--learner", learner,
          *ARGS[learner], "--train-split", "train[0:8]", "--val-split", "selection[0:4]", "--max-steps", "24",
-         "--sandbox", "none", "--out", str(run), "--quiet"],
+         "--executor", executor, "--sandbox", "none", "--out", str(run), "--quiet"],
         cwd=ROOT, capture_output=True, text=True, timeout=380)
     assert done.returncode == 0, done.stderr
     summary = json.loads(done.stdout.strip().splitlines()[-1])
