@@ -89,7 +89,7 @@ async def _learn(config: SessionConfig, name: str, batch: int | None) -> Run:
 
 def _config(args: argparse.Namespace, learner: str, method: str, time_scale: float, **extra: Any) -> SessionConfig:
     return SessionConfig(learner=learner, method=method, seed=args.seed,
-                         task=TaskConfig(name=f"tau2-{args.domain}", train_split="train", val_split="selection"),
+                         task=TaskConfig(name=f"tau2-{args.domain}", train_split="train", val_split=args.selection),
                          train=TrainConfig(epochs=1), map=MapConfig(workers=args.workers),
                          agent=AgentConfig(max_steps=MAX_STEPS), executor=ExecutorConfig(backend=args.executor),
                          sandbox=SandboxConfig(mode="none"), sim=SimConfig(args.preset, time_scale), **extra)
@@ -184,6 +184,8 @@ def _main() -> None:
     parser.add_argument("--calls", type=int, default=200, help="tool calls the MCP overhead is measured over")
     parser.add_argument("--skip-gepa", action="store_true")
     parser.add_argument("--skip-ace", action="store_true")
+    parser.add_argument("--selection", default="selection",
+                        help="the split runs select on (default: all of it, the train rows), e.g. 'selection[0:20]'")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     overhead = run(mcp_overhead_ms(args.domain, args.calls))
