@@ -22,22 +22,23 @@ import time
 from combee_fast.config import LocalConfig, TransportConfig
 from combee_fast.endpoint.calls import ChatRequest
 from combee_fast.endpoint.client import EndpointClient, EndpointConfig
-from combee_fast.endpoint.local import MODEL_ALIAS, LocalServer
+from combee_fast.endpoint.local import LocalServer
 from combee_fast.schema import Message
 
 LONG_PROMPT = "Write a very long story about a dragon who learns to cook, at least 2000 words."
 
 
-def _client(url: str, transport: TransportConfig) -> EndpointClient:
-    return EndpointClient(EndpointConfig(name="local", base_url=url, model=MODEL_ALIAS, json_schema=False,
+def _client(url: str, model: str, transport: TransportConfig) -> EndpointClient:
+    return EndpointClient(EndpointConfig(name="local", base_url=url, model=model, json_schema=False,
                                          transport=transport))
 
 
-async def next_wait_after_timeout(url: str, *, stream: bool, max_tokens: int) -> float:
+async def next_wait_after_timeout(url: str, model: str, *, stream: bool, max_tokens: int) -> float:
     """Seconds a one-token request waits when sent the moment a ``max_tokens`` request times out
-    after 1 s (streamed or not); raises ``AssertionError`` if the long request did not time out."""
-    abandoned = _client(url, TransportConfig(stream=stream, timeout_s=1.0, max_retries=0))
-    follower = _client(url, TransportConfig(timeout_s=120.0, max_retries=0))
+    after 1 s (streamed or not) on the server at ``url`` serving ``model``; raises
+    ``AssertionError`` if the long request did not time out."""
+    abandoned = _client(url, model, TransportConfig(stream=stream, timeout_s=1.0, max_retries=0))
+    follower = _client(url, model, TransportConfig(timeout_s=120.0, max_retries=0))
     try:
         long = await abandoned.chat(ChatRequest(role="generator", messages=(Message(role="user", content=LONG_PROMPT),),
                                                 max_tokens=max_tokens, temperature=0.0, seed=1))
@@ -59,7 +60,8 @@ async def _measure(repeats: int, max_tokens: int, settle_s: float) -> tuple[str,
     async with LocalServer(LocalConfig()) as server:
         for _ in range(repeats):
             for stream, waits in ((True, streamed), (False, plain)):
-                waits.append(await next_wait_after_timeout(server.url, stream=stream, max_tokens=max_tokens))
+                waits.append(await next_wait_after_timeout(server.url, server.alias, stream=stream,
+                                                           max_tokens=max_tokens))
                 print(f"stream={stream} next_wait_s={waits[-1]:.2f}", flush=True)
                 await asyncio.sleep(settle_s)  # let a ghost finish before the next measurement
         return server.kind, streamed, plain

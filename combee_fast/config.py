@@ -360,7 +360,8 @@ class AgentConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     returning an :class:`~combee_fast.protocols.Agent`; None: the task's own way (the ReAct agent
     for a task with an environment, the one generator call of a single-call task). ``env``:
     ``package.module:factory``, a callable taking the run's sandboxes and returning a fresh
-    :class:`~combee_fast.protocols.Environment` (None: the task's own environment, if it has one).
+    :class:`~combee_fast.protocols.Environment`, or ``mcp:COMMAND``, the MCP stdio server
+    ``COMMAND`` per episode (:mod:`combee_fast.mcp`; None: the task's own environment, if it has one).
     ``max_steps``: model turns an episode may take; ``tool_calls``: see :data:`AGENT_TOOL_CALLS`;
     ``observation_chars``: most characters of one observation an agent's prompt shows.
     """
@@ -376,9 +377,10 @@ class AgentConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
         if self.tool_calls not in AGENT_TOOL_CALLS:
             raise ConfigError(f"agent.tool_calls must be one of {', '.join(AGENT_TOOL_CALLS)}, got {self.tool_calls!r}")
         for name, value in (("factory", self.factory), ("env", self.env)):
-            if value is not None and value != "react" and not is_path(value):
+            if value is not None and value != "react" and not is_path(value) \
+                    and not (name == "env" and value.startswith("mcp:") and value[4:].strip()):
                 raise ConfigError(f"agent.{name} must be 'package.module:factory'"
-                                  f"{' or react' if name == 'factory' else ''}, got {value!r}")
+                                  f"{' or react' if name == 'factory' else ' or mcp:COMMAND'}, got {value!r}")
 
     @property
     def enabled(self) -> bool:

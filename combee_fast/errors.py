@@ -176,3 +176,22 @@ class StageTimeout(TimeoutError):
 
 class EpisodeOver(Exception):
     """Raised into an agent that asks for a model turn after its episode ended or ran out of steps."""
+
+
+class McpFailure(CombeeError):
+    """An MCP server connection failed (:mod:`combee_fast.mcp`): ``kind`` says how (one of
+    :data:`combee_fast.mcp.client.FAILURE_KINDS`), the message what happened. Fails the episode."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(f"{kind}: {message}")
+        self.kind = kind
+        self.message = message
+
+
+class McpToolError(CombeeError):
+    """An MCP server refused a tool call with a JSON-RPC error (an unknown tool, bad arguments): the
+    agent's mistake; the connection goes on."""
+
+
+class CustomerFailed(CombeeError):
+    """A tau2 episode's customer (the ``user`` role) could not answer: its model call failed."""

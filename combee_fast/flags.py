@@ -165,8 +165,8 @@ LEARN_FLAGS = (
     Flag("--agent", path=("agent", "factory"),
          help="the agent of episodes: react (built in) or package.module:factory (default: the task's own way)"),
     Flag("--env", path=("agent", "env"),
-         help="the environment of episodes: package.module:factory, called with the run's sandboxes "
-              "(default: the task's own environment)"),
+         help="the environment of episodes: package.module:factory, called with the run's sandboxes, or "
+              "mcp:COMMAND, an MCP stdio server per episode (default: the task's own environment)"),
     Flag("--max-steps", path=("agent", "max_steps"), type=positive_int, help="model turns an agent episode may take"),
     Flag("--executor", path=("executor", "backend"), help="where agent episodes run: local, process or ray"),
     Flag("--processes", path=("executor", "processes"), type=positive_int,

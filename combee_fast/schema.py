@@ -171,11 +171,14 @@ class Tool(msgspec.Struct, frozen=True):
 class Observation(msgspec.Struct, frozen=True):
     """What an environment answered one action: its text, the wall it hit (``error``: a sandbox
     limit, an unknown tool...; None: none), and the environment's own seconds when it keeps its
-    own clock (None: the step's wall time is measured)."""
+    own clock (None: the step's wall time is measured); ``calls``: the usage of the model calls
+    the environment made for it (a task's user simulator: role ``user``), accounted with the
+    episode's."""
 
     text: str
     error: str | None = None
     seconds: float | None = None
+    calls: tuple[Usage, ...] = ()
 
 
 class Step(msgspec.Struct, frozen=True):
@@ -229,6 +232,7 @@ class Trajectory(msgspec.Struct, frozen=True):
     cited: tuple[str, ...] = ()
     finished: bool = False
     call_error: CallError | None = None  # the model call that ended the episode, when one did
+    env_calls: tuple[Usage, ...] = ()  # the environment's own model calls (a task's user simulator)
 
     @property
     def model_seconds(self) -> float:
@@ -239,8 +243,10 @@ class Trajectory(msgspec.Struct, frozen=True):
         return sum(step.env_seconds for step in self.steps)
 
     def call_outcomes(self) -> list[tuple[Usage, CallError | None]]:
-        """``(usage, error)`` of every model call of the episode, in order."""
-        return [(step.usage, step.error) for step in self.steps if step.usage.role]
+        """``(usage, error)`` of every model call of the episode: the agent's in order, then the
+        environment's (:attr:`env_calls`)."""
+        return [(step.usage, step.error) for step in self.steps if step.usage.role] \
+            + [(usage, None) for usage in self.env_calls]
 
 
 class Rollout(msgspec.Struct, frozen=True):

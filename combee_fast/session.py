@@ -34,6 +34,7 @@ from combee_fast.protocols.rollouts import EnvironmentTask
 from combee_fast.protocols.tasks import Task
 from combee_fast.roles.calls import RoleCalls
 from combee_fast.roles.clients import Fallback, RoleClients, RoleMap, open_role_clients
+from combee_fast.roles.spec import task_roles
 from combee_fast.run.batch_plans import ControllerPlan, FixedBatch, LivePlan, ReplayedPlan
 from combee_fast.run.checkpoint import StoredCheckpoint
 from combee_fast.run.context import LearnContext
@@ -480,7 +481,8 @@ async def open_session(config: SessionConfig, *, check: bool = True) -> AsyncIte
         server, local, fallback = await _fallback_server(config, task, choice.kind, stack)
         if cache is not None:
             stack.callback(cache.close)
-        role_map = RoleMap.from_config(config, choice.kind.roles, fallback, learner=choice.kind.name)
+        role_map = RoleMap.from_config(config, (*choice.kind.roles, *task_roles(task)), fallback,
+                                       learner=choice.kind.name)
         events = Events()  # the session's hub (Session.events)
         clients = await open_role_clients(role_map, stack, cache=cache, check=check, events=events)
         _check_worlds(task, clients)
@@ -544,7 +546,7 @@ async def _fallback_server(config: SessionConfig, task: Task, kind: Kind,
                                                                               config.local.slots),
                                             stream=True)  # a request given up on stops generating
         return None, local, Fallback(local.url, local.url, local.alias, transport, simulated=False)
-    if all(config.endpoint_for(*role.lookup_keys).url is not None for role in kind.roles):
+    if all(config.endpoint_for(*role.lookup_keys).url is not None for role in (*kind.roles, *task_roles(task))):
         return None, None, None
     sim = config.sim
     try:  # every built-in learner's roles (the terminal task: its agent), a plugin learner's by its responders

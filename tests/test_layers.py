@@ -17,7 +17,7 @@ LAYERS = [
     {"errors", "tokens", "files", "plugins", "schema", "config", "redact", "suggest"},
     {"engine", "native"},
     {"protocols"},
-    {"endpoint", "playbook", "tasks", "sandbox"},
+    {"endpoint", "playbook", "tasks", "sandbox", "mcp"},
     {"roles"},
     {"sim", "combee", "rollouts"},
     {"methods"},

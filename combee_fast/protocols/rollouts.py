@@ -29,7 +29,12 @@ if TYPE_CHECKING:
 class Environment(Protocol):
     """Where an agent acts in one episode. The executor owns its life: a fresh one per episode
     (from its factory), :meth:`reset` first, :meth:`step` per action (each within the step's
-    wall-clock limit), :meth:`check` once at the end, :meth:`close` always, whatever happened."""
+    wall-clock limit), :meth:`check` once at the end, :meth:`close` always, whatever happened.
+
+    An environment that calls a model itself (a task's user simulator) may have
+    ``use_chat(chat_call, seed)``: called before :meth:`reset` with the engine's chat call (each
+    request made as a role its task declares, ``Task.roles``, so it is accounted as that role's)
+    and the episode's seed."""
 
     def tools(self) -> Sequence[Tool]:
         """The actions it takes (each a tool with a JSON-Schema object of arguments)."""

@@ -7,21 +7,24 @@ how its calls are counted and kept apart in the ledger, ``calls.json`` and ``err
 
 Every role belongs to a *pool*, the part it plays (:data:`POOLS`): ``serve`` (the model that
 serves the learned prompt: the generator, GEPA's solver, TextGrad's forward pass, an agent's
-turns), ``evaluate`` (a model that judges rollouts: TextGrad's loss) or ``propose`` (a model that
-proposes edits: reflector, curator, reducer, GEPA's proposer...). A role without an endpoint of
+turns), ``evaluate`` (a model that judges rollouts: TextGrad's loss), ``propose`` (a model that
+proposes edits: reflector, curator, reducer, GEPA's proposer...) or ``simulate`` (a model that plays
+a part of a task's environment: the tau2 tasks' ``user``, the customer an agent talks to). A task
+declares the roles its environment calls in a ``roles`` attribute (:func:`task_roles`); they are
+configured, counted and kept apart as every learner's roles are. A role without an endpoint of
 its own is served by its pool's (``[endpoints.propose]``), else the default one. The pools are
 what a report means by "who proposed, who evaluated, who served".
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import msgspec
 
 from combee_fast.errors import ConfigError
 
-POOLS = ("serve", "evaluate", "propose")
+POOLS = ("serve", "evaluate", "propose", "simulate")
 """The parts a role plays (module docstring), in the order reports show them."""
 
 DEFAULT_ENDPOINT = "default"
@@ -103,3 +106,20 @@ def check_role_tables(roles: Sequence[Role], *, endpoints: Iterable[str], sampli
         if unknown:
             raise ConfigError(f"{table} for unknown roles: {', '.join(unknown)} (learner {learner!r} calls "
                               f"{', '.join(role.name for role in roles)}; pools: {', '.join(POOLS)}; or default)")
+
+
+def task_roles(task: object) -> tuple[Role, ...]:
+    """The roles ``task``'s environment calls: its ``roles`` attribute (none by default), each a
+    :class:`Role` or a mapping of a Role's fields (a task sits below this layer and names no Role
+    type); ConfigError naming the task when one is neither."""
+    roles = []
+    for role in tuple(getattr(task, "roles", ()) or ()):
+        if isinstance(role, Mapping):
+            try:
+                role = msgspec.convert(dict(role), Role)
+            except msgspec.ValidationError as exc:
+                raise ConfigError(f"task {getattr(task, 'name', task)!r}: role {dict(role)!r}: {exc}") from None
+        if not isinstance(role, Role):
+            raise ConfigError(f"task {getattr(task, 'name', task)!r}: roles must be Role values, got {role!r}")
+        roles.append(role)
+    return tuple(roles)

@@ -7,12 +7,15 @@ agent runs: the local backend calls it directly, the process backend's workers s
 requests to the parent, which calls it; the ray backend's actors call the endpoints with clients
 of their own and the outcome of each call is counted here afterwards (:meth:`AgentChat.note`).
 :meth:`AgentChat.facts` is what the agents need to know of that endpoint, found once (the
-tool-calling probe only when asked for).
+tool-calling probe only when asked for). A call of another role (one a task's environment makes:
+the tau2 tasks' ``user``) is sent with that role's own sampling, and counted as that role's.
 """
 
 from __future__ import annotations
 
 import asyncio
+
+import msgspec
 
 from combee_fast.endpoint.calls import ChatRequest, ChatResult
 from combee_fast.roles.calls import RoleCalls
@@ -33,6 +36,10 @@ class AgentChat:
         self._lock = asyncio.Lock()
 
     async def __call__(self, request: ChatRequest) -> ChatResult:
+        if request.role != self.role:  # a role the environment calls (a task's user): its own sampling
+            temperature, max_tokens, extra = self.calls.sampling_of(request.role)
+            request = msgspec.structs.replace(request, temperature=temperature, max_tokens=max_tokens,
+                                              extra_body=extra)
         result = await self.calls.send(request)
         self.calls.note(request.role, result.error, result.text)
         return result

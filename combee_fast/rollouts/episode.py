@@ -173,6 +173,7 @@ class EpisodeRun:
         self.finished = False
         self.failure: EpisodeError | None = None
         self.call_error: CallError | None = None
+        self.env_calls: list[Usage] = []  # the environment's own model calls (Observation.calls)
 
     def bind(self, environment: Environment, observation: str) -> None:
         self._environment = environment
@@ -236,6 +237,7 @@ class EpisodeRun:
             if not isinstance(observation, Observation) or not isinstance(observation.text, str):
                 observation = Observation(f"the environment failed: step() returned {type(observation).__name__}, "
                                           "not an Observation of text", "env_error")
+        self.env_calls.extend(u for u in observation.calls if isinstance(u, Usage))
         seconds = observation.seconds if observation.seconds is not None else time.perf_counter() - started
         kept = observation.text[: OBSERVATION_KEPT * self._limits.observation_chars]
         step = self._open or Step(len(self._steps), "", None, "", 0.0, 0.0, Usage())
@@ -335,6 +337,9 @@ async def run_episode(runtime: Runtime, episode: Episode, chat_call: ChatCall) -
         async with asyncio.timeout(limits.episode_timeout_s):
             if runtime.pool is not None:
                 environment = await runtime.pool.acquire()
+                connect = getattr(environment, "use_chat", None)
+                if callable(connect):  # an environment that calls a model (a task's user): through the engine
+                    connect(chat_call, episode.seed)
                 first = await asyncio.wait_for(environment.reset(episode.example), limits.step_timeout_s + STEP_GRACE_S)
                 if not isinstance(first, str):
                     raise _EnvironmentBroken(f"reset() returned {type(first).__name__}, not text")
@@ -369,5 +374,5 @@ async def run_episode(runtime: Runtime, episode: Episode, chat_call: ChatCall) -
         key=episode.key, item_id=episode.example.id, round=episode.round, version=episode.version,
         context_sha=episode.context_sha, seed=episode.seed, steps=run.steps(), answer=run.answer,
         reward=float(min(1.0, max(0.0, reward))), feedback=feedback, error=run.failure, cited=run.cited,
-        finished=run.finished, call_error=run.call_error,
+        finished=run.finished, call_error=run.call_error, env_calls=tuple(run.env_calls),
     )

@@ -74,6 +74,9 @@ FINISH_PLAIN = Tool(
 )
 """The finish tool when the context has no citable parts."""
 
+SYSTEM_META = "system"
+"""``Example.meta`` key of text a task puts first in the agent's system prompt (a tau2 domain's policy)."""
+
 NO_INSTRUCTIONS = "(no instructions yet)"
 """Stands in for an empty context without citable parts."""
 
@@ -187,13 +190,15 @@ class ReactAgent:
         template, empty_context = (SYSTEM, EMPTY_PLAYBOOK) if episode.citable else (SYSTEM_PLAIN, NO_INSTRUCTIONS)
         slot = "playbook" if episode.citable else "context"
         empty = fill(template, **{slot: empty_context}, format=fmt)
+        first = episode.task.meta.get(SYSTEM_META, "").strip()
         context = episode.context.strip()
         if context and episode.context_length is not None:
-            others = conservative_tokens(empty) + conservative_tokens(episode.task.input) \
+            others = conservative_tokens(empty) + conservative_tokens(first) + conservative_tokens(episode.task.input) \
                 + conservative_tokens(episode.observation) + 2 * TEMPLATE_TOKENS_PER_MESSAGE
             room = episode.context_length - reply_tokens - others
             context = cut_playbook(context, max(0, room) * 3)
-        return Message("system", fill(template, **{slot: context or empty_context}, format=fmt))
+        prompt = fill(template, **{slot: context or empty_context}, format=fmt)
+        return Message("system", f"{first}\n\n{prompt}" if first else prompt)
 
     def _task(self, episode: AgentEpisode) -> Message:
         retry = ""

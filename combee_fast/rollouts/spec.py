@@ -72,7 +72,14 @@ def build_runtime(spec: RolloutSpec, facts: ChatFacts, sandboxes: Sandboxes, tas
         except BaseException as exc:  # SystemExit included: a user's factory is one line, not the run's end
             raise ConfigError(f"--agent {agent_path!r}: the factory raised {described(exc)}") from None
     factory: Callable[[], Environment] | None = None
-    if spec.agent.env is not None:
+    if spec.agent.env is not None and spec.agent.env.startswith("mcp:"):
+        from combee_fast.mcp.environment import McpEnvironment, server_of_env
+
+        server, step_timeout_s = server_of_env(spec.agent.env), spec.executor.step_timeout_s
+
+        def factory() -> Environment:
+            return McpEnvironment(server, step_timeout_s=step_timeout_s)
+    elif spec.agent.env is not None:
         make_env = load_factory(spec.agent.env, what="--env")
 
         def factory() -> Environment:

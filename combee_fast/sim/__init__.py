@@ -11,6 +11,8 @@
 - :mod:`.ace`, :mod:`.instructions`, :mod:`.textgrad`: ACE's, GEPA's and TextGrad's responders.
 - :mod:`.terminal`: the terminal task's world, in which the endpoint plays the agent (opt-in: that
   task only), its own responders registered over the built-in ones.
+- :mod:`.tau2`: the tau2 tasks' world, in which the endpoint plays the agent and the customer
+  (opt-in: those tasks only).
 - :mod:`.worlds`: one task's world as the in-process endpoint plays it (every built-in learner's
   roles), or several behind one server.
 - :mod:`.peers`: replies to other learners' prompts (the peers bench).

@@ -3,7 +3,8 @@
 :func:`task_world` is the world of one task as the in-process simulated endpoint builds it (a
 :class:`~combee_fast.sim.world.TaskWorld` answering every built-in learner's roles,
 :func:`built_in_roles`; for the terminal task its own, :func:`~combee_fast.sim.terminal.terminal_world`,
-in which the endpoint plays the agent), so a standalone ``combee sim-server --world TASK``
+in which the endpoint plays the agent; for the tau2 tasks :func:`~combee_fast.sim.tau2.tau2_world`,
+in which it plays the agent and the customer), so a standalone ``combee sim-server --world TASK``
 answers exactly what a run without an endpoint would get.
 
 :class:`TaskWorlds` answers for several tasks at once (``combee sim-server`` with no ``--world``
@@ -48,6 +49,10 @@ def task_world(task: Task, *, variant: str = "default",
         from combee_fast.sim.terminal import terminal_world
 
         world = terminal_world(task, variant=variant)
+    elif task.name in ("tau2-retail", "tau2-airline"):
+        from combee_fast.sim.tau2 import tau2_world
+
+        world = tau2_world(task, variant=variant)
     else:
         world = TaskWorld.for_task(task, variant=variant)
     return WithRoles(world, roles) if roles else world

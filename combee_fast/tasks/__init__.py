@@ -2,7 +2,9 @@
 
 Built in: ``formula`` and ``finer`` (ACE's finance splits, bundled), ``jsonl`` (your own files),
 ``traces`` (already-collected agent trajectories) and ``terminal`` (shell chores an agent solves in
-a sandbox: :mod:`.terminal`). Every split is pinned by a content hash.
+a sandbox: :mod:`.terminal`); with the ``tau2`` extra, ``tau2-retail`` and ``tau2-airline``
+(tau2-bench's domains over MCP, registered by entry point: :mod:`.tau2`). Every split is pinned by
+a content hash.
 
 - :mod:`.formula`, :mod:`.finer`, :mod:`.jsonl`, :mod:`.traces`, :mod:`.terminal`: one task each;
   :mod:`.registry`: tasks by name.

@@ -1,0 +1,62 @@
+"""A test MCP stdio server (newline-delimited JSON-RPC, written by hand on purpose: it misbehaves).
+
+Tools: ``misbehave(how)`` and ``check``. ``how`` is ``hang`` (never answers), ``flood`` (one
+line of 5 MB, no newline until the end), ``malformed`` (a line that is not JSON-RPC), ``exit``
+(exits mid-call) or anything else (answers ``fine: <how>``). ``check`` answers
+``{"reward": 1, "feedback": "checked"}``. Every argument after the script is ignored (tests tag
+processes with one).
+"""
+
+import json
+import os
+import sys
+import time
+
+TOOLS = [
+    {"name": "misbehave", "description": "Do something.",
+     "inputSchema": {"type": "object", "properties": {"how": {"type": "string"}}, "required": ["how"]}},
+    {"name": "check", "description": "Grade.", "inputSchema": {"type": "object", "properties": {}}},
+]
+
+
+def send(message: dict) -> None:
+    sys.stdout.write(json.dumps(message) + "\n")
+    sys.stdout.flush()
+
+
+def text(request_id: object, value: str) -> None:
+    send({"jsonrpc": "2.0", "id": request_id,
+          "result": {"content": [{"type": "text", "text": value}], "isError": False}})
+
+
+for line in sys.stdin:
+    if not line.strip():
+        continue
+    message = json.loads(line)
+    method, request_id = message.get("method"), message.get("id")
+    if method == "initialize":
+        send({"jsonrpc": "2.0", "id": request_id, "result": {
+            "protocolVersion": message["params"]["protocolVersion"], "capabilities": {"tools": {}},
+            "serverInfo": {"name": "hostile", "version": "0"}}})
+    elif method == "tools/list":
+        send({"jsonrpc": "2.0", "id": request_id, "result": {"tools": TOOLS}})
+    elif method == "tools/call":
+        name, arguments = message["params"]["name"], message["params"].get("arguments") or {}
+        how = arguments.get("how", "")
+        if name == "check":
+            text(request_id, json.dumps({"reward": 1, "feedback": "checked"}))
+        elif how == "hang":
+            time.sleep(3600)
+        elif how == "flood":
+            sys.stdout.write("x" * 5_000_000)
+            sys.stdout.flush()
+            time.sleep(3600)
+        elif how == "malformed":
+            sys.stdout.write("{this is not json-rpc\n")
+            sys.stdout.flush()
+        elif how == "exit":
+            os._exit(3)
+        else:
+            text(request_id, f"fine: {how}")
+    elif request_id is not None:
+        send({"jsonrpc": "2.0", "id": request_id, "result": {}})

@@ -1,0 +1,64 @@
+"""Hostile MCP servers are contained (``combee learn`` in a real process, real server processes):
+a server that hangs, floods its output, writes malformed JSON-RPC or exits mid-call fails only
+its own episode, with an error of its own kind in ``errors.jsonl``; the other episodes are
+graded by the server's check tool, the run goes on, and no server process outlives it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+from tests.tau2.agents import MISBEHAVIOURS
+
+ROOT = Path(__file__).resolve().parents[2]
+SERVER = Path(__file__).with_name("hostile_mcp.py")
+ITEMS = 10
+CONFIG = """
+[executor]
+step_timeout_s = 3.0
+[map]
+workers = 10
+max_rounds = 0
+"""
+
+
+def _tagged(tag: str) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+            except OSError:
+                continue
+            if tag.encode() in cmdline:
+                found.append(int(entry))
+    return found
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("backend", ["local", "process"])
+def test_each_hostile_server_fails_only_its_episode(tmp_path: Path, backend: str) -> None:
+    tag = f"combee-test-{uuid.uuid4().hex}"
+    config = tmp_path / "run.toml"
+    config.write_text(CONFIG)
+    done = subprocess.run(
+        [sys.executable, "-m", "combee_fast.cli", "learn", "--config", str(config), "--task", "terminal",
+         "--agent", "tests.tau2.agents:misbehaving", "--env", f"mcp:{sys.executable} {SERVER} {tag}",
+         "--executor", backend, "--sandbox", "none", "--train-split", f"train[0:{ITEMS}]",
+         "--val-split", "selection[30:32]", "--batch-size", str(ITEMS), "--out", str(tmp_path / "run"), "--quiet"],
+        cwd=ROOT, capture_output=True, text=True, timeout=280)
+    assert done.returncode == 0, done.stderr
+    run = tmp_path / "run"
+    failures = [json.loads(line) for line in (run / "errors.jsonl").read_text().splitlines()]
+    episodes = {f["item"]: f["kind"] for f in failures if "episode" in f}
+    assert episodes == {f"train:{index}": kind for index, kind in enumerate(MISBEHAVIOURS.values())}
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["episodes_failed"] == len(MISBEHAVIOURS)
+    assert _tagged(tag) == []
