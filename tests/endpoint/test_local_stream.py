@@ -24,6 +24,6 @@ pytestmark = LOCAL_MODEL_MARKS
 
 async def test_a_streamed_request_given_up_on_does_not_hold_up_the_next() -> None:
     async with LocalServer(LocalConfig()) as server:
-        streamed = await abandoned.next_wait_after_timeout(server.url, stream=True, max_tokens=1000)
+        streamed = await abandoned.next_wait_after_timeout(server.url, server.alias, stream=True, max_tokens=1000)
     # 1,000 tokens take ~8 s here (a non-streamed ghost of 600 held the next call 4.3-4.5 s: bench/abandoned.py).
     assert streamed < 3.0, f"the next request waited {streamed:.2f} s behind the abandoned one"
