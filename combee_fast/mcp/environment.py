@@ -135,8 +135,9 @@ class McpEnvironment:
         :class:`McpToolError`/:class:`McpFailure` as :meth:`McpConnection.call`."""
         if self._connection is None:
             raise McpFailure("mcp_error", "the environment was not reset")
-        if self._keyed(name):
-            arguments = {**arguments, self.server.state_key_arg: self.state_key}  # type: ignore[dict-item]
+        arg = self.server.state_key_arg
+        if arg is not None and self._keyed(name):
+            arguments = {**arguments, arg: self.state_key}
         return await self._connection.call(name, arguments, timeout_s=self.step_timeout_s)
 
     def observed(self, result: CallResult) -> str:

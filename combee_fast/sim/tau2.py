@@ -57,6 +57,7 @@ from combee_fast.sim.world import TaskWorld, WorldParams, json_reply, lesson_uni
 from combee_fast.sim.world import playbook_bullets, uniform, world_params
 from combee_fast.tasks.tau2.domain import Action, Domain, Tau2Task
 from combee_fast.tasks.tau2.environment import RESPOND, TASK_META
+from combee_fast.tasks.tau2.task import Tau2DomainTask
 from combee_fast.tasks.tau2.user import GREETING, USER_ROLE
 
 TAU2_PARAMS = WorldParams(base_accuracy=0.143, facets_per_unit=2)
@@ -346,7 +347,9 @@ def tau2_world(task: Task, splits: Sequence[str] = (), *, variant: str = "defaul
     as the world ``variant`` has it (module docstring)."""
     from combee_fast.sim.worlds import built_in_roles
 
-    domain: Domain = task.domain  # type: ignore[attr-defined]
+    if not isinstance(task, Tau2DomainTask):
+        raise TypeError(f"tau2_world plays a tau2 domain's task, not {type(task).__name__}")
+    domain = task.domain
     examples = [e for s in (splits or ("train", "test")) for e in task.load(s).examples]
     roles = built_in_roles()
     agent = Tau2Agent(domain)
