@@ -31,7 +31,7 @@ metric-call budget in reach). ``async-gepa`` merges here (``gepa.pipeline.merge`
 they join, and, once the search drains, the candidates tied at the best validation score), and
 its defaults are 20 examples a proposal and 8 proposals in flight: the same 160 examples in
 flight as 40 and 4, but each child's lessons screened and merged in smaller steps (chosen from a
-sweep at seed 0, README "Agents").
+sweep at seed 0, docs/agents.md).
 TextGrad: ``textgrad`` (one optimizer step per example) against ``combee-textgrad`` at
 ``--batch-size``, and ``naive-textgrad`` at ``--naive-batch-size`` for reference. The bench
 refuses (exit 1) a run whose episodes failed or that did not go once over the train split.

@@ -60,7 +60,7 @@ def check_endpoints(card: Card, config: SessionConfig) -> None:
     named = ", ".join(f"{role}={strip_userinfo(url)}" for role, url in urls.items() if url is not None)
     raise ConfigError(f"the configuration names endpoints ({named}) that are no hardware class of card "
                       f"{card.name!r}; verify runs every cell on the card's classes: add them to the card as a "
-                      "[[hardware]] class with endpoints = {default = {url = ..., model = ...}} (see the README)")
+                      "[[hardware]] class with endpoints = {default = {url = ..., model = ...}} (see docs/cards.md)")
 
 
 async def verify_config(

@@ -105,12 +105,12 @@ def test_a_server_that_echoes_instead_of_answering_stops_the_run_with_exit_3(tmp
     assert (tmp_path / "g" / "report.md").read_text().count("Failed (exit 3)") == 1
 
 
-# -- finding 2: the README's own server command can be learned against, as written ---------------
+# -- finding 2: the quickstart's server command (docs/quickstart.md) can be learned against --------
 
 
 @pytest.mark.slow
 def test_the_readme_server_command_serves_the_readme_learn_command(tmp_path: Path) -> None:
-    with sim_server() as url:  # the README's defaults: the in-process endpoint's preset and time scale
+    with sim_server() as url:  # the quickstart's defaults: the in-process endpoint's preset and time scale
         refused = _combee("learn", "--task", "formula", "--method", "combee", "--batch-size", "40",
                           "--endpoint", url, "--model", "my-model", "--out", str(tmp_path / "formula"))
         assert refused.returncode == 2

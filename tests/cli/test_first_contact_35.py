@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -13,9 +14,10 @@ from pathlib import Path
 import pytest
 
 from combee_fast.tasks.registry import get_task
+from tests.docs_pages import block_of
 
 SRC = Path(__file__).resolve().parents[2]
-README = SRC / "README.md"
+DOCS = SRC / "docs"
 
 
 def _combee(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None,
@@ -40,7 +42,7 @@ def _qa_file(path: Path, rows: int = 100) -> Path:
     return path
 
 
-# -- finding 1: own data, as the README says it ---------------------------------------------------
+# -- finding 1: own data, as the docs say it -----------------------------------------------------
 
 
 def test_a_one_file_jsonl_task_is_dealt_into_train_selection_and_test_by_content(tmp_path: Path) -> None:
@@ -81,7 +83,7 @@ def test_a_missing_jsonl_file_is_one_line_naming_it(tmp_path: Path) -> None:
     assert not (tmp_path / "run").exists()
 
 
-README_OWN_DATA = (
+DOCS_OWN_DATA = (
     "python -c \"import json; from combee_fast.tasks import get_task; [print(json.dumps({'q': e.input, "
     "'a': e.target})) for e in get_task('formula').load('train[0:100]').examples]\" > my.jsonl",
     "combee learn --task jsonl --data my.jsonl --task-option input_field=q --task-option target_field=a "
@@ -91,12 +93,12 @@ README_OWN_DATA = (
 )
 
 
-def test_the_readme_own_data_commands_run_as_written(tmp_path: Path) -> None:
-    text = README.read_text()
+def test_the_docs_own_data_commands_run_as_written(tmp_path: Path) -> None:
+    given = block_of("docs/your-data.md", "> my.jsonl", "bash").code.splitlines()
     bin_dir = Path(sys.executable).parent
     env = {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "PYTHONPATH": str(SRC)}
-    for command in README_OWN_DATA:
-        assert f"    {command}\n" in text, command
+    for command in DOCS_OWN_DATA:
+        assert command in given, command
         done = subprocess.run(["bash", "-c", command], capture_output=True, text=True, timeout=300, cwd=tmp_path,
                               env={**os.environ, **env})
         assert done.returncode == 0, (command, done.stderr)
@@ -284,25 +286,21 @@ def test_mlflow_without_the_package_is_one_line_and_leaves_nothing(tmp_path: Pat
     _nothing_made(tmp_path)
 
 
-# -- finding 11: the README's run.toml serves learn against a sim-server, and verify --------------
+# -- finding 11: the docs' run.toml serves learn against a sim-server, and verify ---------------
 
 
-def _readme_run_toml() -> tuple[str, list[str]]:
-    """The README's ``run.toml`` block and the commands given right after it."""
-    lines = README.read_text().splitlines()
-    first = lines.index("    # run.toml")
-    end = lines.index("", first)
-    commands = []
-    for line in lines[end + 1:]:
-        if not line.startswith("    combee "):
-            break
-        commands.append(line.strip())
-    return "\n".join(line[4:] for line in lines[first + 1:end]) + "\n", commands
+def _docs_run_toml() -> tuple[str, list[str]]:
+    """The ``run.toml`` block of the claims page and the two commands given with it (learn, verify),
+    their comments left out."""
+    toml = block_of("docs/cards.md", "# run.toml", "toml").code
+    learn = block_of("docs/cards.md", "combee learn --config run.toml", "bash").code
+    verify = block_of("docs/cards.md", "combee verify cards/formula.toml --config run.toml", "bash").code
+    return toml, [shlex.join(shlex.split(command, comments=True)) for command in (learn, verify)]
 
 
 @pytest.mark.slow
-def test_the_readme_run_toml_learns_against_a_sim_server_and_is_taken_by_verify(tmp_path: Path) -> None:
-    toml, commands = _readme_run_toml()
+def test_the_docs_run_toml_learns_against_a_sim_server_and_is_taken_by_verify(tmp_path: Path) -> None:
+    toml, commands = _docs_run_toml()
     (tmp_path / "run.toml").write_text(toml)
     learn, verify = commands
     assert learn.startswith("combee learn --config run.toml") and verify.startswith("combee verify")
@@ -420,14 +418,12 @@ def test_a_resumed_run_counts_the_work_of_its_earlier_session(tmp_path: Path) ->
 
 
 def _interop_block() -> str:
-    from tests.test_readme import python_blocks
-
-    return next(block for block in python_blocks() if "CombeeReflectionStrategy" in block)
+    return block_of("docs/peers.md", "CombeeReflectionStrategy(lm)", "python").code
 
 
 def test_the_gepa_interop_block_without_peers_stops_at_its_check_and_the_server_says_why(tmp_path: Path) -> None:
     pytest.importorskip("gepa")
-    text = README.read_text()
+    text = (DOCS / "peers.md").read_text()
     assert text.index("`combee sim-server --port 8000 --peers`") < text.index("CombeeReflectionStrategy(lm)")
     server = subprocess.Popen([sys.executable, "-m", "combee_fast.cli", "sim-server", "--port", "0",
                                "--time-scale", "0.0005"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -442,16 +438,15 @@ def test_the_gepa_interop_block_without_peers_stops_at_its_check_and_the_server_
     assert said.count("start the server with --peers") == 1
 
 
-# -- finding 2: the README's example agent, from the working directory, against the simulated endpoint
+# -- finding 2: the docs' example agent, from the working directory, against the simulated endpoint
 
 
 @pytest.mark.skipif(__import__("shutil").which("bwrap") is None, reason="bubblewrap is not installed (.ci/run installs it)")
-def test_the_readme_agent_imports_from_the_working_directory_and_solves_chores(tmp_path: Path) -> None:
+def test_the_docs_agent_imports_from_the_working_directory_and_solves_chores(tmp_path: Path) -> None:
     script = Path(sys.executable).parent / "combee"
     if not script.exists():
         pytest.skip("no combee console script beside this interpreter (pip install -e .)")
-    section = README.read_text().split("## Agents", 1)[1]
-    (tmp_path / "mymodule.py").write_text(section.split("```python\n", 1)[1].split("```", 1)[0])
+    (tmp_path / "mymodule.py").write_text(block_of("docs/agents.md", "# mymodule.py", "python").code)
     done = subprocess.run([str(script), "learn", "--task", "terminal", "--agent", "mymodule:make_agent",
                            "--train-split", "train[0:20]", "--val-split", "selection[0:10]", "--batch-size", "10",
                            "--time-scale", "0.0001", "--out", "run", "--quiet"], cwd=tmp_path, capture_output=True,

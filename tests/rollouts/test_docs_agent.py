@@ -1,4 +1,4 @@
-"""The README's example agent is a working agent: its code, taken from the README, runs a
+"""The docs' example agent is a working agent: its code, taken from ``docs/agents.md``, runs a
 ``combee learn`` of the terminal task (real process, real sandboxes)."""
 
 from __future__ import annotations
@@ -12,14 +12,15 @@ from pathlib import Path
 
 import pytest
 
+from tests.docs_pages import block_of
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed (.ci/run installs it)")
-def test_the_readme_example_agent_runs(tmp_path: Path) -> None:
-    section = (ROOT / "README.md").read_text().split("## Agents", 1)[1]
-    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+def test_the_docs_example_agent_runs(tmp_path: Path) -> None:
+    code = block_of("docs/agents.md", "# mymodule.py", "python").code
     assert len(code.splitlines()) <= 20
     (tmp_path / "mymodule.py").write_text(code)
     done = subprocess.run(
