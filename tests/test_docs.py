@@ -74,9 +74,10 @@ def server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     server = subprocess.Popen(
         [sys.executable, "-m", "combee_fast.cli", "sim-server", "--port", "0", "--peers", "--time-scale", "0.0005",
          *learners], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_environment(folder))
+    assert server.stdout is not None and server.stderr is not None
     try:
-        first = server.stdout.readline().split()  # type: ignore[union-attr]
-        assert first[:2] == ["listening", "on"], (first, server.stderr.read() if server.poll() is not None else "")  # type: ignore[union-attr]
+        first = server.stdout.readline().split()
+        assert first[:2] == ["listening", "on"], (first, server.stderr.read() if server.poll() is not None else "")
         yield first[2]
     finally:
         server.terminate()
@@ -126,7 +127,7 @@ def test_ci_installs_what_readme_command_2_installs() -> None:
 
 @pytest.mark.parametrize("block", [b for b in all_blocks() if b.not_run is not None], ids=lambda b: b.where)
 def test_a_block_marked_not_run_says_why(block: Block) -> None:
-    assert len(block.not_run.split()) >= 4, f"{block.where}: say why the block is not run"  # type: ignore[union-attr]
+    assert block.not_run is not None and len(block.not_run.split()) >= 4, f"{block.where}: say why it is not run"
     pytest.skip(f"{block.where} not run: {block.not_run}")
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from combee_fast.tasks.registry import get_task
-from tests.docs_pages import block_of
+from tests.docs_pages import SERVER_URL, block_of
 
 SRC = Path(__file__).resolve().parents[2]
 DOCS = SRC / "docs"
@@ -308,7 +308,7 @@ def test_the_docs_run_toml_learns_against_a_sim_server_and_is_taken_by_verify(tm
                                "--time-scale", "0.0005"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         url = server.stdout.readline().split()[2]  # type: ignore[union-attr]
-        args = learn.replace("http://127.0.0.1:8000/v1", url).split()[1:]
+        args = learn.replace(SERVER_URL, url).split()[1:]
         done = _combee(*args, "--quiet", cwd=tmp_path)
     finally:
         server.terminate()
@@ -429,7 +429,7 @@ def test_the_gepa_interop_block_without_peers_stops_at_its_check_and_the_server_
                                "--time-scale", "0.0005"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         url = server.stdout.readline().split()[2]  # type: ignore[union-attr]
-        done = subprocess.run([sys.executable, "-c", _interop_block().replace("http://127.0.0.1:8000/v1", url)],
+        done = subprocess.run([sys.executable, "-c", _interop_block().replace(SERVER_URL, url)],
                               capture_output=True, text=True, timeout=600, cwd=tmp_path)
     finally:
         server.terminate()
