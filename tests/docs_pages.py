@@ -68,9 +68,14 @@ class Block:
         return "\n".join(lines) + "\n"
 
 
+def nav_pages() -> list[Path]:
+    """The pages of ``docs/`` that ``mkdocs.yml``'s nav lists, in its order."""
+    return [DOCS / name for name in _NAV_PAGE.findall(NAV.read_text(encoding="utf-8"))]
+
+
 def pages() -> list[Path]:
     """Every page in reading order (module docstring)."""
-    listed = [DOCS / name for name in _NAV_PAGE.findall(NAV.read_text(encoding="utf-8"))]
+    listed = nav_pages()
     rest = sorted(set(DOCS.glob("*.md")) - set(listed))
     return [README, *listed, *rest]
 

@@ -35,7 +35,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.docs_pages import README, ROOT, SERVER_URL, SHELL, Block, all_blocks, blocks, name, pages
+from tests.docs_pages import README, ROOT, SERVER_URL, SHELL, Block, all_blocks, blocks, name, nav_pages, pages
 
 BLOCK_TIMEOUT_S = 600
 """The longest one block may run."""
@@ -96,6 +96,17 @@ def test_the_docs_have_the_blocks_they_promise() -> None:
     scripts = [b for b in all_blocks() if _runs(b)]
     assert sum(b.lang == "python" for b in scripts) >= 6 and sum(b.lang in SHELL for b in scripts) >= 10
     assert all(SERVER_URL in b.code for b in scripts if b.lang == "python")  # each talks to the server
+
+
+README_MAX_LINES = 250
+"""The README stays a front page: what it is, the two set-up commands and the pages."""
+
+
+def test_the_readme_is_a_front_page() -> None:
+    text = README.read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= README_MAX_LINES
+    linked = set(re.findall(r"\]\(docs/([\w-]+\.md)\)", text))
+    assert {page.name for page in nav_pages()} - {"index.md"} <= linked, "a page of the nav the README does not link"
 
 
 def test_every_block_says_its_language_and_every_command_is_in_a_block() -> None:
