@@ -48,7 +48,7 @@ def improvement_line(summary: dict[str, Any]) -> str:
     dollars = summary.get("dollars_per_improvement")
     return (f"Candidates explored {summary.get('candidates_explored', 0):,}, accepted "
             f"{summary.get('candidates_accepted', 0):,}; tokens per accepted improvement: "
-            f"{'none accepted' if per is None else format(per, ',.0f')}; dollars per accepted improvement: "
+            f"{'none accepted' if per is None else format(per, ',.0f')}. Dollars per accepted improvement: "
             f"{'none accepted' if not summary.get('candidates_accepted') else money(dollars)}.")
 
 

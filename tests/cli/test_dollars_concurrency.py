@@ -80,7 +80,7 @@ def test_prices_give_the_dollars_of_the_runs_own_tokens_everywhere(server: str, 
     assert f"| {summary['tokens']:,} | {shown} |" in report  # the cost table
     assert f"| reflector | {summary['accounting']['train']['calls']['reflector']:,} | 0 | 0 | " \
            f"${expected['reflector']:.4f} |" in report  # the per-role table
-    assert f"dollars per accepted improvement: ${total / summary['candidates_accepted']:.4f}" in report
+    assert f"Dollars per accepted improvement: ${total / summary['candidates_accepted']:.4f}" in report
     assert f"  cost: {shown} (generator ${expected['generator']:.4f}, reflector ${expected['reflector']:.4f}" \
         in done.stderr
     assert f"${total / summary['candidates_accepted']:.4f} per accepted improvement" in done.stderr
@@ -148,3 +148,15 @@ def test_a_role_held_below_half_its_cap_by_a_lower_limit_is_said(server: str, tm
     assert "of the 64 its endpoint allows, while work was queued; likely capped by map.workers=2 (--workers)" in note
     assert f"**Below its cap:** {note}" in (out / "report.md").read_text()
     assert f"  below its cap: {note}" in done.stderr
+
+
+def test_compare_shows_dollars_and_dollars_per_improvement(server: str, tmp_path: Path) -> None:
+    out = tmp_path / "priced"
+    _, summary = _learn(server, out, "--price", "3/15", "--quiet")
+    done = _combee("compare", str(out), cwd=tmp_path)
+    assert done.returncode == EXIT_OK, done.stderr
+    header, _, row = done.stdout.splitlines()[:3]
+    cells = dict(zip(header.strip("|").split("|"), row.strip("|").split("|")))
+    cells = {name.strip(): value.strip() for name, value in cells.items()}
+    assert cells["dollars"] == f"${summary['dollars']:.4f}"
+    assert cells["dollars/improvement"] == f"${summary['dollars_per_improvement']:.4f}"
