@@ -308,6 +308,7 @@ def _finish(result: Any, run_dir: Any, out: str, interrupt: Any, *, val_split: s
         "train_wall_seconds": round(result.train_wall_seconds, 3),
         "final_val_accuracy": None if result.final_eval is None else result.final_eval.accuracy,
         "best_val_accuracy": result.best_val_accuracy, **result.summary,
+        "concurrency": result.concurrency, "concurrency_notes": list(result.concurrency_notes),
         "run_dir": out,
         "final_val_answered": None if result.final_eval is None else result.final_eval.answered,
         "final_val_unanswered": None if result.final_eval is None else result.final_eval.unanswered,

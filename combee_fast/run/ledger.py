@@ -73,6 +73,7 @@ class LedgerRow(msgspec.Struct, frozen=True):
     env_seconds_per_episode: float = 0.0
     dollars: dict[str, float | None] = msgspec.field(default_factory=dict)  # role -> dollars (None: no price; run/dollars.py)
     concurrency: dict[str, RoleConcurrency] = msgspec.field(default_factory=dict)  # role -> calls in flight (run/concurrency.py)
+    # Measured like wall_seconds: two runs of one seed may differ in it.
 
 
 class CallCounts(msgspec.Struct):

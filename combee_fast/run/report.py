@@ -120,15 +120,16 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def calls_lines(counts: CallCounts, summary: Mapping[str, Any] | None = None) -> list[str]:
-    """Calls per role: made, failed (by kind), retried attempts; with a run's ``summary``, also
-    its dollars and its calls in flight, requested and achieved (peak, time-weighted mean)."""
-    extra = summary is not None
+def calls_lines(counts: CallCounts, result: Any = None) -> list[str]:
+    """Calls per role: made, failed (by kind), retried attempts; with a run's
+    :class:`~combee_fast.run.train.TrainResult` ``result``, also its dollars and its calls in
+    flight, requested and achieved (peak, time-weighted mean)."""
+    extra = result is not None
     lines = ["| role | calls | failed | retried attempts |" + (" dollars | in flight: requested | peak | mean |"
                                                              if extra else ""),
              "|---|---:|---|---:|" + ("---:|---:|---:|---:|" if extra else "")]
-    dollars = (summary or {}).get("dollars_by_role", {})
-    flight = (summary or {}).get("concurrency", {})
+    dollars = result.summary.get("dollars_by_role", {}) if extra else {}
+    flight = result.concurrency if extra else {}
     for role in dict.fromkeys([*counts.calls, *counts.errors]):
         kinds = counts.errors.get(role, {})
         failures = ", ".join(f"{label} {n}" for label, n in sorted(kinds.items())) or "0"
@@ -181,8 +182,8 @@ def run_report(
                   improvement_line(summary), "",
                   "Calls per role (training; dollars at each endpoint's price, `--price`; calls in flight: "
                   "requested is the endpoint's cap, peak and time-weighted mean are measured):", "",
-                  *calls_lines(counts, summary),
-                  *(f"\n**Below its cap:** {note}" for note in summary.get("concurrency_notes", ()))]
+                  *calls_lines(counts, result),
+                  *(f"\n**Below its cap:** {note}" for note in result.concurrency_notes)]
     else:
         lines += [f"{facts.steps} step(s) completed; calls per role (training) so far:", "", *calls_lines(counts)]
     lines += ["", "## What was learned", "",

@@ -63,9 +63,10 @@ class TrainResult(msgspec.Struct, frozen=True):
     ended the run early (None: its work was done); ``summary``: what the learner says of its
     artifact (:meth:`~combee_fast.protocols.CompleteKind.summary`) and what it cost per improvement
     (:func:`~combee_fast.run.improvements.improvement_summary`), in dollars too
-    (:func:`~combee_fast.run.dollars.dollar_summary`), and its calls in flight per role with a
-    line per role held below its cap (``concurrency``, ``concurrency_notes``:
-    :mod:`~combee_fast.run.concurrency`). ``episodes``, ``episodes_failed``
+    (:func:`~combee_fast.run.dollars.dollar_summary`). ``concurrency``: its calls in flight per
+    role, requested and achieved, and ``concurrency_notes`` a line per role held below its cap
+    (:mod:`~combee_fast.run.concurrency`; measured, like the wall seconds, so two runs of one seed
+    may differ in them). ``episodes``, ``episodes_failed``
     and ``env_seconds``: the agent episodes of the learning steps and their environment seconds.
     """
 
@@ -93,6 +94,8 @@ class TrainResult(msgspec.Struct, frozen=True):
     episodes: int = 0
     episodes_failed: int = 0
     env_seconds: float = 0.0
+    concurrency: dict[str, dict[str, float]] = msgspec.field(default_factory=dict)
+    concurrency_notes: tuple[str, ...] = ()
 
 
 class Batch(msgspec.Struct, frozen=True):
@@ -271,9 +274,9 @@ class Training(Generic[A]):
             stopped_by=state.stopping if state.stop_ends == "limit" else None,
             summary={**self.kind.summary(state.artifact),
                      **improvement_summary(state.tokens, state.explored, state.accepted),
-                     **dollar_summary(state.dollars, state.accepted),
-                     "concurrency": concurrency_summary(state.concurrency),
-                     "concurrency_notes": below_cap_lines(state.concurrency, self.gauges)},
+                     **dollar_summary(state.dollars, state.accepted)},
+            concurrency=concurrency_summary(state.concurrency),
+            concurrency_notes=tuple(below_cap_lines(state.concurrency, self.gauges)),
             episodes=state.episodes, episodes_failed=state.episodes_failed, env_seconds=state.env_seconds,
         )
 
