@@ -437,9 +437,12 @@ class Session:
         return role_prices(self.config, self.roles())
 
     def gauges(self) -> Gauges:
-        """Each role's calls in flight on its endpoint, with the map's width as a limit that may cap them."""
+        """Each role's calls in flight on its endpoint, with the map's width and the examples an
+        evaluation scores at once (GEPA validates inside its steps) as limits that may cap them."""
+        workers, parallel = self.config.map.workers, self.config.eval.parallel
         return Gauges(self.clients, [role.key for role in self.roles() if role.key in self.clients],
-                      [(self.config.map.workers, f"map.workers={self.config.map.workers} (--workers)")])
+                      [(workers, f"map.workers={workers} (--workers)"),
+                       (parallel, f"eval.parallel={parallel} (--eval-parallel)")])
 
     def gpu_clock(self, gpus: int | None = None) -> GpuClock | None:
         """The clock of this session's GPU-seconds (see :meth:`train`); None when unknown."""

@@ -11,10 +11,10 @@ own validation between steps is not in them); :class:`ConcurrencyTotal` adds the
 the run. A run is *below its cap* for a role (:func:`below_cap_lines`, said in the report and the
 closing summary) when the role's mean stayed under :data:`BELOW_CAP_SHARE` of what was requested
 while work was queued for it by a lower limit: some step had more items than that limit lets run
-at once, each item making at least one of the role's calls, and the limit is itself under
-:data:`BELOW_CAP_SHARE` of the request. The limits looked at (:meth:`Gauges.likely_caps`): the
+at once, each item making at least one of the role's calls, the limit is itself under
+:data:`BELOW_CAP_SHARE` of the request, and the role's mean did not pass it. The limits looked at (:meth:`Gauges.likely_caps`): the
 server's slots, a limit timeouts lowered, and the configured ones the session names
-(``map.workers``). A role held back only by its own work's shape (reflections that follow their
+(``map.workers``, ``eval.parallel``). A role held back only by its own work's shape (reflections that follow their
 items' answers, a curator per group) is not said to be capped.
 """
 
@@ -132,7 +132,8 @@ def below_cap_lines(totals: Mapping[str, ConcurrencyTotal], gauges: Gauges | Non
         floor = BELOW_CAP_SHARE * t.requested
         if gauges is None or not t.mean < floor:
             continue
-        caps = [what for value, what in gauges.likely_caps(role) if value < t.most_items and value < floor]
+        caps = [what for value, what in gauges.likely_caps(role)
+                if t.mean <= value < min(t.most_items, floor)]
         if caps:
             lines.append(f"{role}: {t.mean:.1f} calls in flight on average (at most {t.peak}) of the {t.requested} "
                          f"its endpoint allows, while work was queued; likely capped by {caps[0]}")

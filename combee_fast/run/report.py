@@ -23,7 +23,7 @@ from combee_fast.config import HISTORY_KEPT
 from combee_fast.methods.base import EvalResult
 from combee_fast.native.bootstrap import MeanInterval, mean_interval
 from combee_fast.run.events import Event, RunStopped, StepDone, VersionApplied
-from combee_fast.run.dollars import money
+from combee_fast.run.dollars import money, total
 from combee_fast.run.improvements import improvement_line
 from combee_fast.run.ledger import CallCounts
 from combee_fast.run.provenance import Provenance
@@ -199,10 +199,11 @@ def run_report(
 
 
 def eval_report(*, title: str, split: str, result: EvalResult, record: Provenance, seen: Mapping[str, int],
-                counts: CallCounts) -> str:
+                counts: CallCounts, dollars: Mapping[str, float | None]) -> str:
     """The Markdown of ``combee eval``'s page: the score with its interval, the rows of the
     evaluated split that the artifact's own run learned from or selected on (``seen``: split ->
-    shared rows, by content), the cost and the provenance."""
+    shared rows, by content), the cost (``dollars`` per role: :mod:`~combee_fast.run.dollars`)
+    and the provenance."""
     lines = [f"# {title}", "", "## Result", "",
              f"- Accuracy on `{split}` ({result.examples} examples, {result.answered} answered): "
              f"{percent_interval(answered_interval(result))}",
@@ -216,6 +217,9 @@ def eval_report(*, title: str, split: str, result: EvalResult, record: Provenanc
     else:
         lines += ["No row of this split was learned from or selected on by the run that made the artifact "
                   "(compared by content), as far as its `splits.json` tells.", ""]
-    lines += ["## Cost", "", f"Critical path {result.sim_seconds:,.1f} s.", "", *calls_lines(counts), ""]
+    spent = ", ".join(f"{role} {money(d) if d is not None else 'unpriced'}" for role, d in dollars.items()) \
+        if any(d is not None for d in dollars.values()) else ""
+    lines += ["## Cost", "", f"Critical path {result.sim_seconds:,.1f} s; dollars {money(total(dollars))}"
+              + (f" ({spent})" if spent else "") + ".", "", *calls_lines(counts), ""]
     lines += ["## Provenance", "", *provenance_lines(record), ""]
     return "\n".join(lines)

@@ -160,3 +160,20 @@ def test_compare_shows_dollars_and_dollars_per_improvement(server: str, tmp_path
     cells = {name.strip(): value.strip() for name, value in cells.items()}
     assert cells["dollars"] == f"${summary['dollars']:.4f}"
     assert cells["dollars/improvement"] == f"${summary['dollars_per_improvement']:.4f}"
+
+
+def test_an_evaluation_says_its_dollars_or_that_they_are_unknown(server: str, tmp_path: Path) -> None:
+    out = tmp_path / "learned"
+    _learn(server, out, "--quiet")
+    for name, price in (("priced", ("--price", "3/15")), ("unpriced", ())):
+        done = _combee("eval", "--endpoint", server, "--model", "sim", "--split", "val[0:10]", "--playbook",
+                       str(out / "best.json"), "--out", str(tmp_path / name), *price, cwd=tmp_path)
+        assert done.returncode == EXIT_OK, done.stderr
+        report = json.loads((tmp_path / name / "eval.json").read_text())
+        page = (tmp_path / name / "report.md").read_text()
+        if price:
+            assert report["dollars"] > 0 and report["dollars_by_role"]["generator"] == report["dollars"]
+            assert f"dollars ${report['dollars']:.4f} (generator ${report['dollars']:.4f})." in page
+        else:
+            assert report["dollars"] is None and report["dollars_by_role"] == {"generator": None}
+            assert "dollars unknown (no price)." in page
