@@ -78,11 +78,15 @@ def total(by_role: Mapping[str, float | None]) -> float | None:
 
 
 def money(dollars: float | None) -> str:
-    """``$1.23``, ``$0.0042`` (four significant places below a dollar), or :data:`UNKNOWN`."""
+    """``$1.23`` from a dollar up (and zero), ``$0.0042`` below, ``$0.000042`` below a hundredth
+    of a cent, ``<$0.000001`` below that; :data:`UNKNOWN` for None."""
     if dollars is None:
         return UNKNOWN
-    return f"${dollars:,.2f}" if dollars >= 1 or dollars == 0 else f"${dollars:.2g}" if dollars < 1e-4 \
-        else f"${dollars:.4f}"
+    if dollars >= 1 or dollars == 0:
+        return f"${dollars:,.2f}"
+    if dollars >= 1e-4:
+        return f"${dollars:.4f}"
+    return f"${dollars:.6f}" if dollars >= 1e-6 else "<$0.000001"
 
 
 def dollar_summary(by_role: Mapping[str, float | None], accepted: int) -> dict[str, Any]:
