@@ -31,7 +31,6 @@ BELOW_CAP_SHARE = 0.5
 """A role whose mean calls in flight stay under this share of the requested cap, with work queued, is said to be capped."""
 
 
-
 class RoleConcurrency(msgspec.Struct, frozen=True):
     """One role's calls in flight over a step: ``requested`` (the configured cap), ``peak`` (the
     most at once), ``mean`` (time-weighted, while at least one was in flight) over ``busy_s``."""
