@@ -308,6 +308,7 @@ def _finish(result: Any, run_dir: Any, out: str, interrupt: Any, *, val_split: s
         "train_wall_seconds": round(result.train_wall_seconds, 3),
         "final_val_accuracy": None if result.final_eval is None else result.final_eval.accuracy,
         "best_val_accuracy": result.best_val_accuracy, **result.summary,
+        "concurrency": result.concurrency, "concurrency_notes": list(result.concurrency_notes),
         "run_dir": out,
         "final_val_answered": None if result.final_eval is None else result.final_eval.answered,
         "final_val_unanswered": None if result.final_eval is None else result.final_eval.unanswered,
@@ -342,7 +343,8 @@ def _finish(result: Any, run_dir: Any, out: str, interrupt: Any, *, val_split: s
 
 async def _eval(args: argparse.Namespace) -> int:
     """Score a deployable on a split; write the evaluation's folder (``eval.json`` with the score
-    and its interval, ``results.jsonl`` per example, ``report.md``, ``prompt.txt``, provenance)."""
+    and its interval, and its dollars at the endpoints' prices; ``results.jsonl`` per example,
+    ``report.md``, ``prompt.txt``, provenance)."""
     from combee_fast.learners import kind_of_file
     from combee_fast.run.rundir import RunDir, check_run_target, read_split_manifests
     from combee_fast.session import open_session
@@ -424,7 +426,8 @@ async def _evaluated(session: Any, config: Any, run_dir: Any, kind: Any, deploya
     report printed (and kept as ``eval.json``)."""
     import asyncio
 
-    from combee_fast.run.ledger import CallCounts
+    from combee_fast.run.dollars import role_dollars, total
+    from combee_fast.run.ledger import CallCounts, usage_columns
     from combee_fast.run.provenance import provenance
     from combee_fast.run.compare import file_sha256
     from combee_fast.run.events import CallFailed, on_kind
@@ -461,11 +464,14 @@ async def _evaluated(session: Any, config: Any, run_dir: Any, kind: Any, deploya
     counts = CallCounts()
     for usage, error in result.outcomes:
         counts.add(usage, error)
+    _, prompt, completion = usage_columns(usage for usage, _ in result.outcomes)
+    dollars = role_dollars(session.prices(), prompt, completion)
+    report.update(dollars=total(dollars), dollars_by_role=dollars)
     run_dir.write_eval(report, rows)
     run_dir.write_provenance(record.ended_now())
     run_dir.write_report(eval_report(title=f"combee eval: {args.playbook} on {session.task.name} {args.split}",
                                      split=args.split, result=result, record=record.ended_now(), seen=seen,
-                                     counts=counts))
+                                     counts=counts, dollars=dollars))
     return result, report
 
 

@@ -472,7 +472,9 @@ RESPONSE_FORMATS = ("auto", "json_schema", "json_object_schema", "json_object", 
 class EndpointSpec(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """Where one role's requests go. ``url`` None: the in-process simulated endpoint. With
     ``replicas``, ``url`` and each replica serve the same model; calls go to the one with the
-    fewest outstanding (:mod:`combee_fast.endpoint.pool`)."""
+    fewest outstanding (:mod:`combee_fast.endpoint.pool`). ``price_in``/``price_out``: what the
+    endpoint charges, in dollars per million prompt and completion tokens, given together (None,
+    the default: the cost of its calls is unknown, never taken as zero; :mod:`combee_fast.run.dollars`)."""
 
     url: str | None = None
     model: str | None = None
@@ -480,8 +482,17 @@ class EndpointSpec(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     json_schema: bool = True  # the server accepts response_format json_schema
     replicas: list[str] = msgspec.field(default_factory=list)  # more base URLs serving the same model
     response_format: str = "auto"  # auto (probed at start-up), json_schema, json_object_schema, json_object, none
+    price_in: float | None = None  # dollars per million prompt tokens (None: unknown, run/dollars.py)
+    price_out: float | None = None  # dollars per million completion tokens
 
     def __post_init__(self) -> None:
+        if (self.price_in is None) != (self.price_out is None):
+            raise ConfigError("endpoints: give price_in and price_out together (dollars per million prompt and "
+                              f"completion tokens), got price_in={self.price_in}, price_out={self.price_out}")
+        for name, price in (("price_in", self.price_in), ("price_out", self.price_out)):
+            if price is not None and not (price >= 0 and math.isfinite(price)):
+                raise ConfigError(f"endpoints: {name} must be >= 0 and finite (dollars per million tokens), "
+                                  f"got {price!r}")
         if self.replicas and self.url is None:
             raise ConfigError("endpoints: replicas need a url too")
         for url in self.replicas:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -19,6 +20,7 @@ from combee_fast.config import (FAULT_KINDS, RESPONSE_FORMATS, STALENESS_POLICIE
                                 config_from_dict, config_to_dict, read_config_file)
 from combee_fast.endpoint.models import LOCAL_MODELS
 from combee_fast.errors import ConfigError
+from combee_fast.roles.spec import DEFAULT_ENDPOINT
 
 _DEFAULTS = config_to_dict(SessionConfig())
 
@@ -250,6 +252,23 @@ def _role_option(text: str) -> tuple[str, str]:
     return name.strip(), value.strip()
 
 
+def _price_option(text: str) -> tuple[str, float, float]:
+    """``[NAME=]IN/OUT``: dollars per million prompt (IN) and completion (OUT) tokens of the
+    endpoint of ``NAME`` (a role, a pool or ``default``; left out: ``default``, every role
+    without an endpoint of its own); each a finite number >= 0."""
+    name, sep, prices = text.rpartition("=")
+    price_in, slash, price_out = prices.partition("/")
+    try:
+        values = (float(price_in), float(price_out)) if slash else ()
+    except ValueError:
+        values = ()
+    if (sep and not name.strip()) or len(values) != 2 or not all(v >= 0 and math.isfinite(v) for v in values):
+        raise argparse.ArgumentTypeError(
+            f"must be [ROLE=]IN/OUT, dollars per million prompt and completion tokens, each a number >= 0 "
+            f"(e.g. 3/15 or reflector=0.5/1.5), got {text!r}")
+    return name.strip() or DEFAULT_ENDPOINT, values[0], values[1]
+
+
 def add_endpoint_flags(parser: argparse.ArgumentParser) -> None:
     """Endpoints (every role's, and per role or pool), transport, cache, and the simulated
     endpoint. Without ``--endpoint``, the
@@ -279,6 +298,11 @@ def add_endpoint_flags(parser: argparse.ArgumentParser) -> None:
                             "proposing edits), repeatable; URL,URL,... are replicas")
     group.add_argument("--role-model", type=_role_option, action="append", default=[], metavar="ROLE=MODEL",
                        help="model of one role or pool (repeatable; its URL: --role-endpoint, else --endpoint)")
+    group.add_argument("--price", type=_price_option, action="append", default=[], metavar="[ROLE=]IN/OUT",
+                       help="what an endpoint charges, dollars per million prompt (IN) and completion (OUT) tokens: "
+                            "of every role without an endpoint of its own (no ROLE, or default=), or of one role or "
+                            "pool's endpoint (repeatable; the config's endpoints.<name>.price_in/price_out); "
+                            "default: none, the cost is shown as unknown")
     for flag in ENDPOINT_FLAGS:
         flag.add_to(group)
     local = parser.add_argument_group("a local model started for the run (pip install -e '.[local]')")
@@ -316,7 +340,20 @@ def session_config(
     endpoints = _endpoint_flags(args)
     if endpoints:
         table["endpoints"] = _merged_endpoints(table.get("endpoints", {}), endpoints)
+    if getattr(args, "price", None):
+        table["endpoints"] = _priced(table.get("endpoints", {}), args.price)
     return config_from_dict(table, source=args.config or "command line")
+
+
+def _priced(endpoints: dict[str, Any], prices: Sequence[tuple[str, float, float]]) -> dict[str, Any]:
+    """``endpoints`` with each ``--price NAME=IN/OUT`` set on the endpoint ``NAME`` names; a role
+    or pool with no endpoint of its own gets a copy of the default one (URL, model, options),
+    priced, so a price alone never moves a role to another endpoint."""
+    priced = {name: dict(spec) for name, spec in endpoints.items()}
+    default = {k: v for k, v in priced.get(DEFAULT_ENDPOINT, {}).items() if k not in ("price_in", "price_out")}
+    for name, price_in, price_out in prices:
+        priced.setdefault(name, dict(default)).update(price_in=price_in, price_out=price_out)
+    return priced
 
 
 def _assign_task_options(table: dict[str, Any], args: argparse.Namespace) -> None:

@@ -34,11 +34,13 @@ from combee_fast.protocols.rollouts import EnvironmentTask
 from combee_fast.protocols.tasks import Task
 from combee_fast.roles.calls import RoleCalls
 from combee_fast.roles.clients import Fallback, RoleClients, RoleMap, open_role_clients
-from combee_fast.roles.spec import task_roles
+from combee_fast.roles.spec import Role, task_roles
 from combee_fast.run.batch_plans import ControllerPlan, FixedBatch, LivePlan, ReplayedPlan
 from combee_fast.run.checkpoint import StoredCheckpoint
 from combee_fast.run.context import LearnContext
+from combee_fast.run.concurrency import Gauges
 from combee_fast.run.cost import SIMULATED_GPUS, GpuClock
+from combee_fast.run.dollars import Price, role_prices
 from combee_fast.run.events import Events, StepDone, on_kind
 from combee_fast.run.interrupt import StopRequest
 from combee_fast.run.ledger import LedgerRow
@@ -294,7 +296,7 @@ class Session:
             seed=self.config.seed, rules=self.stop_rules(choice, interrupt=interrupt, extra=stops),
             validate=self._validator(choice), eval_every=self.config.train.eval_every, run_dir=run_dir,
             gpu_clock=self.gpu_clock(gpus), events=events, resumed=stored is not None, calls_now=calls_now,
-            budget=self.budget(choice.shown),
+            budget=self.budget(choice.shown), prices=self.prices(), gauges=self.gauges(),
         )
         if stored is None:
             self._start_run(run_dir, usage)
@@ -425,6 +427,22 @@ class Session:
             run_dir.keep_server_log(self.local.log_path.read_text(errors="replace"), {
                 "kind": self.local.kind, "command": self.local.command, "model": str(self.local.model),
                 "started_s": self.local.started_s})
+
+    def roles(self) -> tuple[Role, ...]:
+        """Every role the session's calls are made as: its learner's and its task's."""
+        return (*self.choice.kind.roles, *task_roles(self.task))
+
+    def prices(self) -> dict[str, Price | None]:
+        """Each role's price, from its endpoint's configuration (:func:`~combee_fast.run.dollars.role_prices`)."""
+        return role_prices(self.config, self.roles())
+
+    def gauges(self) -> Gauges:
+        """Each role's calls in flight on its endpoint, with the map's width and the examples an
+        evaluation scores at once (GEPA validates inside its steps) as limits that may cap them."""
+        workers, parallel = self.config.map.workers, self.config.eval.parallel
+        return Gauges(self.clients, [role.key for role in self.roles() if role.key in self.clients],
+                      [(workers, f"map.workers={workers} (--workers)"),
+                       (parallel, f"eval.parallel={parallel} (--eval-parallel)")])
 
     def gpu_clock(self, gpus: int | None = None) -> GpuClock | None:
         """The clock of this session's GPU-seconds (see :meth:`train`); None when unknown."""

@@ -3,6 +3,7 @@
 - :mod:`.client`: :class:`~.client.EndpointClient` for OpenAI-compatible ``/chat/completions``.
 - :mod:`.http1`: the keep-alive HTTP/1.1 pool of ``http://`` endpoints; :mod:`.capped`: reply
   bodies read up to a size cap; :mod:`.streamed`: streamed replies joined into one completion.
+- :mod:`.inflight`: each role's attempts on the wire, counted (most at once, time-weighted mean).
 - :mod:`.gate`: requests let onto the wire at once, lowered on overload; :mod:`.retry`: backoff
   and Retry-After; :mod:`.pool`: replicas of one model behind one role.
 - :mod:`.calls`: one call as the engine sees it; :mod:`.wire`: the records on the wire;

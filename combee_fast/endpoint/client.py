@@ -8,6 +8,8 @@ throughput at hundreds of requests in flight. ``python bench/throughput.py`` mea
 against httpx side by side.
 
 Behaviour:
+- Attempts on the wire are counted per role (:mod:`.inflight`: the most at once, the
+  time-weighted mean while busy), from the timestamps each attempt takes anyway.
 - At most ``transport.concurrency`` requests are in flight (an :class:`~.gate.AdmissionGate` around
   each attempt, and a connection pool of the same size); a request waiting for its backoff does
   not hold a slot. A timeout is taken as overload: the gate halves its limit and grows it back
@@ -68,6 +70,7 @@ from combee_fast.endpoint.calls import ChatRequest, ChatResult
 from combee_fast.endpoint.retry import RETRYABLE_STATUSES, backoff_s, header_number, retry_after_s
 from combee_fast.endpoint.capped import ACCEPT_ENCODING, BadEncoding, ReplyTooLarge, read_capped
 from combee_fast.endpoint.gate import AdmissionGate
+from combee_fast.endpoint.inflight import InFlight, Meters
 from combee_fast.endpoint.streamed import StreamFailed, join_stream
 from combee_fast.endpoint.structured import parse_structured, repair_messages
 from combee_fast.endpoint.wire import with_extra_body
@@ -177,10 +180,13 @@ class EndpointClient:
     """Chat completions against one endpoint; use as ``async with EndpointClient(cfg) as c``."""
 
     def __init__(self, config: EndpointConfig, *, cache: ReplayCache | None = None,
-                 capabilities: Capabilities | None = None, events: Events | None = None) -> None:
+                 capabilities: Capabilities | None = None, events: Events | None = None,
+                 meters: Meters | None = None) -> None:
         """``capabilities``: what :meth:`detect` found of this endpoint before (another client's,
         e.g. in another thread or process), adopted without probing again. ``events``: the hub
-        its waits and overloads are emitted on (the session's; default: a hub of its own)."""
+        its waits and overloads are emitted on (the session's; default: a hub of its own).
+        ``meters``: where its attempts in flight are counted per role (:mod:`.inflight`; shared
+        by the replicas of one pool; default: its own)."""
         self.config = config
         self._cache = cache
         self._recording: dict[str, asyncio.Future[None]] = {}  # requests in flight by cache key
@@ -216,6 +222,8 @@ class EndpointClient:
         self._rng = random.Random(config.name)
         self._totals: dict[tuple[str, str, str], UsageTotals] = {}
         self._in_flight = 0
+        self.meters: Meters = meters if meters is not None else {}
+        """Attempts in flight per role (:class:`~.inflight.InFlight`), made at a role's first attempt."""
         self._time_scale: float | None = None  # real s per simulated s, if the server says
         self.sim_worlds: tuple[str, ...] | None = None
         """The tasks a ``combee sim-server`` said (at :meth:`check`) it plays; None: not said."""
@@ -552,11 +560,15 @@ class EndpointClient:
                 async with self.gate as episode:
                     attempt_started = time.perf_counter()
                     self._in_flight += 1
+                    meter = self.meters.get(role) or self.meters.setdefault(role, InFlight())
+                    meter.enter(attempt_started)
                     try:
                         answer = await self._post(body, role, min(transport.attempt_timeout_s or math.inf, tally.left_s))
                     finally:
                         self._in_flight -= 1
-                        tally.left_s -= time.perf_counter() - attempt_started
+                        attempt_ended = time.perf_counter()
+                        meter.leave(attempt_ended)
+                        tally.left_s -= attempt_ended - attempt_started
             except _AttemptFailed as failure:
                 if failure.error.kind == "timeout" and self.gate.overloaded(episode):
                     self.events.emit(Overloaded(config.name, self.gate.limit))

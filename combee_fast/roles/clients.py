@@ -22,6 +22,7 @@ from combee_fast.errors import ConfigError
 from combee_fast.endpoint.cache import CacheMode, ReplayCache
 from combee_fast.endpoint.capabilities import Capabilities
 from combee_fast.endpoint.client import EndpointClient, EndpointConfig
+from combee_fast.endpoint.inflight import InFlight, Meters
 from combee_fast.endpoint.pool import EndpointPool
 from combee_fast.engine.events import Events
 from combee_fast.redact import strip_userinfo
@@ -72,6 +73,17 @@ class RoleClients(Mapping[str, Client]):
     def every_replica(self) -> tuple[EndpointClient, ...]:
         """Every replica of every distinct client, once each."""
         return tuple(replica for client in self.distinct() for replica in self.replicas_of(client))
+
+    def in_flight(self, role: str) -> InFlight:
+        """``role``'s calls in flight on its endpoint, over every replica (:mod:`~combee_fast.endpoint.inflight`;
+        made here when the role has made no call yet)."""
+        meters = self.replicas(role)[0].meters
+        return meters.get(role) or meters.setdefault(role, InFlight())
+
+    def requested_in_flight(self, role: str) -> int:
+        """The calls ``role``'s endpoint may have in flight, as configured: ``transport.concurrency``
+        of each of its replicas, summed."""
+        return sum(replica.config.transport.concurrency for replica in self.replicas(role))
 
     @property
     def cache(self) -> ReplayCache | None:
@@ -186,9 +198,10 @@ async def open_role_clients(role_map: RoleMap, stack: contextlib.AsyncExitStack,
     for endpoint in role_map.endpoints:
         found = endpoint.capabilities or (None,) * len(endpoint.replicas)
         replicas = []
+        meters: Meters = {}  # the replicas of one endpoint count their calls in flight together
         for config, capabilities in zip(endpoint.replicas, found):
             client = await stack.enter_async_context(
-                EndpointClient(config, cache=cache, capabilities=capabilities, events=events))
+                EndpointClient(config, cache=cache, capabilities=capabilities, events=events, meters=meters))
             if check and capabilities is None and not endpoint.simulated and not replaying:
                 await client.check()
                 await client.detect()

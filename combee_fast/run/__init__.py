@@ -13,6 +13,8 @@
 - :mod:`.ledger`: one row per step (time, calls, tokens per role, errors, accuracy).
 - :mod:`.context`: what a learner builds its methods and evaluation from.
 - :mod:`.cost`: GPU-seconds of each step.
+- :mod:`.dollars`: each endpoint's price, and the dollars of each step, role and accepted improvement.
+- :mod:`.concurrency`: calls in flight per role, requested and achieved, and a role held below its cap.
 - :mod:`.improvements`: candidates explored and accepted, tokens per accepted improvement.
 - :mod:`.usage`: the per-split usage record of an experiment card, in the state directory.
 - :mod:`.events`: the typed event stream of a run and its hub (what consumers subscribe to).

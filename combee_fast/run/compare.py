@@ -6,7 +6,8 @@ the evaluation it is itself. :func:`compare_lines` is one Markdown table with a 
 (task, learner and method, seed, validation accuracy, each evaluated split's accuracy (a split
 of another task than the run's named with its task, ``finer test``), rollouts, tokens,
 candidates explored and accepted, tokens per accepted improvement
-(:mod:`~combee_fast.run.improvements`), critical-path and wall seconds, how it ended), then, for every configuration run under
+(:mod:`~combee_fast.run.improvements`), dollars and dollars per accepted improvement
+(:mod:`~combee_fast.run.dollars`; unknown without prices), critical-path and wall seconds, how it ended), then, for every configuration run under
 more than one seed, the mean and standard deviation of each score over its seeds.
 """
 
@@ -21,6 +22,7 @@ from typing import Any
 import msgspec
 
 from combee_fast.errors import ConfigError
+from combee_fast.run.dollars import money
 from combee_fast.run.rundir import RunRecord, read_run
 
 _NOT_THE_CONFIGURATION = ("seed", "endpoints", "cache", "tracking")
@@ -40,6 +42,8 @@ class Compared(msgspec.Struct, frozen=True):
     explored: int | None
     accepted: int | None
     tokens_per_improvement: float | None
+    dollars: str  # as shown (run/dollars.py); empty for a run that predates prices
+    dollars_per_improvement: str
     sim_seconds: float | None
     wall_seconds: float | None
     ended: str
@@ -105,6 +109,9 @@ def compared(record: RunRecord) -> Compared:
         scores=scores, rollouts=summary.get("rollouts"), tokens=summary.get("tokens"),
         explored=summary.get("candidates_explored"), accepted=summary.get("candidates_accepted"),
         tokens_per_improvement=summary.get("tokens_per_improvement"),
+        dollars=money(summary["dollars"]) if "dollars" in summary else "",
+        dollars_per_improvement=money(summary["dollars_per_improvement"])
+        if "dollars_per_improvement" in summary and summary.get("candidates_accepted") else "",
         sim_seconds=summary.get("train_sim_seconds"), wall_seconds=summary.get("train_wall_seconds"), ended=ended,
         configuration=msgspec.json.encode(key, order="deterministic").decode())
 
@@ -119,13 +126,14 @@ def compare_lines(runs: Sequence[str]) -> list[str]:
     rows = [compared(read_run(run)) for run in runs]
     splits = list(dict.fromkeys(split for row in rows for split in row.scores))
     header = ["run", "task", "method", "seed", *splits, "rollouts", "tokens", "explored", "accepted",
-              "tokens/improvement", "critical path s", "wall s", "ended"]
+              "tokens/improvement", "dollars", "dollars/improvement", "critical path s", "wall s", "ended"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for row in rows:
         cells = [row.name, row.task, row.method, _number(row.seed, "d"),
                  *(f"{100 * row.scores[s]:.1f}%" if s in row.scores else "" for s in splits),
                  _number(row.rollouts, ","), _number(row.tokens, ","), _number(row.explored, ","),
-                 _number(row.accepted, ","), _number(row.tokens_per_improvement, ",.0f"), _number(row.sim_seconds, ",.1f"),
+                 _number(row.accepted, ","), _number(row.tokens_per_improvement, ",.0f"), row.dollars,
+                 row.dollars_per_improvement, _number(row.sim_seconds, ",.1f"),
                  _number(row.wall_seconds, ",.1f"), row.ended]
         lines.append("| " + " | ".join(cells) + " |")
     groups: dict[str, list[Compared]] = {}

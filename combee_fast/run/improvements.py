@@ -26,6 +26,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from combee_fast.run.dollars import money
+
 
 def change_counts(report: Any) -> tuple[int, int]:
     """``(explored, accepted)`` of one apply's :class:`~combee_fast.protocols.ChangeReport` for a
@@ -40,11 +42,14 @@ def tokens_per_improvement(tokens: int, accepted: int) -> float | None:
 
 
 def improvement_line(summary: dict[str, Any]) -> str:
-    """The report's sentence on the cost-per-improvement fields of a run's ``summary``."""
+    """The report's sentence on the cost-per-improvement fields of a run's ``summary``, dollars
+    included (:func:`~combee_fast.run.dollars.dollar_summary`)."""
     per = summary.get("tokens_per_improvement")
+    dollars = summary.get("dollars_per_improvement")
     return (f"Candidates explored {summary.get('candidates_explored', 0):,}, accepted "
             f"{summary.get('candidates_accepted', 0):,}; tokens per accepted improvement: "
-            f"{'none accepted' if per is None else format(per, ',.0f')}.")
+            f"{'none accepted' if per is None else format(per, ',.0f')}. Dollars per accepted improvement: "
+            f"{'none accepted' if not summary.get('candidates_accepted') else money(dollars)}.")
 
 
 def improvement_summary(tokens: int, explored: int, accepted: int) -> dict[str, Any]:

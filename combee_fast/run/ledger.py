@@ -7,6 +7,8 @@ the one that answers and the one being evaluated can always be told apart. Calls
 attempts and failed calls are counted per role, and retries and failures per kind
 (:attr:`~combee_fast.schema.CallError.label`: ``429``, ``5xx``, ``timeout``, ``connection``,
 ``malformed``, ``schema_mismatch``, ``truncated``, ``replay_miss``...), in :class:`CallCounts`.
+Each row also holds its step's dollars per role (:mod:`combee_fast.run.dollars`) and calls in
+flight per role, requested and achieved (:mod:`combee_fast.run.concurrency`).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import msgspec
 
 from combee_fast.methods.base import StepResult
 from combee_fast.protocols.learning import EpisodeTrace
+from combee_fast.run.concurrency import RoleConcurrency
 from combee_fast.schema import CallError, Trajectory, Usage
 
 
@@ -68,6 +71,9 @@ class LedgerRow(msgspec.Struct, frozen=True):
     episode_failures: dict[str, int] = msgspec.field(default_factory=dict)  # kind -> failed episodes
     env_seconds: float = 0.0  # seconds its episodes spent in their environments (on the critical path too)
     env_seconds_per_episode: float = 0.0
+    dollars: dict[str, float | None] = msgspec.field(default_factory=dict)  # role -> dollars (None: no price; run/dollars.py)
+    concurrency: dict[str, RoleConcurrency] = msgspec.field(default_factory=dict)  # role -> calls in flight (run/concurrency.py)
+    # Measured like wall_seconds: two runs of one seed may differ in it.
 
 
 class CallCounts(msgspec.Struct):

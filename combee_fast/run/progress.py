@@ -4,7 +4,7 @@ On a terminal, :class:`Progress` draws a live bar (the ``rich`` library, its fie
 more lines in a narrow terminal, never cut): step k of about n, the
 budget spent (train samples for ACE, metric calls for GEPA: the run's :class:`Budget`), elapsed
 real time, the time left at the pace so far, the artifact's size in its own unit, the latest
-validation; elsewhere (a file, a pipe, CI) it prints one plain line per step with the same
+validation, the dollars so far (once a role has a price; ``+ unpriced`` while another has none); elsewhere (a file, a pipe, CI) it prints one plain line per step with the same
 fields. Real seconds (``elapsed``, ``eta``) and simulated seconds (``sim``: the critical path in
 the simulated endpoint's seconds, shown only when the run is on one) are labelled apart. A
 resumed run counts the steps and budget of its earlier sessions (``resumed``: their ledger rows).
@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import IO, Any, NamedTuple
 
+from combee_fast.run.dollars import add_dollars, money, total
 from combee_fast.run.events import Event, RunStopped, StepDone
 from combee_fast.run.ledger import LedgerRow
 
@@ -56,8 +57,10 @@ class Progress:
         self.started = time.monotonic()
         self.spent = 0.0
         self.steps = 0
+        self.dollars: dict[str, float | None] = {}  # per role so far (run/dollars.py)
         for row in resumed:  # a resumed run's steps done before: counted, not timed
             self.steps = row.step + 1
+            add_dollars(self.dollars, row.dollars)
             if budget is not None:
                 self.spent += budget.spent(row)
         self._spent_before = self.spent
@@ -100,6 +103,10 @@ class Progress:
             parts.append(val)
         if self.simulated():
             parts.append(f"sim {row.cumulative_sim_seconds:,.0f} s")
+        if any(d is not None for d in self.dollars.values()):  # a run with no price at all says so at its end
+            spent = total(self.dollars)
+            parts.append(money(spent) if spent is not None else
+                         f"{money(total({r: d for r, d in self.dollars.items() if d is not None}))} + unpriced")
         return "  ".join(parts)
 
     def spent_text(self) -> str:
@@ -131,6 +138,7 @@ class Progress:
 
     def _step(self, row: LedgerRow) -> None:
         self.steps = row.step + 1
+        add_dollars(self.dollars, row.dollars)
         if self.budget is not None:
             self.spent += self.budget.spent(row)
         if not self.live:

@@ -3,7 +3,8 @@
 :class:`RunFacts` is a consumer of the run's :mod:`~combee_fast.run.events` (steps, versions,
 failed calls, the stop); :func:`run_report` turns it, the run's outcome and its provenance into
 Markdown: the result with its 95% interval, the cost (rollouts, tokens, GPU-seconds, calls per
-role, candidates explored and accepted, tokens per accepted improvement), what was learned, the learning curve (:func:`curve_png`, when the run validated more than
+role, candidates explored and accepted, tokens and dollars per accepted improvement, calls in
+flight per role requested and achieved, and a line for each role held below its cap), what was learned, the learning curve (:func:`curve_png`, when the run validated more than
 once) and where the run came from. :func:`eval_report` is the page of ``combee eval``. Nothing
 here reads or writes a file: the run directory writes the page and its plot.
 """
@@ -22,6 +23,7 @@ from combee_fast.config import HISTORY_KEPT
 from combee_fast.methods.base import EvalResult
 from combee_fast.native.bootstrap import MeanInterval, mean_interval
 from combee_fast.run.events import Event, RunStopped, StepDone, VersionApplied
+from combee_fast.run.dollars import money, total
 from combee_fast.run.improvements import improvement_line
 from combee_fast.run.ledger import CallCounts
 from combee_fast.run.provenance import Provenance
@@ -118,14 +120,26 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def calls_lines(counts: CallCounts) -> list[str]:
-    """Calls per role: made, failed (by kind), retried attempts."""
-    lines = ["| role | calls | failed | retried attempts |", "|---|---:|---|---:|"]
+def calls_lines(counts: CallCounts, result: Any = None) -> list[str]:
+    """Calls per role: made, failed (by kind), retried attempts; with a run's
+    :class:`~combee_fast.run.train.TrainResult` ``result``, also its dollars and its calls in
+    flight, requested and achieved (peak, time-weighted mean)."""
+    extra = result is not None
+    lines = ["| role | calls | failed | retried attempts |" + (" dollars | in flight: requested | peak | mean |"
+                                                             if extra else ""),
+             "|---|---:|---|---:|" + ("---:|---:|---:|---:|" if extra else "")]
+    dollars = result.summary.get("dollars_by_role", {}) if extra else {}
+    flight = result.concurrency if extra else {}
     for role in dict.fromkeys([*counts.calls, *counts.errors]):
         kinds = counts.errors.get(role, {})
         failures = ", ".join(f"{label} {n}" for label, n in sorted(kinds.items())) or "0"
-        lines.append(f"| {role} | {counts.calls.get(role, 0):,} | {failures} | "
-                     f"{sum(counts.retries.get(role, {}).values()):,} |")
+        line = f"| {role} | {counts.calls.get(role, 0):,} | {failures} | {sum(counts.retries.get(role, {}).values()):,} |"
+        if extra:
+            spent = money(dollars[role]) if role in dollars else "n/a"
+            seen = flight.get(role)
+            line += f" {spent} | " + (f"{seen['requested']:,} | {seen['peak']:,} | {seen['mean']:.1f} |" if seen
+                                      else "n/a | n/a | n/a |")
+        lines.append(line)
     return lines
 
 
@@ -159,12 +173,17 @@ def run_report(
     lines += ["", "## Cost", ""]
     if result is not None:
         gpu = "unknown (give --gpus)" if result.gpu_seconds is None else f"{result.gpu_seconds:,.1f}"
-        lines += ["| rollouts | LLM calls | tokens | GPU-seconds | training critical path (s) | training wall (s) |",
-                  "|---:|---:|---:|---:|---:|---:|",
-                  f"| {result.rollouts:,} | {result.calls:,} | {result.tokens:,} | {gpu} | "
-                  f"{result.train_sim_seconds:,.1f} | {result.train_wall_seconds:,.1f} |", "",
-                  improvement_line(result.summary), "",
-                  "Calls per role (training):", "", *calls_lines(counts)]
+        summary = result.summary
+        lines += ["| rollouts | LLM calls | tokens | dollars | GPU-seconds | training critical path (s) | "
+                  "training wall (s) |",
+                  "|---:|---:|---:|---:|---:|---:|---:|",
+                  f"| {result.rollouts:,} | {result.calls:,} | {result.tokens:,} | {money(summary.get('dollars'))} | "
+                  f"{gpu} | {result.train_sim_seconds:,.1f} | {result.train_wall_seconds:,.1f} |", "",
+                  improvement_line(summary), "",
+                  "Calls per role (training; dollars at each endpoint's price, `--price`; calls in flight: "
+                  "requested is the endpoint's cap, peak and time-weighted mean are measured):", "",
+                  *calls_lines(counts, result),
+                  *(f"\n**Below its cap:** {note}" for note in result.concurrency_notes)]
     else:
         lines += [f"{facts.steps} step(s) completed; calls per role (training) so far:", "", *calls_lines(counts)]
     lines += ["", "## What was learned", "",
@@ -180,10 +199,11 @@ def run_report(
 
 
 def eval_report(*, title: str, split: str, result: EvalResult, record: Provenance, seen: Mapping[str, int],
-                counts: CallCounts) -> str:
+                counts: CallCounts, dollars: Mapping[str, float | None]) -> str:
     """The Markdown of ``combee eval``'s page: the score with its interval, the rows of the
     evaluated split that the artifact's own run learned from or selected on (``seen``: split ->
-    shared rows, by content), the cost and the provenance."""
+    shared rows, by content), the cost (``dollars`` per role: :mod:`~combee_fast.run.dollars`)
+    and the provenance."""
     lines = [f"# {title}", "", "## Result", "",
              f"- Accuracy on `{split}` ({result.examples} examples, {result.answered} answered): "
              f"{percent_interval(answered_interval(result))}",
@@ -197,6 +217,9 @@ def eval_report(*, title: str, split: str, result: EvalResult, record: Provenanc
     else:
         lines += ["No row of this split was learned from or selected on by the run that made the artifact "
                   "(compared by content), as far as its `splits.json` tells.", ""]
-    lines += ["## Cost", "", f"Critical path {result.sim_seconds:,.1f} s.", "", *calls_lines(counts), ""]
+    spent = ", ".join(f"{role} {money(d) if d is not None else 'unpriced'}" for role, d in dollars.items()) \
+        if any(d is not None for d in dollars.values()) else ""
+    lines += ["## Cost", "", f"Critical path {result.sim_seconds:,.1f} s; dollars {money(total(dollars))}"
+              + (f" ({spent})" if spent else "") + ".", "", *calls_lines(counts), ""]
     lines += ["## Provenance", "", *provenance_lines(record), ""]
     return "\n".join(lines)

@@ -26,6 +26,8 @@ from combee_fast.config import HISTORY_KEPT
 from combee_fast.engine.rng import rng_at
 from combee_fast.methods.base import EvalResult
 from combee_fast.protocols.running import Ends
+from combee_fast.run.concurrency import ConcurrencyTotal, add_step
+from combee_fast.run.dollars import add_dollars
 from combee_fast.run.ledger import CallCounts, LedgerRow
 
 A = TypeVar("A")
@@ -63,6 +65,8 @@ class TrainState(Generic[A]):
     ``episodes``/``episodes_failed``/``env_seconds``: agent episodes run, failed, and their
     seconds in the environment. ``explored``/``accepted``: candidates the applies judged and
     those they kept, as the learner counts them (:mod:`combee_fast.run.improvements`).
+    ``dollars``: per role, what the steps' calls cost (None: no price, :mod:`combee_fast.run.dollars`);
+    ``concurrency``: per role, the steps' calls in flight (:mod:`combee_fast.run.concurrency`).
     ``plan_state``/``carried``: what the batch plan's :meth:`~combee_fast.protocols.BatchPlan.state`
     and the method's :meth:`~combee_fast.protocols.Method.carried` returned after the last step;
     ``calls_record``: ``calls.json`` as of the last checkpoint.
@@ -90,6 +94,8 @@ class TrainState(Generic[A]):
     env_seconds: float = 0.0
     explored: int = 0
     accepted: int = 0
+    dollars: dict[str, float | None] = field(default_factory=dict)
+    concurrency: dict[str, ConcurrencyTotal] = field(default_factory=dict)
     counts: CallCounts = field(default_factory=CallCounts)
     val_counts: CallCounts = field(default_factory=CallCounts)
     plan_state: Any = None
@@ -118,6 +124,8 @@ class TrainState(Generic[A]):
         self.episodes += row.episodes
         self.episodes_failed += sum(row.episode_failures.values())
         self.env_seconds += row.env_seconds
+        add_dollars(self.dollars, row.dollars)
+        add_step(self.concurrency, row.concurrency, batch_size=batch_size, calls=row.calls)
         self.counts.add_counts(step_counts)
         self.steps += 1
 

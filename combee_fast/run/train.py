@@ -36,7 +36,9 @@ from combee_fast.errors import CallsFailed, EndpointUnreachable
 from combee_fast.methods.base import EvalResult, StepResult
 from combee_fast.protocols.learning import Artifact, CompleteKind
 from combee_fast.protocols.running import BatchPlan, Method, StopRule
+from combee_fast.run.concurrency import Gauges, below_cap_lines, concurrency_summary
 from combee_fast.run.cost import GpuClock
+from combee_fast.run.dollars import Prices, dollar_summary, role_dollars
 from combee_fast.run.improvements import improvement_summary
 from combee_fast.run.events import Events, RunStopped, StepDone, VersionApplied
 from combee_fast.run.ledger import CallCounts, LedgerRow, ledger_row
@@ -60,7 +62,11 @@ class TrainResult(msgspec.Struct, frozen=True):
     SIGINT/SIGTERM before the end, resumable from its checkpoint; ``stopped_by``: the limit that
     ended the run early (None: its work was done); ``summary``: what the learner says of its
     artifact (:meth:`~combee_fast.protocols.CompleteKind.summary`) and what it cost per improvement
-    (:func:`~combee_fast.run.improvements.improvement_summary`). ``episodes``, ``episodes_failed``
+    (:func:`~combee_fast.run.improvements.improvement_summary`), in dollars too
+    (:func:`~combee_fast.run.dollars.dollar_summary`). ``concurrency``: its calls in flight per
+    role, requested and achieved, and ``concurrency_notes`` a line per role held below its cap
+    (:mod:`~combee_fast.run.concurrency`; measured, like the wall seconds, so two runs of one seed
+    may differ in them). ``episodes``, ``episodes_failed``
     and ``env_seconds``: the agent episodes of the learning steps and their environment seconds.
     """
 
@@ -88,6 +94,8 @@ class TrainResult(msgspec.Struct, frozen=True):
     episodes: int = 0
     episodes_failed: int = 0
     env_seconds: float = 0.0
+    concurrency: dict[str, dict[str, float]] = msgspec.field(default_factory=dict)
+    concurrency_notes: tuple[str, ...] = ()
 
 
 class Batch(msgspec.Struct, frozen=True):
@@ -155,7 +163,9 @@ class Training(Generic[A]):
     GPU-seconds of each step (None: unknown); ``events``: where the run's
     :mod:`~combee_fast.run.events` go (the run directory's record, :class:`~combee_fast.run.record.RunRecord`:
     ledger, errors, trajectories, is a critical consumer of them);
-    ``calls_now``: ``calls.json`` as of now, kept in each checkpoint.
+    ``calls_now``: ``calls.json`` as of now, kept in each checkpoint; ``prices``: each role's
+    price (:mod:`~combee_fast.run.dollars`; a role missing: unknown); ``gauges``: each role's
+    calls in flight (:mod:`~combee_fast.run.concurrency`; None: not measured).
     """
 
     def __init__(
@@ -163,9 +173,10 @@ class Training(Generic[A]):
         state: TrainState[A], *, seed: int, rules: Sequence[StopRule], validate: Validate | None,
         eval_every: int | None = 0, run_dir: RunDir | None = None, gpu_clock: GpuClock | None = None,
         events: Events | None = None, resumed: bool = False, calls_now: Callable[[], CallsRecord] | None = None,
-        budget: Budget | None = None,
+        budget: Budget | None = None, prices: Prices | None = None, gauges: Gauges | None = None,
     ) -> None:
         self.kind, self.method, self.plan, self.items, self.state = kind, method, plan, items, state
+        self.prices, self.gauges = prices or {}, gauges
         self.seed, self.calls_now = seed, calls_now
         self.rules = [rule for rule in rules if rule.ends != "failure"]
         self.failure_rules = [rule for rule in rules if rule.ends == "failure"]
@@ -191,6 +202,8 @@ class Training(Generic[A]):
     def clock_in(self, items: tuple[Any, ...], reason: str, epoch: int) -> Batch:
         """A step of ``items`` begins now."""
         gpu = self.gpu_clock.read(self.state.wall_seconds) if self.gpu_clock is not None else 0.0
+        if self.gauges is not None:
+            self.gauges.open_window()
         return Batch(items, reason, epoch, time.perf_counter(), gpu)
 
     def next_batch(self) -> Batch | None:
@@ -217,6 +230,9 @@ class Training(Generic[A]):
                          state.sim_seconds + result.sim_seconds, rollout_role=self.kind.rollout_role)
         if self.gpu_clock is not None:
             row = msgspec.structs.replace(row, gpu_seconds=self.gpu_clock.read(state.wall_seconds + wall) - batch.gpu_before)
+        row = msgspec.structs.replace(
+            row, dollars=role_dollars(self.prices, row.prompt_tokens, row.completion_tokens),
+            concurrency=self.gauges.read() if self.gauges is not None else {})
         state.add_step(row, batch_size=len(batch.items), wall_seconds=wall)
         state.add_improvements(self.kind.improvements(report) for report in result.reports)
         state.artifact, state.validated = result.artifact, None
@@ -257,7 +273,10 @@ class Training(Generic[A]):
             val_counts=state.val_counts, steps=state.steps, interrupted=state.stop_ends == "interrupt",
             stopped_by=state.stopping if state.stop_ends == "limit" else None,
             summary={**self.kind.summary(state.artifact),
-                     **improvement_summary(state.tokens, state.explored, state.accepted)},
+                     **improvement_summary(state.tokens, state.explored, state.accepted),
+                     **dollar_summary(state.dollars, state.accepted)},
+            concurrency=concurrency_summary(state.concurrency),
+            concurrency_notes=tuple(below_cap_lines(state.concurrency, self.gauges)),
             episodes=state.episodes, episodes_failed=state.episodes_failed, env_seconds=state.env_seconds,
         )
 

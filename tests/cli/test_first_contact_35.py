@@ -152,12 +152,13 @@ def test_a_learn_run_ends_with_a_human_summary_naming_score_cost_and_files(tmp_p
                    "--time-scale", "0.0001", "--out", str(out))
     assert done.returncode == 0, done.stderr
     summary = _summary(done)
-    tail = done.stderr.strip().splitlines()[-6:]
+    tail = done.stderr.strip().splitlines()[-7:]
     assert tail[0].startswith("Run finished in ") and f"{summary['tokens']:,} tokens" in tail[0]
     assert f"{summary['calls']:,} calls" in tail[0]
-    assert tail[1] == f"  best validation on selection[0:20]: {100 * summary['best_val_accuracy']:.1f}%"
-    assert "% CI " in tail[2] and "(20 of 20 examples answered)" in tail[2]
-    for line, name in zip(tail[3:], ("prompt.txt", "best.json", "report.md")):
+    assert tail[1].startswith("  cost: unknown (no price); give each endpoint's price: --price")  # docs/cost.md
+    assert tail[2] == f"  best validation on selection[0:20]: {100 * summary['best_val_accuracy']:.1f}%"
+    assert "% CI " in tail[3] and "(20 of 20 examples answered)" in tail[3]
+    for line, name in zip(tail[4:], ("prompt.txt", "best.json", "report.md")):
         shown = line.split()[1]
         assert shown == str(out / name) and Path(shown).is_file()
     quiet = _combee("learn", "--train-split", "train[0:20]", "--val-split", "selection[0:10]", "--batch-size", "20",

@@ -1,4 +1,5 @@
-"""GPU-seconds and rollouts per ledger row: the simulated server's busy time, or wall time x GPUs."""
+"""GPU-seconds and rollouts per ledger row: the simulated server's busy time, or wall time x GPUs; dollars
+shown, never a pretended zero."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import pytest
 from combee_fast.config import EndpointSpec, SessionConfig, SimConfig, TaskConfig
 from combee_fast.run.batch_plans import FixedBatch
 from combee_fast.run.cost import GpuClock
+from combee_fast.run.dollars import UNKNOWN, Price, add_dollars, money, total
 from combee_fast.session import open_session
 from combee_fast.sim.world import TaskWorld
 from combee_fast.tasks.registry import get_task
@@ -54,3 +56,14 @@ async def test_a_real_endpoint_costs_wall_time_times_declared_gpus_or_is_unknown
     assert unknown.rollouts > 0
     assert declared.gpu_seconds == pytest.approx(2 * declared.train_wall_seconds)
     assert all(row.gpu_seconds > 0 for row in declared.ledger)
+
+
+def test_money_is_never_a_pretended_zero() -> None:
+    assert [money(d) for d in (None, 0.0, 1234.5, 0.41249, 0.000042, 1e-9)] == \
+        [UNKNOWN, "$0.00", "$1,234.50", "$0.4125", "$0.000042", "<$0.000001"]
+    assert Price(3.0, 15.0).dollars(1_000_000, 100_000) == 4.5
+    spent: dict[str, float | None] = {}
+    add_dollars(spent, {"generator": 1.0, "reflector": None})
+    add_dollars(spent, {"generator": 0.5, "reflector": 2.0})
+    assert spent == {"generator": 1.5, "reflector": None} and total(spent) is None
+    assert total({"generator": 1.5}) == 1.5
