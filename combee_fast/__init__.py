@@ -13,6 +13,10 @@ package stays cheap and compiles nothing: Numba kernels compile on first call or
     OnlineLearner, ThreadedLearner, ProcessLearner   embedded online learners
     Release, ReleaseConfig                 which versions serve requests, and the release policy
     CombeeError, ConfigError, ...          every error (combee_fast.errors)
+
+An environment of your own (``--env``) takes its names from :mod:`combee_fast.environments`
+(``Environment``, ``Score``, ``SetupFile``, ``Sandboxes``, ``SandboxSession``...;
+``docs/environments.md``).
 """
 
 from __future__ import annotations

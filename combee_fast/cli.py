@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import re
-import shlex
 import sys
 import time
 from collections.abc import Sequence
@@ -170,6 +169,7 @@ async def _learn_in(session: Any, run_dir: Any, args: argparse.Namespace, config
                     usage: Any, gpus: Any, stops: tuple[Any, ...]) -> int:
     """The run of ``_learn`` in its open session and run directory: its events, its summary."""
     from combee_fast.run.interrupt import StopRequest
+    from combee_fast.run.summary import failed_summary, shown_at
 
     _notify_waits(session, args.quiet)
     interrupt = StopRequest()
@@ -179,13 +179,12 @@ async def _learn_in(session: Any, run_dir: Any, args: argparse.Namespace, config
     try:
         result = await session.train(run_dir=run_dir, usage=usage, gpus=gpus, interrupt=interrupt, stops=stops,
                                      events=events)
-        code = _finish(result, run_dir, _shown(out, run_dir), interrupt, val_split=config.task.val_split,
+        code = _finish(result, run_dir, shown_at(out, run_dir), interrupt, val_split=config.task.val_split,
                        quiet=args.quiet, reruns=reruns.count)
         failed = False
     except CombeeError as exc:
         if run_dir.started:  # a retry's refusal then names this run as a failed one
-            run_dir.write_summary({"failed": scrub(str(exc)), "exit_code": exc.exit_code,
-                                   "run_dir": _shown(out, run_dir)})
+            run_dir.write_summary(failed_summary(exc, shown_at(out, run_dir)))
         raise
     finally:
         interrupt.uninstall()
@@ -195,11 +194,6 @@ async def _learn_in(session: Any, run_dir: Any, args: argparse.Namespace, config
             tracker.finish(run_dir.root if run_dir.started else None, failed=failed)
         run_dir.close()
     return code
-
-
-def _shown(out: str, run_dir: Any) -> str:
-    """Where the run's files are, as the user named it when it is there."""
-    return out if run_dir.location == Path(out) else str(run_dir.location)
 
 
 def _tracker(config: Any, *, name: str) -> Any:
@@ -214,33 +208,21 @@ def _tracker(config: Any, *, name: str) -> Any:
 
 
 def _run_events(session: Any, args: argparse.Namespace, tracker: Any,
-                resumed: Sequence[Any] = ()) -> tuple[Any, _Reruns]:
+                resumed: Sequence[Any] = ()) -> tuple[Any, Any]:
     """The run's event hub with what the command line asked to see or record: the progress (not
     with ``--quiet``; counting the ``resumed`` ledger rows of a resumed run's earlier sessions)
     and the MLflow logger ``tracker`` (if any: it is finished once the run's files are written);
     and the count of episodes re-run, for the summary."""
     from combee_fast.run.events import Events
+    from combee_fast.run.summary import RerunCount
 
-    reruns = _Reruns()
+    reruns = RerunCount()
     events = Events(reruns)
     if not args.quiet:
         events.subscribe(session.progress(resumed=resumed))
     if tracker is not None:
         events.subscribe(tracker)
     return events, reruns
-
-
-class _Reruns:
-    """Counts the episodes sent again after their worker was lost (``EpisodeRerun`` events)."""
-
-    def __init__(self) -> None:
-        self.count = 0
-
-    def __call__(self, event: Any) -> None:
-        from combee_fast.run.events import EpisodeRerun
-
-        if isinstance(event, EpisodeRerun):
-            self.count += 1
 
 
 async def _resume(args: argparse.Namespace) -> int:
@@ -300,33 +282,10 @@ def _finish(result: Any, run_dir: Any, out: str, interrupt: Any, *, val_split: s
     """Write ``summary.json`` (marked interrupted, with the resume command, when stopped by a
     signal), print it, and (not ``quiet``) the human summary on stderr; the exit code.
     ``reruns``: episodes sent again after their worker was lost."""
-    summary = {
-        "learner": result.learner, "method": result.method, "samples": result.samples, "calls": result.calls,
-        "tokens": result.tokens, "rollouts": result.rollouts,
-        "gpu_seconds": None if result.gpu_seconds is None else round(result.gpu_seconds, 3),
-        "train_sim_seconds": round(result.train_sim_seconds, 3),
-        "train_wall_seconds": round(result.train_wall_seconds, 3),
-        "final_val_accuracy": None if result.final_eval is None else result.final_eval.accuracy,
-        "best_val_accuracy": result.best_val_accuracy, **result.summary,
-        "concurrency": result.concurrency, "concurrency_notes": list(result.concurrency_notes),
-        "run_dir": out,
-        "final_val_answered": None if result.final_eval is None else result.final_eval.answered,
-        "final_val_unanswered": None if result.final_eval is None else result.final_eval.unanswered,
-        "accounting": {"train": msgspec.to_builtins(result.counts),
-                       "validation": msgspec.to_builtins(result.val_counts)},
-    }
-    if result.episodes:
-        summary.update(episodes=result.episodes, episodes_failed=result.episodes_failed,
-                       env_seconds=round(result.env_seconds, 3),
-                       env_seconds_per_episode=round(result.env_seconds / result.episodes, 4),
-                       episodes_rerun=reruns)
-    if resumed_from is not None:
-        summary["resumed_from_step"] = resumed_from
-    if result.interrupted:
-        command = f"combee learn --resume {shlex.quote(out)}"
-        summary.update(interrupted=interrupt.requested, steps_completed=result.steps, resume_command=command)
+    from combee_fast.run.summary import resume_command, run_summary
+
+    summary = run_summary(result, out, interrupted_by=interrupt.requested, reruns=reruns, resumed_from=resumed_from)
     if result.stopped_by is not None:
-        summary["stopped_by"] = result.stopped_by
         print(f"combee learn: stopped early: {result.stopped_by}", file=sys.stderr)
     run_dir.write_summary(summary)
     print(msgspec.json.encode(summary).decode())
@@ -336,7 +295,8 @@ def _finish(result: Any, run_dir: Any, out: str, interrupt: Any, *, val_split: s
         print("\n".join(closing_lines(result, summary, out, val_split=val_split)), file=sys.stderr)
     if result.interrupted:
         print(f"combee learn: interrupted by {interrupt.requested} after step {result.steps}; "
-              f"the artifact so far is in {Path(out) / 'final.json'}; resume with: {command}", file=sys.stderr)
+              f"the artifact so far is in {Path(out) / 'final.json'}; resume with: {resume_command(out)}",
+              file=sys.stderr)
         return EXIT_INTERRUPTED
     return EXIT_OK
 
@@ -347,6 +307,7 @@ async def _eval(args: argparse.Namespace) -> int:
     ``report.md``, ``prompt.txt``, provenance)."""
     from combee_fast.learners import kind_of_file
     from combee_fast.run.rundir import RunDir, check_run_target, read_split_manifests
+    from combee_fast.run.summary import shown_at
     from combee_fast.session import open_session
     from combee_fast.tasks.base import verify_split
 
@@ -370,7 +331,7 @@ async def _eval(args: argparse.Namespace) -> int:
             result, report = await _evaluated(session, config, run_dir, kind, deployable, args, seen)
         finally:
             run_dir.close()
-        out = _shown(out, run_dir)
+        out = shown_at(out, run_dir)
         if args.card:
             from combee_fast.verify.discipline import record_report
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import shlex
 import sys
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
@@ -24,7 +25,7 @@ import msgspec
 
 from combee_fast.config import AgentConfig, SessionConfig
 from combee_fast.endpoint.cache import CacheMode, ReplayCache
-from combee_fast.errors import CheckpointError, ConfigError
+from combee_fast.errors import CheckpointError, CombeeError, ConfigError
 from combee_fast.redact import scrub
 from combee_fast.kinds import Kind
 from combee_fast.learners import LEARNERS, Choice, resolve
@@ -52,6 +53,7 @@ from combee_fast.run.rundir import CURVE_FILE, RunDir
 from combee_fast.run.state import CallsRecord, TrainState
 from combee_fast.run.stops import (FailingCalls, FailingEpisodes, Interrupted, NoImprovement, NothingKept, ScoreThreshold,
                                    UnansweredValidation, WallClock)
+from combee_fast.run.summary import RerunCount, failed_summary, run_summary, shown_at
 from combee_fast.run.train import Training, TrainResult, train
 from combee_fast.run.usage import SplitUsage, append_usage, usage_entry
 from combee_fast.rollouts.attempts import EpisodeAttempts
@@ -223,6 +225,8 @@ class Session:
         *,
         method: str | Method[Any] | None = None,
         plan: BatchPlan | None = None,
+        out: str | os.PathLike[str] | None = None,
+        overwrite: bool = False,
         run_dir: RunDir | None = None,
         on_step: Callable[[LedgerRow], None] | None = None,
         artifact: Any = None,
@@ -236,6 +240,15 @@ class Session:
         the configured batch plan, ``artifact`` the learner's starting artifact. ``method`` may
         also be a :class:`~combee_fast.protocols.Method` built on this session (e.g. one of
         :meth:`method` wrapped to watch its steps).
+
+        With ``out`` (a folder; one holding a run is refused unless ``overwrite``), the run writes
+        the run folder ``combee learn --out`` writes, by the same code: everything ``run_dir``
+        below brings, then ``summary.json`` (:func:`~combee_fast.run.summary.run_summary`; a run
+        that raised a :class:`~combee_fast.errors.CombeeError` once started:
+        :func:`~combee_fast.run.summary.failed_summary`) and the local server's log; the folder is
+        closed when ``train`` returns. ``combee show``, ``combee compare`` and ``combee learn
+        --resume`` read it. ``out`` and ``run_dir`` (an open run directory, left open) exclude each
+        other.
 
         With ``run_dir``, ``config.json``, ``splits.json`` and ``capabilities.json`` are written
         and the run directory is moved into place (:meth:`RunDir.start`) before the first step;
@@ -270,6 +283,36 @@ class Session:
         if events is self.events:
             raise ValueError("Session.train(events=...): give the run a hub of its own; the session's hub "
                              "(Session.events) already reaches it while it trains")
+        if out is None:
+            return await self._train(method=method, plan=plan, run_dir=run_dir, on_step=on_step, artifact=artifact,
+                                     usage=usage, gpus=gpus, interrupt=interrupt, stops=stops, events=events)
+        if run_dir is not None:
+            raise ValueError("Session.train: give out= (a folder the run writes) or run_dir= (an open RunDir), "
+                             "not both")
+        folder = RunDir(out, overwrite=overwrite)
+        reruns = RerunCount()
+        events = events if events is not None else Events()
+        events.subscribe(reruns)
+        try:
+            result = await self._train(method=method, plan=plan, run_dir=folder, on_step=on_step, artifact=artifact,
+                                       usage=usage, gpus=gpus, interrupt=interrupt, stops=stops, events=events)
+            folder.write_summary(run_summary(result, shown_at(out, folder), reruns=reruns.count,
+                                             interrupted_by=interrupt.requested if interrupt is not None else None))
+            return result
+        except CombeeError as exc:
+            if folder.started:
+                folder.write_summary(failed_summary(exc, shown_at(out, folder)))
+            raise
+        finally:
+            if folder.started:
+                self.keep_local_log(folder)
+            folder.close()
+
+    async def _train(self, *, method: str | Method[Any] | None, plan: BatchPlan | None, run_dir: RunDir | None,
+                     on_step: Callable[[LedgerRow], None] | None, artifact: Any, usage: SplitUsage | None,
+                     gpus: int | None, interrupt: StopRequest | None, stops: Sequence[StopRule],
+                     events: Events | None) -> TrainResult:
+        """:meth:`train` into ``run_dir`` (None: no files), which stays open."""
         choice = self.resolve(method if isinstance(method, str) else None)
         built = method if method is not None and not isinstance(method, str) else \
             choice.kind.build_method(choice.method, self.context)

@@ -18,7 +18,7 @@ LAYERS = [
     {"engine", "native"},
     {"protocols"},
     {"endpoint", "playbook", "tasks", "sandbox", "mcp"},
-    {"roles"},
+    {"roles", "environments"},
     {"sim", "combee", "rollouts"},
     {"methods"},
     {"run"},

@@ -62,3 +62,23 @@ def test_every_public_exception_is_defined_in_errors() -> None:
     for path in sorted(package.rglob("*.py")):
         if path.parent.name != "endpoint":
             assert not any(name in path.read_text() for name in transport), f"{path} names a transport exception"
+
+
+ENVIRONMENT_NAMES = {
+    "CommandResult", "Environment", "EnvironmentTask", "Example", "Observation", "SandboxSession", "Sandboxes",
+    "Score", "SetupFile", "Tool", "ToolCall", "WorkState",
+}
+
+
+def test_what_an_environment_needs_is_one_public_module_and_each_name_is_documented() -> None:
+    """``--env``'s contract (docs/environments.md): every name an environment uses, from
+    ``combee_fast.environments``, each with a docstring (the reference the page points to)."""
+    import combee_fast.environments as environments
+
+    assert set(environments.__all__) == ENVIRONMENT_NAMES
+    for name in ENVIRONMENT_NAMES:
+        assert (getattr(environments, name).__doc__ or "").strip(), name
+    for method in (environments.SandboxSession.run, environments.SandboxSession.final_state,
+                   environments.SandboxSession.close, environments.Sandboxes.open, environments.Environment.check):
+        assert (method.__doc__ or "").strip(), method
+    assert "feedback" in (environments.Score.__doc__ or "") and "reward" in (environments.Score.__doc__ or "")

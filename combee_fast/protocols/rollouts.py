@@ -49,7 +49,8 @@ class Environment(Protocol):
         ...
 
     async def check(self) -> Score:
-        """The reward in [0, 1] of the final state, and the checker's feedback."""
+        """The grade of the final state: ``Score(value, feedback)``, ``value`` (the reward) in
+        [0, 1], ``feedback`` the text the learner reflects on beside the trajectory."""
         ...
 
     async def close(self) -> None: ...

@@ -13,7 +13,6 @@ server that does not enforce the schema.
 
 from __future__ import annotations
 
-import copy
 import re
 from collections.abc import Iterable
 from typing import Any
@@ -69,17 +68,23 @@ def id_schema(ids: Iterable[str], *, also: tuple[str, ...] = ()) -> dict[str, An
 def with_ids(schema: dict[str, Any], path: tuple[str, ...], ids: Iterable[str], *,
              also: tuple[str, ...] = ()) -> dict[str, Any]:
     """A copy of ``schema`` whose id string at ``path`` (property names; ``*`` for an array's
-    items) may only be one of ``ids``; an array of ids with nothing to cite gets ``maxItems`` 0."""
+    items) may only be one of ``ids``; an array of ids with nothing to cite gets ``maxItems`` 0.
+    Every object on ``path`` (and its ``properties``) is a new dict, the rest is shared with
+    ``schema``: change the copy only along ``path``."""
     ids = tuple(ids)
-    result = copy.deepcopy(schema)
+    result = dict(schema)
     node = result
     for key in path[:-1]:
-        node = node["items"] if key == "*" else node["properties"][key]
+        if key == "*":
+            node["items"] = node = dict(node["items"])
+        else:
+            node["properties"] = properties = dict(node["properties"])
+            properties[key] = node = dict(properties[key])
     last = path[-1]
     if last == "*":
         if not ids and not also:
             node["maxItems"] = 0
         node["items"] = id_schema(ids, also=also)
     else:
-        node["properties"][last] = id_schema(ids, also=also)
+        node["properties"] = {**node["properties"], last: id_schema(ids, also=also)}
     return result

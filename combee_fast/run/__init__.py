@@ -24,6 +24,7 @@
 - :mod:`.metrics`: a consumer serving an online learner's figures as a Prometheus endpoint.
 - :mod:`.progress`: the progress bar (or plain lines), a consumer of the events.
 - :mod:`.report`: the run's page, ``report.md``, from its events and result.
+- :mod:`.summary`: ``summary.json`` of a run that ended or failed (``combee learn`` and ``train(out=...)``).
 - :mod:`.closing`: the human summary ending a run on stderr (score, cost, where its files are).
 - :mod:`.provenance`: version, commit, host, command line, times, seed and splits of a run.
 - :mod:`.mlflow_log`: the MLflow logger, a consumer of the events (optional ``mlflow`` extra).

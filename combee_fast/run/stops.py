@@ -5,7 +5,9 @@ run there. What a stop means is the rule's ``ends`` (:data:`~combee_fast.protoco
 
 - ``"done"``: the work is done (:class:`EpochsDone`; GEPA's metric-call budget);
 - ``"limit"``: a limit was reached before the work was done, the run's ``stopped_by``
-  (:class:`NoImprovement`, :class:`ScoreThreshold`, :class:`WallClock`; a card's budget);
+  (:class:`NoImprovement`, :class:`ScoreThreshold`, :class:`WallClock`; a card's budget); as
+  after ``"done"``, work the method carries in flight is drained into the artifact first (its
+  calls were made: it is paid for), and no new item starts;
 - ``"interrupt"``: SIGINT or SIGTERM asked for a stop (:class:`Interrupted`); the run can be resumed;
 - ``"failure"``: the run failed; such a rule raises instead of answering, and is asked after
   the others (it sees their answer in ``state.stopping``): :class:`FailingCalls`,

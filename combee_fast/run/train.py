@@ -15,8 +15,10 @@ examples, and the best artifact is the one with the highest such accuracy.
 The stop rules (:mod:`combee_fast.run.stops`) are asked after every step and once before the
 first: the first that answers ends the run there, cleanly (a failure rule raises instead; the
 artifact learned so far is saved as ``final.json`` first). When the rule says the work is done
-(``ends = "done"``) and the method still carries work (an asynchronous method's proposals in
-flight), steps without items drain it first. A run stopped by a signal
+or a limit was reached (``ends`` ``"done"`` or ``"limit"``: a budget, the wall clock, no
+improvement) and the method still carries work (Combee's chains still retrying, an asynchronous
+method's proposals in flight: calls already made), steps without items drain it first, so a
+stop never discards work already paid for; no new item is started. A run stopped by a signal
 (``interrupt``) ends without validating and is marked ``interrupted``; one stopped by a limit
 says so in ``stopped_by``. With a run directory a checkpoint is written before the first step and
 after every completed one; a run resumed from one ends as it would have uninterrupted. A run
@@ -148,6 +150,10 @@ Validate = Callable[[Any], Awaitable[EvalResult]]
 
 
 
+DRAINED_ENDS = ("done", "limit")
+"""The ends of a run that first finish its carried work (a drain step: no new items). An
+interrupted run keeps it in its checkpoint instead, and a resume takes it up."""
+
 CURVE_POINTS = 4
 """Validations a run makes with ``train.eval_every`` unset (None): one each time it has spent
 another quarter of its budget, the last after its last step."""
@@ -208,10 +214,11 @@ class Training(Generic[A]):
 
     def next_batch(self) -> Batch | None:
         """The next step's batch; None once a stop rule ended the run (after its carried work is
-        drained, when the rule says the work is done)."""
+        drained, when the rule says the work is done or a limit, a budget included, was reached:
+        work in flight was paid for, and is folded in, never dropped)."""
         state = self.state
         if state.stopping is not None:
-            if state.stop_ends == "done" and self.method.pending():
+            if state.stop_ends in DRAINED_ENDS and self.method.pending():
                 return self.clock_in((), "drain", state.epoch)  # work in flight finishes before a clean stop
             return None
         if state.position >= self.order.n and not self.method.batches_span_epochs:

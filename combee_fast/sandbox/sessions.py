@@ -32,15 +32,27 @@ UIDS_PER_POOL = 256
 
 
 class SandboxSession(Protocol):
-    """One episode's sandbox (module docstring)."""
+    """One episode's sandbox (module docstring): a working directory that starts with the set-up
+    files, commands run there one at a time, then its final state, and always :meth:`close`."""
 
-    async def run(self, command: str, *, timeout_s: float) -> CommandResult: ...
-
-    async def final_state(self) -> WorkState:
-        """The working directory now; no command runs after it."""
+    async def run(self, command: str, *, timeout_s: float) -> CommandResult:
+        """Run ``command`` with ``/bin/sh -c`` in the working directory, killed (with everything it
+        started) after ``timeout_s`` wall seconds (an environment passes
+        :attr:`Sandboxes.step_timeout_s`). Never raises for the command's own failure: the result
+        has its exit status, its output (stdout and stderr together, cut to ``sandbox.output_kb``),
+        the bytes it wrote in all, its seconds, and ``kind``, the wall it hit (``timeout``,
+        ``process_limit``, ``network_denied``...; None: none). Files persist between commands."""
         ...
 
-    async def close(self) -> None: ...
+    async def final_state(self) -> WorkState:
+        """The working directory now (files, modes, folders, links; read safely); no command runs
+        after it."""
+        ...
+
+    async def close(self) -> None:
+        """End the session (isolated: the sandbox and everything in it is killed) and remove its
+        folders; a second close does nothing."""
+        ...
 
 
 def uid_span(open_at_once: int, config: SandboxConfig) -> int:

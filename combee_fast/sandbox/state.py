@@ -27,8 +27,10 @@ MAX_MEMBERS = 10_000
 
 
 class SetupFile(msgspec.Struct, frozen=True):
-    """One file a session starts with: ``path`` relative to the working directory, its bytes,
-    its permission bits, and how many seconds before the session's start it was last modified."""
+    """One file a session starts with (:meth:`~combee_fast.sandbox.sessions.Sandboxes.open`):
+    ``path`` relative to the working directory (folders are made as needed; an absolute path or
+    one with ``..`` is refused), its bytes, its permission bits (``0o755`` for a script), and how
+    many seconds before the session's start it was last modified (for tasks about file ages)."""
 
     path: str
     data: bytes

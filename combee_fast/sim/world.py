@@ -39,7 +39,6 @@ answers as they are:
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -167,19 +166,22 @@ FILLER = (
 )
 
 _BULLET = re.compile(r"^\[([^\]]+)\] helpful=\d+ harmful=\d+ :: (.*)$", re.MULTILINE)
-_LESSON_KEY = re.compile(r"^(.+?) — ")
-
-
-@functools.cache
-def _tag_pattern(name: str) -> re.Pattern[str]:
-    return re.compile(rf"<{name}>\n(.*?)\n?</{name}>", re.DOTALL)
 
 
 def tagged(text: str, name: str) -> str | None:
-    """What the first ``<name>`` block of ``text`` holds (the tags the role templates use); None
-    when it has none."""
-    match = _tag_pattern(name).search(text)
-    return match[1] if match else None
+    """What the first ``<name>`` block of ``text`` holds (the tags the role templates use): the
+    text after the first ``<name>`` line up to the first ``</name>`` after it, less one newline
+    before it; None when it has none. (As the regular expression ``<name>\\n(.*?)\\n?</name>``
+    under DOTALL would find it, by two searches.)"""
+    opening = f"<{name}>\n"
+    start = text.find(opening)
+    if start < 0:
+        return None
+    start += len(opening)
+    end = text.find(f"</{name}>", start)
+    if end < 0:
+        return None
+    return text[start:end - 1] if end > start and text[end - 1] == "\n" else text[start:end]
 
 
 def uniform(*parts: object) -> float:
@@ -218,9 +220,10 @@ def noise_lesson(index: int) -> str:
 
 
 def lesson_unit(text: str) -> str | None:
-    """The unit a lesson or bullet is about ("General" for generic ones); None if neither."""
-    match = _LESSON_KEY.match(text)
-    return match[1] if match else None
+    """The unit a lesson or bullet is about ("General" for generic ones): the text of its first
+    line before the first " — " (at least one character); None if neither."""
+    end = text.find(" — ", 1)
+    return None if end < 0 or "\n" in text[:end] else text[:end]
 
 
 def lesson_key(text: str) -> str | None:

@@ -18,7 +18,13 @@ from combee_fast.schema import Example
 
 
 class Score(msgspec.Struct, frozen=True):
-    """A graded answer: ``value`` in [0, 1] (1.0 = correct) and what a grader would say about it."""
+    """A grade: ``value`` in [0, 1] (1.0 = correct; anything less counts as not solved, a share
+    of it as partial credit in the mean) and ``feedback``, what a grader would say about it. A
+    task's :meth:`~combee_fast.protocols.tasks.Task.score` grades an answer with it, an
+    environment's :meth:`~combee_fast.protocols.rollouts.Environment.check` an episode's final
+    state. The learner reads ``feedback`` beside the attempt (ACE's reflector, GEPA's proposer,
+    TextGrad's loss): say what is wrong without giving the answer away. (This is the "reward" of
+    the docs; a ``value`` that is not a finite number fails the episode.)"""
 
     value: float
     feedback: str

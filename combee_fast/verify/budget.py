@@ -1,5 +1,7 @@
-"""The card's budget, enforced: a run stops cleanly after the step that spends one of its limits,
-and says which limit bound.
+"""The card's budget, enforced: a run starts no new item after the step that spends one of its
+limits, and says which limit bound. Work in flight then (chains carried into the next step,
+proposals in flight) was paid for: it is drained into the artifact, not dropped
+(:mod:`combee_fast.run.train`), so the totals may pass a limit by what that work still spends.
 
 :class:`BudgetGuard` is a :class:`~combee_fast.protocols.StopRule` (``stops`` of
 :meth:`combee_fast.session.Session.train`): it reads the run's running totals of rollouts,
