@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import msgspec
@@ -42,3 +43,7 @@ class ChatResult(msgspec.Struct, frozen=True, kw_only=True):
     error: CallError | None = None
     finish_reason: str | None = None
     tool_calls: tuple[ToolCall, ...] = ()
+
+
+ChatCall = Callable[[ChatRequest], Awaitable[ChatResult]]
+"""One model call through the engine's client (it accounts the call to its request's role)."""

@@ -34,7 +34,9 @@ class Environment(Protocol):
     An environment that calls a model itself (a task's user simulator) may have
     ``use_chat(chat_call, seed)``: called before :meth:`reset` with the engine's chat call (each
     request made as a role its task declares, ``Task.roles``, so it is accounted as that role's)
-    and the episode's seed."""
+    and the episode's seed. The seconds a step or :meth:`reset` waits on those calls are not
+    charged to the step's limit: each call is bounded by its endpoint's own timeout
+    (:mod:`combee_fast.rollouts.step_limit`)."""
 
     def tools(self) -> Sequence[Tool]:
         """The actions it takes (each a tool with a JSON-Schema object of arguments)."""

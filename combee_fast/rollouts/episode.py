@@ -12,7 +12,9 @@ in every backend:
 2. the agent runs on an :class:`EpisodeRun` (the engine's side of
    :class:`~combee_fast.protocols.AgentEpisode`): every model call goes through ``chat_call`` (the
    engine's generator client, so it is accounted as every call), every action through the
-   environment within the step's limit, each recorded as a :class:`~combee_fast.schema.Step`;
+   environment within the step's limit (less the seconds the environment waits on its own model
+   calls, a task's user simulator: :mod:`.step_limit`), each recorded as a
+   :class:`~combee_fast.schema.Step`;
 3. the final state is checked (or the answer scored by the task), all within the episode's
    wall-clock limit, and the environment is released whatever happened.
 
@@ -33,24 +35,23 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import msgspec
 
-from combee_fast.endpoint.calls import ChatRequest, ChatResult
+from combee_fast.endpoint.calls import ChatCall, ChatRequest, ChatResult
 from combee_fast.errors import EpisodeOver
 from combee_fast.engine.rng import derive_seed
 from combee_fast.protocols.rollouts import Agent, Environment
 from combee_fast.protocols.tasks import Task
 from combee_fast.rollouts.contained import being_cancelled, described, run_agent
+from combee_fast.rollouts.step_limit import StepLimit
 from combee_fast.sandbox.bwrap import GRACE_S
 from combee_fast.schema import (CallError, EpisodeError, Example, Message, Observation, Step, Tool, ToolCall, Trajectory,
                                 Usage)
 
-ChatCall = Callable[[ChatRequest], Awaitable[ChatResult]]
-"""One generator call through the engine's client."""
 
 FINISH_ACTION = "finish"
 """The action a step records when the agent ended the episode on it."""
@@ -163,6 +164,7 @@ class EpisodeRun:
         self.context_length = facts.context_length
         self.tool_calls = facts.tool_calls
         self._chat_call = chat_call
+        self.step_limit = StepLimit(chat_call)  # the environment's own model calls go through it
         self._facts = facts
         self._limits = limits
         self._environment: Environment | None = None
@@ -223,8 +225,8 @@ class EpisodeRun:
             observation = Observation("there is no environment to act in", "bad_action")
         else:
             try:
-                observation = await asyncio.wait_for(self._environment.step(action),
-                                                     self._limits.step_timeout_s + STEP_GRACE_S)
+                async with self.step_limit.within(self._limits.step_timeout_s + STEP_GRACE_S):
+                    observation = await self._environment.step(action)
             except TimeoutError:
                 observation = Observation(f"the step took longer than {self._limits.step_timeout_s:g} s and was "
                                           "given up on", "step_timeout")
@@ -339,8 +341,9 @@ async def run_episode(runtime: Runtime, episode: Episode, chat_call: ChatCall) -
                 environment = await runtime.pool.acquire()
                 connect = getattr(environment, "use_chat", None)
                 if callable(connect):  # an environment that calls a model (a task's user): through the engine
-                    connect(chat_call, episode.seed)
-                first = await asyncio.wait_for(environment.reset(episode.example), limits.step_timeout_s + STEP_GRACE_S)
+                    connect(run.step_limit, episode.seed)
+                async with run.step_limit.within(limits.step_timeout_s + STEP_GRACE_S):
+                    first = await environment.reset(episode.example)
                 if not isinstance(first, str):
                     raise _EnvironmentBroken(f"reset() returned {type(first).__name__}, not text")
                 run.bind(environment, first)

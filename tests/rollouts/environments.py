@@ -5,6 +5,8 @@ factory takes the run's sandboxes, as every environment factory does).
   opened and closed in all (:data:`LIVE`).
 - ``stuck``: its ``step`` never returns.
 - ``broken``: its ``reset`` raises.
+- ``consulting``: its ``step`` asks its own model (``use_chat``) again and again for longer than
+  :data:`CONSULTING_S` before it answers, as a user simulator on a slow model does.
 - ``wordy``: its ``check`` returns a string; ``nan_scoring``: a reward of NaN; ``closing_badly``:
   its ``close`` raises; ``stepping_badly``: its ``step`` raises.
 """
@@ -12,9 +14,12 @@ factory takes the run's sandboxes, as every environment factory does).
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import Counter
 
-from combee_fast.schema import Example, Observation, Tool, ToolCall
+
+from combee_fast.endpoint.calls import ChatCall, ChatRequest
+from combee_fast.schema import Example, Message, Observation, Tool, ToolCall
 from combee_fast.tasks.base import Score
 
 LIVE: Counter[str] = Counter()
@@ -55,6 +60,21 @@ class Stuck(Counting):
         raise AssertionError("unreachable")
 
 
+CONSULTING_S = 8.0
+"""How long a ``consulting`` step waits on its own model: past the step limit and its grace."""
+
+
+class Consulting(Counting):
+    def use_chat(self, chat_call: ChatCall, seed: int) -> None:
+        self.chat_call = chat_call
+
+    async def step(self, action: ToolCall) -> Observation:
+        started = time.perf_counter()
+        while time.perf_counter() - started < CONSULTING_S:
+            await self.chat_call(ChatRequest("generator", (Message("user", "What now?"),), max_tokens=8))
+        return await super().step(action)
+
+
 class Broken(Counting):
     async def reset(self, task: Example) -> str:
         raise OSError("this environment cannot start")
@@ -66,6 +86,10 @@ def counting(sandboxes: object) -> Counting:
 
 def stuck(sandboxes: object) -> Stuck:
     return Stuck()
+
+
+def consulting(sandboxes: object) -> Consulting:
+    return Consulting()
 
 
 def broken(sandboxes: object) -> Broken:

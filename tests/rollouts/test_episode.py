@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import time
 
+import msgspec
 import pytest
 
 from combee_fast.config import (AgentConfig, ExecutorConfig, FaultConfig, MapConfig, SessionConfig, SimConfig,
@@ -69,6 +70,18 @@ async def test_a_step_past_its_limit_is_given_up_on() -> None:
     rollouts = await _episodes(_config("talker", "stuck", step_timeout_s=0.1), 2)
     assert {r.trajectory.error.kind for r in rollouts} == {"step_timeout"}  # type: ignore[union-attr]
     assert environments.LIVE["open"] == 0
+
+
+@pytest.mark.slow
+async def test_a_step_waiting_on_the_environments_own_model_is_not_charged_for_it() -> None:
+    """A user simulator on a slow model answers within its calls' own timeouts, not the step's."""
+    config = _config("talker", "consulting", step_timeout_s=0.1)
+    config = msgspec.structs.replace(config, sim=SimConfig(preset="flat", time_scale=1.0))
+    started = time.perf_counter()
+    rollouts = await _episodes(config, 1)
+    assert time.perf_counter() - started > environments.CONSULTING_S  # past the step's limit and grace
+    trajectory = rollouts[0].trajectory
+    assert trajectory is not None and trajectory.error is None and rollouts[0].score == 1.0, trajectory
 
 
 async def test_an_episode_past_its_limit_ends_as_episode_timeout() -> None:

@@ -15,11 +15,10 @@ in the step's environment seconds (:attr:`ModelCustomer.usages`). A call that fa
 from __future__ import annotations
 
 import string
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from combee_fast.endpoint.calls import ChatRequest, ChatResult
+from combee_fast.endpoint.calls import ChatCall, ChatRequest
 from combee_fast.engine.rng import derive_seed
 from combee_fast.errors import CustomerFailed
 from combee_fast.schema import Message, Usage
@@ -38,9 +37,6 @@ GREETING = "Hi! How can I help you today?"
 """The agent's first words, as tau2 opens every conversation."""
 
 MAX_REPLY_CHARS = 2000
-
-ChatCall = Callable[[ChatRequest], Awaitable[ChatResult]]
-
 
 def scenario_block(task: Tau2Task) -> str:
     """The task's ``user_scenario`` as the customer's prompt shows it."""
