@@ -9,6 +9,8 @@ real MCP server processes:
   run on the ``local`` executor learns, call for call; no server process outlives the run.
 - a hostile MCP server (hangs, floods, malformed JSON-RPC, exits mid-call) fails only its own
   episode with its own error kind, the run goes on, no server process outlives it.
+- a node killed while its servers run: the episodes it ran run again on the other node, and the
+  servers it had started do not outlive the run.
 
 The driver and the nodes run with this checkout first on ``PYTHONPATH``, so the actors import the
 code under test.
@@ -85,6 +87,38 @@ def cluster() -> Iterator[LocalRayCluster]:
     assert not started.leftovers()
 
 
+def _watched(cluster: LocalRayCluster, out: Path, *, kill: int | None = None) -> dict[int, int]:
+    """Run tau2-retail on ``cluster`` (two actors) into ``out``, watching the domain's MCP servers
+    (pid -> the session of the process that started them) while it runs; with ``kill``, node
+    ``kill`` is killed as soon as one of its servers runs. The servers seen; the run must
+    succeed, none of the servers may outlive it."""
+    before = set(_servers(SERVER_MODULE))  # other runs' servers on this machine
+    seen: dict[int, int] = {}
+    run = subprocess.Popen(_learn(*TAU2, "--executor", "ray", "--ray-address", cluster.address, "--ray-actors", "2",
+                                  "--out", str(out)),
+                           cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=ENV,
+                           start_new_session=True)
+    try:
+        deadline = time.monotonic() + 300
+        while run.poll() is None and time.monotonic() < deadline:
+            running = {pid: sid for pid, sid in _servers(SERVER_MODULE).items() if pid not in before}
+            seen = running | seen  # the session first seen: an orphan's parent would be another
+            if kill is not None and cluster.nodes[kill].pid in running.values():
+                cluster.kill_node(kill)
+                kill = None
+            time.sleep(0.05)
+        stderr = run.communicate(timeout=30)[1]
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+    assert run.returncode == 0, stderr
+    assert kill is None  # the node was killed mid-run, when asked
+    mine = {pid: sid for pid, sid in seen.items() if sid in {node.pid for node in cluster.nodes} | {run.pid}}
+    assert mine and not set(_servers(SERVER_MODULE)) & set(mine)  # none outlives the run
+    return mine
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(400)
 @needs_ray
@@ -94,28 +128,10 @@ def test_tau2_retail_on_ray_runs_its_servers_on_the_nodes_and_counts_the_custome
                            capture_output=True, text=True, timeout=300, env=ENV)
     assert local.returncode == 0, local.stderr
     out = tmp_path / "ray"
+    servers = _watched(cluster, out)
     nodes = {node.pid for node in cluster.nodes}  # each node's session id (LocalRayCluster)
-    before = set(_servers(SERVER_MODULE))  # other runs' servers on this machine
-    seen: dict[int, int] = {}
-    run = subprocess.Popen(_learn(*TAU2, "--executor", "ray", "--ray-address", cluster.address, "--ray-actors", "2",
-                                  "--out", str(out)),
-                           cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV,
-                           start_new_session=True)
-    try:
-        deadline = time.monotonic() + 300
-        while run.poll() is None and time.monotonic() < deadline:
-            seen |= {pid: sid for pid, sid in _servers(SERVER_MODULE).items() if pid not in before}
-            time.sleep(0.05)
-        stdout, stderr = run.communicate(timeout=30)
-    finally:
-        if run.poll() is None:
-            run.kill()
-            run.wait()
-    assert run.returncode == 0, stderr
-    mine = {pid: sid for pid, sid in seen.items() if sid in nodes | {run.pid}}
-    assert mine and set(mine.values()) == nodes, seen  # started on both nodes, none by the driver
-    assert not set(_servers(SERVER_MODULE)) & set(mine)  # none outlives the run
-    summary = json.loads(stdout.strip().splitlines()[-1])
+    assert set(servers.values()) == nodes, servers  # started on both nodes, none by the driver
+    summary = json.loads((out / "summary.json").read_text())
     assert summary["episodes"] >= 8 and summary["episodes_failed"] == 0 and summary["episodes_rerun"] == 0
     calls = json.loads((out / "calls.json").read_text())
     assert calls["user"] >= summary["episodes"]  # the customer opens every conversation
@@ -152,3 +168,16 @@ def test_each_hostile_server_fails_only_its_episode_on_ray(tmp_path: Path, clust
     summary = json.loads((run / "summary.json").read_text())
     assert summary["episodes_failed"] == len(MISBEHAVIOURS) and summary["episodes_rerun"] == 0
     assert _tagged(tag) == []
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(400)
+@needs_ray
+def test_a_node_killed_mid_episode_leaves_no_server_and_its_episodes_run_again(
+        tmp_path: Path, cluster: LocalRayCluster) -> None:
+    """Last of the module: it kills the shared cluster's second node. The servers of the episodes
+    cut short exit with their actor (their input closes); the episodes run again on the other node."""
+    servers = _watched(cluster, tmp_path / "ray", kill=1)
+    assert cluster.nodes[1].pid in servers.values()
+    summary = json.loads((tmp_path / "ray" / "summary.json").read_text())
+    assert summary["episodes_rerun"] >= 1 and summary["episodes_failed"] == 0 and summary["episodes"] >= 8
