@@ -4,8 +4,10 @@ Every call an agent makes is a call of the learner's serving role (ACE's generat
 solver, TextGrad's forward pass) through the session's role calls (its client's concurrency cap,
 retries, replay cache, accounting in ``calls.json``, failures in ``errors.jsonl``), wherever the
 agent runs: the local backend calls it directly, the process backend's workers send their
-requests to the parent, which calls it; the ray backend's actors call the endpoints with clients
-of their own and the outcome of each call is counted here afterwards (:meth:`AgentChat.note`).
+requests to the parent, which calls it; the ray backend's actors send them with an
+:class:`AgentChat` of their own over clients of their own (:meth:`AgentChat.send`, not accounted
+there) and the outcome of each call, with its role, is counted here afterwards
+(:meth:`~combee_fast.roles.calls.RoleCalls.note`).
 :meth:`AgentChat.facts` is what the agents need to know of that endpoint, found once (the
 tool-calling probe only when asked for). A call of another role (one a task's environment makes:
 the tau2 tasks' ``user``) is sent with that role's own sampling, and counted as that role's.
@@ -21,7 +23,6 @@ from combee_fast.endpoint.calls import ChatRequest, ChatResult
 from combee_fast.roles.calls import RoleCalls
 from combee_fast.roles.clients import RoleClients
 from combee_fast.rollouts.episode import ChatFacts
-from combee_fast.schema import CallError
 
 
 class AgentChat:
@@ -36,17 +37,19 @@ class AgentChat:
         self._lock = asyncio.Lock()
 
     async def __call__(self, request: ChatRequest) -> ChatResult:
+        """``request`` sent (:meth:`send`) and counted as its role's call."""
+        result = await self.send(request)
+        self.calls.note(request.role, result.error, result.text)
+        return result
+
+    async def send(self, request: ChatRequest) -> ChatResult:
+        """``request`` through its role's client (the serving role's, or the role an environment
+        calls, with that role's own sampling), not accounted."""
         if request.role != self.role:  # a role the environment calls (a task's user): its own sampling
             temperature, max_tokens, extra = self.calls.sampling_of(request.role)
             request = msgspec.structs.replace(request, temperature=temperature, max_tokens=max_tokens,
                                               extra_body=extra)
-        result = await self.calls.send(request)
-        self.calls.note(request.role, result.error, result.text)
-        return result
-
-    def note(self, error: CallError | None, text: str | None) -> None:
-        """Count one call an agent made elsewhere (a Ray actor's), as this role's."""
-        self.calls.note(self.role, error, text)
+        return await self.calls.send(request)
 
     async def facts(self, *, probe: bool) -> ChatFacts:
         """The serving endpoint's facts; with ``probe`` and ``tool_calls`` auto, tool calling is

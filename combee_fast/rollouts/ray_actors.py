@@ -18,14 +18,18 @@ all. Each context text is put in the object store once (``ray.put``), keyed by i
 hash (the last :data:`CONTEXTS_KEPT` kept), and an episode is sent without it. The learner stays
 on the driver: it alone applies what the episodes bring back, in the engine's order (by item).
 
-Model calls. An actor calls the generator's endpoints itself, through clients it builds from
-the session's role map (:meth:`~combee_fast.roles.calls.RoleCalls.role_map`: every replica of a
-pool, what start-up found of each, the sampling), not through the driver: the model traffic of a
-cluster does not funnel through one process. Each call's usage and latency are on its step of
-the trajectory (the ledger and the critical path read them as on one box), and each call's
-outcome (its error, its text) comes back beside the trajectory and is counted on the driver as
-the session's own call (``calls.json``, ``errors.jsonl``). Results do not depend on where a call
-was made: each request carries its seed from the seed tree, and the endpoints answer by request.
+Model calls. An actor calls the endpoints itself, through clients it builds from the session's
+role map (:meth:`~combee_fast.roles.calls.RoleCalls.role_map`: every replica of a pool, what
+start-up found of each, the sampling), not through the driver: the model traffic of a cluster
+does not funnel through one process. The agent's calls go to the serving role's endpoint; a call
+the environment makes as another role (a tau2 task's customer, ``user``, through ``use_chat``)
+goes to that role's endpoint with that role's sampling, as on the driver
+(:meth:`~combee_fast.rollouts.chat.AgentChat.send`). Each call's usage and latency are on its step
+of the trajectory (the ledger and the critical path read them as on one box), and each call's
+outcome (its role, its error, its text) comes back beside the trajectory and is counted on the
+driver as the session's own call of that role (``calls.json``, ``errors.jsonl``). Results do not
+depend on where a call was made: each request carries its seed from the seed tree, and the
+endpoints answer by request.
 The in-process simulated endpoint is an HTTP server on the driver's loopback, which actors on the
 driver's machine reach; on other machines the roles need endpoint URLs those nodes can reach.
 The replay cache (a file on the driver) holds as on one box: its results when the run starts are
@@ -52,7 +56,6 @@ import math
 import os
 import socket
 import threading
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +72,7 @@ except ImportError:  # the backend is chosen but its extra is not installed
 from combee_fast.endpoint.cache import TRANSPORT_ERRORS, CacheMode, CacheRecord, ReplayCache
 from combee_fast.endpoint.calls import ChatRequest, ChatResult
 from combee_fast.engine.events import EpisodeRerun
+from combee_fast.roles.calls import RoleCalls
 from combee_fast.roles.clients import RoleMap, open_role_clients
 from combee_fast.rollouts.chat import AgentChat
 from combee_fast.rollouts.episode import ChatFacts, Episode, Runtime, failed_trajectory, run_episode
@@ -169,8 +173,9 @@ class ShippedCache(ReplayCache):
 
 
 class CallNote(msgspec.Struct, frozen=True):
-    """One model call an actor made: its error (None: it succeeded) and its text."""
+    """One model call an actor made: its role, its error (None: it succeeded) and its text."""
 
+    role: str
     error: CallError | None
     text: str | None
 
@@ -193,7 +198,7 @@ class RolloutActor:
         self._cache: ShippedCache | None = None
         self._stack = contextlib.AsyncExitStack()
         self._runtime: Runtime | None = None
-        self._chat: Callable[[ChatRequest], Any] | None = None
+        self._chat: AgentChat | None = None
         self._encoder = msgspec.msgpack.Encoder()
         self._episode = msgspec.msgpack.Decoder(Episode)
 
@@ -215,7 +220,8 @@ class RolloutActor:
             clients = await open_role_clients(start.role_map, self._stack, cache=self._cache)
         except Exception as exc:  # the user's agent or environment failed to build, or no sandbox here: said once
             return node, f"{type(exc).__name__}: {exc}" if not isinstance(exc, ConfigError) else str(exc)
-        self._chat = clients[start.facts.role].chat
+        calls = RoleCalls.on(start.role_map, None, clients)
+        self._chat = AgentChat(calls, spec.agent.tool_calls, role=start.facts.role)
         return node, None
 
     async def run(self, episode: bytes, context: str) -> bytes:
@@ -224,8 +230,8 @@ class RolloutActor:
         chat, calls = self._chat, []
 
         async def call(request: ChatRequest) -> ChatResult:
-            result = await chat(request)
-            calls.append(CallNote(result.error, result.text))
+            result = await chat.send(request)
+            calls.append(CallNote(request.role, result.error, result.text))
             return result
 
         submitted = msgspec.structs.replace(self._episode.decode(episode), context=context)
@@ -412,7 +418,7 @@ class RayExecutor:
                 await self._give_back(actor)
                 result = self._result.decode(data)
                 for note in result.calls:
-                    self.chat.note(note.error, note.text)
+                    self.chat.calls.note(note.role, note.error, note.text)
                 cache = self.chat.calls.clients.cache
                 if cache is not None and cache.records:
                     for record in result.recorded:
