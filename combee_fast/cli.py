@@ -121,13 +121,14 @@ def _learner_roles(learners: Sequence[str]) -> Any:
     return responders(learners)
 
 
-def _notify_waits(session: Any, quiet: bool) -> None:
-    """Say on stderr when a server asks calls to wait (Retry-After) and when a timeout lowers
-    the requests in flight (every replica of every role's endpoint: the session's events)."""
+def _session_events(quiet: bool) -> Any:
+    """The session's hub for ``open_session``: unless ``quiet``, it says on stderr what the
+    session waits for (slow endpoint probes at its start, a server's Retry-After, a timeout
+    lowering the requests in flight; every replica of every role's endpoint)."""
+    from combee_fast.run.events import Events
     from combee_fast.run.notices import WaitNotices
 
-    if not quiet:
-        session.events.subscribe(WaitNotices())
+    return Events() if quiet else Events(WaitNotices())
 
 
 async def _learn(args: argparse.Namespace) -> int:
@@ -154,7 +155,7 @@ async def _learn(args: argparse.Namespace) -> int:
         gpus, stops = gpus or card_gpus, (budget,)
     tracker = _tracker(config, name=Path(out).name)  # before anything is made or a signal handler installed
     try:
-        async with open_session(config) as session:
+        async with open_session(config, events=_session_events(args.quiet)) as session:
             session.split_uses(usage.roles if usage is not None else None)  # refused before --out is made
             run_dir = RunDir(out, overwrite=args.overwrite)
             tracked, tracker = tracker, None  # finished with the run's files from here on
@@ -171,7 +172,6 @@ async def _learn_in(session: Any, run_dir: Any, args: argparse.Namespace, config
     from combee_fast.run.interrupt import StopRequest
     from combee_fast.run.summary import failed_summary, shown_at
 
-    _notify_waits(session, args.quiet)
     interrupt = StopRequest()
     interrupt.install()
     events, reruns = _run_events(session, args, tracker)
@@ -249,14 +249,13 @@ async def _resume(args: argparse.Namespace) -> int:
         tracker = _tracker(config, name=Path(out).name)  # before the session opens or a signal handler is installed
         failed = True
         try:
-            async with open_session(config) as session:
+            async with open_session(config, events=_session_events(args.quiet)) as session:
                 recorded = run_dir.read_splits()
                 if len(recorded) != 2:
                     raise SplitChangedError(f"{run_dir.root / 'splits.json'} records {len(recorded)} splits, not the "
                                             "train and validation splits of the run; refusing to resume")
                 for split, manifest in zip((session.train_split, session.val_split), recorded):
                     verify_split(split, manifest)
-                _notify_waits(session, args.quiet)
                 interrupt = StopRequest()
                 interrupt.install()
                 resumed_from = run_dir.resumed.steps  # type: ignore[union-attr]

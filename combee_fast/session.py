@@ -510,7 +510,8 @@ def _outcome(result: TrainResult | None, failure: BaseException | None, facts: R
 
 
 @contextlib.asynccontextmanager
-async def open_session(config: SessionConfig, *, check: bool = True) -> AsyncIterator[Session]:
+async def open_session(config: SessionConfig, *, check: bool = True,
+                       events: Events | None = None) -> AsyncIterator[Session]:
     """Load the task, start the local server or the simulated endpoint if a role needs one, open
     the role clients (:func:`~combee_fast.roles.clients.open_role_clients`).
 
@@ -520,6 +521,8 @@ async def open_session(config: SessionConfig, *, check: bool = True) -> AsyncIte
     :class:`combee_fast.errors.EndpointUnreachable` before any work starts. Roles that name the
     same URL and model share one client, and so one concurrency cap. A run of agent episodes
     opens its rollout executor too (a sandbox that cannot start here is a :class:`ConfigError`).
+    ``events``: the session's hub (:attr:`Session.events`; default: a new one), given to hear
+    what opening it says too (its endpoints' probes when slow, waits asked by a server).
     """
     choice = resolve(config.learner, config.method)
     task = get_task(config.task.name, **config.task.options)
@@ -544,7 +547,7 @@ async def open_session(config: SessionConfig, *, check: bool = True) -> AsyncIte
             stack.callback(cache.close)
         role_map = RoleMap.from_config(config, (*choice.kind.roles, *task_roles(task)), fallback,
                                        learner=choice.kind.name)
-        events = Events()  # the session's hub (Session.events)
+        events = events if events is not None else Events()  # the session's hub (Session.events)
         clients = await open_role_clients(role_map, stack, cache=cache, check=check, events=events)
         _check_worlds(task, clients)
         calls = RoleCalls.on(role_map, task, clients, events=events)

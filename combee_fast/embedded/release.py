@@ -62,7 +62,9 @@ learning continues on top of it) and goes through the same policy: at once if no
 under release, otherwise after the current one's decision.
 
 Every decision is a :class:`~combee_fast.run.events.ReleaseDecision` with its evidence, and every
-``status_every`` rewards (and after each decision) a :class:`~combee_fast.run.events.ReleaseStatus`.
+``status_every`` rewards (and after each decision) a :class:`~combee_fast.run.events.ReleaseStatus`,
+which says what the release waits for (:meth:`ReleaseGate.next_decision`: the requests seen
+towards the next decision and about how many more it needs, an estimate for an equal candidate).
 """
 
 from __future__ import annotations
@@ -77,11 +79,12 @@ import msgspec
 import numpy as np
 
 from combee_fast.config import ReleaseConfig
+from combee_fast.embedded.release_plan import ReleaseProgress, next_decision, on_grid
 from combee_fast.engine.rng import derive_seed
 from combee_fast.errors import ReleaseError
 from combee_fast.native import sequential
 from combee_fast.protocols.learning import Releasable
-from combee_fast.run.events import Event, ReleaseDecision, ReleaseStatus, VersionRewards
+from combee_fast.run.events import Event, NextDecision, ReleaseDecision, ReleaseStatus, VersionRewards
 from combee_fast.schema import Example, Rollout
 
 
@@ -171,6 +174,7 @@ class ReleaseGate:
         self._stage = 0
         self._test = sequential.new_state()
         self._open = False  # staged: the candidate's first reward has come
+        self._requests = 0  # rewards towards the candidate's decisions since its release (NextDecision.requests)
         self._rejected_numbers: deque[int] = deque(maxlen=self.config.keep_versions)
         self._rejected_texts: OrderedDict[bytes, int] = OrderedDict()
         self._rewards: OrderedDict[int, np.ndarray] = OrderedDict()  # version -> its reward sequence
@@ -246,6 +250,8 @@ class ReleaseGate:
             sequential.observe(self._sequence(version), 0, reward, self.config.alpha)
             candidate = self.candidate
             if candidate is not None:
+                if version == self.incumbent.number or (version == candidate.number and self.config.policy == "staged"):
+                    self._requests += 1
                 if self.config.policy == "staged":
                     self._staged_evidence(version, reward)
                 elif self.config.policy == "shadow" and version == self.incumbent.number:
@@ -296,7 +302,32 @@ class ReleaseGate:
         release = self.release
         self._emit(ReleaseStatus(
             self.config.policy, release.incumbent.version, release.candidate.version if release.candidate else None,
-            release.share, tuple(rewards), self._queued(), self.shadow_calls, self.shadow_tokens))
+            release.share, tuple(rewards), self._queued(), self.shadow_calls, self.shadow_tokens,
+            self.next_decision()))
+
+    def next_decision(self) -> NextDecision | None:
+        """What the release waits for: its next decision, the requests seen towards it since the
+        candidate's release, and about how many more it needs if the rewards from now on are an
+        equal candidate's at the mean reward observed so far (both versions' rewards, on
+        :func:`~combee_fast.embedded.release_plan.on_grid`), continuing the gate's own statistics
+        (:func:`~combee_fast.embedded.release_plan.next_decision`). None without a candidate,
+        under ``none`` or ``hold`` (nothing is decided by itself), or before any reward of
+        either version to estimate from."""
+        candidate = self.candidate
+        if candidate is None or self.config.policy not in ("staged", "shadow"):
+            return None
+        counts = [sequential.interval(self._rewards[v.number], 0) for v in (self.incumbent, candidate)
+                  if v.number in self._rewards]
+        seen = sum(arm.count for arm in counts)
+        if not seen:
+            return None
+        accuracy = on_grid(sum(arm.mean * arm.count for arm in counts) / seen)
+        candidate_rewards = sequential.interval(self._test, sequential.CANDIDATE).count
+        progress = ReleaseProgress(self._test, self._requests, candidate_rewards, self._stage, self._open)
+        planned = next_decision(self.config, accuracy, progress)
+        # shadow: the plan's requests are its pairs over the re-run share, a figure the count seen may pass
+        more = None if planned.requests is None else max(planned.requests - self._requests, 0)
+        return NextDecision(planned.decision, planned.share, self._requests, more, accuracy)
 
     # ---------------------------------------------------------------------- the machine
 
@@ -319,7 +350,7 @@ class ReleaseGate:
         if self.config.policy == "none":
             self._promote("promote", {"policy": "none"})
             return
-        self._stage, self._open = 0, False
+        self._stage, self._open, self._requests = 0, False, 0
         self._test = sequential.new_state()
         self._decide("candidate", {"policy": self.config.policy, "share": self._share(), "source": version.source})
 

@@ -14,6 +14,12 @@ is +1 or -1 as often as two independent draws of that accuracy differ. The figur
 typical run of that variance needs, not a bound: real rewards scatter around it, a better
 candidate is promoted sooner and a worse one rolled back instead.
 
+Mid-release: :func:`next_decision` continues the same balanced rewards from where a release
+stands (the gate's statistics so far, :class:`ReleaseProgress`), so the gate can say about how
+many more requests its next decision needs (:meth:`ReleaseGate.next_decision
+<combee_fast.embedded.release.ReleaseGate.next_decision>`): an estimate for an equal candidate at
+the accuracy observed, on the evidence already in.
+
 Keys: the staged share is a hash of the host's key, so at share ``s`` about ``keys * s`` keys
 reach the candidate; below ``1 / s`` keys, the first stage may reach none, and nothing is
 decided at all.
@@ -22,6 +28,7 @@ decided at all.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, replace
 
 import msgspec
 import numpy as np
@@ -33,6 +40,8 @@ CHUNK = 8192
 """Requests fed to the statistics at a time."""
 LIMIT = 10_000_000
 """The most requests a plan looks at; a decision later than that is reported as None."""
+ACCURACY_DECIMALS = 2
+"""Decimals an observed accuracy is rounded to for :func:`next_decision` (:func:`on_grid`)."""
 
 
 class PlannedDecision(msgspec.Struct, frozen=True):
@@ -44,6 +53,22 @@ class PlannedDecision(msgspec.Struct, frozen=True):
     share: float
     requests: int | None
     candidate_rewards: int | None
+
+
+@dataclass(frozen=True)
+class ReleaseProgress:
+    """Where a candidate's release stands, in the gate's own terms: ``state``, the statistics of
+    its test so far (:mod:`combee_fast.native.sequential`; left unchanged by :func:`next_decision`),
+    ``requests`` since the candidate's release (staged: rewards of either version; shadow: the
+    incumbent's), ``candidate_rewards`` of them the candidate's (staged), and the ``stage``
+    (staged: the index of the share served now) and whether the candidate's first reward has
+    come (``opened``; the incumbent's count as evidence from then on)."""
+
+    state: np.ndarray
+    requests: int = 0
+    candidate_rewards: int = 0
+    stage: int = 0
+    opened: bool = False
 
 
 class ReleasePlan(msgspec.Struct, frozen=True):
@@ -68,13 +93,42 @@ def release_plan(config: ReleaseConfig, accuracy: float) -> ReleasePlan:
     """The decisions an equal candidate's release under ``config`` comes to, with both versions'
     mean reward ``accuracy`` in (0, 1) (module docstring); ValueError for a policy that decides
     nothing by itself (``none``, ``hold``)."""
+    _check_accuracy(accuracy)
+    fresh = ReleaseProgress(sequential.new_state())
+    if config.policy == "staged":
+        return ReleasePlan("staged", accuracy, _staged(config, accuracy, fresh), math.ceil(1.0 / config.stages[0]))
+    if config.policy == "shadow":
+        return ReleasePlan("shadow", accuracy, (_shadow(config, accuracy, fresh),), 1)
+    raise ValueError(f"release policy {config.policy!r} decides nothing by itself: no plan")
+
+
+def next_decision(config: ReleaseConfig, accuracy: float, progress: ReleaseProgress) -> PlannedDecision:
+    """The next decision of a release standing at ``progress`` if the rewards from now on are an
+    equal candidate's at ``accuracy`` in (0, 1) (module docstring): its ``requests`` count from the
+    candidate's release, as ``progress.requests`` does. ValueError for a policy that decides
+    nothing by itself (``none``, ``hold``) and for a staged release past its last stage."""
+    _check_accuracy(accuracy)
+    progress = replace(progress, state=progress.state.copy())
+    if config.policy == "staged":
+        if progress.stage + 1 >= len(config.stages):
+            raise ValueError(f"stage {progress.stage} is the last of {len(config.stages)}: no decision comes")
+        return _staged(config, accuracy, progress)[0]
+    if config.policy == "shadow":
+        return _shadow(config, accuracy, progress)
+    raise ValueError(f"release policy {config.policy!r} decides nothing by itself: no plan")
+
+
+def _check_accuracy(accuracy: float) -> None:
     if not 0.0 < accuracy < 1.0:
         raise ValueError(f"accuracy must be in (0, 1), got {accuracy}")
-    if config.policy == "staged":
-        return ReleasePlan("staged", accuracy, _staged(config, accuracy), math.ceil(1.0 / config.stages[0]))
-    if config.policy == "shadow":
-        return ReleasePlan("shadow", accuracy, (_shadow(config, accuracy),), 1)
-    raise ValueError(f"release policy {config.policy!r} decides nothing by itself: no plan")
+
+
+def on_grid(mean: float) -> float:
+    """An observed mean reward as :func:`next_decision` takes it: rounded to
+    :data:`ACCURACY_DECIMALS` and kept inside (0, 1) (versions that always or never succeeded
+    so far are taken as one step from certain)."""
+    step = 10.0 ** -ACCURACY_DECIMALS
+    return min(max(round(mean, ACCURACY_DECIMALS), step), 1.0 - step)
 
 
 def _balanced(start: int, count: int, rate: float) -> np.ndarray:
@@ -84,11 +138,12 @@ def _balanced(start: int, count: int, rate: float) -> np.ndarray:
     return (np.floor((k + 1) * rate) - np.floor(k * rate)).astype(np.float64)
 
 
-def _staged(config: ReleaseConfig, accuracy: float) -> tuple[PlannedDecision, ...]:
-    state = sequential.new_state()
-    stages, decisions = config.stages, []
-    served = {sequential.INCUMBENT: 0, sequential.CANDIDATE: 0}  # rewards each version has had (evidence or not)
-    request, stage, opened = 0, 0, False
+def _staged(config: ReleaseConfig, accuracy: float, start: ReleaseProgress) -> tuple[PlannedDecision, ...]:
+    """The staged release's decisions from ``start`` on (its ``state`` is added to)."""
+    state, stages, decisions = start.state, config.stages, []
+    served = {sequential.INCUMBENT: start.requests - start.candidate_rewards,  # rewards each version has had
+              sequential.CANDIDATE: start.candidate_rewards}  # (evidence or not)
+    request, stage, opened = start.requests, start.stage, start.opened
     while stage + 1 < len(stages):
         threshold = -config.margin / stages[stage + 1]
         # as the gate, a stage whose threshold the interval is already beyond is passed at once
@@ -124,10 +179,11 @@ def _staged(config: ReleaseConfig, accuracy: float) -> tuple[PlannedDecision, ..
     return tuple(decisions)
 
 
-def _shadow(config: ReleaseConfig, accuracy: float) -> PlannedDecision:
-    state = sequential.new_state()
+def _shadow(config: ReleaseConfig, accuracy: float, start: ReleaseProgress) -> PlannedDecision:
+    """The shadow release's promotion from ``start`` on (its ``state`` is added to)."""
+    state = start.state
     differ = 2.0 * accuracy * (1.0 - accuracy)  # two independent draws differ this often
-    pairs, limit = 0, int(LIMIT * config.shadow_share)
+    pairs, limit = sequential.interval(state, sequential.PAIRED).count, int(LIMIT * config.shadow_share)
     while pairs < limit:
         nonzero = _balanced(pairs, CHUNK, differ)
         signs = np.where(np.cumsum(nonzero) % 2 == 1, -1.0, 1.0)  # the first difference against the candidate

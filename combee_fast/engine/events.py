@@ -12,6 +12,7 @@ the endpoint client to import.
     EpisodeFinished   an agent episode ran to its trajectory (not one answered from a resumed record)
     EpisodeFailed     an agent episode failed (its item, error kind, message, and the step it failed at)
     EpisodeRerun      an episode is sent again after the worker running it was lost
+    EndpointsProbed   the session waits for its endpoints' start-up probes (model, structured output, tools)
 
 Contract: consumers are called synchronously, in subscription order, on the emitter's thread,
 and must be cheap (a consumer with slow work queues it). A consumer that raises is removed and
@@ -67,6 +68,16 @@ class Overloaded(msgspec.Struct, frozen=True, tag="overload", tag_field="kind"):
 
     endpoint: str
     limit: int
+
+
+class EndpointsProbed(msgspec.Struct, frozen=True, tag="endpoints_probed", tag_field="kind"):
+    """The session waits for start-up probes of ``endpoints`` (their URLs, without credentials)
+    finding out ``what`` (e.g. ``model``, ``structured output``, ``tool calling``): ``seconds``
+    None when the wait begins, else how long it took, when it is over."""
+
+    endpoints: tuple[str, ...]
+    what: tuple[str, ...]
+    seconds: float | None = None
 
 
 class EpisodeFinished(msgspec.Struct, frozen=True, tag="episode_finished", tag_field="kind"):

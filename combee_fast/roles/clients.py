@@ -24,7 +24,8 @@ from combee_fast.endpoint.capabilities import Capabilities
 from combee_fast.endpoint.client import EndpointClient, EndpointConfig
 from combee_fast.endpoint.inflight import InFlight, Meters
 from combee_fast.endpoint.pool import EndpointPool
-from combee_fast.engine.events import Events
+from combee_fast.engine.events import EndpointsProbed, Events
+from combee_fast.engine.slow_wait import said_if_slow
 from combee_fast.redact import strip_userinfo
 from combee_fast.roles.spec import Role, check_role_tables
 
@@ -192,9 +193,11 @@ async def open_role_clients(role_map: RoleMap, stack: contextlib.AsyncExitStack,
     emitting its waits and overloads on ``events``. With ``check``, each replica not detected
     yet is proved to serve its model and probed (:meth:`EndpointClient.check`,
     :meth:`EndpointClient.detect`), except under a ``replay`` cache, which sends no request
-    (a replay needs no live endpoint)."""
+    (a replay needs no live endpoint); probes taking noticeable time are said on ``events``
+    (:class:`~combee_fast.engine.events.EndpointsProbed`)."""
     replaying = cache is not None and cache.mode is CacheMode.REPLAY
     built: list[Client] = []
+    unchecked: list[EndpointClient] = []
     for endpoint in role_map.endpoints:
         found = endpoint.capabilities or (None,) * len(endpoint.replicas)
         replicas = []
@@ -203,8 +206,18 @@ async def open_role_clients(role_map: RoleMap, stack: contextlib.AsyncExitStack,
             client = await stack.enter_async_context(
                 EndpointClient(config, cache=cache, capabilities=capabilities, events=events, meters=meters))
             if check and capabilities is None and not endpoint.simulated and not replaying:
-                await client.check()
-                await client.detect()
+                unchecked.append(client)
             replicas.append(client)
         built.append(replicas[0] if len(replicas) == 1 else EndpointPool(replicas))
+    if unchecked:
+        urls = tuple(dict.fromkeys(strip_userinfo(client.config.base_url) for client in unchecked))
+        await said_if_slow(_checked(unchecked), events,
+                           lambda seconds: EndpointsProbed(urls, ("model", "structured output"), seconds))
     return RoleClients({role: built[index] for role, index in role_map.roles.items()})
+
+
+async def _checked(clients: Sequence[EndpointClient]) -> None:
+    """Prove each of ``clients`` serves its model and probe it, in order (the first failure raises)."""
+    for client in clients:
+        await client.check()
+        await client.detect()

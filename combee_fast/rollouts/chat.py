@@ -20,6 +20,10 @@ import asyncio
 import msgspec
 
 from combee_fast.endpoint.calls import ChatRequest, ChatResult
+from combee_fast.endpoint.client import EndpointClient
+from combee_fast.engine.events import EndpointsProbed
+from combee_fast.engine.slow_wait import said_if_slow
+from combee_fast.redact import strip_userinfo
 from combee_fast.roles.calls import RoleCalls
 from combee_fast.roles.clients import RoleClients
 from combee_fast.rollouts.episode import ChatFacts
@@ -58,10 +62,18 @@ class AgentChat:
             if self._facts is None:
                 client = RoleClients.replicas_of(self.calls.client(self.role))[0]
                 if self.tool_calls == "auto":
-                    tools = await client.detect_tools() if probe else False
+                    tools = await self._tools(client) if probe else False
                 else:
                     tools = self.tool_calls == "on"
                 temperature, max_tokens, extra = self.calls.sampling_of(self.role)
                 self._facts = ChatFacts(self.role, temperature, max_tokens, extra, client.capabilities.context_length,
                                         tools)
             return self._facts
+
+    async def _tools(self, client: EndpointClient) -> bool:
+        """Whether ``client``'s endpoint does tool calling (probed once,
+        :meth:`~combee_fast.endpoint.client.EndpointClient.detect_tools`), said on the session's
+        events when the probe takes noticeable time."""
+        url = strip_userinfo(client.config.base_url)
+        return await said_if_slow(client.detect_tools(), self.calls.events,
+                                  lambda seconds: EndpointsProbed((url,), ("tool calling",), seconds))

@@ -15,13 +15,13 @@ The plans are generic over the learner: what they read of an artifact is its les
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Callable, Sequence
 from typing import Annotated, Any, Protocol
 
 import msgspec
 
 from combee_fast.config import CombeeConfig, ControllerConfig
+from combee_fast.engine.slow_wait import said_if_slow
 from combee_fast.errors import ConfigError
 from combee_fast.files import read_regular
 from combee_fast.combee.controller import BatchSizeController, ControllerState, IterationMeasurement
@@ -35,24 +35,13 @@ Lessons = Callable[[Any], Sequence[str]]
 """The texts retention looks for in an artifact."""
 
 
-
-COMPILE_NOTICE_S = 1.0
-"""Seconds a kernel warm-up may take before the run says it is compiling (a warm cache loads in less)."""
-
-
 async def compiled(warm: Callable[[], None], events: Events | None) -> None:
     """Run ``warm`` (compile or load Numba's kernels) off the event loop; when it takes longer
-    than :data:`COMPILE_NOTICE_S` (a cold cache), emit :class:`KernelsCompiling` on ``events``
-    as the wait begins and again, with its seconds, when it ends."""
-    started = time.monotonic()
-    work = asyncio.ensure_future(asyncio.to_thread(warm))
-    done, _ = await asyncio.wait({work}, timeout=COMPILE_NOTICE_S)
-    if done or events is None:
-        await work
-        return
-    events.emit(KernelsCompiling())
-    await work
-    events.emit(KernelsCompiling(seconds=time.monotonic() - started))
+    than :data:`~combee_fast.engine.slow_wait.NOTICE_AFTER_S` (a cold cache), emit
+    :class:`KernelsCompiling` on ``events`` as the wait begins and again, with its seconds, when
+    it ends (:func:`~combee_fast.engine.slow_wait.said_if_slow`)."""
+    await said_if_slow(asyncio.to_thread(warm), events, lambda seconds: KernelsCompiling(seconds=seconds))
+
 
 class DiverseTemperature(Protocol):
     """Where a diversity remedy sets the temperature of the learner's ``diverse`` roles (ACE's

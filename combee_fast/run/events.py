@@ -21,6 +21,7 @@ output, reports, trackers, metrics endpoints), and none of them reaches into the
     ReleaseStatus     an online learner's release: versions served, candidate share, rewards per version
     BatchApplied      an online learner applied one batch: its size, the queue behind it, its latencies
     KernelsCompiling  the batch planner waits for its Numba kernels to compile (first run on a machine)
+    EndpointsProbed   the session waits for its endpoints' start-up probes (model, structured output, tools)
     RunStopped        the run ended: why, and what that stop means (done, limit, interrupt, failure)
 
 The consumers' contract (synchronous, cheap; a consumer that raises is dropped, a *critical* one
@@ -35,8 +36,8 @@ from typing import Any
 
 import msgspec
 
-from combee_fast.engine.events import (CallFailed, EpisodeFailed, EpisodeFinished, EpisodeRerun, Events, Overloaded,
-                                       RetryAfter, on_kind)
+from combee_fast.engine.events import (CallFailed, EndpointsProbed, EpisodeFailed, EpisodeFinished, EpisodeRerun,
+                                       Events, Overloaded, RetryAfter, on_kind)
 from combee_fast.protocols.running import Ends
 from combee_fast.run.ledger import LedgerRow
 
@@ -76,10 +77,28 @@ class VersionRewards(msgspec.Struct, frozen=True):
     upper: float
 
 
+class NextDecision(msgspec.Struct, frozen=True):
+    """What a release waits for: its next ``decision`` (``widen`` to ``share``, or ``promote``),
+    the ``requests`` seen since the candidate's release (staged: of either version; shadow: the
+    incumbent's), and ``more``: about how many more requests it needs (None: not within
+    :data:`~combee_fast.embedded.release_plan.LIMIT`). ``more`` is an estimate for a candidate
+    exactly as good as the incumbent, both at ``accuracy`` (the mean reward observed), on the
+    evidence already in (:func:`~combee_fast.embedded.release_plan.next_decision`); a better
+    candidate is decided sooner, a worse one rolled back instead."""
+
+    decision: str
+    share: float
+    requests: int
+    more: int | None
+    accuracy: float
+
+
 class ReleaseStatus(msgspec.Struct, frozen=True, tag="release_status", tag_field="kind"):
     """Where an online learner's release stands: the ``policy``, the ``incumbent`` version in
     service, the ``candidate`` (None: none) and the share of requests it serves, the rewards of
-    the versions kept, the rollouts ``queued`` for learning, and the cost of shadow re-runs."""
+    the versions kept, the rollouts ``queued`` for learning, the cost of shadow re-runs, and
+    what the release waits for (``next_decision``; None: no candidate, a policy that decides
+    nothing by itself, or no reward yet to estimate from)."""
 
     policy: str
     incumbent: int
@@ -89,6 +108,7 @@ class ReleaseStatus(msgspec.Struct, frozen=True, tag="release_status", tag_field
     queued: int
     shadow_calls: int = 0
     shadow_tokens: int = 0
+    next_decision: NextDecision | None = None
 
 
 class BatchApplied(msgspec.Struct, frozen=True, tag="batch_applied", tag_field="kind"):
@@ -121,14 +141,15 @@ class RunStopped(msgspec.Struct, frozen=True, tag="run_stopped", tag_field="kind
 
 
 Event = (StepDone | VersionApplied | CallFailed | RetryAfter | Overloaded | EpisodeFinished | EpisodeFailed
-         | EpisodeRerun | ReleaseDecision | ReleaseStatus | BatchApplied | KernelsCompiling | RunStopped)
+         | EpisodeRerun | ReleaseDecision | ReleaseStatus | BatchApplied | KernelsCompiling | EndpointsProbed
+         | RunStopped)
 """Every event a run emits."""
 
 Consumer = Callable[[Event], None]
 """What a hub calls with each event."""
 
 __all__ = [
-    "BatchApplied", "CallFailed", "Consumer", "EpisodeFailed", "EpisodeFinished", "EpisodeRerun", "Event", "Events",
-    "KernelsCompiling", "Overloaded", "ReleaseDecision", "ReleaseStatus", "RetryAfter", "RunStopped", "StepDone", "VersionApplied",
-    "VersionRewards", "on_kind",
+    "BatchApplied", "CallFailed", "Consumer", "EndpointsProbed", "EpisodeFailed", "EpisodeFinished", "EpisodeRerun",
+    "Event", "Events", "KernelsCompiling", "NextDecision", "Overloaded", "ReleaseDecision", "ReleaseStatus",
+    "RetryAfter", "RunStopped", "StepDone", "VersionApplied", "VersionRewards", "on_kind",
 ]

@@ -16,6 +16,10 @@ Figures (``combee_`` prefix), from the learner's events:
 - ``release_decisions_total{decision}``, and ``release_decision_lower``/``_upper``: the
   evidence interval of the latest decision;
 - ``release_shadow_calls``, ``release_shadow_tokens``: the cost of shadow re-runs;
+- ``release_next_decision_requests`` and ``release_next_decision_more`` (-1: nothing is waited
+  for, or not within the plan's limit): from every status, the requests seen towards the next
+  decision and about how many more it needs, an estimate for an equal candidate
+  (:class:`~combee_fast.run.events.NextDecision`);
 - ``learner_queue_depth``, ``learner_version``, ``learner_batches_total``, and the histograms
   ``learner_batch_seconds`` and ``learner_publish_latency_seconds``.
 
@@ -65,6 +69,9 @@ class MetricsEndpoint:
         self._decision_upper = gauge("release_decision_upper", "Upper end of the latest decision's interval.")
         self._shadow_calls = gauge("release_shadow_calls", "Shadow re-runs made.")
         self._shadow_tokens = gauge("release_shadow_tokens", "Tokens of the shadow re-runs.")
+        self._next_seen = gauge("release_next_decision_requests", "Requests seen towards the release's next decision.")
+        self._next_more = gauge("release_next_decision_more", "About how many more requests the release's next "
+                                "decision needs, for an equal candidate (-1: none waited for or beyond the plan).")
         self._queue = gauge("learner_queue_depth", "Rollouts waiting to be learned.")
         self._version = gauge("learner_version", "The latest version learned.")
         self._batches = prometheus.Counter("learner_batches", "Batches applied.", namespace=namespace,
@@ -75,6 +82,7 @@ class MetricsEndpoint:
                                                "start forming to its publish.", namespace=namespace,
                                                registry=self.registry, buckets=LATENCY_BUCKETS)
         self._candidate.set(-1)
+        self._next_more.set(-1)
         self._versions: set[str] = set()
         self._lock = threading.Lock()
         self._server, self._thread = prometheus.start_http_server(port, addr=host, registry=self.registry)
@@ -117,6 +125,9 @@ class MetricsEndpoint:
         self._queue.set(status.queued)
         self._shadow_calls.set(status.shadow_calls)
         self._shadow_tokens.set(status.shadow_tokens)
+        waits = status.next_decision
+        self._next_seen.set(0 if waits is None else waits.requests)
+        self._next_more.set(-1 if waits is None or waits.more is None else waits.more)
         with self._lock:
             current = set()
             for rewards in status.rewards:

@@ -2,8 +2,10 @@
 
 - :class:`WaitNotices`: a server asked calls to wait (``[waiting] ... (Retry-After)``, at most one
   line a second, counting the waits since the previous one) and a timeout lowered the requests
-  in flight (``[overload] ...``), and the batch planner waits for its kernels to compile
-  (``[compiling] ...``); ``combee learn`` subscribes it unless ``--quiet``.
+  in flight (``[overload] ...``), the batch planner waits for its kernels to compile
+  (``[compiling] ...``) and the session for its endpoints' start-up probes (``[probing] ...``),
+  each of the last two said only when slow (:mod:`combee_fast.engine.slow_wait`); ``combee
+  learn`` subscribes it unless ``--quiet``.
 - :func:`rerun_notice`: an episode sent again after its worker was lost (every run says it).
 """
 
@@ -14,15 +16,15 @@ import time
 from typing import IO
 
 from combee_fast.redact import escape_control
-from combee_fast.run.events import EpisodeRerun, Event, KernelsCompiling, Overloaded, RetryAfter
+from combee_fast.run.events import EndpointsProbed, EpisodeRerun, Event, KernelsCompiling, Overloaded, RetryAfter
 
 NOTICE_EVERY_S = 1.0
 """Fewest seconds between two "waiting on Retry-After" lines."""
 
 
 class WaitNotices:
-    """Says on ``stream`` (default stderr) when calls wait because a server asked and when a
-    timeout lowers the requests in flight (module docstring)."""
+    """Says on ``stream`` (default stderr) when calls wait because a server asked, when a
+    timeout lowers the requests in flight, and what a slow start waits for (module docstring)."""
 
     def __init__(self, stream: IO[str] | None = None) -> None:
         self.stream = stream
@@ -44,6 +46,12 @@ class WaitNotices:
                       "about half a minute)...", file=stream, flush=True)
             else:
                 print(f"[compiling] kernels ready after {event.seconds:.0f} s", file=stream, flush=True)
+        elif isinstance(event, EndpointsProbed):
+            if event.seconds is None:
+                print(f"[probing] {', '.join(map(escape_control, event.endpoints))} ({', '.join(event.what)})...",
+                      file=stream, flush=True)
+            else:
+                print(f"[probing] done in {event.seconds:.1f} s", file=stream, flush=True)
         elif isinstance(event, Overloaded):
             print(f"[overload] {escape_control(event.endpoint)}: a request timed out; at most {event.limit} "
                   "request(s) in flight from now on, growing back as answers come", file=stream, flush=True)

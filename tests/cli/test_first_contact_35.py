@@ -466,13 +466,14 @@ async def test_a_slow_kernel_warm_up_is_said_when_it_begins_and_when_it_ends() -
     import io
     import time
 
-    from combee_fast.run.batch_plans import COMPILE_NOTICE_S, compiled
+    from combee_fast.engine.slow_wait import NOTICE_AFTER_S
+    from combee_fast.run.batch_plans import compiled
     from combee_fast.run.events import Events
     from combee_fast.run.notices import WaitNotices
 
     stream = io.StringIO()
     hub = Events(WaitNotices(stream))
-    await compiled(lambda: time.sleep(COMPILE_NOTICE_S + 0.5), hub)  # a cold cache: longer than the notice wait
+    await compiled(lambda: time.sleep(NOTICE_AFTER_S + 0.5), hub)  # a cold cache: longer than the notice wait
     slow = stream.getvalue().splitlines()
     await compiled(lambda: None, hub)  # a warm cache: nothing said
     assert stream.getvalue().splitlines() == slow and len(slow) == 2
@@ -490,6 +491,25 @@ def test_the_first_auto_batch_run_on_a_cold_cache_says_it_compiles(tmp_path: Pat
     lines = done.stderr.splitlines()
     begins = next(i for i, line in enumerate(lines) if line.startswith("[compiling] the batch planner's"))
     assert lines[begins + 1].startswith("[compiling] kernels ready after ")
+    assert begins < next(i for i, line in enumerate(lines) if line.startswith("[combee] step 1"))
+
+
+def test_probing_a_slow_endpoint_is_said_when_it_begins_and_when_it_ends(tmp_path: Path) -> None:
+    server = subprocess.Popen([sys.executable, "-m", "combee_fast.cli", "sim-server", "--port", "0",
+                               "--constant-latency", "1.5", "--time-scale", "1"],  # each completion takes 1.5 s
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        url = server.stdout.readline().split()[2]  # type: ignore[union-attr]
+        done = _combee("learn", "--train-split", "train[0:2]", "--val-split", "selection[0:1]", "--batch-size", "2",
+                       "--endpoint", url, "--model", "sim", "--out", str(tmp_path / "run"))
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    assert done.returncode == 0, done.stderr
+    lines = done.stderr.splitlines()
+    begins = lines.index(f"[probing] {url} (model, structured output)...")
+    assert lines[begins + 1].startswith("[probing] done in ")
+    assert float(lines[begins + 1].split()[3]) >= 1.5  # the structured-output probe is one completion
     assert begins < next(i for i, line in enumerate(lines) if line.startswith("[combee] step 1"))
 
 

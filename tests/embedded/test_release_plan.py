@@ -11,7 +11,7 @@ from combee_fast.config import ReleaseConfig
 from combee_fast.embedded.release import ReleaseGate
 from combee_fast.embedded.release_plan import release_plan
 from combee_fast.playbook import Playbook
-from combee_fast.run.events import Event, ReleaseDecision
+from combee_fast.run.events import Event, NextDecision, ReleaseDecision, ReleaseStatus
 from tests.embedded.test_release import _grown, _rollout
 
 
@@ -64,3 +64,31 @@ def test_a_smaller_margin_or_first_share_needs_more_requests_and_shadow_counts_i
     assert half[0].requests == pytest.approx(2 * shadow[0].requests, abs=10)
     with pytest.raises(ValueError, match="decides nothing by itself"):
         release_plan(ReleaseConfig(policy="hold"), 0.7)
+
+
+def test_the_gate_says_how_many_more_requests_its_next_decision_needs_counting_down_to_it() -> None:
+    accuracy = 0.6
+    config = ReleaseConfig(policy="staged", margin=0.05, stages=(0.05, 0.25, 0.5, 1.0), status_every=50)
+    planned = [(d.decision, d.share, d.requests) for d in release_plan(config, accuracy).decisions]
+    events: list[Event] = []
+    gate = ReleaseGate(Playbook.empty(), config, seed=1, emit=events.append)
+    gate.learned(_grown(Playbook.empty(), "Check the units."), None, 0)
+    served = {0: 0, 1: 0}
+    waits: list[tuple[int, NextDecision]] = []  # after each request: what the gate said it waits for
+    for request in range(1, planned[-1][2] + 1):
+        release = gate.release
+        version = release.candidate.version if _bit(request - 1, release.share) else release.incumbent.version
+        seen = len(events)
+        gate.observe(_rollout(request, version, float(_bit(served[version], accuracy))))
+        served[version] += 1
+        waits += [(request, e.next_decision) for e in events[seen:]
+                  if isinstance(e, ReleaseStatus) and e.next_decision is not None][-1:]
+    assert gate.candidate is None and gate.incumbent.number == 1  # promoted where the plan says
+    assert all(wait.requests == request for request, wait in waits)
+    stable = [(request, wait) for request, wait in waits if request > 400]  # the observed mean is 0.60 from here
+    assert all(wait.accuracy == accuracy for _, wait in stable)
+    for decision, share, at in planned:  # each counts down a request a request, to the one the gate decides at
+        towards = [(request, wait.more) for request, wait in stable if (wait.decision, wait.share) == (decision, share)]
+        assert len(towards) > 2 and towards == [(request, at - request) for request, _ in towards]
+    assert all(wait.more is not None and wait.more > 0 for _, wait in waits)  # an estimate from the first reward
+    assert waits[-1][0] < planned[-1][2]  # after the promotion nothing is waited for

@@ -1,6 +1,7 @@
 """The Prometheus endpoint of an embedded learner, scraped over HTTP while the learner runs: the
 version in service, the candidate and its share, rewards per version with their interval,
-decisions, queue depth, batch and publish latency."""
+decisions, the requests seen towards the next decision and about how many more it needs, queue
+depth, batch and publish latency."""
 
 from __future__ import annotations
 
@@ -66,6 +67,7 @@ async def test_the_metrics_endpoint_serves_the_release_figures_over_http() -> No
     assert figures["combee_release_version_in_service"] == 0
     assert figures["combee_release_candidate_version"] == 1 and figures["combee_release_candidate_share"] == 0.5
     assert figures['combee_release_decisions_total{decision="candidate"}'] == 1
+    assert figures["combee_release_next_decision_requests"] > 0 and figures["combee_release_next_decision_more"] > 0
     assert figures['combee_release_rewards{version="0"}'] >= 16
     mean, lower, upper = (figures[f'combee_release_reward_{stat}{{version="0"}}'] for stat in ("mean", "lower", "upper"))
     assert 0 <= lower < mean < upper <= 1
@@ -73,5 +75,7 @@ async def test_the_metrics_endpoint_serves_the_release_figures_over_http() -> No
     assert figures["combee_learner_batch_seconds_count"] == 1 and figures["combee_learner_publish_latency_seconds_sum"] > 0
     assert after["combee_learner_batches_total"] == 3 and after['combee_release_rewards{version="1"}'] == 12
     assert after["combee_learner_version"] >= 2
+    assert after["combee_release_next_decision_requests"] == 32  # 12 of the candidate's, 20 of the incumbent's
+    assert after["combee_release_next_decision_more"] > 0  # at a margin of 0.1, tens of rewards decide nothing
     with pytest.raises(aiohttp.ClientConnectionError):
         await _scrape(metrics.url)  # closed: nothing listens any more
