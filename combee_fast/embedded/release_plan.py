@@ -102,19 +102,22 @@ def release_plan(config: ReleaseConfig, accuracy: float) -> ReleasePlan:
     raise ValueError(f"release policy {config.policy!r} decides nothing by itself: no plan")
 
 
-def next_decision(config: ReleaseConfig, accuracy: float, progress: ReleaseProgress) -> PlannedDecision:
+def next_decision(config: ReleaseConfig, accuracy: float, progress: ReleaseProgress, *,
+                  horizon: int = LIMIT) -> PlannedDecision:
     """The next decision of a release standing at ``progress`` if the rewards from now on are an
     equal candidate's at ``accuracy`` in (0, 1) (module docstring): its ``requests`` count from the
-    candidate's release, as ``progress.requests`` does. ValueError for a policy that decides
-    nothing by itself (``none``, ``hold``) and for a staged release past its last stage."""
+    candidate's release, as ``progress.requests`` does; None when it comes more than ``horizon``
+    requests from now (the cost grows with the requests looked at). ValueError for a policy that
+    decides nothing by itself (``none``, ``hold``) and for a staged release past its last stage."""
     _check_accuracy(accuracy)
     progress = replace(progress, state=progress.state.copy())
+    limit = min(progress.requests + horizon, LIMIT)
     if config.policy == "staged":
         if progress.stage + 1 >= len(config.stages):
             raise ValueError(f"stage {progress.stage} is the last of {len(config.stages)}: no decision comes")
-        return _staged(config, accuracy, progress)[0]
+        return _staged(config, accuracy, progress, limit)[0]
     if config.policy == "shadow":
-        return _shadow(config, accuracy, progress)
+        return _shadow(config, accuracy, progress, limit)
     raise ValueError(f"release policy {config.policy!r} decides nothing by itself: no plan")
 
 
@@ -138,8 +141,10 @@ def _balanced(start: int, count: int, rate: float) -> np.ndarray:
     return (np.floor((k + 1) * rate) - np.floor(k * rate)).astype(np.float64)
 
 
-def _staged(config: ReleaseConfig, accuracy: float, start: ReleaseProgress) -> tuple[PlannedDecision, ...]:
-    """The staged release's decisions from ``start`` on (its ``state`` is added to)."""
+def _staged(config: ReleaseConfig, accuracy: float, start: ReleaseProgress,
+            limit: int = LIMIT) -> tuple[PlannedDecision, ...]:
+    """The staged release's decisions from ``start`` on, up to request ``limit`` (its ``state``
+    is added to)."""
     state, stages, decisions = start.state, config.stages, []
     served = {sequential.INCUMBENT: start.requests - start.candidate_rewards,  # rewards each version has had
               sequential.CANDIDATE: start.candidate_rewards}  # (evidence or not)
@@ -148,7 +153,7 @@ def _staged(config: ReleaseConfig, accuracy: float, start: ReleaseProgress) -> t
         threshold = -config.margin / stages[stage + 1]
         # as the gate, a stage whose threshold the interval is already beyond is passed at once
         found = request if opened and sequential.difference(state, False)[0] > threshold else None
-        while found is None and request < LIMIT:
+        while found is None and request < limit:
             on_candidate = _balanced(request, CHUNK, stages[stage]).astype(bool)
             if not opened:  # the incumbent's rewards count from the candidate's first on
                 first = int(np.argmax(on_candidate)) if on_candidate.any() else CHUNK
@@ -179,12 +184,13 @@ def _staged(config: ReleaseConfig, accuracy: float, start: ReleaseProgress) -> t
     return tuple(decisions)
 
 
-def _shadow(config: ReleaseConfig, accuracy: float, start: ReleaseProgress) -> PlannedDecision:
-    """The shadow release's promotion from ``start`` on (its ``state`` is added to)."""
+def _shadow(config: ReleaseConfig, accuracy: float, start: ReleaseProgress, limit: int = LIMIT) -> PlannedDecision:
+    """The shadow release's promotion from ``start`` on, up to request ``limit`` (its ``state``
+    is added to)."""
     state = start.state
     differ = 2.0 * accuracy * (1.0 - accuracy)  # two independent draws differ this often
-    pairs, limit = sequential.interval(state, sequential.PAIRED).count, int(LIMIT * config.shadow_share)
-    while pairs < limit:
+    pairs = sequential.interval(state, sequential.PAIRED).count
+    while pairs < int(limit * config.shadow_share):
         nonzero = _balanced(pairs, CHUNK, differ)
         signs = np.where(np.cumsum(nonzero) % 2 == 1, -1.0, 1.0)  # the first difference against the candidate
         values = nonzero * signs

@@ -81,7 +81,7 @@ class NextDecision(msgspec.Struct, frozen=True):
     """What a release waits for: its next ``decision`` (``widen`` to ``share``, or ``promote``),
     the ``requests`` seen since the candidate's release (staged: of either version; shadow: the
     incumbent's), and ``more``: about how many more requests it needs (None: not within
-    :data:`~combee_fast.embedded.release_plan.LIMIT`). ``more`` is an estimate for a candidate
+    :data:`~combee_fast.embedded.release.STATUS_HORIZON`). ``more`` is an estimate for a candidate
     exactly as good as the incumbent, both at ``accuracy`` (the mean reward observed), on the
     evidence already in (:func:`~combee_fast.embedded.release_plan.next_decision`); a better
     candidate is decided sooner, a worse one rolled back instead."""

@@ -8,8 +8,9 @@ import math
 import pytest
 
 from combee_fast.config import ReleaseConfig
-from combee_fast.embedded.release import ReleaseGate
-from combee_fast.embedded.release_plan import release_plan
+from combee_fast.embedded.release import STATUS_HORIZON, ReleaseGate
+from combee_fast.embedded.release_plan import ReleaseProgress, next_decision, release_plan
+from combee_fast.native import sequential
 from combee_fast.playbook import Playbook
 from combee_fast.run.events import Event, NextDecision, ReleaseDecision, ReleaseStatus
 from tests.embedded.test_release import _grown, _rollout
@@ -92,3 +93,15 @@ def test_the_gate_says_how_many_more_requests_its_next_decision_needs_counting_d
         assert len(towards) > 2 and towards == [(request, at - request) for request, _ in towards]
     assert all(wait.more is not None and wait.more > 0 for _, wait in waits)  # an estimate from the first reward
     assert waits[-1][0] < planned[-1][2]  # after the promotion nothing is waited for
+
+
+def test_the_next_decision_looks_no_farther_than_its_horizon() -> None:
+    """A decision past the horizon is None (the status's estimate stays cheap on the host's loop);
+    within it, the horizon changes nothing."""
+    fresh = ReleaseProgress(sequential.new_state())
+    far = ReleaseConfig(policy="staged", margin=0.0005)  # an equal candidate widens after millions
+    assert next_decision(far, 0.7, fresh, horizon=STATUS_HORIZON).requests is None
+    near = ReleaseConfig(policy="staged", margin=0.05)
+    within = next_decision(near, 0.7, fresh, horizon=STATUS_HORIZON)
+    assert within.requests is not None and within.requests < STATUS_HORIZON
+    assert within == next_decision(near, 0.7, fresh)
