@@ -132,7 +132,7 @@ def main() -> None:
 
     print(
         f"scan_speedup={reference_s / final_s:.0f} scan_mops={n_ops / final_s / 1e6:.1f} "
-        f"prefix_mops={n_ops / prefix_s / 1e6:.1f} var_vs_numpy={numpy_var_s / kernel_var_s:.1f} "
+        f"prefix_mops={n_ops / prefix_s / 1e6:.1f} var_vs_numpy={numpy_var_s / kernel_var_s:.3g} "
         f"sim_peak_mib={peak / 2**20:.1f}"
     )
 
