@@ -22,9 +22,12 @@ Behaviour:
   408/409/429/5xx, connection errors and timeouts are retried up to ``max_retries`` times with
   exponential backoff and jitter, or after the server's ``Retry-After``/``retry-after-ms``, while
   the call's time lasts (a :class:`~combee_fast.engine.events.RetryAfter` event before each wait a
-  server asked for). With ``transport.stream`` replies are streamed, so an attempt
-  given up on is cancelled on the server when its connection closes (:mod:`.streamed`). A server asking to wait longer than ``backoff_max_s`` (the
-  run's patience) is not retried: the call fails at once, saying how long it was asked to wait.
+  server asked for). A plain-http request whose reused keep-alive connection the server closes
+  before a byte of answer is sent once more on a new connection within the same attempt: not a
+  retry (:mod:`.http1`; counted in :attr:`EndpointClient.resent`). With ``transport.stream``
+  replies are streamed, so an attempt given up on is cancelled on the server when its connection
+  closes (:mod:`.streamed`). A server asking to wait longer than ``backoff_max_s`` (the run's
+  patience) is not retried: the call fails at once, saying how long it was asked to wait.
 - JSON output: the schema goes in ``response_format`` in the endpoint's structured-output form
   (:mod:`.capabilities`); the text is parsed either way and, if unusable, ONE repair request is
   sent (the bad answer plus what was wrong), except for a reply cut at ``max_tokens``, which is
@@ -216,6 +219,7 @@ class EndpointClient:
         """Requests let onto the wire at once (lowered on timeouts; see :mod:`.gate`)."""
         self._session: aiohttp.ClientSession | None = None
         self._pool: Http1Pool | None = None  # plain-http requests; https goes through aiohttp
+        self._resent = 0  # Http1Pool.resent of the pools closed
         self._request_heads: dict[str, bytes] = {}  # per role: the pre-encoded request head
         self._role_headers: dict[str, dict[str, str]] = {}  # per role: aiohttp's headers
         self._formats: dict[tuple[str, str, int], tuple[dict[str, Any], msgspec.Raw | None]] = {}  # response_format bytes
@@ -286,6 +290,12 @@ class EndpointClient:
         await self.aclose()
 
     @property
+    def resent(self) -> int:
+        """Plain-http requests sent once more, transparently, because the reused keep-alive
+        connection they went out on closed before answering (:mod:`.http1`); not retries."""
+        return self._resent + (self._pool.resent if self._pool is not None else 0)
+
+    @property
     def in_flight(self) -> int:
         """HTTP requests of this client currently on the wire."""
         return self._in_flight
@@ -304,6 +314,7 @@ class EndpointClient:
         """Close every pooled connection. The client may be used again afterwards."""
         if self._pool is not None:
             self._pool.close()
+            self._resent += self._pool.resent
             self._pool = None
         if self._session is not None:
             await self._session.close()

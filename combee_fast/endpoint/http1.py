@@ -19,7 +19,19 @@ Contract of :meth:`Http1Pool.post`:
 - a connection is reused only after a complete response that allows keep-alive; a timed-out,
   failed or cancelled request closes its connection (the server sees it go);
 - at most ``limit`` idle connections are kept; a connection the server closes while idle is
-  dropped, never reused.
+  dropped, never reused;
+- a request that fails on a reused connection before any byte of its response arrived is sent
+  once more, on a new connection, within the same ``timeout_s``; the caller sees one exchange
+  (:attr:`Http1Pool.resent` counts them).
+  Why: a server may close a keep-alive connection at any time between requests, and its close
+  can cross our next request on the wire. llama.cpp's server does so after every streamed
+  (chunked) reply although its headers say ``Keep-Alive: timeout=5, max=100``, and cpp-httplib
+  servers after 5 s idle; a request written into that close fails with no answer. A server that
+  closed the connection between requests never read the request. From here that cannot be told
+  apart from a server that read it and closed without a byte of answer, which gets it a second
+  time; this is allowed because the POSTs sent here are chat completions, idempotent in effect
+  (RFC 9112 §9.3.1: nothing changes on the server but the compute). A failure on a new
+  connection, or after the first byte, is raised.
 No redirects, cookies, proxies or ``Expect: 100-continue``: the endpoint's URL is used as given.
 """
 
@@ -82,6 +94,7 @@ class _Connection(asyncio.Protocol):
         self.closed = False
         self.reusable = False
         self._buffer = bytearray()
+        self.heard = False  # whether a byte of the current request's response has arrived
         self._waiter: asyncio.Future[Http1Response] | None = None
         self._limit: int | None = None  # most body bytes of the response awaited (None: no cap)
         self._reset()
@@ -105,6 +118,7 @@ class _Connection(asyncio.Protocol):
         if self._waiter is None or self._waiter.done():  # bytes nobody asked for: never reuse
             self.abort()
             return
+        self.heard = True
         self._buffer += data
         try:
             self._parse()
@@ -135,6 +149,7 @@ class _Connection(asyncio.Protocol):
         if self.closed or self.transport is None:
             raise Http1Error("connection closed")
         self.reusable = False
+        self.heard = False
         self._limit = max_body
         self._waiter = asyncio.get_running_loop().create_future()
         self.transport.write(request)
@@ -259,23 +274,31 @@ class Http1Pool:
         self._limit = limit
         self._idle: list[_Connection] = []
         self._open: set[_Connection] = set()
+        self.resent = 0  # requests sent once more after their reused connection closed unanswered
 
     async def post(self, request: bytes, timeout_s: float, max_body: int | None = None) -> Http1Response:
-        """Send ``request`` (a complete HTTP/1.1 request) on an idle or new connection; a reply
-        body over ``max_body`` bytes raises :class:`ReplyTooLarge` (the connection is closed)."""
-        connection = None
+        """Send ``request`` (a complete HTTP/1.1 request) on an idle or new connection, and once
+        more on a new one if the idle one fails before any byte of the response (module doc); a
+        reply body over ``max_body`` bytes raises :class:`ReplyTooLarge` (the connection is closed)."""
+        idle = None
         while self._idle:
             candidate = self._idle.pop()
             if not candidate.closed:
-                connection = candidate
+                idle = candidate
                 break
+        connection = idle
         try:
             async with asyncio.timeout(timeout_s):
-                if connection is None:
-                    _, connection = await asyncio.get_running_loop().create_connection(
-                        lambda: _Connection(self._open), self._host, self._port
-                    )
-                response = await connection.exchange(request, max_body)
+                try:
+                    if connection is None:
+                        connection = await self._connect()
+                    response = await connection.exchange(request, max_body)
+                except Http1Error:
+                    if idle is None or idle.heard:  # a new connection failed, or the reply had begun
+                        raise
+                    self.resent += 1
+                    connection = await self._connect()  # closed by the server as the request went out (module doc)
+                    response = await connection.exchange(request, max_body)
         except BaseException:
             if connection is not None:
                 connection.abort()
@@ -285,6 +308,12 @@ class Http1Pool:
         else:
             connection.abort()
         return response
+
+    async def _connect(self) -> _Connection:
+        """A new connection to the pool's ``host:port`` (``OSError`` when it cannot be made)."""
+        _, connection = await asyncio.get_running_loop().create_connection(
+            lambda: _Connection(self._open), self._host, self._port)
+        return connection
 
     def close(self) -> None:
         """Close every connection, idle or busy (busy requests fail with :class:`Http1Error`)."""

@@ -81,7 +81,9 @@ async def test_retries_recover_from_429_500_and_dropped_connections(start_sim_se
     injected = server.counters().faults_injected
     assert injected["429"] and injected["500"] and injected["drop"]
     retries = sum(result.usage.retries for result in results)
-    assert retries == injected["429"] + injected["500"] + injected["drop"] == totals.retries
+    assert retries == totals.retries
+    # a drop on a reused keep-alive connection is resent once on a new one, not retried (endpoint.http1)
+    assert retries + client.resent == injected["429"] + injected["500"] + injected["drop"]
     assert totals.calls == 120 and totals.errors == 0
 
 

@@ -35,7 +35,8 @@ async def test_streamed_calls_retry_through_faults(start_sim_server: StartSimSer
     async with EndpointClient(config(server, stream=True, max_retries=10, concurrency=8)) as client:
         results = await asyncio.gather(*(client.chat(ask(f"q{i}")) for i in range(40)))
     assert [result.text for result in results] == [f"q{i}" for i in range(40)]
-    assert sum(result.usage.retries for result in results) == sum(server.counters().faults_injected.values()) > 0
+    retries = sum(result.usage.retries for result in results)  # + drops on a reused connection, resent (endpoint.http1)
+    assert retries + client.resent == sum(server.counters().faults_injected.values()) > 0
 
 
 async def test_an_error_event_in_the_stream_is_a_server_error_and_is_retried() -> None:
