@@ -8,7 +8,9 @@
    - lost rollouts: every train example must have exactly one first attempt (round 0) in exactly
      one step's traces, answered or reported failed;
    - unaccounted calls: every request the simulated server counted must be in the run's
-     accounting as a call or a retry (learning steps and validation);
+     accounting as a call or a retry (learning steps and validation), or be one of the client's
+     resends (a request sent again on a fresh connection after the server closed a reused one
+     before answering, as a dropped connection does: ``EndpointClient.resent``);
 2. a ``combee learn`` process killed with SIGKILL at a random step and resumed by two
    ``combee learn --resume`` processes started at once: one must be refused (exit 2, the run is
    in use), the other must end with the clean run's ``final.json``, byte for byte, and as many
@@ -91,11 +93,12 @@ async def _checked_run(argv: list[str], out: Path | None) -> tuple[TrainResult, 
             if run_dir is not None:
                 run_dir.close()
         requests = session.server.counters().requests
+        resent = sum(client.resent for client in session.clients.every_replica())
     ids = [item.id for item in session.train_items()]
     lost = sum(1 for item_id in ids if method.first_attempts[item_id] != 1)
     lost += sum(1 for item_id in method.first_attempts if item_id not in set(ids))
     accounted = sum(_calls_and_retries(counts) for counts in (result.counts, result.val_counts))
-    return result, lost, requests - accounted
+    return result, lost, requests - accounted - resent
 
 
 def _calls_and_retries(counts: Any) -> int:
