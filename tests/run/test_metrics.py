@@ -60,6 +60,11 @@ async def test_the_metrics_endpoint_serves_the_release_figures_over_http() -> No
                     version = 1 if i % 2 else 0
                     tickets.append(await learner.submit(rollout, version=version))
                 figures = await _scrape(metrics.url)
+                for _ in range(500):  # the learner's thread emits the status after those rewards
+                    if figures["combee_release_next_decision_requests"] > 0:
+                        break
+                    await asyncio.sleep(0.01)
+                    figures = await _scrape(metrics.url)
                 await asyncio.gather(*tickets, *[await learner.submit(r, version=0) for r in rollouts[40:48]])
             after = await _scrape(metrics.url)
     finally:
