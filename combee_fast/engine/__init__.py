@@ -8,5 +8,6 @@
 - :mod:`.frames`: length-prefixed frames over a child process's pipes.
 - :mod:`.child`: the one supervisor of worker processes: start, frames both ways, how it ended, stop.
 - :mod:`.kept`: typed snapshots of an object's working state (for checkpoints).
+- :mod:`.slow_wait`: a wait that takes noticeably long is said when it begins and when it ends.
 - :mod:`.events`: the event hub, and the events emitted below the run loop (endpoints, role calls, rollouts).
 """

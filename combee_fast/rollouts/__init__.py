@@ -3,6 +3,8 @@
 - :mod:`.episode`: :class:`~.episode.Episode` (what is submitted), its life
   (:func:`~.episode.run_episode`: a fresh environment from a bounded pool, the agent, the check,
   the limits) and :class:`~.episode.EpisodeRun`, the engine's side of an agent's episode.
+- :mod:`.step_limit`: a step's wall-clock limit, less the seconds its environment waits on its own
+  model (a task's user simulator).
 - :mod:`.contained`: agent code contained: a user's agent on a thread and loop of its own, and
   whatever it raises its episode's failure.
 - :mod:`.spec`: :class:`~.spec.RolloutSpec`, what a backend needs to run episodes anywhere, and
