@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -12,6 +14,7 @@ from combee_fast.tasks.base import Score
 from combee_fast.tasks.tau2.domain import Action
 from combee_fast.tasks.tau2.environment import Tau2Environment
 from combee_fast.tasks.tau2.task import Tau2DomainTask
+from tests.tau2.agents import MISBEHAVIOURS
 
 
 def example_of(task: Tau2DomainTask, task_id: str):
@@ -66,3 +69,13 @@ def replaced(arguments: dict[str, Any], key: str, index: int, value: str) -> dic
     values = list(arguments[key])
     values[index] = value
     return {**arguments, key: values}
+
+
+def assert_each_misbehaviour_failed_its_episode(run: Path) -> dict[str, Any]:
+    """Each hostile server's misbehaviour (``tests.tau2.agents.MISBEHAVIOURS``, one per train item,
+    in order) failed its own episode, with its own kind, in ``run``'s ``errors.jsonl``; the run's
+    summary."""
+    failures = [json.loads(line) for line in (run / "errors.jsonl").read_text().splitlines()]
+    episodes = {f["item"]: f["kind"] for f in failures if "episode" in f}
+    assert episodes == {f"train:{index}": kind for index, kind in enumerate(MISBEHAVIOURS.values())}
+    return json.loads((run / "summary.json").read_text())

@@ -5,7 +5,6 @@ graded by the server's check tool, the run goes on, and no server process outliv
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -15,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.tau2.agents import MISBEHAVIOURS
+from tests.tau2.helpers import assert_each_misbehaviour_failed_its_episode
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVER = Path(__file__).with_name("hostile_mcp.py")
@@ -55,10 +55,6 @@ def test_each_hostile_server_fails_only_its_episode(tmp_path: Path, backend: str
          "--val-split", "selection[30:32]", "--batch-size", str(ITEMS), "--out", str(tmp_path / "run"), "--quiet"],
         cwd=ROOT, capture_output=True, text=True, timeout=280)
     assert done.returncode == 0, done.stderr
-    run = tmp_path / "run"
-    failures = [json.loads(line) for line in (run / "errors.jsonl").read_text().splitlines()]
-    episodes = {f["item"]: f["kind"] for f in failures if "episode" in f}
-    assert episodes == {f"train:{index}": kind for index, kind in enumerate(MISBEHAVIOURS.values())}
-    summary = json.loads((run / "summary.json").read_text())
+    summary = assert_each_misbehaviour_failed_its_episode(tmp_path / "run")
     assert summary["episodes_failed"] == len(MISBEHAVIOURS)
     assert _tagged(tag) == []

@@ -32,6 +32,7 @@ import pytest
 from tests.rollouts.ray_cluster import DRIVER_ENV, LocalRayCluster
 from tests.rollouts.test_ray import needs_ray
 from tests.tau2.agents import MISBEHAVIOURS
+from tests.tau2.helpers import assert_each_misbehaviour_failed_its_episode
 from tests.tau2.test_hostile_mcp import CONFIG, ITEMS, SERVER, _tagged
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -161,11 +162,7 @@ def test_each_hostile_server_fails_only_its_episode_on_ray(tmp_path: Path, clust
                "--quiet"),
         cwd=ROOT, capture_output=True, text=True, timeout=280, env=ENV)
     assert done.returncode == 0, done.stderr
-    run = tmp_path / "run"
-    failures = [json.loads(line) for line in (run / "errors.jsonl").read_text().splitlines()]
-    episodes = {f["item"]: f["kind"] for f in failures if "episode" in f}
-    assert episodes == {f"train:{index}": kind for index, kind in enumerate(MISBEHAVIOURS.values())}
-    summary = json.loads((run / "summary.json").read_text())
+    summary = assert_each_misbehaviour_failed_its_episode(tmp_path / "run")
     assert summary["episodes_failed"] == len(MISBEHAVIOURS) and summary["episodes_rerun"] == 0
     assert _tagged(tag) == []
 
