@@ -55,6 +55,14 @@ its rollout ids and what its apply changed (evicted bullets, rejected ops): tens
 a batch of hundreds of rollouts, so a history of :data:`HISTORY_KEPT` of them would grow for the
 first quarter of a million submissions."""
 
+BATCHING_PROBE_S = 6.0
+"""Real seconds the start-up batching probe may spend (``controller.probe_s``,
+:func:`combee_fast.endpoint.batching.measure_batching`): a few seconds on a fast server; a slow
+one is measured at fewer levels."""
+
+BATCHING_PROBE_TOKENS = 32
+"""Completion tokens each request of the batching probe asks for (``controller.probe_tokens``)."""
+
 FAULT_KINDS = ("429", "500", "drop", "stall", "malformed", "truncated")
 
 
@@ -234,6 +242,10 @@ class ControllerConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     collapse_below: float = 0.25  # distinct fraction of a step's lessons that means collapse
     collapse_min_texts: int = 8
     diversity_temperature: float = 0.7  # reflection temperature injected on collapse
+    # The start-up batching probe of the rollout role's endpoint (endpoint/batching.py), which
+    # seeds the planner: its real-seconds budget (0: no probe) and each request's max tokens.
+    probe_s: float = BATCHING_PROBE_S
+    probe_tokens: int = BATCHING_PROBE_TOKENS
 
     def __post_init__(self) -> None:
         if not self.candidates or min(self.candidates) < 1:
@@ -249,7 +261,9 @@ class ControllerConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
         if not 0 < self.recency_decay < 1:
             raise ConfigError(f"controller.recency_decay must be in (0, 1), got {self.recency_decay}")
         _at_least("controller", 1, recover_after=self.recover_after, start_steps=self.start_steps,
-                  history=self.history, min_group=self.min_group, collapse_min_texts=self.collapse_min_texts)
+                  history=self.history, min_group=self.min_group, collapse_min_texts=self.collapse_min_texts,
+                  probe_tokens=self.probe_tokens)
+        _at_least("controller", 0, probe_s=self.probe_s)
         if self.mode not in ("live", "paper"):
             raise ConfigError(f"controller.mode must be 'live' or 'paper', got {self.mode!r}")
         if not self.surprise > 1:

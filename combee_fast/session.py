@@ -24,7 +24,9 @@ from typing import Any
 import msgspec
 
 from combee_fast.config import AgentConfig, SessionConfig
+from combee_fast.endpoint.batching import PROBE_ROLE, BatchingCurve, measure_batching, not_probed
 from combee_fast.endpoint.cache import CacheMode, ReplayCache
+from combee_fast.endpoint.calls import ChatResult
 from combee_fast.errors import CheckpointError, CombeeError, ConfigError
 from combee_fast.redact import scrub
 from combee_fast.kinds import Kind
@@ -87,6 +89,8 @@ class Session:
         self.local = local
         self.episodes = episodes
         self.choice = resolve(config.learner, config.method)
+        self.batching = not_probed("only the live planner (--batch-size auto) probes")
+        """The start-up probe's batching curve (:meth:`probe_batching`), which the run's result carries."""
 
     @property
     def clients(self) -> RoleClients:
@@ -194,10 +198,45 @@ class Session:
                 return own
             return await LivePlan.start(config.controller, config.combee, workers=config.map.workers,
                                         lessons=kind.lessons, rollout_role=kind.rollout_role, knob=self.calls,
-                                        run_dir=run_dir, events=self.events)
+                                        run_dir=run_dir, events=self.events,
+                                        probe=await self.probe_batching(kind.rollout_role, run_dir))
         capacity = self.server.preset.max_running if self.server is not None else None
         return await ControllerPlan.start(config.controller, capacity=capacity, lessons=kind.lessons, run_dir=run_dir,
                                           events=self.events)
+
+    async def probe_batching(self, role: str, run_dir: RunDir | None = None) -> BatchingCurve:
+        """The batching curve of the endpoint serving ``role`` (its first replica), measured by
+        :func:`~combee_fast.endpoint.batching.measure_batching` within ``controller.probe_s`` (its
+        calls counted in ``calls.json`` as ``probe``), kept in :attr:`batching` and written to
+        ``run_dir``'s ``batching.json``. A resumed run reads the curve its first session recorded
+        instead; a replayed run's probe is answered by its replay cache. Not probed: the
+        in-process simulated endpoint (the yardstick: its figures stay as they are) and
+        ``controller.probe_s = 0``. A probe cut short by the budget or a failed call says so in
+        one line on stderr; without a single level measured the planner starts cold."""
+        controller = self.config.controller
+        resumed = run_dir if run_dir is not None and run_dir.resumed is not None else None
+        client = self.clients.replicas(role)[0]
+        if resumed is not None:
+            curve = resumed.read_batching() or not_probed("the run's first session recorded no batching curve")
+        elif controller.probe_s <= 0:
+            curve = not_probed("controller.probe_s = 0")
+        elif self.server is not None and client.config.base_url == self.server.url:
+            curve = not_probed("the in-process simulated endpoint")
+        else:
+            curve = await measure_batching(client, budget_s=controller.probe_s, max_tokens=controller.probe_tokens,
+                                           record=self._probe_call)
+            if curve.why:
+                cold = "" if curve.points else "; the planner starts cold"
+                print(f"combee: {curve.why}{cold}", file=sys.stderr)
+        self.batching = curve
+        if run_dir is not None and resumed is None:
+            run_dir.write_batching(curve)
+        return curve
+
+    def _probe_call(self, result: ChatResult) -> None:
+        """Count one call of the batching probe in the run's calls (a cut answer is what it asked for)."""
+        error = result.error if result.error is not None and result.error.kind != "truncated" else None
+        self.calls.note(PROBE_ROLE, error, result.text)
 
     def stop_rules(self, choice: Choice, *, interrupt: StopRequest | None = None,
                    extra: Sequence[StopRule] = ()) -> list[StopRule]:
@@ -352,7 +391,7 @@ class Session:
         result: TrainResult | None = None
         failure: BaseException | None = None
         try:
-            result = await train(training)
+            result = msgspec.structs.replace(await train(training), batching=self.batching)
             return result
         except BaseException as exc:
             failure = exc

@@ -6,6 +6,10 @@ before each one it re-plans the batch size *and* the curators' group shape from 
 steps measured (:class:`StepSignals`, built by ``combee_fast.run.step_signals`` from usage
 records only, so a replayed run decides the same):
 
+* **Start.** The start-up probe's batching curve (:meth:`ShapePlanner.seed`,
+  :mod:`combee_fast.endpoint.batching`): its calls join the latency fit, and the first step fills
+  the level of the endpoint's peak tokens/s instead of the cold ``1/start_steps`` of the queue.
+  The curve is recorded with the run, so a replayed or resumed run starts the same.
 * **Queue.** ``remaining`` items of the epoch (offline) or waiting rollouts (online).
 * **Hardware class.** The endpoint's latency against requests in flight
   (:class:`~combee_fast.combee.latency_curve.LatencyCurve`). A step at batch ``b`` is predicted
@@ -41,6 +45,7 @@ import msgspec
 
 from combee_fast.combee.latency_curve import CallSample, CurveState, LatencyCurve, fit_line
 from combee_fast.config import CombeeConfig, ControllerConfig
+from combee_fast.endpoint.batching import BatchingCurve
 from combee_fast.engine.kept import capture, restore_into
 
 
@@ -103,6 +108,7 @@ class PlannerState(msgspec.Struct, frozen=True):
     _predicted_map: float | None
     _planned_batch: int
     _surprise: float | None
+    _probe: BatchingCurve | None = None
 
 
 class ShapePlanner:
@@ -131,6 +137,17 @@ class ShapePlanner:
         self._predicted_map: float | None = None  # map seconds predicted for the planned batch
         self._planned_batch = 0
         self._surprise: float | None = None  # measured / predicted map seconds of a surprising step
+        self._probe: BatchingCurve | None = None  # the start-up probe's curve (None: not probed)
+
+    def seed(self, probe: BatchingCurve) -> None:
+        """Start from the start-up probe's curve: each of its levels joins the latency fit as
+        ``concurrency`` calls at that in-flight level, and the first decision (nothing measured
+        yet) fills its best concurrency. A curve without points changes nothing (cold start)."""
+        if not probe.points:
+            return
+        self.curve.add(CallSample(float(p.concurrency), p.prompt_tokens, p.completion_tokens, p.latency_s)
+                       for p in probe.points for _ in range(p.concurrency))
+        self._probe = probe
 
     def state(self) -> PlannerState:
         """What the planner learned and decided so far, for a checkpoint."""
@@ -216,7 +233,14 @@ class ShapePlanner:
         hi = max(self.lower, min(self.upper, self._cap, remaining))
         remedy, why_remedy = self._remedy(inputs)
         s = self._last
-        if s is None or self.curve.coef is None:
+        if s is None and self._probe is not None:
+            probe = self._probe
+            batch = max(self.lower, min(hi, probe.best_concurrency))
+            inputs.update(probe_best_concurrency=float(probe.best_concurrency), probe_gain=probe.gain)
+            reason = (f"start: the start-up probe measured the endpoint's generated tokens/s peaking at "
+                      f"{probe.best_concurrency} requests at once ({probe.gain:.2f}x one request's); the first "
+                      f"step fills them")
+        elif s is None or self.curve.coef is None:
             first = math.ceil(remaining / self.config.start_steps)
             batch = max(self.lower, min(hi, first))
             reason = (f"start: nothing measured yet; 1/{self.config.start_steps} of the {remaining} waiting items "
@@ -243,7 +267,8 @@ class ShapePlanner:
                 reason = (f"surprise: the last step's map took {self._surprise:.1f}x its predicted time at the same "
                           f"batch size, so the endpoint changed; its curve is re-learned from that step on and the "
                           f"batch shrinks to {batch} to measure it at a second load; model: " + reason)
-            self._predicted_map = self._step_seconds(s, batch) - (self._tail or 0.0)
+            predicted = inputs["predicted_step_s"] = self._step_seconds(s, batch)
+            self._predicted_map = predicted - (self._tail or 0.0)
         self._planned_batch = batch
         if self._problems:
             reason += "; quality: " + "; ".join(self._problems)

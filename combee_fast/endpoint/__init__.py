@@ -8,7 +8,8 @@
   and Retry-After; :mod:`.pool`: replicas of one model behind one role.
 - :mod:`.calls`: one call as the engine sees it; :mod:`.wire`: the records on the wire;
   :mod:`.structured`: JSON replies and the repair request; :mod:`.capabilities`: what an
-  endpoint can do, found at start-up.
+  endpoint can do, found at start-up; :mod:`.batching`: its latency and tokens/s against
+  requests at once, measured at start-up for the live planner.
 - :mod:`.cache`: :class:`~.cache.ReplayCache` (off / record / replay / record-missing).
 - :mod:`.blocking`: a blocking chat callable for synchronous libraries.
 - :mod:`.local`: the llama.cpp server ``--local`` starts (its start-up self-test included);

@@ -266,6 +266,9 @@ class GepaPlan:
         in_flight = self.decision.in_flight if self.planner.ceiling > 1 else None
         return StepShape(self.decision.max_group, self.decision.duplicates, in_flight=in_flight)
 
+    def predicted_seconds(self) -> float | None:
+        return None
+
     async def observe(self, batch_size: int, result: StepResult[Any], samples_in_epoch: int) -> None:
         measures = [report.measure for report in result.reports if report.measure is not None]
         self.planner.record(measures, result.artifact)

@@ -84,6 +84,11 @@ class BatchPlan(Protocol):
         """The shape of the step just sized (None: the method's configured shape)."""
         ...
 
+    def predicted_seconds(self) -> float | None:
+        """The step seconds it predicted for the step just sized (None: no prediction), which the
+        ledger shows beside the step's measured seconds."""
+        ...
+
     async def observe(self, batch_size: int, result: StepResult[Any], samples_in_epoch: int) -> None:
         """Learn from the step just run at ``batch_size``."""
         ...

@@ -10,7 +10,9 @@
 - :mod:`.swap`: the journaled replacement of a previous run, recoverable after a kill.
 - :mod:`.batch_plans`: fixed batch size, the live planner, the paper's controller, or an earlier run's decisions.
 - :mod:`.step_signals`: what a finished step measured, for the live planner.
-- :mod:`.ledger`: one row per step (time, calls, tokens per role, errors, accuracy).
+- :mod:`.ledger`: one row per step (time, calls, tokens per role, errors, accuracy, predicted seconds).
+- :mod:`.predictions`: the start-up probe's batching curve and the planner's predicted against
+  measured step seconds, for ``summary.json`` and ``report.md``.
 - :mod:`.context`: what a learner builds its methods and evaluation from.
 - :mod:`.cost`: GPU-seconds of each step.
 - :mod:`.dollars`: each endpoint's price, and the dollars of each step, role and accepted improvement.

@@ -21,6 +21,7 @@ from typing import Annotated, Any, Protocol
 import msgspec
 
 from combee_fast.config import CombeeConfig, ControllerConfig
+from combee_fast.endpoint.batching import BatchingCurve
 from combee_fast.engine.slow_wait import said_if_slow
 from combee_fast.errors import ConfigError
 from combee_fast.files import read_regular
@@ -126,6 +127,9 @@ class ReplayedPlan:
             return None
         return StepShape(step.max_group, step.duplicates, step.shuffle_salt)
 
+    def predicted_seconds(self) -> float | None:
+        return None
+
     async def observe(self, batch_size: int, result: StepResult[Any], samples_in_epoch: int) -> None:
         return None
 
@@ -155,6 +159,9 @@ class FixedBatch:
         return self.size, "fixed"
 
     def step_shape(self) -> StepShape | None:
+        return None
+
+    def predicted_seconds(self) -> float | None:
         return None
 
     async def observe(self, batch_size: int, result: StepResult[Any], samples_in_epoch: int) -> None:
@@ -203,6 +210,9 @@ class ControllerPlan:
         return decision.batch_size, decision.reason
 
     def step_shape(self) -> StepShape | None:
+        return None
+
+    def predicted_seconds(self) -> float | None:
         return None
 
     async def observe(self, batch_size: int, result: StepResult[Any], samples_in_epoch: int) -> None:
@@ -254,14 +264,18 @@ class LivePlan:
     @classmethod
     async def start(cls, config: ControllerConfig, combee: CombeeConfig, *, workers: int, lessons: Lessons,
                     rollout_role: str, knob: DiverseTemperature | None = None,
-                    run_dir: RunDir | None = None, events: Events | None = None) -> LivePlan:
-        """A planner bounded by ``config.max_batch``; compiles the kernels off the loop, saying
-        so on ``events`` (:func:`compiled`)."""
+                    run_dir: RunDir | None = None, events: Events | None = None,
+                    probe: BatchingCurve | None = None) -> LivePlan:
+        """A planner bounded by ``config.max_batch``, seeded with the start-up probe's curve
+        (``probe``; :meth:`ShapePlanner.seed`); compiles the kernels off the loop, saying so on
+        ``events`` (:func:`compiled`)."""
         from combee_fast.native import warmup
 
         await compiled(warmup, events)
-        return cls(ShapePlanner(config, combee, upper=config.max_batch), workers=workers, lessons=lessons,
-                   rollout_role=rollout_role, knob=knob, run_dir=run_dir)
+        planner = ShapePlanner(config, combee, upper=config.max_batch)
+        if probe is not None:
+            planner.seed(probe)
+        return cls(planner, workers=workers, lessons=lessons, rollout_role=rollout_role, knob=knob, run_dir=run_dir)
 
     def next_size(self, remaining: int) -> tuple[int, str]:
         decision = self.planner.decide(remaining)
@@ -276,6 +290,10 @@ class LivePlan:
         if self.decision is None:
             return None
         return StepShape(self.decision.max_group, self.decision.duplicates, self.decision.shuffle_salt)
+
+    def predicted_seconds(self) -> float | None:
+        """The planner's predicted seconds of the step it just sized (none before two steps are measured)."""
+        return self.decision.inputs.get("predicted_step_s") if self.decision is not None else None
 
     async def observe(self, batch_size: int, result: StepResult[Any], samples_in_epoch: int) -> None:
         def measure():

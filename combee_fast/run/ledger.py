@@ -8,7 +8,8 @@ attempts and failed calls are counted per role, and retries and failures per kin
 (:attr:`~combee_fast.schema.CallError.label`: ``429``, ``5xx``, ``timeout``, ``connection``,
 ``malformed``, ``schema_mismatch``, ``truncated``, ``replay_miss``...), in :class:`CallCounts`.
 Each row also holds its step's dollars per role (:mod:`combee_fast.run.dollars`) and calls in
-flight per role, requested and achieved (:mod:`combee_fast.run.concurrency`).
+flight per role, requested and achieved (:mod:`combee_fast.run.concurrency`), and the step
+seconds the batch plan predicted for it, beside the measured ``sim_seconds``.
 """
 
 from __future__ import annotations
@@ -74,6 +75,7 @@ class LedgerRow(msgspec.Struct, frozen=True):
     dollars: dict[str, float | None] = msgspec.field(default_factory=dict)  # role -> dollars (None: no price; run/dollars.py)
     concurrency: dict[str, RoleConcurrency] = msgspec.field(default_factory=dict)  # role -> calls in flight (run/concurrency.py)
     # Measured like wall_seconds: two runs of one seed may differ in it.
+    predicted_seconds: float | None = None  # the batch plan's prediction of sim_seconds (None: it made none)
 
 
 class CallCounts(msgspec.Struct):
@@ -166,10 +168,11 @@ def usage_columns(usages: Iterable[Usage]) -> tuple[dict[str, str], dict[str, in
 
 def ledger_row(
     method: str, epoch: int, step: int, reason: str, batch_size: int, result: StepResult[Any], cumulative: float,
-    *, rollout_role: str,
+    *, rollout_role: str, predicted_seconds: float | None = None,
 ) -> LedgerRow:
     """The ledger row of one step of ``batch_size`` items; ``cumulative`` is the run's simulated
-    seconds so far; ``rollout_role`` the role whose calls are rollouts."""
+    seconds so far; ``rollout_role`` the role whose calls are rollouts; ``predicted_seconds`` the
+    step seconds the batch plan predicted for it."""
     counts = step_counts(result)
     models, prompt, completion = usage_columns(step_usages(result))
     errors = [ErrorRecord(item, e.kind, e.message) for t in result.traces for item, e in t.errors()]
@@ -191,4 +194,5 @@ def ledger_row(
         rollouts=len(episodes) if episodes else counts.calls.get(rollout_role, 0), episodes=len(episodes),
         episode_failures=dict(sorted(failed.items())), env_seconds=env_seconds,
         env_seconds_per_episode=env_seconds / len(episodes) if episodes else 0.0,
+        predicted_seconds=predicted_seconds,
     )

@@ -4,7 +4,8 @@
 failed calls, the stop); :func:`run_report` turns it, the run's outcome and its provenance into
 Markdown: the result with its 95% interval, the cost (rollouts, tokens, GPU-seconds, calls per
 role, candidates explored and accepted, tokens and dollars per accepted improvement, calls in
-flight per role requested and achieved, and a line for each role held below its cap), what was learned, the learning curve (:func:`curve_png`, when the run validated more than
+flight per role requested and achieved, and a line for each role held below its cap), what was learned, the
+start-up probe's batching curve and the planner's predicted against measured step seconds, the learning curve (:func:`curve_png`, when the run validated more than
 once) and where the run came from. :func:`eval_report` is the page of ``combee eval``. Nothing
 here reads or writes a file: the run directory writes the page and its plot.
 """
@@ -26,6 +27,7 @@ from combee_fast.run.events import Event, RunStopped, StepDone, VersionApplied
 from combee_fast.run.dollars import money, total
 from combee_fast.run.improvements import improvement_line
 from combee_fast.run.ledger import CallCounts
+from combee_fast.run.predictions import batching_lines
 from combee_fast.run.provenance import Provenance
 
 LESSONS_SHOWN = 12
@@ -188,6 +190,8 @@ def run_report(
         lines += [f"{facts.steps} step(s) completed; calls per role (training) so far:", "", *calls_lines(counts)]
     lines += ["", "## What was learned", "",
               *(f"- {name}: {value}" for name, value in learned.items()), "", *_lessons(lessons), ""]
+    if result is not None:
+        lines += batching_lines(result.batching, result.ledger)
     curve = list(facts.curve)
     lines += ["## Learning curve", ""]
     if plot is not None:

@@ -20,6 +20,8 @@ only writer and reader of these files:
     summary.json         totals, accounting and how the run ended
     calls.json           calls per role, trimmed calls, failures (over every process of the run)
     capabilities.json    what each endpoint was found to do; sampling.json what each role sends
+    batching.json        the start-up probe's batching curve of the rollout role's endpoint (auto
+                         batch size only; a resumed run reads it instead of probing again)
     checkpoint.bin       the state after the last completed step, to resume from (run/checkpoint.py)
     card.toml            the experiment card the run was made under (``learn --card``), if any
     server.log, local_server.json   the local server's log and command (``--local``)
@@ -71,6 +73,7 @@ from typing import IO, Any
 import msgspec
 
 from combee_fast.config import HISTORY_KEPT, SessionConfig, config_to_dict, load_config
+from combee_fast.endpoint.batching import BatchingCurve
 from combee_fast.errors import CheckpointError, ConfigError, SplitChangedError, StorageError
 from combee_fast.files import DIR_MODE, open_append, open_regular, read_regular, write_atomic
 from combee_fast.protocols.learning import CompleteKind, Deployable
@@ -90,7 +93,7 @@ CURVE_FILE = "curve.png"
 """The learning curve beside ``report.md``."""
 _RUN_FILES = ("config.json", "splits.json", "ledger.jsonl", "controller.jsonl", "deltas.jsonl", "errors.jsonl",
               "final.json", "best.json", "summary.json", "card.toml", CHECKPOINT_FILE, LEGACY_CHECKPOINT_FILE,
-              "calls.json", "capabilities.json", "sampling.json", "server.log", "local_server.json", "report.md",
+              "calls.json", "capabilities.json", "batching.json", "sampling.json", "server.log", "local_server.json", "report.md",
               "prompt.txt", "provenance.json", CURVE_FILE, "eval.json", "results.jsonl", "trajectories.jsonl")
 _APPENDED = ("ledger.jsonl", "controller.jsonl", "deltas.jsonl", "errors.jsonl")
 _TRAJECTORIES = "trajectories.jsonl"  # appended, marked, never cut back to its mark (see reopen)
@@ -464,6 +467,20 @@ class RunDir:
 
     def write_capabilities(self, endpoints: list[dict[str, Any]]) -> None:
         self._write_json("capabilities.json", endpoints)
+
+    def write_batching(self, curve: BatchingCurve) -> None:
+        self._write_json("batching.json", curve)
+
+    def read_batching(self) -> BatchingCurve | None:
+        """The batching curve the run recorded (None: it recorded none); :class:`CheckpointError`
+        naming the file when it cannot be read."""
+        path = self.root / "batching.json"
+        if not path.exists():
+            return None
+        try:
+            return msgspec.json.decode(read_regular(path), type=BatchingCurve)
+        except (OSError, msgspec.MsgspecError) as exc:
+            raise CheckpointError(f"{path}: not a batching curve: {exc}") from None
 
     def write_sampling(self, sampling: dict[str, Any]) -> None:
         self._write_json("sampling.json", sampling)

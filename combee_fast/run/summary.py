@@ -19,6 +19,7 @@ import msgspec
 from combee_fast.errors import CombeeError
 from combee_fast.redact import scrub
 from combee_fast.run.events import EpisodeRerun
+from combee_fast.run.predictions import batching_summary
 
 if TYPE_CHECKING:
     from combee_fast.run.rundir import RunDir
@@ -38,7 +39,9 @@ def resume_command(shown: str) -> str:
 def run_summary(result: TrainResult, shown: str, *, interrupted_by: str | None = None, reruns: int = 0,
                 resumed_from: int | None = None) -> dict[str, Any]:
     """The summary of the run ``result`` whose files are at ``shown``: its cost, its scores, the
-    learner's own figures, the calls per role and the calls in flight per role (requested and achieved); with agent episodes their counts and environment
+    learner's own figures, the calls per role and the calls in flight per role (requested and achieved), the
+    start-up probe's batching curve with the planner's predicted against measured step seconds
+    (``batching``, :func:`~combee_fast.run.predictions.batching_summary`); with agent episodes their counts and environment
     seconds (``reruns``: episodes sent again); ``resumed_from``: the step a resumed run went on
     from; an interrupted run (``interrupted_by``: the signal) names the command resuming it."""
     summary: dict[str, Any] = {
@@ -55,6 +58,7 @@ def run_summary(result: TrainResult, shown: str, *, interrupted_by: str | None =
         "final_val_unanswered": None if result.final_eval is None else result.final_eval.unanswered,
         "accounting": {"train": msgspec.to_builtins(result.counts),
                        "validation": msgspec.to_builtins(result.val_counts)},
+        "batching": batching_summary(result.batching, result.ledger),
     }
     if result.episodes:
         summary.update(episodes=result.episodes, episodes_failed=result.episodes_failed,

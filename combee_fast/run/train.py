@@ -43,6 +43,7 @@ from combee_fast.run.cost import GpuClock
 from combee_fast.run.dollars import Prices, dollar_summary, role_dollars
 from combee_fast.run.improvements import improvement_summary
 from combee_fast.run.events import Events, RunStopped, StepDone, VersionApplied
+from combee_fast.endpoint.batching import BatchingCurve
 from combee_fast.run.ledger import CallCounts, LedgerRow, ledger_row
 from combee_fast.run.progress import Budget
 from combee_fast.run.record import RunRecord
@@ -70,6 +71,8 @@ class TrainResult(msgspec.Struct, frozen=True):
     (:mod:`~combee_fast.run.concurrency`; measured, like the wall seconds, so two runs of one seed
     may differ in them). ``episodes``, ``episodes_failed``
     and ``env_seconds``: the agent episodes of the learning steps and their environment seconds.
+    ``batching``: the start-up probe's batching curve of the rollout role's endpoint
+    (:mod:`combee_fast.endpoint.batching`), which the summary and the page show.
     """
 
     learner: str
@@ -98,6 +101,7 @@ class TrainResult(msgspec.Struct, frozen=True):
     env_seconds: float = 0.0
     concurrency: dict[str, dict[str, float]] = msgspec.field(default_factory=dict)
     concurrency_notes: tuple[str, ...] = ()
+    batching: BatchingCurve | None = None  # the start-up probe's curve (set by the session; None: not told)
 
 
 class Batch(msgspec.Struct, frozen=True):
@@ -231,10 +235,12 @@ class Training(Generic[A]):
         """Everything a completed step leaves: totals, row, files, stop, validation, checkpoint."""
         state, previous = self.state, self.state.artifact
         wall = time.perf_counter() - batch.started
+        predicted = self.plan.predicted_seconds() if batch.items else None  # of this step: asked before observe
         if batch.items:
             await self.plan.observe(len(batch.items), result, len(self.items))
         row = ledger_row(self.method.name, batch.epoch, state.steps, batch.reason, len(batch.items), result,
-                         state.sim_seconds + result.sim_seconds, rollout_role=self.kind.rollout_role)
+                         state.sim_seconds + result.sim_seconds, rollout_role=self.kind.rollout_role,
+                         predicted_seconds=predicted)
         if self.gpu_clock is not None:
             row = msgspec.structs.replace(row, gpu_seconds=self.gpu_clock.read(state.wall_seconds + wall) - batch.gpu_before)
         row = msgspec.structs.replace(

@@ -1,0 +1,93 @@
+"""The start-up batching probe against the simulated server on loopback: the curve, its gain and
+best concurrency, the budget, failures, and where its calls are accounted."""
+
+from __future__ import annotations
+
+import time
+
+from combee_fast.config import TransportConfig
+from combee_fast.endpoint.batching import PROBE_ROLE, MAX_LEVEL, measure_batching, probe_levels
+from combee_fast.endpoint.client import EndpointClient, EndpointConfig
+from combee_fast.sim.latency import LatencyPreset
+from combee_fast.sim.server import SimRequest
+
+FOUR_SLOTS = LatencyPreset(name="four-slots", overhead_s=0.05, decode_s_per_token=0.02, max_running=4,
+                           full_batch_slowdown=1.2)
+"""Four sequences at once, each a little slower the fuller the batch: tokens/s rises to 4, then flattens."""
+
+SLOW = LatencyPreset(name="slow-cpu", overhead_s=0.5, decode_s_per_token=0.0)
+"""Half a second a request, however many run at once (no batching at all)."""
+
+
+def _client(server, **transport: object) -> EndpointClient:
+    return EndpointClient(EndpointConfig(name="sim", base_url=server.url, model="sim",
+                                         transport=TransportConfig(**transport)))
+
+
+def test_the_levels_double_up_to_the_cap() -> None:
+    assert probe_levels(1) == (1,)
+    assert probe_levels(6) == (1, 2, 4, 6)
+    assert probe_levels(MAX_LEVEL) == (1, 2, 4, 8, 16, 32, 64)
+
+
+async def test_a_server_with_four_slots_peaks_at_four_and_the_calls_are_the_probes(start_sim_server) -> None:
+    server = await start_sim_server(preset=FOUR_SLOTS, time_scale=0.05)
+    async with _client(server) as client:
+        started = time.perf_counter()
+        curve = await measure_batching(client, budget_s=5.0)
+        elapsed = time.perf_counter() - started
+        totals = client.usage_totals()
+    assert [p.concurrency for p in curve.points] == [1, 2, 4, 8]
+    assert curve.stopped == "flat" and curve.why == ""
+    assert curve.best_concurrency == 4
+    assert 3.0 < curve.gain < 4.0  # four at once, each decoding 1.2x slower at a full batch
+    rates = [p.tokens_per_s for p in curve.points]
+    assert rates[0] < rates[1] < rates[2] and rates[3] < 1.1 * rates[2]
+    assert all(p.completion_tokens > 0 and p.prompt_tokens > 0 for p in curve.points)
+    assert elapsed < 5.0
+    assert set(key[0] for key in totals) == {PROBE_ROLE} and totals[(PROBE_ROLE, "sim", "sim")].calls == 15
+    assert server.counters().requests_by_role == {PROBE_ROLE: 15}
+
+
+async def test_a_slow_server_is_measured_at_fewer_levels_within_the_budget(start_sim_server) -> None:
+    server = await start_sim_server(preset=SLOW, time_scale=1.0)
+    async with _client(server) as client:
+        started = time.perf_counter()
+        curve = await measure_batching(client, budget_s=1.2)
+        elapsed = time.perf_counter() - started
+    assert [p.concurrency for p in curve.points] == [1]  # 2 at once would take ~1 s more: past the budget
+    assert curve.stopped == "budget" and "1.2 s budget" in curve.why and "concurrency 1 measured" in curve.why
+    assert elapsed < 1.2
+
+
+async def test_a_level_outlasting_the_budget_is_cancelled_and_left_out(start_sim_server) -> None:
+    server = await start_sim_server(preset=SLOW, time_scale=1.0)
+    async with _client(server) as client:
+        started = time.perf_counter()
+        curve = await measure_batching(client, budget_s=0.2)
+        elapsed = time.perf_counter() - started
+    assert curve.points == () and curve.stopped == "budget" and "still running" in curve.why
+    assert (curve.best_concurrency, curve.gain) == (1, 1.0)
+    assert elapsed < 0.5
+
+
+class _FailsFromTwo:
+    """Answers the probe's first level; every request of its second level fails (HTTP 500)."""
+
+    def __init__(self) -> None:
+        self.seen: list[int | None] = []
+
+    def respond(self, request: SimRequest) -> str:
+        self.seen.append(request.seed)
+        if request.seed is not None and request.seed >= 2 * (MAX_LEVEL + 1):
+            raise RuntimeError("out of memory")
+        return "1\n2\n3\n4\n5\n6\n7\n8"
+
+
+async def test_a_failed_call_ends_the_curve_with_one_line_saying_why(start_sim_server) -> None:
+    server = await start_sim_server(_FailsFromTwo(), preset=FOUR_SLOTS, time_scale=0.05)
+    async with _client(server, max_retries=0) as client:
+        curve = await measure_batching(client, budget_s=5.0)
+    assert [p.concurrency for p in curve.points] == [1]
+    assert curve.stopped == "error" and "a call at concurrency 2 failed" in curve.why and "500" in curve.why
+    assert "\n" not in curve.why
