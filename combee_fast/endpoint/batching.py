@@ -110,13 +110,20 @@ def probe_cap(client: EndpointClient) -> int:
 
 async def measure_batching(client: EndpointClient, *, levels: Sequence[int] | None = None,
                            budget_s: float = BATCHING_PROBE_S, max_tokens: int = BATCHING_PROBE_TOKENS,
-                           record: Callable[[ChatResult], None] | None = None) -> BatchingCurve:
+                           record: Callable[[ChatResult], None] | None = None,
+                           prompts: Sequence[Sequence[Message]] = (PROBE_MESSAGES,)) -> BatchingCurve:
     """The batching curve of ``client``'s endpoint (module docstring). ``levels``: the
     concurrencies to try, in order (default :func:`probe_levels` of :func:`probe_cap`; levels
     above the cap are not sent). A level is sent only when the seconds spent so far plus its
     expected seconds (the previous level's, scaled by the ratio of the levels: a server that
     does not batch at all) fit in ``budget_s``. ``record`` is told every finished call (its
-    accounting). Never raises for endpoint failures: they end the curve (``stopped``, ``why``)."""
+    accounting). ``prompts``: what the requests send, the ``n``-th request of the probe
+    ``prompts[n % len(prompts)]`` (default: :data:`PROBE_MESSAGES` every time, short; a bench
+    measuring a workload's own ceiling sends that workload's prompts, as many as the probe sends
+    requests, so no server-side prompt cache skips a prefill the workload pays). Never raises for endpoint failures: they end the curve
+    (``stopped``, ``why``)."""
+    if not prompts:
+        raise ValueError("measure_batching: prompts must hold at least one prompt")
     cap = probe_cap(client)
     wanted = [c for c in (probe_levels(cap) if levels is None else levels) if 1 <= c <= cap]
     name = client.config.name
@@ -124,6 +131,7 @@ async def measure_batching(client: EndpointClient, *, levels: Sequence[int] | No
     points: list[BatchingPoint] = []
     spent = 0.0  # recorded wall seconds of the levels measured
     previous: tuple[int, float] | None = None  # (level, its recorded wall seconds)
+    sent = 0  # requests sent so far (the next one's prompt index)
     for level in wanted:
         if previous is not None and spent + previous[1] * level / previous[0] > budget_s:
             return BatchingCurve.of(points, stopped="budget", why=(
@@ -131,11 +139,13 @@ async def measure_batching(client: EndpointClient, *, levels: Sequence[int] | No
                 f"would pass the {budget_s:g} s budget (controller.probe_s), so the curve stops there"))
         try:
             async with asyncio.timeout(max(budget_s - (time.perf_counter() - started), 0.0)):
-                results = await asyncio.gather(*(client.chat(_request(level, i, max_tokens)) for i in range(level)))
+                results = await asyncio.gather(*(client.chat(_request(level, i, max_tokens, prompts[(sent + i) % len(prompts)]))
+                                               for i in range(level)))
         except TimeoutError:
             return BatchingCurve.of(points, stopped="budget", why=(
                 f"batching probe of endpoint {name!r}: {level} request(s) at once were still running when the "
                 f"{budget_s:g} s budget (controller.probe_s) ran out; measured: concurrency {_levels(points)}"))
+        sent += level
         if record is not None:
             for result in results:
                 record(result)
@@ -155,10 +165,10 @@ async def measure_batching(client: EndpointClient, *, levels: Sequence[int] | No
     return BatchingCurve.of(points, stopped="cap")
 
 
-def _request(level: int, index: int, max_tokens: int) -> ChatRequest:
-    """Request ``index`` of ``level``: the same prompt each time, a seed of its own (so no cache
+def _request(level: int, index: int, max_tokens: int, messages: Sequence[Message]) -> ChatRequest:
+    """Request ``index`` of ``level``, sending ``messages`` with a seed of its own (so no cache
     answers one request of the probe with another's result)."""
-    return ChatRequest(role=PROBE_ROLE, messages=PROBE_MESSAGES, max_tokens=max_tokens, temperature=0.0,
+    return ChatRequest(role=PROBE_ROLE, messages=tuple(messages), max_tokens=max_tokens, temperature=0.0,
                        seed=level * (MAX_LEVEL + 1) + index)
 
 

@@ -172,6 +172,14 @@ FIGURES = {f.script.removesuffix(".py"): f for f in [
     Figure("online_memory.py", ["--rollouts", "400", "--every", "100"],
            "rss_mb_first rss_mb_half rss_mb_end rss_growth_second_half_mb objects_growth_second_half batches_kept "
            "bullets", _positive("rss_mb_first", "rss_mb_end")),
+    Figure("real_model.py", ["--sim", "--train", "20", "--test", "20", "--out", "{tmp}/real-model"],
+           "real_speedup batching_gain workload_gain utilization best_concurrency predicted_vs_measured "
+           "acc_sequential acc_sequential_lo acc_sequential_hi acc_naive acc_naive_lo acc_naive_hi acc_combee "
+           "acc_combee_lo acc_combee_hi s_sequential s_naive s_combee tokens_sequential tokens_naive tokens_combee "
+           "train test load_start load_end",
+           _positive("real_speedup", "batching_gain", "workload_gain", "predicted_vs_measured", "tokens_combee"),
+           _share("utilization"), _exactly(train="20", test="20"),
+           _points("acc_sequential", "acc_sequential_lo", "acc_sequential_hi", "acc_naive", "acc_combee")),
     Figure("throughput.py", ["--concurrency", "16", "--latency", "0.2", "--seconds", "1", "--warmup", "0.5"],
            "throughput_ratio httpx_default_ratio cpu_us_per_request server_cpu_us_per_request server_processes "
            "single_request_ms bottleneck load1",

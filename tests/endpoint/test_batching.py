@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from combee_fast.config import TransportConfig
 from combee_fast.endpoint.batching import PROBE_ROLE, MAX_LEVEL, measure_batching, probe_levels
 from combee_fast.endpoint.client import EndpointClient, EndpointConfig
+from combee_fast.schema import Message
 from combee_fast.sim.latency import LatencyPreset
 from combee_fast.sim.server import SimRequest
 
@@ -91,3 +94,17 @@ async def test_a_failed_call_ends_the_curve_with_one_line_saying_why(start_sim_s
     assert [p.concurrency for p in curve.points] == [1]
     assert curve.stopped == "error" and "a call at concurrency 2 failed" in curve.why and "500" in curve.why
     assert "\n" not in curve.why
+
+
+async def test_each_request_sends_the_next_of_the_prompts_given(start_sim_server) -> None:
+    """A bench measuring its own workload's ceiling passes that workload's prompts: the n-th request
+    sends prompts[n % len(prompts)], so no level re-sends a prompt a slot may have cached."""
+    server = await start_sim_server(preset=FOUR_SLOTS, time_scale=0.05)
+    prompts = [(Message(role="user", content="word " * (40 * (n + 1))),) for n in range(7)]
+    async with _client(server) as client:
+        curve = await measure_batching(client, levels=(1, 2, 4), budget_s=5.0, prompts=prompts)
+        with pytest.raises(ValueError, match="at least one prompt"):
+            await measure_batching(client, prompts=())
+    sizes = [p.prompt_tokens for p in curve.points]
+    assert [p.concurrency for p in curve.points] == [1, 2, 4]
+    assert sizes[0] < sizes[1] < sizes[2]  # prompts 0; 1-2; 3-6: each level's longer than the last's

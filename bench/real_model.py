@@ -1,0 +1,274 @@
+"""A real model in real seconds: sequential ACE, naive batching and Combee on Formula, on the local
+llama.cpp server with Qwen2.5-Coder-0.5B-Instruct (the ``qwen-coder-0-5b`` extra).
+
+    python bench/real_model.py                                 # the local 0.5B model, default sizes
+    python bench/real_model.py --train 12 --test 32 --max-slots 4 --threads 2
+    python bench/real_model.py --sim --train 40 --test 40      # the simulated endpoint: the plumbing, in seconds
+
+1. **Batching.** A local server starts with ``--max-slots`` parallel slots and the start-up probe
+   (:func:`combee_fast.endpoint.batching.measure_batching`) measures its generated tokens/s at 1,
+   2, 4, ... requests at once, twice: with its own short prompt and long answers (the server's
+   generation rate: ``batching_gain``, the peak over the rate at one request, and
+   ``best_concurrency``, the level of the peak) and with Formula generator prompts, each a
+   ~600-token prefill before its answer as the runs' calls are (``workload_gain``: prefill is
+   compute-bound, so on a CPU it batches less than decoding).
+2. **Learning.** Each method runs once over ``train[0:N]`` of Formula on a server with
+   ``best_concurrency`` slots and as many requests in flight (sequential ACE keeps one): sequential
+   ACE, naive batching (one step over the slice: one curator call reads every reflection) and
+   Combee with ``--batch-size auto`` (the live planner, seeded by the probe). Validation runs once,
+   after the last step, on ``selection[0:V]``. Times are wall seconds of training.
+3. **Scoring.** Each final playbook is scored on ``test[0:M]`` (report only, never selected on),
+   with its 95% bootstrap interval.
+
+Figures: ``real_speedup`` = sequential's training seconds / Combee's; ``utilization`` = the tokens
+Combee's run generated per training second (its map and its curate-and-reduce tail: a lower
+bound of the map's own) over the server probe's peak tokens/s, the most the server generates (a
+ratio to a physical limit: above 1 the bench refuses, exit 6); ``predicted_vs_measured`` = the median over Combee's
+steps of the planner's predicted step time over the measured one (its ``summary.json``). The
+bench refuses when a run learned from no call (every call failed) or the probe's rate at one
+request is not positive. A page (``report.md`` with a plot of tokens/s against requests at once
+and the accuracies with their intervals) goes to ``--out``.
+
+Sizes: see docs/real-models.md for the sizes measured here and why.
+
+Last line: ``real_speedup=<x> batching_gain=<x> workload_gain=<x> utilization=<share> best_concurrency=<n>
+predicted_vs_measured=<ratio|nan> acc_sequential=<%> acc_sequential_lo=<%> acc_sequential_hi=<%>
+acc_naive=... acc_combee=... s_sequential=<s> s_naive=<s> s_combee=<s> tokens_sequential=<n>
+tokens_naive=<n> tokens_combee=<n> train=<N> test=<M> load_start=<1-min load> load_end=<...>``
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+import msgspec
+
+from physics import WrongWorld, guarded, physical_ratio
+
+from combee_fast.ace.generator import generator_messages
+from combee_fast.ace.roles import GENERATOR
+from combee_fast.config import (LocalConfig, SessionConfig, SimConfig, TaskConfig, TrainConfig, TransportConfig)
+from combee_fast.endpoint.batching import BatchingCurve, measure_batching
+from combee_fast.engine.loop import run
+from combee_fast.errors import CombeeError
+from combee_fast.native.bootstrap import MeanInterval
+from combee_fast.run.batch_plans import FixedBatch
+from combee_fast.run.report import answered_interval
+from combee_fast.run.train import TrainResult
+from combee_fast.session import open_session
+
+MODEL = "qwen2.5-coder-0.5b"
+"""The ``--local`` model the bench runs."""
+SERVER_PROBE_TOKENS = 96
+"""Tokens each request of the server probe generates (its prompt asks for more): enough that the
+rate is the decode's, not the request overhead's."""
+WORKLOAD_PROBE_TOKENS = 160
+"""Tokens each request of the workload probe may generate: the 0.5B model's Formula answers take ~130."""
+METHODS = ("sequential", "naive", "combee")
+"""The runs, in order: the baseline first."""
+
+
+class MethodRun(msgspec.Struct, frozen=True):
+    """One method's training and test score: wall seconds of training, generated and prompt tokens,
+    the test accuracy with its interval, the run folder."""
+
+    method: str
+    seconds: float
+    completion_tokens: int
+    prompt_tokens: int
+    calls: int
+    failed_calls: int
+    entries: int
+    accuracy: MeanInterval
+    folder: str
+
+
+def load_1min() -> float:
+    return os.getloadavg()[0]
+
+
+def session_config(args: argparse.Namespace, *, slots: int, concurrency: int) -> SessionConfig:
+    """The runs' configuration: Formula's slices, one validation after the last step, and either the
+    local model on ``slots`` slots or the simulated endpoint; at most ``concurrency`` requests in flight."""
+    base = SessionConfig(task=TaskConfig(train_split=f"train[0:{args.train}]", val_split=f"selection[0:{args.val}]"),
+                         train=TrainConfig(eval_every=0, batch_size=None), seed=args.seed,
+                         transport=TransportConfig(concurrency=concurrency))
+    if args.sim:
+        return msgspec.structs.replace(base, sim=SimConfig(preset="h200-70b", time_scale=args.time_scale))
+    return msgspec.structs.replace(base, local=LocalConfig(name=MODEL, threads=args.threads, slots=slots))
+
+
+class Curves(msgspec.Struct, frozen=True):
+    """The two batching curves of one server: ``server``, the start-up probe's own requests (a short
+    prompt, a long answer: the server's generation rate, the physical ceiling of any workload's
+    generated tokens/s), and ``workload``, the same probe sending Formula generator prompts (each
+    a prefill of ~600 tokens before its answer, as the runs' calls are)."""
+
+    server: BatchingCurve
+    workload: BatchingCurve
+
+
+async def probe(args: argparse.Namespace) -> Curves:
+    """The batching curves of a server with ``--max-slots`` slots (the simulated endpoint with
+    ``--sim``). The workload's prompts come from selection rows the runs do not validate on, a
+    different one per request (so no slot's prompt cache skips a prefill)."""
+    config = session_config(args, slots=args.max_slots, concurrency=args.max_slots)
+    async with open_session(config) as session:
+        rows = session.task.load(f"selection[{args.val}:{args.val + 2 * args.max_slots}]").examples
+        prompts = [generator_messages(example.input, "") for example in rows]
+        client = session.clients.replicas(GENERATOR.key)[0]
+        server = await measure_batching(client, budget_s=args.probe_s, max_tokens=SERVER_PROBE_TOKENS)
+        workload = await measure_batching(client, budget_s=args.probe_s, max_tokens=WORKLOAD_PROBE_TOKENS,
+                                          prompts=prompts)
+    for name, curve in (("server", server), ("workload", workload)):
+        if not curve.points or curve.points[0].tokens_per_s <= 0:
+            raise WrongWorld(f"the {name} batching probe measured no rate at one request ({curve.why or curve.stopped})")
+        print(f"batching ({name}): {', '.join(f'{p.concurrency}: {p.tokens_per_s:.1f} tok/s' for p in curve.points)}; "
+              f"gain {curve.gain:.2f} at {curve.best_concurrency} ({curve.stopped})", file=sys.stderr, flush=True)
+    return Curves(server, workload)
+
+
+async def learn(args: argparse.Namespace, method: str, concurrency: int, out: Path) -> tuple[TrainResult, MeanInterval]:
+    """``method``'s one pass over the train slice on a server with ``concurrency`` slots (and as
+    many requests in flight), its final playbook scored on the test slice."""
+    config = session_config(args, slots=concurrency, concurrency=concurrency)
+    plan = {"sequential": FixedBatch(1), "naive": FixedBatch(args.train), "combee": None}[method]
+    async with open_session(config) as session:
+        test = session.task.load(f"test[0:{args.test}]")
+        result = await session.train(method=method, plan=plan, out=out / method)
+        scored = await session.evaluate(result.final, test.examples)
+    interval = answered_interval(scored)
+    if interval is None:
+        raise WrongWorld(f"{method}: no test example was answered ({scored.unanswered_by_kind}): "
+                         "there is no accuracy to report")
+    return result, interval
+
+
+def method_run(method: str, result: TrainResult, accuracy: MeanInterval, folder: Path) -> MethodRun:
+    """The figures of one method's run (wall seconds of training), checked: a run that learned
+    from no call is refused."""
+    failed = sum(sum(kinds.values()) for kinds in result.counts.errors.values())
+    if result.calls <= failed:
+        raise WrongWorld(f"{method}: all {result.calls} calls failed: a run that learned nothing is no baseline")
+    completion = sum(sum(row.completion_tokens.values()) for row in result.ledger)
+    prompt = sum(sum(row.prompt_tokens.values()) for row in result.ledger)
+    return MethodRun(method, result.train_wall_seconds, completion, prompt, result.calls, failed,
+                     len(result.artifact), accuracy, str(folder / method))
+
+
+def percent(interval: MeanInterval) -> tuple[float, float, float]:
+    return 100 * interval.mean, 100 * interval.lower, 100 * interval.upper
+
+
+def write_page(out: Path, curves: Curves, runs: dict[str, MethodRun], figures: dict[str, str],
+               args: argparse.Namespace) -> Path:
+    """``report.md`` and ``real_model.png`` (tokens/s against requests at once, both probes; test
+    accuracy with its interval per method) in ``out``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, (rate, accuracy) = plt.subplots(1, 2, figsize=(10, 4))
+    for name, curve in (("server probe", curves.server), ("Formula generator prompts", curves.workload)):
+        rate.plot([p.concurrency for p in curve.points], [p.tokens_per_s for p in curve.points], "o-",
+                  label=f"{name} (gain {curve.gain:.2f})")
+    rate.set_xlabel("requests at once")
+    rate.set_ylabel("generated tokens/s")
+    rate.set_title("batching")
+    rate.legend()
+    rate.grid(alpha=0.3)
+    names = list(runs)
+    means, lows, highs = zip(*(percent(runs[name].accuracy) for name in names))
+    accuracy.bar(names, means, yerr=[[m - lo for m, lo in zip(means, lows)], [hi - m for m, hi in zip(means, highs)]],
+                 capsize=6, color=["tab:gray", "tab:red", "tab:blue"][:len(names)])
+    accuracy.set_ylabel(f"test accuracy, test[0:{args.test}] (%)")
+    accuracy.set_title("final playbooks, 95% intervals")
+    figure.tight_layout()
+    figure.savefig(out / "real_model.png", dpi=110)
+    plt.close(figure)
+    rows = "\n".join(
+        f"| {r.method} | {r.seconds:,.0f} | {r.calls} | {r.failed_calls} | {r.prompt_tokens:,} | {r.completion_tokens:,} "
+        f"| {r.entries} | {percent(r.accuracy)[0]:.1f} [{percent(r.accuracy)[1]:.1f}, {percent(r.accuracy)[2]:.1f}] |"
+        for r in runs.values())
+    levels = "\n".join(f"| {name} | {p.concurrency} | {p.latency_s:.2f} | {p.prompt_tokens} | {p.tokens_per_s:.1f} |"
+                       for name, curve in (("server", curves.server), ("workload", curves.workload))
+                       for p in curve.points)
+    notes = " ".join(curve.why for curve in (curves.server, curves.workload) if curve.why)
+    page = out / "report.md"
+    page.write_text(
+        f"# Real model: {'the simulated endpoint' if args.sim else MODEL} on Formula\n\n"
+        f"`python bench/real_model.py {' '.join(sys.argv[1:])}`; train[0:{args.train}], test[0:{args.test}], "
+        f"{args.threads} thread(s); load average {figures['load_start']} at the start, {figures['load_end']} at the end.\n\n"
+        f"![batching and accuracy](real_model.png)\n\n"
+        f"## Batching ({args.max_slots} slots)\n\n| probe | at once | latency s | prompt tokens | tokens/s |\n"
+        f"|---|---|---|---|---|\n{levels}\n\n{notes}\n\n"
+        f"## Runs ({figures['best_concurrency']} slot(s), as many requests in flight; sequential: 1)\n\n"
+        f"| method | train s | calls | failed | prompt tokens | generated tokens | entries | test % [95% CI] |\n"
+        f"|---|---|---|---|---|---|---|---|\n{rows}\n\n"
+        f"`{' '.join(f'{k}={v}' for k, v in figures.items())}`\n")
+    return page
+
+
+async def bench(args: argparse.Namespace) -> dict[str, str]:
+    load_start = load_1min()
+    out = Path(args.out or f"runs/real-model-{time.strftime('%Y%m%d-%H%M%S')}")
+    out.mkdir(parents=True, exist_ok=True)
+    curves = await probe(args)
+    best = curves.server.best_concurrency
+    # The probe's rates are per second of the server's latency: wall seconds, or on the simulated
+    # endpoint simulated ones, of which a real second holds 1 / time_scale.
+    peak = max(p.tokens_per_s for p in curves.server.points) / (args.time_scale if args.sim else 1.0)
+    runs: dict[str, MethodRun] = {}
+    for method in METHODS:
+        started = time.perf_counter()
+        result, interval = await learn(args, method, 1 if method == "sequential" else best, out)
+        runs[method] = method_run(method, result, interval, out)
+        print(f"  {method:<10} {runs[method].seconds:7.0f} s training, {percent(interval)[0]:5.1f}% test; "
+              f"{time.perf_counter() - started:5.0f} s with scoring", file=sys.stderr, flush=True)
+    combee, sequential = runs["combee"], runs["sequential"]
+    utilization = physical_ratio("utilization", combee.completion_tokens / combee.seconds / peak)
+    summary = msgspec.json.decode((out / "combee" / "summary.json").read_bytes())
+    ratio = (summary.get("batching") or {}).get("predicted_vs_measured")
+    figures = {"real_speedup": f"{sequential.seconds / combee.seconds:.2f}", "batching_gain": f"{curves.server.gain:.2f}",
+               "workload_gain": f"{curves.workload.gain:.2f}", "utilization": f"{utilization:.3f}",
+               "best_concurrency": str(best), "predicted_vs_measured": "nan" if ratio is None else f"{ratio:.3f}"}
+    for name, run_ in runs.items():
+        mean, lower, upper = percent(run_.accuracy)
+        figures |= {f"acc_{name}": f"{mean:.1f}", f"acc_{name}_lo": f"{lower:.1f}", f"acc_{name}_hi": f"{upper:.1f}"}
+    figures |= {f"s_{name}": f"{run_.seconds:.0f}" for name, run_ in runs.items()}
+    figures |= {f"tokens_{name}": str(run_.completion_tokens) for name, run_ in runs.items()}
+    figures |= {"train": str(args.train), "test": str(args.test), "load_start": f"{load_start:.1f}",
+                "load_end": f"{load_1min():.1f}"}
+    print(f"report: {write_page(out, curves, runs, figures, args)}", file=sys.stderr)
+    return figures
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--train", type=int, default=12, help="train[0:N]: the examples each method learns from")
+    parser.add_argument("--test", type=int, default=32, help="test[0:M]: the examples each playbook is scored on")
+    parser.add_argument("--val", type=int, default=8, help="selection[0:V]: the validation after the last step")
+    parser.add_argument("--max-slots", type=int, default=4, help="the probe's server slots (most requests at once)")
+    parser.add_argument("--threads", type=int, default=2, help="the local server's CPU threads")
+    parser.add_argument("--probe-s", type=float, default=120.0, help="the batching probe's time budget (seconds)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--sim", action="store_true", help="the simulated endpoint instead of the local model")
+    parser.add_argument("--time-scale", type=float, default=0.02, help="--sim: real seconds per simulated second")
+    parser.add_argument("--out", default=None, help="the page's folder (default runs/real-model-<date-time>)")
+    args = parser.parse_args()
+    try:
+        figures = run(bench(args))
+    except CombeeError as exc:  # a bad flag, an --out holding runs, a model not installed, a dead server
+        print(f"bench/real_model.py: {exc}", file=sys.stderr)
+        return 2
+    print(" ".join(f"{key}={value}" for key, value in figures.items()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(guarded(main, "bench/real_model.py"))
