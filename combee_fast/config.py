@@ -551,8 +551,9 @@ class SamplingConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True, om
 
 class LocalConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """The llama.cpp server ``--local`` starts (see :mod:`combee_fast.endpoint.local`): the named
-    model ``name`` (:data:`combee_fast.endpoint.models.LOCAL_MODELS`) or a GGUF file ``model``
-    (which wins when given), CPU threads (None: all),
+    model ``name`` (:data:`combee_fast.endpoint.models.LOCAL_MODELS`; its default here is the one
+    default local model, which ``--local`` without a name and the ``local`` extra bring) or a GGUF
+    file ``model`` (which wins when given), CPU threads (None: all),
     context tokens per slot, slots (requests decoded at once, by continuous batching),
     seconds to wait until it is healthy, and whether a ``llama-server`` on PATH is preferred.
 
@@ -560,7 +561,7 @@ class LocalConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     endpoint of its own uses it, with streamed replies (a request given up on stops generating)
     and at most as many requests in flight as the server serves at once."""
 
-    name: str = "smollm2-135m"
+    name: str = "qwen2.5-coder-0.5b"
     model: str | None = None
     threads: int | None = None
     context: int = 4096

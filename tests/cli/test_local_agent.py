@@ -1,6 +1,7 @@
-"""The built-in ReAct agent end to end against a real llama.cpp server (``--local``: the
-PyPI-shipped SmolLM2-135M-Instruct) in real sandboxes: the endpoint is probed for tool calling,
-and every step of every episode parsed into an action or is an accounted error with its raw reply.
+"""The built-in ReAct agent end to end against a real llama.cpp server (``--local``: the default
+local model, Qwen2.5-Coder-0.5B-Instruct) in real sandboxes, over two terminal chores of at most
+three steps and 200 tokens a step, on two slots: the endpoint is probed for tool calling, and every
+step of every episode parsed into an action or is an accounted error with its raw reply.
 
 Needs the ``local`` extra (``pip install -e '.[local]'``) and bubblewrap; skipped, saying so, without.
 """
@@ -17,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from combee_fast.rollouts.episode import UNANSWERED_KINDS
-from tests.cli.test_local_model import LOCAL_MODEL_MARKS
+from tests.local_models import LOCAL_MODEL_MARKS
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -30,9 +31,10 @@ pytestmark = [
 def test_the_react_agent_runs_against_a_local_model(tmp_path: Path) -> None:
     out = tmp_path / "run"
     done = subprocess.run(
-        [sys.executable, "-m", "combee_fast.cli", "learn", "--local", "--task", "terminal", "--train-split", "train[0:2]",
-         "--val-split", "selection[0:0]", "--batch-size", "2", "--max-steps", "3", "--max-rounds", "0",
-         "--out", str(out), "--quiet"], cwd=ROOT, capture_output=True, text=True, timeout=1700)
+        [sys.executable, "-m", "combee_fast.cli", "learn", "--local", "--local-slots", "2", "--task", "terminal",
+         "--train-split", "train[0:2]", "--val-split", "selection[0:0]", "--batch-size", "2", "--max-steps", "3",
+         "--max-rounds", "0", "--sampling", "generator.max_completion_tokens=200", "--out", str(out), "--quiet"],
+        cwd=ROOT, capture_output=True, text=True, timeout=1700)
     assert (out / "server.log").exists(), done.stderr
     capabilities = json.loads((out / "capabilities.json").read_text())[0]
     assert capabilities["tools"] in (True, False) and "tools" in capabilities["tried"]
@@ -51,5 +53,5 @@ def test_the_react_agent_runs_against_a_local_model(tmp_path: Path) -> None:
     actions = sum(step["action"] is not None for step in steps)
     print(f"\nlocal model agent: {actions} of {len(steps)} steps parsed into an action; tool calling "
           f"{capabilities['tools']} ({capabilities['tried']['tools']}); form {capabilities['form']}")
-    # a 135M model may give few usable actions: the run then ends with exit 3 naming what failed
+    # a small model may give few usable actions: the run then ends with exit 3 naming what failed
     assert done.returncode == 0 or (done.returncode == 3 and re.search(r"failed", done.stderr)), done.stderr

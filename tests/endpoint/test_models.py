@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import hashlib
 import importlib
-import importlib.util
 import os
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -18,6 +18,9 @@ from combee_fast.config import LocalConfig
 from combee_fast.endpoint.local import LocalServer
 from combee_fast.endpoint.models import LOCAL_MODELS, LocalModel, local_model, model_file
 from combee_fast.errors import ConfigError
+from tests.local_models import DEFAULT, installed
+
+ROOT = Path(__file__).resolve().parents[2]
 
 PARTS = [b"GGUF" + bytes(range(256)) * 40, bytes(reversed(range(256))) * 33, b"tail" * 1000]
 
@@ -79,9 +82,20 @@ def test_an_unknown_name_lists_the_models_and_the_cli_refuses_it_in_one_line(tmp
     assert done.returncode == 2 and "invalid choice: 'llama-70b'" in done.stderr and "Traceback" not in done.stderr
 
 
+def test_each_model_has_an_extra_pinning_its_packages_and_the_local_extra_brings_the_default() -> None:
+    """The remedy of a missing part names an extra that installs it (the server and the model's
+    packages, nothing more), and ``pip install -e '.[local]'`` (README command 2, ``.ci/run``) brings
+    the server and the model ``--local`` starts by default, and no other model (SmolLM2's package
+    has pip build llama-cpp-python from source)."""
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert extras["local"] == [f"combee_fast[server,{DEFAULT.extra}]"]
+    for model in LOCAL_MODELS.values():
+        pinned = {requirement.split("==")[0].replace("-", "_") for requirement in extras[model.extra]}
+        assert pinned == {"combee_fast[server]", *model.packages}, (model.name, extras[model.extra])
+
+
 QWEN = LOCAL_MODELS["qwen2.5-coder-0.5b"]
-HAVE_QWEN = all(importlib.util.find_spec(package) is not None for package in QWEN.packages) and \
-    importlib.util.find_spec("xllamacpp") is not None
+HAVE_QWEN = installed(QWEN)
 
 
 @pytest.mark.slow
