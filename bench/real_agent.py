@@ -14,16 +14,20 @@ Combee step of ACE over every train chore (one batch: each episode, its reflecti
 and the reducer, no retry round), the test chores with the learned playbook (after); every
 episode in a bubblewrap sandbox, at most ``--max-steps`` model turns.
 
-Sizing (measured here before choosing, 2 threads, load 6-7: other workers' model servers shared
-the 2 cores): one agent turn of the 1.5B model took 38-55 s (prompts read at 8-19 tokens/s, 33-78
-tokens generated at 0.9-2.7 tokens/s under the JSON action's grammar), a 4-turn episode 194 s; a
-reflection (1,146 prompt tokens, 180 out) 255 s, a curation 155 s. Nineteen families (57 episodes,
-19 reflections) would take hours; :data:`FAMILIES` families (``3 x FAMILIES`` episodes,
-``FAMILIES`` reflections, two or three curations and a reduction: about 52 minutes of one stream)
-take about half an hour at 2 slots. :data:`MAX_STEPS` turns (look, act, check, finish) is what a
-chore needs; the roles keep their own max tokens (every reply measured was 30-180 tokens, far below
-them). :data:`SLOTS`: asked for 48 tokens, two requests at once generated 1.61x and 1.0x the tokens
-per second of one alone (two tries; the load moved under them), so two slots never lost and run two
+Sizing (measured here before choosing, 2 threads, load 6-10: other workers' model servers shared
+the 2 cores): one agent turn of the 1.5B model took 38-55 s alone (prompts read at 8-19 tokens/s,
+33-78 tokens generated at 0.9-2.7 tokens/s under the JSON action's grammar) and 60-85 s with two at
+once (0.6 tokens/s each), a 4-turn episode 194 s alone; a reflection (1,146 prompt tokens, 180 out)
+255 s, a curation 155 s. Nineteen families (57 episodes, 19 reflections) would take hours. A first
+full run with 3 families was stopped after 17 minutes: the executor's default episode limit
+(``executor.episode_timeout_s``, 300 s) cut the episodes two at a time took, so their outcome was
+the clock's, not the model's; here each episode has :data:`EPISODE_TIMEOUT_S`. :data:`FAMILIES`
+families (``3 x FAMILIES`` episodes, ``FAMILIES`` reflections, a curation or two and a reduction:
+about 36 minutes of one stream) take about half an hour at 2 slots; 3 families were on course for
+about 50 minutes. :data:`MAX_STEPS` turns (look, act, check, finish) is what a chore needs; the
+roles keep their own max tokens (every reply measured was 30-180 tokens, far below them).
+:data:`SLOTS`: asked for 48 tokens, two requests at once generated 1.61x and 1.0x the tokens per
+second of one alone (two tries; the load moved under them), so two slots never lost and run two
 episodes at once.
 
 The bench refuses (one line, exit 1) figures that would not measure the model: an evaluation
@@ -51,7 +55,8 @@ from pathlib import Path
 
 import msgspec
 
-from combee_fast.config import AgentConfig, LocalConfig, MapConfig, SessionConfig, TaskConfig, TrainConfig
+from combee_fast.config import (AgentConfig, ExecutorConfig, LocalConfig, MapConfig, SessionConfig, TaskConfig,
+                                TrainConfig)
 from combee_fast.endpoint.models import local_model, model_file
 from combee_fast.engine.events import EpisodeFinished
 from combee_fast.engine.loop import run
@@ -65,10 +70,11 @@ from combee_fast.tasks.ace_format import DATA_DIR
 from combee_fast.tasks.terminal.task import SPLIT_FILES
 
 MODEL = "qwen2.5-coder-1.5b"
-FAMILIES = 3
+FAMILIES = 2
 SLOTS = 2
 THREADS = 2
 MAX_STEPS = 4
+EPISODE_TIMEOUT_S = 1500.0
 SOLVED, WRONG, STEP_CAP = "solved", "checks_failed", "step_cap"
 """An episode's outcome besides its error kind: the checks passed; the agent finished but a check
 failed; it never finished within the step cap."""
@@ -125,19 +131,22 @@ def write_chores(folder: Path, families: int) -> list[str]:
 
 def session_config(args: argparse.Namespace, chores: Path) -> SessionConfig:
     """ACE's Combee on ``chores``: one pass, no validation, no retry round, ``args.slots`` episodes
-    at once, on the local model (or the simulated endpoint with ``--sim``)."""
+    at once, each within :data:`EPISODE_TIMEOUT_S`, on the local model (or the simulated endpoint
+    with ``--sim``)."""
     local = None if args.sim else LocalConfig(name=MODEL, threads=args.threads, slots=args.slots)
     return SessionConfig(method="combee", seed=args.seed,
                          task=TaskConfig(name="terminal", options={"data_dir": str(chores)}, train_split="train",
                                          val_split="selection[0:0]"),
                          train=TrainConfig(epochs=1), map=MapConfig(max_rounds=0, workers=args.slots),
-                         agent=AgentConfig(max_steps=args.max_steps), local=local)
+                         agent=AgentConfig(max_steps=args.max_steps),
+                         executor=ExecutorConfig(episode_timeout_s=EPISODE_TIMEOUT_S), local=local)
 
 
-async def test_pass(session: Session, name: str, artifact: object, examples: Sequence[Example]) -> Pass:
+async def scored_pass(session: Session, name: str, artifact: object, examples: Sequence[Example]) -> Pass:
     """The test chores' episodes with ``artifact`` (a playbook), each one's trajectory kept."""
     seen: dict[str, Trajectory] = {}
-    consumer = session.events.subscribe(on_kind(EpisodeFinished, lambda e: seen.__setitem__(e.example.id, e.trajectory)))
+    keep = on_kind(EpisodeFinished, lambda event: seen.__setitem__(event.example.id, event.trajectory))
+    consumer = session.events.subscribe(keep)
     try:
         await session.evaluate(artifact, examples)
     finally:
@@ -168,7 +177,7 @@ async def measure(args: argparse.Namespace, out: Path) -> tuple[Pass, Pass, int,
     async with open_session(config) as session:
         kind = session.choice.kind
         test = session.task.load("test").examples
-        before = await test_pass(session, "before", kind.deployable(kind.initial(config)), test)
+        before = await scored_pass(session, "before", kind.deployable(kind.initial(config)), test)
         check_pass(before)
         trained: list[Trajectory] = []
         learned = session.events.subscribe(on_kind(EpisodeFinished, lambda e: trained.append(e.trajectory)))
@@ -178,7 +187,7 @@ async def measure(args: argparse.Namespace, out: Path) -> tuple[Pass, Pass, int,
             session.events.unsubscribe(learned)
         if not result.episodes:
             sys.exit("bench/real_agent.py: the learning step ran no episode; no figure")
-        after = await test_pass(session, "after", kind.deployable(result.final), test)
+        after = await scored_pass(session, "after", kind.deployable(result.final), test)
         check_pass(after)
         lessons = kind.lessons(result.final)
     return before, after, result.episodes, lessons, [*before.trajectories, *trained, *after.trajectories]

@@ -125,7 +125,7 @@ FIGURES = {f.script.removesuffix(".py"): f for f in [
     Figure("real_agent.py", ["--sim", "--out", "{tmp}/real_agent"],
            "success_before success_after episodes s_per_episode wall_s families slots model load_avg failures_before "
            "failures_after",
-           _share("success_before", "success_after"), _exactly(episodes="9", families="3", model="simulated"),
+           _share("success_before", "success_after"), _exactly(episodes="6", families="2", model="simulated"),
            _positive("s_per_episode")),
     Figure("gepa_speedup.py", ["--budget", "120", "--val-split", "selection[0:20]"],  # the budget pays for a step
            "async_vs_serial async_vs_sync acc_gap overshoot auto_batch serial_s sync_s async_s serial_test "
