@@ -32,14 +32,17 @@ episodes at once.
 
 The bench refuses (one line, exit 1) figures that would not measure the model: an evaluation
 whose episodes mostly never reached the model (``model_call`` and the other unanswered kinds), or
-a learning step that ran no episode. A missing model is one line and exit 2. It writes
+a learning step that ran no episode. A learning step that kept no lesson (a small model's curator
+whose every proposed entry the playbook rejected: it happened here) is a finding, not a failure:
+the after pass runs the empty playbook again and ``lessons=0`` says so. A missing model is one
+line and exit 2. It writes
 ``report.md`` and ``success.png`` (success per family, before and after) into the run folder,
 ``episodes.jsonl`` (every episode's trajectory: test before, train, test after) and the learning run's own folder
 (``learn/``).
 
 Last line: ``success_before=<share of test chores solved> success_after=<share> episodes=<test
 and train episodes run> s_per_episode=<mean seconds of one episode: model plus environment>
-wall_s=<the bench's seconds> families=<n> slots=<n> model=<name> load_avg=<1-min load at the
+wall_s=<the bench's seconds> families=<n> slots=<n> lessons=<entries learned> model=<name> load_avg=<1-min load at the
 end> failures_before=<kind:count,...> failures_after=<kind:count,...>``.
 """
 
@@ -60,7 +63,7 @@ from combee_fast.config import (AgentConfig, ExecutorConfig, LocalConfig, MapCon
 from combee_fast.endpoint.models import local_model, model_file
 from combee_fast.engine.events import EpisodeFinished
 from combee_fast.engine.loop import run
-from combee_fast.errors import ConfigError
+from combee_fast.errors import ConfigError, NothingLearned
 from combee_fast.rollouts.episode import UNANSWERED_KINDS
 from combee_fast.run.batch_plans import FixedBatch
 from combee_fast.run.events import on_kind
@@ -167,9 +170,12 @@ def check_pass(result: Pass) -> None:
                  f"reached the model ({first.kind}: {first.message[:160]}); no figure")
 
 
-async def measure(args: argparse.Namespace, out: Path) -> tuple[Pass, Pass, int, list[str], list[Trajectory]]:
+async def measure(args: argparse.Namespace, out: Path) -> tuple[Pass, Pass, int, list[str], list[Trajectory], str]:
     """Before, learn, after in one session: both test passes, the train episodes run, the learned
-    playbook's entries and every trajectory."""
+    playbook's entries, every trajectory, and why nothing was learned ('' when something was: a
+    step whose every proposed lesson was rejected ends the learning run with
+    :class:`~combee_fast.errors.NothingLearned`; the after pass then runs the empty playbook again,
+    measured like any other)."""
     families = write_chores(out / "chores", args.families)
     print(f"bench/real_agent.py: {len(families)} families ({', '.join(families)}); run folder {out}",
           file=sys.stderr, flush=True)
@@ -177,20 +183,23 @@ async def measure(args: argparse.Namespace, out: Path) -> tuple[Pass, Pass, int,
     async with open_session(config) as session:
         kind = session.choice.kind
         test = session.task.load("test").examples
-        before = await scored_pass(session, "before", kind.deployable(kind.initial(config)), test)
+        final, nothing = kind.initial(config), ""
+        before = await scored_pass(session, "before", kind.deployable(final), test)
         check_pass(before)
         trained: list[Trajectory] = []
         learned = session.events.subscribe(on_kind(EpisodeFinished, lambda e: trained.append(e.trajectory)))
         try:
-            result = await session.train(plan=FixedBatch(len(session.train_split.examples)), out=out / "learn")
+            final = (await session.train(plan=FixedBatch(len(session.train_split.examples)), out=out / "learn")).final
+        except NothingLearned as exc:
+            nothing = str(exc)
         finally:
             session.events.unsubscribe(learned)
-        if not result.episodes:
+        if not trained:
             sys.exit("bench/real_agent.py: the learning step ran no episode; no figure")
-        after = await scored_pass(session, "after", kind.deployable(result.final), test)
+        after = await scored_pass(session, "after", kind.deployable(final), test)
         check_pass(after)
-        lessons = kind.lessons(result.final)
-    return before, after, result.episodes, lessons, [*before.trajectories, *trained, *after.trajectories]
+        lessons = kind.lessons(final)
+    return before, after, len(trained), lessons, [*before.trajectories, *trained, *after.trajectories], nothing
 
 
 def per_family(result: Pass) -> dict[str, float]:
@@ -228,8 +237,9 @@ def plot(before: Pass, after: Pass, path: Path) -> None:
     plt.close(figure)
 
 
-def report(before: Pass, after: Pass, lessons: list[str], figures: dict[str, str], command: str) -> str:
-    """The run folder's ``report.md``: the command, the figures, a row per family, the lessons."""
+def report(before: Pass, after: Pass, lessons: list[str], figures: dict[str, str], command: str, nothing: str) -> str:
+    """The run folder's ``report.md``: the command, the figures, a row per family, the lessons
+    (or why there are none: ``nothing``)."""
     first, second = per_family(before), per_family(after)
     lines = ["# A real agent: ReAct on the terminal task, before and after Combee", "", f"`{command}`", "",
              " ".join(f"`{key}={value}`" for key, value in figures.items()), "",
@@ -238,7 +248,7 @@ def report(before: Pass, after: Pass, lessons: list[str], figures: dict[str, str
                                                     after.outcomes()):
         lines.append(f"| {family} | {was:.0%} | {was_kind} | {now:.0%} | {now_kind} |")
     lines += ["", "![success per family](success.png)", "", f"## The learned playbook ({len(lessons)} entries)", ""]
-    lines += [f"- {lesson}" for lesson in lessons] or ["(empty)"]
+    lines += [f"- {lesson}" for lesson in lessons] or [f"(empty: {nothing or 'no lesson kept'})"]
     return "\n".join(lines) + "\n"
 
 
@@ -262,7 +272,7 @@ def main() -> int:
         if not args.sim:
             model_file(local_model(MODEL))  # assembled once, before any server starts
         started = time.perf_counter()
-        before, after, trained, lessons, trajectories = run(measure(args, out))
+        before, after, trained, lessons, trajectories, nothing = run(measure(args, out))
     except ConfigError as exc:
         print(f"bench/real_agent.py: {exc}", file=sys.stderr)
         return 2
@@ -272,8 +282,8 @@ def main() -> int:
                "episodes": str(episodes),
                "s_per_episode": f"{sum(t.model_seconds + t.env_seconds for t in trajectories) / episodes:.1f}",
                "wall_s": f"{wall:.0f}", "families": str(len(before.families)), "slots": str(args.slots),
-               "model": model, "load_avg": f"{os.getloadavg()[0]:.2f}", "failures_before": kinds(before),
-               "failures_after": kinds(after)}
+               "lessons": str(len(lessons)), "model": model, "load_avg": f"{os.getloadavg()[0]:.2f}",
+               "failures_before": kinds(before), "failures_after": kinds(after)}
     if trained + 2 * len(before.trajectories) != episodes:
         print(f"bench/real_agent.py: {episodes} trajectories seen, {trained} train episodes and "
               f"{2 * len(before.trajectories)} test ones run; no figure", file=sys.stderr)
@@ -282,11 +292,13 @@ def main() -> int:
         for trajectory in trajectories:
             file.write(msgspec.json.encode(trajectory) + b"\n")
     plot(before, after, out / "success.png")
-    (out / "report.md").write_text(report(before, after, lessons, figures, " ".join(["python", *sys.argv])))
+    (out / "report.md").write_text(report(before, after, lessons, figures, " ".join(["python", *sys.argv]), nothing))
     print(f"{'family':<22}{'before':>8}{'after':>8}  outcome before -> after", file=sys.stderr)
     for family, was, now, was_kind, now_kind in zip(before.families, per_family(before).values(),
                                                     per_family(after).values(), before.outcomes(), after.outcomes()):
         print(f"{family:<22}{was:>8.0%}{now:>8.0%}  {was_kind} -> {now_kind}", file=sys.stderr)
+    if nothing:
+        print(f"learned nothing: {nothing}", file=sys.stderr)
     print(f"report: {out / 'report.md'}", file=sys.stderr)
     print(" ".join(f"{key}={value}" for key, value in figures.items()))
     return 0
