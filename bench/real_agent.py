@@ -23,8 +23,8 @@ full run with 3 families was stopped after 17 minutes: the executor's default ep
 (``executor.episode_timeout_s``, 300 s) cut the episodes two at a time took, so their outcome was
 the clock's, not the model's; here each episode has :data:`EPISODE_TIMEOUT_S`. :data:`FAMILIES`
 families (``3 x FAMILIES`` episodes, ``FAMILIES`` reflections, a curation or two and a reduction:
-about 36 minutes of one stream) take about half an hour at 2 slots; 3 families were on course for
-about 50 minutes. :data:`MAX_STEPS` turns (look, act, check, finish) is what a chore needs; the
+about 36 minutes of one stream at load 6) took 15 minutes at 2 slots once the load fell to 2-4
+(docs/agents.md); 3 families were on course for about 50 minutes at load 6-10. :data:`MAX_STEPS` turns (look, act, check, finish) is what a chore needs; the
 roles keep their own max tokens (every reply measured was 30-180 tokens, far below them).
 :data:`SLOTS`: asked for 48 tokens, two requests at once generated 1.61x and 1.0x the tokens per
 second of one alone (two tries; the load moved under them), so two slots never lost and run two
