@@ -122,6 +122,11 @@ FIGURES = {f.script.removesuffix(".py"): f for f in [
     Figure("agents.py", [],
            "speedup acc_sequential acc_combee acc_naive sandbox_overhead_ms rollouts_per_s sandbox_cold_ms",
            _positive("speedup", "rollouts_per_s"), _points("acc_sequential", "acc_combee", "acc_naive")),
+    Figure("real_agent.py", ["--sim", "--out", "{tmp}/real_agent"],
+           "success_before success_after episodes s_per_episode wall_s families slots lessons model load_avg "
+           "failures_before failures_after",
+           _share("success_before", "success_after"), _exactly(episodes="6", families="2", model="simulated"),
+           _positive("s_per_episode")),
     Figure("gepa_speedup.py", ["--budget", "120", "--val-split", "selection[0:20]"],  # the budget pays for a step
            "async_vs_serial async_vs_sync acc_gap overshoot auto_batch serial_s sync_s async_s serial_test "
            "sync_test async_test budget async_calls sync_overshoot",
