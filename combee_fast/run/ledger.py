@@ -14,6 +14,7 @@ seconds the batch plan predicted for it, beside the measured ``sim_seconds``.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Iterable
 from typing import Any
@@ -76,6 +77,7 @@ class LedgerRow(msgspec.Struct, frozen=True):
     concurrency: dict[str, RoleConcurrency] = msgspec.field(default_factory=dict)  # role -> calls in flight (run/concurrency.py)
     # Measured like wall_seconds: two runs of one seed may differ in it.
     predicted_seconds: float | None = None  # the batch plan's prediction of sim_seconds (None: it made none)
+    rejections: dict[str, int] = msgspec.field(default_factory=dict)  # why edits were rejected -> how many (rejection_reasons)
 
 
 class CallCounts(msgspec.Struct):
@@ -149,6 +151,20 @@ def step_counts(result: StepResult[Any]) -> CallCounts:
     return counts
 
 
+REJECTION_KINDS_KEPT = 5
+"""Distinct rejection reasons a ledger row keeps (the commonest; ``rejected`` counts every one)."""
+
+
+def rejection_reasons(reports: Iterable[Any]) -> dict[str, int]:
+    """Why the edits of ``reports`` were rejected: each reason's kind (its text before the first
+    ``:`` or ``(``, e.g. ``content has a line break``) and how many times, the commonest
+    :data:`REJECTION_KINDS_KEPT`. Rejections that state no reason (only ACE's ops carry one,
+    :class:`~combee_fast.playbook.RejectedOp`) are counted in ``rejected`` alone."""
+    kinds = Counter(re.split(r"[:(]", reason, maxsplit=1)[0].strip()[:120] for report in reports for rejected in report.rejected
+                    if isinstance(reason := getattr(rejected, "reason", None), str) and reason.strip())
+    return dict(kinds.most_common(REJECTION_KINDS_KEPT))
+
+
 def step_episodes(result: StepResult[Any]) -> list[Trajectory]:
     """The agent episodes of a step's traces, in order."""
     return [e for t in result.traces if isinstance(t, EpisodeTrace) for e in t.episodes()]
@@ -194,5 +210,5 @@ def ledger_row(
         rollouts=len(episodes) if episodes else counts.calls.get(rollout_role, 0), episodes=len(episodes),
         episode_failures=dict(sorted(failed.items())), env_seconds=env_seconds,
         env_seconds_per_episode=env_seconds / len(episodes) if episodes else 0.0,
-        predicted_seconds=predicted_seconds,
+        predicted_seconds=predicted_seconds, rejections=rejection_reasons(result.reports),
     )

@@ -40,6 +40,7 @@ limit...): :class:`~combee_fast.errors.CallsFailed`, naming the kinds and one me
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 from combee_fast.errors import CallsFailed, EndpointUnreachable, NothingLearned
@@ -252,8 +253,12 @@ class NothingKept(StopRule):
         if added + rejected == 0:
             return None
         evicted = sum(row.evicted for row in state.ledger)
-        raise NothingLearned(f"the run learned nothing: its steps added {added} lessons, had {rejected} rejected and "
-                             f"{evicted} evicted, and the artifact ends empty{f' ({self.hint})' if self.hint else ''}")
+        reasons: Counter[str] = Counter()
+        for row in state.ledger:
+            reasons.update(row.rejections)
+        why = f" ({_kinds(dict(reasons.most_common(3)))})" if reasons else ""
+        raise NothingLearned(f"the run learned nothing: its steps added {added} lessons, had {rejected} rejected{why} "
+                             f"and {evicted} evicted, and the artifact ends empty{f' ({self.hint})' if self.hint else ''}")
 
 
 def _example(window: list[tuple[LedgerRow, CallCounts]], kinds: dict[str, int]) -> str:

@@ -205,4 +205,7 @@ def test_a_token_budget_that_holds_no_lesson_is_a_run_that_learned_nothing(tmp_p
     line = _one_line(done)
     assert done.returncode == EXIT_CALLS_FAILED and "the run learned nothing" in line, line
     assert "rejected" in line and "token_budget=1 may hold none of them" in line
+    assert "rejected (does not fit token_budget 1 even alone " in line, line  # why, not only how many
+    rows = [json.loads(row) for row in (tmp_path / "run" / "ledger.jsonl").read_text().splitlines()]
+    assert sum(sum(row["rejections"].values()) for row in rows) == sum(row["rejected"] for row in rows) > 0
     assert json.loads((tmp_path / "run" / "final.json").read_bytes())["bullets"] == []
