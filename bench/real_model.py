@@ -2,7 +2,7 @@
 llama.cpp server with Qwen2.5-Coder-0.5B-Instruct (the ``qwen-coder-0-5b`` extra).
 
     python bench/real_model.py                                 # the local 0.5B model, default sizes
-    python bench/real_model.py --train 12 --test 32 --max-slots 4 --threads 2
+    python bench/real_model.py --train 12 --test 32 --max-rounds 1 --max-slots 8 --threads 2
     python bench/real_model.py --sim --train 40 --test 40      # the simulated endpoint: the plumbing, in seconds
 
 1. **Batching.** A local server starts with ``--max-slots`` parallel slots and the start-up probe
@@ -51,7 +51,7 @@ from physics import WrongWorld, guarded, physical_ratio
 
 from combee_fast.ace.generator import generator_messages
 from combee_fast.ace.roles import GENERATOR
-from combee_fast.config import (LocalConfig, SessionConfig, SimConfig, TaskConfig, TrainConfig, TransportConfig)
+from combee_fast.config import (LocalConfig, MapConfig, SessionConfig, SimConfig, TaskConfig, TrainConfig, TransportConfig)
 from combee_fast.endpoint.batching import BatchingCurve, measure_batching
 from combee_fast.engine.loop import run
 from combee_fast.errors import CombeeError
@@ -96,6 +96,7 @@ def session_config(args: argparse.Namespace, *, slots: int, concurrency: int) ->
     local model on ``slots`` slots or the simulated endpoint; at most ``concurrency`` requests in flight."""
     base = SessionConfig(task=TaskConfig(train_split=f"train[0:{args.train}]", val_split=f"selection[0:{args.val}]"),
                          train=TrainConfig(eval_every=0, batch_size=None), seed=args.seed,
+                         map=MapConfig(max_rounds=args.max_rounds),
                          transport=TransportConfig(concurrency=concurrency))
     if args.sim:
         return msgspec.structs.replace(base, sim=SimConfig(preset="h200-70b", time_scale=args.time_scale))
@@ -250,9 +251,11 @@ async def bench(args: argparse.Namespace) -> dict[str, str]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--train", type=int, default=12, help="train[0:N]: the examples each method learns from")
-    parser.add_argument("--test", type=int, default=32, help="test[0:M]: the examples each playbook is scored on")
-    parser.add_argument("--val", type=int, default=8, help="selection[0:V]: the validation after the last step")
+    parser.add_argument("--train", type=int, default=4, help="train[0:N]: the examples each method learns from")
+    parser.add_argument("--test", type=int, default=12, help="test[0:M]: the examples each playbook is scored on")
+    parser.add_argument("--val", type=int, default=2, help="selection[0:V]: the validation after the last step")
+    parser.add_argument("--max-rounds", type=int, default=0,
+                        help="regenerations after a wrong answer (each one a generator and a reflector call)")
     parser.add_argument("--max-slots", type=int, default=4, help="the probe's server slots (most requests at once)")
     parser.add_argument("--threads", type=int, default=2, help="the local server's CPU threads")
     parser.add_argument("--probe-s", type=float, default=120.0, help="the batching probe's time budget (seconds)")
