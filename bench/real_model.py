@@ -74,7 +74,7 @@ METHODS = ("sequential", "naive", "combee")
 
 class MethodRun(msgspec.Struct, frozen=True):
     """One method's training and test score: wall seconds of training, generated and prompt tokens,
-    the test accuracy with its interval, the run folder."""
+    the test accuracy with its interval."""
 
     method: str
     seconds: float
@@ -84,11 +84,6 @@ class MethodRun(msgspec.Struct, frozen=True):
     failed_calls: int
     entries: int
     accuracy: MeanInterval
-    folder: str
-
-
-def load_1min() -> float:
-    return os.getloadavg()[0]
 
 
 def session_config(args: argparse.Namespace, *, slots: int, concurrency: int) -> SessionConfig:
@@ -149,7 +144,7 @@ async def learn(args: argparse.Namespace, method: str, concurrency: int, out: Pa
     return result, interval
 
 
-def method_run(method: str, result: TrainResult, accuracy: MeanInterval, folder: Path) -> MethodRun:
+def method_run(method: str, result: TrainResult, accuracy: MeanInterval) -> MethodRun:
     """The figures of one method's run (wall seconds of training), checked: a run that learned
     from no call is refused."""
     failed = sum(sum(kinds.values()) for kinds in result.counts.errors.values())
@@ -158,7 +153,7 @@ def method_run(method: str, result: TrainResult, accuracy: MeanInterval, folder:
     completion = sum(sum(row.completion_tokens.values()) for row in result.ledger)
     prompt = sum(sum(row.prompt_tokens.values()) for row in result.ledger)
     return MethodRun(method, result.train_wall_seconds, completion, prompt, result.calls, failed,
-                     len(result.artifact), accuracy, str(folder / method))
+                     len(result.artifact), accuracy)
 
 
 def percent(interval: MeanInterval) -> tuple[float, float, float]:
@@ -216,7 +211,7 @@ def write_page(out: Path, curves: Curves, runs: dict[str, MethodRun], figures: d
 
 
 async def bench(args: argparse.Namespace) -> dict[str, str]:
-    load_start = load_1min()
+    load_start = os.getloadavg()[0]
     out = Path(args.out or f"runs/real-model-{time.strftime('%Y%m%d-%H%M%S')}")
     out.mkdir(parents=True, exist_ok=True)
     curves = await probe(args)
@@ -228,7 +223,7 @@ async def bench(args: argparse.Namespace) -> dict[str, str]:
     for method in METHODS:
         started = time.perf_counter()
         result, interval = await learn(args, method, 1 if method == "sequential" else best, out)
-        runs[method] = method_run(method, result, interval, out)
+        runs[method] = method_run(method, result, interval)
         print(f"  {method:<10} {runs[method].seconds:7.0f} s training, {percent(interval)[0]:5.1f}% test; "
               f"{time.perf_counter() - started:5.0f} s with scoring", file=sys.stderr, flush=True)
     combee, sequential = runs["combee"], runs["sequential"]
@@ -244,7 +239,7 @@ async def bench(args: argparse.Namespace) -> dict[str, str]:
     figures |= {f"s_{name}": f"{run_.seconds:.0f}" for name, run_ in runs.items()}
     figures |= {f"tokens_{name}": str(run_.completion_tokens) for name, run_ in runs.items()}
     figures |= {"train": str(args.train), "test": str(args.test), "load_start": f"{load_start:.1f}",
-                "load_end": f"{load_1min():.1f}"}
+                "load_end": f"{os.getloadavg()[0]:.1f}"}
     print(f"report: {write_page(out, curves, runs, figures, args)}", file=sys.stderr)
     return figures
 

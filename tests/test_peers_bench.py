@@ -7,14 +7,12 @@ skipped with that reason. So do TurboGEPA and AgentDescent (the peers of 2026, a
 
 from __future__ import annotations
 
-import importlib.util
 import re
-import sys
-from pathlib import Path
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[1] / "bench" / "peers.py"
+from tests.bench_scripts import load_bench
+
 LAST_LINE = re.compile(
     r"gepa_pypi_s_per_call=(\S+) gepa_ours_s_per_call=(\S+) combee_gepa_s_per_call=(\S+) "
     r"combee_ace_s_per_sample=(\S+) sequential_ace_s_per_sample=(\S+) textgrad_pypi_s_per_sample=(\S+) "
@@ -28,18 +26,9 @@ LAST_LINE = re.compile(
 )
 
 
-def _bench():
-    spec = importlib.util.spec_from_file_location("peers_bench", BENCH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.mark.slow
 async def test_peers_bench_runs_at_tiny_scale() -> None:
-    bench = _bench()
+    bench = load_bench("peers")
     args = bench.PeersArgs(train=6, val=4, budget=24, combee_batch=4, ace_batch=3, time_scale=0.005, test=8)
     trajectory: list[tuple[float, float]] = []
     rows = await bench.run_peers(args, trajectory)

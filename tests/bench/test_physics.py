@@ -3,31 +3,21 @@ world is not the one its formula divides by."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import subprocess
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from types import ModuleType
 
 import pytest
+
+from tests.bench_scripts import load_bench
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _physics() -> ModuleType:
-    """``bench/physics.py``, loaded from its file: bench/ is never put on this process's path (its
-    scripts are named like the PyPI peers, ``textgrad.py``, and would shadow them)."""
-    spec = importlib.util.spec_from_file_location("bench_physics", ROOT / "bench" / "physics.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-physics = _physics()
+physics = load_bench("physics")
 EXIT_WRONG_WORLD, WrongWorld = physics.EXIT_WRONG_WORLD, physics.WrongWorld
 check_latency, check_nodes, physical_ratio = physics.check_latency, physics.check_nodes, physics.physical_ratio
 

@@ -5,28 +5,16 @@ a non-zero exit, no figure). Its whole plumbing runs on the simulated endpoint i
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
-from types import ModuleType
 
 import msgspec
 import pytest
 
 from combee_fast.schema import CallError, EpisodeError, Trajectory
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _bench() -> ModuleType:
-    """``bench/real_agent.py`` loaded from its file (bench/ is never put on the import path)."""
-    spec = importlib.util.spec_from_file_location("bench_real_agent", ROOT / "bench" / "real_agent.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from tests.bench_scripts import load_bench
 
 
-real_agent = _bench()
+real_agent = load_bench("real_agent")
 
 
 def _trajectory(reward: float = 0.0, *, error: EpisodeError | None = None, call_error: CallError | None = None,

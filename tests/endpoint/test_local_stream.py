@@ -5,9 +5,7 @@ Needs the ``local`` extra (xllamacpp and the default local model); skipped, sayi
 
 from __future__ import annotations
 
-import importlib.util
 import time
-from pathlib import Path
 
 from combee_fast.config import LocalConfig, TransportConfig
 from combee_fast.endpoint.calls import ChatRequest
@@ -15,13 +13,9 @@ from combee_fast.endpoint.client import EndpointClient, EndpointConfig
 from combee_fast.endpoint.local import LocalServer
 from combee_fast.schema import Message
 from tests.local_models import LOCAL_MODEL_MARKS
+from tests.bench_scripts import load_bench
 
-# bench/ is not put on sys.path: its gepa.py would hide the gepa package from every later test.
-_BENCH = importlib.util.spec_from_file_location("bench_abandoned",
-                                                Path(__file__).resolve().parents[2] / "bench" / "abandoned.py")
-assert _BENCH is not None and _BENCH.loader is not None
-abandoned = importlib.util.module_from_spec(_BENCH)
-_BENCH.loader.exec_module(abandoned)
+abandoned = load_bench("abandoned")
 
 pytestmark = LOCAL_MODEL_MARKS
 
