@@ -2,11 +2,11 @@
 
 :func:`measure_batching` sends ``c`` identical-shape short requests at once for each level ``c``
 (1, 2, 4, ... up to the client's cap: its admission gate, which a server reporting its slots has
-already lowered to them, and :data:`MAX_LEVEL`) and stops growing when generated tokens/s stops
-rising (by :data:`RISE`), at the cap, when the next level would pass the time budget, or at a
-failed call. The requests go through the client like any call: accounted under the role
-:data:`PROBE_ROLE` (never the generator's or curator's), and answered by the replay cache when
-the client has one.
+already lowered to them, and :data:`MAX_LEVEL`) and stops growing when generated tokens/s has
+not risen (by :data:`RISE`) for :data:`FLAT_LEVELS` levels in a row, at the cap, when the next
+level would pass the time budget, or at a failed call. The requests go through the client like
+any call: accounted under the role :data:`PROBE_ROLE` (never the generator's or curator's), and
+answered by the replay cache when the client has one.
 
 Every figure comes from the calls' usage records: a call's latency is its effective latency
 (simulated seconds on the simulated server, the planner's unit), its tokens are those the server
@@ -36,7 +36,13 @@ MAX_LEVEL = 64
 planner trusts batches up to ``controller.growth`` times the largest level measured)."""
 
 RISE = 0.1
-"""A level whose tokens/s is not this much above the best of the levels before it ends the growth."""
+"""A level whose tokens/s is not this much above the best of the levels before it did not rise."""
+
+FLAT_LEVELS = 2
+"""Levels in a row that do not rise which end the growth. One is not enough: a CPU server's curve
+can be flat from one request to two and rise at four (llama.cpp on 2 cores, the 0.5B model:
+32.1, 37.6 and 49.8 tokens/s at 1, 2 and 4 in ``bench/real_model.py``; 27.6 and 26.3 at 1 and 2 in
+its run's own probe, which then stopped at one)."""
 
 PEAK_WITHIN = 0.05
 """The best concurrency is the smallest level whose tokens/s is within this of the peak."""
@@ -159,10 +165,16 @@ async def measure_batching(client: EndpointClient, *, levels: Sequence[int] | No
         spent += seconds
         point = _point(level, results)
         points.append(point)
-        if len(points) > 1 and point.tokens_per_s < (1 + RISE) * max(p.tokens_per_s for p in points[:-1]):
+        last = range(len(points) + 1 - FLAT_LEVELS, len(points) + 1)  # the last FLAT_LEVELS levels, as prefixes
+        if len(points) > FLAT_LEVELS and all(_not_rising(points[:end]) for end in last):
             return BatchingCurve.of(points, stopped="flat")
         previous = (level, seconds)
     return BatchingCurve.of(points, stopped="cap")
+
+
+def _not_rising(points: Sequence[BatchingPoint]) -> bool:
+    """Whether the last of ``points`` is not :data:`RISE` above the best of those before it."""
+    return points[-1].tokens_per_s < (1 + RISE) * max(p.tokens_per_s for p in points[:-1])
 
 
 def _request(level: int, index: int, max_tokens: int, messages: Sequence[Message]) -> ChatRequest:

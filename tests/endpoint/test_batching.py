@@ -3,6 +3,8 @@ best concurrency, the budget, failures, and where its calls are accounted."""
 
 from __future__ import annotations
 
+import asyncio
+import json
 import time
 
 import pytest
@@ -13,6 +15,7 @@ from combee_fast.endpoint.client import EndpointClient, EndpointConfig
 from combee_fast.schema import Message
 from combee_fast.sim.latency import LatencyPreset
 from combee_fast.sim.server import SimRequest
+from tests.hostile import HostileServer, Request, completion_body, head
 
 FOUR_SLOTS = LatencyPreset(name="four-slots", overhead_s=0.05, decode_s_per_token=0.02, max_running=4,
                            full_batch_slowdown=1.2)
@@ -40,16 +43,16 @@ async def test_a_server_with_four_slots_peaks_at_four_and_the_calls_are_the_prob
         curve = await measure_batching(client, budget_s=5.0)
         elapsed = time.perf_counter() - started
         totals = client.usage_totals()
-    assert [p.concurrency for p in curve.points] == [1, 2, 4, 8]
+    assert [p.concurrency for p in curve.points] == [1, 2, 4, 8, 16]  # two levels past the peak
     assert curve.stopped == "flat" and curve.why == ""
     assert curve.best_concurrency == 4
     assert 3.0 < curve.gain < 4.0  # four at once, each decoding 1.2x slower at a full batch
     rates = [p.tokens_per_s for p in curve.points]
-    assert rates[0] < rates[1] < rates[2] and rates[3] < 1.1 * rates[2]
+    assert rates[0] < rates[1] < rates[2] and rates[3] < 1.1 * rates[2] and rates[4] < 1.1 * rates[2]
     assert all(p.completion_tokens > 0 and p.prompt_tokens > 0 for p in curve.points)
     assert elapsed < 5.0
-    assert set(key[0] for key in totals) == {PROBE_ROLE} and totals[(PROBE_ROLE, "sim", "sim")].calls == 15
-    assert server.counters().requests_by_role == {PROBE_ROLE: 15}
+    assert set(key[0] for key in totals) == {PROBE_ROLE} and totals[(PROBE_ROLE, "sim", "sim")].calls == 31
+    assert server.counters().requests_by_role == {PROBE_ROLE: 31}
 
 
 async def test_a_slow_server_is_measured_at_fewer_levels_within_the_budget(start_sim_server) -> None:
@@ -108,3 +111,42 @@ async def test_each_request_sends_the_next_of_the_prompts_given(start_sim_server
     sizes = [p.prompt_tokens for p in curve.points]
     assert [p.concurrency for p in curve.points] == [1, 2, 4]
     assert sizes[0] < sizes[1] < sizes[2]  # prompts 0; 1-2; 3-6: each level's longer than the last's
+
+
+class _FlatThenRising:
+    """A server (:class:`~tests.hostile.HostileServer` behaviour) whose requests at once take
+    :data:`SECONDS` by how many are in flight, each answering :data:`TOKENS` tokens: generated
+    tokens/s is flat from one to two, doubles at four, then is flat again (a CPU server's shape)."""
+
+    SECONDS = {1: 0.1, 2: 0.2, 4: 0.2, 8: 0.4, 16: 0.8}
+    TOKENS = 32
+    GATHER_S = 0.03  # how long a request waits for the rest of its level to arrive
+
+    def __init__(self) -> None:
+        self.in_flight = 0
+        self.levels_seen: list[int] = []
+
+    async def __call__(self, request: Request, writer: asyncio.StreamWriter) -> None:
+        self.in_flight += 1
+        try:
+            await asyncio.sleep(self.GATHER_S)
+            level = self.in_flight
+            self.levels_seen.append(level)
+            await asyncio.sleep(self.SECONDS[level] - self.GATHER_S)
+        finally:
+            self.in_flight -= 1
+        body = json.loads(completion_body("1\n2\n3"))
+        body["usage"] = {"prompt_tokens": 20, "completion_tokens": self.TOKENS, "total_tokens": 20 + self.TOKENS}
+        data = json.dumps(body).encode()
+        writer.write(head(200, [("Content-Type", "application/json")], length=len(data)) + data)
+
+
+async def test_a_curve_flat_at_two_and_rising_at_four_is_measured_past_two() -> None:
+    server_curve = _FlatThenRising()
+    with HostileServer(server_curve, model="sim") as server:
+        async with _client(server, concurrency=16, max_retries=0) as client:
+            curve = await measure_batching(client, budget_s=10.0)
+    assert sorted(set(server_curve.levels_seen)) == [1, 2, 4, 8, 16]
+    assert [p.concurrency for p in curve.points] == [1, 2, 4, 8, 16]
+    assert curve.stopped == "flat"  # 8 and 16 did not rise above 4
+    assert curve.best_concurrency == 4 and 1.6 < curve.gain < 2.2
