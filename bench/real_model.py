@@ -16,15 +16,26 @@ llama.cpp server with Qwen2.5-Coder-0.5B-Instruct (the ``qwen-coder-0-5b`` extra
    ``best_concurrency`` slots and as many requests in flight (sequential ACE keeps one): sequential
    ACE, naive batching (one step over the slice: one curator call reads every reflection) and
    Combee with ``--batch-size auto`` (the live planner, seeded by the probe). Validation runs once,
-   after the last step, on ``selection[0:V]``. Times are wall seconds of training.
+   after the last step, on ``selection[0:V]``. Times are wall seconds of ``session.train``:
+   Combee's include its planner's own start-up probe (within ``--probe-s``).
 3. **Scoring.** Each final playbook is scored on ``test[0:M]`` (report only, never selected on),
    with its 95% bootstrap interval.
 
 Figures: ``real_speedup`` = sequential's training seconds / Combee's; ``utilization`` = the tokens
-Combee's run generated per training second (its map and its curate-and-reduce tail: a lower
-bound of the map's own) over the server probe's peak tokens/s, the most the server generates (a
-ratio to a physical limit: above 1 the bench refuses, exit 6); ``predicted_vs_measured`` = the median over Combee's
-steps of the planner's predicted step time over the measured one (its ``summary.json``). The
+Combee's map generated (its generator and reflector calls) per second of its map over the server
+probe's peak tokens/s. The map lasted no longer than its two roles' seconds with a call on the
+wire, summed, nor than its steps' wall seconds, so the lesser of the two makes the rate a lower
+bound of the map's own (their calls overlap; the curator's overlap the map). The peak is the most
+the server generates (a ratio to a physical limit: above 1 the bench refuses, exit 6);
+``predicted_vs_measured`` = the median over Combee's steps of the planner's predicted step time
+over the measured one (its ``summary.json``).
+
+Why utilization is what it is: ``utilization_ceiling`` is the workload probe's peak over the
+server probe's, what a map of nothing but generator calls sent at the best level reaches: on a
+CPU, reading each call's prompt takes time generating would otherwise have. The server's own
+count of its work during Combee's training (its ``summary.json``'s ``server_work``, from
+llama.cpp's ``/metrics``: :mod:`combee_fast.endpoint.server_work`) says how much: ``prefill_share``, the share of its slot seconds spent reading
+prompts, and ``cached_share``, the share of the prompt tokens its prompt cache spared it. The
 bench refuses when a run learned from no call (every call failed) or the probe's rate at one
 request is not positive. A page (``report.md`` with a plot of tokens/s against requests at once
 and the accuracies with their intervals) goes to ``--out``.
@@ -34,7 +45,8 @@ Sizes: see docs/real-models.md for the sizes measured here and why.
 Last line: ``real_speedup=<x> batching_gain=<x> workload_gain=<x> utilization=<share> best_concurrency=<n>
 predicted_vs_measured=<ratio|nan> acc_sequential=<%> acc_sequential_lo=<%> acc_sequential_hi=<%>
 acc_naive=... acc_combee=... s_sequential=<s> s_naive=<s> s_combee=<s> tokens_sequential=<n>
-tokens_naive=<n> tokens_combee=<n> train=<N> test=<M> load_start=<1-min load> load_end=<...>``
+tokens_naive=<n> tokens_combee=<n> utilization_ceiling=<share> prefill_share=<share|nan> cached_share=<share|nan>
+train=<N> test=<M> load_start=<1-min load> load_end=<...>``
 """
 
 from __future__ import annotations
@@ -51,8 +63,10 @@ from physics import WrongWorld, guarded, physical_ratio
 
 from combee_fast.ace.generator import generator_messages
 from combee_fast.ace.roles import GENERATOR
-from combee_fast.config import (LocalConfig, MapConfig, SessionConfig, SimConfig, TaskConfig, TrainConfig, TransportConfig)
+from combee_fast.config import (ControllerConfig, LocalConfig, MapConfig, SessionConfig, SimConfig, TaskConfig, TrainConfig,
+                                TransportConfig)
 from combee_fast.endpoint.batching import BatchingCurve, measure_batching
+from combee_fast.endpoint.server_work import ServerWork
 from combee_fast.engine.loop import run
 from combee_fast.errors import CombeeError
 from combee_fast.native.bootstrap import MeanInterval
@@ -70,28 +84,36 @@ WORKLOAD_PROBE_TOKENS = 160
 """Tokens each request of the workload probe may generate: the 0.5B model's Formula answers take ~130."""
 METHODS = ("sequential", "naive", "combee")
 """The runs, in order: the baseline first."""
+MAP_ROLES = ("generator", "reflector")
+"""The roles of Combee's map (the curator's calls are its reduce)."""
 
 
 class MethodRun(msgspec.Struct, frozen=True):
     """One method's training and test score: wall seconds of training, generated and prompt tokens,
-    the test accuracy with its interval."""
+    the tokens its map roles generated and the most seconds its map can have lasted (module
+    docstring), the test accuracy with its interval,
+    and the local server's count of its work during the training (None: not a llama.cpp server)."""
 
     method: str
     seconds: float
     completion_tokens: int
     prompt_tokens: int
+    map_tokens: int
+    map_seconds: float
     calls: int
     failed_calls: int
     entries: int
     accuracy: MeanInterval
+    work: ServerWork | None
 
 
 def session_config(args: argparse.Namespace, *, slots: int, concurrency: int) -> SessionConfig:
     """The runs' configuration: Formula's slices, one validation after the last step, and either the
-    local model on ``slots`` slots or the simulated endpoint; at most ``concurrency`` requests in flight."""
+    local model on ``slots`` slots or the simulated endpoint; at most ``concurrency`` requests in
+    flight; Combee's own start-up probe (its planner's) within ``--probe-s``, as the bench's."""
     base = SessionConfig(task=TaskConfig(train_split=f"train[0:{args.train}]", val_split=f"selection[0:{args.val}]"),
                          train=TrainConfig(eval_every=0, batch_size=None), seed=args.seed,
-                         map=MapConfig(max_rounds=args.max_rounds),
+                         map=MapConfig(max_rounds=args.max_rounds), controller=ControllerConfig(probe_s=args.probe_s),
                          transport=TransportConfig(concurrency=concurrency))
     if args.sim:
         return msgspec.structs.replace(base, sim=SimConfig(preset="h200-70b", time_scale=args.time_scale))
@@ -128,23 +150,27 @@ async def probe(args: argparse.Namespace) -> Curves:
     return Curves(server, workload)
 
 
-async def learn(args: argparse.Namespace, method: str, concurrency: int, out: Path) -> tuple[TrainResult, MeanInterval]:
+async def learn(args: argparse.Namespace, method: str, concurrency: int,
+                out: Path) -> tuple[TrainResult, float, MeanInterval]:
     """``method``'s one pass over the train slice on a server with ``concurrency`` slots (and as
-    many requests in flight), its final playbook scored on the test slice."""
+    many requests in flight): its result, the training's wall seconds (Combee's own start-up
+    probe included) and its final playbook's score on the test slice."""
     config = session_config(args, slots=concurrency, concurrency=concurrency)
     plan = {"sequential": FixedBatch(1), "naive": FixedBatch(args.train), "combee": None}[method]
     async with open_session(config) as session:
         test = session.task.load(f"test[0:{args.test}]")
+        started = time.perf_counter()
         result = await session.train(method=method, plan=plan, out=out / method)
+        seconds = time.perf_counter() - started
         scored = await session.evaluate(result.final, test.examples)
     interval = answered_interval(scored)
     if interval is None:
         raise WrongWorld(f"{method}: no test example was answered ({scored.unanswered_by_kind}): "
                          "there is no accuracy to report")
-    return result, interval
+    return result, seconds, interval
 
 
-def method_run(method: str, result: TrainResult, accuracy: MeanInterval) -> MethodRun:
+def method_run(method: str, result: TrainResult, seconds: float, accuracy: MeanInterval) -> MethodRun:
     """The figures of one method's run (wall seconds of training), checked: a run that learned
     from no call is refused."""
     failed = sum(sum(kinds.values()) for kinds in result.counts.errors.values())
@@ -152,8 +178,20 @@ def method_run(method: str, result: TrainResult, accuracy: MeanInterval) -> Meth
         raise WrongWorld(f"{method}: all {result.calls} calls failed: a run that learned nothing is no baseline")
     completion = sum(sum(row.completion_tokens.values()) for row in result.ledger)
     prompt = sum(sum(row.prompt_tokens.values()) for row in result.ledger)
-    return MethodRun(method, result.train_wall_seconds, completion, prompt, result.calls, failed,
-                     len(result.artifact), accuracy)
+    map_tokens = sum(row.completion_tokens.get(role, 0) for row in result.ledger for role in MAP_ROLES)
+    map_busy_s = sum(row.concurrency[role].busy_s for row in result.ledger for role in MAP_ROLES if role in row.concurrency)
+    map_seconds = min(map_busy_s, sum(row.wall_seconds for row in result.ledger))  # module docstring
+    return MethodRun(method, seconds, completion, prompt, map_tokens, map_seconds, result.calls,
+                     failed, len(result.artifact), accuracy, result.server_work)
+
+
+def work_figures(work: ServerWork | None) -> dict[str, str]:
+    """``prefill_share`` and ``cached_share`` of a run's server work (module docstring); ``nan``
+    where the server did not count."""
+    def share(value: float | None) -> str:
+        return "nan" if value is None else f"{value:.3f}"
+
+    return {"prefill_share": share(work and work.prefill_share), "cached_share": share(work and work.cached_share)}
 
 
 def percent(interval: MeanInterval) -> tuple[float, float, float]:
@@ -191,6 +229,10 @@ def write_page(out: Path, curves: Curves, runs: dict[str, MethodRun], figures: d
         f"| {r.method} | {r.seconds:,.0f} | {r.calls} | {r.failed_calls} | {r.prompt_tokens:,} | {r.completion_tokens:,} "
         f"| {r.entries} | {percent(r.accuracy)[0]:.1f} [{percent(r.accuracy)[1]:.1f}, {percent(r.accuracy)[2]:.1f}] |"
         for r in runs.values())
+    work_rows = "\n".join(
+        f"| {r.method} | {w.prompt_tokens:,.0f} | {'?' if w.cached_tokens is None else f'{w.cached_tokens:,.0f}'} "
+        f"| {w.prompt_s:,.1f} | {w.generated_tokens:,.0f} | {w.generate_s:,.1f} | {w.prefill_share or 0:.2f} |"
+        for r in runs.values() if (w := r.work) is not None) or "| (not counted: no llama.cpp server) | | | | | | |"
     levels = "\n".join(f"| {name} | {p.concurrency} | {p.latency_s:.2f} | {p.prompt_tokens} | {p.tokens_per_s:.1f} |"
                        for name, curve in (("server", curves.server), ("workload", curves.workload))
                        for p in curve.points)
@@ -206,6 +248,11 @@ def write_page(out: Path, curves: Curves, runs: dict[str, MethodRun], figures: d
         f"## Runs ({figures['best_concurrency']} slot(s), as many requests in flight; sequential: 1)\n\n"
         f"| method | train s | calls | failed | prompt tokens | generated tokens | entries | test % [95% CI] |\n"
         f"|---|---|---|---|---|---|---|---|\n{rows}\n\n"
+        f"## The server's work during each training (its `/metrics`; slot seconds)\n\n"
+        f"| method | prompt tokens read | cached | reading s | generated | generating s | prefill share |\n"
+        f"|---|---|---|---|---|---|---|\n{work_rows}\n\n"
+        f"Combee's map generated {figures['utilization']} of the server's peak tokens/s; the workload probe's "
+        f"Formula prompts at their best, {figures['utilization_ceiling']} (`utilization_ceiling`).\n\n"
         f"`{' '.join(f'{k}={v}' for k, v in figures.items())}`\n")
     return page
 
@@ -222,12 +269,14 @@ async def bench(args: argparse.Namespace) -> dict[str, str]:
     runs: dict[str, MethodRun] = {}
     for method in METHODS:
         started = time.perf_counter()
-        result, interval = await learn(args, method, 1 if method == "sequential" else best, out)
-        runs[method] = method_run(method, result, interval)
+        result, seconds, interval = await learn(args, method, 1 if method == "sequential" else best, out)
+        runs[method] = method_run(method, result, seconds, interval)
         print(f"  {method:<10} {runs[method].seconds:7.0f} s training, {percent(interval)[0]:5.1f}% test; "
               f"{time.perf_counter() - started:5.0f} s with scoring", file=sys.stderr, flush=True)
     combee, sequential = runs["combee"], runs["sequential"]
-    utilization = physical_ratio("utilization", combee.completion_tokens / combee.seconds / peak)
+    if combee.map_seconds <= 0:
+        raise WrongWorld("Combee's map had no call on the wire: no utilization to measure")
+    utilization = physical_ratio("utilization", combee.map_tokens / combee.map_seconds / peak)
     summary = msgspec.json.decode((out / "combee" / "summary.json").read_bytes())
     ratio = (summary.get("batching") or {}).get("predicted_vs_measured")
     figures = {"real_speedup": f"{sequential.seconds / combee.seconds:.2f}", "batching_gain": f"{curves.server.gain:.2f}",
@@ -238,6 +287,9 @@ async def bench(args: argparse.Namespace) -> dict[str, str]:
         figures |= {f"acc_{name}": f"{mean:.1f}", f"acc_{name}_lo": f"{lower:.1f}", f"acc_{name}_hi": f"{upper:.1f}"}
     figures |= {f"s_{name}": f"{run_.seconds:.0f}" for name, run_ in runs.items()}
     figures |= {f"tokens_{name}": str(run_.completion_tokens) for name, run_ in runs.items()}
+    ceiling = max(p.tokens_per_s for p in curves.workload.points) / (args.time_scale if args.sim else 1.0) / peak
+    figures |= {"utilization_ceiling": f"{physical_ratio('utilization_ceiling', ceiling):.3f}"}
+    figures |= work_figures(combee.work)
     figures |= {"train": str(args.train), "test": str(args.test), "load_start": f"{load_start:.1f}",
                 "load_end": f"{os.getloadavg()[0]:.1f}"}
     print(f"report: {write_page(out, curves, runs, figures, args)}", file=sys.stderr)
@@ -246,8 +298,8 @@ async def bench(args: argparse.Namespace) -> dict[str, str]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--train", type=int, default=4, help="train[0:N]: the examples each method learns from")
-    parser.add_argument("--test", type=int, default=12, help="test[0:M]: the examples each playbook is scored on")
+    parser.add_argument("--train", type=int, default=12, help="train[0:N]: the examples each method learns from")
+    parser.add_argument("--test", type=int, default=24, help="test[0:M]: the examples each playbook is scored on")
     parser.add_argument("--val", type=int, default=2, help="selection[0:V]: the validation after the last step")
     parser.add_argument("--max-rounds", type=int, default=0,
                         help="regenerations after a wrong answer (each one a generator and a reflector call)")

@@ -27,6 +27,7 @@ from combee_fast.config import AgentConfig, SessionConfig
 from combee_fast.endpoint.batching import PROBE_ROLE, BatchingCurve, measure_batching, not_probed
 from combee_fast.endpoint.cache import CacheMode, ReplayCache
 from combee_fast.endpoint.calls import ChatResult
+from combee_fast.endpoint.server_work import ServerWork, read_server_work
 from combee_fast.errors import CheckpointError, CombeeError, ConfigError
 from combee_fast.redact import scrub
 from combee_fast.kinds import Kind
@@ -391,7 +392,11 @@ class Session:
         result: TrainResult | None = None
         failure: BaseException | None = None
         try:
-            result = msgspec.structs.replace(await train(training), batching=self.batching)
+            before = await self._local_work()
+            result = await train(training)
+            after = await self._local_work()
+            work = None if before is None or after is None else after.since(before)
+            result = msgspec.structs.replace(result, batching=self.batching, server_work=work)
             return result
         except BaseException as exc:
             failure = exc
@@ -402,6 +407,10 @@ class Session:
             self._record_calls(run_dir, calls_now())
             if run_dir is not None and run_dir.started:
                 await asyncio.to_thread(self._write_page, run_dir, training, choice, facts, record, result, failure)
+
+    async def _local_work(self) -> ServerWork | None:
+        """The local server's count of its work so far (None: no local server, or it did not say)."""
+        return None if self.local is None else await read_server_work(self.local.url)
 
     def _resumed_state(self, stored: StoredCheckpoint, kind: Kind, method: Method[Any], plan: BatchPlan,
                        run_dir: RunDir) -> TrainState[Any]:

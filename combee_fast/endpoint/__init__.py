@@ -15,7 +15,8 @@
 - :mod:`.local`: the llama.cpp server ``--local`` starts (its start-up self-test included);
   :mod:`.models`: the models it can start by name, split ones assembled into the cache;
   :mod:`.llama_host`: llama.cpp's native server hosted by the xllamacpp wheel; :mod:`.tether`: a
-  command that dies with the process that started it.
+  command that dies with the process that started it; :mod:`.server_work`: a llama.cpp server's
+  own count of the time it spent reading prompts and generating.
 
 The simulated server is in :mod:`combee_fast.sim`.
 """

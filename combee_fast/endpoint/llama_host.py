@@ -9,7 +9,8 @@ it decodes on every machine CI may land on, where a llama.cpp built from source 
 it was built on may not (a general protection fault in ``libggml-cpu`` on a Xeon with AMX). It is
 the same C++ server as ``llama-server``: continuous batching over ``--slots`` parallel slots,
 OpenAI-compatible ``/v1/chat/completions`` with JSON-schema outputs and tool calls (the model's
-own chat template), and a streamed request whose client goes away stops generating.
+own chat template), a streamed request whose client goes away stops generating, and ``GET /metrics``
+counts its work (:mod:`.server_work`).
 
 ``--context`` is the context of one slot; the server holds ``context * slots`` tokens in all.
 It serves until SIGTERM or SIGINT, then exits 0 at once: the server holds nothing to save, and its
@@ -51,6 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     params.n_parallel = args.slots
     params.n_ctx = args.context * args.slots
     params.cont_batching = True
+    params.endpoint_metrics = True
     params.cpuparams.n_threads = args.threads
     params.cpuparams_batch.n_threads = args.threads
     if args.alias:

@@ -6,7 +6,8 @@ The model is the named one (:mod:`.models`; by default
 ``llama-server`` on ``PATH`` (preferred: one built for this machine) or the one the ``xllamacpp``
 wheel of the ``local`` extra hosts (:mod:`.llama_host`: prebuilt for any x86-64 CPU with AVX2).
 Both use the chat template stored in the GGUF, decode ``config.slots`` requests at once (continuous
-batching) and stop generating a streamed request given up on.
+batching), stop generating a streamed request given up on, and count their work on ``GET /metrics``
+(:mod:`.server_work`).
 
 :class:`LocalServer` picks a free loopback port, starts the server with ``threads`` threads,
 waits until ``GET /v1/models`` answers, then decodes one token (the start-up self-test): a
@@ -58,7 +59,7 @@ def server_command(model: Path, alias: str, port: int, config: LocalConfig, *, n
     threads = str(config.threads or max(1, os.cpu_count() or 1))
     if native is not None:
         return [native, "-m", str(model), "--host", "127.0.0.1", "--port", str(port), "-t", threads,
-                "-c", str(config.context * config.slots), "-np", str(config.slots), "--alias", alias]
+                "-c", str(config.context * config.slots), "-np", str(config.slots), "--alias", alias, "--metrics"]
     if importlib.util.find_spec("xllamacpp") is None:
         raise ConfigError("--local needs a llama.cpp server: pip install -e '.[local]' (xllamacpp), "
                           "or put llama-server on PATH")

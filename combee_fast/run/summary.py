@@ -41,7 +41,9 @@ def run_summary(result: TrainResult, shown: str, *, interrupted_by: str | None =
     """The summary of the run ``result`` whose files are at ``shown``: its cost, its scores, the
     learner's own figures, the calls per role and the calls in flight per role (requested and achieved), the
     start-up probe's batching curve with the planner's predicted against measured step seconds
-    (``batching``, :func:`~combee_fast.run.predictions.batching_summary`); with agent episodes their counts and environment
+    (``batching``, :func:`~combee_fast.run.predictions.batching_summary`); the local server's own
+    count of its work (``server_work``: prompt tokens read and cached, seconds reading and
+    generating, the share reading took; only with ``--local``); with agent episodes their counts and environment
     seconds (``reruns``: episodes sent again); ``resumed_from``: the step a resumed run went on
     from; an interrupted run (``interrupted_by``: the signal) names the command resuming it."""
     summary: dict[str, Any] = {
@@ -60,6 +62,10 @@ def run_summary(result: TrainResult, shown: str, *, interrupted_by: str | None =
                        "validation": msgspec.to_builtins(result.val_counts)},
         "batching": batching_summary(result.batching, result.ledger),
     }
+    if result.server_work is not None:
+        work = result.server_work
+        summary["server_work"] = {**msgspec.to_builtins(work), "prefill_share": work.prefill_share,
+                                  "cached_share": work.cached_share}
     if result.episodes:
         summary.update(episodes=result.episodes, episodes_failed=result.episodes_failed,
                        env_seconds=round(result.env_seconds, 3),

@@ -44,6 +44,7 @@ from combee_fast.run.dollars import Prices, dollar_summary, role_dollars
 from combee_fast.run.improvements import improvement_summary
 from combee_fast.run.events import Events, RunStopped, StepDone, VersionApplied
 from combee_fast.endpoint.batching import BatchingCurve
+from combee_fast.endpoint.server_work import ServerWork
 from combee_fast.run.ledger import CallCounts, LedgerRow, ledger_row
 from combee_fast.run.progress import Budget
 from combee_fast.run.record import RunRecord
@@ -72,7 +73,9 @@ class TrainResult(msgspec.Struct, frozen=True):
     may differ in them). ``episodes``, ``episodes_failed``
     and ``env_seconds``: the agent episodes of the learning steps and their environment seconds.
     ``batching``: the start-up probe's batching curve of the rollout role's endpoint
-    (:mod:`combee_fast.endpoint.batching`), which the summary and the page show.
+    (:mod:`combee_fast.endpoint.batching`), which the summary and the page show; ``server_work``:
+    the ``--local`` server's own count of its work during the training (reading prompts, generating:
+    :mod:`combee_fast.endpoint.server_work`; None without a local server, or when it did not say).
     """
 
     learner: str
@@ -102,6 +105,7 @@ class TrainResult(msgspec.Struct, frozen=True):
     concurrency: dict[str, dict[str, float]] = msgspec.field(default_factory=dict)
     concurrency_notes: tuple[str, ...] = ()
     batching: BatchingCurve | None = None  # the start-up probe's curve (set by the session; None: not told)
+    server_work: ServerWork | None = None  # the local server's work while training (set by the session)
 
 
 class Batch(msgspec.Struct, frozen=True):

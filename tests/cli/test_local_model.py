@@ -67,6 +67,19 @@ def test_the_run_keeps_the_local_servers_log_and_command_and_probes_its_form(lea
     assert served["generator"].startswith(f"{DEFAULT.alias} @ "), served
 
 
+def test_the_summary_holds_the_local_servers_own_count_of_its_work(learned) -> None:
+    done, out = learned
+    summary = json.loads((out / "summary.json").read_text())
+    work = summary.get("server_work")
+    assert work is not None, ("no server_work in summary.json", done.stderr[-600:])
+    generated = sum(sum(json.loads(line)["completion_tokens"].values())
+                    for line in (out / "ledger.jsonl").read_text().splitlines())
+    # the steps' calls and the final validation's: at least every token the ledger counts
+    assert work["generated_tokens"] >= generated > 0, (work, generated)
+    assert work["prompt_s"] > 0 and work["generate_s"] > 0 and 0 < work["prefill_share"] < 1, work
+    assert work["prefill_share"] == work["prompt_s"] / (work["prompt_s"] + work["generate_s"])
+
+
 def test_every_role_is_called_and_every_failure_is_accounted_with_its_raw_reply(learned) -> None:
     done, out = learned
     calls = json.loads((out / "calls.json").read_text())
