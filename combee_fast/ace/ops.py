@@ -59,8 +59,17 @@ schema enumerates the playbook's ids (:func:`ops_schema`)."""
 
 def ops_schema(schema: dict[str, Any], playbook_text: str) -> dict[str, Any]:
     """``schema`` (curator's or reducer's) whose operations' ``bullet_id`` is an id of
-    ``playbook_text`` or ``""`` (an ADD)."""
-    return bounds.with_ids(schema, ("operations", "*", "bullet_id"), bounds.ids_in(playbook_text), also=("",))
+    ``playbook_text`` or ``""`` (an ADD); when the playbook has no entry, whose operations can
+    only be ADDs: an UPDATE or a REMOVE would have no id to name. (Qwen2.5-Coder-1.5B, curating an
+    empty playbook under the schema with every kind, wrote three UPDATE or REMOVE operations with
+    ``bullet_id`` ``""``, all rejected: ``missing bullet_id``.)"""
+    ids = bounds.ids_in(playbook_text)
+    narrowed = bounds.with_ids(schema, ("operations", "*", "bullet_id"), ids, also=("",))
+    if ids:
+        return narrowed
+    op = narrowed["properties"]["operations"]["items"]  # a copy, as is its properties: with_ids copies its path
+    op["properties"]["type"] = {"type": "string", "enum": [OpKind.ADD.value]}
+    return narrowed
 
 
 class _OpsReply(msgspec.Struct):

@@ -36,7 +36,7 @@ def _unbounded(schema: dict[str, Any], where: str = "$") -> list[str]:
 @pytest.mark.parametrize("schema", [
     GENERATOR_SCHEMA, REFLECTOR_SCHEMA, OPS_SCHEMA, REDUCER_SCHEMA, generator_schema(PLAYBOOK),
     generator_schema(""), reflector_schema(["form-00001"]), reflector_schema([]),
-    ops_schema(OPS_SCHEMA, PLAYBOOK), ops_schema(REDUCER_SCHEMA, PLAYBOOK),
+    ops_schema(OPS_SCHEMA, PLAYBOOK), ops_schema(REDUCER_SCHEMA, PLAYBOOK), ops_schema(OPS_SCHEMA, ""),
 ])
 def test_every_string_and_array_is_bounded(schema: dict[str, Any]) -> None:
     assert _unbounded(schema) == []
@@ -50,6 +50,12 @@ def test_ids_are_those_in_the_prompt() -> None:
     assert reflector_schema([])["properties"]["bullet_tags"]["maxItems"] == 0
     op = ops_schema(OPS_SCHEMA, PLAYBOOK)["properties"]["operations"]["items"]["properties"]["bullet_id"]
     assert op["enum"] == ["form-00001", "form-00002", ""]
+    kinds = ops_schema(OPS_SCHEMA, PLAYBOOK)["properties"]["operations"]["items"]["properties"]["type"]["enum"]
+    assert kinds == ["ADD", "UPDATE", "REMOVE"]
+    for schema in (OPS_SCHEMA, REDUCER_SCHEMA):  # an empty playbook: nothing to UPDATE or REMOVE
+        empty = ops_schema(schema, "")["properties"]["operations"]["items"]["properties"]
+        assert empty["type"]["enum"] == ["ADD"] and empty["bullet_id"]["enum"] == [""]
+    assert OPS_SCHEMA["properties"]["operations"]["items"]["properties"]["type"]["enum"] == ["ADD", "UPDATE", "REMOVE"]
     assert "enum" not in GENERATOR_SCHEMA["properties"]["bullet_ids"]["items"]  # the shared schema is untouched
 
 
