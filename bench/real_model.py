@@ -265,7 +265,7 @@ async def bench(args: argparse.Namespace) -> dict[str, str]:
     best = curves.server.best_concurrency
     # The probe's rates are per second of the server's latency: wall seconds, or on the simulated
     # endpoint simulated ones, of which a real second holds 1 / time_scale.
-    peak = max(p.tokens_per_s for p in curves.server.points) / (args.time_scale if args.sim else 1.0)
+    peak = curves.server.peak_tokens_per_s / (args.time_scale if args.sim else 1.0)
     runs: dict[str, MethodRun] = {}
     for method in METHODS:
         started = time.perf_counter()
@@ -287,7 +287,7 @@ async def bench(args: argparse.Namespace) -> dict[str, str]:
         figures |= {f"acc_{name}": f"{mean:.1f}", f"acc_{name}_lo": f"{lower:.1f}", f"acc_{name}_hi": f"{upper:.1f}"}
     figures |= {f"s_{name}": f"{run_.seconds:.0f}" for name, run_ in runs.items()}
     figures |= {f"tokens_{name}": str(run_.completion_tokens) for name, run_ in runs.items()}
-    ceiling = max(p.tokens_per_s for p in curves.workload.points) / (args.time_scale if args.sim else 1.0) / peak
+    ceiling = curves.workload.peak_tokens_per_s / curves.server.peak_tokens_per_s  # both in the probe's seconds
     figures |= {"utilization_ceiling": f"{physical_ratio('utilization_ceiling', ceiling):.3f}"}
     figures |= work_figures(combee.work)
     figures |= {"train": str(args.train), "test": str(args.test), "load_start": f"{load_start:.1f}",

@@ -41,8 +41,8 @@ RISE = 0.1
 FLAT_LEVELS = 2
 """Levels in a row that do not rise which end the growth. One is not enough: a CPU server's curve
 can be flat from one request to two and rise at four (llama.cpp on 2 cores, the 0.5B model:
-32.1, 37.6 and 49.8 tokens/s at 1, 2 and 4 in ``bench/real_model.py``; 27.6 and 26.3 at 1 and 2 in
-its run's own probe, which then stopped at one)."""
+31.0, 29.4 and 54.9 tokens/s at 1, 2 and 4 in ``bench/real_model.py``; 27.6 and 26.3 at 1 and 2 in
+a run's own probe, which then stopped at one)."""
 
 PEAK_WITHIN = 0.05
 """The best concurrency is the smallest level whose tokens/s is within this of the peak."""
@@ -84,15 +84,24 @@ class BatchingCurve(msgspec.Struct, frozen=True):
     stopped: str = "cap"
     why: str = ""
 
+    @property
+    def peak_tokens_per_s(self) -> float:
+        """The most generated tokens/s of any level (0 without points)."""
+        return _peak(self.points)
+
     @classmethod
     def of(cls, points: Sequence[BatchingPoint], *, stopped: str, why: str = "") -> BatchingCurve:
         """The curve of ``points``, with its best concurrency and gain."""
         if not points:
             return cls((), 1, 1.0, stopped, why)
-        peak = max(p.tokens_per_s for p in points)
+        peak = _peak(points)
         best = min(p.concurrency for p in points if p.tokens_per_s >= (1 - PEAK_WITHIN) * peak)
         base = points[0].tokens_per_s
         return cls(tuple(points), best, peak / base if base > 0 else 1.0, stopped, why)
+
+
+def _peak(points: Sequence[BatchingPoint]) -> float:
+    return max((p.tokens_per_s for p in points), default=0.0)
 
 
 def not_probed(why: str) -> BatchingCurve:
@@ -174,7 +183,7 @@ async def measure_batching(client: EndpointClient, *, levels: Sequence[int] | No
 
 def _not_rising(points: Sequence[BatchingPoint]) -> bool:
     """Whether the last of ``points`` is not :data:`RISE` above the best of those before it."""
-    return points[-1].tokens_per_s < (1 + RISE) * max(p.tokens_per_s for p in points[:-1])
+    return points[-1].tokens_per_s < (1 + RISE) * _peak(points[:-1])
 
 
 def _request(level: int, index: int, max_tokens: int, messages: Sequence[Message]) -> ChatRequest:

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from combee_fast.config import TransportConfig
-from combee_fast.endpoint.batching import PROBE_ROLE, MAX_LEVEL, measure_batching, probe_levels
+from combee_fast.endpoint.batching import PROBE_ROLE, MAX_LEVEL, BatchingCurve, measure_batching, probe_levels
 from combee_fast.endpoint.client import EndpointClient, EndpointConfig
 from combee_fast.schema import Message
 from combee_fast.sim.latency import LatencyPreset
@@ -30,6 +30,13 @@ def _client(server, **transport: object) -> EndpointClient:
                                          transport=TransportConfig(**transport)))
 
 
+async def _timed_probe(client: EndpointClient, *, budget_s: float) -> tuple[BatchingCurve, float]:
+    """``measure_batching(client, budget_s=...)`` and the wall seconds it took."""
+    started = time.perf_counter()
+    curve = await measure_batching(client, budget_s=budget_s)
+    return curve, time.perf_counter() - started
+
+
 def test_the_levels_double_up_to_the_cap() -> None:
     assert probe_levels(1) == (1,)
     assert probe_levels(6) == (1, 2, 4, 6)
@@ -39,9 +46,7 @@ def test_the_levels_double_up_to_the_cap() -> None:
 async def test_a_server_with_four_slots_peaks_at_four_and_the_calls_are_the_probes(start_sim_server) -> None:
     server = await start_sim_server(preset=FOUR_SLOTS, time_scale=0.05)
     async with _client(server) as client:
-        started = time.perf_counter()
-        curve = await measure_batching(client, budget_s=5.0)
-        elapsed = time.perf_counter() - started
+        curve, elapsed = await _timed_probe(client, budget_s=5.0)
         totals = client.usage_totals()
     assert [p.concurrency for p in curve.points] == [1, 2, 4, 8, 16]  # two levels past the peak
     assert curve.stopped == "flat" and curve.why == ""
@@ -58,9 +63,7 @@ async def test_a_server_with_four_slots_peaks_at_four_and_the_calls_are_the_prob
 async def test_a_slow_server_is_measured_at_fewer_levels_within_the_budget(start_sim_server) -> None:
     server = await start_sim_server(preset=SLOW, time_scale=1.0)
     async with _client(server) as client:
-        started = time.perf_counter()
-        curve = await measure_batching(client, budget_s=1.2)
-        elapsed = time.perf_counter() - started
+        curve, elapsed = await _timed_probe(client, budget_s=1.2)
     assert [p.concurrency for p in curve.points] == [1]  # 2 at once would take ~1 s more: past the budget
     assert curve.stopped == "budget" and "1.2 s budget" in curve.why and "concurrency 1 measured" in curve.why
     assert elapsed < 1.2
@@ -69,9 +72,7 @@ async def test_a_slow_server_is_measured_at_fewer_levels_within_the_budget(start
 async def test_a_level_outlasting_the_budget_is_cancelled_and_left_out(start_sim_server) -> None:
     server = await start_sim_server(preset=SLOW, time_scale=1.0)
     async with _client(server) as client:
-        started = time.perf_counter()
-        curve = await measure_batching(client, budget_s=0.2)
-        elapsed = time.perf_counter() - started
+        curve, elapsed = await _timed_probe(client, budget_s=0.2)
     assert curve.points == () and curve.stopped == "budget" and "still running" in curve.why
     assert (curve.best_concurrency, curve.gain) == (1, 1.0)
     assert elapsed < 0.5
