@@ -11,7 +11,7 @@ from typing import Any, Sequence
 
 import orjson
 
-from combee_fast.roles.base import EMPTY_PLAYBOOK, bullet_line, fill, load_prompt
+from combee_fast.roles.base import bullet_line, fill, load_prompt
 from combee_fast.ace.ops import OPS_SCHEMA
 from combee_fast.schema import Bullet, Message, Reflection
 
@@ -21,6 +21,10 @@ CURATOR_SYSTEM_PROMPT = load_prompt("curator.txt", beside=__file__)
 CURATOR_USER_TEMPLATE = load_prompt("curator_user.txt", beside=__file__)
 
 NO_REFLECTIONS = "(no reflections)"
+NO_ENTRIES_YET = "(no entries yet: every usable lesson in the reflections is new)"
+"""Stands in for an empty playbook and its statistics in the curator's prompt. Not the generator's
+``(the playbook is empty)``: Qwen2.5-Coder-0.5B, shown that, answered every call "The playbook is
+empty, so no lessons are new." with no operation (the 1.5B and the simulated endpoint did not)."""
 STATS_CONTENT_CHARS = 120
 """Bullet content shown in the statistics is cut to this length: the full text is in the playbook."""
 
@@ -50,7 +54,7 @@ def playbook_stats_text(bullets: Sequence[Bullet], *, top: int = 5) -> str:
     helpful, then id. Unused: oldest first (created_version, then id).
     """
     if not bullets:
-        return EMPTY_PLAYBOOK
+        return NO_ENTRIES_YET
     helpful = sorted((b for b in bullets if b.helpful > 0), key=lambda b: (-b.helpful, b.harmful, b.id))
     problematic = sorted((b for b in bullets if b.harmful > b.helpful), key=lambda b: (b.helpful - b.harmful, b.id))
     unused = sorted((b for b in bullets if b.helpful == 0 and b.harmful == 0), key=lambda b: (b.created_version, b.id))
@@ -72,8 +76,8 @@ def curator_messages(playbook_text: str, stats_text: str, reflections: Sequence[
     """System + user messages for one curator call over ``reflections`` (in the order given)."""
     user = fill(
         CURATOR_USER_TEMPLATE,
-        playbook=playbook_text if playbook_text.strip() else EMPTY_PLAYBOOK,
-        stats=stats_text if stats_text.strip() else EMPTY_PLAYBOOK,
+        playbook=playbook_text if playbook_text.strip() else NO_ENTRIES_YET,
+        stats=stats_text if stats_text.strip() else NO_ENTRIES_YET,
         reflections="\n".join(map(reflection_json_line, reflections)) or NO_REFLECTIONS,
     )
     return (Message("system", CURATOR_SYSTEM_PROMPT), Message("user", user))

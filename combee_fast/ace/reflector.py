@@ -13,10 +13,10 @@ import msgspec
 
 from combee_fast.roles import bounds
 from combee_fast.roles.base import (
-    PLACEHOLDER_PROBLEM,
     bullet_line,
     clean_bullet_id,
     convert,
+    copies_prompt,
     decode_json_object,
     fill,
     is_placeholder,
@@ -33,7 +33,9 @@ REFLECTOR_GROUND_TRUTH_TEMPLATE = load_prompt("reflector_ground_truth.txt", besi
 
 NO_CITED_BULLETS = "(no playbook entries were cited)"
 
-_TEXT_KEYS = ("reasoning", "error_identification", "root_cause", "correct_approach", "key_insight")
+_DIAGNOSIS_KEYS = ("error_identification", "root_cause", "correct_approach", "key_insight")
+_TEXT_KEYS = ("reasoning", *_DIAGNOSIS_KEYS)
+_OWN_INSTRUCTIONS = "\n".join((REFLECTOR_SYSTEM_PROMPT, REFLECTOR_NO_GROUND_TRUTH_SYSTEM_PROMPT))
 
 REFLECTOR_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -134,7 +136,12 @@ def failed_reflection(rollout_id: str, usage: Usage, error: CallError) -> Reflec
 def parse_reflector(data: Any, text: str | None, *, rollout_id: str, usage: Usage) -> Reflection:
     """The reflector's reply as a :class:`Reflection`; on unusable output ``.error`` is set and fields are empty.
 
-    Tags are cleaned (brackets around ids, case of tag names); a bullet tagged twice keeps its first tag.
+    A diagnosis field (error identification, root cause, correct approach, key insight) that copies
+    the prompt, a placeholder such as ``<why it went wrong>`` or a passage of the instructions
+    (:func:`~combee_fast.roles.base.copies_prompt`), is left empty: the other fields are kept. A
+    reply whose every diagnosis field is empty or copied, at least one copied, is a failed
+    reflection (``placeholder``). Tags are cleaned (brackets around ids, case of tag names); a
+    bullet tagged twice keeps its first tag.
     """
     obj = decode_json_object(data, text)
     if isinstance(obj, CallError):
@@ -142,23 +149,25 @@ def parse_reflector(data: Any, text: str | None, *, rollout_id: str, usage: Usag
     reply = convert(_normalise_tags(obj), _ReflectorReply, text, what="reflector")
     if isinstance(reply, CallError):
         return failed_reflection(rollout_id, usage, reply)
-    if is_placeholder(reply.key_insight):
-        problem = CallError("placeholder", f"key_insight is {PLACEHOLDER_PROBLEM}: {reply.key_insight[:80]!r}", raw=text)
+    diagnosis = {key: getattr(reply, key) for key in _DIAGNOSIS_KEYS}
+    copied = {key: value for key, value in diagnosis.items() if _copied(value)}
+    if copied and all(key in copied or not value.strip() for key, value in diagnosis.items()):
+        key, value = next(iter(copied.items()))
+        problem = CallError("placeholder", f"every diagnosis field is empty or a copy of the prompt (its placeholder or "
+                                           f"its own words), not content: {key} {value[:80]!r}", raw=text)
         return failed_reflection(rollout_id, usage, problem)
-    if reply.key_insight.strip() and (echo := no_answer(reply.key_insight, role="reflector")) is not None:
+    diagnosis |= dict.fromkeys(copied, "")
+    if diagnosis["key_insight"].strip() and (echo := no_answer(diagnosis["key_insight"], role="reflector")) is not None:
         return failed_reflection(rollout_id, usage, echo)  # the role's name echoed back
     tags: dict[str, BulletTag] = {}
     for tag in reply.bullet_tags:
         bullet_id = clean_bullet_id(tag.id)
         if bullet_id and bullet_id not in tags:
             tags[bullet_id] = BulletTag(bullet_id, tag.tag)
-    return Reflection(
-        rollout_id=rollout_id,
-        reasoning=reply.reasoning,
-        error_identification=reply.error_identification,
-        root_cause=reply.root_cause,
-        correct_approach=reply.correct_approach,
-        key_insight=reply.key_insight,
-        bullet_tags=tuple(tags.values()),
-        usage=usage,
-    )
+    return Reflection(rollout_id=rollout_id, reasoning=reply.reasoning, **diagnosis,
+                      bullet_tags=tuple(tags.values()), usage=usage)
+
+
+def _copied(value: str) -> bool:
+    """Whether a diagnosis field copies the reflector's prompt (a placeholder or its own words)."""
+    return is_placeholder(value) or copies_prompt(value, _OWN_INSTRUCTIONS)

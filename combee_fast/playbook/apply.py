@@ -12,6 +12,9 @@ delta. Fields an op kind does not use are ignored.
 - UPDATE needs ``bullet_id`` and ``content``: replaces the content, keeps the counters, sets the
   sources to ``Delta.rollout_ids``. Content equal to the current content is rejected
   ("unchanged").
+- An ADD or UPDATE whose content another live bullet already has, word for word, is rejected
+  ("duplicate"): small models repeat one operation until their reply ends (Qwen2.5-Coder-0.5B
+  wrote one ADD five times and another three times in a single reply).
 - REMOVE needs ``bullet_id``: the id becomes a tombstone, never live again and never reused.
 - TAG needs ``bullet_id`` and non-negative ``helpful``/``harmful``, not both zero. Accepted tags
   are summed by :func:`aggregate_tags` and added once, after the other ops (counters commute with
@@ -96,6 +99,8 @@ class _Working:
         self.next_id = base.next_id
         self.cost = base.cost
         self.limit = base.char_limit
+        self.holders = {bullet.content: bullet.id for bullet in self.bullets.values()}
+        """The id of a live bullet with each content (one, if older playbooks hold copies)."""
 
     # -- checks ------------------------------------------------------------------------------
 
@@ -109,6 +114,14 @@ class _Working:
         if bullet_id in self.removed or bullet_id in self.base.removed:
             return f"removed: bullet {bullet_id} was removed"
         return f"unknown id {bullet_id!r}"
+
+    def duplicate_problem(self, content: str, bullet_id: str | None = None) -> str | None:
+        """Why ``content`` may not be written (to ``bullet_id``, or a new bullet): another live
+        bullet already has it."""
+        holder = self.holders.get(content)
+        if holder is None or holder == bullet_id:
+            return None
+        return f"duplicate: bullet {holder} already has this content"
 
     def fit_problem(self, bullet: Bullet) -> str | None:
         """Why ``bullet`` could never fit the budget, even as the only bullet rendered."""
@@ -129,17 +142,25 @@ class _Working:
             self.sizes[bullet.section] += 1
         else:
             self.cost -= bullet_cost(old)
+            self._forget(old)
         self.bullets[bullet.id] = bullet
+        self.holders.setdefault(bullet.content, bullet.id)
         self.cost += bullet_cost(bullet)
 
     def drop(self, bullet_id: str) -> Bullet:
         bullet = self.bullets.pop(bullet_id)
+        self._forget(bullet)
         self.removed.add(bullet_id)
         self.cost -= bullet_cost(bullet)
         self.sizes[bullet.section] -= 1
         if self.sizes[bullet.section] == 0:
             self.cost -= section_cost(bullet.section)
         return bullet
+
+    def _forget(self, bullet: Bullet) -> None:
+        """``bullet``'s content no longer held by it."""
+        if self.holders.get(bullet.content) == bullet.id:
+            del self.holders[bullet.content]
 
     # -- op kinds: each returns a rejection reason or None once applied -----------------------
 
@@ -151,6 +172,8 @@ class _Working:
             return problem
         content, problem = clean_content(op.content, self.base.max_bullet_chars)
         if problem:
+            return problem
+        if problem := self.duplicate_problem(content):
             return problem
         bullet = Bullet(
             id=make_id(section, self.next_id),
@@ -179,6 +202,8 @@ class _Working:
             return problem
         if content == current.content:
             return f"unchanged: bullet {current.id} already has this content"
+        if problem := self.duplicate_problem(content, current.id):
+            return problem
         bullet = msgspec.structs.replace(
             current, content=content, updated_version=self.version, source_rollout_ids=self.rollout_ids
         )

@@ -62,8 +62,25 @@ def is_placeholder(text: str) -> bool:
     return _PLACEHOLDER.fullmatch(text.strip()) is not None
 
 
-QUESTION_COPY_MIN_CHARS = 20
-"""Shortest question whose verbatim copy in an answer marks the answer as a copy, not content."""
+COPY_MIN_CHARS = 20
+"""Shortest text taken for a copy when found verbatim elsewhere: a reply field in its role's prompt
+(:func:`copies_prompt`), a question in an answer (:func:`no_answer`)."""
+PROMPT_COPY_PROBLEM = "a copy of the role's own instructions, not content"
+
+
+def copies_prompt(text: str, prompt: str) -> bool:
+    """True when ``text`` (case, spacing and closing punctuation aside; at least
+    :data:`COPY_MIN_CHARS` long) is a passage of ``prompt``: small models fill a field with
+    the prompt's own description of it or its example. Qwen2.5-Coder-0.5B's reflector wrote the
+    prompt's example, "Dividend payout ratio = dividends / net income, not dividends / revenue", as
+    the key insight of most Formula questions, and step 2's wording as the root cause."""
+    needle = _comparable(text)
+    return len(needle) >= COPY_MIN_CHARS and needle in _comparable(prompt)
+
+
+def _comparable(text: str) -> str:
+    """``text`` casefolded, its whitespace runs made one space, without closing ``.``, quotes or spaces."""
+    return one_line(text).casefold().strip(" .\"'")
 
 
 def no_answer(text: str, *, role: str, question: str | None = None) -> CallError | None:
@@ -79,7 +96,7 @@ def no_answer(text: str, *, role: str, question: str | None = None) -> CallError
                                       f"{stripped[:80]!r}", raw=text)
     if is_placeholder(stripped):
         return CallError("placeholder", f"{role}: the answer is {PLACEHOLDER_PROBLEM}: {stripped[:80]!r}", raw=text)
-    if question is not None and len(question.strip()) >= QUESTION_COPY_MIN_CHARS and question.strip() in stripped:
+    if question is not None and len(question.strip()) >= COPY_MIN_CHARS and question.strip() in stripped:
         return CallError("no_answer", f"{role}: the answer is a copy of the question, not an answer", raw=text)
     return None
 

@@ -7,7 +7,7 @@ import re
 import orjson
 
 from combee_fast.playbook import Playbook
-from combee_fast.ace.curator import curator_messages, playbook_stats_text
+from combee_fast.ace.curator import NO_ENTRIES_YET, curator_messages, playbook_stats_text
 from combee_fast.ace.generator import generator_messages, reflection_text
 from combee_fast.ace.reducer import reducer_messages
 from combee_fast.ace.reflector import cited_bullets_text, reflector_messages
@@ -144,6 +144,14 @@ def test_curator_message_has_one_reflection_json_per_line():
     )
 
 
+def test_curator_shows_an_empty_playbook_as_room_for_every_lesson():
+    """Not the generator's "(the playbook is empty)": a 0.5B curator read that as "no lessons are new"."""
+    _, user = curator_messages("", playbook_stats_text([]), [reflection("train:1#r0", "ROI = gain / cost")])
+    assert tag_content(user.content, "playbook") == NO_ENTRIES_YET
+    assert tag_content(user.content, "playbook_stats") == NO_ENTRIES_YET
+    assert EMPTY_PLAYBOOK not in user.content
+
+
 def test_reducer_message_has_one_proposal_json_per_line_with_op_references():
     proposals = [
         [Op(OpKind.ADD, "other", "Check units."), Op(OpKind.TAG, bullet_id="form-00001", helpful=1)],
@@ -185,7 +193,7 @@ def test_playbook_stats_lists_top_helpful_problematic_and_unused():
     assert [line.split("]")[0] for line in problematic] == ["[a-3", "[a-4"]
     assert [line.split("]")[0] for line in unused] == ["[a-6", "[a-5"]
     assert len(unused[0]) < 200 and unused[0].endswith("...")
-    assert playbook_stats_text([]) == EMPTY_PLAYBOOK
+    assert playbook_stats_text([]) == NO_ENTRIES_YET
     assert "(none)" in playbook_stats_text([Bullet("b-1", "other", "x")])
 
 

@@ -265,6 +265,37 @@ def test_placeholder_copies_are_their_own_error_kind_and_real_ops_survive() -> N
     assert not isinstance(ops, CallError) and [op.content for op in ops] == ["Divide by 100 before compounding"]
 
 
+def test_a_field_copied_from_the_prompt_is_found_whatever_its_case_spacing_or_full_stop() -> None:
+    from combee_fast.roles.base import COPY_MIN_CHARS, copies_prompt
+
+    prompt = "2. Name the root cause: the misunderstanding or missing knowledge behind the error, not its\n   symptom."
+    assert copies_prompt("The misunderstanding or missing knowledge behind the error.", prompt)
+    assert copies_prompt("behind the error, not its symptom", prompt)  # across the prompt's line break
+    assert not copies_prompt("The root cause: a misread value", prompt)
+    short = "the root cause"
+    assert len(short) < COPY_MIN_CHARS and short in prompt.lower() and not copies_prompt(short, prompt)
+
+
+def test_a_reflection_keeps_its_own_words_and_fails_only_when_nothing_of_its_own_is_left() -> None:
+    from combee_fast.ace.reflector import REFLECTOR_SYSTEM_PROMPT
+
+    example = "Dividend payout ratio = dividends / net income, not dividends / revenue"
+    assert example in " ".join(REFLECTOR_SYSTEM_PROMPT.split())
+    mixed = {**GOOD_REFLECTOR, "correct_approach": "Sharpe = (R_p - R_f) / sigma_p", "key_insight": example}
+    kept = parse_reflector(mixed, None, rollout_id="r", usage=USAGE)
+    assert kept.error is None and kept.key_insight == "" and kept.correct_approach == "Sharpe = (R_p - R_f) / sigma_p"
+    placeholder_insight = parse_reflector({**GOOD_REFLECTOR, "key_insight": "<one reusable, specific lesson>"}, None,
+                                          rollout_id="r", usage=USAGE)
+    assert placeholder_insight.error is None and placeholder_insight.key_insight == "" and placeholder_insight.root_cause == "c"
+    nothing = {**GOOD_REFLECTOR, "error_identification": "", "root_cause": "<why it went wrong>",
+               "correct_approach": "", "key_insight": example}
+    failed = parse_reflector(nothing, None, rollout_id="r", usage=USAGE)
+    assert failed.error is not None and failed.error.kind == "placeholder" and "root_cause '<why" in failed.error.message
+    blank = parse_reflector({**GOOD_REFLECTOR, "error_identification": "", "root_cause": "", "correct_approach": "",
+                             "key_insight": ""}, None, rollout_id="r", usage=USAGE)
+    assert blank.error is None  # nothing copied: an empty diagnosis is the model's own (and teaches nothing)
+
+
 def test_a_reply_without_an_answer_is_named_for_what_it_is() -> None:
     from combee_fast.roles.base import no_answer
 

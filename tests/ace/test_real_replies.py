@@ -1,6 +1,7 @@
 """Parsing replays 362 recorded replies of a real small model (SmolLM2-135M on llama.cpp) to our
 role prompts: every reply either parses into its role's schema or is classified with the right
-error kind. The recording and what each run shows: tests/data/real-replies/README.md."""
+error kind; and 15 reflector and curator replies of Qwen2.5-Coder-0.5B, whose copies of the
+reflector's instructions are dropped. The recordings: tests/data/real-replies/README.md."""
 
 from __future__ import annotations
 
@@ -14,15 +15,19 @@ import pytest
 from combee_fast.endpoint.structured import parse_structured
 from combee_fast.ace.generator import GENERATOR_SCHEMA, parse_generator
 from combee_fast.ace.ops import OPS_SCHEMA, parse_ops
-from combee_fast.ace.reflector import REFLECTOR_SCHEMA, parse_reflector
-from combee_fast.schema import CallError, Usage
+from combee_fast.ace.reflector import REFLECTOR_SCHEMA, REFLECTOR_SYSTEM_PROMPT, parse_reflector
+from combee_fast.roles.base import is_placeholder
+from combee_fast.schema import CallError, Reflection, Usage
 
 REPLIES = Path(__file__).parent.parent / "data" / "real-replies" / "smollm2-135m-llamacpp.jsonl"
+QWEN_REPLIES = REPLIES.parent / "qwen2.5-coder-0.5b-llamacpp.jsonl"
+PROMPT_EXAMPLE = "Dividend payout ratio = dividends / net income, not dividends / revenue"
+"""The example key insight of the reflector's prompt."""
 SCHEMAS = {"generator": GENERATOR_SCHEMA, "reflector": REFLECTOR_SCHEMA, "curator": OPS_SCHEMA}
 
 
-def _replies() -> list[dict[str, Any]]:
-    return [json.loads(line) for line in REPLIES.read_text().splitlines()]
+def _replies(path: Path = REPLIES) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
 
 
 def classify(reply: dict[str, Any]) -> str:
@@ -74,13 +79,21 @@ def test_raw_newlines_inside_strings_are_accepted(classified) -> None:
     assert generator["ok"] >= 53  # 49 of 62 with strict parsing
 
 
-def test_copies_of_the_prompt_placeholders_are_rejected_not_learned(classified) -> None:
-    for reply, kind in classified:
-        if reply["role"] == "reflector" and kind == "ok":
-            key_insight = json.loads(reply["content"], strict=False)["key_insight"]
-            assert not key_insight.strip().startswith("<"), key_insight
+def test_copies_of_the_prompt_placeholders_are_rejected_or_dropped_never_learned(classified) -> None:
+    kept = [reflection_of(reply) for reply, kind in classified if reply["role"] == "reflector" and kind == "ok"]
+    for reflection in kept:
+        assert not reflection.key_insight.strip().startswith("<"), reflection.key_insight
+        for field in (reflection.error_identification, reflection.root_cause, reflection.correct_approach):
+            assert not is_placeholder(field), field
     placeholders = sum(kind == "placeholder" for _, kind in classified)
+    print(f"placeholder replies: {placeholders}; reflections kept: {len(kept)}")
     assert placeholders >= 40
+
+
+def reflection_of(reply: dict[str, Any]) -> Reflection:
+    """The reflection a reflector reply that parses gives."""
+    data, _ = parse_structured(reply["content"], reply["finish_reason"], REFLECTOR_SCHEMA)
+    return parse_reflector(data, reply["content"], rollout_id="r", usage=Usage())
 
 
 def test_the_generator_parse_rate_of_constrained_runs_is_reported(classified) -> None:
@@ -106,3 +119,31 @@ def _has_raw_newline_in_string(text: str) -> bool:
         elif char == '"':
             in_string = True
     return False
+
+
+def test_the_05b_reflectors_copies_of_its_instructions_are_dropped_and_its_own_words_kept() -> None:
+    """Qwen2.5-Coder-0.5B wrote the prompt's example as the key insight of 8 of its 11 reflections
+    (on Sharpe-ratio and ROI questions); kept, a curator would have learned a lesson on dividends."""
+    replies = [reply for reply in _replies(QWEN_REPLIES) if reply["role"] == "reflector"]
+    raws = [json.loads(reply["content"]) for reply in replies]
+    assert PROMPT_EXAMPLE in REFLECTOR_SYSTEM_PROMPT.replace("\n   ", " ")
+    assert sum(raw["key_insight"] == PROMPT_EXAMPLE for raw in raws) == 8
+    for reply, raw in zip(replies, raws, strict=True):
+        reflection = parse_reflector(None, reply["content"], rollout_id="r", usage=Usage())
+        assert reflection.error is None, reflection.error
+        for key in ("error_identification", "root_cause", "correct_approach", "key_insight"):
+            kept = getattr(reflection, key)
+            assert kept in ("", raw[key]) and "dividend" not in kept.lower(), (key, kept)
+            if raw[key] == PROMPT_EXAMPLE or raw[key].lower().startswith("the misunderstanding or missing knowledge"):
+                assert kept == "", (key, raw[key])
+    useful = [parse_reflector(None, reply["content"], rollout_id="r", usage=Usage()) for reply in replies]
+    assert sum(bool(r.correct_approach) for r in useful) == 7  # in the model's own words, on Sharpe and ROI
+
+
+def test_the_05b_curator_under_the_old_prompt_called_an_empty_playbook_nothing_new() -> None:
+    """What the curator's prompt and its empty-playbook line were changed for: four of four replies."""
+    replies = [reply for reply in _replies(QWEN_REPLIES) if reply["role"] == "curator"]
+    assert len(replies) == 4
+    for reply in replies:
+        assert json.loads(reply["content"])["reasoning"] == "The playbook is empty, so no lessons are new."
+        assert parse_ops(None, reply["content"]) == ()

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -107,21 +106,21 @@ def test_every_role_is_called_and_every_failure_is_accounted_with_its_raw_reply(
     assert all(failure["raw"].strip() for failure in generator if failure["kind"] in CONTENT_FAILURES)
 
 
-def test_the_run_writes_its_playbook_and_report_or_says_what_failed(learned) -> None:
-    """A small model may learn nothing: the run then exits 3 saying which calls failed or that every
-    lesson was refused, never "learned nothing" as success. Either way the playbook it ends with is
-    written; a run that succeeds has its report, and its summary, ledger and playbook agree."""
+def test_the_run_learns_distinct_lessons_and_writes_its_playbook_and_report(learned) -> None:
+    """The 0.5B model learns: its curator adds lessons to the empty playbook (it answered "The
+    playbook is empty, so no lessons are new." before its prompt said otherwise), no two alike (it
+    repeats an ADD within one reply; the copies are refused as duplicates). The summary, ledger and
+    playbook agree, and the report is written."""
     done, out = learned
-    assert done.returncode == 0 or (done.returncode == 3 and re.search(
-        r"\d+ of \d+ (reflector |curator |reducer )?calls failed \(|the run learned nothing: its steps added 0 "
-        r"lessons, had \d+ rejected", done.stderr)), done.stderr
+    assert done.returncode == 0, done.stderr
     final = json.loads((out / "final.json").read_text())
-    assert final["sections"] and isinstance(final["bullets"], list), final
-    if done.returncode == 0:
-        summary = json.loads(done.stdout.strip().splitlines()[-1])
-        step = json.loads((out / "ledger.jsonl").read_text().splitlines()[-1])
-        assert summary["bullets"] == step["size"] == len(final["bullets"]), (summary, step)
-        assert all((out / name).is_file() for name in ("best.json", "report.md", "prompt.txt"))
+    contents = [bullet["content"] for bullet in final["bullets"]]
+    assert contents and len(set(contents)) == len(contents), contents
+    summary = json.loads(done.stdout.strip().splitlines()[-1])
+    step = json.loads((out / "ledger.jsonl").read_text().splitlines()[-1])
+    assert summary["bullets"] == step["size"] == len(contents), (summary, step)
+    assert set(step["rejections"]) <= {"duplicate"}, step["rejections"]
+    assert all((out / name).is_file() for name in ("best.json", "report.md", "prompt.txt"))
 
 
 def test_eval_scores_the_learned_playbook_on_the_local_model(learned, tmp_path: Path) -> None:

@@ -157,6 +157,19 @@ def test_update_rejections(base, op, reason_start):
     assert after is base and reasons(report)[0].startswith(reason_start)
 
 
+def test_content_another_bullet_has_is_rejected_as_a_duplicate_until_that_bullet_is_gone(base):
+    """A 0.5B curator wrote one ADD five times in one reply: only the first may take effect."""
+    lesson = "NPV = sum of cash flows discounted at the rate"
+    after, report = apply(base, *[add("formulas_and_calculations", lesson)] * 3,
+                          add("other", " ROI = (gain - cost) / cost "), update("mist-00002", "CAGR = (end / start) ** (1 / years) - 1"))
+    assert report.applied == (0,) and report.added_ids == ("form-00004",)
+    assert reasons(report) == ["duplicate: bullet form-00004 already has this content"] * 2 + [
+        "duplicate: bullet form-00001 already has this content", "duplicate: bullet form-00003 already has this content"]
+    later, report = apply(after, remove("form-00004"), add("other", lesson), update("form-00003", "CAGR, the yearly rate"),
+                          update("mist-00002", "CAGR = (end / start) ** (1 / years) - 1"))
+    assert report.applied == (0, 1, 2, 3) and later.get("other-00005").content == lesson  # freed by the remove
+
+
 # -- REMOVE -------------------------------------------------------------------------------------
 
 

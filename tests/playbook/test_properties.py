@@ -182,9 +182,11 @@ class Model:
     def apply_one(self, op: Op) -> bool:
         content = op.content.strip()
         content_ok = 0 < len(content) <= MAX_CHARS and len(content.splitlines()) == 1
+        target = op.bullet_id if op.kind is OpKind.UPDATE else None  # an ADD's id is ignored
+        duplicate = any(other[1] == content for other_id, other in self.bullets.items() if other_id != target)
         if op.kind is OpKind.ADD:
             section = re.sub(r"[\s-]+", "_", op.section.strip().lower())
-            if not (re.fullmatch(r"[a-z][a-z0-9_]{0,39}", section) and content_ok):
+            if not (re.fullmatch(r"[a-z][a-z0-9_]{0,39}", section) and content_ok) or duplicate:
                 return False
             if section not in self.sections:
                 self.sections.append(section)
@@ -195,7 +197,7 @@ class Model:
         if bullet is None:
             return False
         if op.kind is OpKind.UPDATE:
-            if not content_ok or content == bullet[1]:
+            if not content_ok or content == bullet[1] or duplicate:
                 return False
             bullet[1] = content
         elif op.kind is OpKind.REMOVE:
