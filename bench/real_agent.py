@@ -58,7 +58,7 @@ from pathlib import Path
 
 import msgspec
 
-from combee_fast.config import (AgentConfig, ExecutorConfig, LocalConfig, MapConfig, SessionConfig, TaskConfig,
+from combee_fast.config import (AgentConfig, CacheConfig, ExecutorConfig, LocalConfig, MapConfig, SessionConfig, TaskConfig,
                                 TrainConfig)
 from combee_fast.endpoint.models import local_model, model_file
 from combee_fast.engine.events import EpisodeFinished
@@ -132,17 +132,19 @@ def write_chores(folder: Path, families: int) -> list[str]:
     return chosen
 
 
-def session_config(args: argparse.Namespace, chores: Path) -> SessionConfig:
+def session_config(args: argparse.Namespace, chores: Path, replies: Path) -> SessionConfig:
     """ACE's Combee on ``chores``: one pass, no validation, no retry round, ``args.slots`` episodes
     at once, each within :data:`EPISODE_TIMEOUT_S`, on the local model (or the simulated endpoint
-    with ``--sim``)."""
+    with ``--sim``); every reply recorded in ``replies`` (the record cache's JSON lines: role,
+    text, usage)."""
     local = None if args.sim else LocalConfig(name=MODEL, threads=args.threads, slots=args.slots)
     return SessionConfig(method="combee", seed=args.seed,
                          task=TaskConfig(name="terminal", options={"data_dir": str(chores)}, train_split="train",
                                          val_split="selection[0:0]"),
                          train=TrainConfig(epochs=1), map=MapConfig(max_rounds=0, workers=args.slots),
                          agent=AgentConfig(max_steps=args.max_steps),
-                         executor=ExecutorConfig(episode_timeout_s=EPISODE_TIMEOUT_S), local=local)
+                         executor=ExecutorConfig(episode_timeout_s=EPISODE_TIMEOUT_S), local=local,
+                         cache=CacheConfig(path=str(replies), mode="record"))
 
 
 async def scored_pass(session: Session, name: str, artifact: object, examples: Sequence[Example]) -> Pass:
@@ -179,7 +181,7 @@ async def measure(args: argparse.Namespace, out: Path) -> tuple[Pass, Pass, int,
     families = write_chores(out / "chores", args.families)
     print(f"bench/real_agent.py: {len(families)} families ({', '.join(families)}); run folder {out}",
           file=sys.stderr, flush=True)
-    config = session_config(args, out / "chores")
+    config = session_config(args, out / "chores", out / "replies.cache")
     async with open_session(config) as session:
         kind = session.choice.kind
         test = session.task.load("test").examples

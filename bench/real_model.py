@@ -63,7 +63,7 @@ from physics import WrongWorld, guarded, physical_ratio
 
 from combee_fast.ace.generator import generator_messages
 from combee_fast.ace.roles import GENERATOR
-from combee_fast.config import (ControllerConfig, LocalConfig, MapConfig, SessionConfig, SimConfig, TaskConfig, TrainConfig,
+from combee_fast.config import (CacheConfig, ControllerConfig, LocalConfig, MapConfig, SessionConfig, SimConfig, TaskConfig, TrainConfig,
                                 TransportConfig)
 from combee_fast.endpoint.batching import BatchingCurve, measure_batching
 from combee_fast.endpoint.server_work import ServerWork
@@ -154,8 +154,11 @@ async def learn(args: argparse.Namespace, method: str, concurrency: int,
                 out: Path) -> tuple[TrainResult, float, MeanInterval]:
     """``method``'s one pass over the train slice on a server with ``concurrency`` slots (and as
     many requests in flight): its result, the training's wall seconds (Combee's own start-up
-    probe included) and its final playbook's score on the test slice."""
-    config = session_config(args, slots=concurrency, concurrency=concurrency)
+    probe included) and its final playbook's score on the test slice. Every reply is recorded in
+    ``out/<method>-replies.cache`` (the record cache's JSON lines: role, text, usage), to read
+    what the model answered."""
+    config = msgspec.structs.replace(session_config(args, slots=concurrency, concurrency=concurrency),
+                                     cache=CacheConfig(path=str(out / f"{method}-replies.cache"), mode="record"))
     plan = {"sequential": FixedBatch(1), "naive": FixedBatch(args.train), "combee": None}[method]
     async with open_session(config) as session:
         test = session.task.load(f"test[0:{args.test}]")
@@ -163,6 +166,9 @@ async def learn(args: argparse.Namespace, method: str, concurrency: int,
         result = await session.train(method=method, plan=plan, out=out / method)
         seconds = time.perf_counter() - started
         scored = await session.evaluate(result.final, test.examples)
+    replies = Path(config.cache.path or "")
+    if not replies.is_file() or replies.stat().st_size == 0:
+        raise WrongWorld(f"{method}: no reply was recorded in {replies}")
     interval = answered_interval(scored)
     if interval is None:
         raise WrongWorld(f"{method}: no test example was answered ({scored.unanswered_by_kind}): "

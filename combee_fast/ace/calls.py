@@ -17,7 +17,7 @@ import msgspec
 from combee_fast.ace import curator, generator, reducer, reflector
 from combee_fast.ace.curator import playbook_stats_text
 from combee_fast.ace.ops import ops_schema, parse_ops
-from combee_fast.ace.reflector import cited_bullets_text, failed_reflection
+from combee_fast.ace.reflector import cited_bullets_text, diagnoses, failed_reflection
 from combee_fast.ace.roles import CURATOR, GENERATOR, REDUCER, REFLECTOR, ROLES
 from combee_fast.config import SamplingConfig
 from combee_fast.endpoint.calls import ChatRequest
@@ -131,12 +131,18 @@ class AceCalls:
         seed_path: tuple[int | str, ...],
     ) -> Proposal[Op]:
         """One curator call over ``reflections`` against ``playbook`` (its text cut to fit the
-        endpoint's context and trimmed on a context error)."""
+        endpoint's context and trimmed on a context error). On an empty playbook, with a reflection
+        that diagnoses something, the reply's schema asks for at least one ADD: small models
+        answered an empty playbook with no operation whatever the prompt said (Qwen2.5-Coder-0.5B:
+        "The playbook is empty, so no lessons are new."; the 1.5B: "The playbook already holds
+        every lesson the reflections teach")."""
         stats = playbook_stats_text(playbook.bullets())
+        must_add = any(reflection.error is None and diagnoses(reflection) for reflection in reflections)
 
         def build(text: str) -> ChatRequest:
             return self.calls.request(CURATOR.key, curator.curator_messages(text, stats, reflections), *seed_path,
-                                      schema=ops_schema(curator.CURATOR_SCHEMA, text), schema_name="operations")
+                                      schema=ops_schema(curator.CURATOR_SCHEMA, text, must_add=must_add),
+                                      schema_name="operations")
 
         return await self._propose(CURATOR.key, playbook_text, build, source, parse_ops)
 

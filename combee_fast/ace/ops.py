@@ -57,18 +57,21 @@ OPS_SCHEMA: dict[str, Any] = {
 schema enumerates the playbook's ids (:func:`ops_schema`)."""
 
 
-def ops_schema(schema: dict[str, Any], playbook_text: str) -> dict[str, Any]:
+def ops_schema(schema: dict[str, Any], playbook_text: str, *, must_add: bool = False) -> dict[str, Any]:
     """``schema`` (curator's or reducer's) whose operations' ``bullet_id`` is an id of
     ``playbook_text`` or ``""`` (an ADD); when the playbook has no entry, whose operations can
     only be ADDs: an UPDATE or a REMOVE would have no id to name. (Qwen2.5-Coder-1.5B, curating an
     empty playbook under the schema with every kind, wrote three UPDATE or REMOVE operations with
-    ``bullet_id`` ``""``, all rejected: ``missing bullet_id``.)"""
+    ``bullet_id`` ``""``, all rejected: ``missing bullet_id``.) ``must_add``: and, when the
+    playbook has no entry, at least one ADD (see :meth:`~combee_fast.ace.calls.AceCalls.curate`)."""
     ids = bounds.ids_in(playbook_text)
     narrowed = bounds.with_ids(schema, ("operations", "*", "bullet_id"), ids, also=("",))
     if ids:
         return narrowed
-    op = narrowed["properties"]["operations"]["items"]  # a copy, as is its properties: with_ids copies its path
-    op["properties"]["type"] = {"type": "string", "enum": [OpKind.ADD.value]}
+    operations = narrowed["properties"]["operations"]  # a copy, as is its items': with_ids copies its path
+    operations["items"]["properties"]["type"] = {"type": "string", "enum": [OpKind.ADD.value]}
+    if must_add:
+        operations["minItems"] = 1
     return narrowed
 
 

@@ -128,6 +128,11 @@ def _normalise_tags(obj: dict[str, Any]) -> dict[str, Any]:
     return {**obj, "bullet_tags": fixed}
 
 
+def diagnoses(reflection: Reflection) -> bool:
+    """Whether ``reflection`` says anything: one of its diagnosis fields is not blank."""
+    return any(getattr(reflection, key).strip() for key in _DIAGNOSIS_KEYS)
+
+
 def failed_reflection(rollout_id: str, usage: Usage, error: CallError) -> Reflection:
     """The record of a reflection that could not be obtained: empty fields, ``error`` set."""
     return Reflection(rollout_id, "", "", "", "", "", (), usage, error=error)

@@ -37,6 +37,7 @@ def _unbounded(schema: dict[str, Any], where: str = "$") -> list[str]:
     GENERATOR_SCHEMA, REFLECTOR_SCHEMA, OPS_SCHEMA, REDUCER_SCHEMA, generator_schema(PLAYBOOK),
     generator_schema(""), reflector_schema(["form-00001"]), reflector_schema([]),
     ops_schema(OPS_SCHEMA, PLAYBOOK), ops_schema(REDUCER_SCHEMA, PLAYBOOK), ops_schema(OPS_SCHEMA, ""),
+    ops_schema(OPS_SCHEMA, "", must_add=True),
 ])
 def test_every_string_and_array_is_bounded(schema: dict[str, Any]) -> None:
     assert _unbounded(schema) == []
@@ -55,6 +56,11 @@ def test_ids_are_those_in_the_prompt() -> None:
     for schema in (OPS_SCHEMA, REDUCER_SCHEMA):  # an empty playbook: nothing to UPDATE or REMOVE
         empty = ops_schema(schema, "")["properties"]["operations"]["items"]["properties"]
         assert empty["type"]["enum"] == ["ADD"] and empty["bullet_id"]["enum"] == [""]
+    # must_add: at least one ADD, only where the playbook is empty (the curator of a reflection that says something)
+    assert ops_schema(OPS_SCHEMA, "", must_add=True)["properties"]["operations"]["minItems"] == 1
+    assert "minItems" not in ops_schema(OPS_SCHEMA, "")["properties"]["operations"]
+    assert "minItems" not in ops_schema(OPS_SCHEMA, PLAYBOOK, must_add=True)["properties"]["operations"]
+    assert "minItems" not in OPS_SCHEMA["properties"]["operations"]
     assert OPS_SCHEMA["properties"]["operations"]["items"]["properties"]["type"]["enum"] == ["ADD", "UPDATE", "REMOVE"]
     assert "enum" not in GENERATOR_SCHEMA["properties"]["bullet_ids"]["items"]  # the shared schema is untouched
 
