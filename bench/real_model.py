@@ -157,8 +157,9 @@ async def learn(args: argparse.Namespace, method: str, concurrency: int,
     probe included) and its final playbook's score on the test slice. Every reply is recorded in
     ``out/<method>-replies.cache`` (the record cache's JSON lines: role, text, usage), to read
     what the model answered."""
+    replies = out / f"{method}-replies.cache"
     config = msgspec.structs.replace(session_config(args, slots=concurrency, concurrency=concurrency),
-                                     cache=CacheConfig(path=str(out / f"{method}-replies.cache"), mode="record"))
+                                     cache=CacheConfig(path=str(replies), mode="record"))
     plan = {"sequential": FixedBatch(1), "naive": FixedBatch(args.train), "combee": None}[method]
     async with open_session(config) as session:
         test = session.task.load(f"test[0:{args.test}]")
@@ -166,7 +167,6 @@ async def learn(args: argparse.Namespace, method: str, concurrency: int,
         result = await session.train(method=method, plan=plan, out=out / method)
         seconds = time.perf_counter() - started
         scored = await session.evaluate(result.final, test.examples)
-    replies = Path(config.cache.path or "")
     if not replies.is_file() or replies.stat().st_size == 0:
         raise WrongWorld(f"{method}: no reply was recorded in {replies}")
     interval = answered_interval(scored)

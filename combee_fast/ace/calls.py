@@ -137,7 +137,7 @@ class AceCalls:
         "The playbook is empty, so no lessons are new."; the 1.5B: "The playbook already holds
         every lesson the reflections teach")."""
         stats = playbook_stats_text(playbook.bullets())
-        must_add = any(reflection.error is None and diagnoses(reflection) for reflection in reflections)
+        must_add = any(map(diagnoses, reflections))  # a failed reflection's fields are all blank
 
         def build(text: str) -> ChatRequest:
             return self.calls.request(CURATOR.key, curator.curator_messages(text, stats, reflections), *seed_path,

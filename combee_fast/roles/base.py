@@ -9,6 +9,7 @@ ground truth) disappear. Substituted values are never re-read as templates.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from pathlib import Path
@@ -75,12 +76,19 @@ def copies_prompt(text: str, prompt: str) -> bool:
     prompt's example, "Dividend payout ratio = dividends / net income, not dividends / revenue", as
     the key insight of most Formula questions, and step 2's wording as the root cause."""
     needle = _comparable(text)
-    return len(needle) >= COPY_MIN_CHARS and needle in _comparable(prompt)
+    return len(needle) >= COPY_MIN_CHARS and needle in _comparable_prompt(prompt)
 
 
 def _comparable(text: str) -> str:
     """``text`` casefolded, its whitespace runs made one space, without closing ``.``, quotes or spaces."""
     return one_line(text).casefold().strip(" .\"'")
+
+
+@functools.lru_cache(maxsize=16)
+def _comparable_prompt(prompt: str) -> str:
+    """:func:`_comparable` of a role's prompt, computed once per prompt: every field of every reply
+    is looked up in the same few prompts."""
+    return _comparable(prompt)
 
 
 def no_answer(text: str, *, role: str, question: str | None = None) -> CallError | None:

@@ -128,16 +128,15 @@ def test_the_05b_reflectors_copies_of_its_instructions_are_dropped_and_its_own_w
     raws = [json.loads(reply["content"]) for reply in replies]
     assert PROMPT_EXAMPLE in REFLECTOR_SYSTEM_PROMPT.replace("\n   ", " ")
     assert sum(raw["key_insight"] == PROMPT_EXAMPLE for raw in raws) == 8
-    for reply, raw in zip(replies, raws, strict=True):
-        reflection = parse_reflector(None, reply["content"], rollout_id="r", usage=Usage())
+    reflections = [parse_reflector(None, reply["content"], rollout_id="r", usage=Usage()) for reply in replies]
+    for reflection, raw in zip(reflections, raws, strict=True):
         assert reflection.error is None, reflection.error
         for key in ("error_identification", "root_cause", "correct_approach", "key_insight"):
             kept = getattr(reflection, key)
             assert kept in ("", raw[key]) and "dividend" not in kept.lower(), (key, kept)
             if raw[key] == PROMPT_EXAMPLE or raw[key].lower().startswith("the misunderstanding or missing knowledge"):
                 assert kept == "", (key, raw[key])
-    useful = [parse_reflector(None, reply["content"], rollout_id="r", usage=Usage()) for reply in replies]
-    assert sum(bool(r.correct_approach) for r in useful) == 7  # in the model's own words, on Sharpe and ROI
+    assert sum(bool(r.correct_approach) for r in reflections) == 7  # in the model's own words, on Sharpe and ROI
 
 
 def test_the_05b_curator_under_the_old_prompt_called_an_empty_playbook_nothing_new() -> None:
