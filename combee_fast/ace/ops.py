@@ -58,21 +58,32 @@ schema enumerates the playbook's ids (:func:`ops_schema`)."""
 
 
 def ops_schema(schema: dict[str, Any], playbook_text: str, *, must_add: bool = False) -> dict[str, Any]:
-    """``schema`` (curator's or reducer's) whose operations' ``bullet_id`` is an id of
-    ``playbook_text`` or ``""`` (an ADD); when the playbook has no entry, whose operations can
-    only be ADDs: an UPDATE or a REMOVE would have no id to name. (Qwen2.5-Coder-1.5B, curating an
-    empty playbook under the schema with every kind, wrote three UPDATE or REMOVE operations with
-    ``bullet_id`` ``""``, all rejected: ``missing bullet_id``.) ``must_add``: and, when the
-    playbook has no entry, at least one ADD (see :meth:`~combee_fast.ace.calls.AceCalls.curate`)."""
+    """``schema`` (curator's or reducer's) whose operations each take one of two shapes: an ADD,
+    whose ``bullet_id`` is ``""``, or an UPDATE or REMOVE, whose ``bullet_id`` is an id of
+    ``playbook_text``. When the playbook has no entry only the ADD shape is left: an UPDATE or a
+    REMOVE would have no id to name. A constraining server decodes the kind first, so the grammar
+    holds each kind to its own ids. (Qwen2.5-Coder-1.5B, curating an empty playbook under the
+    schema with every kind, wrote three UPDATE or REMOVE operations with ``bullet_id`` ``""``; the
+    0.5B, with one id to name, wrote 9 such UPDATEs in one sequential run: all rejected, ``missing
+    bullet_id``.) ``must_add``: and, when the playbook has no entry, at least one ADD (see
+    :meth:`~combee_fast.ace.calls.AceCalls.curate`)."""
     ids = bounds.ids_in(playbook_text)
-    narrowed = bounds.with_ids(schema, ("operations", "*", "bullet_id"), ids, also=("",))
+    operations = dict(schema["properties"]["operations"])
+    add = _op_shape(operations["items"], (OpKind.ADD,), ("",))
     if ids:
-        return narrowed
-    operations = narrowed["properties"]["operations"]  # a copy, as is its items': with_ids copies its path
-    operations["items"]["properties"]["type"] = {"type": "string", "enum": [OpKind.ADD.value]}
-    if must_add:
-        operations["minItems"] = 1
-    return narrowed
+        operations["items"] = {"anyOf": [add, _op_shape(operations["items"], (OpKind.UPDATE, OpKind.REMOVE), ids)]}
+    else:
+        operations["items"] = add
+        if must_add:
+            operations["minItems"] = 1
+    return {**schema, "properties": {**schema["properties"], "operations": operations}}
+
+
+def _op_shape(item: dict[str, Any], kinds: tuple[OpKind, ...], ids: tuple[str, ...]) -> dict[str, Any]:
+    """A copy of the operation schema ``item`` whose ``type`` is one of ``kinds`` and whose
+    ``bullet_id`` is one of ``ids``."""
+    kind = {"type": "string", "enum": [k.value for k in kinds]}
+    return {**item, "properties": {**item["properties"], "type": kind, "bullet_id": bounds.id_schema(ids)}}
 
 
 class _OpsReply(msgspec.Struct):

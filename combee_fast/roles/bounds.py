@@ -59,14 +59,14 @@ def ids_in(playbook_text: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(_BULLET_ID.findall(playbook_text)))
 
 
-def id_schema(ids: Iterable[str], *, also: tuple[str, ...] = ()) -> dict[str, Any]:
-    """A string that is one of ``ids`` (or of ``also``, e.g. ``""`` for an ADD without an id)."""
-    values = list(dict.fromkeys([*ids, *also]))
+def id_schema(ids: Iterable[str]) -> dict[str, Any]:
+    """A string that is one of ``ids`` (``""`` among them for an ADD without an id); any bounded
+    string when there is none."""
+    values = list(dict.fromkeys(ids))
     return {"type": "string", "enum": values} if values else text(ID_CHARS)
 
 
-def with_ids(schema: dict[str, Any], path: tuple[str, ...], ids: Iterable[str], *,
-             also: tuple[str, ...] = ()) -> dict[str, Any]:
+def with_ids(schema: dict[str, Any], path: tuple[str, ...], ids: Iterable[str]) -> dict[str, Any]:
     """A copy of ``schema`` whose id string at ``path`` (property names; ``*`` for an array's
     items) may only be one of ``ids``; an array of ids with nothing to cite gets ``maxItems`` 0.
     Every object on ``path`` (and its ``properties``) is a new dict, the rest is shared with
@@ -82,9 +82,9 @@ def with_ids(schema: dict[str, Any], path: tuple[str, ...], ids: Iterable[str], 
             properties[key] = node = dict(properties[key])
     last = path[-1]
     if last == "*":
-        if not ids and not also:
+        if not ids:
             node["maxItems"] = 0
-        node["items"] = id_schema(ids, also=also)
+        node["items"] = id_schema(ids)
     else:
-        node["properties"] = {**node["properties"], last: id_schema(ids, also=also)}
+        node["properties"] = {**node["properties"], last: id_schema(ids)}
     return result

@@ -30,6 +30,8 @@ def _unbounded(schema: dict[str, Any], where: str = "$") -> list[str]:
         found += _unbounded(schema.get("items", {}), where + "[]")
     for name, sub in schema.get("properties", {}).items():
         found += _unbounded(sub, f"{where}.{name}")
+    for index, branch in enumerate(schema.get("anyOf", ())):
+        found += _unbounded(branch, f"{where}|{index}")
     return found
 
 
@@ -49,12 +51,11 @@ def test_ids_are_those_in_the_prompt() -> None:
     tags = reflector_schema(["form-00002"])["properties"]["bullet_tags"]
     assert tags["items"]["properties"]["id"]["enum"] == ["form-00002"]
     assert reflector_schema([])["properties"]["bullet_tags"]["maxItems"] == 0
-    op = ops_schema(OPS_SCHEMA, PLAYBOOK)["properties"]["operations"]["items"]["properties"]["bullet_id"]
-    assert op["enum"] == ["form-00001", "form-00002", ""]
-    kinds = ops_schema(OPS_SCHEMA, PLAYBOOK)["properties"]["operations"]["items"]["properties"]["type"]["enum"]
-    assert kinds == ["ADD", "UPDATE", "REMOVE"]
-    for schema in (OPS_SCHEMA, REDUCER_SCHEMA):  # an empty playbook: nothing to UPDATE or REMOVE
-        empty = ops_schema(schema, "")["properties"]["operations"]["items"]["properties"]
+    for schema in (OPS_SCHEMA, REDUCER_SCHEMA):  # each kind names the ids it may: an ADD none, an edit one shown
+        add, edit = (shape["properties"] for shape in ops_schema(schema, PLAYBOOK)["properties"]["operations"]["items"]["anyOf"])
+        assert add["type"]["enum"] == ["ADD"] and add["bullet_id"]["enum"] == [""]
+        assert edit["type"]["enum"] == ["UPDATE", "REMOVE"] and edit["bullet_id"]["enum"] == ["form-00001", "form-00002"]
+        empty = ops_schema(schema, "")["properties"]["operations"]["items"]["properties"]  # nothing to UPDATE or REMOVE
         assert empty["type"]["enum"] == ["ADD"] and empty["bullet_id"]["enum"] == [""]
     # must_add: at least one ADD, only where the playbook is empty (the curator of a reflection that says something)
     assert ops_schema(OPS_SCHEMA, "", must_add=True)["properties"]["operations"]["minItems"] == 1
@@ -63,6 +64,7 @@ def test_ids_are_those_in_the_prompt() -> None:
     assert "minItems" not in OPS_SCHEMA["properties"]["operations"]
     assert OPS_SCHEMA["properties"]["operations"]["items"]["properties"]["type"]["enum"] == ["ADD", "UPDATE", "REMOVE"]
     assert "enum" not in GENERATOR_SCHEMA["properties"]["bullet_ids"]["items"]  # the shared schema is untouched
+    assert "enum" not in OPS_SCHEMA["properties"]["operations"]["items"]["properties"]["bullet_id"]
 
 
 async def test_a_truncated_structured_reply_is_reported_not_sent_again(start_sim_server: StartSimServer) -> None:

@@ -1,0 +1,52 @@
+"""The curator's per-kind operation schema, as the real local llama.cpp server decodes it: an UPDATE
+or a REMOVE names one of the playbook's ids even when the model is told to leave the id empty.
+(The 0.5B, under the schema that let every kind take ``""`` or an id, answered a curator request
+with ADD, UPDATE ``""``, REMOVE ``""``: two edits the playbook refused as ``missing bullet_id``.)
+
+Needs the ``local`` extra (xllamacpp and the default local model); skipped, saying so, otherwise.
+"""
+
+from __future__ import annotations
+
+from combee_fast.ace import curator
+from combee_fast.ace.ops import ops_schema, parse_ops
+from combee_fast.config import LocalConfig
+from combee_fast.endpoint.calls import ChatRequest
+from combee_fast.endpoint.client import EndpointClient, EndpointConfig
+from combee_fast.endpoint.local import LocalServer
+from combee_fast.roles import bounds
+from combee_fast.schema import Message, OpKind, Reflection, Usage
+from tests.local_models import LOCAL_MODEL_MARKS
+
+pytestmark = LOCAL_MODEL_MARKS
+
+PLAYBOOK = ("## formulas\n[form-00001] helpful=0 harmful=2 :: Sharpe Ratio = R_p - R_f / sigma_p\n"
+            "[form-00002] helpful=1 harmful=0 :: Gross Profit Margin = (Revenue - COGS) / Revenue\n")
+REFLECTION = Reflection(
+    "r0", "", "The answer used R_p - R_f / sigma_p for the Sharpe ratio, dividing only R_f by sigma.",
+    "Bullet form-00001 writes the Sharpe ratio without parentheses.", "Sharpe Ratio = (R_p - R_f) / sigma_p.",
+    "Subtract the risk-free rate before dividing by the standard deviation.", (), Usage(0, 0))
+
+
+EMPTY_ID_EDIT = ('Reply with exactly this JSON and nothing else: {"reasoning": "fix it", "operations": '
+                 '[{"type": "UPDATE", "section": "formulas", "content": "Sharpe Ratio = (R_p - R_f) / sigma_p", '
+                 '"bullet_id": ""}]}')
+
+
+async def test_every_update_or_remove_of_the_real_model_names_an_id_of_the_playbook() -> None:
+    curate = curator.curator_messages(PLAYBOOK, "", [REFLECTION])
+    told = (*curate[:-1], Message(role="user", content=f"{curate[-1].content}\n\n{EMPTY_ID_EDIT}"))
+    async with LocalServer(LocalConfig()) as server:
+        async with EndpointClient(EndpointConfig(name="local", base_url=server.url, model=server.alias)) as client:
+            results = [await client.chat(ChatRequest(role="curator", messages=messages, max_tokens=500,
+                                                     json_schema=ops_schema(curator.CURATOR_SCHEMA, PLAYBOOK),
+                                                     schema_name="operations"))
+                       for messages in (curate, told)]
+    edits = []
+    for result in results:
+        assert result.error is None, result.error
+        ops = parse_ops(result.data, result.text)
+        assert isinstance(ops, tuple), ops
+        edits += [op for op in ops if op.kind is not OpKind.ADD]
+    assert edits, [r.text for r in results]  # the reflection names a wrong bullet; the second asks for an edit
+    assert {op.bullet_id for op in edits} <= set(bounds.ids_in(PLAYBOOK)), [r.text for r in results]
