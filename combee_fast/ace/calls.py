@@ -158,7 +158,7 @@ class AceCalls:
         to fit the endpoint's context and trimmed on a context error)."""
         def build(text: str) -> ChatRequest:
             return self.calls.request(REDUCER.key, reducer.reducer_messages(text, proposals), *seed_path,
-                                      schema=ops_schema(reducer.REDUCER_SCHEMA, text), schema_name="reduction")
+                                      schema=reducer.reducer_schema(text, proposals), schema_name="reduction")
 
         def parse(data: Any, text: str | None) -> tuple[Op, ...] | CallError:
             return reducer.parse_reduction(data, text, proposals)

@@ -18,9 +18,9 @@ from typing import Any, Sequence
 import msgspec
 
 from combee_fast.roles import bounds
-from combee_fast.roles.base import EMPTY_PLAYBOOK, convert, decode_json_object, fill, load_prompt
-from combee_fast.ace.ops import EDIT_KINDS, OPS_SCHEMA, op_json, parse_ops
-from combee_fast.schema import CallError, Message, Op
+from combee_fast.roles.base import convert, decode_json_object, fill, load_prompt
+from combee_fast.ace.ops import EDIT_KINDS, OPS_SCHEMA, op_json, ops_schema, parse_ops
+from combee_fast.schema import CallError, Message, Op, OpKind
 
 REDUCER_MAX_TOKENS = 2048
 REDUCER_SCHEMA: dict[str, Any] = {
@@ -38,6 +38,12 @@ REDUCER_SCHEMA: dict[str, Any] = {
 REDUCER_SYSTEM_PROMPT = load_prompt("reducer.txt", beside=__file__)
 REDUCER_USER_TEMPLATE = load_prompt("reducer_user.txt", beside=__file__)
 
+NO_ENTRIES_YET = "(no entries yet: every distinct lesson the proposals hold is new)"
+"""Stands in for an empty playbook in the reducer's prompt, as the curator's own line does there
+(:data:`combee_fast.ace.curator.NO_ENTRIES_YET`): Qwen2.5-Coder-0.5B, shown ``(the playbook is
+empty)``, answered both reductions of a Combee run (13 and 20 proposed ADDs) "The playbook is
+empty, so no operations were made." and kept none."""
+
 
 class _KeepReply(msgspec.Struct):
     keep: list[str]
@@ -52,6 +58,22 @@ def _edits(ops: Sequence[Op]) -> list[Op]:
     return [op for op in ops if op.kind in EDIT_KINDS]
 
 
+def reducer_schema(playbook_text: str, proposals: Sequence[Sequence[Op]]) -> dict[str, Any]:
+    """:data:`REDUCER_SCHEMA` for one reduction: its operations as :func:`~combee_fast.ace.ops.ops_schema`
+    makes them for ``playbook_text``; ``keep`` references that the prompt shows, no more of them
+    than it shows (the 0.5B, given the references alone, listed "P1.2".."P1.5" over and over up to
+    the bound); and, when the playbook has no entry and a proposal ADDs a lesson, at least one
+    kept reference: every lesson is new there, and a reduction that keeps nothing loses the whole
+    batch's learning (the 0.5B did, see :data:`NO_ENTRIES_YET`)."""
+    refs = [op_ref(i, j) for i, ops in enumerate(proposals) for j, _ in enumerate(_edits(ops))]
+    schema = bounds.with_ids(ops_schema(REDUCER_SCHEMA, playbook_text), ("keep", "*"), refs)
+    keep = schema["properties"]["keep"]  # with_ids made it a new dict
+    keep["maxItems"] = min(len(refs), bounds.MAX_KEEP)
+    if any(op.kind is OpKind.ADD for ops in proposals for op in ops) and not bounds.ids_in(playbook_text):
+        keep["minItems"] = 1
+    return schema
+
+
 def reducer_messages(playbook_text: str, proposals: Sequence[Sequence[Op]]) -> tuple[Message, ...]:
     """System + user messages merging ``proposals`` (each one curator call's ops, in group order)."""
     lines = []
@@ -60,7 +82,7 @@ def reducer_messages(playbook_text: str, proposals: Sequence[Sequence[Op]]) -> t
         lines.append(msgspec.json.encode({"proposal": number + 1, "operations": operations}).decode())
     user = fill(
         REDUCER_USER_TEMPLATE,
-        playbook=playbook_text if playbook_text.strip() else EMPTY_PLAYBOOK,
+        playbook=playbook_text if playbook_text.strip() else NO_ENTRIES_YET,
         proposals="\n".join(lines) or "(no proposals)",
     )
     return (Message("system", REDUCER_SYSTEM_PROMPT), Message("user", user))

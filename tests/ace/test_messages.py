@@ -9,7 +9,7 @@ import orjson
 from combee_fast.playbook import Playbook
 from combee_fast.ace.curator import NO_ENTRIES_YET, curator_messages, playbook_stats_text
 from combee_fast.ace.generator import generator_messages, reflection_text
-from combee_fast.ace.reducer import reducer_messages
+from combee_fast.ace.reducer import NO_ENTRIES_YET as REDUCER_NO_ENTRIES_YET, reducer_messages
 from combee_fast.ace.reflector import cited_bullets_text, reflector_messages
 from combee_fast.roles.base import EMPTY_PLAYBOOK, fill
 from combee_fast.ace.generator import NO_REFLECTION
@@ -149,6 +149,13 @@ def test_curator_shows_an_empty_playbook_as_room_for_every_lesson():
     _, user = curator_messages("", playbook_stats_text([]), [reflection("train:1#r0", "ROI = gain / cost")])
     assert tag_content(user.content, "playbook") == NO_ENTRIES_YET
     assert tag_content(user.content, "playbook_stats") == NO_ENTRIES_YET
+    assert EMPTY_PLAYBOOK not in user.content
+
+
+def test_reducer_shows_an_empty_playbook_as_room_for_every_lesson():
+    """Not "(the playbook is empty)": a 0.5B reducer read that as "no operations were made" and kept none."""
+    _, user = reducer_messages("", [[Op(OpKind.ADD, "other", "Check units.")]])
+    assert tag_content(user.content, "playbook") == REDUCER_NO_ENTRIES_YET
     assert EMPTY_PLAYBOOK not in user.content
 
 

@@ -15,6 +15,7 @@ import pytest
 from combee_fast.endpoint.structured import parse_structured
 from combee_fast.ace.generator import GENERATOR_SCHEMA, parse_generator
 from combee_fast.ace.ops import OPS_SCHEMA, parse_ops
+from combee_fast.ace.reducer import parse_reduction
 from combee_fast.ace.reflector import REFLECTOR_SCHEMA, REFLECTOR_SYSTEM_PROMPT, parse_reflector
 from combee_fast.roles.base import is_placeholder
 from combee_fast.schema import CallError, Reflection, Usage
@@ -26,8 +27,10 @@ PROMPT_EXAMPLE = "Dividend payout ratio = dividends / net income, not dividends 
 SCHEMAS = {"generator": GENERATOR_SCHEMA, "reflector": REFLECTOR_SCHEMA, "curator": OPS_SCHEMA}
 
 
-def _replies(path: Path = REPLIES) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text().splitlines()]
+def _replies(path: Path = REPLIES, run: str | None = None) -> list[dict[str, Any]]:
+    """The recorded replies of ``path`` (of its run ``run`` alone, if given)."""
+    replies = [json.loads(line) for line in path.read_text().splitlines()]
+    return [reply for reply in replies if run is None or reply["run"] == run]
 
 
 def classify(reply: dict[str, Any]) -> str:
@@ -124,7 +127,7 @@ def _has_raw_newline_in_string(text: str) -> bool:
 def test_the_05b_reflectors_copies_of_its_instructions_are_dropped_and_its_own_words_kept() -> None:
     """Qwen2.5-Coder-0.5B wrote the prompt's example as the key insight of 8 of its 11 reflections
     (on Sharpe-ratio and ROI questions); kept, a curator would have learned a lesson on dividends."""
-    replies = [reply for reply in _replies(QWEN_REPLIES) if reply["role"] == "reflector"]
+    replies = [reply for reply in _replies(QWEN_REPLIES, "formula-sequential") if reply["role"] == "reflector"]
     raws = [json.loads(reply["content"]) for reply in replies]
     assert PROMPT_EXAMPLE in REFLECTOR_SYSTEM_PROMPT.replace("\n   ", " ")
     assert sum(raw["key_insight"] == PROMPT_EXAMPLE for raw in raws) == 8
@@ -141,8 +144,22 @@ def test_the_05b_reflectors_copies_of_its_instructions_are_dropped_and_its_own_w
 
 def test_the_05b_curator_under_the_old_prompt_called_an_empty_playbook_nothing_new() -> None:
     """What the curator's prompt and its empty-playbook line were changed for: four of four replies."""
-    replies = [reply for reply in _replies(QWEN_REPLIES) if reply["role"] == "curator"]
+    replies = [reply for reply in _replies(QWEN_REPLIES, "formula-sequential") if reply["role"] == "curator"]
     assert len(replies) == 4
     for reply in replies:
         assert json.loads(reply["content"])["reasoning"] == "The playbook is empty, so no lessons are new."
         assert parse_ops(None, reply["content"]) == ()
+
+
+def test_the_05b_reducer_under_the_old_prompt_kept_nothing_of_an_empty_playbooks_proposals() -> None:
+    """What the reducer's empty-playbook line and its ``keep`` bound were made for: a Combee run's
+    two reductions each dropped every ADD its curators proposed (6 curator replies, 33 ADDs)."""
+    replies = _replies(QWEN_REPLIES, "formula-combee-bench")
+    curated = [parse_ops(None, reply["content"]) for reply in replies if reply["role"] == "curator"]
+    assert all(isinstance(ops, tuple) and ops for ops in curated)
+    assert sum(map(len, curated)) == 33
+    reductions = [reply for reply in replies if reply["role"] == "reducer"]
+    assert len(reductions) == 2
+    for reply in reductions:
+        assert "playbook is empty, so no operations were made" in json.loads(reply["content"])["reasoning"]
+        assert parse_reduction(None, reply["content"], curated) == ()

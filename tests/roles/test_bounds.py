@@ -11,11 +11,12 @@ from combee_fast.endpoint.calls import ChatRequest
 from combee_fast.endpoint.client import EndpointClient, EndpointConfig
 from combee_fast.ace.generator import GENERATOR_SCHEMA, generator_schema
 from combee_fast.ace.ops import OPS_SCHEMA, ops_schema
-from combee_fast.ace.reducer import REDUCER_SCHEMA
+from combee_fast.ace.reducer import REDUCER_SCHEMA, reducer_schema
 from combee_fast.ace.reflector import REFLECTOR_SCHEMA, reflector_schema
-from combee_fast.schema import Message
+from combee_fast.schema import Message, Op, OpKind
 from tests.conftest import StartSimServer
 
+ADD = Op(OpKind.ADD, "formulas", "ROI = gain / cost")
 PLAYBOOK = "## formulas\n[form-00001] helpful=2 harmful=0 :: use NPV\n[form-00002] helpful=0 harmful=1 :: x\n"
 
 
@@ -39,7 +40,7 @@ def _unbounded(schema: dict[str, Any], where: str = "$") -> list[str]:
     GENERATOR_SCHEMA, REFLECTOR_SCHEMA, OPS_SCHEMA, REDUCER_SCHEMA, generator_schema(PLAYBOOK),
     generator_schema(""), reflector_schema(["form-00001"]), reflector_schema([]),
     ops_schema(OPS_SCHEMA, PLAYBOOK), ops_schema(REDUCER_SCHEMA, PLAYBOOK), ops_schema(OPS_SCHEMA, ""),
-    ops_schema(OPS_SCHEMA, "", must_add=True),
+    ops_schema(OPS_SCHEMA, "", must_add=True), reducer_schema(PLAYBOOK, []), reducer_schema("", [[ADD], [ADD, ADD]]),
 ])
 def test_every_string_and_array_is_bounded(schema: dict[str, Any]) -> None:
     assert _unbounded(schema) == []
@@ -65,6 +66,20 @@ def test_ids_are_those_in_the_prompt() -> None:
     assert OPS_SCHEMA["properties"]["operations"]["items"]["properties"]["type"]["enum"] == ["ADD", "UPDATE", "REMOVE"]
     assert "enum" not in GENERATOR_SCHEMA["properties"]["bullet_ids"]["items"]  # the shared schema is untouched
     assert "enum" not in OPS_SCHEMA["properties"]["operations"]["items"]["properties"]["bullet_id"]
+
+
+def test_a_reduction_keeps_only_the_references_it_was_shown_and_something_of_an_empty_playbooks() -> None:
+    edit = Op(OpKind.UPDATE, "formulas", "NPV = sum of discounted flows", "form-00001")
+    tag = Op(OpKind.TAG, bullet_id="form-00001", helpful=1)  # not shown to the reducer: no reference
+    keep = reducer_schema(PLAYBOOK, [[edit, tag], [ADD]])["properties"]["keep"]
+    assert keep["items"]["enum"] == ["P1.1", "P2.1"] and keep["maxItems"] == 2 and "minItems" not in keep
+    assert reducer_schema(PLAYBOOK, [])["properties"]["keep"]["maxItems"] == 0  # nothing to keep
+    empty = reducer_schema("", [[ADD], [ADD, ADD]])
+    assert empty["properties"]["keep"]["minItems"] == 1  # every lesson is new: keep one at least
+    assert empty["properties"]["operations"]["items"]["properties"]["type"]["enum"] == ["ADD"]
+    assert "minItems" not in reducer_schema("", [])["properties"]["keep"]  # no ADD proposed: nothing to keep
+    assert REDUCER_SCHEMA["properties"]["keep"] == {"type": "array", "items": {"type": "string", "maxLength": 40},
+                                                    "maxItems": 64}  # the template is untouched
 
 
 async def test_a_truncated_structured_reply_is_reported_not_sent_again(start_sim_server: StartSimServer) -> None:
