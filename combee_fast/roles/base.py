@@ -63,20 +63,43 @@ def is_placeholder(text: str) -> bool:
     return _PLACEHOLDER.fullmatch(text.strip()) is not None
 
 
+_WORD = re.compile(r"\w+")
+
 COPY_MIN_CHARS = 20
 """Shortest text taken for a copy when found verbatim elsewhere: a reply field in its role's prompt
 (:func:`copies_prompt`), a question in an answer (:func:`no_answer`)."""
 PROMPT_COPY_PROBLEM = "a copy of the role's own instructions, not content"
 
 
+COPY_SHINGLE_WORDS = 4
+"""Words in a row that, found in a role's prompt, count as copied from it (:func:`copies_prompt`)."""
+
+COPY_COVERED = 0.8
+"""Share of a text's words inside such runs that makes the text a copy of the prompt."""
+
+
 def copies_prompt(text: str, prompt: str) -> bool:
-    """True when ``text`` (case, spacing and closing punctuation aside; at least
-    :data:`COPY_MIN_CHARS` long) is a passage of ``prompt``: small models fill a field with
-    the prompt's own description of it or its example. Qwen2.5-Coder-0.5B's reflector wrote the
-    prompt's example, "Dividend payout ratio = dividends / net income, not dividends / revenue", as
-    the key insight of most Formula questions, and step 2's wording as the root cause."""
+    """True when ``text`` (at least :data:`COPY_MIN_CHARS` long) is made of ``prompt``'s own
+    words: a passage of it (case, spacing and closing punctuation aside), or passages of it put
+    together, :data:`COPY_COVERED` of its words or more inside runs of :data:`COPY_SHINGLE_WORDS`
+    words that the prompt has too (punctuation aside). Small models fill a field with the
+    prompt's description of it or its example. Qwen2.5-Coder-0.5B's reflector wrote the prompt's
+    example, "Dividend payout ratio = dividends / net income, not dividends / revenue", as the key
+    insight of most Formula questions, step 2's wording as the root cause, and that example joined
+    to step 1's list of slips ("..., not dividends / revenue, a misread value, a unit, period or
+    percentage slip, ...") as a lesson that Combee's reducer then kept."""
     needle = _comparable(text)
-    return len(needle) >= COPY_MIN_CHARS and needle in _comparable_prompt(prompt)
+    if len(needle) < COPY_MIN_CHARS:
+        return False
+    if needle in _comparable_prompt(prompt):
+        return True
+    words = _WORD.findall(needle)
+    runs = _prompt_runs(prompt)
+    covered = [False] * len(words)
+    for start in range(len(words) - COPY_SHINGLE_WORDS + 1):
+        if tuple(words[start:start + COPY_SHINGLE_WORDS]) in runs:
+            covered[start:start + COPY_SHINGLE_WORDS] = [True] * COPY_SHINGLE_WORDS
+    return len(words) >= COPY_SHINGLE_WORDS and sum(covered) >= COPY_COVERED * len(words)
 
 
 def _comparable(text: str) -> str:
@@ -89,6 +112,13 @@ def _comparable_prompt(prompt: str) -> str:
     """:func:`_comparable` of a role's prompt, computed once per prompt: every field of every reply
     is looked up in the same few prompts."""
     return _comparable(prompt)
+
+
+@functools.lru_cache(maxsize=16)
+def _prompt_runs(prompt: str) -> frozenset[tuple[str, ...]]:
+    """Every run of :data:`COPY_SHINGLE_WORDS` words of a role's prompt, computed once per prompt."""
+    words = _WORD.findall(_comparable_prompt(prompt))
+    return frozenset(tuple(words[i:i + COPY_SHINGLE_WORDS]) for i in range(len(words) - COPY_SHINGLE_WORDS + 1))
 
 
 def no_answer(text: str, *, role: str, question: str | None = None) -> CallError | None:

@@ -276,6 +276,26 @@ def test_a_field_copied_from_the_prompt_is_found_whatever_its_case_spacing_or_fu
     assert len(short) < COPY_MIN_CHARS and short in prompt.lower() and not copies_prompt(short, prompt)
 
 
+def test_passages_of_the_prompt_put_together_or_slightly_changed_are_a_copy() -> None:
+    """Two fields the 0.5B reflector wrote in a Combee bench run (``python bench/real_model.py``,
+    stop 43): neither is one passage of the prompt, and a reducer joined them into a kept lesson."""
+    from combee_fast.ace.reflector import REFLECTOR_SYSTEM_PROMPT
+    from combee_fast.roles.base import copies_prompt
+
+    for copied in ("the wrong or misapplied formula, a misread value, a unit, period or percentage slip, a rounding "
+                   "or format error, a missing step",
+                   'one reusable lesson that carries over to other questions of this kind. Make it concrete and '
+                   'specific (for example "Dividend payout ratio = dividends / net income, not dividends / revenue") '
+                   'rather than',
+                   "Dividend payout ratio = dividends / net income, not dividends / revenue, a misread value, a unit, "
+                   "period or percentage slip, a rounding or format error, a missing step"):
+        assert copies_prompt(copied, REFLECTOR_SYSTEM_PROMPT), copied
+    for own in ("Sharpe ratio = (R_p - R_f) / sigma_p: subtract the risk-free rate before dividing",
+                "The model misread the cash flow of year 3 as a percentage slip of the discount rate",
+                "Compare the model's answer with the correct answer only after converting percent to decimals"):
+        assert not copies_prompt(own, REFLECTOR_SYSTEM_PROMPT), own
+
+
 def test_a_reflection_keeps_its_own_words_and_fails_only_when_nothing_of_its_own_is_left() -> None:
     from combee_fast.ace.reflector import REFLECTOR_SYSTEM_PROMPT
 
