@@ -387,7 +387,7 @@ async def _evaluated(session: Any, config: Any, run_dir: Any, kind: Any, deploya
     import asyncio
 
     from combee_fast.run.dollars import role_dollars, total
-    from combee_fast.run.ledger import CallCounts, usage_columns
+    from combee_fast.run.ledger import CallCounts
     from combee_fast.run.provenance import provenance
     from combee_fast.run.compare import file_sha256
     from combee_fast.run.events import CallFailed, on_kind
@@ -424,8 +424,7 @@ async def _evaluated(session: Any, config: Any, run_dir: Any, kind: Any, deploya
     counts = CallCounts()
     for usage, error in result.outcomes:
         counts.add(usage, error)
-    _, prompt, completion = usage_columns(usage for usage, _ in result.outcomes)
-    dollars = role_dollars(session.prices(), prompt, completion)
+    dollars = role_dollars(session.prices(), counts.prompt_tokens, counts.completion_tokens)
     report.update(dollars=total(dollars), dollars_by_role=dollars)
     run_dir.write_eval(report, rows)
     run_dir.write_provenance(record.ended_now())

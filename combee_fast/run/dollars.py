@@ -7,9 +7,10 @@ A role whose endpoint has no price has an *unknown* cost (``None``), shown as su
 $0.00; a total over roles is unknown as soon as one role that made calls is.
 
 The dollars of a ledger row are its step's tokens per role priced so; a run's are the sum over
-its learning steps, the scope of its ``tokens`` (the loop's own validation calls are not in
-them). Dollars per accepted improvement divide them by the accepted candidates
-(:mod:`combee_fast.run.improvements`), as tokens per improvement does.
+its learning steps, the scope of its ``tokens``. Dollars per accepted improvement divide them by
+the accepted candidates (:mod:`combee_fast.run.improvements`), as tokens per improvement does.
+The loop's own validation calls (the score after each round, on the validation split) are
+counted apart: ``validation_tokens`` and ``validation_dollars`` (:func:`validation_summary`).
 """
 
 from __future__ import annotations
@@ -96,3 +97,21 @@ def dollar_summary(by_role: Mapping[str, float | None], accepted: int) -> dict[s
     return {"dollars": None if spent is None else round(spent, 6),
             "dollars_by_role": {role: None if d is None else round(d, 6) for role, d in by_role.items()},
             "dollars_per_improvement": None if spent is None or not accepted else round(spent / accepted, 6)}
+
+
+def validation_summary(prices: Prices, prompt: Mapping[str, int], completion: Mapping[str, int]) -> dict[str, Any]:
+    """The summary's fields for the loop's own validation calls, whose tokens per role are
+    ``prompt`` and ``completion``: ``validation_tokens`` and ``validation_dollars`` (None: a role
+    that made such calls has no price). Not in ``tokens`` and ``dollars``, which are the learning
+    steps'."""
+    spent = total(role_dollars(prices, prompt, completion))
+    return {"validation_tokens": sum(prompt.values()) + sum(completion.values()),
+            "validation_dollars": None if spent is None else round(spent, 6)}
+
+
+def validation_line(summary: Mapping[str, Any]) -> str:
+    """The report's sentence on :func:`validation_summary`'s fields of a run's ``summary`` ("" when
+    the loop made no validation call)."""
+    tokens = summary.get("validation_tokens") or 0
+    return (f"The loop's own validation calls, not in the table: {tokens:,} tokens, "
+            f"{money(summary.get('validation_dollars'))}." if tokens else "")

@@ -81,15 +81,21 @@ class LedgerRow(msgspec.Struct, frozen=True):
 
 
 class CallCounts(msgspec.Struct):
-    """Calls per role; retried attempts and failed calls per role and kind. Adds up over steps."""
+    """Calls, prompt and completion tokens per role; retried attempts and failed calls per role
+    and kind. Adds up over steps. (The tokens were added after checkpoints held these counts: one
+    written before has none, and a run resumed from it counts only the tokens after it.)"""
 
     calls: dict[str, int] = msgspec.field(default_factory=dict)
     retries: dict[str, dict[str, int]] = msgspec.field(default_factory=dict)
     errors: dict[str, dict[str, int]] = msgspec.field(default_factory=dict)
+    prompt_tokens: dict[str, int] = msgspec.field(default_factory=dict)
+    completion_tokens: dict[str, int] = msgspec.field(default_factory=dict)
 
     def add(self, usage: Usage, error: CallError | None) -> None:
-        """Count one call (after its retries) and how it ended."""
+        """Count one call (after its retries), its tokens and how it ended."""
         self.calls[usage.role] = self.calls.get(usage.role, 0) + 1
+        self.prompt_tokens[usage.role] = self.prompt_tokens.get(usage.role, 0) + usage.prompt_tokens
+        self.completion_tokens[usage.role] = self.completion_tokens.get(usage.role, 0) + usage.completion_tokens
         for kind in usage.retry_kinds:
             _bump(self.retries, usage.role, kind, 1)
         if error is not None:
@@ -99,12 +105,15 @@ class CallCounts(msgspec.Struct):
     def of_row(cls, row: LedgerRow) -> CallCounts:
         """The counts one ledger row holds (copied: adding to them leaves the row as it is)."""
         return cls(calls=dict(row.calls), retries={r: dict(k) for r, k in row.retries.items()},
-                   errors={r: dict(k) for r, k in row.failures.items()})
+                   errors={r: dict(k) for r, k in row.failures.items()}, prompt_tokens=dict(row.prompt_tokens),
+                   completion_tokens=dict(row.completion_tokens))
 
     def add_counts(self, other: CallCounts) -> None:
         """Add every count of ``other``."""
-        for role, n in other.calls.items():
-            self.calls[role] = self.calls.get(role, 0) + n
+        for mine_n, theirs_n in ((self.calls, other.calls), (self.prompt_tokens, other.prompt_tokens),
+                                 (self.completion_tokens, other.completion_tokens)):
+            for role, n in theirs_n.items():
+                mine_n[role] = mine_n.get(role, 0) + n
         for mine, theirs in ((self.retries, other.retries), (self.errors, other.errors)):
             for role, kinds in theirs.items():
                 for kind, n in kinds.items():

@@ -5,7 +5,9 @@ tracking store ``tracking.mlflow_uri`` (else ``MLFLOW_TRACKING_URI``, else the l
 ``mlruns``: a plain folder is a file store, allowed even though MLflow now prefers a database)
 and logs the configuration as parameters (dotted names, URLs without credentials). Each
 completed step logs its metrics at the step's number (validation accuracy, first-try accuracy,
-the artifact's size, rollouts and tokens so far, critical-path and wall seconds, failed calls);
+the artifact's size, rollouts, tokens and dollars so far (dollars only while every role that made
+calls has a price: an unknown cost is not logged as a number), critical-path and wall seconds,
+failed calls);
 the stop is logged as tags; :meth:`MlflowLogger.finish` logs the run's page, prompt, artifacts
 and summary and ends the MLflow run (``FINISHED``, or ``FAILED``).
 
@@ -36,6 +38,7 @@ from urllib.parse import urlsplit
 from combee_fast.config import SessionConfig, config_to_dict
 from combee_fast.errors import ConfigError
 from combee_fast.redact import strip_userinfo
+from combee_fast.run.dollars import add_dollars, total
 from combee_fast.run.events import Event, RunStopped, StepDone
 
 DEFAULT_STORE = "mlruns"
@@ -94,6 +97,7 @@ class MlflowLogger:
         self.dropped = 0
         self.tokens = 0
         self.rollouts = 0
+        self.dollars: dict[str, float | None] = {}
         self._queue: queue.Queue[Callable[[], None] | None] = queue.Queue(maxsize=QUEUE_SIZE)
         self._errors: list[str] = []
         self._worker = threading.Thread(target=self._work, name="combee-mlflow", daemon=True)
@@ -135,6 +139,9 @@ class MlflowLogger:
             metrics = {"size": float(row.size), "rollouts": float(self.rollouts), "tokens": float(self.tokens),
                        "critical_path_s": row.cumulative_sim_seconds, "step_wall_s": row.wall_seconds,
                        "failed_calls": float(len(row.errors))}
+            add_dollars(self.dollars, row.dollars)
+            if (spent := total(self.dollars)) is not None:
+                metrics["dollars"] = spent
             if row.batch_size:
                 metrics["first_try_accuracy"] = row.first_try_accuracy
             if row.val_accuracy is not None:

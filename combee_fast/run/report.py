@@ -24,7 +24,7 @@ from combee_fast.config import HISTORY_KEPT
 from combee_fast.methods.base import EvalResult
 from combee_fast.native.bootstrap import MeanInterval, mean_interval
 from combee_fast.run.events import Event, RunStopped, StepDone, VersionApplied
-from combee_fast.run.dollars import money, total
+from combee_fast.run.dollars import money, total, validation_line
 from combee_fast.run.improvements import improvement_line
 from combee_fast.run.ledger import CallCounts
 from combee_fast.run.predictions import batching_lines
@@ -176,12 +176,13 @@ def run_report(
     if result is not None:
         gpu = "unknown (give --gpus)" if result.gpu_seconds is None else f"{result.gpu_seconds:,.1f}"
         summary = result.summary
+        validating = validation_line(summary)
         lines += ["| rollouts | LLM calls | tokens | dollars | GPU-seconds | training critical path (s) | "
                   "training wall (s) |",
                   "|---:|---:|---:|---:|---:|---:|---:|",
                   f"| {result.rollouts:,} | {result.calls:,} | {result.tokens:,} | {money(summary.get('dollars'))} | "
                   f"{gpu} | {result.train_sim_seconds:,.1f} | {result.train_wall_seconds:,.1f} |", "",
-                  improvement_line(summary), "",
+                  improvement_line(summary), "", *((validating, "") if validating else ()),
                   "Calls per role (training; dollars at each endpoint's price, `--price`; calls in flight: "
                   "requested is the endpoint's cap, peak and time-weighted mean are measured):", "",
                   *calls_lines(counts, result),

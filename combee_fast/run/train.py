@@ -40,7 +40,7 @@ from combee_fast.protocols.learning import Artifact, CompleteKind
 from combee_fast.protocols.running import BatchPlan, Method, StopRule
 from combee_fast.run.concurrency import Gauges, below_cap_lines, concurrency_summary
 from combee_fast.run.cost import GpuClock
-from combee_fast.run.dollars import Prices, dollar_summary, role_dollars
+from combee_fast.run.dollars import Prices, dollar_summary, role_dollars, validation_summary
 from combee_fast.run.improvements import improvement_summary
 from combee_fast.run.events import Events, RunStopped, StepDone, VersionApplied
 from combee_fast.endpoint.batching import BatchingCurve
@@ -61,13 +61,14 @@ class TrainResult(msgspec.Struct, frozen=True):
 
     ``ledger``: the latest :data:`~combee_fast.config.HISTORY_KEPT` rows (``ledger.jsonl`` holds
     every row); ``steps``: how many steps the run made (over every session of a resumed run).
-    ``counts``: calls, retries and failures of the learning steps, per role and kind;
+    ``counts``: calls, tokens, retries and failures of the learning steps, per role and kind;
     ``val_counts``: the same for the loop's own validation calls. ``interrupted``: stopped by
     SIGINT/SIGTERM before the end, resumable from its checkpoint; ``stopped_by``: the limit that
     ended the run early (None: its work was done); ``summary``: what the learner says of its
     artifact (:meth:`~combee_fast.protocols.CompleteKind.summary`) and what it cost per improvement
     (:func:`~combee_fast.run.improvements.improvement_summary`), in dollars too
-    (:func:`~combee_fast.run.dollars.dollar_summary`). ``concurrency``: its calls in flight per
+    (:func:`~combee_fast.run.dollars.dollar_summary`), and the tokens and dollars of the loop's
+    validation calls (:func:`~combee_fast.run.dollars.validation_summary`). ``concurrency``: its calls in flight per
     role, requested and achieved, and ``concurrency_notes`` a line per role held below its cap
     (:mod:`~combee_fast.run.concurrency`; measured, like the wall seconds, so two runs of one seed
     may differ in them). ``episodes``, ``episodes_failed``
@@ -291,7 +292,9 @@ class Training(Generic[A]):
             stopped_by=state.stopping if state.stop_ends == "limit" else None,
             summary={**self.kind.summary(state.artifact),
                      **improvement_summary(state.tokens, state.explored, state.accepted),
-                     **dollar_summary(state.dollars, state.accepted)},
+                     **dollar_summary(state.dollars, state.accepted),
+                     **validation_summary(self.prices, state.val_counts.prompt_tokens,
+                                          state.val_counts.completion_tokens)},
             concurrency=concurrency_summary(state.concurrency),
             concurrency_notes=tuple(below_cap_lines(state.concurrency, self.gauges)),
             episodes=state.episodes, episodes_failed=state.episodes_failed, env_seconds=state.env_seconds,

@@ -84,6 +84,16 @@ def test_prices_give_the_dollars_of_the_runs_own_tokens_everywhere(server: str, 
     assert f"  cost: {shown} (generator ${expected['generator']:.4f}, reflector ${expected['reflector']:.4f}" \
         in done.stderr
     assert f"${total / summary['candidates_accepted']:.4f} per accepted improvement" in done.stderr
+    # the loop's own validation calls: apart from the learning steps' tokens and dollars, priced alike
+    validation = summary["accounting"]["validation"]
+    assert list(validation["calls"]) == ["generator"] and validation["calls"]["generator"] % 10 == 0  # val[0:10]
+    spent = sum((validation["prompt_tokens"][r] * PRICES[r][0] + validation["completion_tokens"][r] * PRICES[r][1]) / 1e6
+                for r in validation["calls"])
+    assert summary["validation_tokens"] == sum(validation["prompt_tokens"].values()) + \
+        sum(validation["completion_tokens"].values()) > 0
+    assert spent > 0 and math.isclose(summary["validation_dollars"], spent, abs_tol=1e-6)
+    assert f"The loop's own validation calls, not in the table: {summary['validation_tokens']:,} tokens, " \
+           f"${spent:.4f}." in report
 
 
 def test_without_a_price_the_cost_is_unknown_never_zero(server: str, tmp_path: Path) -> None:
@@ -91,6 +101,7 @@ def test_without_a_price_the_cost_is_unknown_never_zero(server: str, tmp_path: P
     done, summary = _learn(server, out, "--price", "generator=3/15")
     assert summary["dollars"] is None and summary["dollars_per_improvement"] is None
     assert summary["dollars_by_role"]["generator"] > 0 and summary["dollars_by_role"]["reflector"] is None
+    assert summary["validation_dollars"] > 0  # the generator alone validates, and it has a price
     assert "| unknown (no price) |" in (out / "report.md").read_text()
     assert "  cost: unknown, not every role is priced (generator $" in done.stderr
     assert "reflector unpriced" in done.stderr and "$0.00" not in done.stderr

@@ -271,7 +271,7 @@ def test_mlflow_logs_a_run_to_a_local_file_store(tmp_path: Path, monkeypatch: py
     done = _combee("learn", "--train-split", "train[0:20]", "--val-split", "selection[0:10]", "--batch-size", "10",
                    "--eval-every", "1", "--sim-preset", "flat", "--time-scale", "0.0001", "--out",
                    str(tmp_path / "run"), "--quiet", "--mlflow", "--mlflow-uri", str(store),
-                   "--mlflow-experiment", "first-contact")
+                   "--mlflow-experiment", "first-contact", "--price", "2/8")
     assert done.returncode == 0, done.stderr
     monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
     client = MlflowClient(tracking_uri=f"file:{store}")
@@ -284,6 +284,30 @@ def test_mlflow_logs_a_run_to_a_local_file_store(tmp_path: Path, monkeypatch: py
     validated = [row for row in ledger if row["val_accuracy"] is not None]
     assert len(validated) >= 2
     assert [(m.step, m.value) for m in history] == [(row["step"] + 1, row["val_accuracy"]) for row in validated]
+    spent, logged = 0.0, []  # the dollars so far at each step, as the ledger's rows add them up
+    for row in ledger:
+        spent += sum(row["dollars"].values())
+        logged.append((row["step"] + 1, spent))
+    dollars = [(m.step, m.value) for m in client.get_metric_history(run.info.run_id, "dollars")]
+    assert [step for step, _ in dollars] == [step for step, _ in logged] and spent > 0
+    assert all(abs(value - expected) < 1e-9 for (_, value), (_, expected) in zip(dollars, logged))
     assert run.data.tags["combee.ends"] == "done"
     artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}
     assert {"report.md", "prompt.txt", "final.json", "best.json", "summary.json"} <= artifacts
+
+
+def test_mlflow_logs_no_dollars_for_a_run_whose_cost_is_unknown(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only the generator priced: the run's cost is unknown, never logged as a number."""
+    pytest.importorskip("mlflow", reason="the mlflow extra is not installed (pip install -e '.[mlflow]')")
+    from mlflow.tracking import MlflowClient
+
+    store = tmp_path / "mlruns"
+    done = _combee("learn", "--train-split", "train[0:10]", "--val-split", "selection[0:5]", "--batch-size", "10",
+                   "--sim-preset", "flat", "--time-scale", "0.0001", "--out", str(tmp_path / "run"), "--quiet",
+                   "--mlflow", "--mlflow-uri", str(store), "--mlflow-experiment", "unpriced", "--price", "generator=2/8")
+    assert done.returncode == 0, done.stderr
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
+    client = MlflowClient(tracking_uri=f"file:{store}")
+    (run,) = client.search_runs([client.get_experiment_by_name("unpriced").experiment_id])
+    assert client.get_metric_history(run.info.run_id, "tokens")  # the step was logged
+    assert client.get_metric_history(run.info.run_id, "dollars") == []
