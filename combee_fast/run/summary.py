@@ -43,7 +43,9 @@ def run_summary(result: TrainResult, shown: str, *, interrupted_by: str | None =
     start-up probe's batching curve with the planner's predicted against measured step seconds
     (``batching``, :func:`~combee_fast.run.predictions.batching_summary`); the local server's own
     count of its work (``server_work``: prompt tokens read and cached, seconds reading and
-    generating, the share reading took; only with ``--local``); with agent episodes their counts and environment
+    generating, the share reading took; only with ``--local``); ``resent``: requests sent once
+    more on a new connection after their reused keep-alive connection closed unanswered (not
+    retries: :attr:`~combee_fast.endpoint.client.EndpointClient.resent`); with agent episodes their counts and environment
     seconds (``reruns``: episodes sent again); ``resumed_from``: the step a resumed run went on
     from; an interrupted run (``interrupted_by``: the signal) names the command resuming it."""
     summary: dict[str, Any] = {
@@ -60,6 +62,7 @@ def run_summary(result: TrainResult, shown: str, *, interrupted_by: str | None =
         "final_val_unanswered": None if result.final_eval is None else result.final_eval.unanswered,
         "accounting": {"train": msgspec.to_builtins(result.counts),
                        "validation": msgspec.to_builtins(result.val_counts)},
+        "resent": result.resent,
         "batching": batching_summary(result.batching, result.ledger),
     }
     if result.server_work is not None:

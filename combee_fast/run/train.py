@@ -77,6 +77,8 @@ class TrainResult(msgspec.Struct, frozen=True):
     (:mod:`combee_fast.endpoint.batching`), which the summary and the page show; ``server_work``:
     the ``--local`` server's own count of its work during the training (reading prompts, generating:
     :mod:`combee_fast.endpoint.server_work`; None without a local server, or when it did not say).
+    ``resent``: requests the session's endpoint clients sent once more during the training, on a
+    new connection, after a reused one closed unanswered (not retries; set by the session).
     """
 
     learner: str
@@ -107,6 +109,7 @@ class TrainResult(msgspec.Struct, frozen=True):
     concurrency_notes: tuple[str, ...] = ()
     batching: BatchingCurve | None = None  # the start-up probe's curve (set by the session; None: not told)
     server_work: ServerWork | None = None  # the local server's work while training (set by the session)
+    resent: int = 0  # requests sent once more after a reused connection closed unanswered (set by the session)
 
 
 class Batch(msgspec.Struct, frozen=True):
