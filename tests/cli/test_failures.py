@@ -98,8 +98,9 @@ def test_summary_and_ledger_count_calls_retries_and_errors_per_role_and_kind(tmp
     summary = json.loads((out / "summary.json").read_text())
     assert json.loads(done.stdout.strip().splitlines()[-1]) == summary
     train, validation = summary["accounting"]["train"], summary["accounting"]["validation"]
-    assert set(train) == {"calls", "retries", "errors"}
+    assert set(train) == {"calls", "retries", "errors", "prompt_tokens", "completion_tokens"}
     assert sum(train["calls"].values()) == summary["calls"]
+    assert sum(train["prompt_tokens"].values()) + sum(train["completion_tokens"].values()) == summary["tokens"]
     retried = {kind for kinds in train["retries"].values() for kind in kinds}
     assert {"429", "5xx"} <= retried
     ledger = [json.loads(line) for line in (out / "ledger.jsonl").read_text().splitlines()]
