@@ -92,6 +92,9 @@ SIM_MODEL = "sim"
 
 SPANS_KEPT = 100_000
 """Request spans a server keeps (a few MB): a long-lived server's memory stays bounded."""
+STOP_GRACE_S = 0.05
+"""Seconds :meth:`SimServer.stop` lets the requests in flight end before it drops them (aiohttp's
+own default, a minute, kept a test that stops a replica mid-run waiting that long twice)."""
 
 
 class SimCounters(msgspec.Struct):
@@ -211,7 +214,7 @@ class SimServer:
         self._loop = asyncio.get_running_loop()
         self._t0 = self._loop.time()
         self._web_server = web.Server(self._handle, handler_cancellation=True, access_log=None)
-        self._runner = web.ServerRunner(self._web_server)
+        self._runner = web.ServerRunner(self._web_server, shutdown_timeout=STOP_GRACE_S)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self._host, self._port, backlog=4096, reuse_port=self._reuse_port or None)
         await site.start()
@@ -219,7 +222,8 @@ class SimServer:
         self._url = f"http://{host}:{port}/v1"
 
     async def stop(self) -> None:
-        """Close every connection and stop listening."""
+        """Stop listening and close every connection within :data:`STOP_GRACE_S`: a request still
+        in flight then is dropped, as a server that dies drops it."""
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
