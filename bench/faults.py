@@ -10,7 +10,7 @@
    - unaccounted calls: every request the simulated server counted must be in the run's
      accounting as a call or a retry (learning steps and validation), or be one of the client's
      resends (a request sent again on a fresh connection after the server closed a reused one
-     before answering, as a dropped connection does: ``EndpointClient.resent``);
+     before answering, as a dropped connection does: ``Session.resent``);
 2. a ``combee learn`` process killed with SIGKILL at a random step and resumed by two
    ``combee learn --resume`` processes started at once: one must be refused (exit 2, the run is
    in use), the other must end with the clean run's ``final.json``, byte for byte, and as many
@@ -93,7 +93,7 @@ async def _checked_run(argv: list[str], out: Path | None) -> tuple[TrainResult, 
             if run_dir is not None:
                 run_dir.close()
         requests = session.server.counters().requests
-        resent = sum(client.resent for client in session.clients.every_replica())
+        resent = session.resent
     ids = [item.id for item in session.train_items()]
     lost = sum(1 for item_id in ids if method.first_attempts[item_id] != 1)
     lost += sum(1 for item_id in method.first_attempts if item_id not in set(ids))

@@ -392,12 +392,12 @@ class Session:
         result: TrainResult | None = None
         failure: BaseException | None = None
         try:
-            before, resent_before = await self._local_work(), self._resent()
+            before, resent_before = await self._local_work(), self.resent
             result = await train(training)
             after = await self._local_work()
             work = None if before is None or after is None else after.since(before)
             result = msgspec.structs.replace(result, batching=self.batching, server_work=work,
-                                             resent=self._resent() - resent_before)
+                                             resent=self.resent - resent_before)
             return result
         except BaseException as exc:
             failure = exc
@@ -409,7 +409,8 @@ class Session:
             if run_dir is not None and run_dir.started:
                 await asyncio.to_thread(self._write_page, run_dir, training, choice, facts, record, result, failure)
 
-    def _resent(self) -> int:
+    @property
+    def resent(self) -> int:
         """Requests sent so far once more on a new connection, over every endpoint client, after
         their reused keep-alive connection closed unanswered (:attr:`EndpointClient.resent`)."""
         return sum(client.resent for client in self.clients.every_replica())

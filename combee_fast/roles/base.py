@@ -94,12 +94,14 @@ def copies_prompt(text: str, prompt: str) -> bool:
     if needle in _comparable_prompt(prompt):
         return True
     words = _WORD.findall(needle)
+    if len(words) < COPY_SHINGLE_WORDS:
+        return False
     runs = _prompt_runs(prompt)
     covered = [False] * len(words)
     for start in range(len(words) - COPY_SHINGLE_WORDS + 1):
         if tuple(words[start:start + COPY_SHINGLE_WORDS]) in runs:
             covered[start:start + COPY_SHINGLE_WORDS] = [True] * COPY_SHINGLE_WORDS
-    return len(words) >= COPY_SHINGLE_WORDS and sum(covered) >= COPY_COVERED * len(words)
+    return sum(covered) >= COPY_COVERED * len(words)
 
 
 def _comparable(text: str) -> str:

@@ -147,11 +147,6 @@ def step_outcomes(result: StepResult[Any]) -> list[tuple[Usage, CallError | None
     ]
 
 
-def step_usages(result: StepResult[Any]) -> list[Usage]:
-    """Usage of every LLM call the step made (collected traces cost no call)."""
-    return [usage for usage, _ in step_outcomes(result)]
-
-
 def step_counts(result: StepResult[Any]) -> CallCounts:
     """Calls, retries and failures of one step."""
     counts = CallCounts()
@@ -179,16 +174,12 @@ def step_episodes(result: StepResult[Any]) -> list[Trajectory]:
     return [e for t in result.traces if isinstance(t, EpisodeTrace) for e in t.episodes()]
 
 
-def usage_columns(usages: Iterable[Usage]) -> tuple[dict[str, str], dict[str, int], dict[str, int]]:
-    """Per role: the "model @ endpoint" that served it, prompt tokens and completion tokens."""
-    prompt: Counter[str] = Counter()
-    completion: Counter[str] = Counter()
+def serving_models(outcomes: Iterable[tuple[Usage, CallError | None]]) -> dict[str, str]:
+    """Per role, the "model @ endpoint" that served its first call of ``outcomes``."""
     models: dict[str, str] = {}
-    for usage in usages:
+    for usage, _ in outcomes:
         models.setdefault(usage.role, f"{usage.model} @ {usage.endpoint}")
-        prompt[usage.role] += usage.prompt_tokens
-        completion[usage.role] += usage.completion_tokens
-    return models, dict(prompt), dict(completion)
+    return models
 
 
 def ledger_row(
@@ -199,7 +190,6 @@ def ledger_row(
     seconds so far; ``rollout_role`` the role whose calls are rollouts; ``predicted_seconds`` the
     step seconds the batch plan predicted for it."""
     counts = step_counts(result)
-    models, prompt, completion = usage_columns(step_usages(result))
     errors = [ErrorRecord(item, e.kind, e.message) for t in result.traces for item, e in t.errors()]
     errors += [ErrorRecord(p.source, p.error.kind, p.error.message) for p in result.proposals if p.error]
     episodes = step_episodes(result)
@@ -210,7 +200,8 @@ def ledger_row(
     return LedgerRow(
         method=method, epoch=epoch, step=step, batch_size=batch_size, batch_reason=reason,
         first_try_accuracy=sum(rewards) / len(rewards) if rewards else 0.0,
-        calls=counts.calls, models=models, prompt_tokens=prompt, completion_tokens=completion,
+        calls=counts.calls, models=serving_models(step_outcomes(result)), prompt_tokens=counts.prompt_tokens,
+        completion_tokens=counts.completion_tokens,
         sim_seconds=result.sim_seconds, wall_seconds=result.wall_seconds,
         cumulative_sim_seconds=cumulative, version=result.artifact.version, size=len(result.artifact),
         added=sum(len(r.added_ids) for r in result.reports), rejected=sum(len(r.rejected) for r in result.reports),
