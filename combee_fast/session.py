@@ -27,9 +27,10 @@ from combee_fast.config import AgentConfig, SessionConfig
 from combee_fast.endpoint.batching import PROBE_ROLE, BatchingCurve, measure_batching, not_probed
 from combee_fast.endpoint.cache import CacheMode, ReplayCache
 from combee_fast.endpoint.calls import ChatResult
-from combee_fast.endpoint.server_work import ServerWork, read_server_work
+from combee_fast.endpoint.capabilities import root_url
+from combee_fast.endpoint.server_work import ServerWork, read_server_work, work_since
 from combee_fast.errors import CheckpointError, CombeeError, ConfigError
-from combee_fast.redact import scrub
+from combee_fast.redact import scrub, strip_userinfo
 from combee_fast.kinds import Kind
 from combee_fast.learners import LEARNERS, Choice, resolve
 from combee_fast.methods.base import EvalResult
@@ -392,10 +393,9 @@ class Session:
         result: TrainResult | None = None
         failure: BaseException | None = None
         try:
-            before, resent_before = await self._local_work(), self.resent
+            before, resent_before = await self._server_work(), self.resent
             result = await train(training)
-            after = await self._local_work()
-            work = None if before is None or after is None else after.since(before)
+            work = work_since(await self._server_work(), before)
             result = msgspec.structs.replace(result, batching=self.batching, server_work=work,
                                              resent=self.resent - resent_before)
             return result
@@ -415,9 +415,18 @@ class Session:
         their reused keep-alive connection closed unanswered (:attr:`EndpointClient.resent`)."""
         return sum(client.resent for client in self.clients.every_replica())
 
-    async def _local_work(self) -> ServerWork | None:
-        """The local server's count of its work so far (None: no local server, or it did not say)."""
-        return None if self.local is None else await read_server_work(self.local.url)
+    async def _server_work(self) -> dict[str, ServerWork]:
+        """Each llama.cpp server's count of its work so far, by its root URL: the local server's
+        and those of the endpoints found to be llama.cpp servers that serve their counters
+        (:meth:`EndpointClient.server_work`), read at once."""
+        clients = {root_url(strip_userinfo(c.config.base_url)): c for c in self.clients.every_replica()}
+        readings = await asyncio.gather(*(client.server_work() for client in clients.values()))
+        found = {root: work for root, work in zip(clients, readings) if work is not None}
+        if self.local is not None and root_url(self.local.url) not in found:
+            local = await read_server_work(self.local.url)
+            if local is not None:
+                found[root_url(self.local.url)] = local
+        return found
 
     def _resumed_state(self, stored: StoredCheckpoint, kind: Kind, method: Method[Any], plan: BatchPlan,
                        run_dir: RunDir) -> TrainState[Any]:

@@ -71,6 +71,7 @@ from combee_fast.endpoint.capabilities import (Capabilities, FormState, check_fo
                                               probe_tools, response_format, tokenize)
 from combee_fast.endpoint.calls import ChatRequest, ChatResult
 from combee_fast.endpoint.retry import RETRYABLE_STATUSES, backoff_s, header_number, retry_after_s
+from combee_fast.endpoint.server_work import ServerWork, read_server_work
 from combee_fast.endpoint.capped import ACCEPT_ENCODING, BadEncoding, ReplyTooLarge, read_capped
 from combee_fast.endpoint.gate import AdmissionGate
 from combee_fast.endpoint.inflight import InFlight, Meters
@@ -262,6 +263,14 @@ class EndpointClient:
         found.tried = {form: scrub(what, self._secrets) for form, what in found.tried.items()}  # bodies may echo keys
         self._adopt(found)
         return found
+
+    async def server_work(self) -> ServerWork | None:
+        """The server's own count of its work so far (:mod:`.server_work`), asked with this
+        endpoint's credentials, when :meth:`detect` found a llama.cpp server here (else None, and
+        nothing is sent); None too when it serves no counters (started without ``--metrics``)."""
+        if self.capabilities.server != "llama.cpp":
+            return None
+        return await read_server_work(strip_userinfo(self.config.base_url), headers=self._headers)
 
     async def detect_tools(self) -> bool:
         """Whether the endpoint does OpenAI tool calling (:func:`~.capabilities.probe_tools`),

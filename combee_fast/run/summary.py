@@ -41,9 +41,10 @@ def run_summary(result: TrainResult, shown: str, *, interrupted_by: str | None =
     """The summary of the run ``result`` whose files are at ``shown``: its cost, its scores, the
     learner's own figures, the calls per role and the calls in flight per role (requested and achieved), the
     start-up probe's batching curve with the planner's predicted against measured step seconds
-    (``batching``, :func:`~combee_fast.run.predictions.batching_summary`); the local server's own
-    count of its work (``server_work``: prompt tokens read and cached, seconds reading and
-    generating, the share reading took; only with ``--local``); ``resent``: requests sent once
+    (``batching``, :func:`~combee_fast.run.predictions.batching_summary`); the llama.cpp servers'
+    own count of their work (``server_work``: prompt tokens read and cached, seconds reading and
+    generating, the share reading took, the servers counted; only when an endpoint is a llama.cpp
+    server serving its counters, as ``--local``'s is); ``resent``: requests sent once
     more on a new connection after their reused keep-alive connection closed unanswered (not
     retries: :attr:`~combee_fast.endpoint.client.EndpointClient.resent`); with agent episodes their counts and environment
     seconds (``reruns``: episodes sent again); ``resumed_from``: the step a resumed run went on

@@ -75,8 +75,9 @@ class TrainResult(msgspec.Struct, frozen=True):
     and ``env_seconds``: the agent episodes of the learning steps and their environment seconds.
     ``batching``: the start-up probe's batching curve of the rollout role's endpoint
     (:mod:`combee_fast.endpoint.batching`), which the summary and the page show; ``server_work``:
-    the ``--local`` server's own count of its work during the training (reading prompts, generating:
-    :mod:`combee_fast.endpoint.server_work`; None without a local server, or when it did not say).
+    the llama.cpp servers' own count of their work during the training, summed (reading prompts,
+    generating: :mod:`combee_fast.endpoint.server_work`; None when no endpoint is a llama.cpp
+    server serving its counters).
     ``resent``: requests the session's endpoint clients sent once more during the training, on a
     new connection, after a reused one closed unanswered (not retries; set by the session).
     """
@@ -108,7 +109,7 @@ class TrainResult(msgspec.Struct, frozen=True):
     concurrency: dict[str, dict[str, float]] = msgspec.field(default_factory=dict)
     concurrency_notes: tuple[str, ...] = ()
     batching: BatchingCurve | None = None  # the start-up probe's curve (set by the session; None: not told)
-    server_work: ServerWork | None = None  # the local server's work while training (set by the session)
+    server_work: ServerWork | None = None  # the llama.cpp servers' work while training (set by the session)
     resent: int = 0  # requests sent once more after a reused connection closed unanswered (set by the session)
 
 

@@ -77,6 +77,8 @@ def test_the_summary_holds_the_local_servers_own_count_of_its_work(learned) -> N
     assert work["generated_tokens"] >= generated > 0, (work, generated)
     assert work["prompt_s"] > 0 and work["generate_s"] > 0 and 0 < work["prefill_share"] < 1, work
     assert work["prefill_share"] == work["prompt_s"] / (work["prompt_s"] + work["generate_s"])
+    command = json.loads((out / "local_server.json").read_text())["command"]
+    assert work["servers"] == [f"http://127.0.0.1:{command[command.index('--port') + 1]}"], work  # the one counted
 
 
 def test_every_role_is_called_and_every_failure_is_accounted_with_its_raw_reply(learned) -> None:
