@@ -26,6 +26,7 @@ from collections.abc import Mapping
 import aiohttp
 import msgspec
 
+from combee_fast.endpoint.capabilities import root_url
 from combee_fast.endpoint.capped import ACCEPT_ENCODING, BadEncoding, ReplyTooLarge, read_capped
 
 COUNTERS = {
@@ -109,7 +110,7 @@ async def read_server_work(base_url: str, *, headers: Mapping[str, str] | None =
     with ``headers`` (an endpoint's credentials: ``/metrics`` is not public on a server started with
     an API key); None when it does not serve them (no ``/metrics``, another kind of server, not
     answering within ``timeout_s``). Never raises for the server's failures."""
-    root = base_url.rstrip("/").removesuffix("/v1")
+    root = root_url(base_url)
     asked = {**(headers or {}), "Accept-Encoding": ACCEPT_ENCODING}
     try:
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout_s), auto_decompress=False) as http:

@@ -147,10 +147,10 @@ def step_outcomes(result: StepResult[Any]) -> list[tuple[Usage, CallError | None
     ]
 
 
-def step_counts(result: StepResult[Any]) -> CallCounts:
-    """Calls, retries and failures of one step."""
+def call_counts(outcomes: Iterable[tuple[Usage, CallError | None]]) -> CallCounts:
+    """Calls, tokens, retries and failures of ``outcomes`` (a step's :func:`step_outcomes`)."""
     counts = CallCounts()
-    for usage, error in step_outcomes(result):
+    for usage, error in outcomes:
         counts.add(usage, error)
     return counts
 
@@ -189,7 +189,8 @@ def ledger_row(
     """The ledger row of one step of ``batch_size`` items; ``cumulative`` is the run's simulated
     seconds so far; ``rollout_role`` the role whose calls are rollouts; ``predicted_seconds`` the
     step seconds the batch plan predicted for it."""
-    counts = step_counts(result)
+    outcomes = step_outcomes(result)
+    counts = call_counts(outcomes)
     errors = [ErrorRecord(item, e.kind, e.message) for t in result.traces for item, e in t.errors()]
     errors += [ErrorRecord(p.source, p.error.kind, p.error.message) for p in result.proposals if p.error]
     episodes = step_episodes(result)
@@ -200,7 +201,7 @@ def ledger_row(
     return LedgerRow(
         method=method, epoch=epoch, step=step, batch_size=batch_size, batch_reason=reason,
         first_try_accuracy=sum(rewards) / len(rewards) if rewards else 0.0,
-        calls=counts.calls, models=serving_models(step_outcomes(result)), prompt_tokens=counts.prompt_tokens,
+        calls=counts.calls, models=serving_models(outcomes), prompt_tokens=counts.prompt_tokens,
         completion_tokens=counts.completion_tokens,
         sim_seconds=result.sim_seconds, wall_seconds=result.wall_seconds,
         cumulative_sim_seconds=cumulative, version=result.artifact.version, size=len(result.artifact),

@@ -28,7 +28,7 @@ class LlamaCppFront:
 
     def __init__(self, backend: SimServer) -> None:
         self.backend = backend
-        self.prompt_tokens = self.generated_tokens = self.metrics_read = 0
+        self.prompt_tokens = self.generated_tokens = self.metrics_read = self._calls = 0
         self._runner: web.AppRunner | None = None
         self._http: aiohttp.ClientSession | None = None
         self.root = ""
@@ -62,8 +62,6 @@ class LlamaCppFront:
                                   f"llamacpp:prompt_seconds_total {0.25 * calls}\n"
                                   f"llamacpp:tokens_predicted_total {self.generated_tokens}\n"
                                   f"llamacpp:tokens_predicted_seconds_total {0.75 * calls}\n"))
-
-    _calls = 0
 
     async def _pass_on(self, request: web.Request) -> web.Response:
         assert self._http is not None
