@@ -575,7 +575,8 @@ class LocalConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
 
 class FaultConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """Per-request fault probabilities of the simulated server (sum <= 1), one seeded stream.
+    """Per-request fault probabilities of the simulated server (sum <= 1), each request drawing
+    from the server seed and its own body (:mod:`combee_fast.sim.fault_draws`).
 
     ``rate_429`` answers 429 with ``Retry-After`` (``retry_after_s`` simulated seconds, sent
     also as ``retry-after-ms``); ``rate_500`` answers 500; ``rate_drop`` closes the connection

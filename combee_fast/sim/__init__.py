@@ -2,6 +2,8 @@
 
 - :mod:`.server`: :class:`~.server.SimServer`, a real OpenAI-compatible HTTP server on loopback,
   with fault injection (:class:`~combee_fast.config.FaultConfig`) and counters.
+- :mod:`.fault_draws`: which fault a request gets, drawn from the request itself (not from the
+  order requests arrive in).
 - :mod:`.latency`: the continuous-batching latency model and its presets.
 - :mod:`.responders`: the responder protocols (a whole responder; one role's,
   :data:`~.responders.RoleResponder`), echo and template responders.

@@ -29,6 +29,7 @@ from typing import Any
 import msgspec
 from aiohttp import web
 
+from combee_fast.sim.fault_draws import FaultDraws
 from combee_fast.sim.latency import (
     PRESETS,
     BatchModel,
@@ -59,7 +60,7 @@ from combee_fast.endpoint.wire import (
     ReceivedRequest,
     WireToolCall,
 )
-from combee_fast.config import FAULT_KINDS, FaultConfig
+from combee_fast.config import FaultConfig
 from combee_fast.endpoint.streamed import stream_body
 from combee_fast.errors import ConfigError
 from combee_fast.tokens import CHARS_PER_TOKEN, estimate_tokens
@@ -173,7 +174,7 @@ class SimServer:
         self._time_scale = time_scale
         self._faults = faults or FaultConfig()
         self._latency_jitter = latency_jitter
-        self._fault_rng = random.Random(f"{seed}/faults")
+        self._fault_draws = FaultDraws(self._faults, seed)
         self._jitter_rng = random.Random(f"{seed}/jitter")
         self._host = host
         self._port = port
@@ -249,7 +250,7 @@ class SimServer:
             queued=self._model.queued,
             open_connections=len(self._web_server.connections) if self._web_server else 0,
             requests_by_role=dict(self._counters.requests_by_role),
-            faults_injected=dict(self._counters.faults_injected),
+            faults_injected=dict(self._fault_draws.injected),
             busy_s=self.busy_s(),
         )
         return snapshot
@@ -292,8 +293,9 @@ class SimServer:
         role = request.headers.get(ROLE_HEADER, "")
         counters.requests_by_role[role] = counters.requests_by_role.get(role, 0) + 1
         try:
+            raw_body = await request.read()
             try:
-                wire = _request_decoder.decode(await request.read())
+                wire = _request_decoder.decode(raw_body)
             except msgspec.MsgspecError as exc:
                 return _error_response(400, f"invalid chat-completions body: {exc}",
                                        "invalid_request_error")
@@ -301,7 +303,7 @@ class SimServer:
             if self._reject_json_schema and fmt is not None and fmt.type not in ("text", "json_object"):
                 return _error_response(500, LLAMA_CPP_PYTHON_REJECTION, "server_error")
             json_schema = _schema_of(wire)
-            fault = self._draw_fault(json_schema is not None)
+            fault, fault_rng = self._fault_draws.draw(raw_body, is_json=json_schema is not None)
             if fault == "429":
                 return self._rate_limited()
             if fault == "500":
@@ -328,7 +330,7 @@ class SimServer:
                               for i, c in enumerate(reply.tool_calls)) or None
             else:
                 text = reply
-            text, finish_reason = self._shape_completion(text, sim_request.max_tokens, fault)
+            text, finish_reason = _shape_completion(text, sim_request.max_tokens, fault, fault_rng)
             if calls is not None and finish_reason == "stop":
                 finish_reason = "tool_calls"
             prompt_tokens = estimate_tokens("".join(m.content or "" for m in wire.messages))
@@ -356,18 +358,6 @@ class SimServer:
         finally:
             counters.in_flight -= 1
 
-    def _draw_fault(self, is_json: bool) -> str | None:
-        draw = self._fault_rng.random()
-        for kind, rate in zip(FAULT_KINDS, self._faults.rates()):
-            if draw < rate:
-                if kind == "malformed" and not is_json:
-                    return None
-                faults = self._counters.faults_injected
-                faults[kind] = faults.get(kind, 0) + 1
-                return kind
-            draw -= rate
-        return None
-
     def _rate_limited(self) -> web.Response:
         seconds = self._faults.retry_after_s * self._time_scale
         headers = {"Retry-After": str(math.ceil(seconds)), "retry-after-ms": f"{seconds * 1000:.0f}"}
@@ -382,17 +372,6 @@ class SimServer:
         counters.responder_total_s += elapsed
         counters.responder_max_s = max(counters.responder_max_s, elapsed)
         return text
-
-    def _shape_completion(self, text: str, max_tokens: int, fault: str | None) -> tuple[str, str]:
-        finish_reason = "stop"
-        if fault == "truncated":
-            keep = int(len(text) * self._fault_rng.uniform(0.2, 0.8))
-            text, finish_reason = text[:keep], "length"
-        elif fault == "malformed":
-            text = "Sure! Here it is: " + text[: len(text) // 2]
-        if estimate_tokens(text) > max_tokens:
-            text, finish_reason = text[: max_tokens * CHARS_PER_TOKEN], "length"
-        return text, finish_reason
 
     async def _run_in_model(self, prompt_tokens: int, completion_tokens: int) -> float:
         """Wait until the latency model finishes this request; its simulated seconds."""
@@ -459,6 +438,21 @@ def _schema_of(wire: CompletionRequest) -> dict[str, Any] | None:
     if fmt.type == "json_object" and fmt.schema is not None:
         return fmt.schema
     return None
+
+
+def _shape_completion(text: str, max_tokens: int, fault: str | None,
+                      fault_rng: random.Random | None) -> tuple[str, str]:
+    """The completion as sent and its finish reason: cut by an injected ``truncated`` fault (at
+    a fraction drawn from ``fault_rng``) or ``malformed`` one, then to ``max_tokens``."""
+    finish_reason = "stop"
+    if fault == "truncated" and fault_rng is not None:
+        keep = int(len(text) * fault_rng.uniform(0.2, 0.8))
+        text, finish_reason = text[:keep], "length"
+    elif fault == "malformed":
+        text = "Sure! Here it is: " + text[: len(text) // 2]
+    if estimate_tokens(text) > max_tokens:
+        text, finish_reason = text[: max_tokens * CHARS_PER_TOKEN], "length"
+    return text, finish_reason
 
 
 def _microseconds(seconds: float) -> str:

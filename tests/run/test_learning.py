@@ -103,6 +103,21 @@ async def test_injected_faults_are_recorded_and_the_run_completes(tmp_path) -> N
     assert sum(len(row["errors"]) for row in ledger) == len(errors)
 
 
+async def test_a_run_with_injected_faults_learns_the_same_playbook_whatever_the_completion_order(tmp_path) -> None:
+    faults = FaultConfig(rate_429=0.1, rate_500=0.1, rate_drop=0.1, rate_malformed=0.1, rate_truncated=0.1,
+                         retry_after_s=0.1)
+    files = []
+    for index, jitter in enumerate((0.0, 0.9)):
+        run_dir = RunDir(tmp_path / f"run{index}")
+        config = _config(sim=SimConfig("flat", 2e-4, faults=faults, latency_jitter=jitter),
+                         transport=TransportConfig(max_retries=6))
+        result, counters = await _learn(config, run_dir)
+        run_dir.close()
+        assert counters is not None and sum(counters.faults_injected.values()) > 0
+        files.append((tmp_path / f"run{index}" / "final.json").read_bytes())
+    assert files[0] == files[1]
+
+
 async def test_online_mode_accounts_for_every_rollout_in_exactly_one_batch() -> None:
     async with open_session(_config("train")) as session:
         examples = session.train_split.examples

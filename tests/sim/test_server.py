@@ -125,6 +125,23 @@ async def test_faults_are_seeded_and_counted(start_sim_server: StartSimServer) -
     assert {retry_after for status, _, retry_after in outcomes[0] if status == 429} == {"1"}  # ceil(3 * 0.001)
 
 
+async def test_a_requests_fault_depends_on_its_body_and_its_resends_not_on_arrival_order(
+        start_sim_server: StartSimServer) -> None:
+    faults = FaultConfig(rate_429=0.2, rate_500=0.2, rate_truncated=0.2)
+    texts = [f"question {i}" for i in range(12)]
+    outcomes = []
+    for order in (texts, texts[::-1]):
+        server = await start_sim_server(time_scale=0.001, faults=faults, seed=7)
+        seen: dict[str, list[tuple[int, str | None]]] = {}
+        for text in order:
+            for _ in range(3):  # the same body again, as a retry sends it
+                status, _, answer = await post(server, body(text))
+                seen.setdefault(text, []).append((status, answer.get("choices", [{}])[0].get("finish_reason")))
+        outcomes.append(seen)
+    assert outcomes[0] == outcomes[1]
+    assert any(len(set(draws)) > 1 for draws in outcomes[0].values()), "a resent body draws afresh"
+
+
 async def test_api_key_is_required_when_configured(start_sim_server: StartSimServer) -> None:
     server = await start_sim_server(time_scale=0.001, api_key="sekrit")
     status, _, answer = await post(server, body("hi"))
