@@ -73,6 +73,17 @@ def test_a_ratio_to_a_physical_limit_never_exceeds_one() -> None:
             physical_ratio("r", value)
 
 
+def test_a_ratio_may_exceed_one_by_the_measured_noise_and_no_more() -> None:
+    noise = physics.repeat_spread(2.00, 2.04)  # the same work timed twice
+    assert noise == pytest.approx(0.02)
+    assert physical_ratio("r", 1.015, noise=noise) == 1.0
+    with pytest.raises(WrongWorld, match=r"r=1.030 exceeds its physical limit 1 by more than the measurement's noise \(0.020\)"):
+        physical_ratio("r", 1.03, noise=noise)
+    assert physical_ratio("r", 1.004, noise=0.0) == 1.0  # never tighter than the timer's noise
+    with pytest.raises(WrongWorld, match="must be > 0 s"):
+        physics.repeat_spread(0.0, 1.0)
+
+
 def test_latency_and_node_checks() -> None:
     assert check_latency([0.21, 0.2, 0.22], 0.2, where="here") == 0.21
     with pytest.raises(WrongWorld, match="answered a single request in 2.0 ms"):
