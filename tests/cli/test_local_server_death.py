@@ -60,13 +60,14 @@ HTTPServer(("127.0.0.1", port), Handler).serve_forever()
 
 
 def _stand_in(tmp_path: Path) -> dict[str, str]:
-    """A ``PATH`` whose first ``llama-server`` is the stand-in; the environment to run it with."""
+    """A ``PATH`` whose first ``llama-server`` is the stand-in; the environment to run it with
+    (its temporary files, the dead server's kept log among them, under ``tmp_path``)."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     script = bin_dir / "llama-server"
     script.write_text(STAND_IN.format(python=sys.executable))
     script.chmod(script.stat().st_mode | stat.S_IXUSR)
-    return {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+    return {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "TMPDIR": str(tmp_path)}
 
 
 def _learn(tmp_path: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:

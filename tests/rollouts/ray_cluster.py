@@ -5,7 +5,8 @@ Each node is ``ray start --block`` (the head with ``--head``, the others with ``
 session of its own, so every process it starts (raylet, object store, workers, the head's GCS)
 carries that session id: :meth:`~LocalRayCluster.kill_node` kills one node's processes and only
 them (SIGKILL, as a machine that dies), :meth:`~LocalRayCluster.stop` every node's, whatever
-happened. The nodes share a short temporary folder of their own, have no dashboard, a small
+happened. The nodes share a short temporary folder of their own (Ray's, and ``TMPDIR`` of every
+process they start, so what a killed node's workers left there goes with it), have no dashboard, a small
 object store, ``cpus`` CPUs and ``sandboxes`` ``sandbox`` resources each; the head declares a
 node dead after about a second without a heartbeat. Token authentication is off
 (:data:`DRIVER_ENV`: the environment a driver of this cluster runs with): the cluster is this
@@ -75,7 +76,7 @@ class LocalRayCluster:
              f"--resources={json.dumps({'sandbox': self.sandboxes})}", f"--object-store-memory={OBJECT_STORE_BYTES}",
              "--disable-usage-stats"],
             stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-            env={**os.environ, **FAST_FAILURE_DETECTION, **DRIVER_ENV})
+            env={**os.environ, **FAST_FAILURE_DETECTION, **DRIVER_ENV, "TMPDIR": self.temp_dir})
         self.nodes.append(node)
 
     def start(self, nodes: int, *head_options: str) -> str:
