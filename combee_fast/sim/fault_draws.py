@@ -22,14 +22,13 @@ REMEMBERED_BODIES = 1 << 16
 
 
 class FaultDraws:
-    """Per-request fault draws for one server (module docstring); counts what it injected."""
+    """Per-request fault draws for one server (module docstring)."""
 
     def __init__(self, config: FaultConfig, seed: int) -> None:
         self._rates = tuple(zip(FAULT_KINDS, config.rates()))
         self._active = any(rate > 0 for _, rate in self._rates)
         self._seed = seed
         self._seen: collections.OrderedDict[bytes, int] = collections.OrderedDict()
-        self.injected: dict[str, int] = {}
 
     def draw(self, body: bytes, *, is_json: bool) -> tuple[str | None, random.Random | None]:
         """The fault kind for this arrival of ``body`` (None: answered normally) and the random
@@ -49,7 +48,6 @@ class FaultDraws:
             if draw < rate:
                 if kind == "malformed" and not is_json:
                     return None, None
-                self.injected[kind] = self.injected.get(kind, 0) + 1
                 return kind, rng
             draw -= rate
         return None, None

@@ -250,7 +250,7 @@ class SimServer:
             queued=self._model.queued,
             open_connections=len(self._web_server.connections) if self._web_server else 0,
             requests_by_role=dict(self._counters.requests_by_role),
-            faults_injected=dict(self._fault_draws.injected),
+            faults_injected=dict(self._counters.faults_injected),
             busy_s=self.busy_s(),
         )
         return snapshot
@@ -304,6 +304,8 @@ class SimServer:
                 return _error_response(500, LLAMA_CPP_PYTHON_REJECTION, "server_error")
             json_schema = _schema_of(wire)
             fault, fault_rng = self._fault_draws.draw(raw_body, is_json=json_schema is not None)
+            if fault is not None:
+                counters.faults_injected[fault] = counters.faults_injected.get(fault, 0) + 1
             if fault == "429":
                 return self._rate_limited()
             if fault == "500":
