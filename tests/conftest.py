@@ -1,4 +1,5 @@
-"""Shared fixtures: an in-process simulated inference server on loopback."""
+"""Shared fixtures: an in-process simulated inference server on loopback; and each test file a
+group of its own for pytest-xdist (:mod:`tests.worker_groups`)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,24 @@ from typing import Any
 import pytest
 
 from combee_fast.sim.server import EchoResponder, Responder, SimServer
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test not in a named group of :mod:`tests.worker_groups` is in its file's group: under
+    ``--dist loadgroup`` a file's tests run on one worker, in order, sharing its module fixtures."""
+    for item in items:
+        if item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
+
+
+def pytest_xdist_node_collection_finished(node: Any, ids: list[str]) -> None:
+    """Under ``--dist loadgroup`` a worker ends each test's node id in ``@`` and its group, which is
+    how the scheduler groups it. A pytest on which xdist cannot add it (9.2, where node ids are kept
+    elsewhere) would run grouped tests at once without a word: stop instead."""
+    if node.config.getoption("dist") == "loadgroup" and any("@" not in nodeid for nodeid in ids):
+        pytest.exit(f"pytest-xdist cannot group tests on pytest {pytest.__version__} (no @group in their node ids): "
+                    f"install the pytest that pyproject.toml's test extra asks for", returncode=4)
 
 
 @pytest.fixture(autouse=True)

@@ -21,6 +21,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.worker_groups import RAY
+
+pytestmark = RAY  # ray_scaling.py starts a Ray cluster; one fixture starts every command
+
 ROOT = Path(__file__).resolve().parents[2]
 BENCH = ROOT / "bench"
 AT_ONCE = 4

@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.worker_groups import RAY
+
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900),
               pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed (.ci/run installs it)")]
 
@@ -135,6 +137,7 @@ ON_RAY = [(GEPA, "combee-gepa"), (TEXTGRAD, "combee-textgrad")]
 
 
 @needs_ray
+@RAY
 @pytest.mark.parametrize(("args", "method"), ON_RAY, ids=[method for _, method in ON_RAY])
 def test_ray_actors_learn_what_the_engine_loop_learns(tmp_path: Path, args: list[str], method: str) -> None:
     local = _learn(*args, "--method", method, "--out", str(tmp_path / "local"))

@@ -23,6 +23,9 @@ from combee_fast.config import (AgentConfig, CacheConfig, ExecutorConfig, MapCon
 from combee_fast.engine.loop import run
 from combee_fast.session import open_session
 from tests.rollouts.ray_cluster import DRIVER_ENV, LocalRayCluster
+from tests.worker_groups import RAY
+
+pytestmark = RAY
 
 ROOT = Path(__file__).resolve().parents[2]
 RUN = ["--task", "terminal", "--train-split", "train[0:24]", "--val-split", "selection[0:4]", "--batch-size", "12",

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.worker_groups import RAY
+
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed (.ci/run installs it)")
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -53,7 +55,7 @@ def _listings(tmp_path: Path, backend: str) -> list[tuple[str, str]]:
 
 
 @pytest.mark.parametrize("backend", ["local", "process",
-                                     pytest.param("ray", marks=[pytest.mark.slow, pytest.mark.skipif(
+                                     pytest.param("ray", marks=[pytest.mark.slow, RAY, pytest.mark.skipif(
                                          not HAS_RAY, reason="Ray is not installed")])])
 def test_a_sandboxed_command_holds_only_its_own_streams(backend: str, tmp_path: Path) -> None:
     listing = _listings(tmp_path, backend)

@@ -34,6 +34,9 @@ from tests.rollouts.test_ray import needs_ray
 from tests.tau2.agents import MISBEHAVIOURS
 from tests.tau2.helpers import assert_each_misbehaviour_failed_its_episode
 from tests.tau2.test_hostile_mcp import CONFIG, ITEMS, SERVER, _tagged
+from tests.worker_groups import RAY
+
+pytestmark = RAY
 
 ROOT = Path(__file__).resolve().parents[2]
 PYTHONPATH = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
