@@ -5,6 +5,7 @@ and the MCP layer's overhead per tool call.
     python bench/tau2.py --skip-gepa           # ACE only
     python bench/tau2.py --skip-ace            # GEPA only
     python bench/tau2.py --domain airline
+    python bench/tau2.py --skip-ace --merge    # async-gepa with gepa.pipeline.merge on
 
 Each method learns on the domain's train split (one pass), selects on ``selection`` (the train
 rows: tau2 has no selection split of its own) and its final context is scored on the test split
@@ -98,7 +99,7 @@ def _config(args: argparse.Namespace, learner: str, method: str, time_scale: flo
 
 def _gepa(args: argparse.Namespace) -> dict[str, Any]:
     n = args.proposals
-    pipeline = PipelineConfig(proposals=n, grade=n, reflect=n, aggregate=n, screen=n, validate=n, merge=True)
+    pipeline = PipelineConfig(proposals=n, grade=n, reflect=n, aggregate=n, screen=n, validate=n, merge=args.merge)
     return {"gepa": GepaConfig(combee_minibatch=GEPA_BATCH, max_metric_calls=UNLIMITED, max_epochs=1,
                                pipeline=pipeline)}
 
@@ -196,6 +197,9 @@ def _main() -> None:
     parser.add_argument("--skip-ace", action="store_true")
     parser.add_argument("--selection", default="selection",
                         help="the split runs select on (default: all of it, the train rows), e.g. 'selection[0:20]'")
+    parser.add_argument("--merge", action="store_true",
+                        help="async-gepa merges the siblings that joined while a child was made, and the tied best "
+                             "at the end (gepa.pipeline.merge: each merge is one more validation on its path)")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     overhead = run(mcp_overhead_ms(args.domain, args.calls))
