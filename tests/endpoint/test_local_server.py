@@ -6,9 +6,12 @@ Needs the ``local`` extra (xllamacpp and the default local model); skipped, sayi
 from __future__ import annotations
 
 import signal
+import tempfile
 import time
+from pathlib import Path
 
 import aiohttp
+import pytest
 
 from combee_fast.config import LocalConfig
 from combee_fast.endpoint.local import LocalServer
@@ -25,8 +28,10 @@ async def test_a_fresh_install_of_the_local_server_decodes_one_token_at_start_up
     assert not server.log_path.exists()  # a clean stop leaves no log behind
 
 
-async def test_the_local_server_stops_at_once_on_sigterm_even_while_decoding() -> None:
+async def test_the_local_server_stops_at_once_on_sigterm_even_while_decoding(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """What the tether sends it when its engine dies: the server must not finish its decode first."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # exited, not stopped by us: its log is kept
     async with LocalServer(LocalConfig(prefer_native=False)) as server:
         body = {"model": server.alias, "messages": [{"role": "user", "content": "Write a very long story."}],
                 "max_tokens": 2000, "stream": True}
@@ -39,3 +44,4 @@ async def test_the_local_server_stops_at_once_on_sigterm_even_while_decoding() -
                 process.send_signal(signal.SIGTERM)
                 process.wait(timeout=10)
         assert time.monotonic() - started < 3.0 and process.returncode == 0
+    assert server.log_path.parent.parent == tmp_path and server.log_path.exists()
