@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import msgspec
 
@@ -21,8 +21,15 @@ from combee_fast.schema import Example, Observation, Tool, ToolCall
 from combee_fast.tasks.base import Score
 from combee_fast.tasks.terminal.chores import Chore, grade
 
-if TYPE_CHECKING:
-    from combee_fast.tasks.terminal.task import TerminalTask
+
+class ChoreSource(Protocol):
+    """What the environment needs of its task (:class:`~combee_fast.tasks.terminal.task.TerminalTask`):
+    each example's chore, and the seconds each ``run`` step also waits."""
+
+    tool_wait_s: float
+
+    def chore(self, example: Example) -> Chore: ...
+
 
 RUN_TOOL = Tool(
     "run",
@@ -37,7 +44,7 @@ RUN_TOOL = Tool(
 class TerminalEnvironment:
     """An :class:`~combee_fast.protocols.Environment` over one sandbox session (module docstring)."""
 
-    def __init__(self, task: TerminalTask, sandboxes: Sandboxes) -> None:
+    def __init__(self, task: ChoreSource, sandboxes: Sandboxes) -> None:
         self._task = task
         self._sandboxes = sandboxes
         self._session: SandboxSession | None = None

@@ -27,6 +27,7 @@ from combee_fast.tasks.base import Score, Split
 from combee_fast.tasks.heldout import CONTENT_META
 from combee_fast.tasks.splits import SplitFile, select_rows
 from combee_fast.tasks.terminal.chores import Chore
+from combee_fast.tasks.terminal.environment import TerminalEnvironment
 
 SPLIT_FILES = {"train": "terminal_train.jsonl", "selection": "terminal_selection.jsonl",
                "test": "terminal_test.jsonl"}
@@ -112,6 +113,4 @@ class TerminalTask:
         raise ValueError(f"terminal chore {example.id} is graded by its environment's checks, not by an answer")
 
     def environment(self, sandboxes: Sandboxes) -> Environment:
-        from combee_fast.tasks.terminal.environment import TerminalEnvironment
-
         return TerminalEnvironment(self, sandboxes)
