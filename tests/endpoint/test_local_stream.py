@@ -39,5 +39,6 @@ async def test_a_streamed_request_given_up_on_does_not_hold_up_the_next() -> Non
         idle = await _one_token_s(server.url, server.alias)
         streamed = await abandoned.next_wait_after_timeout(server.url, server.alias, stream=True, max_tokens=1000)
     # 1,000 tokens take ~90 s on the 0.5B here, so a ghost would hold the next request for most of
-    # that; the request's own time (its prompt, slow on a busy machine) is measured on the idle server.
-    assert streamed < idle + 2.0, f"the next request waited {streamed:.2f} s behind the abandoned one ({idle:.2f} s idle)"
+    # that; the request's own time (its prompt, slow on a busy machine) is measured on the idle server,
+    # and 10 s more is room for a busy machine (CI under two workers once took 3.0 s against 0.9 idle).
+    assert streamed < idle + 10.0, f"the next request waited {streamed:.2f} s behind the abandoned one ({idle:.2f} s idle)"

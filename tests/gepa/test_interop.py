@@ -24,9 +24,9 @@ from combee_fast.tasks.registry import get_task
 CURRENT = "Answer the question."
 
 
-def _server() -> SimServer:
+def _server(time_scale: float = 0.01) -> SimServer:
     world = InstructionWorld.for_task(get_task("formula"), ("train", "val"))
-    return SimServer(PeerRouter(world, PeerReplies(world)), preset="flat", time_scale=0.01)
+    return SimServer(PeerRouter(world, PeerReplies(world)), preset="flat", time_scale=time_scale)
 
 
 def test_rewrite_text_reads_json_fenced_or_plain_replies() -> None:
@@ -38,7 +38,9 @@ def test_rewrite_text_reads_json_fenced_or_plain_replies() -> None:
 
 async def test_map_calls_are_all_in_flight_at_once_then_one_reduce() -> None:
     records = [{"Inputs": f"question {i}", "Generated Outputs": "1.00", "Feedback": "wrong"} for i in range(16)]
-    async with _server() as server:
+    # Each call lasts ~0.5 s, so the map's threads overlap even when a busy machine starts one late
+    # (at 0.01, 27 ms a call, CI under two workers once started the fourth after the others ended).
+    async with _server(time_scale=0.2) as server:
         lm = BlockingChat(server.url, "sim")
         strategy = CombeeReflectionStrategy(lm, combee=CombeeConfig(), seed=3)
         try:
