@@ -42,6 +42,7 @@ from typing import Any
 from combee_fast.config import (AgentConfig, ExecutorConfig, GepaConfig, MapConfig, PipelineConfig, SandboxConfig,
                                 SessionConfig, SimConfig, TaskConfig, TrainConfig)
 from combee_fast.engine.loop import run
+from combee_fast.engine.timing import finish_times
 from combee_fast.mcp.client import McpConnection
 from combee_fast.run.batch_plans import FixedBatch
 from combee_fast.run.train import TrainResult
@@ -138,13 +139,15 @@ async def mcp_overhead_ms(name: str, calls: int) -> float:
     return 1e3 * (over_mcp - in_process)
 
 
-def gepa_speedup_limit(serial: Run, fast: Run) -> float:
-    """The most ``gepa_speedup`` can be on this selection split (module docstring): the serial
-    path over two of async-gepa's seed validations."""
-    seed = [row.sim_seconds for row in fast.result.ledger if row.batch_reason == "start"]
-    if not seed or seed[0] <= 0:
-        raise WrongWorld("async-gepa's ledger holds no seed validation with a path: no limit to check against")
-    return serial.result.train_sim_seconds / (2 * seed[0])
+def gepa_speedup_limit(serial: Run, fast: Run, workers: int) -> float:
+    """The most ``gepa_speedup`` can be on this selection split: the serial path over the one task
+    async-gepa's search cannot end before, the seed's validation (every candidate joins the pool
+    after it), at its model seconds alone (its pool keeps them per validation instance)."""
+    seconds = fast.result.artifact.seconds_of(0)
+    seed = max(finish_times(seconds, workers), default=0.0) if seconds else 0.0
+    if seed <= 0:
+        raise WrongWorld("async-gepa's pool holds no seed validation with a path: no limit to check against")
+    return serial.result.train_sim_seconds / seed
 
 
 def _table(title: str, runs: list[Run]) -> None:
@@ -215,7 +218,7 @@ def _main() -> None:
         figures += f" rollouts_per_s={comb.result.episodes / comb.result.train_wall_seconds:.1f}"
     if not args.skip_gepa:
         gepa, fast = runs["gepa"], runs["async-gepa"]
-        speedup, limit = path(gepa) / path(fast), gepa_speedup_limit(gepa, fast)
+        speedup, limit = path(gepa) / path(fast), gepa_speedup_limit(gepa, fast, args.workers)
         physical_ratio("gepa_speedup/gepa_speedup_limit", speedup / limit)
         figures += (f" gepa_speedup={speedup:.2f} gepa_speedup_limit={limit:.2f} "
                     f"gepa_acc_gap={(gepa.accuracy - fast.accuracy) / 100:.3f}")

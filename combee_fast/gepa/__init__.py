@@ -9,6 +9,7 @@ search over named text components with a Pareto pool of candidates over the vali
   in simulated time, as a :class:`~combee_fast.protocols.Method`.
 - :mod:`.stages`: the stages of one proposal (grade, reflect, aggregate, screen, validate).
 - :mod:`.staleness`: what happens to a child the pool moved past (``full``, ``guarded``).
+- :mod:`.delays`: the environment's real seconds on the pipeline's time, along what each task waited for.
 - :mod:`.budget`: the metric-call budget reserved at dispatch.
 - :mod:`.planner`: the live planner (minibatch, reflection groups, proposals in flight).
 - :mod:`.measure`: what one iteration measured, for the planner.

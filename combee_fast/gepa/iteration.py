@@ -15,7 +15,8 @@ validation set and becomes the pool's first candidate. Then each step:
 
 Every grading of a candidate on one example is one metric call; the run stops once the budget is
 spent (:class:`~combee_fast.gepa.stops.MetricCallBudget`). Gradings of one set run ``workers`` at
-once; a phase's time is its critical path in simulated seconds (with, for agent episodes, the
+once (a child's validation longest first, by its parent's model seconds on each instance: see
+:func:`grade`); a phase's time is its critical path in simulated seconds (with, for agent episodes, the
 environment's seconds), and an iteration's time is the sum of its phases. Deterministic given the
 seed and the endpoint's answers.
 """
@@ -65,19 +66,33 @@ class Graded(msgspec.Struct, frozen=True):
         return tuple(e.score for e in self.evaluations)
 
 
-async def grade(calls: GepaCalls, candidate: Candidate, examples: Sequence[Example], *, workers: int) -> Graded:
-    """``candidate`` graded on every example, ``workers`` solves at once, in example order."""
+async def grade(calls: GepaCalls, candidate: Candidate, examples: Sequence[Example], *, workers: int,
+                expected: Sequence[float] | None = None) -> Graded:
+    """``candidate`` graded on every example, ``workers`` solves at once, started in example
+    order, or longest first when ``expected`` gives each example's expected seconds (those of
+    the candidate it was made from: the solves of one example take alike long, so the long ones
+    no longer start last and hold the set up); the evaluations are in example order either way."""
     text = candidate.render()
+    order = longest_first(expected) if expected is not None and len(expected) == len(examples) \
+        else list(range(len(examples)))
 
     async def one(_: int, example: Example) -> GradedAnswer:
         return await calls.solve(example, text)
 
-    evaluations = await indexed_map(examples, one, concurrency=workers)
-    path = max(finish_times([e.sim_seconds for e in evaluations], workers), default=0.0)
-    if not any(e.trajectory is not None for e in evaluations):
+    started = await indexed_map([examples[i] for i in order], one, concurrency=workers)
+    path = max(finish_times([e.sim_seconds for e in started], workers), default=0.0)
+    evaluations: list[GradedAnswer] = [started[0]] * len(started)
+    for position, index in enumerate(order):
+        evaluations[index] = started[position]
+    if not any(e.trajectory is not None for e in started):
         return Graded(tuple(evaluations), path)
-    model = max(finish_times([e.usage.effective_latency_s for e in evaluations], workers), default=0.0)
+    model = max(finish_times([e.usage.effective_latency_s for e in started], workers), default=0.0)
     return Graded(tuple(evaluations), path, max(0.0, path - model))
+
+
+def longest_first(seconds: Sequence[float]) -> list[int]:
+    """The indices of ``seconds``, longest first (ties: in index order)."""
+    return sorted(range(len(seconds)), key=lambda i: (-seconds[i], i))
 
 
 async def grade_seed(calls: GepaCalls, artifact: GepaState, val: Sequence[Example], *,
@@ -144,7 +159,8 @@ class GepaIteration(StepsOnly):
                 graded.append(await grade(self.calls, child, items, workers=self.workers))
                 change = PoolChange("rejected", rejected=(len(state.candidates),))
                 if graded[-1].total > graded[0].total:
-                    graded.append(await grade(self.calls, child, self.val, workers=self.workers))
+                    graded.append(await grade(self.calls, child, self.val, workers=self.workers,
+                                              expected=artifact.seconds_of(parent_index)))
                     state = state.with_candidate(child, graded[-1].evaluations)
                     change = PoolChange("accepted", added_ids=(len(state.candidates) - 1,))
         evaluations = tuple(e for g in graded for e in g.evaluations)

@@ -43,15 +43,26 @@ the schedule's time is then a lower estimate.
 
 On a task solved by acting, a grading's episodes also spend real seconds in their environments;
 those differ from run to run, so the schedule leaves them out of its durations (a replayed run
-takes the same decisions). They lengthen the search's reported time instead: every stage task
-ends late by the environment delay the search had accumulated when it started plus its own
-environment seconds, and the search's time is the schedule's clock plus the largest such delay
-so far (an estimate that errs long: a task waits for every delay seen before it started).
+takes the same decisions). They lengthen the search's reported time instead, carried along what
+each task waited for (:mod:`.delays`): its proposal's previous stage, the pool when its start
+read it, the slot it took.
 
 **Budget.** A proposal is started only once the budget can pay for every metric call it may make
 (:mod:`.budget`); once the proposals in flight have ended and a proposal on the minibatch asked
 for does not fit in what is left, nothing more starts and the pool's ``budget_closed`` is set.
 The budget is never overshot, whatever the faults.
+
+**The seed.** The seed's validation is the search's first task (key :data:`SEEDING`, in the
+validate stage, its metric calls reserved first), not a barrier before it: the first
+proposals start beside it, all on the seed (the one candidate there is to draw, so the draw
+needs no validation score). An accepted child's validation waits for the seed's to end, so the
+seed always joins the pool first, as candidate 0; the seed's validation is not a proposal (it
+takes none of the ``proposals`` in flight). The run loop's opening step therefore does nothing
+(:meth:`AsyncGepa.start`), and the seed joins in the step during which its validation ends.
+
+**Validation order.** A child's validation starts its solves longest first, by the model
+seconds the candidate it was made from took on each instance (:func:`~.iteration.grade`; the
+seed's own in example order).
 
 **A step.** ``step(items)`` starts one proposal on the minibatch ``items`` (the batch plan sizes
 it, the epoch order picks it) as soon as it can start (at once, unless the plan lowered the
@@ -66,9 +77,10 @@ the whole schedule (:meth:`AsyncGepa.carried`); work started ahead of the schedu
 running then is run again after a resume, as the carried chains of ACE are (same calls, so the
 same answers from a deterministic endpoint or the replay cache).
 
-With ``proposals = 1`` the pipeline is the synchronous loop: one iteration after the other, the
-same seeds, the same pool (only its budget differs: an iteration the budget cannot pay for in
-full does not start).
+With ``proposals = 1`` the pipeline decides as the synchronous loop does: one iteration after
+the other, the same seeds, the same pool (its budget differs: an iteration the budget cannot
+pay for in full does not start; and its time: the first iteration runs beside the seed's
+validation).
 """
 
 from __future__ import annotations
@@ -86,7 +98,8 @@ from combee_fast.engine.virtual import Ended, ScheduleState, StageSchedule
 from combee_fast.gepa.budget import MetricBudget
 from combee_fast.gepa.calls import GepaCalls
 from combee_fast.gepa.candidate import Candidate
-from combee_fast.gepa.iteration import Graded, grade_seed
+from combee_fast.gepa.delays import EnvDelays
+from combee_fast.gepa.iteration import Graded
 from combee_fast.gepa.measure import ProposalMeasure, added_lines, line_retention
 from combee_fast.gepa.pool import GepaState, PoolChange
 from combee_fast.gepa.revisions import rebase
@@ -95,13 +108,16 @@ from combee_fast.gepa.staleness import staleness_policy
 from combee_fast.methods.base import StepResult, StepShape
 from combee_fast.schema import Example, GradedAnswer, Proposal as Call
 
+SEEDING = -1
+"""The key of the seed's validation among the search's tasks in flight (module docstring)."""
+
 
 class PipelineState(msgspec.Struct, kw_only=True):
     """What a checkpoint keeps of the search in flight: the simulated-time ``schedule``, every
     proposal in flight by iteration, the ``budget``, how many proposals were ``started``, the
     metric calls of the grading tasks in flight in simulated time (``load``), the minibatch
-    size last asked for (``wanted``), the environment delay on the search's time (``delay``,
-    module docstring) and whether the closing merge was decided (``closed``)."""
+    size last asked for (``wanted``), the environment delays on the search's time (``delays``,
+    :mod:`.delays`) and whether the closing merge was decided (``closed``)."""
 
     schedule: Any
     proposals: dict[int, Proposal]
@@ -109,7 +125,7 @@ class PipelineState(msgspec.Struct, kw_only=True):
     started: int
     load: int = 0
     wanted: int = 1
-    delay: float = 0.0
+    delays: EnvDelays = msgspec.field(default_factory=EnvDelays)
     closed: bool = False
 
 
@@ -123,20 +139,20 @@ class KeptPipeline(msgspec.Struct, kw_only=True):
     started: int
     load: int
     wanted: int
-    delay: float = 0.0
+    delays: EnvDelays = msgspec.field(default_factory=EnvDelays)
     closed: bool = False
 
     @classmethod
     def of(cls, state: PipelineState) -> KeptPipeline:
         return cls(schedule=state.schedule.state(), proposals=state.proposals, budget=state.budget,
-                   started=state.started, load=state.load, wanted=state.wanted, delay=state.delay,
+                   started=state.started, load=state.load, wanted=state.wanted, delays=state.delays,
                    closed=state.closed)
 
     def pipeline(self) -> PipelineState:
         """The search state to go on from."""
         return PipelineState(schedule=StageSchedule.restored(self.schedule), proposals=dict(self.proposals),
                              budget=self.budget, started=self.started, load=self.load, wanted=self.wanted,
-                             delay=self.delay, closed=self.closed)
+                             delays=self.delays, closed=self.closed)
 
 
 class _Slice:
@@ -175,12 +191,12 @@ class AsyncGepa:
 
     # -- the Method protocol ---------------------------------------------------------------------
 
-    async def start(self, artifact: GepaState) -> StepResult[GepaState] | None:
-        """Grade the seed on the validation set: the pool's first candidate (None: already graded)."""
-        return await grade_seed(self.calls, artifact, self.work.val, workers=self.work.workers)
+    async def start(self, artifact: GepaState) -> None:
+        """Nothing: the seed's validation is the search's first task (module docstring)."""
+        return None
 
     def pending(self) -> int:
-        """Proposals in flight."""
+        """Proposals in flight, and the seed's validation while it runs."""
         return len(self._state.proposals) if self._state is not None else 0
 
     def carried(self) -> KeptPipeline | None:
@@ -204,7 +220,7 @@ class AsyncGepa:
         started = time.perf_counter()
         state = self._begin(artifact)
         self._slice = _Slice(artifact.version)
-        began = state.schedule.clock + state.delay  # the search's time, environment delay included
+        began = state.delays.time(state.schedule.clock)  # the search's time, environment delays included
         past = self.config.max_epochs is not None and epoch >= self.config.max_epochs
         planned = shape.in_flight if shape is not None else None
         self._in_flight = min(self.config.pipeline.proposals, planned or self.config.pipeline.proposals)
@@ -231,10 +247,10 @@ class AsyncGepa:
             pool = msgspec.structs.replace(pool, step_from=None)
         self._pool = pool
         done = self._slice
-        advanced = state.schedule.clock + state.delay - began
+        advanced = state.delays.time(state.schedule.clock) - began
         return StepResult(
             pool, tuple(done.reports), tuple(done.traces), tuple(done.calls), advanced, time.perf_counter() - started,
-            (), (), rewards=tuple(done.rewards), validation=pool.validation(),
+            (), (), rewards=tuple(done.rewards), validation=pool.validation() if pool.candidates else None,
         )
 
     # -- starting proposals ----------------------------------------------------------------------
@@ -247,6 +263,8 @@ class AsyncGepa:
             self._state = PipelineState(schedule=StageSchedule(self._limits), proposals={},
                                         budget=MetricBudget(self.config.max_metric_calls, spent=artifact.metric_calls),
                                         started=artifact.iterations)
+            if not artifact.candidates:
+                self._seed()
         if self._revive:
             self._revive = False
             for proposal in self._state.proposals.values():
@@ -264,7 +282,20 @@ class AsyncGepa:
         """Another proposal can start: fewer than the limit in flight, and the budget can pay for
         one on a minibatch of the size last asked for."""
         assert self._state is not None
-        return len(self._state.proposals) < self._in_flight and self._fits(self._state.wanted)
+        proposing = len(self._state.proposals) - (SEEDING in self._state.proposals)
+        return proposing < self._in_flight and self._fits(self._state.wanted)
+
+    def _seed(self) -> None:
+        """Queue the seed's validation, the search's first task (its calls reserved first: the
+        configuration checked that the budget pays for them, :func:`~.kind.check_budget_pays_one_step`)."""
+        state, pool = self._state, self._pool
+        assert state is not None and pool is not None
+        calls = len(self.work.val)
+        state.budget.reserve(calls)
+        proposal = Proposal(iteration=SEEDING, items=(), proposed_at=0, parent=0, component=pool.seed.names()[0],
+                            shape=None, reserved=calls, started_at=state.schedule.clock, child=pool.seed)
+        state.proposals[SEEDING] = proposal
+        self._queue(proposal, "validate", start=True)
 
     def _admit(self, items: tuple[Example, ...], shape: StepShape | None) -> None:
         """Start iteration ``started`` on ``items`` against the pool as it is now: draw its parent,
@@ -272,13 +303,15 @@ class AsyncGepa:
         state, pool = self._state, self._pool
         assert state is not None and pool is not None
         iteration = state.started
-        parent = pool.pool().sample_parent(rng_at(self.seed, "gepa", "parent", iteration))
-        names = pool.candidates[parent].names()
+        draw = rng_at(self.seed, "gepa", "parent", iteration)
+        parent = pool.pool().sample_parent(draw) if pool.candidates else 0  # the seed, still validating
+        names = pool.candidate(parent).names()
         need = self.work.worst_case(len(items), rescreens=self.policy.rescreens)
         state.budget.reserve(need)
-        proposal = Proposal(iteration=iteration, items=items, proposed_at=pool.version, parent=parent,
+        version = _version(pool)
+        proposal = Proposal(iteration=iteration, items=items, proposed_at=version, parent=parent,
                             component=names[iteration % len(names)], shape=shape, reserved=need,
-                            started_at=state.schedule.clock, based_at=pool.version)
+                            started_at=state.schedule.clock, based_at=version, chain=state.delays.admitted())
         state.proposals[iteration] = proposal
         state.started += 1
         self._queue(proposal, "grade", start=True)
@@ -294,9 +327,10 @@ class AsyncGepa:
         while True:
             for task in schedule.start_ready():
                 proposal = state.proposals[task.key]
-                proposal.waited += task.at - proposal.spans[task.stage][0]
+                queued = proposal.spans[task.stage][0]
+                proposal.waited += task.at - queued
                 proposal.spans[task.stage] = (task.at, task.at)
-                proposal.delays[task.stage] = state.delay
+                proposal.delays[task.stage] = state.delays.start(proposal.chain, task.stage, queued=task.at > queued)
                 if task.stage in GRADING_STAGES:
                     state.load += self.work.metric_calls(task.stage, proposal)
                     proposal.loads[task.stage] = state.load
@@ -336,8 +370,9 @@ class AsyncGepa:
         """``stage``'s work for ``proposal`` under the stage's real in-flight limit; once it is done,
         the next stage whose running is certain begins."""
         assert self._pool is not None
+        expected = await self._expected(proposal) if stage == "validate" else None
         async with self._real_limits[stage]:
-            result = await self.work.run(stage, proposal, self._pool)
+            result = await self.work.run(stage, proposal, self._pool, expected)
         proposal.keep(stage, result)
         if stage == "grade" and not self.work.perfect(proposal):
             self._start_work(proposal, "reflect")
@@ -346,6 +381,20 @@ class AsyncGepa:
         elif stage == "screen" and self.work.accepted(proposal):
             self._start_work(proposal, "validate")
         return result
+
+    async def _expected(self, proposal: Proposal) -> tuple[float, ...] | None:
+        """The model seconds, per validation instance, of the candidate ``proposal``'s child was
+        made from (its validation starts longest first by them; None: the seed's own validation,
+        or a pool that does not keep them). The seed's come from its validation, waited for when
+        it is still running (before the stage's slot is taken: it may need one)."""
+        assert self._state is not None and self._pool is not None and proposal.child is not None
+        if proposal.iteration == SEEDING:
+            return None
+        base = proposal.child.parents[0]
+        if base < len(self._pool.candidates):
+            return self._pool.seconds_of(base)
+        seeding = await self._result(self._state.proposals[SEEDING], "validate")
+        return tuple(e.usage.effective_latency_s for e in seeding.evaluations)
 
     async def _result(self, proposal: Proposal, stage: str) -> Any:
         """``stage``'s result for ``proposal``, waiting for its work when it is still running."""
@@ -364,7 +413,8 @@ class AsyncGepa:
         proposal.spans[stage] = (start, ended.at)
         self._running.pop((proposal.iteration, stage), None)
         result = proposal.result(stage)
-        state.delay = max(state.delay, proposal.delays.pop(stage, state.delay) + env_delay(result))
+        proposal.chain = proposal.delays.pop(stage, proposal.chain) + env_delay(result)
+        state.delays.ended(stage, ended.at, proposal.chain)
         if stage in GRADING_STAGES:
             evaluations = [*result.child.evaluations, *(result.rival.evaluations if result.rival else ())] \
                 if stage == "screen" else list(result.evaluations)
@@ -384,14 +434,20 @@ class AsyncGepa:
             return self._screen(proposal, result.text)
         if stage == "screen":
             if self.work.accepted(proposal):
+                if SEEDING in state.proposals:
+                    proposal.held = True
+                    return None
                 return self._queue(proposal, "validate")
             self._release(proposal, self.work.metric_calls("validate", proposal))
             return self._finish(proposal, PoolChange("rejected", rejected=(len(pool.candidates),)))
         assert proposal.child is not None
+        if proposal.iteration == SEEDING:
+            return self._seeded(proposal, result)
         if proposal.closing:
             return self._closed(proposal, result)
         sibling = pool.best_since(proposal.based_at) if self.config.pipeline.merge else None
         self._pool = pool.with_candidate(proposal.child, result.evaluations)
+        state.delays.joined(proposal.chain)
         proposal.joined.append(len(self._pool.candidates) - 1)
         if sibling is None or not self._merge(proposal, sibling):
             self._finish(proposal, PoolChange("accepted", added_ids=tuple(proposal.joined)))
@@ -414,6 +470,7 @@ class AsyncGepa:
         proposal.reserved += calls
         proposal.child = pool.candidates[sibling].replaced(component, text, parent=sibling)
         proposal.based_at = pool.version
+        proposal.chain = max(proposal.chain, state.delays.pool)  # decided on the pool as it now is
         proposal.validated = None
         proposal.dispatched.remove("validate")
         self._queue(proposal, "validate", start=True)
@@ -438,11 +495,26 @@ class AsyncGepa:
         state.budget.reserve(calls)
         proposal = Proposal(iteration=state.started, items=(), proposed_at=pool.version, parent=first,
                             component=best.names()[0], shape=None, reserved=calls, started_at=state.schedule.clock,
-                            based_at=pool.version, closing=True, child=Candidate(merged, (first, *others)))
+                            based_at=pool.version, closing=True, child=Candidate(merged, (first, *others)),
+                            chain=state.delays.admitted())
         state.proposals[proposal.iteration] = proposal
         state.started += 1
         self._queue(proposal, "validate", start=True)
         return True
+
+    def _seeded(self, proposal: Proposal, validated: Graded) -> None:
+        """The seed validated: it joins as candidate 0, and the children held for it queue their
+        validations (in the order they were started)."""
+        state, pool = self._state, self._pool
+        assert state is not None and pool is not None and proposal.child is not None
+        self._pool = pool.with_candidate(proposal.child, validated.evaluations)
+        state.delays.joined(proposal.chain)
+        del state.proposals[SEEDING]
+        self._slice.reports.append(PoolChange("seeded", added_ids=(0,)))
+        for held in sorted((p for p in state.proposals.values() if p.held), key=lambda p: p.iteration):
+            held.held = False
+            held.chain = max(held.chain, state.delays.pool)
+            self._queue(held, "validate")
 
     def _closed(self, proposal: Proposal, validated: Graded) -> None:
         """The closing merge validated: it joins, as the best on ties, when it scores at least as
@@ -454,6 +526,8 @@ class AsyncGepa:
         if grown.best_index() != index:
             return self._finish(proposal, PoolChange("rejected", rejected=(index,)))
         self._pool = grown
+        assert self._state is not None
+        self._state.delays.joined(proposal.chain)
         proposal.joined.append(index)
         self._finish(proposal, PoolChange("accepted", added_ids=(index,)))
 
@@ -463,10 +537,13 @@ class AsyncGepa:
         assert pool is not None
         if text is None:
             return self._finish(proposal, PoolChange("no-proposal"))
-        parent = pool.candidates[proposal.parent]
-        screening = self.policy.screening(proposed_at=proposal.proposed_at, version=pool.version,
-                                          parent=proposal.parent, best=pool.best_index())
-        proposal.staleness = pool.version - proposal.proposed_at
+        parent = pool.candidate(proposal.parent)
+        version = _version(pool)
+        screening = self.policy.screening(proposed_at=proposal.proposed_at, version=version, parent=proposal.parent,
+                                          best=pool.best_index() if pool.candidates else 0)
+        assert self._state is not None
+        proposal.chain = max(proposal.chain, self._state.delays.pool)  # the policy read the pool
+        proposal.staleness = version - proposal.proposed_at
         if screening.drop:
             return self._finish(proposal, PoolChange("stale"))
         proposal.rival = screening.rival
@@ -493,6 +570,7 @@ class AsyncGepa:
         state, pool = self._state, self._pool
         assert state is not None and pool is not None
         self._release(proposal, proposal.reserved)
+        state.delays.done(proposal.chain)
         del state.proposals[proposal.iteration]
         self._pool = pool.spent(1, 0)
         self._slice.reports.append(msgspec.structs.replace(change, measure=self._measure(proposal, change.outcome)))
@@ -504,7 +582,7 @@ class AsyncGepa:
         mapped, screened = proposal.mapped, proposal.screened
         proposed = kept = 0
         if mapped is not None:
-            base = self._pool.candidates[proposal.parent].components[proposal.component]
+            base = self._pool.candidate(proposal.parent).components[proposal.component]
             child = proposal.child.components[proposal.component] if proposal.child is not None else None
             proposed, kept = line_retention(base, [e.text for call in mapped.calls for e in call.edits], child)
         records = mapped.records if mapped is not None else ()
@@ -523,3 +601,9 @@ class AsyncGepa:
             staleness=proposal.staleness, gain=gain, loads=dict(proposal.loads), added=added, drawn=proposal.parent,
             parent=proposal.parent if proposal.rival is None else proposal.rival, rebased=proposal.rival is not None,
         )
+
+
+def _version(pool: GepaState) -> int:
+    """The pool's version as the search counts it: the seed is in it from the start (module
+    docstring), so a proposal drawn while the seed's validation runs is not stale once it joins."""
+    return max(pool.version, 1)

@@ -20,8 +20,9 @@ from combee_fast.schema import GradedAnswer
 
 
 class GepaState(msgspec.Struct, frozen=True):
-    """The pool (``candidates`` with per-instance validation ``scores`` and ``failures`` by kind),
-    the ``seed`` it grew from, ``iterations`` run and ``metric_calls`` spent. ``budget_closed``:
+    """The pool (``candidates`` with per-instance validation ``scores``, ``failures`` by kind and
+    ``seconds``: each solve's model seconds, which order the next validation of a candidate made
+    from it, :func:`~combee_fast.gepa.iteration.grade`), the ``seed`` it grew from, ``iterations`` run and ``metric_calls`` spent. ``budget_closed``:
     the asynchronous search can start no further proposal within its budget (what is left is
     less than the smallest proposal's reservation). ``step_from``: the version the latest step
     started from, when that step may have added several candidates (None: one at most).
@@ -33,6 +34,7 @@ class GepaState(msgspec.Struct, frozen=True):
     candidates: tuple[Candidate, ...] = ()
     scores: tuple[tuple[float, ...], ...] = ()
     failures: tuple[dict[str, int], ...] = ()
+    seconds: tuple[tuple[float, ...], ...] = ()
     iterations: int = 0
     metric_calls: int = 0
     budget_closed: bool = False
@@ -74,6 +76,11 @@ class GepaState(msgspec.Struct, frozen=True):
         newer = range(version, len(self.scores))
         return max(newer, key=lambda i: (sum(self.scores[i]) / len(self.scores[i]), -i), default=None)
 
+    def candidate(self, index: int) -> Candidate:
+        """Candidate ``index``; the seed is candidate 0 already while its validation runs (the
+        asynchronous search proposes on it meanwhile)."""
+        return self.candidates[index] if self.candidates or index else self.seed
+
     def best(self) -> Candidate:
         """The best candidate (the seed before it was graded)."""
         return self.candidates[self.best_index()] if self.candidates else self.seed
@@ -87,7 +94,13 @@ class GepaState(msgspec.Struct, frozen=True):
         return msgspec.structs.replace(
             self, candidates=(*self.candidates, candidate), scores=(*self.scores, tuple(float(e.score) for e in graded)),
             failures=(*self.failures, dict(sorted(failed.items()))),
+            seconds=(*self.seconds, tuple(e.usage.effective_latency_s for e in graded)),
         )
+
+    def seconds_of(self, index: int) -> tuple[float, ...] | None:
+        """Candidate ``index``'s model seconds on each validation instance (None: not kept, as in
+        a pool a checkpoint kept before they were)."""
+        return self.seconds[index] if index < len(self.seconds) and len(self.seconds) == len(self.candidates) else None
 
     def spent(self, iterations: int, metric_calls: int) -> GepaState:
         """This pool after ``iterations`` more iterations and ``metric_calls`` more metric calls."""

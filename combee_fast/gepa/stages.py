@@ -61,7 +61,8 @@ class Proposal(msgspec.Struct, kw_only=True):
 
     ``reserved``: metric calls still promised to it; ``dispatched``: stages whose work was started
     (their metric calls spent); ``spans``: each stage's ``(start, end)`` in simulated seconds;
-    ``delays``: the search's environment delay when each stage task in flight started;
+    ``delays``: the environment delay each stage task in flight started with, and ``chain``
+    the one its latest ended stage ended with (or it was started with: :mod:`.delays`);
     ``waited``: simulated seconds spent queued for slots; ``loads``: per grading stage, the metric
     calls in flight in simulated time when its task started (its own included); ``staleness``: candidates that joined
     the pool between its parent's draw and its screening. The results: ``graded`` (parent on the
@@ -70,7 +71,8 @@ class Proposal(msgspec.Struct, kw_only=True):
     candidates it added so far (its child, then the merges of it validated after it: ``child``
     is then the merge being validated); ``based_at``: the pool version its child's base was
     taken from (the parent's draw, the rival's screening, a merge's decision). ``closing``: the
-    search's closing merge (no minibatch: its ``child`` is only validated).
+    search's closing merge (no minibatch: its ``child`` is only validated). ``held``: an
+    accepted child whose validation waits for the seed's to end (it then joins after the seed).
     """
 
     iteration: int
@@ -84,6 +86,7 @@ class Proposal(msgspec.Struct, kw_only=True):
     dispatched: list[str] = msgspec.field(default_factory=list)
     spans: dict[str, tuple[float, float]] = msgspec.field(default_factory=dict)
     delays: dict[str, float] = msgspec.field(default_factory=dict)
+    chain: float = 0.0
     waited: float = 0.0
     loads: dict[str, int] = msgspec.field(default_factory=dict)
     staleness: int = 0
@@ -97,6 +100,7 @@ class Proposal(msgspec.Struct, kw_only=True):
     joined: list[int] = msgspec.field(default_factory=list)
     based_at: int = 0
     closing: bool = False
+    held: bool = False
 
     def result(self, stage: str) -> Any:
         """The result of ``stage`` (None: not known yet)."""
@@ -134,9 +138,11 @@ class StageWork:
         """The most metric calls a proposal on ``minibatch`` examples can make."""
         return minibatch * (3 if rescreens else 2) + len(self.val)
 
-    async def run(self, stage: str, proposal: Proposal, pool: GepaState) -> Any:
-        """``stage``'s work for ``proposal``; ``pool`` holds the candidates it names."""
-        parent = pool.candidates[proposal.parent]
+    async def run(self, stage: str, proposal: Proposal, pool: GepaState,
+                  expected: Sequence[float] | None = None) -> Any:
+        """``stage``'s work for ``proposal``; ``pool`` holds the candidates it names; a validation
+        starts its solves longest first by ``expected`` (:func:`~combee_fast.gepa.iteration.grade`)."""
+        parent = pool.candidate(proposal.parent)
         if stage == "grade":
             return await grade(self.calls, parent, proposal.items, workers=self.workers)
         proposer = GepaProposer(self.calls, proposal.component)
@@ -156,7 +162,7 @@ class StageWork:
                 grade(self.calls, proposal.child, proposal.items, workers=self.workers),
                 grade(self.calls, pool.candidates[proposal.rival], proposal.items, workers=self.workers))
             return Screened(child, rival)
-        return await grade(self.calls, proposal.child, self.val, workers=self.workers)
+        return await grade(self.calls, proposal.child, self.val, workers=self.workers, expected=expected)
 
     def perfect(self, proposal: Proposal) -> bool:
         """The parent already scores 1 on the whole minibatch (and perfect parents are skipped)."""

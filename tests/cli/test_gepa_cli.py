@@ -114,7 +114,8 @@ def test_batch_size_auto_hands_gepas_minibatch_to_the_live_planner(tmp_path, met
     assert decisions and all(d["batch_size"] == 80 for d in decisions)
     assert all(d["in_flight"] == 1 for d in decisions) if method == "combee-gepa" else decisions[0]["in_flight"] == 2
     rows = [json.loads(line) for line in (out / "ledger.jsonl").read_text().splitlines()]
-    assert {row["batch_size"] for row in rows[1:] if row["batch_reason"] != "drain"} == {80}
+    assert {row["batch_size"] for row in rows if row["batch_reason"] not in ("start", "drain")} == {80}
+    assert [row["batch_reason"] == "start" for row in rows[:1]] == [method == "combee-gepa"]  # async: no opening step
     config = json.loads((out / "config.json").read_bytes())
     assert config["train"]["batch_size"] is None  # --batch-size auto: the one knob, read by GEPA's batched methods
     again = _learn("--method", method, "--combee-minibatch", "auto", "--train-split", "train[0:100]", "--val-split",

@@ -18,9 +18,10 @@ from combee_fast.config import (
     CacheConfig, FaultConfig, GepaConfig, MapConfig, SessionConfig, SimConfig, TaskConfig, TransportConfig,
 )
 from combee_fast.engine.rng import rng_at
+from combee_fast.engine.timing import finish_times
 from combee_fast.gepa.calls import GepaCalls, Rewrite
 from combee_fast.gepa.candidate import Candidate
-from combee_fast.gepa.iteration import GepaIteration
+from combee_fast.gepa.iteration import GepaIteration, grade, longest_first
 from combee_fast.gepa.kind import GEPA
 from combee_fast.gepa.learner import GepaProposer
 from combee_fast.gepa.pool import GepaState
@@ -97,6 +98,8 @@ async def test_metric_calls_are_counted_as_gepa_counts_them_and_the_budget_stops
 async def test_a_child_is_accepted_exactly_when_it_beats_its_parent_on_the_minibatch() -> None:
     run = await _iterate(_config(), minibatch=3)
     graded = [(r, *_graded(r, 3)) for _, r in run.steps if _graded(r, 3)[1] is not None]
+    pool = run.final
+    assert [len(s) for s in pool.seconds] == [len(s) for s in pool.scores] and len(pool.seconds) == len(pool)
     assert any(_outcome(r) == "accepted" for r, _, _ in graded) and any(_outcome(r) == "rejected" for r, _, _ in graded)
     for result, parent, child in graded:
         assert (_outcome(result) == "accepted") == (child > parent)
@@ -208,3 +211,24 @@ async def test_injected_faults_are_retried_or_repaired_and_each_grading_counts_o
     assert summary["metric_calls"] >= 150 and summary["candidates"] == 1 + summary["accepted"] >= 2
     assert counters.faults_injected.get("500", 0) > 0 and counters.faults_injected.get("malformed", 0) > 0
     assert counters.requests_by_role["gepa_solver"] > summary["metric_calls"]  # retries and repairs are no metric calls
+
+
+async def test_a_validation_given_expected_seconds_starts_its_longest_solves_first() -> None:
+    """Two workers grade the seed on 20 validation examples in example order, then again longest
+    first by the seconds the first grading measured: the same evaluations in example order, and
+    the path a list scheduler gives that order, shorter than the first one's."""
+    config = _config()
+    async with open_session(config) as session:
+        calls, val = GepaCalls(session.task, session.calls), session.val_split.examples
+        seed = GEPA.initial(config).seed
+        first = await grade(calls, seed, val, workers=2)
+        seconds = [e.usage.effective_latency_s for e in first.evaluations]
+        assert len(set(seconds)) > 1  # the solves differ in length, so the order matters
+        ordered = await grade(calls, seed, val, workers=2, expected=seconds)
+    assert [(e.item_id, e.answer, e.score) for e in ordered.evaluations] == \
+        [(e.item_id, e.answer, e.score) for e in first.evaluations]
+    longest = sorted(seconds, reverse=True)
+    assert ordered.sim_seconds == pytest.approx(max(finish_times(longest, 2)))
+    assert first.sim_seconds == pytest.approx(max(finish_times(seconds, 2)))
+    assert ordered.sim_seconds < first.sim_seconds
+    assert longest_first([3.0, 5.0, 3.0, 9.0]) == [3, 1, 0, 2]

@@ -10,8 +10,9 @@ from collections.abc import Sequence
 import msgspec
 import pytest
 
-from combee_fast.config import (CacheConfig, FaultConfig, GepaConfig, PipelineConfig, SessionConfig, SimConfig,
-                                TaskConfig, TransportConfig)
+from combee_fast.config import (CacheConfig, FaultConfig, GepaConfig, MapConfig, PipelineConfig, SessionConfig,
+                                SimConfig, TaskConfig, TransportConfig)
+from combee_fast.engine.timing import finish_times
 from combee_fast.gepa.calls import GepaCalls, Rewrite
 from combee_fast.gepa.candidate import SYSTEM_PROMPT, Candidate
 from combee_fast.gepa.pipeline import AsyncGepa
@@ -67,19 +68,22 @@ def _method(session: Session, config: SessionConfig, *, serial: bool = False) ->
 
 
 class _Watched:
-    """``method`` with every step's pool changes kept (the ledger holds only their counts)."""
+    """``method`` with every step's pool changes kept (the ledger holds only their counts): the
+    proposals' in ``changes``, the seed's joining in ``seeded``."""
 
     def __init__(self, method: AsyncGepa) -> None:
         self.method = method
         self.name, self.batches_span_epochs = method.name, method.batches_span_epochs
         self.changes: list[PoolChange] = []
+        self.seeded: list[PoolChange] = []
 
     async def start(self, artifact):
         return await self.method.start(artifact)
 
     async def step(self, items, artifact, *, epoch, step, shape=None):
         result = await self.method.step(items, artifact, epoch=epoch, step=step, shape=shape)
-        self.changes.extend(result.reports)
+        self.changes.extend(r for r in result.reports if r.outcome != "seeded")
+        self.seeded.extend(r for r in result.reports if r.outcome == "seeded")
         return result
 
     def pending(self) -> int:
@@ -97,6 +101,7 @@ async def _train(config: SessionConfig, **options: object) -> tuple[TrainResult,
         method, calls = _method(session, config, **options)  # type: ignore[arg-type]
         watched = _Watched(method)
         result = await session.train(method=watched)
+    assert [change.added_ids for change in watched.seeded] == [(0,)]  # the seed joined first, once
     return result, watched.changes, calls
 
 
@@ -119,11 +124,18 @@ async def test_one_proposal_in_flight_is_the_synchronous_loop(serial: bool) -> N
     assert result.final == expected.final and result.best == expected.best
     assert result.artifact.candidates == expected.artifact.candidates
     assert result.artifact.scores == expected.artifact.scores
-    assert result.summary == expected.summary and result.steps == expected.steps
-    assert [(row.added, row.rejected, row.rollouts) for row in result.ledger] == \
-        [(row.added, row.rejected, row.rollouts) for row in expected.ledger]
+    assert result.summary == expected.summary
+    # No opening step: the seed's validation is the pipeline's first task, and the first iteration
+    # runs beside it, so the search is shorter by at most that validation.
+    opening, *steps = expected.ledger
+    assert opening.batch_reason == "start" and result.steps == expected.steps - 1
+    assert [(row.rejected, row.rollouts) for row in result.ledger[1:]] == \
+        [(row.rejected, row.rollouts) for row in steps[1:]]
+    assert sum(row.added for row in result.ledger) == sum(row.added for row in expected.ledger)
+    assert sum(row.rollouts for row in result.ledger) == sum(row.rollouts for row in expected.ledger)
     assert len(changes) == result.artifact.iterations and {c.outcome for c in changes} >= {"accepted"}
-    assert result.train_sim_seconds == pytest.approx(expected.train_sim_seconds)
+    saved = expected.train_sim_seconds - result.train_sim_seconds
+    assert 0 < saved <= opening.sim_seconds + 1e-9
 
 
 @pytest.mark.parametrize(("budget", "staleness"), [(260, "full"), (333, "guarded"), (497, "full")])
@@ -319,3 +331,19 @@ def test_the_closing_merge_is_the_best_only_while_it_scores_as_well_as_the_best(
     assert msgspec.structs.replace(pool, closing=2).best_index() == 2
     lower = msgspec.structs.replace(pool, scores=(*pool.scores[:3], (0.25,) * 4), closing=3)
     assert lower.best_index() == 0 and lower.tied_best() == (0, 1, 2)
+
+
+async def test_the_first_proposals_run_beside_the_seeds_validation_and_their_children_join_after_it() -> None:
+    """Two workers make the seed's validation on 20 instances ten waves long and a minibatch of
+    two one wave: the first proposals are drawn on the seed at time 0, and a child accepted
+    before the seed's validation ends is held until it ends (the seed joins first: ``_train``)."""
+    config = msgspec.structs.replace(_config(pipeline=PipelineConfig(proposals=4), combee_minibatch=2),
+                                     map=MapConfig(workers=2))
+    result, changes, _ = await _train(config)
+    seed_ends = max(finish_times(result.artifact.seconds[0], 2))
+    measures = [c.measure for c in changes if c.measure is not None]
+    first = [m for m in measures if m.iteration < 4]
+    assert len(first) == 4 and all(m.spans["grade"][0] == 0.0 and m.drawn == 0 for m in first)
+    held = [m for m in measures if "validate" in m.spans and m.spans["screen"][1] < seed_ends]
+    assert held and all(m.spans["validate"][0] == pytest.approx(seed_ends) for m in held)
+    assert all(m.spans["validate"][0] >= seed_ends - 1e-9 for m in measures if "validate" in m.spans)
