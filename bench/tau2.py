@@ -6,15 +6,20 @@ and the MCP layer's overhead per tool call.
     python bench/tau2.py --skip-ace            # GEPA only
     python bench/tau2.py --domain airline
     python bench/tau2.py --skip-ace --merge    # async-gepa with gepa.pipeline.merge on
+    python bench/tau2.py --skip-ace --no-speculate  # async-gepa screening, then validating, as GEPA does
 
-Each method learns on the domain's train split (one pass), selects on ``selection`` (the train
-rows: tau2 has no selection split of its own) and its final context is scored on the test split
-(report only). The built-in ReAct agent acts on the domain's real MCP server (one server process
+Each method learns on the domain's train split (one pass), selects on the train split itself
+(tau2 has no selection split of its own; GEPA's own default, given no validation set, is its
+train set; ``--selection selection`` selects on the same rows as examples of their own, seeded
+apart) and its final context is scored on the test split (report only). The built-in ReAct agent acts on the domain's real MCP server (one server process
 per episode, through the official ``mcp`` SDK client) and talks to the customer (the ``user``
 role); the simulated endpoint plays both (:mod:`combee_fast.sim.tau2`); tau2's checker scores.
 Times are each run's critical path: the model's simulated seconds, the customer's simulated
 seconds and the tools' real seconds. Sequential ACE keeps one episode in flight at a finer time
 scale (its model latency does not depend on load); every other run at ``--time-scale``.
+async-gepa speculates (``gepa.pipeline.speculate``: its minibatches are validation examples, so
+a child's screening begins its validation; ``--no-speculate``: screened, then validated, as
+serial GEPA does); serial GEPA never does.
 
 ``mcp_overhead_ms``: the mean milliseconds one tool call costs through the MCP server (a real
 process, a session, its per-key state), less the same tool function called in this process on an
@@ -100,7 +105,8 @@ def _config(args: argparse.Namespace, learner: str, method: str, time_scale: flo
 
 def _gepa(args: argparse.Namespace) -> dict[str, Any]:
     n = args.proposals
-    pipeline = PipelineConfig(proposals=n, grade=n, reflect=n, aggregate=n, screen=n, validate=n, merge=args.merge)
+    pipeline = PipelineConfig(proposals=n, grade=n, reflect=n, aggregate=n, screen=n, validate=n, merge=args.merge,
+                              speculate=not args.no_speculate)
     return {"gepa": GepaConfig(combee_minibatch=GEPA_BATCH, max_metric_calls=UNLIMITED, max_epochs=1,
                                pipeline=pipeline)}
 
@@ -198,11 +204,18 @@ def _main() -> None:
     parser.add_argument("--calls", type=int, default=200, help="tool calls the MCP overhead is measured over")
     parser.add_argument("--skip-gepa", action="store_true")
     parser.add_argument("--skip-ace", action="store_true")
-    parser.add_argument("--selection", default="selection",
-                        help="the split runs select on (default: all of it, the train rows), e.g. 'selection[0:20]'")
+    parser.add_argument("--selection", default="train",
+                        help="the split runs select on (default: the train split itself, as GEPA does given no "
+                             "validation set); 'selection' holds the same rows as examples of their own, seeded apart; "
+                             "e.g. 'selection[0:20]'")
     parser.add_argument("--merge", action="store_true",
                         help="async-gepa merges the siblings that joined while a child was made, and the tied best "
                              "at the end (gepa.pipeline.merge: each merge is one more validation on its path)")
+    parser.add_argument("--no-speculate", action="store_true",
+                        help="async-gepa screens a child, then validates it once accepted (gepa.pipeline.speculate off, "
+                             "its default); by default here its screening begins its validation when the minibatch's "
+                             "examples are validation examples (a rejected child's other validation episodes are then "
+                             "spent)")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     overhead = run(mcp_overhead_ms(args.domain, args.calls))

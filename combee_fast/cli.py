@@ -144,7 +144,7 @@ async def _learn(args: argparse.Namespace) -> int:
             config.train.batch_size:
         raise ConfigError(f"--batch-size is ACE's (and 'auto' asks for the planner); learner {choice.kind.name}'s "
                           f"method {choice.shown} takes its minibatch from --minibatch (serial) or --combee-minibatch")
-    out = args.out or f"runs/{config.task.name}-{choice.shown}-{time.strftime('%Y%m%d-%H%M%S')}"
+    out = args.out or _unused(f"runs/{config.task.name}-{choice.shown}-{time.strftime('%Y%m%d-%H%M%S')}")
     check_run_target(out, overwrite=args.overwrite)
     usage, gpus = None, args.gpus
     stops: tuple[Any, ...] = ()  # a card's budget
@@ -300,6 +300,16 @@ def _finish(result: Any, run_dir: Any, out: str, interrupt: Any, *, val_split: s
     return EXIT_OK
 
 
+def _unused(folder: str) -> str:
+    """``folder``, or ``folder-2``, ``folder-3``, ... the first that does not exist yet: the default
+    folder of a run is named to the second, and two runs started within one second get one each."""
+    candidate, number = folder, 1
+    while Path(candidate).exists():
+        number += 1
+        candidate = f"{folder}-{number}"
+    return candidate
+
+
 async def _eval(args: argparse.Namespace) -> int:
     """Score a deployable on a split; write the evaluation's folder (``eval.json`` with the score
     and its interval, and its dollars at the endpoints' prices; ``results.jsonl`` per example,
@@ -314,7 +324,7 @@ async def _eval(args: argparse.Namespace) -> int:
     config = flags.session_config(args, [(("task", "val_split"), args.split), (("task", "train_split"), args.split),
                                          (("learner",), kind.key)])  # the session opens the roles of the file's learner
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    out = args.out or str(Path(args.playbook).parent / f"eval-{_file_name(args.split)}-{stamp}")
+    out = args.out or _unused(str(Path(args.playbook).parent / f"eval-{_file_name(args.split)}-{stamp}"))
     check_run_target(out, overwrite=args.overwrite)
     async with open_session(config) as session:
         recorded = []

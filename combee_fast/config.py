@@ -150,6 +150,12 @@ class PipelineConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     candidate; each merge costs a validation on the search's path (off: siblings stay apart).
     With it, once the search drains, the candidates tied at the best validation score are merged
     into one too (the closing merge: one more validation, :mod:`combee_fast.gepa.pipeline`).
+    ``speculate``: a child whose minibatch lies in the validation set, screened against its
+    parent, is graded on the whole validation set at once, its minibatch first: its acceptance
+    is decided when those solves end (the ones a screening makes), and an accepted child's
+    validation is the rest of that grading, already running (one grading fewer on its path, its
+    minibatch not solved twice); a rejected child's other solves were made for nothing (off:
+    screened, then validated once accepted, as GEPA does).
     """
 
     proposals: int = 4
@@ -162,6 +168,7 @@ class PipelineConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     max_staleness: int = 2
     reflection: str = "combee"
     merge: bool = False
+    speculate: bool = False
 
     def __post_init__(self) -> None:
         _at_least("gepa.pipeline", 1, proposals=self.proposals, grade=self.grade, reflect=self.reflect,

@@ -66,28 +66,55 @@ class Graded(msgspec.Struct, frozen=True):
         return tuple(e.score for e in self.evaluations)
 
 
+class Solves(msgspec.Struct, frozen=True):
+    """One candidate's solves of a set of examples, run ``workers`` at once in a given order:
+    each evaluation (in example order) and when it ended in that run, with its episode's
+    environment seconds (``ended``) and on model seconds alone (``model_ended``)."""
+
+    evaluations: tuple[GradedAnswer, ...]
+    ended: tuple[float, ...]
+    model_ended: tuple[float, ...]
+
+    def graded(self, indices: Sequence[int] | None = None, *, after: Graded | None = None) -> Graded:
+        """The grading of the examples at ``indices`` (all: None), in that order; ``after``: a
+        grading of some of them that ended first, whose time this one does not count again."""
+        chosen = range(len(self.evaluations)) if indices is None else indices
+        evaluations = tuple(self.evaluations[i] for i in chosen)
+        path = max((self.ended[i] for i in chosen), default=0.0) - (after.sim_seconds if after else 0.0)
+        if not any(e.trajectory is not None for e in evaluations):
+            return Graded(evaluations, max(0.0, path))
+        model = max((self.model_ended[i] for i in chosen), default=0.0) - (after.model_seconds if after else 0.0)
+        return Graded(evaluations, max(0.0, path), max(0.0, path - max(0.0, model)))
+
+
+async def solve_in_order(calls: GepaCalls, candidate: Candidate, examples: Sequence[Example], order: Sequence[int], *,
+                         workers: int) -> Solves:
+    """``candidate``'s solves of ``examples``, started in ``order`` (indices), ``workers`` at once."""
+    text = candidate.render()
+
+    async def one(_: int, example: Example) -> GradedAnswer:
+        return await calls.solve(example, text)
+
+    started = await indexed_map([examples[i] for i in order], one, concurrency=workers)
+    ended = finish_times([e.sim_seconds for e in started], workers)
+    model_ended = finish_times([e.usage.effective_latency_s for e in started], workers)
+    evaluations: list[GradedAnswer] = list(started)
+    by_index, model_by_index = list(ended), list(model_ended)
+    for position, index in enumerate(order):
+        evaluations[index], by_index[index], model_by_index[index] = \
+            started[position], ended[position], model_ended[position]
+    return Solves(tuple(evaluations), tuple(by_index), tuple(model_by_index))
+
+
 async def grade(calls: GepaCalls, candidate: Candidate, examples: Sequence[Example], *, workers: int,
                 expected: Sequence[float] | None = None) -> Graded:
     """``candidate`` graded on every example, ``workers`` solves at once, started in example
     order, or longest first when ``expected`` gives each example's expected seconds (those of
     the candidate it was made from: the solves of one example take alike long, so the long ones
     no longer start last and hold the set up); the evaluations are in example order either way."""
-    text = candidate.render()
     order = longest_first(expected) if expected is not None and len(expected) == len(examples) \
         else list(range(len(examples)))
-
-    async def one(_: int, example: Example) -> GradedAnswer:
-        return await calls.solve(example, text)
-
-    started = await indexed_map([examples[i] for i in order], one, concurrency=workers)
-    path = max(finish_times([e.sim_seconds for e in started], workers), default=0.0)
-    evaluations: list[GradedAnswer] = [started[0]] * len(started)
-    for position, index in enumerate(order):
-        evaluations[index] = started[position]
-    if not any(e.trajectory is not None for e in started):
-        return Graded(tuple(evaluations), path)
-    model = max(finish_times([e.usage.effective_latency_s for e in started], workers), default=0.0)
-    return Graded(tuple(evaluations), path, max(0.0, path - model))
+    return (await solve_in_order(calls, candidate, examples, order, workers=workers)).graded()
 
 
 def longest_first(seconds: Sequence[float]) -> list[int]:

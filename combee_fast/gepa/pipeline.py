@@ -64,6 +64,15 @@ takes none of the ``proposals`` in flight). The run loop's opening step therefor
 seconds the candidate it was made from took on each instance (:func:`~.iteration.grade`; the
 seed's own in example order).
 
+**Speculation.** With ``gepa.pipeline.speculate``, a child whose minibatch lies in the
+validation set and is screened against its parent is graded on the whole validation set at
+once, its minibatch first (:meth:`~.stages.StageWork.run`): the screening task lasts until those
+solves end and decides as a screening does (they are the solves a screening makes: each is
+seeded by its example); an accepted child's validation task is the rest of that grading, from
+the screening's end. Its metric calls are spent when the screening is dispatched (the
+validation's, its minibatch not solved twice); a rejected child's other solves were spent for
+nothing. A merge's validation is never speculated.
+
 **A step.** ``step(items)`` starts one proposal on the minibatch ``items`` (the batch plan sizes
 it, the epoch order picks it) as soon as it can start (at once, unless the plan lowered the
 proposals in flight or the budget must first get back what proposals in flight reserved and
@@ -370,7 +379,8 @@ class AsyncGepa:
         """``stage``'s work for ``proposal`` under the stage's real in-flight limit; once it is done,
         the next stage whose running is certain begins."""
         assert self._pool is not None
-        expected = await self._expected(proposal) if stage == "validate" else None
+        ordered = stage == "validate" and not proposal.speculated or stage == "screen" and proposal.speculated
+        expected = await self._expected(proposal) if ordered else None
         async with self._real_limits[stage]:
             result = await self.work.run(stage, proposal, self._pool, expected)
         proposal.keep(stage, result)
@@ -416,8 +426,7 @@ class AsyncGepa:
         proposal.chain = proposal.delays.pop(stage, proposal.chain) + env_delay(result)
         state.delays.ended(stage, ended.at, proposal.chain)
         if stage in GRADING_STAGES:
-            evaluations = [*result.child.evaluations, *(result.rival.evaluations if result.rival else ())] \
-                if stage == "screen" else list(result.evaluations)
+            evaluations = self.work.counted(stage, proposal, result)
             self._slice.traces.extend(evaluations)
             self._pool = pool = pool.spent(0, len(evaluations))
             state.load -= len(evaluations)
@@ -463,6 +472,7 @@ class AsyncGepa:
         component, base = proposal.component, child.parents[0]
         onto = pool.candidates[sibling].components[component]
         text = rebase(pool.candidates[base].components[component], child.components[component], onto)
+        proposal.speculated = False  # the merge is validated on its own
         calls = self.work.metric_calls("validate", proposal)
         if text in (onto, child.components[component]) or calls > state.budget.free:
             return False
@@ -549,6 +559,7 @@ class AsyncGepa:
         proposal.rival = screening.rival
         if proposal.rival is None:
             proposal.child = parent.replaced(proposal.component, text, parent=proposal.parent)
+            proposal.speculated = self.config.pipeline.speculate and self.work.covers(proposal.items)
             if self.policy.rescreens:
                 self._release(proposal, len(proposal.items))
         else:

@@ -23,12 +23,12 @@ import msgspec
 
 from combee_fast.gepa.calls import GepaCalls
 from combee_fast.gepa.candidate import Candidate
-from combee_fast.gepa.iteration import Graded, grade
+from combee_fast.gepa.iteration import Graded, grade, longest_first, solve_in_order
 from combee_fast.gepa.learner import GepaProposer
 from combee_fast.gepa.pool import GepaState
 from combee_fast.gepa.reflection import Mapped, Reflected, Reflection
 from combee_fast.methods.base import StepShape
-from combee_fast.schema import Example
+from combee_fast.schema import Example, GradedAnswer
 
 STAGES = ("grade", "reflect", "aggregate", "screen", "validate")
 """The stages, in the order a proposal goes through them."""
@@ -39,10 +39,12 @@ GRADING_STAGES = frozenset({"grade", "screen", "validate"})
 
 class Screened(msgspec.Struct, frozen=True):
     """The child graded on its minibatch, and the rival it was rebased onto and must beat (None:
-    its parent, graded before)."""
+    its parent, graded before); ``validation``: a speculated screening's rest, the child's
+    validation once its minibatch ended (:attr:`~combee_fast.config.PipelineConfig.speculate`)."""
 
     child: Graded
     rival: Graded | None = None
+    validation: Graded | None = None
 
     @property
     def sim_seconds(self) -> float:
@@ -73,6 +75,7 @@ class Proposal(msgspec.Struct, kw_only=True):
     taken from (the parent's draw, the rival's screening, a merge's decision). ``closing``: the
     search's closing merge (no minibatch: its ``child`` is only validated). ``held``: an
     accepted child whose validation waits for the seed's to end (it then joins after the seed).
+    ``speculated``: its screening is the start of its validation (:class:`Screened`).
     """
 
     iteration: int
@@ -101,6 +104,7 @@ class Proposal(msgspec.Struct, kw_only=True):
     based_at: int = 0
     closing: bool = False
     held: bool = False
+    speculated: bool = False
 
     def result(self, stage: str) -> Any:
         """The result of ``stage`` (None: not known yet)."""
@@ -127,12 +131,19 @@ class StageWork:
         self.skip_perfect = skip_perfect
 
     def metric_calls(self, stage: str, proposal: Proposal) -> int:
-        """The metric calls ``stage`` makes for ``proposal`` (0 for the reflection stages)."""
+        """The metric calls ``stage`` makes for ``proposal`` (0 for the reflection stages; a
+        speculated screening makes the validation's, and the validation none)."""
         if stage == "validate":
-            return len(self.val)
+            return 0 if proposal.speculated else len(self.val)
         if stage == "screen":
-            return len(proposal.items) * (1 if proposal.rival is None else 2)
+            return len(self.val) if proposal.speculated else len(proposal.items) * (1 if proposal.rival is None else 2)
         return len(proposal.items) if stage == "grade" else 0
+
+    def covers(self, items: Sequence[Example]) -> bool:
+        """Every one of ``items`` is a validation example (a screening on them may begin the
+        validation)."""
+        ids = {example.id for example in self.val}
+        return all(item.id in ids for item in items)
 
     def worst_case(self, minibatch: int, *, rescreens: bool) -> int:
         """The most metric calls a proposal on ``minibatch`` examples can make."""
@@ -155,6 +166,8 @@ class StageWork:
             assert proposal.mapped is not None
             return await self.reflection.reduce(proposer, current, proposal.mapped, iteration=proposal.iteration)
         assert proposal.child is not None
+        if stage == "screen" and proposal.speculated:
+            return await self._speculate(proposal, expected)
         if stage == "screen":
             if proposal.rival is None:
                 return Screened(await grade(self.calls, proposal.child, proposal.items, workers=self.workers))
@@ -162,12 +175,38 @@ class StageWork:
                 grade(self.calls, proposal.child, proposal.items, workers=self.workers),
                 grade(self.calls, pool.candidates[proposal.rival], proposal.items, workers=self.workers))
             return Screened(child, rival)
+        if proposal.speculated and proposal.screened is not None and proposal.screened.validation is not None:
+            return proposal.screened.validation  # begun with the screening
         return await grade(self.calls, proposal.child, self.val, workers=self.workers, expected=expected)
+
+    async def _speculate(self, proposal: Proposal, expected: Sequence[float] | None) -> Screened:
+        """The child graded on the whole validation set, its minibatch first, then the rest
+        longest first by ``expected``: the minibatch's solves are its screening, the rest (timed
+        from the screening's end) its validation."""
+        assert proposal.child is not None
+        index = {example.id: i for i, example in enumerate(self.val)}
+        first = [index[item.id] for item in proposal.items]  # a minibatch run on into the next epoch may repeat one
+        taken = list(dict.fromkeys(first))
+        rest = longest_first(expected) if expected is not None and len(expected) == len(self.val) \
+            else range(len(self.val))
+        solves = await solve_in_order(self.calls, proposal.child, self.val, taken + [i for i in rest if i not in taken],
+                                      workers=self.workers)
+        screening = solves.graded(first)
+        return Screened(screening, validation=solves.graded(after=screening))
 
     def perfect(self, proposal: Proposal) -> bool:
         """The parent already scores 1 on the whole minibatch (and perfect parents are skipped)."""
         assert proposal.graded is not None
         return self.skip_perfect and all(e.score >= 1.0 for e in proposal.graded.evaluations)
+
+    def counted(self, stage: str, proposal: Proposal, result: Any) -> list[GradedAnswer]:
+        """The metric calls ``stage``'s ``result`` holds for ``proposal``, as evaluations (a
+        speculated screening's are the whole validation's, so its validation holds none)."""
+        if stage == "screen":
+            if result.validation is not None:
+                return list(result.validation.evaluations)
+            return [*result.child.evaluations, *(result.rival.evaluations if result.rival else ())]
+        return [] if stage == "validate" and proposal.speculated else list(result.evaluations)
 
     def accepted(self, proposal: Proposal) -> bool:
         """The child's minibatch total beats its parent's (its rival's, when it was rebased onto one)."""

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -75,10 +77,16 @@ def test_eval_reports_unanswered_examples_and_fails_when_most_are(tmp_path) -> N
         "unanswered_by_kind": {}}
     assert report["seen_rows"] == {"val[0:10]": 10}  # the run selected on these rows: said, not hidden
     assert report["interval"]["lower"] <= report["accuracy"] <= report["interval"]["upper"]
+    now, clean_dir = time.time(), Path(report["run_dir"])  # the next eval starts within these seconds,
+    for second in range(15):                                 # each of whose default folders holds a run
+        taken = out / f"eval-val_0_10-{time.strftime('%Y%m%d-%H%M%S', time.localtime(now + second))}"
+        if taken != clean_dir:
+            shutil.copytree(clean_dir, taken)
     broken = _combee("eval", "--split", "val[0:10]", "--playbook", str(out / "final.json"), *FAST,
                      "--fault-malformed", "1.0")
-    assert broken.returncode == EXIT_CALLS_FAILED
+    assert broken.returncode == EXIT_CALLS_FAILED, broken.stderr
     report = json.loads(broken.stdout)
+    assert report["run_dir"].endswith("-2")  # its second's folder was taken: a folder of its own
     assert {k: report[k] for k in ("split", "learner", "examples", "accuracy", "answered", "unanswered",
                                    "unanswered_by_kind", "interval")} == {
         "split": "val[0:10]", "learner": "ace", "examples": 10, "accuracy": 0.0, "answered": 0, "unanswered": 10,

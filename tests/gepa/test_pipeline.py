@@ -347,3 +347,26 @@ async def test_the_first_proposals_run_beside_the_seeds_validation_and_their_chi
     held = [m for m in measures if "validate" in m.spans and m.spans["screen"][1] < seed_ends]
     assert held and all(m.spans["validate"][0] == pytest.approx(seed_ends) for m in held)
     assert all(m.spans["validate"][0] >= seed_ends - 1e-9 for m in measures if "validate" in m.spans)
+
+
+async def test_a_speculated_screening_decides_as_a_screening_does_and_begins_the_validation() -> None:
+    """Minibatches drawn from the validation set itself, one proposal in flight: with speculate
+    on, the search decides as with it off (the same candidates and scores), each accepted child's
+    minibatch is not solved twice, each rejected child's other validation solves were spent, and
+    the search is shorter (an accepted child's validation ran with its screening)."""
+    task = TaskConfig(train_split="val[0:40]", val_split="val[0:40]")
+    plain_config = msgspec.structs.replace(_config(pipeline=PipelineConfig(proposals=1), combee_minibatch=4), task=task)
+    plain, plain_changes, plain_calls = await _train(plain_config)
+    config = msgspec.structs.replace(_config(pipeline=PipelineConfig(proposals=1, speculate=True), combee_minibatch=4),
+                                     task=task)
+    result, changes, calls = await _train(config)
+    assert result.final == plain.final and result.artifact.candidates == plain.artifact.candidates
+    assert result.artifact.scores == plain.artifact.scores
+    assert [c.outcome for c in changes] == [c.outcome for c in plain_changes]
+    measures = [c.measure for c in changes if c.measure is not None]
+    accepted = [m.minibatch for m in measures if m.outcome == "accepted"]
+    rejected = [m.minibatch for m in measures if m.outcome == "rejected"]
+    assert accepted and rejected
+    assert calls.solves == plain_calls.solves - sum(accepted) + sum(40 - size for size in rejected)
+    assert result.summary["metric_calls"] == calls.solves
+    assert result.train_sim_seconds < plain.train_sim_seconds
