@@ -11,12 +11,13 @@ and the MCP layer's overhead per tool call.
 Each method learns on the domain's train split (one pass), selects on the train split itself
 (tau2 has no selection split of its own; GEPA's own default, given no validation set, is its
 train set; ``--selection selection`` selects on the same rows as examples of their own, seeded
-apart) and its final context is scored on the test split (report only). The built-in ReAct agent acts on the domain's real MCP server (one server process
-per episode, through the official ``mcp`` SDK client) and talks to the customer (the ``user``
-role); the simulated endpoint plays both (:mod:`combee_fast.sim.tau2`); tau2's checker scores.
-Times are each run's critical path: the model's simulated seconds, the customer's simulated
-seconds and the tools' real seconds. Sequential ACE keeps one episode in flight at a finer time
-scale (its model latency does not depend on load); every other run at ``--time-scale``.
+apart) and its final context is scored on the test split (report only). The built-in ReAct
+agent acts on the domain's real MCP server (one server process per episode, through the
+official ``mcp`` SDK client) and talks to the customer (the ``user`` role); the simulated
+endpoint plays both (:mod:`combee_fast.sim.tau2`); tau2's checker scores. Times are each run's
+critical path: the model's simulated seconds, the customer's simulated seconds and the tools'
+real seconds. Sequential ACE keeps one episode in flight at a finer time scale (its model
+latency does not depend on load); every other run at ``--time-scale``.
 async-gepa speculates (``gepa.pipeline.speculate``: its minibatches are validation examples, so
 a child's screening begins its validation; ``--no-speculate``: screened, then validated, as
 serial GEPA does); serial GEPA never does.
@@ -212,10 +213,10 @@ def _main() -> None:
                         help="async-gepa merges the siblings that joined while a child was made, and the tied best "
                              "at the end (gepa.pipeline.merge: each merge is one more validation on its path)")
     parser.add_argument("--no-speculate", action="store_true",
-                        help="async-gepa screens a child, then validates it once accepted (gepa.pipeline.speculate off, "
-                             "its default); by default here its screening begins its validation when the minibatch's "
-                             "examples are validation examples (a rejected child's other validation episodes are then "
-                             "spent)")
+                        help="async-gepa screens a child, then validates it once accepted (gepa.pipeline.speculate "
+                             "off, its default); by default here its screening begins its validation when the "
+                             "minibatch's examples are validation examples (a rejected child's other validation "
+                             "episodes are then spent)")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     overhead = run(mcp_overhead_ms(args.domain, args.calls))

@@ -40,6 +40,10 @@ class EnvDelays(msgspec.Struct, kw_only=True):
         whose end freed its slot and its budget."""
         return max(self.pool, self.finished)
 
+    def after_pool(self, chain: float) -> float:
+        """The delay of a proposal at ``chain`` once a decision of it read the pool as it now is."""
+        return max(chain, self.pool)
+
     def start(self, chain: float, stage: str, *, queued: bool) -> float:
         """The delay a task of ``stage`` starts with, after ``chain`` (its proposal's), having
         ``queued`` for a slot of its stage."""

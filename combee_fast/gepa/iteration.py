@@ -112,9 +112,14 @@ async def grade(calls: GepaCalls, candidate: Candidate, examples: Sequence[Examp
     order, or longest first when ``expected`` gives each example's expected seconds (those of
     the candidate it was made from: the solves of one example take alike long, so the long ones
     no longer start last and hold the set up); the evaluations are in example order either way."""
-    order = longest_first(expected) if expected is not None and len(expected) == len(examples) \
-        else list(range(len(examples)))
+    order = start_order(expected, len(examples))
     return (await solve_in_order(calls, candidate, examples, order, workers=workers)).graded()
+
+
+def start_order(expected: Sequence[float] | None, count: int) -> list[int]:
+    """The order a grading of ``count`` examples starts its solves in: longest first by
+    ``expected`` when it gives each example's seconds, else example order."""
+    return longest_first(expected) if expected is not None and len(expected) == count else list(range(count))
 
 
 def longest_first(seconds: Sequence[float]) -> list[int]:

@@ -110,7 +110,7 @@ from combee_fast.gepa.candidate import Candidate
 from combee_fast.gepa.delays import EnvDelays
 from combee_fast.gepa.iteration import Graded
 from combee_fast.gepa.measure import ProposalMeasure, added_lines, line_retention
-from combee_fast.gepa.pool import GepaState, PoolChange
+from combee_fast.gepa.pool import GepaState, PoolChange, model_seconds
 from combee_fast.gepa.revisions import rebase
 from combee_fast.gepa.stages import GRADING_STAGES, STAGES, Proposal, StageWork, duration, env_delay
 from combee_fast.gepa.staleness import staleness_policy
@@ -404,7 +404,7 @@ class AsyncGepa:
         if base < len(self._pool.candidates):
             return self._pool.seconds_of(base)
         seeding = await self._result(self._state.proposals[SEEDING], "validate")
-        return tuple(e.usage.effective_latency_s for e in seeding.evaluations)
+        return model_seconds(seeding.evaluations)
 
     async def _result(self, proposal: Proposal, stage: str) -> Any:
         """``stage``'s result for ``proposal``, waiting for its work when it is still running."""
@@ -480,7 +480,7 @@ class AsyncGepa:
         proposal.reserved += calls
         proposal.child = pool.candidates[sibling].replaced(component, text, parent=sibling)
         proposal.based_at = pool.version
-        proposal.chain = max(proposal.chain, state.delays.pool)  # decided on the pool as it now is
+        proposal.chain = state.delays.after_pool(proposal.chain)  # the merge was decided on it
         proposal.validated = None
         proposal.dispatched.remove("validate")
         self._queue(proposal, "validate", start=True)
@@ -523,7 +523,7 @@ class AsyncGepa:
         self._slice.reports.append(PoolChange("seeded", added_ids=(0,)))
         for held in sorted((p for p in state.proposals.values() if p.held), key=lambda p: p.iteration):
             held.held = False
-            held.chain = max(held.chain, state.delays.pool)
+            held.chain = state.delays.after_pool(held.chain)
             self._queue(held, "validate")
 
     def _closed(self, proposal: Proposal, validated: Graded) -> None:
@@ -552,7 +552,7 @@ class AsyncGepa:
         screening = self.policy.screening(proposed_at=proposal.proposed_at, version=version, parent=proposal.parent,
                                           best=pool.best_index() if pool.candidates else 0)
         assert self._state is not None
-        proposal.chain = max(proposal.chain, self._state.delays.pool)  # the policy read the pool
+        proposal.chain = self._state.delays.after_pool(proposal.chain)  # the policy read the pool
         proposal.staleness = version - proposal.proposed_at
         if screening.drop:
             return self._finish(proposal, PoolChange("stale"))

@@ -22,7 +22,8 @@ from combee_fast.schema import GradedAnswer
 class GepaState(msgspec.Struct, frozen=True):
     """The pool (``candidates`` with per-instance validation ``scores``, ``failures`` by kind and
     ``seconds``: each solve's model seconds, which order the next validation of a candidate made
-    from it, :func:`~combee_fast.gepa.iteration.grade`), the ``seed`` it grew from, ``iterations`` run and ``metric_calls`` spent. ``budget_closed``:
+    from it, :func:`~combee_fast.gepa.iteration.grade`), the ``seed`` it grew from,
+    ``iterations`` run and ``metric_calls`` spent. ``budget_closed``:
     the asynchronous search can start no further proposal within its budget (what is left is
     less than the smallest proposal's reservation). ``step_from``: the version the latest step
     started from, when that step may have added several candidates (None: one at most).
@@ -94,7 +95,7 @@ class GepaState(msgspec.Struct, frozen=True):
         return msgspec.structs.replace(
             self, candidates=(*self.candidates, candidate), scores=(*self.scores, tuple(float(e.score) for e in graded)),
             failures=(*self.failures, dict(sorted(failed.items()))),
-            seconds=(*self.seconds, tuple(e.usage.effective_latency_s for e in graded)),
+            seconds=(*self.seconds, model_seconds(graded)),
         )
 
     def seconds_of(self, index: int) -> tuple[float, ...] | None:
@@ -115,6 +116,12 @@ class GepaState(msgspec.Struct, frozen=True):
         unanswered = sum(failed.values())
         return EvalResult(accuracy=sum(scores) / len(scores), examples=len(scores), answered=len(scores) - unanswered,
                           unanswered=unanswered, unanswered_by_kind=dict(failed), sim_seconds=0.0, scores=scores)
+
+
+def model_seconds(graded: Sequence[GradedAnswer]) -> tuple[float, ...]:
+    """Each solve's model seconds (what orders the next validation of a candidate made from the
+    one ``graded`` are of)."""
+    return tuple(e.usage.effective_latency_s for e in graded)
 
 
 class PoolChange(msgspec.Struct, frozen=True):

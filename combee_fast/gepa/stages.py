@@ -23,7 +23,7 @@ import msgspec
 
 from combee_fast.gepa.calls import GepaCalls
 from combee_fast.gepa.candidate import Candidate
-from combee_fast.gepa.iteration import Graded, grade, longest_first, solve_in_order
+from combee_fast.gepa.iteration import Graded, grade, solve_in_order, start_order
 from combee_fast.gepa.learner import GepaProposer
 from combee_fast.gepa.pool import GepaState
 from combee_fast.gepa.reflection import Mapped, Reflected, Reflection
@@ -127,6 +127,7 @@ class StageWork:
         self.calls = calls
         self.reflection = reflection
         self.val = tuple(val)
+        self._val_index = {example.id: i for i, example in enumerate(self.val)}
         self.workers = workers
         self.skip_perfect = skip_perfect
 
@@ -142,8 +143,7 @@ class StageWork:
     def covers(self, items: Sequence[Example]) -> bool:
         """Every one of ``items`` is a validation example (a screening on them may begin the
         validation)."""
-        ids = {example.id for example in self.val}
-        return all(item.id in ids for item in items)
+        return all(item.id in self._val_index for item in items)
 
     def worst_case(self, minibatch: int, *, rescreens: bool) -> int:
         """The most metric calls a proposal on ``minibatch`` examples can make."""
@@ -184,11 +184,9 @@ class StageWork:
         longest first by ``expected``: the minibatch's solves are its screening, the rest (timed
         from the screening's end) its validation."""
         assert proposal.child is not None
-        index = {example.id: i for i, example in enumerate(self.val)}
-        first = [index[item.id] for item in proposal.items]  # a minibatch run on into the next epoch may repeat one
-        taken = list(dict.fromkeys(first))
-        rest = longest_first(expected) if expected is not None and len(expected) == len(self.val) \
-            else range(len(self.val))
+        first = [self._val_index[item.id] for item in proposal.items]  # a minibatch run on into the next epoch
+        taken = list(dict.fromkeys(first))                               # may repeat one
+        rest = start_order(expected, len(self.val))
         solves = await solve_in_order(self.calls, proposal.child, self.val, taken + [i for i in rest if i not in taken],
                                       workers=self.workers)
         screening = solves.graded(first)

@@ -26,5 +26,6 @@ def test_a_queued_task_a_pool_reader_and_a_new_proposal_wait_for_what_they_waite
     delays.joined(3.0)
     delays.done(2.0)
     assert delays.pool == 3.0 and delays.admitted() == 3.0
+    assert delays.after_pool(1.0) == 3.0 and delays.after_pool(5.0) == 5.0  # a decision that read the pool
     delays.done(6.0)
     assert delays.admitted() == 6.0
