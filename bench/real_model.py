@@ -9,7 +9,7 @@ llama.cpp server with Qwen2.5-Coder-0.5B-Instruct (the ``qwen-coder-0-5b`` extra
    (:func:`combee_fast.endpoint.batching.measure_batching`) measures its generated tokens/s at 1,
    2, 4, ... requests at once, twice: with its own short prompt and long answers (the server's
    generation rate: ``batching_gain``, the peak over the rate at one request, and
-   ``best_concurrency``, the level of the peak) and with Formula generator prompts, each a
+   ``best_concurrency``, the smallest level the peak is not 10% above) and with Formula generator prompts, each a
    ~600-token prefill before its answer as the runs' calls are (``workload_gain``: prefill is
    compute-bound, so on a CPU it batches less than decoding).
 2. **Learning.** Each method runs once over ``train[0:N]`` of Formula on a server with

@@ -44,9 +44,6 @@ can be flat from one request to two and rise at four (llama.cpp on 2 cores, the 
 31.0, 29.4 and 54.9 tokens/s at 1, 2 and 4 in ``bench/real_model.py``; 27.6 and 26.3 at 1 and 2 in
 a run's own probe, which then stopped at one)."""
 
-PEAK_WITHIN = 0.05
-"""The best concurrency is the smallest level whose tokens/s is within this of the peak."""
-
 PROBE_MESSAGES = (
     Message(role="system", content="You are a counter. Reply with numbers only."),
     Message(role="user", content="Count from 1 to 1000, one number per line."),
@@ -72,8 +69,9 @@ class BatchingPoint(msgspec.Struct, frozen=True):
 
 
 class BatchingCurve(msgspec.Struct, frozen=True):
-    """The measured levels, in order. ``best_concurrency``: the smallest level within
-    :data:`PEAK_WITHIN` of the peak tokens/s; ``gain``: the peak tokens/s over the first level's
+    """The measured levels, in order. ``best_concurrency``: the smallest level that no level
+    rose above (by :data:`RISE`, the rule that ends the growth, so a curve that stopped flat
+    after a level never names a later one); ``gain``: the peak tokens/s over the first level's
     (concurrency 1 unless ``levels`` said otherwise). ``stopped``: one of :data:`STOPS`; ``why``:
     one line saying what was left unmeasured and why (empty when the curve is complete). Without
     points (the first level failed or outlasted the budget): best concurrency 1, gain 1."""
@@ -95,7 +93,7 @@ class BatchingCurve(msgspec.Struct, frozen=True):
         if not points:
             return cls((), 1, 1.0, stopped, why)
         peak = _peak(points)
-        best = min(p.concurrency for p in points if p.tokens_per_s >= (1 - PEAK_WITHIN) * peak)
+        best = min(p.concurrency for p in points if p.tokens_per_s == peak or peak < (1 + RISE) * p.tokens_per_s)
         base = points[0].tokens_per_s
         return cls(tuple(points), best, peak / base if base > 0 else 1.0, stopped, why)
 

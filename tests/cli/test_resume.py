@@ -231,3 +231,35 @@ def test_an_async_gepa_run_stopped_with_proposals_in_flight_resumes_to_the_same_
     assert _ledger_lines(out) == _ledger_lines(uninterrupted_async_gepa)
     assert sorted(p.name for p in (out / "candidates").iterdir()) == \
         sorted(p.name for p in (uninterrupted_async_gepa / "candidates").iterdir())
+
+
+SPECULATING = ["--method", "async-gepa", "--combee-minibatch", "6", "--epochs", "3", "--train-split", "val[0:30]",
+               "--val-split", "val[0:30]", "--max-metric-calls", "900", "--sim-preset", "flat", "--time-scale", "0.01",
+               "--quiet"]
+"""Minibatches drawn from the validation set itself, so every child is speculated once
+``gepa.pipeline.speculate`` is on."""
+
+
+@pytest.mark.slow
+def test_an_async_gepa_run_killed_while_speculating_resumes_to_the_same_final_json(tmp_path: Path) -> None:
+    """A speculated screening holds the start of its child's validation (the checkpoint keeps
+    it with the proposal): a run killed at a random step resumes to the uninterrupted run's
+    ``final.json``; that speculation changed the search (its metric calls or its path) shows it ran."""
+    config = tmp_path / "speculate.toml"
+    config.write_text("[gepa.pipeline]\nspeculate = true\n")
+    runs = {"plain": SPECULATING, "whole": [*SPECULATING, "--config", str(config)]}
+    for name, args in runs.items():
+        done = subprocess.run(_combee("learn", *args, "--out", str(tmp_path / name)), capture_output=True, text=True,
+                              timeout=300)
+        assert done.returncode == EXIT_OK, done.stderr
+    plain, whole = (json.loads((tmp_path / name / "summary.json").read_text()) for name in ("plain", "whole"))
+    assert (whole["metric_calls"], whole["train_sim_seconds"]) != (plain["metric_calls"], plain["train_sim_seconds"])
+    at_step = random.Random().randint(2, _ledger_lines(tmp_path / "whole") - 3)
+    out = tmp_path / "killed"
+    killed = _run_and_signal(runs["whole"], out, at_step, signal.SIGKILL)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    resumed = _resume(out)
+    assert resumed.returncode == EXIT_OK, resumed.stderr
+    for name in ("final.json", "best.json"):
+        assert (out / name).read_bytes() == (tmp_path / "whole" / name).read_bytes(), f"killed at {at_step}"
+    assert _ledger_lines(out) == _ledger_lines(tmp_path / "whole")

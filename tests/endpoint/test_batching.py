@@ -10,7 +10,8 @@ import time
 import pytest
 
 from combee_fast.config import TransportConfig
-from combee_fast.endpoint.batching import PROBE_ROLE, MAX_LEVEL, BatchingCurve, measure_batching, probe_levels
+from combee_fast.endpoint.batching import (PROBE_ROLE, MAX_LEVEL, RISE, BatchingCurve, BatchingPoint, measure_batching,
+                                           probe_levels)
 from combee_fast.endpoint.client import EndpointClient, EndpointConfig
 from combee_fast.schema import Message
 from combee_fast.sim.latency import LatencyPreset
@@ -41,6 +42,20 @@ def test_the_levels_double_up_to_the_cap() -> None:
     assert probe_levels(1) == (1,)
     assert probe_levels(6) == (1, 2, 4, 6)
     assert probe_levels(MAX_LEVEL) == (1, 2, 4, 8, 16, 32, 64)
+
+
+def _curve(*rates: float) -> BatchingCurve:
+    """The curve of levels 1, 2, 4, ... generating ``rates`` tokens/s."""
+    return BatchingCurve.of([BatchingPoint(concurrency=2 ** i, latency_s=1.0, tokens_per_s=rate, prompt_tokens=20,
+                                           completion_tokens=16) for i, rate in enumerate(rates)], stopped="flat")
+
+
+def test_the_best_concurrency_is_the_smallest_level_no_later_level_rose_above() -> None:
+    below_a_rise = 40.0 * (1 + RISE) - 0.1
+    assert _curve(10.0, 20.0, 40.0, 42.0, below_a_rise).best_concurrency == 4  # 8 and 16 did not rise above 4
+    assert _curve(10.0, 20.0, 40.0, 42.0, 42.0 * (1 + RISE)).best_concurrency == 16  # 16 rose above 8 and 4
+    assert _curve(10.0, 10.5, 10.2).best_concurrency == 1
+    assert _curve(0.0, 0.0).best_concurrency == 1 and _curve(0.0, 0.0).gain == 1.0
 
 
 async def test_a_server_with_four_slots_peaks_at_four_and_the_calls_are_the_probes(start_sim_server) -> None:

@@ -158,9 +158,14 @@ async def test_under_injected_faults_the_metric_calls_never_exceed_the_budget(bu
     assert synchronous.summary["metric_calls"] >= budget  # the synchronous loop runs its last iteration in full
 
 
-async def test_a_run_is_the_same_whatever_order_its_requests_complete_in(tmp_path) -> None:
+@pytest.mark.parametrize("speculate", [False, True])
+async def test_a_run_is_the_same_whatever_order_its_requests_complete_in(tmp_path, speculate: bool) -> None:
+    """Recorded, replayed and with three requests at a time, three proposals in flight; with
+    ``speculate``, minibatches drawn from the validation set, so screenings begin validations."""
     cache = str(tmp_path / "cache.jsonl")
-    config = _config(pipeline=PipelineConfig(proposals=3))
+    config = _config(pipeline=PipelineConfig(proposals=3, speculate=speculate))
+    if speculate:
+        config = msgspec.structs.replace(config, task=TaskConfig(train_split="val[0:40]", val_split="val[0:40]"))
     async with open_session(msgspec.structs.replace(config, cache=CacheConfig(cache, "record"))) as session:
         recorded = await session.train()
     async with open_session(msgspec.structs.replace(config, cache=CacheConfig(cache, "replay"))) as session:
