@@ -16,7 +16,7 @@ import msgspec
 
 from combee_fast.ace import curator, generator, reducer, reflector
 from combee_fast.ace.curator import playbook_stats_text
-from combee_fast.ace.ops import ops_schema, parse_ops
+from combee_fast.ace.ops import ops_schema
 from combee_fast.ace.reflector import cited_bullets_text, diagnoses, failed_reflection
 from combee_fast.ace.roles import CURATOR, GENERATOR, REDUCER, REFLECTOR, ROLES
 from combee_fast.config import SamplingConfig
@@ -144,7 +144,7 @@ class AceCalls:
                                       schema=ops_schema(curator.CURATOR_SCHEMA, text, must_add=must_add),
                                       schema_name="operations")
 
-        return await self._propose(CURATOR.key, playbook_text, build, source, parse_ops)
+        return await self._propose(CURATOR.key, playbook_text, build, source, curator.parse_curator)
 
     async def reduce(
         self,

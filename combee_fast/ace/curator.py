@@ -12,8 +12,8 @@ from typing import Any, Sequence
 import orjson
 
 from combee_fast.roles.base import bullet_line, fill, load_prompt
-from combee_fast.ace.ops import OPS_SCHEMA
-from combee_fast.schema import Bullet, Message, Reflection
+from combee_fast.ace.ops import OPS_SCHEMA, parse_ops
+from combee_fast.schema import Bullet, CallError, Message, Op, Reflection
 
 CURATOR_MAX_TOKENS = 2048
 CURATOR_SCHEMA: dict[str, Any] = OPS_SCHEMA
@@ -81,3 +81,9 @@ def curator_messages(playbook_text: str, stats_text: str, reflections: Sequence[
         reflections="\n".join(map(reflection_json_line, reflections)) or NO_REFLECTIONS,
     )
     return (Message("system", CURATOR_SYSTEM_PROMPT), Message("user", user))
+
+
+def parse_curator(data: Any, text: str | None) -> tuple[Op, ...] | CallError:
+    """The curator's reply as ops (:func:`~combee_fast.ace.ops.parse_ops`); an operation copying
+    the curator's own instructions is dropped."""
+    return parse_ops(data, text, own_prompt=CURATOR_SYSTEM_PROMPT)

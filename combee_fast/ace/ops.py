@@ -9,13 +9,16 @@ Parsing contract of :func:`parse_ops`:
 - Each operation is read on its own. One that cannot become an :class:`Op` is dropped: not an
   object, a ``type`` other than ADD/UPDATE/REMOVE (any case), or a field of the wrong type. Missing
   ``section``/``content``/``bullet_id`` read as empty.
+- An ADD or UPDATE whose content or section is a copy of the prompt (a placeholder such as
+  ``<the lesson>``, or a passage of the role's own instructions ``own_prompt``:
+  :func:`~combee_fast.roles.base.copies_prompt`) is dropped too.
 - The rest are normalised and kept, even when the playbook will refuse them (unknown or missing
   bullet id, empty content): :meth:`Playbook.apply` rejects those with a reason in its report, so
   nothing is lost silently. Normalising: content and section collapse whitespace to one line;
   section becomes lower_snake_case ("Common Mistakes" -> "common_mistakes"); ids lose brackets;
   ADD ignores ``bullet_id``; REMOVE ignores ``content``.
-- When operations were given but every one was dropped, the result is a ``schema_mismatch``
-  :class:`CallError` listing why. An empty ``operations`` list is a valid "no change" (``()``).
+- When operations were given but every one was dropped, the result is a :class:`CallError` listing
+  why: ``placeholder`` when each was a copy of the prompt, ``schema_mismatch`` otherwise. An empty ``operations`` list is a valid "no change" (``()``).
 """
 
 from __future__ import annotations
@@ -26,7 +29,8 @@ from typing import Any
 import msgspec
 
 from combee_fast.roles import bounds
-from combee_fast.roles.base import PLACEHOLDER_PROBLEM, clean_bullet_id, convert, decode_json_object, is_placeholder, one_line
+from combee_fast.roles.base import (PLACEHOLDER_PROBLEM, PROMPT_COPY_PROBLEM, clean_bullet_id, convert, copies_prompt,
+                                    decode_json_object, is_placeholder, one_line)
 from combee_fast.schema import CallError, ErrorKind, Op, OpKind
 
 EDIT_KINDS = (OpKind.ADD, OpKind.UPDATE, OpKind.REMOVE)
@@ -103,8 +107,9 @@ def section_name(text: str) -> str:
     return _NOT_SECTION_CHARS.sub("_", text.strip().lower()).strip("_")
 
 
-def _to_op(raw: Any, position: int) -> Op | str:
-    """``raw`` as an :class:`Op`, or why it cannot be one."""
+def _to_op(raw: Any, position: int, own_prompt: str) -> Op | str:
+    """``raw`` as an :class:`Op`, or why it cannot be one (``own_prompt``: the instructions its
+    content must not copy)."""
     try:
         reply = msgspec.convert(raw, _OpReply)
     except msgspec.ValidationError as exc:
@@ -116,6 +121,8 @@ def _to_op(raw: Any, position: int) -> Op | str:
     content = one_line(reply.content)
     if kind is not OpKind.REMOVE and (is_placeholder(content) or is_placeholder(reply.section)):
         return f"operations[{position}]: {PLACEHOLDER_PROBLEM}"
+    if kind is not OpKind.REMOVE and copies_prompt(content, own_prompt):
+        return f"operations[{position}]: {PROMPT_COPY_PROBLEM}: {content[:80]!r}"
     if kind is OpKind.ADD:
         bullet_id = None
     elif kind is OpKind.REMOVE:
@@ -123,8 +130,9 @@ def _to_op(raw: Any, position: int) -> Op | str:
     return Op(kind, section=section_name(reply.section), content=content, bullet_id=bullet_id)
 
 
-def parse_ops(data: Any, text: str | None) -> tuple[Op, ...] | CallError:
-    """Curator or reducer output as ops (see the module docstring for what is kept and dropped)."""
+def parse_ops(data: Any, text: str | None, *, own_prompt: str) -> tuple[Op, ...] | CallError:
+    """Curator or reducer output as ops (see the module docstring for what is kept and dropped);
+    ``own_prompt``: the system prompt of the role that wrote it."""
     obj = decode_json_object(data, text)
     if isinstance(obj, CallError):
         return obj
@@ -134,7 +142,7 @@ def parse_ops(data: Any, text: str | None) -> tuple[Op, ...] | CallError:
     ops: list[Op] = []
     problems: list[str] = []
     for position, raw in enumerate(reply.operations):
-        result = _to_op(raw, position)
+        result = _to_op(raw, position, own_prompt)
         if isinstance(result, Op):
             ops.append(result)
         else:
@@ -142,8 +150,8 @@ def parse_ops(data: Any, text: str | None) -> tuple[Op, ...] | CallError:
     if reply.operations and not ops:
         shown = "; ".join(problems[:_SHOWN_PROBLEMS])
         more = f" (and {len(problems) - _SHOWN_PROBLEMS} more)" if len(problems) > _SHOWN_PROBLEMS else ""
-        kind: ErrorKind = "placeholder" if all(p.endswith(PLACEHOLDER_PROBLEM) for p in problems) \
-            else "schema_mismatch"
+        copies = all(p.endswith(PLACEHOLDER_PROBLEM) or PROMPT_COPY_PROBLEM in p for p in problems)
+        kind: ErrorKind = "placeholder" if copies else "schema_mismatch"
         return CallError(kind, f"no usable operation: {shown}{more}", raw=text)
     return tuple(ops)
 

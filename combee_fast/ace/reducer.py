@@ -94,7 +94,7 @@ def parse_reduction(data: Any, text: str | None, proposals: Sequence[Sequence[Op
     References that name no proposed operation are ignored; a reply whose every reference is
     unknown and which writes no operation is a ``schema_mismatch`` naming the references.
     """
-    written = parse_ops(data, text)
+    written = parse_ops(data, text, own_prompt=REDUCER_SYSTEM_PROMPT)
     if isinstance(written, CallError):
         return written
     obj = decode_json_object(data, text)

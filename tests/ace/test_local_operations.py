@@ -14,7 +14,8 @@ import json
 from pathlib import Path
 
 from combee_fast.ace import curator, reducer
-from combee_fast.ace.ops import ops_schema, parse_ops
+from combee_fast.ace.curator import parse_curator
+from combee_fast.ace.ops import ops_schema
 from combee_fast.config import LocalConfig
 from combee_fast.endpoint.calls import ChatRequest
 from combee_fast.endpoint.client import EndpointClient, EndpointConfig
@@ -50,7 +51,7 @@ async def test_every_update_or_remove_of_the_real_model_names_an_id_of_the_playb
     edits = []
     for result in results:
         assert result.error is None, result.error
-        ops = parse_ops(result.data, result.text)
+        ops = parse_curator(result.data, result.text)
         assert isinstance(ops, tuple), ops
         edits += [op for op in ops if op.kind is not OpKind.ADD]
     assert edits, [r.text for r in results]  # the reflection names a wrong bullet; the second asks for an edit
@@ -68,7 +69,7 @@ def _first_reductions_proposals() -> list[tuple]:
         if reply["run"] == "formula-combee-bench":
             if reply["role"] == "reducer":
                 return proposals
-            proposals.append(parse_ops(None, reply["content"]))
+            proposals.append(parse_curator(None, reply["content"]))
     raise AssertionError("no recorded reduction")
 
 

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import json
+
 import orjson
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from combee_fast.playbook import Playbook
-from combee_fast.ace.curator import CURATOR_SCHEMA
+from combee_fast.ace.curator import CURATOR_SCHEMA, parse_curator
 from combee_fast.ace.generator import GENERATOR_SCHEMA, GeneratorOutput, parse_generator
-from combee_fast.ace.ops import parse_ops
 from combee_fast.ace.reducer import REDUCER_SCHEMA
 from combee_fast.ace.reflector import REFLECTOR_SCHEMA, parse_reflector
 from combee_fast.roles.base import decode_json_object
@@ -152,7 +153,7 @@ def ops_reply(*operations: dict) -> dict:
     ),
 )
 def test_ops_accept_good_output_in_every_shape(data, text):
-    assert parse_ops(data, text) == (
+    assert parse_curator(data, text) == (
         Op(OpKind.ADD, "formulas_and_calculations", "ROI = gain / cost"),
         Op(OpKind.UPDATE, "common_mistakes", "Give ratios as decimals.", "mist-00002"),
         Op(OpKind.REMOVE, "other", "", "othe-00003"),
@@ -160,7 +161,7 @@ def test_ops_accept_good_output_in_every_shape(data, text):
 
 
 def test_ops_are_normalised_to_what_the_playbook_stores():
-    ops = parse_ops(
+    ops = parse_curator(
         ops_reply(
             {"type": "add", "section": " Common Mistakes ", "content": "  Check\n  the   units.\t", "bullet_id": "form-00001"},
             {"type": "Update", "section": "formulas & calculations", "content": "x", "bullet_id": "[form-00001]"},
@@ -176,7 +177,7 @@ def test_ops_are_normalised_to_what_the_playbook_stores():
 
 
 def test_unusable_ops_are_dropped_and_invalid_ones_left_for_the_playbook_to_reject():
-    ops = parse_ops(
+    ops = parse_curator(
         ops_reply(
             {"type": "MERGE", "section": "other", "content": "x", "bullet_id": ""},
             "ADD something",
@@ -210,12 +211,12 @@ def test_unusable_ops_are_dropped_and_invalid_ones_left_for_the_playbook_to_reje
     ],
 )
 def test_ops_errors_are_typed(data, text, kind, words):
-    error = parse_ops(data, text)
+    error = parse_curator(data, text)
     assert isinstance(error, CallError) and error.kind == kind and words in error.message and error.raw == text
 
 
 def test_an_empty_operations_list_means_no_change():
-    assert parse_ops(None, '{"reasoning": "nothing new", "operations": []}') == ()
+    assert parse_curator(None, '{"reasoning": "nothing new", "operations": []}') == ()
 
 
 @pytest.mark.parametrize(
@@ -257,12 +258,35 @@ def test_placeholder_copies_are_their_own_error_kind_and_real_ops_survive() -> N
     assert is_placeholder("<the lesson>") and is_placeholder(" <one reusable, specific lesson") and is_placeholder("<>")
     assert not is_placeholder("Use <= when the bound is inclusive") and not is_placeholder("x < y > z")
     copied = '{"reasoning": "r", "operations": [{"type": "ADD", "section": "<section>", "content": "<the lesson>"}]}'
-    error = parse_ops(None, copied)
+    error = parse_curator(None, copied)
     assert isinstance(error, CallError) and error.kind == "placeholder"
     mixed = ('{"reasoning": "r", "operations": [{"type": "ADD", "section": "formulas", "content": "<the lesson>"},'
              ' {"type": "ADD", "section": "formulas", "content": "Divide by 100 before compounding"}]}')
-    ops = parse_ops(None, mixed)
+    ops = parse_curator(None, mixed)
     assert not isinstance(ops, CallError) and [op.content for op in ops] == ["Divide by 100 before compounding"]
+
+
+def test_an_operation_copying_its_roles_instructions_is_dropped_and_named() -> None:
+    """The curator's and the reducer's own words are not lessons; a lesson that shares a few words
+    with them is kept."""
+    from combee_fast.ace.ops import parse_ops
+    from combee_fast.ace.reducer import REDUCER_SYSTEM_PROMPT
+    from combee_fast.roles.base import PROMPT_COPY_PROBLEM
+
+    def reply(*contents: str) -> str:
+        return json.dumps({"reasoning": "r", "operations": [
+            {"type": "ADD", "section": "common_mistakes", "content": c, "bullet_id": ""} for c in contents]})
+
+    principle = "Capture what is new: a lesson is new when no entry of the playbook holds it yet."
+    error = parse_curator(None, reply(principle))
+    assert isinstance(error, CallError) and error.kind == "placeholder" and PROMPT_COPY_PROBLEM in error.message
+    assert "operations[0]" in error.message
+    lesson = "A lesson on rates: convert a percentage to a fraction before you compound it."
+    ops = parse_curator(None, reply(principle, lesson))
+    assert not isinstance(ops, CallError) and [op.content for op in ops] == [lesson]
+    rule = "Keep complementary specifics. Distinct lessons from different proposals all survive."
+    assert isinstance(parse_ops(None, reply(rule), own_prompt=REDUCER_SYSTEM_PROMPT), CallError)
+    assert len(parse_curator(None, reply(rule))) == 1  # the curator's prompt does not say it
 
 
 def test_a_field_copied_from_the_prompt_is_found_whatever_its_case_spacing_or_full_stop() -> None:

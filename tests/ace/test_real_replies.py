@@ -14,8 +14,9 @@ import pytest
 
 from combee_fast.endpoint.structured import parse_structured
 from combee_fast.ace.generator import GENERATOR_SCHEMA, parse_generator
+from combee_fast.ace.curator import parse_curator
 from combee_fast.ace.ops import OPS_SCHEMA, parse_ops
-from combee_fast.ace.reducer import parse_reduction
+from combee_fast.ace.reducer import REDUCER_SYSTEM_PROMPT, parse_reduction
 from combee_fast.ace.reflector import REFLECTOR_SCHEMA, REFLECTOR_SYSTEM_PROMPT, parse_reflector
 from combee_fast.roles.base import is_placeholder
 from combee_fast.schema import CallError, Reflection, Usage
@@ -47,8 +48,10 @@ def classify(reply: dict[str, Any]) -> str:
     elif reply["role"] == "reflector":
         reflection = parse_reflector(data, text, rollout_id="r", usage=Usage())
         parsed = reflection.error or reflection
+    elif reply["role"] == "curator":
+        parsed = parse_curator(data, text)
     else:
-        parsed = parse_ops(data, text)
+        parsed = parse_ops(data, text, own_prompt=REDUCER_SYSTEM_PROMPT)
     return parsed.kind if isinstance(parsed, CallError) else "ok"
 
 
@@ -148,14 +151,14 @@ def test_the_05b_curator_under_the_old_prompt_called_an_empty_playbook_nothing_n
     assert len(replies) == 4
     for reply in replies:
         assert json.loads(reply["content"])["reasoning"] == "The playbook is empty, so no lessons are new."
-        assert parse_ops(None, reply["content"]) == ()
+        assert parse_curator(None, reply["content"]) == ()
 
 
 def test_the_05b_reducer_under_the_old_prompt_kept_nothing_of_an_empty_playbooks_proposals() -> None:
     """What the reducer's empty-playbook line and its ``keep`` bound were made for: a Combee run's
     two reductions each dropped every ADD its curators proposed (6 curator replies, 33 ADDs)."""
     replies = _replies(QWEN_REPLIES, "formula-combee-bench")
-    curated = [parse_ops(None, reply["content"]) for reply in replies if reply["role"] == "curator"]
+    curated = [parse_curator(None, reply["content"]) for reply in replies if reply["role"] == "curator"]
     assert all(isinstance(ops, tuple) and ops for ops in curated)
     assert sum(map(len, curated)) == 33
     reductions = [reply for reply in replies if reply["role"] == "reducer"]
