@@ -18,7 +18,8 @@ Parsing contract of :func:`parse_ops`:
   section becomes lower_snake_case ("Common Mistakes" -> "common_mistakes"); ids lose brackets;
   ADD ignores ``bullet_id``; REMOVE ignores ``content``.
 - When operations were given but every one was dropped, the result is a :class:`CallError` listing
-  why: ``placeholder`` when each was a copy of the prompt, ``schema_mismatch`` otherwise. An empty ``operations`` list is a valid "no change" (``()``).
+  why: ``placeholder`` when each was a copy of the prompt, ``schema_mismatch`` otherwise. An empty
+  ``operations`` list is a valid "no change" (``()``).
 """
 
 from __future__ import annotations

@@ -379,7 +379,7 @@ class AsyncGepa:
         """``stage``'s work for ``proposal`` under the stage's real in-flight limit; once it is done,
         the next stage whose running is certain begins."""
         assert self._pool is not None
-        ordered = stage == "validate" and not proposal.speculated or stage == "screen" and proposal.speculated
+        ordered = (stage == "validate" and not proposal.speculated) or (stage == "screen" and proposal.speculated)
         expected = await self._expected(proposal) if ordered else None
         async with self._real_limits[stage]:
             result = await self.work.run(stage, proposal, self._pool, expected)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 
 import orjson
 import pytest
@@ -274,8 +273,8 @@ def test_an_operation_copying_its_roles_instructions_is_dropped_and_named() -> N
     from combee_fast.roles.base import PROMPT_COPY_PROBLEM
 
     def reply(*contents: str) -> str:
-        return json.dumps({"reasoning": "r", "operations": [
-            {"type": "ADD", "section": "common_mistakes", "content": c, "bullet_id": ""} for c in contents]})
+        return orjson.dumps({"reasoning": "r", "operations": [
+            {"type": "ADD", "section": "common_mistakes", "content": c, "bullet_id": ""} for c in contents]}).decode()
 
     principle = "Capture what is new: a lesson is new when no entry of the playbook holds it yet."
     error = parse_curator(None, reply(principle))
