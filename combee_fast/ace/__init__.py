@@ -8,6 +8,7 @@
   schema and parser (its system message is its prompt file in ``prompts/``; its user message is
   filled from a template there, with the content the task world and a real model read between tags).
 - :mod:`.ops`: the operations format shared by the curator and the reducer.
+- :mod:`.repeats`: a curator's or reducer's reply stopped at its first repeated operation.
 - :mod:`.learner`: :class:`~.learner.AceLearner`, the playbook :class:`~combee_fast.protocols.Learner`
   (map, propose, merge, apply).
 - :mod:`.online`: :class:`~.online.AceOnline`, the learner of rollouts submitted online (reflect only).

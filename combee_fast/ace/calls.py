@@ -18,6 +18,7 @@ from combee_fast.ace import curator, generator, reducer, reflector
 from combee_fast.ace.curator import playbook_stats_text
 from combee_fast.ace.ops import ops_schema
 from combee_fast.ace.reflector import cited_bullets_text, diagnoses, failed_reflection
+from combee_fast.ace.repeats import RepeatCut, lessons_in
 from combee_fast.ace.roles import CURATOR, GENERATOR, REDUCER, REFLECTOR, ROLES
 from combee_fast.config import SamplingConfig
 from combee_fast.endpoint.calls import ChatRequest
@@ -131,7 +132,8 @@ class AceCalls:
         seed_path: tuple[int | str, ...],
     ) -> Proposal[Op]:
         """One curator call over ``reflections`` against ``playbook`` (its text cut to fit the
-        endpoint's context and trimmed on a context error). On an empty playbook, with a reflection
+        endpoint's context and trimmed on a context error), its reply stopped at its first repeat
+        (:mod:`combee_fast.ace.repeats`). On an empty playbook, with a reflection
         that diagnoses something, the reply's schema asks for at least one ADD: small models
         answered an empty playbook with no operation whatever the prompt said (Qwen2.5-Coder-0.5B:
         "The playbook is empty, so no lessons are new."; the 1.5B: "The playbook already holds
@@ -142,7 +144,7 @@ class AceCalls:
         def build(text: str) -> ChatRequest:
             return self.calls.request(CURATOR.key, curator.curator_messages(text, stats, reflections), *seed_path,
                                       schema=ops_schema(curator.CURATOR_SCHEMA, text, must_add=must_add),
-                                      schema_name="operations")
+                                      schema_name="operations", cut=RepeatCut(lessons_in(text).values()))
 
         return await self._propose(CURATOR.key, playbook_text, build, source, curator.parse_curator)
 
@@ -155,10 +157,14 @@ class AceCalls:
         seed_path: tuple[int | str, ...],
     ) -> Proposal[Op]:
         """One reducer call merging ``proposals`` made against the same base playbook (its text cut
-        to fit the endpoint's context and trimmed on a context error)."""
+        to fit the endpoint's context and trimmed on a context error), its reply stopped at its
+        first repeat (:mod:`combee_fast.ace.repeats`)."""
+        references = reducer.proposal_references(proposals)
+
         def build(text: str) -> ChatRequest:
             return self.calls.request(REDUCER.key, reducer.reducer_messages(text, proposals), *seed_path,
-                                      schema=reducer.reducer_schema(text, proposals), schema_name="reduction")
+                                      schema=reducer.reducer_schema(text, proposals), schema_name="reduction",
+                                      cut=RepeatCut(lessons_in(text).values(), references))
 
         def parse(data: Any, text: str | None) -> tuple[Op, ...] | CallError:
             return reducer.parse_reduction(data, text, proposals)

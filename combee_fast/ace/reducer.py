@@ -74,6 +74,12 @@ def reducer_schema(playbook_text: str, proposals: Sequence[Sequence[Op]]) -> dic
     return schema
 
 
+def proposal_references(proposals: Sequence[Sequence[Op]]) -> dict[str, dict[str, str]]:
+    """Every proposed operation in the operations format, by its reference (:func:`op_ref`), in
+    proposal order."""
+    return {op_ref(i, j): op_json(op) for i, ops in enumerate(proposals) for j, op in enumerate(_edits(ops))}
+
+
 def reducer_messages(playbook_text: str, proposals: Sequence[Sequence[Op]]) -> tuple[Message, ...]:
     """System + user messages merging ``proposals`` (each one curator call's ops, in group order)."""
     lines = []

@@ -3,11 +3,32 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Protocol
 
 import msgspec
 
 from combee_fast.schema import CallError, Message, ToolCall, Usage
+
+
+class ReplyWatch(Protocol):
+    """Reads one reply's content as it arrives and says when the rest is not worth generating."""
+
+    def feed(self, delta: str) -> str | None:
+        """Take the next piece of the reply's content. Returns the reply to keep, a complete text
+        (the content so far, cut where the waste began and made whole again), when generating
+        should stop now; None to go on."""
+        ...
+
+
+class ReplyCut(Protocol):
+    """A rule that stops a reply at its first wasted piece (a repeated operation, say);
+    :meth:`watch` makes the watcher of one reply. With a streamed reply the client closes the
+    connection at the cut, so the server stops generating (:mod:`combee_fast.endpoint.streamed`);
+    a reply read whole is cut the same way after the fact, so what the caller receives never
+    depends on the transport. The rule is not part of the replay cache's key: a replayed run gets
+    the replies as they were recorded."""
+
+    def watch(self) -> ReplyWatch: ...
 
 
 class ChatRequest(msgspec.Struct, frozen=True):
@@ -15,7 +36,8 @@ class ChatRequest(msgspec.Struct, frozen=True):
     header ``X-Combee-Role``; ``json_schema`` asks for a JSON object of that schema (``None``:
     free text); ``extra_body`` fields (penalties, ``top_p``, server-specific knobs) are merged into
     the request body as given; ``tools`` offers OpenAI function tools (their JSON definitions) and
-    ``tool_choice`` says how the model may use them (None: the server's default)."""
+    ``tool_choice`` says how the model may use them (None: the server's default); ``cut`` stops the
+    reply at its first wasted piece (:class:`ReplyCut`)."""
 
     role: str
     messages: tuple[Message, ...]
@@ -27,6 +49,7 @@ class ChatRequest(msgspec.Struct, frozen=True):
     extra_body: dict[str, Any] | None = None
     tools: tuple[dict[str, Any], ...] = ()
     tool_choice: str | None = None
+    cut: ReplyCut | None = None
 
 
 class ChatResult(msgspec.Struct, frozen=True, kw_only=True):
@@ -34,7 +57,8 @@ class ChatResult(msgspec.Struct, frozen=True, kw_only=True):
 
     ``text`` is the response content (``None`` if there was no response); ``data`` the parsed
     JSON object when a schema was requested and it parsed; ``error`` the typed failure;
-    ``tool_calls`` the tools the reply called (a request that offered ``tools``).
+    ``tool_calls`` the tools the reply called (a request that offered ``tools``); ``cut``: the
+    request's :class:`ReplyCut` stopped the reply (``text`` is what it kept).
     """
 
     text: str | None
@@ -43,6 +67,7 @@ class ChatResult(msgspec.Struct, frozen=True, kw_only=True):
     error: CallError | None = None
     finish_reason: str | None = None
     tool_calls: tuple[ToolCall, ...] = ()
+    cut: bool = False
 
 
 ChatCall = Callable[[ChatRequest], Awaitable[ChatResult]]

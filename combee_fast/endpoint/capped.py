@@ -12,6 +12,7 @@ connection released with its body unread). aiohttp sessions of the client do not
 from __future__ import annotations
 
 import zlib
+from collections.abc import Callable
 from typing import Any
 
 CHUNK_BYTES = 64 * 1024
@@ -44,6 +45,23 @@ async def read_capped(response: Any, limit: int) -> bytes:
             raise ReplyTooLarge(f"reply over transport.max_reply_bytes={limit} (read {size} bytes); the rest not read")
         chunks.append(chunk)
     return decoded(b"".join(chunks), response.headers.get("Content-Encoding"), limit)
+
+
+async def read_streamed(response: Any, limit: int, on_body: Callable[[bytes], bool]) -> bytes:
+    """The body of ``response`` (as :func:`read_capped`, of a body with no ``Content-Encoding``),
+    each piece also handed to ``on_body`` as it arrives; once ``on_body`` returns True nothing more
+    is read and the connection is closed (aiohttp closes one released with its body unread)."""
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in response.content.iter_any():
+        size += len(chunk)
+        if size > limit:
+            raise ReplyTooLarge(f"reply over transport.max_reply_bytes={limit} (read {size} bytes); the rest not read")
+        chunks.append(chunk)
+        if on_body(chunk):
+            response.close()
+            break
+    return b"".join(chunks)
 
 
 def decoded(body: bytes, encoding: str | None, limit: int) -> bytes:

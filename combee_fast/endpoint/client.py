@@ -66,16 +66,16 @@ import aiohttp
 import msgspec
 
 from combee_fast.endpoint.cache import ReplayCache, request_key
-from combee_fast.endpoint.http1 import Http1Pool, MalformedResponse
+from combee_fast.endpoint.http1 import BodyReader, Http1Pool, MalformedResponse
 from combee_fast.endpoint.capabilities import (Capabilities, FormState, check_form, is_validation_error, probe,
                                               probe_tools, response_format, tokenize)
-from combee_fast.endpoint.calls import ChatRequest, ChatResult
+from combee_fast.endpoint.calls import ChatRequest, ChatResult, ReplyCut
 from combee_fast.endpoint.retry import RETRYABLE_STATUSES, backoff_s, header_number, retry_after_s
 from combee_fast.endpoint.server_work import ServerWork, read_server_work
-from combee_fast.endpoint.capped import ACCEPT_ENCODING, BadEncoding, ReplyTooLarge, read_capped
+from combee_fast.endpoint.capped import ACCEPT_ENCODING, BadEncoding, ReplyTooLarge, read_capped, read_streamed
 from combee_fast.endpoint.gate import AdmissionGate
 from combee_fast.endpoint.inflight import InFlight, Meters
-from combee_fast.endpoint.streamed import StreamFailed, join_stream
+from combee_fast.endpoint.streamed import StreamFailed, StreamReader
 from combee_fast.endpoint.structured import parse_structured, repair_messages
 from combee_fast.endpoint.wire import with_extra_body
 from combee_fast.endpoint.wire import (
@@ -141,6 +141,7 @@ class _Answer(msgspec.Struct):
     completion_tokens: int
     sim_latency_s: float | None
     tool_calls: tuple[ToolCall, ...] = ()
+    cut: bool = False
 
 
 class _AttemptFailed(Exception):
@@ -154,7 +155,7 @@ class _AttemptFailed(Exception):
 class _Tally:
     """Accumulates usage over the attempts and the repair of one call."""
 
-    __slots__ = ("prompt_tokens", "completion_tokens", "sim_latency_s", "retry_kinds", "failed_s", "left_s")
+    __slots__ = ("prompt_tokens", "completion_tokens", "sim_latency_s", "retry_kinds", "failed_s", "left_s", "cut")
 
     def __init__(self, left_s: float = 0.0) -> None:
         self.left_s = left_s  # seconds the call has left for attempts and waits
@@ -163,8 +164,10 @@ class _Tally:
         self.sim_latency_s: float | None = None
         self.retry_kinds: list[str] = []  # label of each retried attempt
         self.failed_s = 0.0  # real seconds in failed attempts and their backoff
+        self.cut = False  # the answer last taken was cut by the request's ReplyCut
 
     def add(self, answer: _Answer) -> None:
+        self.cut = answer.cut
         self.prompt_tokens += answer.prompt_tokens
         self.completion_tokens += answer.completion_tokens
         if answer.sim_latency_s is not None:
@@ -473,7 +476,7 @@ class EndpointClient:
             error = msgspec.structs.replace(error, message=scrub(error.message, self._secrets),
                                             raw=None if error.raw is None else scrub(error.raw, self._secrets))
         return ChatResult(text=text, data=data, usage=self._usage(request, tally, time.perf_counter() - started),
-                          error=error, finish_reason=finish_reason, tool_calls=tool_calls)
+                          error=error, finish_reason=finish_reason, tool_calls=tool_calls, cut=tally.cut)
 
     async def _answer(self, request: ChatRequest,
                       tally: _Tally) -> tuple[str | None, Any, CallError | None, str | None, tuple[ToolCall, ...]]:
@@ -559,15 +562,17 @@ class EndpointClient:
         """Send in the current structured-output form; if the reply rejects that form, send once
         more in the weaker form :class:`FormState` steps down to."""
         form = self.forms.form
-        answer = await self._send(self._encode(request, messages, form), request.role, messages, tally)
+        answer = await self._send(self._encode(request, messages, form), request, messages, tally)
         if isinstance(answer, CallError) and request.json_schema is not None and self.forms.fall_back(
                 form, msgspec.structs.replace(answer, message=scrub(answer.message, self._secrets))):
-            answer = await self._send(self._encode(request, messages, self.forms.form), request.role, messages, tally)
+            answer = await self._send(self._encode(request, messages, self.forms.form), request, messages, tally)
         return answer
 
-    async def _send(self, body: bytes, role: str, messages: tuple[Message, ...],
+    async def _send(self, body: bytes, request: ChatRequest, messages: tuple[Message, ...],
                     tally: _Tally) -> _Answer | CallError:
-        """Send until answered, out of retries or out of the call's time; adds to ``tally``."""
+        """Send ``body`` (``request`` with ``messages``, encoded) until answered, out of retries or
+        out of the call's time; adds to ``tally``."""
+        role = request.role
         config = self.config
         transport = config.transport
         for attempt in range(transport.max_retries + 1):
@@ -583,7 +588,8 @@ class EndpointClient:
                     meter = self.meters.get(role) or self.meters.setdefault(role, InFlight())
                     meter.enter(attempt_started)
                     try:
-                        answer = await self._post(body, role, min(transport.attempt_timeout_s or math.inf, tally.left_s))
+                        answer = await self._post(body, role, min(transport.attempt_timeout_s or math.inf, tally.left_s),
+                                                  request.cut)
                     finally:
                         self._in_flight -= 1
                         attempt_ended = time.perf_counter()
@@ -616,8 +622,10 @@ class EndpointClient:
                 tally.failed_s += time.perf_counter() - attempt_started
                 continue
             self.gate.answered()
-            if answer.prompt_tokens == 0 and answer.completion_tokens == 0:
-                answer.prompt_tokens = estimate_tokens("".join(m.content for m in messages))
+            if answer.prompt_tokens == 0:  # a server that counted nothing, or a reply cut before its usage
+                prompt = "".join(m.content for m in messages)
+                answer.prompt_tokens = (await self.count_tokens(prompt) if answer.cut else None) or estimate_tokens(prompt)
+            if answer.completion_tokens == 0:
                 answer.completion_tokens = estimate_tokens(answer.text or "")
             tally.add(answer)
             return answer
@@ -633,10 +641,13 @@ class EndpointClient:
             head = self._request_heads[role] = ("\r\n".join(lines) + "\r\nContent-Length: ").encode("latin-1")
         return head
 
-    async def _transmit(self, body: bytes, role: str, timeout_s: float) -> tuple[int, bytes, Any]:
-        """``(status, body, headers)`` of one exchange of at most ``timeout_s``: plain http on the
-        keep-alive pool, https through aiohttp. Raises ``TimeoutError``, ``aiohttp.ClientError``,
-        ``OSError``, :class:`ReplyTooLarge` or :class:`BadEncoding`."""
+    async def _transmit(self, body: bytes, role: str, timeout_s: float,
+                        on_body: BodyReader | None = None) -> tuple[int, bytes, Any, bool]:
+        """``(status, body, headers, fed)`` of one exchange of at most ``timeout_s``: plain http on
+        the keep-alive pool, https through aiohttp; ``on_body`` reads a ``200`` reply's body as it
+        arrives (``fed``: it did; it may end the reading, and the connection, early). Raises
+        ``TimeoutError``, ``aiohttp.ClientError``, ``OSError``, :class:`ReplyTooLarge` or
+        :class:`BadEncoding`."""
         if self._url.startswith("http://"):
             if self._pool is None:
                 parts = urlsplit(self._url)
@@ -645,20 +656,26 @@ class EndpointClient:
             head = self._request_head(role)
             transport = self.config.transport
             response = await self._pool.post(b"%b%d\r\n\r\n%b" % (head, len(body), body), timeout_s,
-                                             transport.max_reply_bytes)
-            return response.status, response.body, response.headers
+                                             transport.max_reply_bytes, on_body)
+            return response.status, response.body, response.headers, response.fed
         headers = self._role_headers.get(role)
         if headers is None:
             headers = self._role_headers[role] = {**self._headers, ROLE_HEADER: role}
         async with asyncio.timeout(timeout_s), self._open_session().post(
                 self._url, data=body, headers=headers, timeout=aiohttp.ClientTimeout(total=timeout_s)) as reply:
-            return reply.status, await read_capped(reply, self.config.transport.max_reply_bytes), reply.headers
+            limit = self.config.transport.max_reply_bytes
+            if on_body is not None and reply.status == 200 and "Content-Encoding" not in reply.headers:
+                return reply.status, await read_streamed(reply, limit, on_body), reply.headers, True
+            return reply.status, await read_capped(reply, limit), reply.headers, False
 
-    async def _post(self, body: bytes, role: str, timeout_s: float) -> _Answer:
+    async def _post(self, body: bytes, role: str, timeout_s: float, cut: ReplyCut | None = None) -> _Answer:
         """One HTTP exchange of at most ``timeout_s``; raises :class:`_AttemptFailed` for anything
-        but a chat completion."""
+        but a chat completion. ``cut`` watches the reply's content: a streamed reply is read as it
+        arrives and the connection closed at the cut, a whole one is cut after the fact."""
+        reader = StreamReader(cut.watch() if cut is not None else None) if self.config.transport.stream else None
         try:
-            status, raw, headers = await self._transmit(body, role, timeout_s)
+            status, raw, headers, fed = await self._transmit(body, role, timeout_s,
+                                                             None if reader is None else reader.feed)
         except ReplyTooLarge as exc:
             raise _AttemptFailed(CallError(kind="too_large", message=str(exc)), retryable=False) from None
         except (MalformedResponse, BadEncoding) as exc:
@@ -675,14 +692,20 @@ class EndpointClient:
             self._time_scale = time_scale
         retry_after = retry_after_s(headers) if status != 200 else None
         if status != 200:
-            text = raw.decode("utf-8", errors="replace")
+            error_text = raw.decode("utf-8", errors="replace")
             raise _AttemptFailed(
-                CallError(kind="http_status", message=f"HTTP {status}: {text[:200]}", status=status, raw=text),
-                retryable=status in RETRYABLE_STATUSES and not is_validation_error(status, text),
+                CallError(kind="http_status", message=f"HTTP {status}: {error_text[:200]}", status=status,
+                          raw=error_text),
+                retryable=status in RETRYABLE_STATUSES and not is_validation_error(status, error_text),
                 retry_after=retry_after,
             )
         try:
-            decoded = join_stream(raw) if self.config.transport.stream else _response_decoder.decode(raw)
+            if reader is not None:
+                if not fed:
+                    reader.feed(raw)
+                decoded = reader.response()
+            else:
+                decoded = _response_decoder.decode(raw)
             choice = decoded.choices[0]
         except StreamFailed as exc:
             raise _AttemptFailed(
@@ -697,13 +720,21 @@ class EndpointClient:
                 retryable=False,
             ) from None
         usage = decoded.usage
+        text = choice.message.content
+        completion_tokens, was_cut = usage.completion_tokens if usage else 0, False
+        if reader is not None and reader.kept is not None:  # cut as it streamed: each event read, a token made
+            text, completion_tokens, was_cut = reader.kept, completion_tokens or reader.events, True
+        elif reader is None and cut is not None and text is not None:  # read whole: cut after the fact
+            kept = cut.watch().feed(text)
+            text, was_cut = (text, False) if kept is None else (kept, True)
         return _Answer(
-            text=choice.message.content,
+            text=text,
             finish_reason=choice.finish_reason,
             prompt_tokens=usage.prompt_tokens if usage else 0,
-            completion_tokens=usage.completion_tokens if usage else 0,
+            completion_tokens=completion_tokens,
             sim_latency_s=_parse_float(sim_latency),
             tool_calls=tool_calls_of(choice.message.tool_calls or ()),
+            cut=was_cut,
         )
 
     def _accounted(self, result: ChatResult) -> ChatResult:

@@ -20,6 +20,10 @@ Contract of :meth:`Http1Pool.post`:
   failed or cancelled request closes its connection (the server sees it go);
 - at most ``limit`` idle connections are kept; a connection the server closes while idle is
   dropped, never reused;
+- with ``on_body``, a ``200`` reply's chunked body (no ``Content-Encoding``) is also handed to
+  ``on_body`` a chunk at a time as it arrives; once it returns True the response is complete with
+  the body read so far (``fed`` and ``cut`` set) and the connection is closed, so a server
+  streaming its answer stops generating. Other bodies are read whole (``fed`` False);
 - a request that fails on a reused connection before any byte of its response arrived is sent
   once more, on a new connection, within the same ``timeout_s``; the caller sees one exchange
   (:attr:`Http1Pool.resent` counts them).
@@ -40,7 +44,7 @@ from __future__ import annotations
 import asyncio
 import re
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import NamedTuple
 
 from combee_fast.endpoint.capped import BadEncoding, ReplyTooLarge, decoded
@@ -80,9 +84,18 @@ class Headers(Mapping[str, str]):
 
 
 class Http1Response(NamedTuple):
+    """``fed``: the body went to the request's ``on_body`` as it arrived; ``cut``: ``on_body``
+    stopped it (the body is what was read until then)."""
+
     status: int
     headers: Headers
     body: bytes
+    fed: bool = False
+    cut: bool = False
+
+
+BodyReader = Callable[[bytes], bool]
+"""Takes a reply body's next piece as it arrives; True: read no more (the module doc)."""
 
 
 class _Connection(asyncio.Protocol):
@@ -97,6 +110,7 @@ class _Connection(asyncio.Protocol):
         self.heard = False  # whether a byte of the current request's response has arrived
         self._waiter: asyncio.Future[Http1Response] | None = None
         self._limit: int | None = None  # most body bytes of the response awaited (None: no cap)
+        self._on_body: BodyReader | None = None  # the current request's reader of its body
         self._reset()
 
     def _reset(self) -> None:
@@ -108,6 +122,7 @@ class _Connection(asyncio.Protocol):
         self._chunk_bytes = 0
         self._until_close = False
         self._keep_alive = False
+        self._feeding = False  # the chunks go to on_body as they arrive
 
     # protocol callbacks
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -143,14 +158,17 @@ class _Connection(asyncio.Protocol):
                               else "the server closed the connection before a complete response"))
 
     # requests
-    async def exchange(self, request: bytes, max_body: int | None = None) -> Http1Response:
+    async def exchange(self, request: bytes, max_body: int | None = None,
+                       on_body: BodyReader | None = None) -> Http1Response:
         """Send ``request`` (head and body) and wait for the complete response; a body over
-        ``max_body`` bytes fails with :class:`ReplyTooLarge` as soon as it is announced or seen."""
+        ``max_body`` bytes fails with :class:`ReplyTooLarge` as soon as it is announced or seen;
+        ``on_body`` reads a chunked ``200`` body as it arrives (the module doc)."""
         if self.closed or self.transport is None:
             raise Http1Error("connection closed")
         self.reusable = False
         self.heard = False
         self._limit = max_body
+        self._on_body = on_body
         self._waiter = asyncio.get_running_loop().create_future()
         self.transport.write(request)
         return await self._waiter
@@ -166,12 +184,13 @@ class _Connection(asyncio.Protocol):
             self._waiter.set_exception(exc)
         self.abort()
 
-    def _finish(self, body: bytes, *, keep_alive: bool) -> None:
+    def _finish(self, body: bytes, *, keep_alive: bool, cut: bool = False) -> None:
         headers = self._headers
         assert headers is not None
         limit = sys.maxsize if self._limit is None else self._limit
-        response = Http1Response(self._status, headers, decoded(body, headers.get("content-encoding"), limit))
-        self.reusable = keep_alive and not self._buffer
+        response = Http1Response(self._status, headers, decoded(body, headers.get("content-encoding"), limit),
+                                 fed=self._feeding, cut=cut)
+        self.reusable = keep_alive and not self._buffer and not cut
         self._reset()
         waiter, self._waiter = self._waiter, None
         if waiter is not None and not waiter.done():
@@ -204,6 +223,8 @@ class _Connection(asyncio.Protocol):
             self._keep_alive = (version == b"HTTP/1.1" and connection != "close") or connection == "keep-alive"
             if "chunked" in headers.get("transfer-encoding", "").lower():
                 self._chunked = True
+                self._feeding = (self._on_body is not None and status == 200
+                                 and headers.get("content-encoding", "identity").strip().lower() == "identity")
             elif (length := headers.get("content-length")) is not None:
                 if not _DIGITS.fullmatch(length.encode("latin-1")):
                     raise MalformedResponse(f"malformed HTTP response: Content-Length {length[:40]!r}")
@@ -230,10 +251,19 @@ class _Connection(asyncio.Protocol):
             raise ReplyTooLarge(f"reply over transport.max_reply_bytes={limit} (read {received} bytes); the rest not read")
 
     def _parse_chunks(self) -> None:
-        """Take the complete chunks in the buffer (one cut of the buffer per call, however many)."""
+        """Take the complete chunks in the buffer (one cut of the buffer per call, however many);
+        finish early, closing the connection, when ``on_body`` says to read no more."""
         buffer = self._buffer
+        taken = len(self._chunks)
         at, complete = self._take_chunks(buffer)
         del buffer[:at]
+        if self._feeding and self._on_body is not None:
+            for chunk in self._chunks[taken:]:
+                if self._on_body(chunk):
+                    buffer.clear()
+                    self._finish(b"".join(self._chunks), keep_alive=False, cut=not complete)
+                    self.abort()
+                    return
         if complete:
             self._finish(b"".join(self._chunks), keep_alive=self._keep_alive)
 
@@ -276,10 +306,12 @@ class Http1Pool:
         self._open: set[_Connection] = set()
         self.resent = 0  # requests sent once more after their reused connection closed unanswered
 
-    async def post(self, request: bytes, timeout_s: float, max_body: int | None = None) -> Http1Response:
+    async def post(self, request: bytes, timeout_s: float, max_body: int | None = None,
+                   on_body: BodyReader | None = None) -> Http1Response:
         """Send ``request`` (a complete HTTP/1.1 request) on an idle or new connection, and once
         more on a new one if the idle one fails before any byte of the response (module doc); a
-        reply body over ``max_body`` bytes raises :class:`ReplyTooLarge` (the connection is closed)."""
+        reply body over ``max_body`` bytes raises :class:`ReplyTooLarge` (the connection is
+        closed); ``on_body`` reads a chunked ``200`` body as it arrives (module doc)."""
         idle = None
         while self._idle:
             candidate = self._idle.pop()
@@ -292,13 +324,13 @@ class Http1Pool:
                 try:
                     if connection is None:
                         connection = await self._connect()
-                    response = await connection.exchange(request, max_body)
+                    response = await connection.exchange(request, max_body, on_body)
                 except Http1Error:
                     if idle is None or idle.heard:  # a new connection failed, or the reply had begun
                         raise
                     self.resent += 1
                     connection = await self._connect()  # closed by the server as the request went out (module doc)
-                    response = await connection.exchange(request, max_body)
+                    response = await connection.exchange(request, max_body, on_body)
         except BaseException:
             if connection is not None:
                 connection.abort()

@@ -101,6 +101,12 @@ class CallCounts(msgspec.Struct):
         if error is not None:
             _bump(self.errors, usage.role, error.label, 1)
 
+    def generated_per_item(self, items: int) -> dict[str, float]:
+        """Completion tokens per role over ``items`` learned from (one decimal); empty when none was."""
+        if items <= 0:
+            return {}
+        return {role: round(tokens / items, 1) for role, tokens in self.completion_tokens.items()}
+
     @classmethod
     def of_row(cls, row: LedgerRow) -> CallCounts:
         """The counts one ledger row holds (copied: adding to them leaves the row as it is)."""

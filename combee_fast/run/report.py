@@ -124,14 +124,16 @@ def _cell(text: str) -> str:
 
 def calls_lines(counts: CallCounts, result: Any = None) -> list[str]:
     """Calls per role: made, failed (by kind), retried attempts; with a run's
-    :class:`~combee_fast.run.train.TrainResult` ``result``, also its dollars and its calls in
-    flight, requested and achieved (peak, time-weighted mean)."""
+    :class:`~combee_fast.run.train.TrainResult` ``result``, also its generated tokens per item
+    learned from, its dollars and its calls in flight, requested and achieved (peak, time-weighted
+    mean)."""
     extra = result is not None
-    lines = ["| role | calls | failed | retried attempts |" + (" dollars | in flight: requested | peak | mean |"
-                                                             if extra else ""),
-             "|---|---:|---|---:|" + ("---:|---:|---:|---:|" if extra else "")]
+    lines = ["| role | calls | failed | retried attempts |"
+             + (" generated tokens per item | dollars | in flight: requested | peak | mean |" if extra else ""),
+             "|---|---:|---|---:|" + ("---:|---:|---:|---:|---:|" if extra else "")]
     dollars = result.summary.get("dollars_by_role", {}) if extra else {}
     flight = result.concurrency if extra else {}
+    per_item = counts.generated_per_item(result.samples) if extra else {}
     for role in dict.fromkeys([*counts.calls, *counts.errors]):
         kinds = counts.errors.get(role, {})
         failures = ", ".join(f"{label} {n}" for label, n in sorted(kinds.items())) or "0"
@@ -139,8 +141,8 @@ def calls_lines(counts: CallCounts, result: Any = None) -> list[str]:
         if extra:
             spent = money(dollars[role]) if role in dollars else "n/a"
             seen = flight.get(role)
-            line += f" {spent} | " + (f"{seen['requested']:,} | {seen['peak']:,} | {seen['mean']:.1f} |" if seen
-                                      else "n/a | n/a | n/a |")
+            line += f" {per_item.get(role, 0.0):,.1f} | {spent} | " + (
+                f"{seen['requested']:,} | {seen['peak']:,} | {seen['mean']:.1f} |" if seen else "n/a | n/a | n/a |")
         lines.append(line)
     return lines
 

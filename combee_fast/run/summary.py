@@ -39,7 +39,7 @@ def resume_command(shown: str) -> str:
 def run_summary(result: TrainResult, shown: str, *, interrupted_by: str | None = None, reruns: int = 0,
                 resumed_from: int | None = None) -> dict[str, Any]:
     """The summary of the run ``result`` whose files are at ``shown``: its cost, its scores, the
-    learner's own figures, the calls per role and the calls in flight per role (requested and achieved), the
+    learner's own figures, the calls per role and each role's generated tokens per item learned from and the calls in flight per role (requested and achieved), the
     start-up probe's batching curve with the planner's predicted against measured step seconds
     (``batching``, :func:`~combee_fast.run.predictions.batching_summary`); the llama.cpp servers'
     own count of their work (``server_work``: prompt tokens read and cached, seconds reading and
@@ -63,6 +63,7 @@ def run_summary(result: TrainResult, shown: str, *, interrupted_by: str | None =
         "final_val_unanswered": None if result.final_eval is None else result.final_eval.unanswered,
         "accounting": {"train": msgspec.to_builtins(result.counts),
                        "validation": msgspec.to_builtins(result.val_counts)},
+        "generated_tokens_per_item": result.counts.generated_per_item(result.samples),
         "resent": result.resent,
         "batching": batching_summary(result.batching, result.ledger),
     }
