@@ -5,6 +5,7 @@ package stays cheap and compiles nothing: Numba kernels compile on first call or
 ``combee_fast.native.warmup()``)::
 
     open_session, Session                  one configuration -> endpoints, a trained artifact
+    optimize, optimize_async, OptimizeResult   a GEPA search over your own metric, gepa.optimize's shape
     SessionConfig, TrainConfig, ...        the configuration tree (combee_fast.config)
     load_config                            a TOML or JSON run description
     TrainResult, EvalResult                what training and evaluation return
@@ -29,6 +30,9 @@ __version__ = "0.1.0"
 _EXPORTS: dict[str, str] = {
     "open_session": "combee_fast.session",
     "Session": "combee_fast.session",
+    "optimize": "combee_fast.optimizing.api",
+    "optimize_async": "combee_fast.optimizing.api",
+    "OptimizeResult": "combee_fast.optimizing.result",
     "SessionConfig": "combee_fast.config",
     "TaskConfig": "combee_fast.config",
     "TrainConfig": "combee_fast.config",
@@ -80,6 +84,7 @@ _EXPORTS: dict[str, str] = {
     "StorageError": "combee_fast.errors",
     "RolloutError": "combee_fast.errors",
     "NothingLearned": "combee_fast.errors",
+    "MetricError": "combee_fast.errors",
 }
 
 __all__ = ["__version__", *_EXPORTS]

@@ -19,6 +19,8 @@ Each names what was wrong and where. The tree::
     │   ├── SandboxError             a sandbox did not start or give its final state (its episode fails)
     │   ├── ReleaseError             approve/reject of a version that is not the candidate, or
     │   │                            of one rolled back (never published again)
+    │   ├── MetricError              the user's metric (an ``optimize`` adapter, evaluator or
+    │   │                            metric) raised, or returned no score, on a row    -> exit 2
     │   ├── CallsFailed              most calls (or agent episodes) of a run failed   -> exit 3
     │   │   └── NothingLearned       the run ends with an empty artifact: every lesson dropped
     │   └── StorageError             a file could not be written (a full disk...)      -> exit 4
@@ -138,6 +140,11 @@ class SandboxError(CombeeError):
 class ReleaseError(CombeeError):
     """A release request that cannot be honoured: approving or rejecting a version that is not
     the candidate (naming the candidate), or one that was rolled back."""
+
+
+class MetricError(CombeeError):
+    """The user's metric call (:func:`combee_fast.optimize`: an adapter's ``evaluate``, an
+    evaluator, a metric) raised, or returned what is not a score, on one row: names it and the row."""
 
 
 class CallsFailed(CombeeError):

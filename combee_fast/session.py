@@ -574,8 +574,8 @@ def _outcome(result: TrainResult | None, failure: BaseException | None, facts: R
 
 
 @contextlib.asynccontextmanager
-async def open_session(config: SessionConfig, *, check: bool = True,
-                       events: Events | None = None) -> AsyncIterator[Session]:
+async def open_session(config: SessionConfig, *, check: bool = True, events: Events | None = None,
+                       task: Task | None = None) -> AsyncIterator[Session]:
     """Load the task, start the local server or the simulated endpoint if a role needs one, open
     the role clients (:func:`~combee_fast.roles.clients.open_role_clients`).
 
@@ -587,9 +587,13 @@ async def open_session(config: SessionConfig, *, check: bool = True,
     opens its rollout executor too (a sandbox that cannot start here is a :class:`ConfigError`).
     ``events``: the session's hub (:attr:`Session.events`; default: a new one), given to hear
     what opening it says too (its endpoints' probes when slow, waits asked by a server).
+    ``task``: the task object itself, in place of the one ``config.task`` names (rows held in
+    memory, :func:`combee_fast.optimize.optimize`); a ``combee sim-server`` is then not asked
+    whether it plays that task's world.
     """
     choice = resolve(config.learner, config.method)
-    task = get_task(config.task.name, **config.task.options)
+    named = task is None
+    task = get_task(config.task.name, **config.task.options) if task is None else task
     _check_env(config.agent, task)
     train_split = task.load(config.task.train_split)
     val_split = task.load(config.task.val_split)
@@ -613,7 +617,8 @@ async def open_session(config: SessionConfig, *, check: bool = True,
                                        learner=choice.kind.name)
         events = events if events is not None else Events()  # the session's hub (Session.events)
         clients = await open_role_clients(role_map, stack, cache=cache, check=check, events=events)
-        _check_worlds(task, clients)
+        if named:
+            _check_worlds(task, clients)
         calls = RoleCalls.on(role_map, task, clients, events=events)
         episodes = await _open_episodes(config, task, calls, stack)
         yield Session(config, task, train_split, val_split, calls, server, local, episodes)

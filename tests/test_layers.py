@@ -27,7 +27,7 @@ LAYERS = [
     {"learners"},
     {"embedded"},
     {"session"},
-    {"verify"},
+    {"verify", "optimizing"},
     {"flags", "demo", "cli"},
 ]
 LEARNER_PACKAGES = {"ace", "gepa", "textgrad"}

@@ -8,7 +8,7 @@ import sys
 import combee_fast
 
 PUBLIC = {
-    "__version__", "open_session", "Session", "SessionConfig", "TaskConfig", "TrainConfig", "MapConfig",
+    "__version__", "open_session", "Session", "optimize", "optimize_async", "OptimizeResult", "SessionConfig", "TaskConfig", "TrainConfig", "MapConfig",
     "CombeeConfig", "GepaConfig", "PipelineConfig", "ControllerConfig", "EvalConfig", "TransportConfig", "EndpointSpec",
     "SamplingConfig", "SimConfig", "CacheConfig", "OnlineConfig", "EmbedConfig", "ReleaseConfig", "load_config",
     "TrainResult", "Release", "ReleaseError",
@@ -16,7 +16,7 @@ PUBLIC = {
     "ProcessLearner", "AppliedBatch", "CombeeError", "ConfigError", "CardError", "SplitChangedError",
     "PlaybookFileError", "PlaybookParseError", "TaskDataError", "ReplayCacheError", "EndpointUnreachable",
     "EndpointError", "CallsFailed", "LearnerProcessError", "StageTimeout", "SandboxError", "EpisodeOver",
-    "CheckpointError", "StorageError", "RolloutError", "NothingLearned",
+    "CheckpointError", "StorageError", "RolloutError", "NothingLearned", "MetricError",
 }
 
 

@@ -63,7 +63,8 @@ class IndexedStream(Generic[T, R]):
                 if not future.done():
                     future.cancel()
             if isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
-                raise exc.exceptions[0] from None
+                only = exc.exceptions[0]
+                raise only from only.__cause__  # the group hidden, what it was raised from still said
             raise
         return [future.result() for future in self._futures]
 

@@ -30,6 +30,7 @@ import msgspec
 import orjson
 
 from combee_fast.endpoint.calls import ChatResult
+from combee_fast.gepa.candidate import Candidate
 from combee_fast.gepa.revisions import changes_text, compose
 from combee_fast.protocols.rollouts import Attempts
 from combee_fast.protocols.tasks import Task
@@ -199,11 +200,19 @@ class GepaCalls:
             example, answer, score.value, score.feedback, result.usage, reply if isinstance(reply, CallError) else None
         )
 
+    async def solve_candidate(self, example: Example, candidate: Candidate) -> GradedAnswer:
+        """One metric call of a search: ``candidate`` graded on ``example`` (here, its rendered
+        text as the system prompt of :meth:`solve`; a subclass may grade the components
+        themselves, as :mod:`combee_fast.optimize` grades them with the user's metric)."""
+        return await self.solve(example, candidate.render())
+
     async def propose(
-        self, current: str, evaluations: Sequence[GradedAnswer], *, seed_path: tuple[int | str, ...]
+        self, current: str, evaluations: Sequence[GradedAnswer], *, seed_path: tuple[int | str, ...], component: str,
     ) -> Rewrite:
         """One reflection call: a rewrite of ``current`` from the graded ``evaluations`` (from
-        episodes: their reflective dataset, within the proposer endpoint's context)."""
+        episodes: their reflective dataset, within the proposer endpoint's context).
+        ``component``: the name of the component ``current`` is (this prompt does not need it;
+        a subclass's reflective records may be kept per component)."""
         context_length = self.calls.client(PROPOSER_ROLE).capabilities.context_length
         messages = proposer_messages(current, evaluations, context_length, self.calls.max_tokens_of(PROPOSER_ROLE))
         return await self._rewrite(PROPOSER_ROLE, messages, seed_path)

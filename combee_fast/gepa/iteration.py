@@ -90,10 +90,8 @@ class Solves(msgspec.Struct, frozen=True):
 async def solve_in_order(calls: GepaCalls, candidate: Candidate, examples: Sequence[Example], order: Sequence[int], *,
                          workers: int) -> Solves:
     """``candidate``'s solves of ``examples``, started in ``order`` (indices), ``workers`` at once."""
-    text = candidate.render()
-
     async def one(_: int, example: Example) -> GradedAnswer:
-        return await calls.solve(example, text)
+        return await calls.solve_candidate(example, candidate)
 
     started = await indexed_map([examples[i] for i in order], one, concurrency=workers)
     ended = finish_times([e.sim_seconds for e in started], workers)

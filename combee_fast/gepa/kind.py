@@ -100,13 +100,18 @@ class GepaKind:
         check_budget_pays_one_step(config, len(context.val_examples), self.batch_size(method, config))
         combee = method == "combee" or (method == "async" and config.gepa.pipeline.reflection == "combee")
         reflection: Reflection = CombeeReflection(config.combee, seed=config.seed) if combee else SerialReflection()
-        calls = GepaCalls(context.task, context.calls, context.attempts)
+        calls = self.calls(context)
         if method == "async":
             work = StageWork(calls, reflection, context.val_examples, workers=config.map.workers,
                              skip_perfect=config.gepa.skip_perfect)
             return AsyncGepa(self.methods[method], calls, work, config=config.gepa, seed=config.seed)
         return GepaIteration(self.methods[method], calls, reflection, context.val_examples, config=config.gepa,
                              seed=config.seed, workers=config.map.workers)
+
+    def calls(self, context: LearnContext) -> GepaCalls:
+        """The role calls a run's search and evaluation grade and reflect with: the task's
+        solves (or agent episodes) and the proposer's and aggregator's calls."""
+        return GepaCalls(context.task, context.calls, context.attempts)
 
     def stop_rules(self, config: SessionConfig) -> list[StopRule]:
         rules: list[StopRule] = [MetricCallBudget(config.gepa.max_metric_calls)]
@@ -122,7 +127,7 @@ class GepaKind:
 
     async def evaluate(self, context: LearnContext, deployable: Candidate, examples: Sequence[Example]) -> EvalResult:
         """``deployable``'s solves of ``examples`` (seeded as in the search), over the answered ones."""
-        graded = await grade(GepaCalls(context.task, context.calls, context.attempts), deployable, examples,
+        graded = await grade(self.calls(context), deployable, examples,
                              workers=context.config.eval.parallel)
         answered = [e.score for e in graded.evaluations if e.error is None]
         failed: dict[str, int] = {}

@@ -42,7 +42,7 @@ class GepaProposer:
         seed_path: tuple[int | str, ...],
     ) -> Proposal[ComponentText]:
         """One reflection call over ``records``; no edit when it failed or changed nothing."""
-        rewrite = await self.calls.propose(text, records, seed_path=seed_path)
+        rewrite = await self.calls.propose(text, records, seed_path=seed_path, component=self.component)
         return self._proposal(rewrite.text, text, source, rewrite.usage, rewrite.error)
 
     async def merge(

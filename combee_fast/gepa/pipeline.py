@@ -225,7 +225,21 @@ class AsyncGepa:
         self, items: Sequence[Any], artifact: GepaState, *, epoch: int, step: int, shape: StepShape | None = None
     ) -> StepResult[GepaState]:
         """Start one proposal on ``items`` and advance to the next point where another can start
-        (module docstring); ``shape`` is the proposal's reflection groups' shape."""
+        (module docstring); ``shape`` is the proposal's reflection groups' shape. A step that
+        raises (a grading that raised, the run cancelled) ends the search: the stage work still
+        running is cancelled and waited for first, so none of it outlives the run."""
+        try:
+            return await self._step(items, artifact, epoch=epoch, shape=shape)
+        except BaseException:
+            running = list(self._running.values())
+            self._running.clear()
+            for task in running:
+                task.cancel()
+            await asyncio.gather(*running, return_exceptions=True)
+            raise
+
+    async def _step(self, items: Sequence[Any], artifact: GepaState, *, epoch: int,
+                    shape: StepShape | None) -> StepResult[GepaState]:
         started = time.perf_counter()
         state = self._begin(artifact)
         self._slice = _Slice(artifact.version)

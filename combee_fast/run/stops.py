@@ -5,7 +5,8 @@ run there. What a stop means is the rule's ``ends`` (:data:`~combee_fast.protoco
 
 - ``"done"``: the work is done (:class:`EpochsDone`; GEPA's metric-call budget);
 - ``"limit"``: a limit was reached before the work was done, the run's ``stopped_by``
-  (:class:`NoImprovement`, :class:`ScoreThreshold`, :class:`WallClock`; a card's budget); as
+  (:class:`NoImprovement`, :class:`ScoreThreshold`, :class:`WallClock`, :class:`DollarBudget`;
+  a card's budget); as
   after ``"done"``, work the method carries in flight is drained into the artifact first (its
   calls were made: it is paid for), and no new item starts;
 - ``"interrupt"``: SIGINT or SIGTERM asked for a stop (:class:`Interrupted`); the run can be resumed;
@@ -47,6 +48,7 @@ from combee_fast.errors import CallsFailed, EndpointUnreachable, NothingLearned
 from combee_fast.protocols.running import StopRule
 from combee_fast.run.interrupt import StopRequest
 from combee_fast.run.ledger import CallCounts, LedgerRow
+from combee_fast.run.dollars import total
 from combee_fast.run.progress import Budget
 from combee_fast.run.state import TrainState
 
@@ -123,6 +125,23 @@ class WallClock(StopRule):
     def check(self, state: TrainState[Any]) -> str | None:
         if state.wall_seconds >= self.seconds:
             return f"wall clock spent: {state.wall_seconds:,.0f} of {self.seconds:,.0f} s"
+        return None
+
+
+class DollarBudget(StopRule):
+    """Stops once the learning steps' calls cost ``dollars`` at their endpoints' prices
+    (:mod:`~combee_fast.run.dollars`); every role that made calls needs a price (else the cost
+    is unknown and this rule never answers: the caller checks the prices first)."""
+
+    ends = "limit"
+
+    def __init__(self, dollars: float) -> None:
+        self.dollars = dollars
+
+    def check(self, state: TrainState[Any]) -> str | None:
+        spent = total(state.dollars)
+        if spent is not None and spent >= self.dollars:
+            return f"dollar budget spent: ${spent:,.4f} of ${self.dollars:,.4f}"
         return None
 
 

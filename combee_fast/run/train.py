@@ -140,7 +140,8 @@ async def train(run: Training[Any]) -> TrainResult:
             await run.record(batch, result)
         return await run.finish()
     except BaseExceptionGroup as group:  # e.g. a record that cannot be written, from the calls in flight
-        raise _alike(group) from None
+        alike = _alike(group)
+        raise alike from alike.__cause__  # what it was raised from stays said (None: nothing)
 
 
 def _alike(group: BaseExceptionGroup[BaseException]) -> BaseException:

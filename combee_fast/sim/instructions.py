@@ -7,7 +7,8 @@ not evidence about real LLMs.
   :meth:`TaskWorld.answer <combee_fast.sim.world.TaskWorld.answer>` with those lines as the
   entries. Other prose in the instruction changes nothing.
 - **gepa_proposer** (reflection): reads the current instruction and graded examples (one JSON
-  line each, ``question``/``answer``). Per example it names the unit's lesson with the ACE
+  line each, ``question``/``answer``; or a gepa adapter's reflective records, as
+  ``combee_fast.optimize`` sends them: :func:`graded_row`). Per example it names the unit's lesson with the ACE
   reflector's probabilities (after a wrong or a right answer), else a generic lesson. Like the
   curator it overloads: of the lessons the instruction lacks it keeps the fraction
   ``capacity(m) / m`` for ``m`` examples read, generic ones first, and returns the instruction
@@ -91,6 +92,27 @@ def solve(world: TaskWorld, request: SimRequest) -> str:
     return json_reply({"reasoning": reply["reasoning"], "final_answer": reply["final_answer"]})
 
 
+RECORD_FIELDS = {"question": ("question", "Inputs", "input"), "answer": ("answer", "Generated Outputs", "output")}
+"""Where a graded example's question and answer may stand: our proposer's fields, the reflective
+records of gepa's default adapter, and those ``combee_fast.optimize`` makes of an evaluator's."""
+
+FINAL_ANSWER = "Final answer:"
+"""What a peer's reply puts before its answer (:mod:`.peers`)."""
+
+
+def graded_row(row: dict[str, Any]) -> dict[str, Any]:
+    """A graded example as the proposer judges it: its ``question`` and ``answer`` from the first
+    field of :data:`RECORD_FIELDS` it has, an answer written as a peer's reply read after its last
+    ``Final answer:``."""
+    found = dict(row)
+    for name, fields in RECORD_FIELDS.items():
+        value = next((row[field] for field in fields if field in row), "")
+        found[name] = value
+    answer = str(found["answer"])
+    found["answer"] = answer.rsplit(FINAL_ANSWER, 1)[1].strip() if FINAL_ANSWER in answer else answer
+    return found
+
+
 Judge = Callable[[TaskWorld, Question, dict[str, Any]], "tuple[bool, str]"]
 """How a proposer judges one graded row: ``(right, the unit it is about)``."""
 
@@ -128,7 +150,7 @@ class Proposer:
         prompt, seed = _last(request), seed_of(request)
         current = tagged(prompt, "current_instruction") or ""
         held = {lesson_key(line) for line in instruction_lessons(current)}
-        rows = json_lines(tagged(prompt, "examples") or "")
+        rows = [graded_row(row) for row in json_lines(tagged(prompt, "examples") or "")]
         lessons = []
         for row in rows:
             question = world.question(str(row.get("question", "")))

@@ -50,7 +50,7 @@ from typing import Any
 
 import orjson
 
-from combee_fast.sim.instructions import AGGREGATOR_ROLE, PROPOSER_ROLE, SOLVER_ROLE, instruction_lessons
+from combee_fast.sim.instructions import AGGREGATOR_ROLE, FINAL_ANSWER, PROPOSER_ROLE, SOLVER_ROLE, instruction_lessons
 from combee_fast.sim.responders import Responder, SimReply, SimRequest, example_for_schema
 from combee_fast.sim.textgrad import TEXTGRAD_ROLES
 from combee_fast.sim.world import TaskWorld, prose
@@ -135,7 +135,7 @@ class PeerReplies:
         if question is not None:
             entries = [(f"i{n}", lesson) for n, lesson in enumerate(instruction_lessons(system))]
             reply = self.world.answer(question, entries, "", _digest(system))
-            return f"{reply['reasoning']}\nFinal answer: {reply['final_answer']}"
+            return f"{reply['reasoning']}\n{FINAL_ANSWER} {reply['final_answer']}"
         refs = _REVISION_LINE.findall(prompt)
         if refs:
             return orjson.dumps({

@@ -162,6 +162,11 @@ FIGURES = {f.script.removesuffix(".py"): f for f in [
            _exactly(async_gepa_overshoot="0"), _share_or_nan("turbo_gepa_test", "agentdescent_test", "best_peer_test"),
            _share("async_gepa_test"), _one_of("async_gepa_first_to_best_peer_test", "0", "1", "nan"),
            _one_of("async_gepa_fewer_tokens_per_improvement_than_turbo", "0", "1", "nan")),
+    Figure("optimize.py", ["--budget", "100", "--train", "12", "--val", "10", "--latency", "0.01"],
+           "optimize_speedup gepa_s combee_s latency_ms concurrency gepa_val combee_val gepa_metric_calls "
+           "combee_metric_calls slot_use",
+           _positive("optimize_speedup", "gepa_s", "combee_s"), _share("gepa_val", "combee_val", "slot_use"),
+           _exactly(latency_ms="10", concurrency="8"), needs="gepa"),
     Figure("abandoned.py", ["--repeats", "1", "--max-tokens", "60", "--settle", "0"],
            "next_wait_streamed_s next_wait_plain_s ratio server", _at_least_zero("next_wait_streamed_s"),
            needs="xllamacpp"),

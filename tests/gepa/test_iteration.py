@@ -154,12 +154,12 @@ class _CountingCalls(GepaCalls):
         self.in_flight = 0
         self.peaks: list[int] = []
 
-    async def propose(self, current, evaluations, *, seed_path) -> Rewrite:
+    async def propose(self, current, evaluations, *, seed_path, component) -> Rewrite:
         self.in_flight += 1
         self.peaks.append(self.in_flight)
         try:
             await asyncio.sleep(0)
-            return await super().propose(current, evaluations, seed_path=seed_path)
+            return await super().propose(current, evaluations, seed_path=seed_path, component=component)
         finally:
             self.in_flight -= 1
 

@@ -13,7 +13,7 @@ class _Calls:
         self.rewrite = rewrite
         self.seen: list[tuple[str, list[str]]] = []
 
-    async def propose(self, current, evaluations, *, seed_path) -> Rewrite:
+    async def propose(self, current, evaluations, *, seed_path, component) -> Rewrite:
         return self.rewrite
 
     async def aggregate(self, current, texts, *, seed_path) -> Rewrite:

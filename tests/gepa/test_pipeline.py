@@ -46,13 +46,13 @@ class _Counting(GepaCalls):
         self.solves += 1
         return await super().solve(example, system_prompt)
 
-    async def propose(self, current, evaluations, *, seed_path) -> Rewrite:
+    async def propose(self, current, evaluations, *, seed_path, component) -> Rewrite:
         iteration = seed_path[0]
         self.reflecting[iteration] = self.reflecting.get(iteration, 0) + 1
         self.peak_maps = max(self.peak_maps, len(self.reflecting))
         try:
             await asyncio.sleep(0)
-            return await super().propose(current, evaluations, seed_path=seed_path)
+            return await super().propose(current, evaluations, seed_path=seed_path, component=component)
         finally:
             self.reflecting[iteration] -= 1
             if not self.reflecting[iteration]:

@@ -1,0 +1,83 @@
+"""GEPA's calls with the user's metric as the metric call: :class:`MetricCalls`.
+
+The search and its evaluation (:mod:`combee_fast.gepa`) grade and reflect through
+:class:`~combee_fast.gepa.calls.GepaCalls`; here a grading is the user's metric call
+(:mod:`.metric`) on the row an example stands for, and a reflection reads the reflective records
+that call kept for the component being rewritten.
+
+- **solve**: one metric call. Its graded answer keeps the candidate's output as ``answer``, the
+  score, and the records by component as JSON in ``feedback`` (what the reflection reads, and
+  what a run's trajectories show); its usage is the model call it made through the engine, or
+  else the wall seconds the user's code took, as role ``gepa_solver`` (the role of GEPA's metric
+  calls, counted in ``calls.json``). Whatever the user's code raises is a
+  :class:`~combee_fast.errors.MetricError` naming the row: the run stops there, its checkpoint
+  kept (``optimize(run_dir=...)`` resumes it).
+- **propose**: our proposer's instructions (``gepa/prompts/proposer.txt``) over the records, one
+  JSON object per line (``gepa/prompts/interop_proposer_user.txt``, the prompt the gepa interop
+  sends), asked as free text (no ``response_format``: a reflection model of the user's may
+  answer in its own format) and read leniently: our JSON's ``instruction``, else a fenced block, else the whole reply
+  (:func:`~combee_fast.gepa.interop.rewrite_text`), so a reflection model that answers in
+  GEPA's own format is understood too.
+- **aggregate**: GEPA's own (:meth:`~combee_fast.gepa.calls.GepaCalls.aggregate`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import orjson
+
+from combee_fast.errors import MetricError
+from combee_fast.gepa.calls import PROPOSER_ROLE, PROPOSER_SYSTEM_PROMPT, SOLVER_ROLE, GepaCalls, Rewrite
+from combee_fast.gepa.candidate import Candidate
+from combee_fast.gepa.interop import INTEROP_PROPOSER_USER_TEMPLATE, rewrite_text
+from combee_fast.optimizing.metric import MetricCall, records_json
+from combee_fast.optimizing.rows import RowsTask
+from combee_fast.roles.base import fill
+from combee_fast.roles.calls import RoleCalls
+from combee_fast.schema import CallError, Example, GradedAnswer, Message, Usage
+
+
+def records_of(evaluation: GradedAnswer, component: str) -> list[dict[str, Any]]:
+    """The reflective records ``evaluation`` keeps for ``component`` (none when it kept none)."""
+    return list(orjson.loads(evaluation.feedback).get(component, ()))
+
+
+class MetricCalls(GepaCalls):
+    """GEPA's calls on ``calls`` with ``metric`` grading candidates on the rows of ``task``
+    (module docstring)."""
+
+    def __init__(self, task: RowsTask, calls: RoleCalls, metric: MetricCall) -> None:
+        super().__init__(task, calls)
+        self.rows = task
+        self.metric = metric
+
+    async def solve_candidate(self, example: Example, candidate: Candidate) -> GradedAnswer:
+        """One metric call: ``candidate`` graded on ``example``'s row by the user's metric."""
+        started = time.perf_counter()
+        try:
+            scored = await self.metric(candidate, example, self.rows.row(example))
+        except Exception as exc:  # the user's code may fail in any way: the row named, the run stopped
+            raise MetricError(f"optimize: the {self.metric.what} raised {type(exc).__name__}: {exc} (on "
+                              f"{example.split} row {example.index})") from exc
+        usage = scored.usage or Usage(role=SOLVER_ROLE, latency_s=time.perf_counter() - started)
+        self.calls.note(SOLVER_ROLE, scored.error, scored.output)
+        return GradedAnswer(example, scored.output, scored.score, records_json(scored.records), usage, scored.error)
+
+    async def propose(
+        self, current: str, evaluations: Sequence[GradedAnswer], *, seed_path: tuple[int | str, ...], component: str,
+    ) -> Rewrite:
+        """One reflection call over the records ``evaluations`` kept for ``component``."""
+        lines = [orjson.dumps(entry, default=str).decode()
+                 for evaluation in evaluations for entry in records_of(evaluation, component)]
+        user = fill(INTEROP_PROPOSER_USER_TEMPLATE, instruction=current, examples="\n".join(lines))
+        messages = (Message("system", PROPOSER_SYSTEM_PROMPT), Message("user", user))
+        result = await self.calls.send(self.calls.request(PROPOSER_ROLE, messages, *seed_path))
+        text = rewrite_text(result.text) if result.error is None and result.text else None
+        error = result.error
+        if error is None and text is None:
+            error = CallError("no_answer", f"{PROPOSER_ROLE}: no instruction in the reply", raw=result.text)
+        self.calls.note(PROPOSER_ROLE, error, result.text)
+        return Rewrite(text, result.usage, error)
