@@ -24,6 +24,16 @@ connections); only the timeout is raised so that slow answers count as slow, not
 
     python bench/throughput.py --concurrency 256 --latency 0.2
 
+With ``--tracing``, ours is measured three times side by side instead (httpx is left out):
+calling the client directly (``plain``), through the tracing hook every role call takes
+(:func:`combee_fast.tracing.chat`) with no tracer provider configured (``off``), then with one (an
+OpenTelemetry SDK ``TracerProvider``, a ``BatchSpanProcessor`` and an exporter that counts the
+spans it is handed: ``on``). Its last line is ``cpu_us_per_request_plain=<us>
+cpu_us_per_request_off=<us> cpu_us_per_request_on=<us> throughput_ratio_plain=<r>
+throughput_ratio_off=<r> throughput_ratio_on=<r> spans_exported=<n> load1=<1-minute load
+average>`` (``spans_exported`` counts the warm-up's too); a ratio above 1 is refused here too, and
+so is an ``on`` run that exported fewer spans than it completed requests in its window.
+
 The last line is ``throughput_ratio=<ours> httpx_default_ratio=<httpx> cpu_us_per_request=<ours>
 server_cpu_us_per_request=<servers, ours> server_processes=<n> single_request_ms=<median>
 bottleneck=<none|sim-server|client|machine> load1=<1-minute load average>`` (``--no-httpx``
@@ -41,17 +51,19 @@ import subprocess
 import sys
 import time
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 import httpx
 import msgspec
 
+from combee_fast import tracing
 from combee_fast.config import TransportConfig
 from combee_fast.endpoint.client import ChatRequest, EndpointClient, EndpointConfig
 from combee_fast.engine.loop import run
 from combee_fast.endpoint.wire import CompletionRequest, CompletionResponse
 from combee_fast.schema import Message
 from combee_fast.sim.server import REAL_TIME
-from physics import check_latency, guarded, physical_ratio, single_request_latency
+from physics import WrongWorld, check_latency, guarded, physical_ratio, single_request_latency
 
 PROMPT = (Message(role="user", content="Say something short."),)
 BODY = msgspec.json.encode(CompletionRequest(model="sim", messages=PROMPT, max_tokens=64, temperature=0.0))
@@ -196,8 +208,10 @@ async def _measure(name: str, send: Callable[[], Awaitable[bool]], concurrency: 
 
 
 async def measure_ours(url: str, concurrency: int, latency_s: float, seconds: float, warmup_s: float = 1.0,
-                       server_cpu: Callable[[], float] = _no_server_cpu) -> Measurement:
-    """Our :class:`EndpointClient` (aiohttp transport) at ``concurrency`` requests in flight."""
+                       server_cpu: Callable[[], float] = _no_server_cpu, *, name: str = "ours",
+                       traced: bool = False) -> Measurement:
+    """Our :class:`EndpointClient` (aiohttp transport) at ``concurrency`` requests in flight;
+    ``traced``: each call through the tracing hook of role calls (:func:`combee_fast.tracing.chat`)."""
     config = EndpointConfig(name="sim", base_url=url, model="sim",
                             transport=TransportConfig(concurrency=concurrency, timeout_s=60.0, max_retries=0))
     request = ChatRequest(role="generator", messages=PROMPT, max_tokens=64)
@@ -205,7 +219,62 @@ async def measure_ours(url: str, concurrency: int, latency_s: float, seconds: fl
         async def send() -> bool:
             return (await client.chat(request)).error is None
 
-        return await _measure("ours", send, concurrency, latency_s, seconds, warmup_s, server_cpu)
+        async def send_traced() -> bool:
+            return (await tracing.chat(client, request, "serve")).error is None
+
+        return await _measure(name, send_traced if traced else send, concurrency, latency_s, seconds, warmup_s,
+                              server_cpu)
+
+
+class CountingExporter:
+    """An OpenTelemetry span exporter that only counts the spans it is handed (bounded memory)."""
+
+    def __init__(self) -> None:
+        self.spans = 0
+
+    def export(self, spans: Any) -> Any:
+        from opentelemetry.sdk.trace.export import SpanExportResult
+
+        self.spans += len(spans)
+        return SpanExportResult.SUCCESS
+
+    def shutdown(self) -> None:
+        pass
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return True
+
+
+def measure_tracing(url: str, args: argparse.Namespace, server_cpu: Callable[[], float]) -> int:
+    """``--tracing`` (module docstring): plain, off, on, side by side; the last line."""
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    measured = {}
+    for name, traced in (("plain", False), ("off", True)):
+        measured[name] = run(measure_ours(url, args.concurrency, args.latency, args.seconds, args.warmup, server_cpu,
+                                          name=name, traced=traced))
+        print(_report(measured[name]), flush=True)
+    if tracing.tracer() is not None:
+        raise WrongWorld("a tracer provider is configured already (OTEL_EXPORTER_OTLP_ENDPOINT?): 'off' was traced")
+    exporter = CountingExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(BatchSpanProcessor(exporter))
+    trace.set_tracer_provider(provider)
+    measured["on"] = run(measure_ours(url, args.concurrency, args.latency, args.seconds, args.warmup, server_cpu,
+                                      name="on", traced=True))
+    print(_report(measured["on"]), flush=True)
+    provider.shutdown()  # flushes what the batch processor holds
+    if exporter.spans < measured["on"].completed:
+        raise WrongWorld(f"tracing on exported {exporter.spans} spans for {measured['on'].completed} requests "
+                         "completed in its window: the calls were not traced")
+    ratios = {name: physical_ratio(f"throughput_ratio_{name}", m.ratio) for name, m in measured.items()}
+    print(" ".join([*(f"cpu_us_per_request_{name}={m.cpu_us_per_request:.0f}" for name, m in measured.items()),
+                    *(f"throughput_ratio_{name}={ratio:.3f}" for name, ratio in ratios.items()),
+                    f"spans_exported={exporter.spans}",
+                    f"load1={os.getloadavg()[0]:.2f}"]))
+    return 0
 
 
 async def measure_httpx_default(url: str, concurrency: int, latency_s: float, seconds: float, warmup_s: float = 1.0,
@@ -252,6 +321,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--server-processes", type=int, default=2, help="sim-server processes sharing the port")
     parser.add_argument("--url", help="measure the server already running at this base URL (answering after "
                                       "--latency) instead of starting sim-servers")
+    parser.add_argument("--tracing", action="store_true",
+                        help="our client's CPU per request plain, through the tracing hook untraced, and traced")
     args = parser.parse_args(argv)
     return guarded(lambda: _measured(args), "bench/throughput.py")
 
@@ -264,6 +335,8 @@ def _measured(args: argparse.Namespace) -> int:
             servers = stack.enter_context(ServerProcesses(args.latency, args.server_processes))
             url, server_cpu, processes = servers.url, servers.cpu_s, args.server_processes
         single_s = check_latency(single_request_latency(url, BODY, HEADERS), args.latency, where=url)
+        if args.tracing:
+            return measure_tracing(url, args, server_cpu)
         ours = run(measure_ours(url, args.concurrency, args.latency, args.seconds, args.warmup, server_cpu))
         print(_report(ours), flush=True)
         theirs = None

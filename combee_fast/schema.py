@@ -258,7 +258,9 @@ class Rollout(msgspec.Struct, frozen=True):
     model calls, and ``error`` is the call error that left it unanswered, if any). ``version``:
     the context version the rollout was produced with (an online learner's
     ``context_for(key).version``), so its reward is attributed to that version; ``None`` when
-    unknown (offline runs, where the step's snapshot is the version).
+    unknown (offline runs, where the step's snapshot is the version). ``trace``: the W3C
+    ``traceparent`` of the host's span it was submitted under, when tracing
+    (:func:`combee_fast.tracing.stamp`), so the learner's step joins that trace.
     """
 
     example: Example
@@ -274,6 +276,7 @@ class Rollout(msgspec.Struct, frozen=True):
     raw: str | None = None
     trajectory: Trajectory | None = None
     version: int | None = None
+    trace: str | None = None
 
     @property
     def id(self) -> str:

@@ -17,7 +17,7 @@ LAYERS = [
     {"errors", "tokens", "files", "plugins", "schema", "config", "redact", "suggest"},
     {"engine", "native"},
     {"protocols"},
-    {"endpoint", "playbook", "tasks", "sandbox", "mcp"},
+    {"endpoint", "playbook", "tasks", "sandbox", "mcp", "tracing"},
     {"roles", "environments"},
     {"sim", "combee", "rollouts"},
     {"methods"},
@@ -27,7 +27,7 @@ LAYERS = [
     {"learners"},
     {"embedded"},
     {"session"},
-    {"verify", "optimizing"},
+    {"verify", "optimizing", "integrations"},
     {"flags", "demo", "cli"},
 ]
 LEARNER_PACKAGES = {"ace", "gepa", "textgrad"}

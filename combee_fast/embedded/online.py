@@ -53,6 +53,7 @@ from combee_fast.errors import ConfigError
 from combee_fast.learners import LEARNERS
 from combee_fast.methods.combee import Combee
 from combee_fast.protocols.learning import OnlineLearning
+from combee_fast import tracing
 from combee_fast.roles.calls import RoleCalls
 from combee_fast.run.events import BatchApplied, Events, VersionApplied
 from combee_fast.schema import Rollout
@@ -230,6 +231,7 @@ class OnlineLearner:
         if version is not None and isinstance(rollout, Rollout) and rollout.version != version:
             rollout = msgspec.structs.replace(rollout, version=version)
         checked(rollout)  # as stamped
+        rollout = tracing.stamp(rollout)  # the host's trace, when tracing
         shadow = self._gate.observe(rollout)
         if shadow is not None:
             self._start_shadow(shadow)
@@ -323,7 +325,9 @@ class OnlineLearner:
         number, self._steps = self._steps, self._steps + 1
         ceiling = self.ceiling
         base, lineage = self._gate.base()
-        result = await self._method.step([rollout for rollout, _, _ in batch], base, epoch=0, step=number)
+        rollouts = [rollout for rollout, _, _ in batch]
+        with tracing.online_step(number, rollouts, learner=self.config.learner):
+            result = await self._method.step(rollouts, base, epoch=0, step=number)
         latency = loop.time() - opened
         changed = result.artifact.version != base.version
         discarded = changed and lineage != self._gate.lineage

@@ -54,6 +54,7 @@ from typing import Any
 
 import msgspec
 
+from combee_fast import tracing
 from combee_fast.config import EmbedConfig, OnlineConfig, TaskConfig
 from combee_fast.embedded.host_settings import HostSettings
 from combee_fast.embedded.intake import checked
@@ -318,7 +319,7 @@ class ProcessLearner:
         :class:`LearnerProcessError` once the child has ended."""
         if version is not None and rollout.version != version:
             rollout = msgspec.structs.replace(rollout, version=version)
-        data = msgspec.Raw(checked(rollout))
+        data = msgspec.Raw(checked(tracing.stamp(rollout)))  # the host's trace travels with it, when tracing
         child = self._running()
         loop = asyncio.get_running_loop()
         while len(self._tickets) >= self._capacity:

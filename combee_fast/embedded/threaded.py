@@ -54,6 +54,7 @@ from typing import Any, NamedTuple
 
 import msgspec
 
+from combee_fast import tracing
 from combee_fast.config import EmbedConfig, OnlineConfig
 from combee_fast.embedded.host_settings import HostSettings
 from combee_fast.embedded.online import AppliedBatch, OnlineLearner, online_learning
@@ -229,6 +230,7 @@ class ThreadedLearner:
         if version is not None and isinstance(rollout, Rollout) and rollout.version != version:
             rollout = msgspec.structs.replace(rollout, version=version)
         checked(rollout)  # as stamped: a version that cannot travel is refused here, not in the learner's thread
+        rollout = tracing.stamp(rollout)  # the host's trace (this thread's), when tracing
         loop = self._host()
         while self._unsettled >= self._capacity:
             waiter = loop.create_future()

@@ -58,7 +58,8 @@ class ChatResult(msgspec.Struct, frozen=True, kw_only=True):
     ``text`` is the response content (``None`` if there was no response); ``data`` the parsed
     JSON object when a schema was requested and it parsed; ``error`` the typed failure;
     ``tool_calls`` the tools the reply called (a request that offered ``tools``); ``cut``: the
-    request's :class:`ReplyCut` stopped the reply (``text`` is what it kept).
+    request's :class:`ReplyCut` stopped the reply (``text`` is what it kept); ``response_model``
+    the model the server said answered (None: it said none).
     """
 
     text: str | None
@@ -68,6 +69,7 @@ class ChatResult(msgspec.Struct, frozen=True, kw_only=True):
     finish_reason: str | None = None
     tool_calls: tuple[ToolCall, ...] = ()
     cut: bool = False
+    response_model: str | None = None
 
 
 ChatCall = Callable[[ChatRequest], Awaitable[ChatResult]]

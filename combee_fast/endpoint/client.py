@@ -142,6 +142,7 @@ class _Answer(msgspec.Struct):
     sim_latency_s: float | None
     tool_calls: tuple[ToolCall, ...] = ()
     cut: bool = False
+    model: str = ""  # the model the reply names
 
 
 class _AttemptFailed(Exception):
@@ -155,7 +156,7 @@ class _AttemptFailed(Exception):
 class _Tally:
     """Accumulates usage over the attempts and the repair of one call."""
 
-    __slots__ = ("prompt_tokens", "completion_tokens", "sim_latency_s", "retry_kinds", "failed_s", "left_s", "cut")
+    __slots__ = ("prompt_tokens", "completion_tokens", "sim_latency_s", "retry_kinds", "failed_s", "left_s", "cut", "model")
 
     def __init__(self, left_s: float = 0.0) -> None:
         self.left_s = left_s  # seconds the call has left for attempts and waits
@@ -165,9 +166,11 @@ class _Tally:
         self.retry_kinds: list[str] = []  # label of each retried attempt
         self.failed_s = 0.0  # real seconds in failed attempts and their backoff
         self.cut = False  # the answer last taken was cut by the request's ReplyCut
+        self.model: str | None = None  # the model the last answer named
 
     def add(self, answer: _Answer) -> None:
         self.cut = answer.cut
+        self.model = answer.model or self.model
         self.prompt_tokens += answer.prompt_tokens
         self.completion_tokens += answer.completion_tokens
         if answer.sim_latency_s is not None:
@@ -476,7 +479,8 @@ class EndpointClient:
             error = msgspec.structs.replace(error, message=scrub(error.message, self._secrets),
                                             raw=None if error.raw is None else scrub(error.raw, self._secrets))
         return ChatResult(text=text, data=data, usage=self._usage(request, tally, time.perf_counter() - started),
-                          error=error, finish_reason=finish_reason, tool_calls=tool_calls, cut=tally.cut)
+                          error=error, finish_reason=finish_reason, tool_calls=tool_calls, cut=tally.cut,
+                          response_model=tally.model)
 
     async def _answer(self, request: ChatRequest,
                       tally: _Tally) -> tuple[str | None, Any, CallError | None, str | None, tuple[ToolCall, ...]]:
@@ -735,6 +739,7 @@ class EndpointClient:
             sim_latency_s=_parse_float(sim_latency),
             tool_calls=tool_calls_of(choice.message.tool_calls or ()),
             cut=was_cut,
+            model=decoded.model,
         )
 
     def _accounted(self, result: ChatResult) -> ChatResult:

@@ -26,6 +26,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from combee_fast import tracing
 from combee_fast.config import HISTORY_KEPT, SamplingConfig
 from combee_fast.endpoint.calls import ChatRequest, ChatResult
 from combee_fast.engine.events import CallFailed, Events
@@ -151,7 +152,12 @@ class RoleCalls:
 
     async def send(self, request: ChatRequest) -> ChatResult:
         """``request`` through its role's client, not yet accounted (see :meth:`note`)."""
-        return await self.clients[request.role].chat(request)
+        return await self._chat(self.clients[request.role], request)
+
+    async def _chat(self, client: Client, request: ChatRequest) -> ChatResult:
+        """One call of ``client``: a span of its own when tracing (:func:`combee_fast.tracing.chat`)."""
+        role = self.roles.get(request.role)
+        return await tracing.chat(client, request, role.pool if role is not None else None)
 
     async def call(self, request: ChatRequest, parse: Parse | None = None) -> tuple[ChatResult, Any]:
         """``request`` sent and accounted: its result and what ``parse`` made of the reply (the
@@ -196,7 +202,7 @@ class RoleCalls:
         client = self.clients[key]
         context_text = await self.fit(key, context_text, build)
         request = build(context_text)
-        result = await client.chat(request)
+        result = await self._chat(client, request)
         if is_context_error(result.error) and context_text:
             context_text = cut_playbook(context_text, len(context_text) // 2)
             self.trimmed[key] = self.trimmed.get(key, 0) + 1
@@ -205,7 +211,7 @@ class RoleCalls:
                       f"the learned context is cut to {len(context_text)} characters and the call sent again "
                       f"(counted in calls.json as trimmed.{key})", file=sys.stderr)
             request = build(context_text)
-            result = await client.chat(request)
+            result = await self._chat(client, request)
         return request, result
 
     async def fit(self, key: str, context_text: str, build: Callable[[str], ChatRequest]) -> str:

@@ -24,6 +24,7 @@ says so in ``stopped_by``. With a run directory a checkpoint is written before t
 after every completed one; a run resumed from one ends as it would have uninterrupted. A run
 replacing a previous one in its directory swaps in after its first checkpointed step with most of
 its calls succeeding, or at its clean end (:meth:`~combee_fast.run.rundir.RunDir.replace_previous`).
+With a tracer configured, the run, its opening work and each step are spans (:mod:`combee_fast.tracing`).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from typing import Any, Generic, TypeVar
 
 import msgspec
 
+from combee_fast import tracing
 from combee_fast.errors import CallsFailed, EndpointUnreachable
 from combee_fast.methods.base import EvalResult, StepResult
 from combee_fast.protocols.learning import Artifact, CompleteKind
@@ -128,17 +130,20 @@ async def train(run: Training[Any]) -> TrainResult:
     a step (or of a validation) raise alike is raised as itself (:func:`_alike`)."""
     state = run.state
     try:
-        await run.begin()
-        if state.steps == 0 and state.stopping is None:
-            opening = run.clock_in((), "start", state.epoch)
-            if (started := await run.method.start(state.artifact)) is not None:
-                await run.record(opening, started)
-        while (batch := run.next_batch()) is not None:
-            result = await run.method.step(
-                batch.items, state.artifact, epoch=batch.epoch, step=state.steps, shape=run.plan.step_shape()
-            )
-            await run.record(batch, result)
-        return await run.finish()
+        with tracing.run_span(run.kind.name, run.method.name, run.prices):
+            await run.begin()
+            if state.steps == 0 and state.stopping is None:
+                with tracing.step_span(state.steps, opening=True):
+                    opening = run.clock_in((), "start", state.epoch)
+                    if (started := await run.method.start(state.artifact)) is not None:
+                        await run.record(opening, started)
+            while (batch := run.next_batch()) is not None:
+                with tracing.step_span(state.steps, epoch=batch.epoch, items=len(batch.items)):
+                    result = await run.method.step(
+                        batch.items, state.artifact, epoch=batch.epoch, step=state.steps, shape=run.plan.step_shape()
+                    )
+                    await run.record(batch, result)
+            return await run.finish()
     except BaseExceptionGroup as group:  # e.g. a record that cannot be written, from the calls in flight
         alike = _alike(group)
         raise alike from alike.__cause__  # what it was raised from stays said (None: nothing)
