@@ -29,6 +29,21 @@ The physical limit: every metric call holds one of the ``--concurrency`` slots f
 Last line: ``optimize_speedup=<gepa s / combee s> gepa_s=<s> combee_s=<s> latency_ms=<ms>
 concurrency=<n> gepa_val=<score> combee_val=<score> gepa_metric_calls=<n> combee_metric_calls=<n>
 slot_use=<ratio>``.
+
+``--mlflow`` measures the MLflow door instead: ``mlflow.genai.optimize_prompts`` with
+:class:`~combee_fast.integrations.mlflow.CombeePromptOptimizer` on a local folder store, its
+``predict_fn`` the same per-row sleep and chat. MLflow's ``eval_fn`` is not thread-safe, so the
+search calls it one call at a time, each with every row of one candidate waiting by then, and
+``eval_fn`` runs a call's rows on its own ``MLFLOW_GENAI_EVAL_MAX_WORKERS`` threads (default 10).
+The same search runs twice side by side: with one of the user's calls at a time (each grading's
+rows then reach ``eval_fn`` one by one, as calling a non-thread-safe function row by row does),
+and with ``--concurrency`` (the grading's rows reach it together). ``mlflow_speedup`` is the
+first's search seconds over the second's; ``parallelism`` the sleep the second's rows held (rows
+x latency) over its search seconds: how many rows ran at once on average; it cannot exceed the
+eval workers (``slot_use``, refused above 1). Last line: ``mlflow_speedup=<x>
+mlflow_parallelism=<x> rows_per_eval_call=<mean> eval_calls=<n> serial_eval_calls=<n>
+metric_calls=<n> latency_ms=<ms> eval_workers=<n> slot_use=<ratio> serial_s=<s> search_s=<s>
+initial_score=<s> final_score=<s>``.
 """
 
 from __future__ import annotations
@@ -120,6 +135,71 @@ def rows(args: argparse.Namespace) -> tuple[list[dict[str, Any]], list[dict[str,
     return shaped[0], shaped[1], {e.input: e for e in (*train, *val)}
 
 
+def measure_mlflow(args: argparse.Namespace, url: str, examples: dict[str, Example],
+                   train: list[dict[str, Any]]) -> int:
+    """``--mlflow`` (module docstring): ``optimize_prompts`` on a folder store in a temporary
+    folder, once with one of the user's calls at a time (``eval_fn`` row by row), once with
+    ``--concurrency``."""
+    os.environ["MLFLOW_ALLOW_FILE_STORE"] = "true"
+    from mlflow.environment_variables import MLFLOW_GENAI_EVAL_MAX_WORKERS
+
+    serial, batched = (optimize_prompts_once(args, url, examples, train, concurrency) for concurrency in (1, args.concurrency))
+    workers = MLFLOW_GENAI_EVAL_MAX_WORKERS.get()
+    for name, (optimizer, scores) in (("one at a time", serial), (f"{args.concurrency} at once", batched)):
+        print(f"{name}: {optimizer.eval_rows} rows in {optimizer.eval_calls} eval_fn calls "
+              f"({optimizer.eval_rows / optimizer.eval_calls:.1f} rows each) in {optimizer.result.wall_seconds:.2f} s; "
+              f"score {scores[0]:.3f} -> {scores[1]:.3f}")
+    optimizer, (initial, final) = batched
+    parallelism = optimizer.eval_rows * args.latency / optimizer.result.wall_seconds
+    slot_use = physics.physical_ratio("slot_use", parallelism / workers)
+    print(f"mlflow_speedup={serial[0].result.wall_seconds / optimizer.result.wall_seconds:.2f} "
+          f"mlflow_parallelism={parallelism:.2f} rows_per_eval_call={optimizer.eval_rows / optimizer.eval_calls:.2f} "
+          f"eval_calls={optimizer.eval_calls} serial_eval_calls={serial[0].eval_calls} "
+          f"metric_calls={optimizer.result.total_metric_calls} latency_ms={1e3 * args.latency:.0f} "
+          f"eval_workers={workers} slot_use={slot_use:.3f} serial_s={serial[0].result.wall_seconds:.2f} "
+          f"search_s={optimizer.result.wall_seconds:.2f} initial_score={initial:.4f} final_score={final:.4f}")
+    return 0
+
+
+def optimize_prompts_once(args: argparse.Namespace, url: str, examples: dict[str, Example],
+                          train: list[dict[str, Any]], concurrency: int) -> tuple[Any, tuple[float, float]]:
+    """One ``optimize_prompts`` on a fresh folder store: the optimizer and (initial, final) scores."""
+    import tempfile
+    from pathlib import Path
+
+    import mlflow
+    from mlflow.genai.scorers import scorer
+
+    from combee_fast.integrations.mlflow import CombeePromptOptimizer
+
+    with tempfile.TemporaryDirectory(prefix="combee-mlflow-") as folder:
+        uri = (Path(folder) / "mlruns").as_uri()
+        mlflow.set_tracking_uri(uri)
+        mlflow.set_registry_uri(uri)
+        prompt = mlflow.genai.register_prompt(name="formula-qa", template=SEED)
+        chat = BlockingChat(url, "sim")
+
+        def predict_fn(question: str) -> str:
+            time.sleep(args.latency)
+            system = mlflow.genai.load_prompt(prompt.uri).format()
+            return chat([{"role": "system", "content": system}, {"role": "user", "content": question}])
+
+        @scorer
+        def correct(inputs: dict[str, str], outputs: str) -> float:
+            return TASK.score(examples[inputs["question"]], outputs.rsplit("Final answer:", 1)[-1].strip()).value
+
+        optimizer = CombeePromptOptimizer(reflection_lm=url, max_metric_calls=args.budget, max_concurrency=concurrency,
+                                          seed=args.seed)
+        try:
+            result = mlflow.genai.optimize_prompts(
+                predict_fn=predict_fn, prompt_uris=[prompt.uri], optimizer=optimizer, scorers=[correct],
+                train_data=[{"inputs": {"question": row["input"]}, "outputs": row["answer"]} for row in train],
+                enable_tracking=False)
+        finally:
+            chat.close()
+    return optimizer, (result.initial_eval_score, result.final_eval_score)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--latency", type=float, default=0.04, help="seconds each metric call sleeps (default 0.04)")
@@ -129,8 +209,12 @@ def main() -> int:
     parser.add_argument("--val", type=int, default=30, help="validation rows (default 30)")
     parser.add_argument("--time-scale", type=float, default=0.001, help="the sim-server's time scale (default 0.001)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--mlflow", action="store_true", help="measure the MLflow door instead (module docstring)")
     args = parser.parse_args()
-
+    if args.mlflow:
+        train, _, examples = rows(args)
+        with sim_server(args.time_scale) as url:
+            return measure_mlflow(args, url, examples, train)
     if gepa is None:
         raise physics.WrongWorld("the gepa package is not installed (pip install -e '.[test]'): there is no baseline")
     train, val, examples = rows(args)

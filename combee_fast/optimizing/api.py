@@ -3,16 +3,16 @@
     result = combee_fast.optimize(
         seed_candidate={"system_prompt": "..."},          # named text components (or one string)
         trainset=rows, valset=rows,                        # plain Python rows
-        adapter=my_adapter,                                # or evaluator=..., or task_lm=... + metric=...
+        adapter=my_adapter,                                # or evaluator=, batch_evaluator=, task_lm= + metric=
         reflection_lm="http://127.0.0.1:8000/v1",          # a callable, a base URL or an EndpointSpec
         max_metric_calls=300)                              # and/or max_dollars=...
     result.best_candidate, result.best_score, result.run_dir
 
-The user's metric (:mod:`.metric`: a gepa ``GEPAAdapter``, an evaluator, or ``task_lm`` and
-``metric``) is the search's metric call; the search is one of the engine's GEPA methods
+The user's metric (:mod:`.metric`: a gepa ``GEPAAdapter``, an evaluator, a batch evaluator for
+code that must not run twice at once, or ``task_lm`` and ``metric``) is the search's metric call; the search is one of the engine's GEPA methods
 (``method``: ``async-gepa`` by default, or ``combee-gepa``, ``gepa``, ``naive-gepa``) run by the
 engine's loop (:meth:`~combee_fast.session.Session.train`): its scheduling, its metric-call
-budget (never overshot), its stop rules, checkpoints and cost accounting. The user's code runs
+budget (``async-gepa`` never overshoots it), its stop rules, checkpoints and cost accounting. The user's code runs
 ``max_concurrency`` calls at once at most (:mod:`.user_code`: threads, or awaited when async):
 every grading of the search runs that many rows at once, and the method's proposals overlap as
 far as that allows. A callable ``reflection_lm`` is served on loopback (:mod:`.lm_server`), so
@@ -44,7 +44,8 @@ from combee_fast.gepa.candidate import SYSTEM_PROMPT, Candidate
 from combee_fast.gepa.pool import GepaState
 from combee_fast.optimizing.kind import PATH
 from combee_fast.optimizing.lm_server import MODEL, CallableEndpoint
-from combee_fast.optimizing.metric import AdapterMetric, EndpointTaskMetric, EvaluatorMetric, MetricCall, TaskLmMetric
+from combee_fast.optimizing.metric import (AdapterMetric, BatchMetric, EndpointTaskMetric, EvaluatorMetric, MetricCall,
+                                           TaskLmMetric)
 from combee_fast.optimizing.result import OptimizeResult, optimize_result
 from combee_fast.optimizing.rows import TRAIN, VAL, RowsTask
 from combee_fast.optimizing.user_code import UserCode
@@ -83,6 +84,7 @@ async def optimize_async(
     *,
     adapter: Any = None,
     evaluator: Callable[..., Any] | None = None,
+    batch_evaluator: Callable[..., Any] | None = None,
     task_lm: Endpoint | None = None,
     metric: Callable[[Any, str], Any] | None = None,
     reflection_lm: Endpoint,
@@ -96,8 +98,8 @@ async def optimize_async(
 ) -> OptimizeResult:
     """The search (module docstring), on the running loop; :func:`optimize` runs it on its own."""
     components, plain = _seed(seed_candidate)
-    _check(adapter=adapter, evaluator=evaluator, task_lm=task_lm, metric=metric, method=method,
-           max_metric_calls=max_metric_calls, max_dollars=max_dollars, max_concurrency=max_concurrency)
+    _check(adapter=adapter, evaluator=evaluator, batch_evaluator=batch_evaluator, task_lm=task_lm, metric=metric,
+           method=method, max_metric_calls=max_metric_calls, max_dollars=max_dollars, max_concurrency=max_concurrency)
     with UserCode(max_concurrency) as code:
         async with contextlib.AsyncExitStack() as stack:
             reflection = await _endpoint(reflection_lm, code, stack, what="reflection_lm")
@@ -107,7 +109,7 @@ async def optimize_async(
             if max_dollars is not None:
                 _check_priced(reflection, solver)
             task = RowsTask(trainset, trainset if valset is None else valset,
-                            _metric(adapter, evaluator, task_lm, metric, code, plain=plain))
+                            _metric(adapter, evaluator, batch_evaluator, task_lm, metric, code, plain=plain))
             size = minibatch or (SERIAL_MINIBATCH if method == "gepa" else min(BATCHED_MINIBATCH, len(trainset)))
             config = SessionConfig(
                 learner=PATH, method=method, seed=seed, task=TaskConfig(name=task.name, train_split=TRAIN, val_split=VAL),
@@ -144,14 +146,14 @@ def _seed(seed_candidate: Mapping[str, str] | str) -> tuple[dict[str, str], bool
     return components, False
 
 
-def _check(*, adapter: Any, evaluator: Any, task_lm: Any, metric: Any, method: str, max_metric_calls: int | None,
-           max_dollars: float | None, max_concurrency: int) -> None:
+def _check(*, adapter: Any, evaluator: Any, batch_evaluator: Any, task_lm: Any, metric: Any, method: str,
+           max_metric_calls: int | None, max_dollars: float | None, max_concurrency: int) -> None:
     """:class:`ConfigError` (one line) for arguments that do not make one search."""
-    given = [name for name, value in (("adapter", adapter), ("evaluator", evaluator), ("task_lm", task_lm))
-             if value is not None]
+    given = [name for name, value in (("adapter", adapter), ("evaluator", evaluator),
+                                      ("batch_evaluator", batch_evaluator), ("task_lm", task_lm)) if value is not None]
     if len(given) != 1:
-        raise ConfigError(f"optimize: give one of adapter=, evaluator= or task_lm= (with metric=), not "
-                          f"{' and '.join(given) or 'none'}")
+        raise ConfigError(f"optimize: give one of adapter=, evaluator=, batch_evaluator= or task_lm= (with metric=), "
+                          f"not {' and '.join(given) or 'none'}")
     if (task_lm is None) != (metric is None):
         raise ConfigError("optimize: task_lm= and metric= go together (metric(row, reply) grades task_lm's reply)")
     if method not in METHODS:
@@ -185,13 +187,16 @@ async def _endpoint(lm: Endpoint | None, code: UserCode, stack: contextlib.Async
                       f"got {lm!r}")
 
 
-def _metric(adapter: Any, evaluator: Callable[..., Any] | None, task_lm: Endpoint | None,
-            metric: Callable[[Any, str], Any] | None, code: UserCode, *, plain: bool) -> Callable[[RoleCalls], MetricCall]:
+def _metric(adapter: Any, evaluator: Callable[..., Any] | None, batch_evaluator: Callable[..., Any] | None,
+            task_lm: Endpoint | None, metric: Callable[[Any, str], Any] | None, code: UserCode, *,
+            plain: bool) -> Callable[[RoleCalls], MetricCall]:
     """What grades a candidate on a row, given a run's role calls (:mod:`.metric`)."""
     if adapter is not None:
         graded: MetricCall = AdapterMetric(adapter, code)
     elif evaluator is not None:
         graded = EvaluatorMetric(evaluator, code, plain=plain)
+    elif batch_evaluator is not None:
+        graded = BatchMetric(batch_evaluator, code, plain=plain)
     else:
         assert task_lm is not None and metric is not None
         if isinstance(task_lm, (str, EndpointSpec)):

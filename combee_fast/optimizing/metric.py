@@ -12,6 +12,10 @@ JSON-serializable fields per row). The shapes:
 - :class:`EvaluatorMetric`: ``evaluator(candidate, row) -> score`` or ``(score, feedback)``
   (gepa's ``optimize_anything`` shape: ``feedback`` a string or a dict of side information); the
   candidate is passed as a plain string when the seed was one.
+- :class:`BatchMetric`: ``batch_evaluator(candidate, rows) -> [score or (score, feedback), ...]``
+  for code that must not run twice at once (MLflow's ``eval_fn`` is documented as not
+  thread-safe) but grades many rows in one call: the rows of one candidate that wait together are
+  handed over in one call, one call at a time.
 - :class:`TaskLmMetric`: ``task_lm(messages) -> text`` (a callable, gepa's default adapter's
   shape: the candidate's text as the system message, the row's text as the user's) graded by
   ``metric(row, text) -> score`` or ``(score, feedback)``.
@@ -28,6 +32,7 @@ row (:class:`~combee_fast.optimizing.calls.MetricCalls`).
 
 from __future__ import annotations
 
+import asyncio
 import math
 import numbers
 from collections.abc import Callable, Mapping, Sequence
@@ -150,6 +155,49 @@ class EvaluatorMetric:
         given: Any = candidate.render() if self.plain else dict(candidate.components)
         score, feedback = graded(await self.code.run(self.evaluator, given, row))
         return Scored(score, None, every_component(candidate, [record(row, None, score, feedback)]))
+
+
+class BatchMetric:
+    """``batch_evaluator(candidate, rows)`` (module docstring), never two calls at once.
+
+    A row's call waits its turn; when it gets it, every row of the same candidate waiting by then
+    (a grading's rows arrive together) goes in one call, and each of their calls takes its own
+    score. Calls for other candidates wait for the next turn."""
+
+    what = "batch_evaluator"
+
+    def __init__(self, batch_evaluator: Callable[..., Any], code: UserCode, *, plain: bool) -> None:
+        self.batch_evaluator = batch_evaluator
+        self.code = code
+        self.plain = plain
+        self._waiting: dict[tuple[tuple[str, str], ...], list[tuple[Any, asyncio.Future[Scored]]]] = {}
+        self._turn = asyncio.Lock()
+
+    async def __call__(self, candidate: Candidate, example: Example, row: Any) -> Scored:
+        key = tuple(sorted(candidate.components.items()))
+        mine: asyncio.Future[Scored] = asyncio.get_running_loop().create_future()
+        self._waiting.setdefault(key, []).append((row, mine))
+        await asyncio.sleep(0)  # the grading's other rows join the queue first
+        async with self._turn:
+            if not mine.done():
+                await self._grade(candidate, self._waiting.pop(key))
+        return mine.result()
+
+    async def _grade(self, candidate: Candidate, batch: list[tuple[Any, asyncio.Future[Scored]]]) -> None:
+        given: Any = candidate.render() if self.plain else dict(candidate.components)
+        rows = [row for row, _ in batch]
+        try:
+            values = list(await self.code.run(self.batch_evaluator, given, rows))
+            if len(values) != len(rows):
+                raise ValueError(f"batch_evaluator returned {len(values)} results for {len(rows)} rows")
+            for (row, future), value in zip(batch, values):
+                score, feedback = graded(value)
+                future.set_result(Scored(score, None, every_component(candidate, [record(row, None, score, feedback)])))
+        except Exception as exc:  # every row of the call fails alike; each caller names its own
+            for _, future in batch:
+                if not future.done():
+                    future.set_exception(exc)
+
 
 
 def task_messages(candidate: Candidate, row: Any) -> list[dict[str, str]]:

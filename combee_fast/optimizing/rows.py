@@ -17,7 +17,7 @@ them (:meth:`RowsTask.score` raises, as the Task protocol says of an example wit
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -50,6 +50,12 @@ def row_text(row: Any) -> str:
     if isinstance(row, dict) and isinstance(row.get("input"), str):
         return str(row["input"])
     return row_json(row).decode()
+
+
+def inputs_text(inputs: Mapping[str, Any]) -> Any:
+    """A row's named inputs as a reflective record shows them (MLflow's, DSPy's): the one input's
+    value alone, else all of them."""
+    return next(iter(inputs.values())) if len(inputs) == 1 else dict(inputs)
 
 
 class RowsTask:

@@ -204,6 +204,26 @@ def test_a_run_that_failed_is_resumed_from_its_run_folder(tmp_path: Path) -> Non
         combee_fast.optimize("Answer.", train[1:], train[:10], evaluator=keyword_evaluator, **options)
 
 
+def test_a_batch_evaluator_is_never_called_twice_at_once_and_gets_a_gradings_rows_together() -> None:
+    train = [{"input": f"q{i}", "needs": WORDS[i % 10]} for i in range(30)]
+    busy = threading.Lock()
+    sizes: list[int] = []
+
+    def batch(candidate: str, rows: list[dict[str, str]]) -> list[tuple[float, str]]:
+        assert busy.acquire(blocking=False), "called while another call ran"
+        try:
+            time.sleep(0.01)
+            sizes.append(len(rows))
+            return [keyword_evaluator(candidate, row) for row in rows]
+        finally:
+            busy.release()
+
+    result = combee_fast.optimize("Answer.", train, train[:10], batch_evaluator=batch, reflection_lm=keyword_lm,
+                                  max_metric_calls=150)
+    _improved(result)
+    assert sum(sizes) == result.total_metric_calls and max(sizes) >= 8  # the validation's rows in a call or two
+
+
 def test_a_dollar_budget_stops_the_search_at_the_reflection_endpoints_price(sim_url: str) -> None:
     train = [{"input": f"q{i}", "needs": WORDS[i % 10]} for i in range(30)]
     priced = EndpointSpec(url=sim_url, model="sim", price_in=1000.0, price_out=1000.0)  # $0.001 a token
