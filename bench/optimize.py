@@ -49,7 +49,6 @@ initial_score=<s> final_score=<s>``.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
 import subprocess
 import sys
@@ -62,17 +61,12 @@ from combee_fast.endpoint.blocking import BlockingChat
 from combee_fast.optimizing import optimize  # imported here, as gepa is: neither search's time counts an import
 from combee_fast.schema import Example
 from combee_fast.tasks.registry import get_task
+from physics import WrongWorld, check_baseline, guarded, physical_ratio
 
 try:
     import gepa
 except ImportError:  # the test extra brings it
     gepa = None
-
-_physics_spec = importlib.util.spec_from_file_location("physics", os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                                                                               "physics.py"))
-assert _physics_spec is not None and _physics_spec.loader is not None
-physics = importlib.util.module_from_spec(_physics_spec)
-_physics_spec.loader.exec_module(physics)
 
 SEED = "You answer financial formula questions. Read the question and give the final number."
 TASK = get_task("formula")
@@ -119,7 +113,7 @@ def sim_server(time_scale: float) -> Iterator[str]:
     try:
         words = server.stdout.readline().split()
         if words[:2] != ["listening", "on"]:
-            raise physics.WrongWorld(f"the sim-server did not start: {' '.join(words)!r}")
+            raise WrongWorld(f"the sim-server did not start: {' '.join(words)!r}")
         yield words[2]
     finally:
         server.terminate()
@@ -151,7 +145,7 @@ def measure_mlflow(args: argparse.Namespace, url: str, examples: dict[str, Examp
               f"score {scores[0]:.3f} -> {scores[1]:.3f}")
     optimizer, (initial, final) = batched
     parallelism = optimizer.eval_rows * args.latency / optimizer.result.wall_seconds
-    slot_use = physics.physical_ratio("slot_use", parallelism / workers)
+    slot_use = physical_ratio("slot_use", parallelism / workers)
     print(f"mlflow_speedup={serial[0].result.wall_seconds / optimizer.result.wall_seconds:.2f} "
           f"mlflow_parallelism={parallelism:.2f} rows_per_eval_call={optimizer.eval_rows / optimizer.eval_calls:.2f} "
           f"eval_calls={optimizer.eval_calls} serial_eval_calls={serial[0].eval_calls} "
@@ -216,7 +210,7 @@ def main() -> int:
         with sim_server(args.time_scale) as url:
             return measure_mlflow(args, url, examples, train)
     if gepa is None:
-        raise physics.WrongWorld("the gepa package is not installed (pip install -e '.[test]'): there is no baseline")
+        raise WrongWorld("the gepa package is not installed (pip install -e '.[test]'): there is no baseline")
     train, val, examples = rows(args)
     with sim_server(args.time_scale) as url:
         chat = BlockingChat(url, "sim")
@@ -233,9 +227,9 @@ def main() -> int:
         finally:
             chat.close()
     gepa_calls = theirs.total_metric_calls or 0
-    physics.check_baseline("gepa.optimize", gepa_s, done=min(gepa_calls, args.budget), expected=args.budget)
+    check_baseline("gepa.optimize", gepa_s, done=min(gepa_calls, args.budget), expected=args.budget)
     floor_s = ours.total_metric_calls * args.latency / args.concurrency
-    slot_use = physics.physical_ratio("slot_use", floor_s / combee_s)
+    slot_use = physical_ratio("slot_use", floor_s / combee_s)
     gepa_val = theirs.val_aggregate_scores[theirs.best_idx]
     print(f"gepa.optimize: {gepa_s:.2f} s, {gepa_calls} metric calls, validation {gepa_val:.3f}")
     print(f"combee_fast.optimize ({ours.method}, {args.concurrency} at once): {combee_s:.2f} s, "
@@ -249,4 +243,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(physics.guarded(main, "bench/optimize.py"))
+    sys.exit(guarded(main, "bench/optimize.py"))

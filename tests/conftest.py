@@ -3,7 +3,9 @@ group of its own for pytest-xdist (:mod:`tests.worker_groups`)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 
 import pytest
@@ -61,6 +63,22 @@ async def start_sim_server() -> AsyncIterator[StartSimServer]:
 async def sim_server(start_sim_server: StartSimServer) -> SimServer:
     """A fault-free ``flat`` server running 1000x faster than simulated time."""
     return await start_sim_server(time_scale=0.001)
+
+
+@pytest.fixture(scope="module")
+def peers_sim_url() -> Iterator[str]:
+    """A ``combee sim-server --peers`` process (time scale 0.001) on a free loopback port: its base
+    URL; stopped at the module's end."""
+    server = subprocess.Popen([sys.executable, "-m", "combee_fast.cli", "sim-server", "--port", "0", "--peers",
+                               "--time-scale", "0.001"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert server.stdout is not None
+    try:
+        first = server.stdout.readline().split()
+        assert first[:2] == ["listening", "on"], first
+        yield first[2]
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
 
 
 Handler = Callable[[Any], Awaitable[Any]]

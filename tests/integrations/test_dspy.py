@@ -5,9 +5,6 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import subprocess
-import sys
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -21,18 +18,6 @@ TRAIN_EXAMPLES = FORMULA.load("train[0:40]").examples
 VAL_EXAMPLES = [e for e in FORMULA.load("selection").examples
                 if e.meta["formula"] in {t.meta["formula"] for t in TRAIN_EXAMPLES}][:24]
 BY_QUESTION = {e.input: e for e in (*TRAIN_EXAMPLES, *VAL_EXAMPLES)}
-
-
-@pytest.fixture(scope="module")
-def sim_url() -> Iterator[str]:
-    server = subprocess.Popen([sys.executable, "-m", "combee_fast.cli", "sim-server", "--port", "0", "--peers",
-                               "--time-scale", "0.001"], stdout=subprocess.PIPE, text=True)
-    assert server.stdout is not None
-    try:
-        yield server.stdout.readline().split()[2]
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
 
 
 def _accuracy(program: Any, examples: list[Any], lm: Any) -> float:
@@ -49,7 +34,7 @@ def _metric(example: Any, prediction: Any, trace: Any = None) -> Any:
     return dspy.Prediction(score=score.value, feedback=score.feedback)
 
 
-def test_a_two_predictor_program_learns_its_instructions_through_dspys_own_client(sim_url: str) -> None:
+def test_a_two_predictor_program_learns_its_instructions_through_dspys_own_client(peers_sim_url: str) -> None:
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # litellm would fetch its cost map
     import dspy
 
@@ -64,11 +49,11 @@ def test_a_two_predictor_program_learns_its_instructions_through_dspys_own_clien
         def forward(self, question: str) -> Any:
             return self.solve(question=question, restated=self.restate(question=question).restated)
 
-    lm = dspy.LM("openai/sim", api_base=sim_url, api_key="none", cache=False, temperature=0.0, max_tokens=1024)
+    lm = dspy.LM("openai/sim", api_base=peers_sim_url, api_key="none", cache=False, temperature=0.0, max_tokens=1024)
     shaped = [[dspy.Example(question=e.input, answer=e.target).with_inputs("question") for e in part]
               for part in (TRAIN_EXAMPLES, VAL_EXAMPLES)]
     student = Solve()
-    optimizer = CombeeOptimizer(_metric, reflection_lm=sim_url, lm=lm, max_metric_calls=300)
+    optimizer = CombeeOptimizer(_metric, reflection_lm=peers_sim_url, lm=lm, max_metric_calls=300)
     compiled = optimizer.compile(student, trainset=shaped[0], valset=shaped[1])
 
     seed = {name: p.signature.instructions for name, p in student.named_predictors()}

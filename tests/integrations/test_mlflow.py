@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -44,25 +42,13 @@ def registry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     mlflow.set_tracking_uri(None)
 
 
-@pytest.fixture(scope="module")
-def sim_url() -> Iterator[str]:
-    server = subprocess.Popen([sys.executable, "-m", "combee_fast.cli", "sim-server", "--port", "0", "--peers",
-                               "--time-scale", "0.001"], stdout=subprocess.PIPE, text=True)
-    assert server.stdout is not None
-    try:
-        yield server.stdout.readline().split()[2]
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
-
-
-def test_optimize_prompts_registers_the_learned_prompt_as_a_new_version(registry: Any, sim_url: str) -> None:
+def test_optimize_prompts_registers_the_learned_prompt_as_a_new_version(registry: Any, peers_sim_url: str) -> None:
     from mlflow.genai.scorers import scorer
 
     from combee_fast.integrations.mlflow import CombeePromptOptimizer
 
     prompt = registry.genai.register_prompt(name="formula-qa", template=SEED)
-    chat = BlockingChat(sim_url, "sim")
+    chat = BlockingChat(peers_sim_url, "sim")
 
     def predict_fn(question: str) -> str:
         system = registry.genai.load_prompt(prompt.uri).format()
@@ -72,7 +58,7 @@ def test_optimize_prompts_registers_the_learned_prompt_as_a_new_version(registry
     def correct(inputs: dict[str, str], outputs: str, expectations: dict[str, str]) -> float:
         return FORMULA.score(BY_QUESTION[inputs["question"]], outputs.rsplit("Final answer:", 1)[-1].strip()).value
 
-    optimizer = CombeePromptOptimizer(reflection_lm=sim_url, max_metric_calls=150)
+    optimizer = CombeePromptOptimizer(reflection_lm=peers_sim_url, max_metric_calls=150)
     try:
         result = registry.genai.optimize_prompts(
             predict_fn=predict_fn, prompt_uris=[prompt.uri], optimizer=optimizer, scorers=[correct],

@@ -7,11 +7,8 @@ from __future__ import annotations
 import importlib.util
 import json
 import re
-import subprocess
-import sys
 import threading
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -45,21 +42,6 @@ TRAIN, VAL = _rows(TRAIN_EXAMPLES), _rows(VAL_EXAMPLES)
 SEED = "You answer financial formula questions. Give the final number."
 
 
-@pytest.fixture(scope="module")
-def sim_url() -> Iterator[str]:
-    """A ``combee sim-server --peers`` process on a free loopback port."""
-    server = subprocess.Popen([sys.executable, "-m", "combee_fast.cli", "sim-server", "--port", "0", "--peers",
-                               "--time-scale", "0.001"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    assert server.stdout is not None
-    try:
-        first = server.stdout.readline().split()
-        assert first[:2] == ["listening", "on"], first
-        yield first[2]
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
-
-
 def _improved(result: combee_fast.OptimizeResult) -> None:
     """The best candidate beats the seed on the valset, and the result says what it cost."""
     assert result.best_score > result.val_aggregate_scores[0]
@@ -70,12 +52,12 @@ def _improved(result: combee_fast.OptimizeResult) -> None:
 
 
 @pytest.mark.skipif(importlib.util.find_spec("gepa") is None, reason="the gepa package is not installed (test extra)")
-def test_gepas_default_adapter_against_the_sim_server(sim_url: str, tmp_path: Path) -> None:
+def test_gepas_default_adapter_against_the_sim_server(peers_sim_url: str, tmp_path: Path) -> None:
     from gepa.adapters.default_adapter.default_adapter import DefaultAdapter
 
-    chat = BlockingChat(sim_url, "sim")
+    chat = BlockingChat(peers_sim_url, "sim")
     try:
-        result = combee_fast.optimize(SEED, TRAIN, VAL, adapter=DefaultAdapter(model=chat), reflection_lm=sim_url,
+        result = combee_fast.optimize(SEED, TRAIN, VAL, adapter=DefaultAdapter(model=chat), reflection_lm=peers_sim_url,
                                       max_metric_calls=300, run_dir=tmp_path / "run")
     finally:
         chat.close()
@@ -132,11 +114,11 @@ class SleepyAdapter:
 
 
 @pytest.mark.skipif(importlib.util.find_spec("gepa") is None, reason="the gepa package is not installed (test extra)")
-def test_a_users_adapter_of_two_components_runs_its_blocking_evaluate_on_threads(sim_url: str) -> None:
-    adapter = SleepyAdapter(sim_url)
+def test_a_users_adapter_of_two_components_runs_its_blocking_evaluate_on_threads(peers_sim_url: str) -> None:
+    adapter = SleepyAdapter(peers_sim_url)
     seed = {"persona": "You are a careful analyst.", "lessons": "Lessons:"}
     try:
-        result = combee_fast.optimize(seed, TRAIN, VAL, adapter=adapter, reflection_lm=sim_url, max_metric_calls=300,
+        result = combee_fast.optimize(seed, TRAIN, VAL, adapter=adapter, reflection_lm=peers_sim_url, max_metric_calls=300,
                                       max_concurrency=6)
     finally:
         adapter.chat.close()
@@ -224,9 +206,9 @@ def test_a_batch_evaluator_is_never_called_twice_at_once_and_gets_a_gradings_row
     assert sum(sizes) == result.total_metric_calls and max(sizes) >= 8  # the validation's rows in a call or two
 
 
-def test_a_dollar_budget_stops_the_search_at_the_reflection_endpoints_price(sim_url: str) -> None:
+def test_a_dollar_budget_stops_the_search_at_the_reflection_endpoints_price(peers_sim_url: str) -> None:
     train = [{"input": f"q{i}", "needs": WORDS[i % 10]} for i in range(30)]
-    priced = EndpointSpec(url=sim_url, model="sim", price_in=1000.0, price_out=1000.0)  # $0.001 a token
+    priced = EndpointSpec(url=peers_sim_url, model="sim", price_in=1000.0, price_out=1000.0)  # $0.001 a token
     result = combee_fast.optimize("Answer.", train, train[:10], evaluator=keyword_evaluator, reflection_lm=priced,
                                   max_dollars=1.0)
     assert result.stopped_by is not None and result.stopped_by.startswith("dollar budget spent")
