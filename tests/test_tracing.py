@@ -203,3 +203,55 @@ def test_the_otlp_endpoint_variable_alone_sends_the_spans_over_otlp(collector: t
         names += [span.name for spans in request.resource_spans for scope in spans.scope_spans for span in scope.spans]
     assert names.count("combee learn ace combee") == 1 and any(name.startswith("combee step ") for name in names)
     assert sum(name == "chat sim" for name in names) > 10
+
+
+@pytest.mark.skipif(importlib.util.find_spec("opentelemetry.exporter.otlp.proto.http") is None,
+                    reason="the OTLP exporter is not installed (the otel extra)")
+def test_a_process_learners_steps_join_the_hosts_trace_from_its_child(collector: tuple[str, list[bytes]],
+                                                                       tmp_path: Path) -> None:
+    """The host traces in code (its in-memory exporter); the child process, with the OTLP variable
+    it inherits, exports its steps to the collector, each under the host span of its first rollout."""
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    url, bodies = collector
+    script = PROVIDER + textwrap.dedent("""
+        import asyncio
+        from opentelemetry import trace
+        from combee_fast.ace.calls import AceCalls
+        from combee_fast.config import EmbedConfig, OnlineConfig, SessionConfig, SimConfig, TaskConfig
+        from combee_fast.embedded.process import ProcessLearner
+        from combee_fast.playbook import Playbook
+        from combee_fast.session import open_session
+
+        async def main():
+            config = SessionConfig(task=TaskConfig(train_split="train", val_split="val[0:30]"),
+                                   sim=SimConfig("flat", 1e-4))
+            async with open_session(config) as session:
+                rollouts = [await AceCalls(session.calls).generate(e, "", epoch=0)
+                            for e in session.train_split.examples[:4]]
+                embed = EmbedConfig(child_sched_idle=False, child_nice=None)
+                async with ProcessLearner(session.calls, Playbook.empty(), OnlineConfig(batch_size=4, max_wait_s=30.0),
+                                          embed=embed) as learner:
+                    host = trace.get_tracer("host")
+                    tickets = []
+                    for n, rollout in enumerate(rollouts):
+                        with host.start_as_current_span(f"host request {n}"):
+                            tickets.append(await learner.submit(rollout))
+                    await asyncio.gather(*tickets)
+
+        asyncio.run(main())
+        dump()
+    """)
+    done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=240,
+                          env={"PYTHONPATH": str(ROOT), "PATH": "", "OTEL_EXPORTER_OTLP_ENDPOINT": url})
+    assert done.returncode == 0, done.stderr[-3000:]
+    hosts = {s["name"]: s for s in json.loads(done.stdout.strip().splitlines()[-1]) if s["name"].startswith("host ")}
+    steps = []
+    for body in bodies:
+        request = ExportTraceServiceRequest.FromString(body)
+        steps += [span for spans in request.resource_spans for scope in spans.scope_spans for span in scope.spans
+                  if span.name.startswith("combee online step ")]
+    assert len(steps) == 1
+    first = hosts["host request 0"]
+    assert int.from_bytes(steps[0].trace_id, "big") == first["trace"]
+    assert int.from_bytes(steps[0].parent_span_id, "big") == first["id"] and len(steps[0].links) == 3
