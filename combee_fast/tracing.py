@@ -193,8 +193,9 @@ def _ours(attributes: Mapping[str, Any]) -> dict[str, Any]:
 
 def stamp(rollout: Rollout) -> Rollout:
     """``rollout`` with the W3C ``traceparent`` of the current span (module docstring); as it was
-    when not tracing, or when it carries one already."""
-    if rollout.trace is not None or tracer() is None:
+    when not tracing, when it carries one already, or when it is not a rollout at all (what a
+    host submits is checked after, and refused there)."""
+    if tracer() is None or not isinstance(rollout, Rollout) or rollout.trace is not None:
         return rollout
     carrier: dict[str, str] = {}
     propagate.inject(carrier)
