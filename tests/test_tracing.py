@@ -55,6 +55,7 @@ def _spans(script: str, cwd: Path) -> list[dict[str, Any]]:
     return list(json.loads(done.stdout.strip().splitlines()[-1]))
 
 
+@pytest.mark.slow
 def test_a_learn_run_is_one_run_span_a_span_per_step_and_one_per_model_call(tmp_path: Path) -> None:
     spans = _spans("""
         import asyncio
@@ -100,6 +101,7 @@ def test_a_learn_run_is_one_run_span_a_span_per_step_and_one_per_model_call(tmp_
     assert first["combee.pool"] in ("serve", "evaluate", "propose") and "combee.step" in first
 
 
+@pytest.mark.slow
 def test_an_embedded_learners_steps_join_the_hosts_trace_across_its_thread(tmp_path: Path) -> None:
     spans = _spans("""
         import asyncio
@@ -189,6 +191,7 @@ def collector() -> Iterator[tuple[str, list[bytes]]]:
 
 @pytest.mark.skipif(importlib.util.find_spec("opentelemetry.exporter.otlp.proto.http") is None,
                     reason="the OTLP exporter is not installed (the otel extra)")
+@pytest.mark.slow
 def test_the_otlp_endpoint_variable_alone_sends_the_spans_over_otlp(collector: tuple[str, list[bytes]],
                                                                       tmp_path: Path) -> None:
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
@@ -207,6 +210,7 @@ def test_the_otlp_endpoint_variable_alone_sends_the_spans_over_otlp(collector: t
 
 @pytest.mark.skipif(importlib.util.find_spec("opentelemetry.exporter.otlp.proto.http") is None,
                     reason="the OTLP exporter is not installed (the otel extra)")
+@pytest.mark.slow
 def test_a_process_learners_steps_join_the_hosts_trace_from_its_child(collector: tuple[str, list[bytes]],
                                                                        tmp_path: Path) -> None:
     """The host traces in code (its in-memory exporter); the child process, with the OTLP variable

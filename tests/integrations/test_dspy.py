@@ -34,6 +34,7 @@ def _metric(example: Any, prediction: Any, trace: Any = None) -> Any:
     return dspy.Prediction(score=score.value, feedback=score.feedback)
 
 
+@pytest.mark.slow
 def test_a_two_predictor_program_learns_its_instructions_through_dspys_own_client(peers_sim_url: str) -> None:
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # litellm would fetch its cost map
     import dspy

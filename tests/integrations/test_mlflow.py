@@ -42,6 +42,7 @@ def registry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     mlflow.set_tracking_uri(None)
 
 
+@pytest.mark.slow
 def test_optimize_prompts_registers_the_learned_prompt_as_a_new_version(registry: Any, peers_sim_url: str) -> None:
     from mlflow.genai.scorers import scorer
 

@@ -52,6 +52,7 @@ def _improved(result: combee_fast.OptimizeResult) -> None:
 
 
 @pytest.mark.skipif(importlib.util.find_spec("gepa") is None, reason="the gepa package is not installed (test extra)")
+@pytest.mark.slow
 def test_gepas_default_adapter_against_the_sim_server(peers_sim_url: str, tmp_path: Path) -> None:
     from gepa.adapters.default_adapter.default_adapter import DefaultAdapter
 
