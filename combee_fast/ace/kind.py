@@ -52,9 +52,13 @@ class AceKind:
         map_config = config.map
         if context.from_traces:
             map_config = msgspec.structs.replace(map_config, sync_rounds=None)
-        learner = AceLearner(AceCalls(context.calls), max_rounds=map_config.max_rounds,
+        learner = AceLearner(self.calls(context), max_rounds=map_config.max_rounds,
                              from_rollouts=context.from_traces, attempts=context.attempts)
         return build_method(method, learner, map_config, config.combee, seed=config.seed)
+
+    def calls(self, context: LearnContext) -> AceCalls:
+        """The role calls a run's steps and evaluation attempt, reflect and curate with."""
+        return AceCalls(context.calls)
 
     def load(self, path: str | Path) -> Playbook | None:
         """The playbook at ``path``; None when it is another learner's file (a JSON object
@@ -68,7 +72,7 @@ class AceKind:
         return Playbook.load(path)
 
     async def evaluate(self, context: LearnContext, deployable: Playbook, examples: Sequence[Example]) -> EvalResult:
-        return await evaluate(AceCalls(context.calls), deployable, examples, concurrency=context.config.eval.parallel,
+        return await evaluate(self.calls(context), deployable, examples, concurrency=context.config.eval.parallel,
                               attempts=context.attempts)
 
     def version_files(self, artifact: Playbook) -> list[tuple[str, bytes]]:

@@ -48,8 +48,8 @@ class CombeeOptimizer(Teleprompter):
         self.options = options
         self.result: Any = None
 
-    def compile(self, student: Any, *, trainset: Sequence[Any], teacher: Any = None, valset: Sequence[Any] | None = None,
-                **kwargs: Any) -> Any:
+    def compile(self, student: Any, *, trainset: Sequence[Any], teacher: Any = None,
+                valset: Sequence[Any] | None = None, **kwargs: Any) -> Any:
         """``student`` with its predictors' instructions learned (module docstring)."""
         lm = self.lm or dspy.settings.lm
         if lm is None:

@@ -42,8 +42,8 @@ try:
     from mlflow.exceptions import MlflowException
     from mlflow.genai.optimize import BasePromptOptimizer, PromptOptimizerOutput
 except ImportError as exc:  # one line, naming the extra
-    raise ConfigError(f"combee_fast.integrations.mlflow needs MLflow 3.5 or later: pip install -e '.[mlflow]' ({exc})") \
-        from None
+    raise ConfigError(f"combee_fast.integrations.mlflow needs MLflow 3.5 or later: pip install -e '.[mlflow]' "
+                      f"({exc})") from None
 
 NOT_FOUND = "RESOURCE_DOES_NOT_EXIST"
 """The error code of MLflow's answer for a prompt or alias that does not exist."""
@@ -87,7 +87,8 @@ class CombeePromptOptimizer(BasePromptOptimizer):
                                reflection_lm=self.reflection_lm, max_metric_calls=self.max_metric_calls,
                                **self.options)
         best = self.result.best_candidate
-        return PromptOptimizerOutput(optimized_prompts=dict(best), initial_eval_score=self.result.val_aggregate_scores[0],
+        return PromptOptimizerOutput(optimized_prompts=dict(best),
+                                     initial_eval_score=self.result.val_aggregate_scores[0],
                                      final_eval_score=self.result.best_score)
 
 

@@ -8,24 +8,29 @@
         max_metric_calls=300)                              # and/or max_dollars=...
     result.best_candidate, result.best_score, result.run_dir
 
-The user's metric (:mod:`.metric`: a gepa ``GEPAAdapter``, an evaluator, a batch evaluator for
-code that must not run twice at once, or ``task_lm`` and ``metric``) is the search's metric call; the search is one of the engine's GEPA methods
-(``method``: ``async-gepa`` by default, or ``combee-gepa``, ``gepa``, ``naive-gepa``) run by the
-engine's loop (:meth:`~combee_fast.session.Session.train`): its scheduling, its metric-call
-budget (``async-gepa`` never overshoots it), its stop rules, checkpoints and cost accounting. The user's code runs
-``max_concurrency`` calls at once at most (:mod:`.user_code`: threads, or awaited when async):
-every grading of the search runs that many rows at once, and the method's proposals overlap as
-far as that allows. A callable ``reflection_lm`` is served on loopback (:mod:`.lm_server`), so
-reflection calls are the engine's model calls like any endpoint's.
+The user's metric (:mod:`.metric`: a gepa ``GEPAAdapter``, an evaluator, a batch evaluator for code
+that must not run twice at once, or ``task_lm`` and ``metric``) is the search's metric call; the
+search is one of the engine's GEPA methods (``method``: ``async-gepa`` by default, or
+``combee-gepa``, ``gepa``, ``naive-gepa``; or ``combee-ace``, a Combee-ACE playbook learned for the
+seed's one component, appended to it) run by the engine's loop
+(:meth:`~combee_fast.session.Session.train`): its scheduling, its metric-call budget (``async-gepa``
+never overshoots it), its stop rules, checkpoints and cost accounting. The user's code runs
+``max_concurrency`` calls at once at most (:mod:`.user_code`: threads, or awaited when async): every
+grading of the search runs that many rows at once, and the method's proposals overlap as far as that
+allows. A callable ``reflection_lm`` is served on loopback (:mod:`.lm_server`), so reflection calls
+are the engine's model calls like any endpoint's.
 
-``minibatch``: the rows a proposal reflects on (None: 3 for serial ``gepa``, as gepa's default;
-else :data:`BATCHED_MINIBATCH` or the whole trainset if smaller). ``max_dollars`` stops the search
-once the engine's model calls cost that much (the reflection endpoint, and ``task_lm`` when it
-is an endpoint, need prices: an :class:`~combee_fast.config.EndpointSpec` with ``price_in`` and
-``price_out``); without ``max_metric_calls`` it is the only budget. ``run_dir``: a run folder (the
-files of ``combee learn``: ledger, candidates, checkpoint, report); a folder holding a run of an
-earlier call is resumed from its checkpoint (its rows must be the same: checked), with this
-call's arguments. ``seed`` roots every draw (parents, minibatches, shuffles).
+``minibatch``: the rows a proposal reflects on (``combee-ace``: a step's batch; None: 3 for serial
+``gepa``, as gepa's default; else :data:`BATCHED_MINIBATCH` or the whole trainset if smaller).
+``combee-ace`` makes ``max_metric_calls`` into passes over the trainset (rounded up), scores the
+seed on the valset first and validates its playbook as the run loop does (those metric calls on
+top); its result's candidates are the seed and the seed with the best playbook. ``max_dollars``
+stops the search once the engine's model calls cost that much (the reflection endpoint, and
+``task_lm`` when it is an endpoint, need prices: an :class:`~combee_fast.config.EndpointSpec` with
+``price_in`` and ``price_out``); without ``max_metric_calls`` it is the only budget. ``run_dir``: a
+run folder (the files of ``combee learn``: ledger, candidates, checkpoint, report); a folder holding
+a run of an earlier call is resumed from its checkpoint (its rows must be the same: checked), with
+this call's arguments. ``seed`` roots every draw (parents, minibatches, shuffles).
 """
 
 from __future__ import annotations
@@ -42,11 +47,12 @@ from combee_fast.engine.loop import run
 from combee_fast.errors import CombeeError, ConfigError
 from combee_fast.gepa.candidate import SYSTEM_PROMPT, Candidate
 from combee_fast.gepa.pool import GepaState
-from combee_fast.optimizing.kind import PATH
+from combee_fast.ace.roles import GENERATOR
+from combee_fast.optimizing.kind import ACE_PATH, PATH
 from combee_fast.optimizing.lm_server import MODEL, CallableEndpoint
 from combee_fast.optimizing.metric import (AdapterMetric, BatchMetric, EndpointTaskMetric, EvaluatorMetric, MetricCall,
                                            TaskLmMetric)
-from combee_fast.optimizing.result import OptimizeResult, optimize_result
+from combee_fast.optimizing.result import OptimizeResult, optimize_result, playbook_result
 from combee_fast.optimizing.rows import TRAIN, VAL, RowsTask
 from combee_fast.optimizing.user_code import UserCode
 from combee_fast.roles.calls import RoleCalls
@@ -57,7 +63,10 @@ from combee_fast.run.train import TrainResult
 from combee_fast.session import Session, open_session
 from combee_fast.tasks.base import verify_split
 
-METHODS = ("async-gepa", "combee-gepa", "gepa", "naive-gepa")
+ACE_METHOD = "combee-ace"
+"""The method learning a Combee-ACE playbook for the seed's one component."""
+
+METHODS = ("async-gepa", "combee-gepa", "gepa", "naive-gepa", ACE_METHOD)
 """The methods ``optimize`` runs."""
 
 MAX_CONCURRENCY = 8
@@ -104,23 +113,34 @@ async def optimize_async(
         async with contextlib.AsyncExitStack() as stack:
             reflection = await _endpoint(reflection_lm, code, stack, what="reflection_lm")
             solver = await _endpoint(task_lm, code, stack, what="task_lm") if isinstance(task_lm, (str, EndpointSpec)) \
-                else EndpointSpec(url=reflection.url, model=reflection.model, response_format=reflection.response_format,
+                else EndpointSpec(url=reflection.url, model=reflection.model,
+                                  response_format=reflection.response_format,
                                   price_in=0.0, price_out=0.0)  # user code: no tokens of ours
             if max_dollars is not None:
                 _check_priced(reflection, solver)
+            start = Candidate(components)
             task = RowsTask(trainset, trainset if valset is None else valset,
-                            _metric(adapter, evaluator, batch_evaluator, task_lm, metric, code, plain=plain))
+                            _metric(adapter, evaluator, batch_evaluator, task_lm, metric, code, plain=plain), start)
             size = minibatch or (SERIAL_MINIBATCH if method == "gepa" else min(BATCHED_MINIBATCH, len(trainset)))
+            budget = UNBOUNDED if max_metric_calls is None else max_metric_calls
+            ace = method == ACE_METHOD
             config = SessionConfig(
-                learner=PATH, method=method, seed=seed, task=TaskConfig(name=task.name, train_split=TRAIN, val_split=VAL),
-                map=MapConfig(workers=max_concurrency), eval=EvalConfig(parallel=max_concurrency),
-                gepa=GepaConfig(minibatch=size, combee_minibatch=size,
-                                max_metric_calls=UNBOUNDED if max_metric_calls is None else max_metric_calls),
-                train=TrainConfig(batch_size=size), endpoints={"propose": reflection, "serve": solver})
+                learner=ACE_PATH if ace else PATH, method="combee" if ace else method, seed=seed,
+                task=TaskConfig(name=task.name, train_split=TRAIN, val_split=VAL),
+                map=MapConfig(workers=max_concurrency, max_rounds=0), eval=EvalConfig(parallel=max_concurrency),
+                gepa=GepaConfig(minibatch=size, combee_minibatch=size, max_metric_calls=budget),
+                train=TrainConfig(batch_size=size, epochs=max(1, -(-budget // len(trainset))) if ace else 1),
+                endpoints={"default": reflection, "serve": solver})
             stops = [DollarBudget(max_dollars)] if max_dollars is not None else []
             async with open_session(config, task=task) as session:
-                result = await _train(session, GepaState(seed=Candidate(components)), run_dir, stops)
-    return optimize_result(result, plain=plain, run_dir=run_dir)
+                if not ace:
+                    result = await _train(session, GepaState(seed=start), run_dir, stops)
+                    return optimize_result(result, plain=plain, run_dir=run_dir)
+                empty = session.choice.kind.initial(config)
+                seed_score = (await session.evaluate(empty, session.val_split.examples)).accuracy
+                result = await _train(session, empty, run_dir, stops)
+                return playbook_result(result, start, seed_score, session.calls.calls.get(GENERATOR.key, 0),
+                                       plain=plain, run_dir=run_dir)
 
 
 @functools.wraps(optimize_async, assigned=(), updated=())  # only __wrapped__: its signature is shown
@@ -160,6 +180,8 @@ def _check(*, adapter: Any, evaluator: Any, batch_evaluator: Any, task_lm: Any, 
         raise ConfigError(f"optimize: unknown method {method!r}; choose one of {', '.join(METHODS)}")
     if max_metric_calls is None and max_dollars is None:
         raise ConfigError("optimize: give a budget: max_metric_calls= and/or max_dollars=")
+    if method == ACE_METHOD and max_metric_calls is None:
+        raise ConfigError("optimize(method='combee-ace') needs max_metric_calls= (its passes over the trainset)")
     if max_dollars is not None and not max_dollars > 0:
         raise ConfigError(f"optimize: max_dollars must be > 0, got {max_dollars!r}")
     if max_concurrency < 1:
@@ -205,7 +227,7 @@ def _metric(adapter: Any, evaluator: Callable[..., Any] | None, batch_evaluator:
     return lambda calls: graded
 
 
-async def _train(session: Session, seed: GepaState, run_dir: str | Path | None,
+async def _train(session: Session, seed: Any, run_dir: str | Path | None,
                  stops: Sequence[DollarBudget]) -> TrainResult:
     """The search on ``session``: into ``run_dir`` (resumed when it holds a run), or no files."""
     if run_dir is None:

@@ -1,4 +1,5 @@
-"""GEPA's calls with the user's metric as the metric call: :class:`MetricCalls`.
+"""GEPA's calls with the user's metric as the metric call: :class:`MetricCalls`; ACE's with it as
+the generator: :class:`MetricAceCalls` (``combee-ace``).
 
 The search and its evaluation (:mod:`combee_fast.gepa`) grade and reflect through
 :class:`~combee_fast.gepa.calls.GepaCalls`; here a grading is the user's metric call
@@ -29,7 +30,9 @@ from typing import Any
 
 import orjson
 
-from combee_fast.errors import MetricError
+from combee_fast.ace.calls import AceCalls
+from combee_fast.ace.roles import GENERATOR
+from combee_fast.errors import ConfigError, MetricError
 from combee_fast.gepa.calls import PROPOSER_ROLE, PROPOSER_SYSTEM_PROMPT, SOLVER_ROLE, GepaCalls, Rewrite
 from combee_fast.gepa.candidate import Candidate
 from combee_fast.gepa.interop import INTEROP_PROPOSER_USER_TEMPLATE, rewrite_text
@@ -37,12 +40,27 @@ from combee_fast.optimizing.metric import MetricCall, records_json
 from combee_fast.optimizing.rows import RowsTask
 from combee_fast.roles.base import fill
 from combee_fast.roles.calls import RoleCalls
-from combee_fast.schema import CallError, Example, GradedAnswer, Message, Usage
+from combee_fast.schema import CallError, Example, GradedAnswer, Message, Rollout, Usage
 
 
 def records_of(evaluation: GradedAnswer, component: str) -> list[dict[str, Any]]:
     """The reflective records ``evaluation`` keeps for ``component`` (none when it kept none)."""
     return list(orjson.loads(evaluation.feedback).get(component, ()))
+
+
+async def metric_call(metric: MetricCall, rows: RowsTask, calls: RoleCalls, example: Example, candidate: Candidate,
+                      *, role: str) -> GradedAnswer:
+    """One metric call: ``candidate`` graded on ``example``'s row by the user's ``metric``,
+    counted as a call of ``role`` (module docstring)."""
+    started = time.perf_counter()
+    try:
+        scored = await metric(candidate, example, rows.row(example))
+    except Exception as exc:  # the user's code may fail in any way: the row named, the run stopped
+        raise MetricError(f"optimize: the {metric.what} raised {type(exc).__name__}: {exc} (on "
+                          f"{example.split} row {example.index})") from exc
+    usage = scored.usage or Usage(role=role, latency_s=time.perf_counter() - started)
+    calls.note(role, scored.error, scored.output)
+    return GradedAnswer(example, scored.output, scored.score, records_json(scored.records), usage, scored.error)
 
 
 class MetricCalls(GepaCalls):
@@ -56,15 +74,7 @@ class MetricCalls(GepaCalls):
 
     async def solve_candidate(self, example: Example, candidate: Candidate) -> GradedAnswer:
         """One metric call: ``candidate`` graded on ``example``'s row by the user's metric."""
-        started = time.perf_counter()
-        try:
-            scored = await self.metric(candidate, example, self.rows.row(example))
-        except Exception as exc:  # the user's code may fail in any way: the row named, the run stopped
-            raise MetricError(f"optimize: the {self.metric.what} raised {type(exc).__name__}: {exc} (on "
-                              f"{example.split} row {example.index})") from exc
-        usage = scored.usage or Usage(role=SOLVER_ROLE, latency_s=time.perf_counter() - started)
-        self.calls.note(SOLVER_ROLE, scored.error, scored.output)
-        return GradedAnswer(example, scored.output, scored.score, records_json(scored.records), usage, scored.error)
+        return await metric_call(self.metric, self.rows, self.calls, example, candidate, role=SOLVER_ROLE)
 
     async def propose(
         self, current: str, evaluations: Sequence[GradedAnswer], *, seed_path: tuple[int | str, ...], component: str,
@@ -81,3 +91,28 @@ class MetricCalls(GepaCalls):
             error = CallError("no_answer", f"{PROPOSER_ROLE}: no instruction in the reply", raw=result.text)
         self.calls.note(PROPOSER_ROLE, error, result.text)
         return Rewrite(text, result.usage, error)
+
+
+class MetricAceCalls(AceCalls):
+    """ACE's calls on ``calls`` whose generator is the user's metric (``combee-ace``): a playbook's
+    attempt at a row is the metric call on ``seed`` (one component) with the playbook's text after
+    its own; the rollout's answer is the candidate's output and its feedback the records the metric
+    kept, which ACE's reflector reads. ACE's reflector, curator and reducer are its own calls."""
+
+    def __init__(self, task: RowsTask, calls: RoleCalls, metric: MetricCall, seed: Candidate) -> None:
+        super().__init__(calls)
+        if len(seed.components) != 1:
+            raise ConfigError(f"optimize(method='combee-ace') learns a playbook for one component; the seed has "
+                              f"{len(seed.components)}: {', '.join(seed.names())}")
+        self.rows = task
+        self.metric = metric
+        self.seed = seed
+
+    async def generate(self, example: Example, playbook_text: str, *, epoch: int | str, round_: int = 0,
+                       previous: Rollout | None = None, feedback: str | None = None) -> Rollout:
+        name = self.seed.names()[0]
+        own = self.seed.components[name]
+        candidate = Candidate({name: f"{own}\n\n{playbook_text}" if playbook_text.strip() else own})
+        graded = await metric_call(self.metric, self.rows, self.calls, example, candidate, role=GENERATOR.key)
+        return Rollout(example, round_, (), graded.answer, "", (), graded.score, graded.feedback, graded.usage,
+                       graded.error)

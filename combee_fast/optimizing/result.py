@@ -5,11 +5,13 @@ counts: what each accepted improvement cost, in tokens and dollars."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
+from combee_fast.gepa.candidate import Candidate
 from combee_fast.gepa.pool import GepaState
 from combee_fast.run.train import TrainResult
 
@@ -54,16 +56,34 @@ def optimize_result(result: TrainResult, *, plain: bool, run_dir: str | Path | N
     ``plain``: the seed was a string, so is ``best_candidate``."""
     pool: GepaState = result.artifact
     means = tuple(sum(scores) / len(scores) for scores in pool.scores)
-    best = pool.best_index()
-    components = pool.candidates[best].components
+    return _result(result, tuple(c.components for c in pool.candidates), tuple(c.parents for c in pool.candidates),
+                   means, pool.best_index(), pool.metric_calls, plain=plain, run_dir=run_dir)
+
+
+def playbook_result(result: TrainResult, seed: Candidate, seed_score: float, metric_calls: int, *, plain: bool,
+                    run_dir: str | Path | None) -> OptimizeResult:
+    """The :class:`OptimizeResult` of a finished ``combee-ace`` run: the seed (scored
+    ``seed_score``) and the seed with the best playbook after its one component, the best of the
+    two by validation score (the seed on a tie)."""
+    name = seed.names()[0]
+    learned = {name: f"{seed.components[name]}\n\n{result.best.render()}"}
+    scores = (seed_score, seed_score if result.best_val_accuracy is None else result.best_val_accuracy)
+    return _result(result, (seed.components, learned), ((), (0,)), scores, int(scores[1] > scores[0]), metric_calls,
+                   plain=plain, run_dir=run_dir)
+
+
+def _result(result: TrainResult, candidates: Sequence[dict[str, str]], parents: Sequence[tuple[int, ...]],
+            scores: tuple[float, ...], best: int, metric_calls: int, *, plain: bool,
+            run_dir: str | Path | None) -> OptimizeResult:
     summary: dict[str, Any] = result.summary
+    components = candidates[best]
     return OptimizeResult(
         best_candidate=next(iter(components.values())) if plain else dict(components), best_idx=best,
-        best_score=means[best], candidates=tuple(dict(c.components) for c in pool.candidates),
-        parents=tuple(c.parents for c in pool.candidates), val_aggregate_scores=means,
-        total_metric_calls=pool.metric_calls, explored=int(summary.get("candidates_explored", 0)),
-        accepted=int(summary.get("candidates_accepted", 0)), tokens=result.tokens,
-        tokens_per_improvement=summary.get("tokens_per_improvement"), dollars=summary.get("dollars"),
-        dollars_per_improvement=summary.get("dollars_per_improvement"), wall_seconds=result.train_wall_seconds,
-        stopped_by=result.stopped_by, method=result.method, run_dir=None if run_dir is None else str(run_dir),
+        best_score=scores[best], candidates=tuple(dict(c) for c in candidates), parents=tuple(parents),
+        val_aggregate_scores=scores, total_metric_calls=metric_calls,
+        explored=int(summary.get("candidates_explored", 0)), accepted=int(summary.get("candidates_accepted", 0)),
+        tokens=result.tokens, tokens_per_improvement=summary.get("tokens_per_improvement"),
+        dollars=summary.get("dollars"), dollars_per_improvement=summary.get("dollars_per_improvement"),
+        wall_seconds=result.train_wall_seconds, stopped_by=result.stopped_by, method=result.method,
+        run_dir=None if run_dir is None else str(run_dir),
     )

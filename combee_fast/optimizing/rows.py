@@ -27,6 +27,7 @@ from combee_fast.schema import Example
 from combee_fast.tasks.base import Score, Split, SplitManifest
 
 if TYPE_CHECKING:
+    from combee_fast.gepa.candidate import Candidate
     from combee_fast.optimizing.metric import MetricCall
     from combee_fast.roles.calls import RoleCalls
 
@@ -59,14 +60,17 @@ def inputs_text(inputs: Mapping[str, Any]) -> Any:
 
 
 class RowsTask:
-    """The rows ``train`` and ``val`` as a task (module docstring), and ``metric``: what grades a
-    candidate on one of them, built on a run's role calls (:mod:`.metric`)."""
+    """The rows ``train`` and ``val`` as a task (module docstring), ``metric``: what grades a
+    candidate on one of them, built on a run's role calls (:mod:`.metric`), and ``seed``: the
+    search's seed candidate."""
 
     name = "rows"
     split_roles = {TRAIN: "train", VAL: "selection"}
 
-    def __init__(self, train: Sequence[Any], val: Sequence[Any], metric: Callable[[RoleCalls], MetricCall]) -> None:
+    def __init__(self, train: Sequence[Any], val: Sequence[Any], metric: Callable[[RoleCalls], MetricCall],
+                 seed: Candidate) -> None:
         self.metric = metric
+        self.seed = seed
         if not train:
             raise ConfigError("optimize: the trainset is empty")
         if not val:

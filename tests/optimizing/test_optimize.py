@@ -73,6 +73,23 @@ def test_gepas_default_adapter_against_the_sim_server(peers_sim_url: str, tmp_pa
     assert calls["gepa_solver"] == result.total_metric_calls and calls["gepa_proposer"] > 0
 
 
+@pytest.mark.skipif(importlib.util.find_spec("gepa") is None, reason="the gepa package is not installed (test extra)")
+@pytest.mark.slow
+def test_combee_ace_learns_a_playbook_for_the_seed_with_gepas_default_adapter(peers_sim_url: str) -> None:
+    from gepa.adapters.default_adapter.default_adapter import DefaultAdapter
+
+    chat = BlockingChat(peers_sim_url, "sim")
+    try:
+        result = combee_fast.optimize(SEED, TRAIN, VAL, adapter=DefaultAdapter(model=chat), reflection_lm=peers_sim_url,
+                                      method="combee-ace", max_metric_calls=80, minibatch=20)
+    finally:
+        chat.close()
+    assert result.method == "combee" and result.candidates[0] == {"system_prompt": SEED}
+    assert result.best_idx == 1 and result.best_score > result.val_aggregate_scores[0]
+    assert isinstance(result.best_candidate, str) and result.best_candidate.startswith(SEED + "\n\n")
+    assert "lesson" in result.best_candidate and result.accepted >= 1
+
+
 @dataclass
 class SleepyAdapter:
     """A user's adapter of two components: each row's evaluate sleeps like a model call, then asks
@@ -235,6 +252,8 @@ async def test_an_async_evaluator_is_awaited_and_an_exception_names_the_row() ->
     ({"task_lm": keyword_lm}, "task_lm= and metric= go together"),
     ({"evaluator": keyword_evaluator, "method": "textgrad"}, "unknown method 'textgrad'"),
     ({"evaluator": keyword_evaluator, "max_metric_calls": None}, "give a budget"),
+    ({"evaluator": keyword_evaluator, "max_metric_calls": None, "max_dollars": 1.0, "method": "combee-ace"},
+     "needs max_metric_calls"),
     ({"evaluator": keyword_evaluator, "max_dollars": 1.0}, "max_dollars needs the price"),
     ({"evaluator": keyword_evaluator, "reflection_lm": "openai/gpt-4o"}, "reflection_lm must be a callable"),
 ])
