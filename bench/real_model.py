@@ -19,7 +19,7 @@ llama.cpp server with Qwen2.5-Coder-0.5B-Instruct (the ``qwen-coder-0-5b`` extra
    after the last step, on ``selection[0:V]``. Times are wall seconds of ``session.train``:
    Combee's include its planner's own start-up probe (within ``--probe-s``).
 3. **Scoring.** Each final playbook is scored on ``test[0:M]`` (report only, never selected on),
-   with its 95% bootstrap interval.
+   with its exact (Clopper-Pearson) 95% interval.
 
 Figures: ``real_speedup`` = sequential's training seconds / Combee's; ``utilization`` = the tokens
 Combee's map generated (its generator and reflector calls) per second of its map over the server
@@ -69,7 +69,7 @@ from combee_fast.endpoint.batching import BatchingCurve, measure_batching
 from combee_fast.endpoint.server_work import ServerWork
 from combee_fast.engine.loop import run
 from combee_fast.errors import CombeeError
-from combee_fast.native.bootstrap import MeanInterval
+from combee_fast.native.proportion import ScoreInterval
 from combee_fast.run.batch_plans import FixedBatch
 from combee_fast.run.report import answered_interval
 from combee_fast.run.train import TrainResult
@@ -103,7 +103,7 @@ class MethodRun(msgspec.Struct, frozen=True):
     calls: int
     failed_calls: int
     entries: int
-    accuracy: MeanInterval
+    accuracy: ScoreInterval
     work: ServerWork | None
 
 
@@ -151,7 +151,7 @@ async def probe(args: argparse.Namespace) -> Curves:
 
 
 async def learn(args: argparse.Namespace, method: str, concurrency: int,
-                out: Path) -> tuple[TrainResult, float, MeanInterval]:
+                out: Path) -> tuple[TrainResult, float, ScoreInterval]:
     """``method``'s one pass over the train slice on a server with ``concurrency`` slots (and as
     many requests in flight): its result, the training's wall seconds (Combee's own start-up
     probe included) and its final playbook's score on the test slice. Every reply is recorded in
@@ -176,7 +176,7 @@ async def learn(args: argparse.Namespace, method: str, concurrency: int,
     return result, seconds, interval
 
 
-def method_run(method: str, result: TrainResult, seconds: float, accuracy: MeanInterval) -> MethodRun:
+def method_run(method: str, result: TrainResult, seconds: float, accuracy: ScoreInterval) -> MethodRun:
     """The figures of one method's run (wall seconds of training), checked: a run that learned
     from no call is refused."""
     failed = sum(sum(kinds.values()) for kinds in result.counts.errors.values())
@@ -200,7 +200,7 @@ def work_figures(work: ServerWork | None) -> dict[str, str]:
     return {"prefill_share": share(work and work.prefill_share), "cached_share": share(work and work.cached_share)}
 
 
-def percent(interval: MeanInterval) -> tuple[float, float, float]:
+def percent(interval: ScoreInterval) -> tuple[float, float, float]:
     return 100 * interval.mean, 100 * interval.lower, 100 * interval.upper
 
 

@@ -104,6 +104,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     compare = commands.add_parser("compare", help="tabulate runs side by side, and each configuration over its seeds")
     compare.add_argument("runs", metavar="RUN", nargs="+", help="run directories (learn or eval)")
+    compare.add_argument("--paired", action="store_true",
+                         help="two runs on the rows both scored: the paired difference with its interval and an "
+                              "exact test (each run's evaluations' results.jsonl)")
 
     demo = commands.add_parser("demo", help="sequential vs naive vs combee on Formula, simulated endpoint")
     demo.add_argument("--train-limit", type=flags.positive_int, default=500, help="train examples to learn from")
@@ -403,7 +406,7 @@ async def _evaluated(session: Any, config: Any, run_dir: Any, kind: Any, deploya
     from combee_fast.run.events import CallFailed, on_kind
     from combee_fast.run.record import RunRecord
     from combee_fast.run.report import answered_interval, eval_report
-    from combee_fast.tasks.heldout import row_key
+    from combee_fast.run.scored import result_rows
 
     split = session.val_split
     record = provenance(seed=config.seed, splits=[split.manifest])
@@ -420,14 +423,9 @@ async def _evaluated(session: Any, config: Any, run_dir: Any, kind: Any, deploya
     if 2 * result.answered > result.examples:  # replacing --overwrite's evaluation once most examples are answered
         run_dir.replace_previous()
     interval = await asyncio.to_thread(answered_interval, result)
-    errors = [None] * len(result.scores)
-    if len(result.outcomes) == len(result.scores):
-        errors = [error.label if error is not None else None for _, error in result.outcomes]
-    rows = [{"index": e.index, "id": e.id, "row": row_key(e), "score": score, "answered": error is None,
-             "error": error} for e, score, error in zip(split.examples, result.scores, errors)]
+    rows = result_rows(split.examples, result)
     report = {"split": args.split, "learner": kind.name, "examples": result.examples, "accuracy": result.accuracy,
-              "interval": None if interval is None else {"lower": interval.lower, "upper": interval.upper,
-                                                          "level": interval.level, "resamples": interval.resamples},
+              "interval": None if interval is None else msgspec.to_builtins(interval),
               "answered": result.answered, "unanswered": result.unanswered,
               "unanswered_by_kind": result.unanswered_by_kind, "seen_rows": seen, "playbook": args.playbook,
               "playbook_sha256": file_sha256(args.playbook), "run_dir": str(run_dir.location)}
@@ -467,10 +465,14 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    """``combee compare RUN...``: a Markdown table of the runs, then the same configuration over its seeds."""
+    """``combee compare RUN...``: a Markdown table of the runs, then the same configuration over its seeds;
+    ``--paired A B``: the two on the rows both scored."""
     from combee_fast.run.compare import compare_lines
+    from combee_fast.run.scored import paired_lines
 
-    print("\n".join(compare_lines(args.runs)))
+    if args.paired and len(args.runs) != 2:
+        raise ConfigError(f"compare --paired takes two runs, got {len(args.runs)}")
+    print("\n".join(paired_lines(*args.runs) if args.paired else compare_lines(args.runs)))
     return EXIT_OK
 
 

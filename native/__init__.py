@@ -9,6 +9,9 @@ all at once with :func:`warmup`.
   latency quantiles.
 * :mod:`.bootstrap`: percentile bootstrap interval of a mean, and the per-example paired
   bootstrap of the difference of two methods' mean scores (seeded, thread-count independent).
+* :mod:`.proportion`: the exact (Clopper-Pearson) interval of a success rate, and two methods
+  paired on the same rows (the difference with an interval that keeps its coverage at any n, and
+  the exact sign test).
 * :mod:`.similarity`: n-gram hashing embedder, blocked all-pairs and top-k over unit vectors,
   near-duplicates and the retention measure.
 * :mod:`.sequential`: anytime-valid confidence sequences (empirical Bernstein) of a mean reward
@@ -22,8 +25,8 @@ Who calls which kernel:
   the topic split of the reduce.
 * ``retention`` (``top_k``): :func:`combee_fast.run.batch_plans.step_retention`, the controller's
   quality guard.
-* :mod:`.bootstrap`: :mod:`combee_fast.verify.verdict` (``combee verify``: intervals of each
-  cell's test accuracy and of its paired difference to the serial baseline) and
+* :mod:`.bootstrap`: :mod:`combee_fast.verify.verdict` (``combee verify``: the
+  interval of each cell's paired difference to the serial baseline) and
   :mod:`combee_fast.verify.diagnose` (``combee diagnose``: the plateau and above-empty tests).
 * ``moments``, ``beta_rates``: :func:`combee_fast.run.step_signals.reward_statistics`, the reward
   mean, variance and Beta posterior of success the live planner reads every step.
@@ -31,6 +34,8 @@ Who calls which kernel:
   per-in-flight-level latency and P50/P95 in every decision of the live planner.
 * ``near_duplicates`` also: :func:`combee_fast.run.step_signals.distinct_count`, the planner's
   diversity alarm.
+* :mod:`.proportion`: every score shown with its interval (``report.md``, ``combee eval``, the
+  demo, ``verify``'s and ``diagnose``'s accuracies) and ``combee compare --paired``.
 * :mod:`.sequential`: :mod:`combee_fast.embedded.release` (the release gate: each candidate
   version against the incumbent after every reward, and every version's reward interval).
 
@@ -74,6 +79,14 @@ _EXPORTS = {
         "bootstrap_means",
         "mean_interval",
         "paired_bootstrap",
+    ),
+    "proportion": (
+        "ScoreInterval",
+        "PairedComparison",
+        "clopper_pearson",
+        "score_interval",
+        "paired_comparison",
+        "sign_test",
     ),
     "sequential": (
         "ArmInterval",

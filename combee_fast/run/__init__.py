@@ -31,4 +31,6 @@
 - :mod:`.provenance`: version, commit, host, command line, times, seed and splits of a run.
 - :mod:`.mlflow_log`: the MLflow logger, a consumer of the events (optional ``mlflow`` extra).
 - :mod:`.compare`: runs side by side and across seeds (``combee compare``).
+- :mod:`.scored`: an evaluation's per-row scores (``results.jsonl``), and two runs paired on them
+  (``combee compare --paired``).
 """

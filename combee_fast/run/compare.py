@@ -64,24 +64,25 @@ def _task(config: Mapping[str, Any] | None) -> str | None:
     return task.get("name") if isinstance(task, Mapping) else None
 
 
-def _evaluations(root: Path, own: Mapping[str, Any] | None, task: str | None) -> dict[str, float]:
-    """split -> accuracy of the run's own evaluation and of those kept inside it (latest wins;
-    an evaluation of a file the run no longer holds, e.g. after ``--overwrite``, is left out).
-    A split of a task other than the run's ``task`` is named with its task (``finer test``)."""
-    found = {}
+def evaluations(record: RunRecord) -> dict[str, tuple[Path, Mapping[str, Any]]]:
+    """split -> (folder, ``eval.json``) of the run's own evaluation and of those kept inside it
+    (latest wins; an evaluation of a file the run no longer holds, e.g. after ``--overwrite``, is
+    left out). A split of a task other than the run's is named with its task (``finer test``)."""
+    root, task = Path(record.root), _task(record.config)
+    found: dict[str, tuple[Path, Mapping[str, Any]]] = {}
     for folder in sorted(root.glob("eval-*")):
         try:
-            record = read_run(folder)
+            kept = read_run(folder)
         except ConfigError:
             continue
-        evaluated = (record.evaluation or {}).get("playbook")
-        if record.evaluation is not None and evaluated is not None and \
-                file_sha256(root / Path(evaluated).name) == record.evaluation.get("playbook_sha256"):
-            other = _task(record.config)
-            split = str(record.evaluation["split"])
-            found[split if other in (None, task) else f"{other} {split}"] = float(record.evaluation["accuracy"])
-    if own is not None:
-        found[str(own["split"])] = float(own["accuracy"])
+        evaluated = (kept.evaluation or {}).get("playbook")
+        if kept.evaluation is not None and evaluated is not None and \
+                file_sha256(root / Path(evaluated).name) == kept.evaluation.get("playbook_sha256"):
+            other = _task(kept.config)
+            split = str(kept.evaluation["split"])
+            found[split if other in (None, task) else f"{other} {split}"] = (folder, kept.evaluation)
+    if record.evaluation is not None:
+        found[str(record.evaluation["split"])] = (root, record.evaluation)
     return found
 
 
@@ -89,7 +90,7 @@ def compared(record: RunRecord) -> Compared:
     """``record`` as a row of the comparison."""
     summary, config = record.summary or {}, record.config or {}
     task = _task(config)
-    scores = _evaluations(Path(record.root), record.evaluation, task)
+    scores = {split: float(evaluation["accuracy"]) for split, (_, evaluation) in evaluations(record).items()}
     if summary.get("final_val_accuracy") is not None:
         val = config.get("task", {}).get("val_split", "validation")
         scores = {f"{val} (validation)": float(summary["final_val_accuracy"]), **scores}

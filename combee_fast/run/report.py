@@ -22,7 +22,7 @@ import numpy as np
 
 from combee_fast.config import HISTORY_KEPT
 from combee_fast.methods.base import EvalResult
-from combee_fast.native.bootstrap import MeanInterval, mean_interval
+from combee_fast.native.proportion import ScoreInterval, score_interval
 from combee_fast.run.events import Event, RunStopped, StepDone, VersionApplied
 from combee_fast.run.dollars import money, total, validation_line
 from combee_fast.run.improvements import improvement_line
@@ -65,17 +65,18 @@ class RunFacts:
             self.stopped = event
 
 
-def answered_interval(result: EvalResult) -> MeanInterval | None:
-    """The mean score over the answered examples with its 95% bootstrap interval (None: none answered)."""
+def answered_interval(result: EvalResult) -> ScoreInterval | None:
+    """The mean score over the answered examples with its exact (Clopper-Pearson) 95% interval,
+    which keeps its coverage at any count, 0% and 100% included (None: none answered)."""
     scores = result.scores
     if result.outcomes and len(result.outcomes) == len(scores):
         scores = tuple(score for score, (_, error) in zip(scores, result.outcomes) if error is None)
     if not scores:
         return None
-    return mean_interval(np.asarray(scores, dtype=np.float64))
+    return score_interval(np.asarray(scores, dtype=np.float64))
 
 
-def percent_interval(interval: MeanInterval | None) -> str:
+def percent_interval(interval: ScoreInterval | None) -> str:
     """``89.5% [95% CI 85.0, 93.5]`` (``n/a`` for None)."""
     if interval is None:
         return "n/a (no example answered)"

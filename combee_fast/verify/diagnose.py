@@ -34,7 +34,8 @@ import msgspec
 import numpy as np
 
 from combee_fast.config import SimConfig, VerifyConfig
-from combee_fast.native.bootstrap import DEFAULT_RESAMPLES, MeanInterval, PairedDifference, mean_interval, paired_bootstrap
+from combee_fast.native.bootstrap import DEFAULT_RESAMPLES, PairedDifference, paired_bootstrap
+from combee_fast.native.proportion import ScoreInterval, score_interval
 from combee_fast.run.events import Events
 from combee_fast.run.rundir import RunDir
 from combee_fast.run.usage import append_usage, usage_entry
@@ -59,7 +60,7 @@ class Checkpoint(msgspec.Struct, frozen=True):
     version: int
     bullets: int
     scores: tuple[float, ...]
-    score: MeanInterval
+    score: ScoreInterval
 
 
 class Diagnosis(msgspec.Struct, frozen=True, kw_only=True):
@@ -205,7 +206,7 @@ async def diagnose(card: Card, card_path: str | Path, out: str | Path, *, hardwa
             scores = (await session.evaluate(deployable, test.examples)).scores
             spent = (0, 0, 0.0) if step < 0 else \
                 (int(cumulative[step]), int(tokens[step]), None if gpu is None else float(gpu[step]))
-            return Checkpoint(step, *spent, version, size, scores, mean_interval(np.asarray(scores), resamples=resamples))
+            return Checkpoint(step, *spent, version, size, scores, score_interval(np.asarray(scores)))
 
         steps = checkpoint_steps(cumulative, settings.checkpoints)
         started = time.monotonic()

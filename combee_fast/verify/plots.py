@@ -18,7 +18,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from combee_fast.native.bootstrap import MeanInterval  # noqa: E402
+from combee_fast.native.proportion import ScoreInterval  # noqa: E402
 from combee_fast.verify.cells import CellRun  # noqa: E402
 from combee_fast.verify.verdict import Verdict  # noqa: E402
 
@@ -30,8 +30,8 @@ def _save(figure: plt.Figure, path: str | Path) -> Path:
     return Path(path)
 
 
-def convergence_plot(path: str | Path, rollouts: Sequence[int], scores: Sequence[MeanInterval],
-                     empty: MeanInterval, *, window_start: int | None, title: str) -> Path:
+def convergence_plot(path: str | Path, rollouts: Sequence[int], scores: Sequence[ScoreInterval],
+                     empty: ScoreInterval, *, window_start: int | None, title: str) -> Path:
     """Held-out score (with intervals) against rollouts; the empty playbook as a band."""
     figure, axes = plt.subplots(figsize=(7, 4))
     means = [100 * s.mean for s in scores]

@@ -17,7 +17,7 @@ from pathlib import Path
 from combee_fast.files import write_atomic
 from combee_fast.run.provenance import Provenance
 from combee_fast.run.report import provenance_lines
-from combee_fast.native.bootstrap import MeanInterval
+from combee_fast.native.proportion import ScoreInterval
 from combee_fast.verify.cells import CellRun
 from combee_fast.verify.diagnose import Diagnosis
 from combee_fast.run.train import TrainResult
@@ -89,7 +89,8 @@ def verification_lines(result: Verification) -> list[str]:
               "the wall clock is what a user waits."]
     lines += ["", f"Verdict **{verdict.word}**: min speedup {verdict.min_speedup:.2f}x, max quality drop "
               f"{verdict.max_quality_drop:.1f} points; bootstrap statistics took {1000 * verdict.bootstrap_seconds:.0f} ms "
-              f"({verdict.cells[0].difference.resamples} resamples per interval)."]
+              f"({verdict.cells[0].difference.resamples} resamples per paired interval; each accuracy's interval is the "
+              "exact Clopper-Pearson one)."]
     if not verdict.passed:
         lines += ["", "Broken cells:", *(f"- {line}" for line in verdict.broken)]
     lines += ["", f"Serial baseline cells from the cache: {result.cached_baselines} of {len(result.baselines)}.",
@@ -181,10 +182,11 @@ def _target_line(d: Diagnosis) -> str:
             f"{reached.rollouts:,} rollouts, {reached.tokens:,} tokens, {gpu} GPU-seconds.")
 
 
-def demo_report(folder: str | Path, results: Sequence[tuple[str, int, TrainResult, MeanInterval]], *, split: str,
-                models: dict[str, str], use_ground_truth: bool, scorer: str, record: Provenance | None = None) -> Path:
+def demo_report(folder: str | Path, results: Sequence[tuple[str, int, TrainResult, ScoreInterval]], *, split: str,
+                models: dict[str, str], use_ground_truth: bool, scorer: str, record: Provenance | None = None,
+                paired: Sequence[str] = ()) -> Path:
     """Write the demo's page (methods side by side: time, speedup, accuracy on ``split`` with its
-    95% interval, cost, role separation), ``accuracy-time.png``, ``prompt.txt`` (the last
+    95% interval, cost, role separation; ``paired``: the methods compared per row), ``accuracy-time.png``, ``prompt.txt`` (the last
     method's final playbook, rendered) and the index into ``folder``; returns the page."""
     root = Path(folder)
     root.mkdir(parents=True, exist_ok=True)
@@ -205,6 +207,9 @@ def demo_report(folder: str | Path, results: Sequence[tuple[str, int, TrainResul
                      f"{baseline / max(r.train_sim_seconds, 1e-9):.1f}x | "
                      f"{_interval(score.mean, score.lower, score.upper)} | {len(r.artifact)} | "
                      f"{r.rollouts:,} | {r.tokens:,} | {gpu} |")
+    if paired:
+        lines += ["", f"Paired on the `{split}` rows (each method's scores: `<method>/results.jsonl`; "
+                  "`combee compare --paired` compares any two):", "", *paired]
     roles, warnings = role_separation(models, use_ground_truth=use_ground_truth, scorer=scorer)
     lines += ["", "Role separation:", "", *roles, *(f"\n**Warning:** {w}" for w in warnings), "",
               "One seed shows one draw of the task world. For claims that survive (seeds x hardware classes, paired "

@@ -15,7 +15,8 @@ import time
 import msgspec
 import numpy as np
 
-from combee_fast.native.bootstrap import DEFAULT_RESAMPLES, MeanInterval, PairedDifference, mean_interval, paired_bootstrap
+from combee_fast.native.bootstrap import DEFAULT_RESAMPLES, PairedDifference, paired_bootstrap
+from combee_fast.native.proportion import ScoreInterval, score_interval
 from combee_fast.verify.card import Claim
 from combee_fast.verify.cells import CellRun
 
@@ -26,8 +27,8 @@ class CellVerdict(msgspec.Struct, frozen=True, kw_only=True):
     hardware: str
     seed: int
     speedup: float
-    accuracy: MeanInterval
-    baseline_accuracy: MeanInterval
+    accuracy: ScoreInterval
+    baseline_accuracy: ScoreInterval
     difference: PairedDifference
     speedup_holds: bool
     quality_holds: bool
@@ -93,8 +94,7 @@ def judge_cell(run: CellRun, baseline: CellRun, claim: Claim, *, resamples: int 
     speedup = baseline.sim_seconds / run.sim_seconds if run.sim_seconds > 0 else float("inf")
     return CellVerdict(
         hardware=run.hardware, seed=run.seed, speedup=speedup,
-        accuracy=mean_interval(ours, resamples=resamples, seed=seed),
-        baseline_accuracy=mean_interval(theirs, resamples=resamples, seed=seed),
+        accuracy=score_interval(ours), baseline_accuracy=score_interval(theirs),
         difference=difference, speedup_holds=speedup >= claim.speedup,
         quality_holds=difference.upper >= -claim.margin,
     )
