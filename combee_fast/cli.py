@@ -75,6 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
     learn.add_argument("--out", help="run directory (default: runs/<task>-<method>-<date-time>)")
     learn.add_argument("--overwrite", action="store_true", help="replace the run already in --out")
     learn.add_argument("--quiet", action="store_true", help="no progress lines")
+    _add_heartbeat_flag(learn)
     learn.add_argument("--resume", metavar="RUN_DIR",
                        help="continue the run in RUN_DIR from its last completed step, with its own config.json "
                             "(after kill -9, SIGINT or SIGTERM); other learn flags are refused")
@@ -96,6 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--out", help="the evaluation's folder: eval.json, results.jsonl (per example), report.md, "
                                         "prompt.txt (default: eval-<split>-<date-time> beside --playbook)")
     evaluate.add_argument("--overwrite", action="store_true", help="replace the evaluation already in --out")
+    _add_heartbeat_flag(evaluate)
     flags.add_endpoint_flags(evaluate)
 
     show = commands.add_parser("show", help="print a run's learned context (prompt.txt), ready to paste into an agent")
@@ -115,6 +117,28 @@ def build_parser() -> argparse.ArgumentParser:
     sim_cli.register(commands, _learner_roles)
     verify_cli.register(commands)
     return parser
+
+
+def _add_heartbeat_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--heartbeat", type=float, metavar="SECONDS",
+                        help="while calls run, a [working] line after this many seconds without another line "
+                             "(calls done, in flight, failed, tokens/s, what the work waits for; default 30)")
+
+
+def _heartbeat(session: Any, args: argparse.Namespace, events: Any, work: str | None = None) -> Any:
+    """The heartbeat (:mod:`combee_fast.run.heartbeat`) of a run's steps, or of other ``work``, as
+    a context to run it in, subscribed to ``events``; none with ``--quiet``."""
+    import contextlib
+
+    from combee_fast.run.heartbeat import HEARTBEAT_S, Heartbeat
+
+    if getattr(args, "quiet", False):
+        return contextlib.nullcontext()
+    if args.heartbeat is not None and not args.heartbeat > 0:
+        raise ConfigError(f"--heartbeat must be a number of seconds > 0, got {args.heartbeat:g}")
+    heartbeat = Heartbeat(session.calls, every_s=args.heartbeat or HEARTBEAT_S, work=work)
+    events.subscribe(heartbeat)
+    return heartbeat.running()
 
 
 def _learner_roles(learners: Sequence[str]) -> Any:
@@ -177,13 +201,15 @@ async def _learn_in(session: Any, run_dir: Any, args: argparse.Namespace, config
 
     interrupt = StopRequest()
     interrupt.install()
+    started = time.monotonic()  # as the progress's elapsed counts
     events, reruns = _run_events(session, args, tracker)
     failed = True
     try:
-        result = await session.train(run_dir=run_dir, usage=usage, gpus=gpus, interrupt=interrupt, stops=stops,
-                                     events=events)
+        async with _heartbeat(session, args, events):
+            result = await session.train(run_dir=run_dir, usage=usage, gpus=gpus, interrupt=interrupt,
+                                         stops=stops, events=events)
         code = _finish(result, run_dir, shown_at(out, run_dir), interrupt, val_split=config.task.val_split,
-                       quiet=args.quiet, reruns=reruns.count)
+                       quiet=args.quiet, reruns=reruns.count, started=started)
         failed = False
     except CombeeError as exc:
         if run_dir.started:  # a retry's refusal then names this run as a failed one
@@ -236,7 +262,8 @@ async def _resume(args: argparse.Namespace) -> int:
     from combee_fast.tasks.base import verify_split
 
     given = [name for name, value in vars(args).items()
-             if name not in ("command", "resume", "quiet", "gpus", "task_option") and value not in (None, False, [])]
+             if name not in ("command", "resume", "quiet", "heartbeat", "gpus", "task_option")
+             and value not in (None, False, [])]
     if given or args.task_option:
         raise ConfigError(f"--resume continues a run with its own config.json; drop "
                           f"{', '.join('--' + name.removeprefix('cfg__').split('__')[-1].replace('_', '-') for name in given) or '--task-option'}")
@@ -262,12 +289,14 @@ async def _resume(args: argparse.Namespace) -> int:
                 interrupt = StopRequest()
                 interrupt.install()
                 resumed_from = run_dir.resumed.steps  # type: ignore[union-attr]
+                started = time.monotonic()  # as the progress's elapsed counts
                 events, reruns = _run_events(session, args, tracker, resumed=run_dir.read_ledger())
                 try:
-                    result = await session.train(run_dir=run_dir, gpus=args.gpus, interrupt=interrupt, stops=stops,
-                                                 events=events)
+                    async with _heartbeat(session, args, events):
+                        result = await session.train(run_dir=run_dir, gpus=args.gpus, interrupt=interrupt,
+                                                     stops=stops, events=events)
                     code = _finish(result, run_dir, out, interrupt, val_split=config.task.val_split, quiet=args.quiet,
-                                   resumed_from=resumed_from, reruns=reruns.count)
+                                   resumed_from=resumed_from, reruns=reruns.count, started=started)
                     failed = False
                 finally:
                     interrupt.uninstall()
@@ -280,10 +309,11 @@ async def _resume(args: argparse.Namespace) -> int:
 
 
 def _finish(result: Any, run_dir: Any, out: str, interrupt: Any, *, val_split: str, quiet: bool,
-            resumed_from: int | None = None, reruns: int = 0) -> int:
+            resumed_from: int | None = None, reruns: int = 0, started: float | None = None) -> int:
     """Write ``summary.json`` (marked interrupted, with the resume command, when stopped by a
     signal), print it, and (not ``quiet``) the human summary on stderr; the exit code.
-    ``reruns``: episodes sent again after their worker was lost."""
+    ``reruns``: episodes sent again after their worker was lost; ``started``: when the run's
+    progress began counting (:func:`time.monotonic`)."""
     from combee_fast.run.summary import resume_command, run_summary
 
     summary = run_summary(result, out, interrupted_by=interrupt.requested, reruns=reruns, resumed_from=resumed_from)
@@ -294,7 +324,8 @@ def _finish(result: Any, run_dir: Any, out: str, interrupt: Any, *, val_split: s
     if not quiet:
         from combee_fast.run.closing import closing_lines
 
-        print("\n".join(closing_lines(result, summary, out, val_split=val_split)), file=sys.stderr)
+        elapsed = None if started is None else time.monotonic() - started
+        print("\n".join(closing_lines(result, summary, out, val_split=val_split, elapsed=elapsed)), file=sys.stderr)
     if result.interrupted:
         print(f"combee learn: interrupted by {interrupt.requested} after step {result.steps}; "
               f"the artifact so far is in {Path(out) / 'final.json'}; resume with: {resume_command(out)}",
@@ -356,6 +387,9 @@ async def _eval(args: argparse.Namespace) -> int:
         kinds = ", ".join(f"{kind} {n}" for kind, n in result.unanswered_by_kind.items())
         raise CallsFailed(f"{result.unanswered} of {result.examples} examples of {args.split} unanswered "
                           f"({kinds}); the accuracy covers only the {result.answered} answered; see {out}")
+    from combee_fast.run.closing import eval_lines
+
+    print("\n".join(eval_lines(result, report, out)), file=sys.stderr)
     return EXIT_OK
 
 
@@ -403,7 +437,7 @@ async def _evaluated(session: Any, config: Any, run_dir: Any, kind: Any, deploya
     from combee_fast.run.ledger import CallCounts
     from combee_fast.run.provenance import provenance
     from combee_fast.run.compare import file_sha256
-    from combee_fast.run.events import CallFailed, on_kind
+    from combee_fast.run.events import CallFailed, CallReplied, on_kind
     from combee_fast.run.record import RunRecord
     from combee_fast.run.report import answered_interval, eval_report
     from combee_fast.run.scored import result_rows
@@ -415,9 +449,11 @@ async def _evaluated(session: Any, config: Any, run_dir: Any, kind: Any, deploya
     run_dir.write_provenance(record)
     run_dir.write_prompt(deployable.render())
     run_dir.start()
-    errors = session.events.subscribe(on_kind(CallFailed, RunRecord(run_dir)), critical=True)  # errors.jsonl
+    errors = session.events.subscribe(on_kind((CallFailed, CallReplied), RunRecord(run_dir)),
+                                      critical=True)  # errors.jsonl, replies.jsonl
     try:
-        result = await session.evaluate(deployable, split.examples, learner=kind.key)
+        async with _heartbeat(session, args, session.events, work="evaluation"):
+            result = await session.evaluate(deployable, split.examples, learner=kind.key)
     finally:
         session.events.unsubscribe(errors)
     if 2 * result.answered > result.examples:  # replacing --overwrite's evaluation once most examples are answered
@@ -438,7 +474,7 @@ async def _evaluated(session: Any, config: Any, run_dir: Any, kind: Any, deploya
     run_dir.write_provenance(record.ended_now())
     run_dir.write_report(eval_report(title=f"combee eval: {args.playbook} on {session.task.name} {args.split}",
                                      split=args.split, result=result, record=record.ended_now(), seen=seen,
-                                     counts=counts, dollars=dollars))
+                                     counts=counts, dollars=dollars, served=session.served()))
     return result, report
 
 

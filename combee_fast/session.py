@@ -457,10 +457,17 @@ class Session:
                 title=title, outcome=_outcome(result, failure, facts, run_dir), result=result, facts=facts,
                 counts=state.counts, record=ended, val_split=self.config.task.val_split, lessons=kind.lessons(state.artifact),
                 learned={kind.size_unit: len(state.artifact), **kind.summary(state.artifact)},
-                plot=CURVE_FILE if curve is not None else None)
+                plot=CURVE_FILE if curve is not None else None, served=self.served())
             run_dir.write_report(page, curve)
         except Exception as exc:  # the run's outcome stands; its page is a courtesy
             print(f"combee: could not write {run_dir.root / 'report.md'}: {type(exc).__name__}: {exc}", file=sys.stderr)
+
+    def served(self) -> dict[str, str]:
+        """Which model at which endpoint serves each role (``model at URL``, replicas joined;
+        credentials never shown)."""
+        clients = self.calls.clients
+        return {role: ", ".join(f"{replica.config.model} at {strip_userinfo(replica.config.base_url)}"
+                                for replica in clients.replicas(role)) for role in clients}
 
     def _record_uses(self, usage: SplitUsage | None, *, again: bool) -> None:
         """Check every split use (a test split is refused); under a card, append them to its

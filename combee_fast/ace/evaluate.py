@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from combee_fast.ace.calls import AceCalls
 from combee_fast.engine.stream import indexed_map
 from combee_fast.engine.timing import finish_times
-from combee_fast.methods.base import EvalResult
+from combee_fast.methods.base import EvalResult, Prediction
 from combee_fast.playbook import Playbook
 from combee_fast.protocols.rollouts import Attempts
 from combee_fast.schema import Example, Rollout
@@ -41,6 +41,7 @@ async def evaluate(calls: AceCalls, playbook: Playbook, examples: Sequence[Examp
         scores=tuple(float(r.score or 0.0) if r.error is None else 0.0 for r in rollouts),
         outcomes=tuple(o for r in rollouts for o in (r.trajectory.call_outcomes() if r.trajectory is not None
                                                      else [(r.usage, r.error)])),
+        predictions=tuple(Prediction.of(r.example, r.answer, r.score, r.feedback, r.error) for r in rollouts),
     )
 
 

@@ -7,6 +7,7 @@ events (steps, versions, releases, the stop) and the full list are in
 the endpoint client to import.
 
     CallFailed        one LLM call failed or gave an unusable reply (role, kind, message, raw reply)
+    CallReplied       one LLM call was accounted: its role, its reply (cut) and its failure's label
     RetryAfter        a server asked a call to wait (Retry-After): the endpoint and the seconds
     Overloaded        a timeout lowered the requests an endpoint may have in flight to ``limit``
     EpisodeFinished   an agent episode ran to its trajectory (not one answered from a resumed record)
@@ -53,6 +54,26 @@ class CallFailed(msgspec.Struct, frozen=True, tag="call_failed", tag_field="kind
         """The failure as a line of a run's ``errors.jsonl``."""
         return {"role": self.role, "kind": self.error_kind, "label": self.label, "message": self.message,
                 "status": self.status, "raw": self.raw}
+
+
+REPLY_KEPT = 16_000
+"""Characters of a reply a :class:`CallReplied` keeps (its start)."""
+
+
+class CallReplied(msgspec.Struct, frozen=True, tag="call_replied", tag_field="kind"):
+    """One LLM call of ``role`` was accounted: its ``reply`` as received (None: none came; cut to
+    :data:`REPLY_KEPT` characters, ``cut`` then true) and ``failed``, the failure's label ('' when
+    the call succeeded)."""
+
+    role: str
+    reply: str | None
+    failed: str = ""
+    cut: bool = False
+
+    @classmethod
+    def of(cls, role: str, reply: str | None, failed: str) -> CallReplied:
+        cut = reply is not None and len(reply) > REPLY_KEPT
+        return cls(role, reply[:REPLY_KEPT] if cut and reply is not None else reply, failed, cut)
 
 
 class RetryAfter(msgspec.Struct, frozen=True, tag="retry_after", tag_field="kind"):

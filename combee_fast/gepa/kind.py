@@ -36,7 +36,7 @@ from combee_fast.gepa.pool import GepaState, PoolChange
 from combee_fast.gepa.reflection import CombeeReflection, Reflection, SerialReflection
 from combee_fast.gepa.stages import StageWork
 from combee_fast.gepa.stops import MetricCallBudget
-from combee_fast.methods.base import EvalResult
+from combee_fast.methods.base import EvalResult, Prediction
 from combee_fast.protocols.running import StopRule
 from combee_fast.roles.calls import RoleCalls
 from combee_fast.run.context import LearnContext
@@ -140,6 +140,8 @@ class GepaKind:
             unanswered_by_kind=dict(sorted(failed.items())), sim_seconds=graded.sim_seconds,
             scores=tuple(e.score if e.error is None else 0.0 for e in graded.evaluations),
             outcomes=tuple(outcome for e in graded.evaluations for outcome in e.call_outcomes()),
+            predictions=tuple(Prediction.of(e.example, e.answer, e.score, e.feedback, e.error)
+                              for e in graded.evaluations),
         )
 
     def version_files(self, artifact: GepaState) -> list[tuple[str, bytes]]:

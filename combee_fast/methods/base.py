@@ -11,9 +11,41 @@ from typing import Any, Generic, TypeVar
 
 import msgspec
 
-from combee_fast.schema import CallError, Proposal, Usage
+from combee_fast.schema import CallError, Example, Proposal, Usage
+from combee_fast.tasks.heldout import row_key
 
 A = TypeVar("A")
+
+PREDICTION_CHARS = 4000
+"""Characters of an example's input, answer, target and feedback a :class:`Prediction` keeps
+(each its start: a run's files stay bounded whatever a model writes)."""
+
+
+class Prediction(msgspec.Struct, frozen=True):
+    """One example's outcome as a person reads it: its id and content key
+    (:func:`~combee_fast.tasks.heldout.row_key`), input, the answer given (None: unanswered),
+    target, score, the grader's feedback and the failure's label (None: answered); each text cut
+    to :data:`PREDICTION_CHARS` characters."""
+
+    id: str
+    row: str
+    input: str
+    answer: str | None
+    target: str | None
+    score: float
+    feedback: str
+    error: str | None = None
+
+    @classmethod
+    def of(cls, example: Example, answer: str | None, score: float | None, feedback: str,
+           error: CallError | None) -> Prediction:
+        return cls(id=example.id, row=row_key(example), input=example.input[:PREDICTION_CHARS], answer=_cut(answer),
+                   target=_cut(example.target), score=float(score or 0.0) if error is None else 0.0,
+                   feedback=feedback[:PREDICTION_CHARS], error=error.label if error is not None else None)
+
+
+def _cut(text: str | None) -> str | None:
+    return None if text is None else text[:PREDICTION_CHARS]
 
 
 class Applied(msgspec.Struct, Generic[A], frozen=True):
@@ -35,7 +67,8 @@ class EvalResult(msgspec.Struct, frozen=True):
     (:attr:`~combee_fast.schema.CallError.label`) in ``unanswered_by_kind``
     (``answered + unanswered == examples``). ``scores``: per example, in the examples' order, 0
     for an unanswered one. ``outcomes``: ``(usage, error)`` of every call the evaluation made
-    (empty when the scores were already known, e.g. GEPA's pool).
+    (empty when the scores were already known, e.g. GEPA's pool). ``predictions``: per example,
+    what was answered and how it was graded (empty when the learner does not say).
     """
 
     accuracy: float
@@ -46,6 +79,7 @@ class EvalResult(msgspec.Struct, frozen=True):
     sim_seconds: float
     scores: tuple[float, ...] = ()
     outcomes: tuple[tuple[Usage, CallError | None], ...] = ()
+    predictions: tuple[Prediction, ...] = ()
 
     def first_error(self) -> str:
         """The message of the first failed call ('' when none failed)."""

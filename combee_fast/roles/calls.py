@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from combee_fast import tracing
 from combee_fast.config import HISTORY_KEPT, SamplingConfig
 from combee_fast.endpoint.calls import ChatRequest, ChatResult
-from combee_fast.engine.events import CallFailed, Events
+from combee_fast.engine.events import CallFailed, CallReplied, Events
 from combee_fast.engine.rng import derive_seed
 from combee_fast.roles.budget import TokenCounts, cut_playbook, fit_playbook, is_context_error
 from combee_fast.roles.clients import Client, RoleClients, RoleMap
@@ -169,9 +169,11 @@ class RoleCalls:
         return result, parsed
 
     def note(self, key: str, error: CallError | None, text: str | None) -> None:
-        """Count a call of role ``key``; keep its failure (kind, message, raw reply) if it failed,
-        and emit it."""
+        """Count a call of role ``key`` and emit its reply (a
+        :class:`~combee_fast.engine.events.CallReplied`); keep its failure (kind, message, raw
+        reply) if it failed, and emit it."""
         self.calls[key] = self.calls.get(key, 0) + 1
+        self.events.emit(CallReplied.of(key, text, error.label if error is not None else ""))
         if error is not None:
             self.record_failure(key, error, text)
 

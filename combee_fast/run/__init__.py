@@ -25,6 +25,8 @@
 - :mod:`.event_log`: a consumer writing every event to a JSONL file (bounded writes, rotated).
 - :mod:`.metrics`: a consumer serving an online learner's figures as a Prometheus endpoint.
 - :mod:`.progress`: the progress bar (or plain lines), a consumer of the events.
+- :mod:`.heartbeat`: a ``[working]`` line while a long step runs and nothing else is said (calls
+  done, in flight, failed, tokens/s, what the step waits for).
 - :mod:`.report`: the run's page, ``report.md``, from its events and result.
 - :mod:`.summary`: ``summary.json`` of a run that ended or failed (``combee learn`` and ``train(out=...)``).
 - :mod:`.closing`: the human summary ending a run on stderr (score, cost, where its files are).

@@ -1,4 +1,5 @@
-"""The human summary that ends a ``combee learn`` run on stderr, beside the JSON line on stdout.
+"""The human summary that ends a ``combee learn`` run (:func:`closing_lines`) or a ``combee eval``
+(:func:`eval_lines`) on stderr, beside the JSON line on stdout.
 
 A few lines a person reads when the run is over: how long it took and what it spent (steps,
 calls, tokens, rollouts, and the figures per accepted improvement when ``summary.json`` has
@@ -10,21 +11,16 @@ the prompt, the artifact and the report are.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 from combee_fast.run.dollars import UNKNOWN, money
+from combee_fast.run.progress import clock
 from combee_fast.run.report import answered_interval, percent_interval
 
 OPTIONAL_FIGURES = (("tokens_per_improvement", "tokens per accepted improvement"),
                     ("candidates_explored", "candidates explored"))
 """Figures of ``summary.json`` shown when a run records them: (key, how the summary names it)."""
-
-
-def _clock(seconds: float) -> str:
-    """``0:01:05`` for 65.3 seconds."""
-    return str(timedelta(seconds=round(seconds)))
 
 
 def cost_text(summary: Mapping[str, Any]) -> str:
@@ -40,16 +36,20 @@ def cost_text(summary: Mapping[str, Any]) -> str:
             + (f", {money(per)} per accepted improvement" if per is not None else ""))
 
 
-def closing_lines(result: Any, summary: Mapping[str, Any], out: str, *, val_split: str) -> list[str]:
+def closing_lines(result: Any, summary: Mapping[str, Any], out: str, *, val_split: str,
+                  elapsed: float | None = None) -> list[str]:
     """The summary's lines for the :class:`~combee_fast.run.train.TrainResult` ``result``, whose
-    ``summary.json`` is ``summary``, written into the run directory ``out``."""
+    ``summary.json`` is ``summary``, written into the run directory ``out``; ``elapsed``: the
+    real seconds since the run began, as its progress counted them (its steps' are part of it)."""
     how = "interrupted" if result.interrupted else "stopped early" if result.stopped_by else "finished"
     spent = [f"{result.steps} step(s)", f"{result.calls:,} calls", f"{result.tokens:,} tokens",
              f"{result.rollouts:,} rollouts"]
     spent += [f"{summary[key]:,} {name}" if isinstance(summary[key], int) else f"{summary[key]:,.1f} {name}"
               for key, name in OPTIONAL_FIGURES if isinstance(summary.get(key), (int, float))]
-    lines = [f"Run {how} in {_clock(result.train_wall_seconds)} wall ({result.train_sim_seconds:,.1f} s critical "
-             f"path): {', '.join(spent)}", f"  cost: {cost_text(summary)}"]
+    took = f"{clock(result.train_wall_seconds)} wall" if elapsed is None else \
+        f"{clock(elapsed)} wall, {clock(result.train_wall_seconds)} of it in its steps"
+    lines = [f"Run {how} in {took} ({result.train_sim_seconds:,.1f} s critical path): {', '.join(spent)}",
+             f"  cost: {cost_text(summary)}"]
     lines += [f"  below its cap: {note}" for note in summary.get("concurrency_notes", ())]
     if result.best_val_accuracy is not None:
         lines.append(f"  best validation on {val_split}: {100 * result.best_val_accuracy:.1f}%")
@@ -64,3 +64,14 @@ def closing_lines(result: Any, summary: Mapping[str, Any], out: str, *, val_spli
               f"  artifact: {root / 'best.json'}  (last: {root / 'final.json'})",
               f"  report:   {root / 'report.md'}"]
     return lines
+
+
+def eval_lines(result: Any, report: Mapping[str, Any], out: str | Path) -> list[str]:
+    """The lines ending ``combee eval``: the score with its interval over the answered examples
+    (the :class:`~combee_fast.methods.base.EvalResult` ``result``), its dollars (``report``, as
+    in ``eval.json``) and where the per-example results and the page are, in the folder ``out``."""
+    root = Path(out)
+    return [f"Evaluation on {report['split']}: {percent_interval(answered_interval(result))} "
+            f"({result.answered} of {result.examples} examples answered); cost: {money(report.get('dollars'))}",
+            f"  per example: {root / 'results.jsonl'}  (input, answer, target, score, feedback)",
+            f"  report:      {root / 'report.md'}"]

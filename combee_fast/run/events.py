@@ -12,6 +12,7 @@ output, reports, trackers, metrics endpoints), and none of them reaches into the
     StepDone          a learning step completed: its ledger row
     VersionApplied    a new artifact version exists (the run's or an embedded learner's)
     CallFailed        one LLM call failed or gave an unusable reply (role, kind, message, raw reply)
+    CallReplied       one LLM call was accounted: its role, its reply (cut) and its failure's label
     RetryAfter        a server asked a call to wait (Retry-After): the endpoint and the seconds
     Overloaded        a timeout lowered the requests an endpoint may have in flight
     EpisodeFinished   an agent episode ran to its trajectory
@@ -36,8 +37,8 @@ from typing import Any
 
 import msgspec
 
-from combee_fast.engine.events import (CallFailed, EndpointsProbed, EpisodeFailed, EpisodeFinished, EpisodeRerun,
-                                       Events, Overloaded, RetryAfter, on_kind)
+from combee_fast.engine.events import (CallFailed, CallReplied, EndpointsProbed, EpisodeFailed, EpisodeFinished,
+                                       EpisodeRerun, Events, Overloaded, RetryAfter, on_kind)
 from combee_fast.protocols.running import Ends
 from combee_fast.run.ledger import LedgerRow
 
@@ -140,8 +141,8 @@ class RunStopped(msgspec.Struct, frozen=True, tag="run_stopped", tag_field="kind
     steps: int
 
 
-Event = (StepDone | VersionApplied | CallFailed | RetryAfter | Overloaded | EpisodeFinished | EpisodeFailed
-         | EpisodeRerun | ReleaseDecision | ReleaseStatus | BatchApplied | KernelsCompiling | EndpointsProbed
+Event = (StepDone | VersionApplied | CallFailed | CallReplied | RetryAfter | Overloaded | EpisodeFinished
+         | EpisodeFailed | EpisodeRerun | ReleaseDecision | ReleaseStatus | BatchApplied | KernelsCompiling | EndpointsProbed
          | RunStopped)
 """Every event a run emits."""
 

@@ -2,6 +2,9 @@
 
     StepDone          a line of ``ledger.jsonl``
     CallFailed        a line of ``errors.jsonl`` (role, kind, label, message, status, raw reply)
+    CallReplied       a line of ``replies.jsonl`` (the step it came in, role, reply cut to
+                      :data:`~combee_fast.engine.events.REPLY_KEPT` characters, failure label):
+                      every call's answer, whatever its role
     EpisodeFailed     a line of ``errors.jsonl`` (its kind, message, the step, the action there
                       and what the environment answered)
     EpisodeRerun      a line of ``errors.jsonl`` (kind ``worker_lost``, ``rerun`` true: the episode goes on)
@@ -15,19 +18,27 @@ must not go on.
 
 from __future__ import annotations
 
+import msgspec
+
 from combee_fast.rollouts.journal import trace_record
-from combee_fast.run.events import CallFailed, EpisodeFailed, EpisodeFinished, EpisodeRerun, Event, StepDone
+from combee_fast.run.events import (CallFailed, CallReplied, EpisodeFailed, EpisodeFinished, EpisodeRerun, Event,
+                                   StepDone)
 from combee_fast.run.rundir import RunDir
 
 
 class RunRecord:
-    """Writes the events of a run into ``run_dir`` (module docstring); other events are passed over."""
+    """Writes the events of a run into ``run_dir`` (module docstring); other events are passed
+    over. ``steps``: the steps the run completed before (a resumed run's)."""
 
-    def __init__(self, run_dir: RunDir) -> None:
+    def __init__(self, run_dir: RunDir, *, steps: int = 0) -> None:
         self.run_dir = run_dir
+        self.step = steps + 1  # the step the calls now belong to (its validation's too)
 
     def __call__(self, event: Event) -> None:
-        if isinstance(event, StepDone):
+        if isinstance(event, CallReplied):
+            self.run_dir.append_reply({"step": self.step, **msgspec.structs.asdict(event)})
+        elif isinstance(event, StepDone):
+            self.step = event.row.step + 2
             self.run_dir.append_ledger(event.row)
         elif isinstance(event, CallFailed):
             self.run_dir.append_error(event.record())

@@ -123,22 +123,25 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def calls_lines(counts: CallCounts, result: Any = None) -> list[str]:
-    """Calls per role: made, failed (by kind), retried attempts; with a run's
+def calls_lines(counts: CallCounts, result: Any = None, served: Mapping[str, str] | None = None) -> list[str]:
+    """Calls per role: which model at which endpoint served it (``served``: role -> that, when
+    given), made, failed (by kind), retried attempts; with a run's
     :class:`~combee_fast.run.train.TrainResult` ``result``, also its generated tokens per item
-    learned from, its dollars and its calls in flight, requested and achieved (peak, time-weighted
-    mean)."""
+    learned from, its dollars and its calls in flight, requested and achieved (peak,
+    time-weighted mean)."""
     extra = result is not None
-    lines = ["| role | calls | failed | retried attempts |"
+    lines = ["| role |" + (" model at endpoint |" if served else "") + " calls | failed | retried attempts |"
              + (" generated tokens per item | dollars | in flight: requested | peak | mean |" if extra else ""),
-             "|---|---:|---|---:|" + ("---:|---:|---:|---:|---:|" if extra else "")]
+             "|---|" + ("---|" if served else "") + "---:|---|---:|" + ("---:|---:|---:|---:|---:|" if extra else "")]
     dollars = result.summary.get("dollars_by_role", {}) if extra else {}
     flight = result.concurrency if extra else {}
     per_item = counts.generated_per_item(result.samples) if extra else {}
     for role in dict.fromkeys([*counts.calls, *counts.errors]):
         kinds = counts.errors.get(role, {})
         failures = ", ".join(f"{label} {n}" for label, n in sorted(kinds.items())) or "0"
-        line = f"| {role} | {counts.calls.get(role, 0):,} | {failures} | {sum(counts.retries.get(role, {}).values()):,} |"
+        by = f" {served.get(role, 'n/a')} |" if served else ""
+        line = (f"| {role} |{by} {counts.calls.get(role, 0):,} | {failures} | "
+                f"{sum(counts.retries.get(role, {}).values()):,} |")
         if extra:
             spent = money(dollars[role]) if role in dollars else "n/a"
             seen = flight.get(role)
@@ -157,12 +160,13 @@ def _lessons(lessons: Sequence[str]) -> list[str]:
 def run_report(
     *, title: str, outcome: str, result: Any, facts: RunFacts, counts: CallCounts, record: Provenance,
     val_split: str, lessons: Sequence[str], learned: Mapping[str, Any], plot: str | None = None,
+    served: Mapping[str, str] | None = None,
 ) -> str:
     """The Markdown of a learning run's page. ``result``: its
     :class:`~combee_fast.run.train.TrainResult`, or None when it failed (``outcome`` says how it
     ended); ``counts``: the training calls per role so far; ``lessons``/``learned``: what the
     learner says it holds; ``plot``: the file name of the curve's PNG beside the page, if one was
-    drawn (:func:`curve_png`)."""
+    drawn (:func:`curve_png`); ``served``: which model at which endpoint served each role."""
     lines = [f"# {title}", "", f"**{outcome}**", ""]
     lines += ["## Result", ""]
     if result is not None and result.final_eval is not None:
@@ -188,10 +192,11 @@ def run_report(
                   improvement_line(summary), "", *((validating, "") if validating else ()),
                   "Calls per role (training; dollars at each endpoint's price, `--price`; calls in flight: "
                   "requested is the endpoint's cap, peak and time-weighted mean are measured):", "",
-                  *calls_lines(counts, result),
+                  *calls_lines(counts, result, served),
                   *(f"\n**Below its cap:** {note}" for note in result.concurrency_notes)]
     else:
-        lines += [f"{facts.steps} step(s) completed; calls per role (training) so far:", "", *calls_lines(counts)]
+        lines += [f"{facts.steps} step(s) completed; calls per role (training) so far:", "",
+                  *calls_lines(counts, served=served)]
     lines += ["", "## What was learned", "",
               *(f"- {name}: {value}" for name, value in learned.items()), "", *_lessons(lessons), ""]
     if result is not None:
@@ -207,11 +212,12 @@ def run_report(
 
 
 def eval_report(*, title: str, split: str, result: EvalResult, record: Provenance, seen: Mapping[str, int],
-                counts: CallCounts, dollars: Mapping[str, float | None]) -> str:
+                counts: CallCounts, dollars: Mapping[str, float | None],
+                served: Mapping[str, str] | None = None) -> str:
     """The Markdown of ``combee eval``'s page: the score with its interval, the rows of the
     evaluated split that the artifact's own run learned from or selected on (``seen``: split ->
     shared rows, by content), the cost (``dollars`` per role: :mod:`~combee_fast.run.dollars`)
-    and the provenance."""
+    and the provenance; ``served``: which model at which endpoint served each role."""
     lines = [f"# {title}", "", "## Result", "",
              f"- Accuracy on `{split}` ({result.examples} examples, {result.answered} answered): "
              f"{percent_interval(answered_interval(result))}",
@@ -228,6 +234,6 @@ def eval_report(*, title: str, split: str, result: EvalResult, record: Provenanc
     spent = ", ".join(f"{role} {money(d) if d is not None else 'unpriced'}" for role, d in dollars.items()) \
         if any(d is not None for d in dollars.values()) else ""
     lines += ["## Cost", "", f"Critical path {result.sim_seconds:,.1f} s; dollars {money(total(dollars))}"
-              + (f" ({spent})" if spent else "") + ".", "", *calls_lines(counts), ""]
+              + (f" ({spent})" if spent else "") + ".", "", *calls_lines(counts, served=served), ""]
     lines += ["## Provenance", "", *provenance_lines(record), ""]
     return "\n".join(lines)

@@ -30,7 +30,10 @@ only writer and reader of these files:
     prompt.txt           the learned context, rendered as an agent reads it: what to paste
     provenance.json      version, git commit, host, command line, start and end time, seed, splits
     eval.json, results.jsonl   an evaluation's score with its interval, and each example's result
-                         (``combee eval``)
+                         (``combee eval``: input, answer, target, score, feedback)
+    predictions.jsonl    each validation's per-example input, answer, target, score and feedback,
+                         with the step it came after
+    replies.jsonl        every model call's reply (cut to 16,000 characters), its role, its step
 
 A run is written first into a hidden staging folder beside its directory
 (``.<name>.starting-*``). :meth:`RunDir.start`, called once the run has started (configuration,
@@ -94,8 +97,9 @@ CURVE_FILE = "curve.png"
 _RUN_FILES = ("config.json", "splits.json", "ledger.jsonl", "controller.jsonl", "deltas.jsonl", "errors.jsonl",
               "final.json", "best.json", "summary.json", "card.toml", CHECKPOINT_FILE, LEGACY_CHECKPOINT_FILE,
               "calls.json", "capabilities.json", "batching.json", "sampling.json", "server.log", "local_server.json", "report.md",
-              "prompt.txt", "provenance.json", CURVE_FILE, "eval.json", "results.jsonl", "trajectories.jsonl")
-_APPENDED = ("ledger.jsonl", "controller.jsonl", "deltas.jsonl", "errors.jsonl")
+              "prompt.txt", "provenance.json", CURVE_FILE, "eval.json", "results.jsonl", "trajectories.jsonl",
+              "replies.jsonl", "predictions.jsonl")
+_APPENDED = ("ledger.jsonl", "controller.jsonl", "deltas.jsonl", "errors.jsonl", "replies.jsonl", "predictions.jsonl")
 _TRAJECTORIES = "trajectories.jsonl"  # appended, marked, never cut back to its mark (see reopen)
 _NO_FILE = FileMark(0, hashlib.sha256().hexdigest())
 _MARKED = ("config.json", "splits.json")  # besides the appended files: what a resume must find unchanged
@@ -602,6 +606,16 @@ class RunDir:
     def append_error(self, record: Any) -> None:
         """One failed or unusable call, as a line of ``errors.jsonl`` (written at once)."""
         self._append("errors.jsonl", record)
+
+    def append_reply(self, record: Any) -> None:
+        """One model call's reply, as a line of ``replies.jsonl`` (written at once)."""
+        self._append("replies.jsonl", record)
+
+    def append_predictions(self, step: int, predictions: Iterable[Any]) -> None:
+        """One validation's per-example predictions, after ``step`` steps, as lines of
+        ``predictions.jsonl``."""
+        self._files["predictions.jsonl"].write(b"".join(
+            _encoder.encode({"step": step, **msgspec.structs.asdict(p)}) + b"\n" for p in predictions))
 
     def append_episode_failure(self, record: Any) -> None:
         """One failed agent episode, as a line of ``errors.jsonl`` (written at once)."""

@@ -37,7 +37,11 @@ class _Row(msgspec.Struct):
 
 def result_rows(examples: Sequence[Example], result: EvalResult) -> list[dict[str, Any]]:
     """One line of ``results.jsonl`` per example of ``result``: index, id, content key, score,
-    whether it was answered and the failure's kind when it was not."""
+    whether it was answered and the failure's kind when it was not; with the learner's
+    predictions, also the input, the answer given, the target and the grader's feedback."""
+    if len(result.predictions) == len(examples):
+        return [{"index": e.index, **msgspec.structs.asdict(p), "answered": p.error is None}
+                for e, p in zip(examples, result.predictions)]
     errors: list[str | None] = [None] * len(result.scores)
     if len(result.outcomes) == len(result.scores):
         errors = [error.label if error is not None else None for _, error in result.outcomes]

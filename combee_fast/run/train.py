@@ -211,7 +211,7 @@ class Training(Generic[A]):
         self.run_dir, self.gpu_clock, self.resumed = run_dir, gpu_clock, resumed
         self.events = events or Events()
         if run_dir is not None:
-            self.events.subscribe(RunRecord(run_dir), critical=True)
+            self.events.subscribe(RunRecord(run_dir, steps=state.steps), critical=True)
         self.order = EpochOrder(seed, len(items))
 
     async def begin(self) -> None:
@@ -321,6 +321,8 @@ class Training(Generic[A]):
         if validation is None:
             return row
         state.add_validation(validation, state.artifact)
+        if self.run_dir is not None and validation.predictions:
+            self.run_dir.append_predictions(state.steps, validation.predictions)
         return msgspec.structs.replace(row, val_accuracy=validation.accuracy, val_answered=validation.answered,
                                        val_unanswered=validation.unanswered)
 

@@ -9,7 +9,7 @@ import msgspec
 
 from combee_fast.engine.stream import indexed_map
 from combee_fast.engine.timing import finish_times
-from combee_fast.methods.base import EvalResult
+from combee_fast.methods.base import EvalResult, Prediction
 from combee_fast.schema import Example, GradedAnswer
 from combee_fast.textgrad.calls import TextGradCalls
 from combee_fast.textgrad.variable import PromptVariable
@@ -28,6 +28,8 @@ async def evaluate(calls: TextGradCalls, variable: PromptVariable, examples: Seq
     forwards = await indexed_map(examples, one, concurrency=concurrency)
     finished = finish_times([f.sim_seconds for f in forwards], concurrency)
     result = EvalResult.graded([(f.score, f.usage, f.error) for f in forwards], max(finished, default=0.0))
+    result = msgspec.structs.replace(result, predictions=tuple(
+        Prediction.of(f.example, f.answer, f.score, f.feedback, f.error) for f in forwards))
     if not any(f.trajectory is not None for f in forwards):
         return result
     return msgspec.structs.replace(result, outcomes=tuple(outcome for f in forwards for outcome in f.call_outcomes()))

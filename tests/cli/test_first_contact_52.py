@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -75,3 +77,101 @@ def test_compare_paired_needs_two_runs_with_a_shared_evaluated_split(demo: Path,
     assert main(["compare", "--paired", str(demo / "combee"), str(broken)]) != 0
     assert f"{broken / 'results.jsonl'}:2: not a result row" in capsys.readouterr().err
 
+
+# -- finding 4: a run on a slow endpoint says what it is doing -------------------------------
+
+
+@pytest.fixture()
+def slow_server() -> Iterator[str]:
+    """A ``combee sim-server`` on loopback whose every call takes 2 real seconds; its base URL."""
+    process = subprocess.Popen([sys.executable, "-m", "combee_fast.cli", "sim-server", "--port", "0", "--world",
+                                "formula", "--constant-latency", "2", "--time-scale", "1"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        first = process.stdout.readline().split()  # type: ignore[union-attr]
+        assert first[:2] == ["listening", "on"], first
+        yield first[2]
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+def test_a_slow_endpoint_gets_heartbeat_lines_while_a_step_runs(slow_server: str, tmp_path: Path) -> None:
+    out = tmp_path / "slow"
+    done = _combee("learn", "--endpoint", slow_server, "--model", "sim", "--task", "formula", "--train-split",
+                   "train[0:4]", "--val-split", "val[0:2]", "--batch-size", "4", "--heartbeat", "1", "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    beats = [line for line in done.stderr.splitlines() if line.startswith("[working] ")]
+    assert any(line.startswith("[working] step 1, ") for line in beats), done.stderr
+    assert all(re.search(r"\d+ calls done \(\d+ failed\), \d+ in flight, [\d.,]+ tokens/s since the last line; "
+                         r"waiting for ", line) for line in beats), beats
+    assert any(re.search(r"waiting for (generator|reflector|curator)( \(\d+\))", line) for line in beats), beats
+    summary = json.loads((out / "summary.json").read_text())
+    replies = [json.loads(line) for line in (out / "replies.jsonl").read_text().splitlines()]
+    accounted = {part: sum(summary["accounting"][part]["calls"].values()) for part in ("train", "validation")}
+    assert len(replies) == accounted["train"] + accounted["validation"] > 0  # every answer of the run, once
+    by_role = {role: sum(r["role"] == role for r in replies) for role in summary["accounting"]["train"]["calls"]}
+    assert by_role["generator"] == summary["accounting"]["train"]["calls"]["generator"] + accounted["validation"]
+    assert all(r["step"] == 1 and (r["reply"] or r["failed"]) for r in replies)
+
+
+@pytest.fixture(scope="module")
+def learned(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    out = tmp_path_factory.mktemp("learned") / "run"
+    done = _combee("learn", "--task", "formula", "--train-split", "train[0:8]", "--val-split", "val[0:4]",
+                   "--batch-size", "4", "--eval-every", "1", "--time-scale", "0.0001", "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    return out, done
+
+
+def test_every_validation_keeps_each_examples_input_answer_target_score_and_feedback(learned) -> None:
+    out, _ = learned
+    summary = json.loads((out / "summary.json").read_text())
+    rows = [json.loads(line) for line in (out / "predictions.jsonl").read_text().splitlines()]
+    ledger = [json.loads(line) for line in (out / "ledger.jsonl").read_text().splitlines()]
+    validated = [row["step"] + 1 for row in ledger if row["val_accuracy"] is not None]
+    assert sorted({r["step"] for r in rows}) == validated and len(rows) == 4 * len(validated)
+    assert {"input", "answer", "target", "score", "feedback", "row", "id"} <= rows[0].keys()
+    last = [r for r in rows if r["step"] == validated[-1]]
+    assert sum(r["score"] for r in last) / len(last) == pytest.approx(summary["final_val_accuracy"])
+    assert all(r["feedback"] and r["target"] for r in last)
+
+
+def test_the_run_finished_line_and_the_progress_elapsed_agree(learned) -> None:
+    _, done = learned
+    elapsed = re.findall(r"elapsed (\d+:\d\d:\d\d)", done.stderr)
+    finished = re.search(r"Run finished in (\d+:\d\d:\d\d) wall, (\d+:\d\d:\d\d) of it in its steps", done.stderr)
+    assert elapsed and finished, done.stderr
+
+    def seconds(clock: str) -> int:
+        h, m, s = (int(x) for x in clock.split(":"))
+        return 3600 * h + 60 * m + s
+
+    # one clock: the total was read after the last progress line (then the run writes its files)
+    assert seconds(finished[2]) <= seconds(finished[1]) and seconds(elapsed[-1]) <= seconds(finished[1])
+
+
+def test_eval_ends_with_a_human_line_and_keeps_what_was_answered(learned, tmp_path: Path) -> None:
+    run, _ = learned
+    done = _combee("eval", "--playbook", str(run / "best.json"), "--task", "formula", "--split", "test[0:6]",
+                   "--time-scale", "0.0001", "--out", str(tmp_path / "eval"))
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    tail = done.stderr.strip().splitlines()[-3:]
+    assert tail[0].startswith("Evaluation on test[0:6]: ") and "% CI " in tail[0]
+    assert "of 6 examples answered" in tail[0]
+    assert tail[1].endswith("results.jsonl  (input, answer, target, score, feedback)")
+    rows = [json.loads(line) for line in (tmp_path / "eval" / "results.jsonl").read_text().splitlines()]
+    assert len(rows) == 6 and all(r["input"] and r["target"] and r["feedback"] for r in rows)
+    assert sum(r["score"] for r in rows if r["answered"]) / report["answered"] == pytest.approx(report["accuracy"])
+    replies = (tmp_path / "eval" / "replies.jsonl").read_text().splitlines()
+    assert len(replies) == 6
+
+
+def test_the_report_says_which_model_at_which_endpoint_served_each_role(learned) -> None:
+    out, _ = learned
+    report = (out / "report.md").read_text()
+    header = next(line for line in report.splitlines() if line.startswith("| role | model at endpoint |"))
+    served = re.compile(r"\| (generator|reflector|curator|reducer) \| sim at http://127\.0\.0\.1:\d+/v1 \|")
+    rows = [line for line in report.splitlines() if served.match(line)]
+    assert header and len(rows) == 4, report

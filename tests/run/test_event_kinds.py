@@ -161,17 +161,19 @@ def _file_size_limit(limit: int):
     return limit_files
 
 
-def test_an_errors_jsonl_that_cannot_be_written_stops_the_run_in_one_line(tmp_path: Path) -> None:
+def test_a_record_that_cannot_be_written_stops_the_run_in_one_line(tmp_path: Path) -> None:
     """The record is written from inside a step's concurrent calls: its failure is the run's, one
-    line naming the file (exit 4), not a task group's traceback."""
+    line naming the file (exit 4), not a task group's traceback. ``replies.jsonl`` (every reply)
+    grows fastest and is written first for each call, so it is the file that hits the limit."""
     out = tmp_path / "run"
     learn = [sys.executable, "-m", "combee_fast.cli", "learn", "--task", "formula", "--batch-size", "10",
              "--train-split", "train[0:30]", "--val-split", "val[0:10]", "--fault-malformed", "0.8", "--quiet",
              "--out", str(out)]
-    # most replies unusable: errors.jsonl (every line with its raw reply) outgrows 5,000 bytes within the first step
+    # replies.jsonl (every reply) and errors.jsonl (most replies unusable, each line with its raw reply) outgrow
+    # 5,000 bytes within the first step
     done = subprocess.run(learn, capture_output=True, text=True, timeout=300, preexec_fn=_file_size_limit(5_000))
     lines = done.stderr.strip().splitlines()
-    assert done.returncode == EXIT_STORAGE and lines == [f"combee learn: error: cannot write {out / 'errors.jsonl'}: "
+    assert done.returncode == EXIT_STORAGE and lines == [f"combee learn: error: cannot write {out / 'replies.jsonl'}: "
                                                          "File too large"], done.stderr
     assert (out / "checkpoint.bin").is_file() and not _lines(out / "ledger.jsonl")  # stopped in its first step
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import msgspec
 
 from combee_fast.config import FaultConfig, SessionConfig, SimConfig, TaskConfig, TrainConfig
@@ -25,7 +27,8 @@ async def test_a_run_directory_gets_its_page_prompt_and_provenance(tmp_path) -> 
     page = (tmp_path / "run" / "report.md").read_text()
     assert page.startswith(f"# combee learn: ace combee on formula\n\n**Done after step {result.steps}: 1 epoch(s) done**")
     assert f"{result.rollouts} | {result.calls} | {result.tokens:,} |" in page
-    assert f"| generator | {result.counts.calls['generator']} | 0 | 0 |" in page
+    assert re.search(rf"\| generator \| sim at http://127\.0\.0\.1:\d+/v1 \| {result.counts.calls['generator']} \| 0 \| 0 \|",
+                     page)  # the role, the model and endpoint that served it, its calls
     assert (tmp_path / "run" / "curve.png").read_bytes()[:4] == b"\x89PNG"
     provenance = record.provenance
     assert provenance is not None and provenance["ended"] >= provenance["started"]
@@ -47,7 +50,8 @@ async def test_a_failed_run_still_gets_a_page_saying_why(tmp_path) -> None:
     finally:
         run_dir.close()
     page = (tmp_path / "run" / "report.md").read_text()
-    assert "**Failed (exit 3): step 1: 12 of 12 calls failed" in page and "| generator | 12 | 5xx 12 | 0 |" in page
+    assert "**Failed (exit 3): step 1: 12 of 12 calls failed" in page
+    assert re.search(r"\| generator \| sim at http://127\.0\.0\.1:\d+/v1 \| 12 \| 5xx 12 \| 0 \|", page)
     assert (tmp_path / "run" / "prompt.txt").is_file()
 
 

@@ -58,7 +58,8 @@ def test_overwrite_replaces_the_previous_run_only_once_the_new_one_proved_itself
     assert (root / "controller.jsonl").read_text() == '{"step":0}\n'
     assert (root / "notes.txt").read_text() == "mine"
     assert _tree(tmp_path) == ["run", *(f"run/{name}" for name in sorted(
-        [".lock", "config.json", "controller.jsonl", "deltas.jsonl", "errors.jsonl", "ledger.jsonl", "notes.txt"]))]
+        [".lock", "config.json", "controller.jsonl", "deltas.jsonl", "errors.jsonl", "ledger.jsonl", "notes.txt",
+         "predictions.jsonl", "replies.jsonl"]))]
 
 
 def _previous_run(root) -> None:
@@ -116,7 +117,8 @@ def test_every_run_file_gets_one_mode_whatever_the_umask(tmp_path) -> None:
     modes["run"] = stat.S_IMODE((tmp_path / "run").stat().st_mode)
     assert {name: mode for name, mode in modes.items() if (tmp_path / name).is_file()} == {
         name: 0o644 for name in ("run/.lock", "run/config.json", "run/controller.jsonl", "run/deltas.jsonl",
-                                 "run/errors.jsonl", "run/final.json", "run/ledger.jsonl", "run/playbooks/v00000.json")}
+                                 "run/errors.jsonl", "run/final.json", "run/ledger.jsonl", "run/playbooks/v00000.json",
+                                 "run/predictions.jsonl", "run/replies.jsonl")}
     assert modes["run"] == modes["run/playbooks"] == 0o755
 
 
