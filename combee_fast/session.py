@@ -626,6 +626,7 @@ async def open_session(config: SessionConfig, *, check: bool = True, events: Eve
         clients = await open_role_clients(role_map, stack, cache=cache, check=check, events=events)
         if named:
             _check_worlds(task, clients)
+        _check_roles(choice.kind, clients, server)
         calls = RoleCalls.on(role_map, task, clients, events=events)
         episodes = await _open_episodes(config, task, calls, stack)
         yield Session(config, task, train_split, val_split, calls, server, local, episodes)
@@ -642,6 +643,25 @@ def _check_worlds(task: Task, clients: RoleClients) -> None:
                     f"endpoint {replica.config.name!r} is a combee sim-server playing {', '.join(worlds)}, not task "
                     f"{task.name!r}: start it with `combee sim-server --world {task.name}`"
                     + (" --data FILE (and the run's --task-option)" if task.name in ("jsonl", "traces") else ""))
+
+
+def _check_roles(kind: Any, clients: RoleClients, server: SimServer | None) -> None:
+    """:class:`ConfigError` (one line, naming the role and what to do) when a role of learner
+    ``kind`` is served by a simulated endpoint (this session's own ``server``, or a ``combee
+    sim-server``) that says it does not answer that role: its replies would be placeholders, not
+    a model's answers, and the run would score them as if they were."""
+    for role in kind.roles:
+        for replica in clients.replicas(role.key):
+            played = server.roles if server is not None and replica.config.base_url.startswith(server.url) \
+                else getattr(replica, "sim_roles", None)
+            if played is not None and role.key not in played:
+                where = "the in-process simulated endpoint" if server is not None and played is server.roles \
+                    else f"endpoint {replica.config.name!r}, a combee sim-server,"
+                named = f" (requests named {role.key!r})" if role.key != role.name else ""
+                raise ConfigError(
+                    f"{where} does not play role {role.name!r}{named} of learner {kind.name!r}: give the learner a "
+                    f"responder for it (its kind's `responders`, docs/own-learner.md) and start `combee sim-server "
+                    f"--learner {kind.name}`, or serve the role by a real model (--role-endpoint {role.name}=URL)")
 
 
 def _check_env(agent: AgentConfig, task: Task) -> None:
@@ -695,6 +715,6 @@ async def _fallback_server(config: SessionConfig, task: Task, kind: Kind,
         raise ConfigError(f"sim.world: {exc}") from None
     server = await stack.enter_async_context(SimServer(
         world, preset=sim.preset, time_scale=sim.time_scale, faults=sim.faults, seed=config.seed,
-        latency_jitter=sim.latency_jitter,
+        latency_jitter=sim.latency_jitter, worlds=(task.name,), roles=world.plays(),
     ))
     return server, None, Fallback(server.url, f"sim:{sim.preset}", server.model, config.transport, simulated=True)

@@ -84,6 +84,7 @@ from combee_fast.endpoint.wire import (
     TIME_SCALE_HEADER,
     CompletionRequest,
     CompletionResponse,
+    ModelCard,
     ModelList,
     ResponseFormat,
     StreamOptions,
@@ -237,6 +238,7 @@ class EndpointClient:
         """Attempts in flight per role (:class:`~.inflight.InFlight`), made at a role's first attempt."""
         self._time_scale: float | None = None  # real s per simulated s, if the server says
         self.sim_worlds: tuple[str, ...] | None = None
+        self.sim_roles: tuple[str, ...] | None = None  # the request roles a combee sim-server answers
         """The tasks a ``combee sim-server`` said (at :meth:`check`) it plays; None: not said."""
         self.events = events if events is not None else Events()
         """Where :class:`~combee_fast.engine.events.RetryAfter` (before each wait a server asked
@@ -363,7 +365,8 @@ class EndpointClient:
             raise EndpointUnreachable(f"{where} rejected the credentials: HTTP {status} on GET /models")
         listed = _listed_models(body) if status == 200 else None
         if listed is not None and model in listed:
-            self.sim_worlds = _sim_worlds(body, model)
+            card = _sim_card(body, model)
+            self.sim_worlds, self.sim_roles = card.worlds, card.roles
             return
         if listed:  # the server says what it serves: another name would be answered by no model of ours
             raise EndpointUnreachable(f"{where} does not serve model {model!r}: GET /models does not list model "
@@ -757,10 +760,11 @@ class EndpointClient:
         return result
 
 
-def _sim_worlds(body: bytes, model: str) -> tuple[str, ...] | None:
-    """The tasks a ``combee sim-server`` listing ``model`` says it plays (None: not said)."""
+def _sim_card(body: bytes, model: str) -> ModelCard:
+    """The listing's card of ``model``: a ``combee sim-server`` says there which tasks it plays
+    and which roles it answers (None each: not said)."""
     listing = msgspec.json.decode(body, type=ModelList)
-    return next((card.worlds for card in listing.data if card.id == model), None)
+    return next(card for card in listing.data if card.id == model)
 
 
 def _listed_models(body: bytes) -> set[str] | None:

@@ -179,13 +179,15 @@ class CompletionChunk(msgspec.Struct, frozen=True):
 
 
 class ModelCard(msgspec.Struct, frozen=True):
-    """One model of a ``GET /models`` listing; ``worlds``: a ``combee sim-server``'s own field,
-    the tasks whose worlds it plays (absent elsewhere)."""
+    """One model of a ``GET /models`` listing; ``worlds`` and ``roles``: a ``combee
+    sim-server``'s own fields, the tasks whose worlds it plays and the request roles it answers
+    (absent elsewhere; ``roles`` absent: any role, e.g. ``--world echo``)."""
 
     id: str
     object: str = "model"
     owned_by: str = "combee-sim"
     worlds: tuple[str, ...] | None = None
+    roles: tuple[str, ...] | None = None
 
 
 class ModelList(msgspec.Struct, frozen=True):

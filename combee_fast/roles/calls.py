@@ -162,9 +162,13 @@ class RoleCalls:
     async def call(self, request: ChatRequest, parse: Parse | None = None) -> tuple[ChatResult, Any]:
         """``request`` sent and accounted: its result and what ``parse`` made of the reply (the
         call's error when it failed; ``None`` without ``parse``). A reply ``parse`` finds unusable
-        (a :class:`CallError`) is accounted as a failed call with its raw text."""
+        (a :class:`CallError`) is accounted as a failed call with its raw text, and so is a reply
+        whose every text is the role's own name echoed back (``placeholder``: a server that does
+        not know the role, not a model's answer)."""
         result = await self.send(request)
-        parsed = _parsed(result, parse)
+        parsed = _parsed(result, parse) if not echoes_role(result, request.role) else \
+            CallError("placeholder", f"the reply only echoes the role's name {request.role!r}: the endpoint does not "
+                                     "play this role", raw=result.text)
         self.note(request.role, parsed if isinstance(parsed, CallError) else result.error, result.text)
         return result, parsed
 
@@ -227,6 +231,23 @@ class RoleCalls:
         count = functools.partial(self.token_counts.count, client) if capabilities.tokenize else None
         return await fit_playbook(context_text, build("").messages,
                                   capabilities.context_length - self.max_tokens_of(key), count)
+
+
+def echoes_role(result: ChatResult, role: str) -> bool:
+    """Whether the reply's every text (its JSON's strings, or its plain text) is ``role``."""
+    if result.error is not None or result.text is None:
+        return False
+    texts: list[str] = []
+    pending: list[Any] = [result.data] if result.data is not None else [result.text]
+    while pending:
+        value = pending.pop()
+        if isinstance(value, str):
+            texts.append(value.strip())
+        elif isinstance(value, dict):
+            pending.extend(value.values())
+        elif isinstance(value, list):
+            pending.extend(value)
+    return bool(texts) and all(text == role for text in texts)
 
 
 def _parsed(result: ChatResult, parse: Parse | None) -> Any:

@@ -136,10 +136,11 @@ def server_from_args(args: argparse.Namespace) -> SimServer:
         responder = LearnerRoles(responder, worlds, roles)
     played = worlds.tasks if isinstance(worlds, TaskWorlds) else (worlds.task.name,) \
         if isinstance(worlds, TaskWorld) else None
+    answered = tuple(sorted({*worlds.plays(), *roles})) if isinstance(worlds, (TaskWorld, TaskWorlds)) else None
     return SimServer(responder, preset=preset, time_scale=args.time_scale, faults=faults,
                      seed=args.seed, latency_jitter=args.latency_jitter, host=args.host, port=args.port,
                      reject_json_schema=args.reject_json_schema, reuse_port=args.reuse_port, model=args.model,
-                     worlds=played)
+                     worlds=played, roles=answered)
 
 
 class RolelessNotice:

@@ -145,7 +145,8 @@ class SimServer:
     behaves as one server. ``model`` is the one model ``GET /v1/models`` lists (chat requests
     are answered whatever model they name; the client's start-up check refuses an unlisted one).
     ``worlds``: the tasks whose worlds it plays, named in that listing (``worlds``), so a run of
-    another task is refused at start-up (None: not said).
+    another task is refused at start-up (None: not said); ``roles`` likewise the request roles it
+    answers, so a run of a learner it does not know is refused (None: any role).
     """
 
     def __init__(
@@ -164,6 +165,7 @@ class SimServer:
         reuse_port: bool = False,
         model: str = SIM_MODEL,
         worlds: tuple[str, ...] | None = None,
+        roles: tuple[str, ...] | None = None,
     ) -> None:
         if not (math.isfinite(time_scale) and time_scale > 0):
             raise ConfigError(f"time_scale must be a positive number, got {time_scale!r}")
@@ -182,7 +184,7 @@ class SimServer:
         self._reject_json_schema = reject_json_schema
         self._reuse_port = reuse_port
         self.model = model
-        self.worlds = worlds
+        self.worlds, self.roles = worlds, roles
         self._model = BatchModel(self.preset)
         self._counters = SimCounters()
         self._spans: collections.deque[tuple[float, float]] = collections.deque(maxlen=SPANS_KEPT)
@@ -279,7 +281,7 @@ class SimServer:
             response.headers[TIME_SCALE_HEADER] = repr(self._time_scale)
             return response
         if request.method == "GET" and request.path == "/v1/models":
-            return web.Response(body=_encoder.encode(ModelList(data=(ModelCard(id=self.model, worlds=self.worlds),))),
+            return web.Response(body=_encoder.encode(ModelList(data=(ModelCard(id=self.model, worlds=self.worlds, roles=self.roles),))),
                                 content_type="application/json")
         if request.method == "GET" and request.path == "/v1/combee/counters":
             return web.Response(body=_encoder.encode(self.counters()), content_type="application/json")

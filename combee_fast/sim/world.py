@@ -272,6 +272,10 @@ class TaskWorld:
         examples = [e for s in (splits or task.split_names()) for e in task.load(s).examples]
         return cls(task, examples, params)
 
+    def plays(self) -> tuple[str, ...]:
+        """The request roles this world answers as their learner's model would."""
+        return tuple(sorted(self.roles))
+
     def knows(self, question: str) -> bool:
         """Whether ``question`` (an example's input, stripped) is one of this world's."""
         return question in self._questions

@@ -84,6 +84,10 @@ class TaskWorlds:
     def tasks(self) -> tuple[str, ...]:
         return tuple(world.task.name for world in self.worlds)
 
+    def plays(self) -> tuple[str, ...]:
+        """The request roles some world answers as their learner's model would."""
+        return tuple(sorted({role for world in self.worlds for role in world.plays()}))
+
     def world_for(self, request: SimRequest) -> TaskWorld:
         """The world that knows the request's question (the first world when it names none or no
         world knows it: that world then answers as for any unknown question)."""

@@ -1,0 +1,77 @@
+"""Issue 52, finding 1: a plug-in learner against a simulated endpoint that does not play its
+roles is refused at start-up in one line naming the role and what to do (it used to be answered
+with its own role name, score 0% and exit 0). The learner is installed from outside the tree
+(``tests/plugins``, as its other tests install it); the endpoint is the in-process one or a real
+``combee sim-server`` on loopback."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from combee_fast.errors import EXIT_USAGE
+
+COMBEE = Path(sys.executable).with_name("combee")
+MUTE = '''from combee_notes.kind import NotesKind
+
+
+class MuteKind(NotesKind):
+    """The notes learner without simulated-endpoint responders: no simulated world plays its roles."""
+
+    name = "mute"
+    responders = {}
+
+
+MUTE = MuteKind()
+'''
+LEARN = ("--task", "formula", "--train-split", "train[0:4]", "--val-split", "val[0:2]", "--batch-size", "4",
+         "--time-scale", "0.0001", "--quiet")
+
+
+def _one_line(done: subprocess.CompletedProcess[str]) -> str:
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == EXIT_USAGE and len(lines) == 1, (done.returncode, done.stderr)
+    return lines[0]
+
+
+def test_a_learner_the_in_process_simulated_endpoint_does_not_play_is_refused_at_start(
+        plugin_sites: tuple[Path, Path], tmp_path: Path) -> None:
+    (tmp_path / "combee_mute.py").write_text(MUTE)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(plugin_sites[0])])}
+    done = subprocess.run([str(COMBEE), "learn", "--learner", "combee_mute:MUTE", *LEARN, "--out",
+                           str(tmp_path / "run")], capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
+    line = _one_line(done)
+    assert "the in-process simulated endpoint does not play role 'answer' (requests named 'notes_answer') of " \
+           "learner 'mute'" in line, line
+    assert "responders" in line and "--role-endpoint answer=URL" in line
+    assert not (tmp_path / "run").exists()  # refused before anything was made
+
+
+@pytest.fixture()
+def bare_server() -> Iterator[str]:
+    """A ``combee sim-server`` that has no plug-in installed (it plays the built-in learners only)."""
+    process = subprocess.Popen([str(COMBEE), "sim-server", "--port", "0", "--time-scale", "0.0001"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        first = process.stdout.readline().split()  # type: ignore[union-attr]
+        assert first[:2] == ["listening", "on"], first
+        yield first[2]
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+def test_a_sim_server_that_does_not_know_an_installed_learner_refuses_it_at_start(
+        plugin_env: dict[str, str], bare_server: str, tmp_path: Path) -> None:
+    done = subprocess.run([str(COMBEE), "learn", "--learner", "notes", *LEARN, "--endpoint", bare_server, "--model",
+                           "sim", "--out", str(tmp_path / "run")], capture_output=True, text=True, timeout=300,
+                          env=plugin_env, cwd=tmp_path)
+    line = _one_line(done)
+    assert "a combee sim-server, does not play role 'answer' (requests named 'notes_answer') of learner 'notes'" \
+        in line, line
+    assert "combee sim-server --learner notes" in line
