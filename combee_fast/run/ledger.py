@@ -147,10 +147,11 @@ def _bump(table: dict[str, dict[str, int]], role: str, kind: str, n: int) -> Non
 
 
 def step_outcomes(result: StepResult[Any]) -> list[tuple[Usage, CallError | None]]:
-    """``(usage, error)`` of every LLM call the step made (collected traces cost no call)."""
-    return [o for t in result.traces for o in t.call_outcomes()] + [
-        (p.usage, p.error) for p in result.proposals
-    ]
+    """``(usage, error)`` of every LLM call the step made (collected traces cost no call). A
+    role-less usage (``Usage()``) says no call was made: a learner's proposal or trace part built
+    without a model (a merge done in code) is not counted as a call, whatever the learner."""
+    outcomes = [o for t in result.traces for o in t.call_outcomes()] + [(p.usage, p.error) for p in result.proposals]
+    return [(usage, error) for usage, error in outcomes if usage.role or error is not None]
 
 
 def call_counts(outcomes: Iterable[tuple[Usage, CallError | None]]) -> CallCounts:

@@ -72,6 +72,10 @@ class WithRoles:
         responder = self.roles.get(request.role)
         return responder(self.world, request) if responder is not None else self.world.respond(request)
 
+    def plays(self) -> tuple[str, ...]:
+        """The request roles answered: ``roles`` and the world's own."""
+        return tuple(sorted({*self.roles, *self.world.plays()}))
+
 
 def probe_tool_reply(request: SimRequest) -> SimReply:
     """What a server with tool calling answers a request offering tools that no role plays (the
