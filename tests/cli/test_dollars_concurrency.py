@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -17,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from combee_fast.errors import EXIT_OK, EXIT_USAGE
+from tests.sim_server_process import sim_server_process
 
 SPLITS = ("--train-split", "train[0:40]", "--val-split", "val[0:10]", "--batch-size", "20")
 PRICES = {"generator": (3.0, 15.0), "reflector": (0.5, 1.5), "curator": (3.0, 15.0), "reducer": (3.0, 15.0)}
@@ -34,16 +36,8 @@ def _combee(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 @pytest.fixture(scope="module")
 def server() -> Iterator[str]:
     """A ``combee sim-server`` process on a free loopback port; its base URL."""
-    process = subprocess.Popen([sys.executable, "-m", "combee_fast.cli", "sim-server", "--port", "0", "--preset",
-                                "flat", "--time-scale", "0.0005"],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
-    try:
-        first = process.stdout.readline().split()  # type: ignore[union-attr]
-        assert first[:2] == ["listening", "on"], first
-        yield first[2]
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
+    with sim_server_process("--preset", "flat", "--time-scale", "0.0005", env=ENV) as url:
+        yield url
 
 
 def _learn(server: str, out: Path, *extra: str) -> tuple[subprocess.CompletedProcess[str], dict]:
@@ -78,8 +72,9 @@ def test_prices_give_the_dollars_of_the_runs_own_tokens_everywhere(server: str, 
     report = (out / "report.md").read_text()
     shown = f"${total:.4f}"
     assert f"| {summary['tokens']:,} | {shown} |" in report  # the cost table
-    assert f"| reflector | {summary['accounting']['train']['calls']['reflector']:,} | 0 | 0 | " \
-           f"${expected['reflector']:.4f} |" in report  # the per-role table
+    calls = summary["accounting"]["train"]["calls"]["reflector"]
+    assert re.search(rf"\| reflector \| sim at \S+ \| {calls:,} \| 0 \| 0 \| [\d.,]+ \| "
+                     rf"\${expected['reflector']:.4f} \|", report), report  # the per-role table: served by, calls...
     assert f"Dollars per accepted improvement: ${total / summary['candidates_accepted']:.4f}" in report
     assert f"  cost: {shown} (generator ${expected['generator']:.4f}, reflector ${expected['reflector']:.4f}" \
         in done.stderr

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from combee_fast.cli import main
+from tests.sim_server_process import sim_server_process
 
 
 def _combee(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None,
@@ -84,16 +85,8 @@ def test_compare_paired_needs_two_runs_with_a_shared_evaluated_split(demo: Path,
 @pytest.fixture()
 def slow_server() -> Iterator[str]:
     """A ``combee sim-server`` on loopback whose every call takes 2 real seconds; its base URL."""
-    process = subprocess.Popen([sys.executable, "-m", "combee_fast.cli", "sim-server", "--port", "0", "--world",
-                                "formula", "--constant-latency", "2", "--time-scale", "1"],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        first = process.stdout.readline().split()  # type: ignore[union-attr]
-        assert first[:2] == ["listening", "on"], first
-        yield first[2]
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
+    with sim_server_process("--world", "formula", "--constant-latency", "2", "--time-scale", "1") as url:
+        yield url
 
 
 def test_a_slow_endpoint_gets_heartbeat_lines_while_a_step_runs(slow_server: str, tmp_path: Path) -> None:

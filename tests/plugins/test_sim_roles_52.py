@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from combee_fast.errors import EXIT_USAGE
+from tests.sim_server_process import sim_server_process
 
 COMBEE = Path(sys.executable).with_name("combee")
 MUTE = '''from combee_notes.kind import NotesKind
@@ -56,15 +57,8 @@ def test_a_learner_the_in_process_simulated_endpoint_does_not_play_is_refused_at
 @pytest.fixture()
 def bare_server() -> Iterator[str]:
     """A ``combee sim-server`` that has no plug-in installed (it plays the built-in learners only)."""
-    process = subprocess.Popen([str(COMBEE), "sim-server", "--port", "0", "--time-scale", "0.0001"],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        first = process.stdout.readline().split()  # type: ignore[union-attr]
-        assert first[:2] == ["listening", "on"], first
-        yield first[2]
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
+    with sim_server_process("--time-scale", "0.0001") as url:
+        yield url
 
 
 def test_a_sim_server_that_does_not_know_an_installed_learner_refuses_it_at_start(
