@@ -42,11 +42,20 @@ and the accuracies with their intervals) goes to ``--out``.
 
 Sizes: see docs/real-models.md for the sizes measured here and why.
 
+``real_speedup_limit``: the most any schedule could reach on this server for this work: sequential
+ACE's training seconds over the least time the server needs to generate its map's tokens (its
+generator and reflector calls, which every method makes too) at the server probe's peak, prompts
+read for free; a ``real_speedup`` above it is refused (exit 6). ``tokens_<method>``: generated
+tokens; ``cached_share_<method>``: the share of its prompt tokens the server's prompt cache spared
+it; ``retention_<method>``: of the formulas its reflections named, the share its final playbook
+names (:mod:`retention`); the report adds each role's generated tokens per item.
+
 Last line: ``real_speedup=<x> batching_gain=<x> workload_gain=<x> utilization=<share> best_concurrency=<n>
 predicted_vs_measured=<ratio|nan> acc_sequential=<%> acc_sequential_lo=<%> acc_sequential_hi=<%>
 acc_naive=... acc_combee=... s_sequential=<s> s_naive=<s> s_combee=<s> tokens_sequential=<n>
-tokens_naive=<n> tokens_combee=<n> utilization_ceiling=<share> prefill_share=<share|nan> cached_share=<share|nan>
-train=<N> test=<M> load_start=<1-min load> load_end=<...>``
+tokens_naive=<n> tokens_combee=<n> cached_share_<method>=<share|nan> (each method) retention_<method>=<share|nan>
+(each method) real_speedup_limit=<x> utilization_ceiling=<share> prefill_share=<share|nan>
+cached_share=<share|nan> train=<N> test=<M> load_start=<1-min load> load_end=<...>``
 """
 
 from __future__ import annotations
@@ -60,6 +69,7 @@ from pathlib import Path
 import msgspec
 
 from physics import WrongWorld, guarded, physical_ratio
+from retention import Formulas, reflection_texts, retention
 
 from combee_fast.ace.generator import generator_messages
 from combee_fast.ace.roles import GENERATOR
@@ -74,6 +84,7 @@ from combee_fast.run.batch_plans import FixedBatch
 from combee_fast.run.report import answered_interval
 from combee_fast.run.train import TrainResult
 from combee_fast.session import open_session
+from combee_fast.tasks.registry import get_task
 
 MODEL = "qwen2.5-coder-0.5b"
 """The ``--local`` model the bench runs."""
@@ -89,15 +100,18 @@ MAP_ROLES = ("generator", "reflector")
 
 
 class MethodRun(msgspec.Struct, frozen=True):
-    """One method's training and test score: wall seconds of training, generated and prompt tokens,
-    the tokens its map roles generated and the most seconds its map can have lasted (module
-    docstring), the test accuracy with its interval,
-    and the local server's count of its work during the training (None: not a llama.cpp server)."""
+    """One method's training and test score: wall seconds of training, generated and prompt tokens
+    (and the generated ones per role and item), the tokens its map roles generated and the most
+    seconds its map can have lasted (module docstring), the test accuracy with its interval, the
+    local server's count of its work during the training (None: not a llama.cpp server), and the
+    retention of its reflections' lessons (:mod:`retention`: the share, and how many formulas its
+    reflections named)."""
 
     method: str
     seconds: float
     completion_tokens: int
     prompt_tokens: int
+    per_item: dict[str, float]
     map_tokens: int
     map_seconds: float
     calls: int
@@ -105,6 +119,8 @@ class MethodRun(msgspec.Struct, frozen=True):
     entries: int
     accuracy: ScoreInterval
     work: ServerWork | None
+    retention: float | None
+    named: int
 
 
 def session_config(args: argparse.Namespace, *, slots: int, concurrency: int) -> SessionConfig:
@@ -176,9 +192,10 @@ async def learn(args: argparse.Namespace, method: str, concurrency: int,
     return result, seconds, interval
 
 
-def method_run(method: str, result: TrainResult, seconds: float, accuracy: ScoreInterval) -> MethodRun:
+def method_run(method: str, result: TrainResult, seconds: float, accuracy: ScoreInterval,
+               formulas: Formulas, replies: Path) -> MethodRun:
     """The figures of one method's run (wall seconds of training), checked: a run that learned
-    from no call is refused."""
+    from no call is refused. ``replies``: its record cache, where its reflections are read."""
     failed = sum(sum(kinds.values()) for kinds in result.counts.errors.values())
     if result.calls <= failed:
         raise WrongWorld(f"{method}: all {result.calls} calls failed: a run that learned nothing is no baseline")
@@ -187,17 +204,29 @@ def method_run(method: str, result: TrainResult, seconds: float, accuracy: Score
     map_tokens = sum(row.completion_tokens.get(role, 0) for row in result.ledger for role in MAP_ROLES)
     map_busy_s = sum(row.concurrency[role].busy_s for row in result.ledger for role in MAP_ROLES if role in row.concurrency)
     map_seconds = min(map_busy_s, sum(row.wall_seconds for row in result.ledger))  # module docstring
-    return MethodRun(method, seconds, completion, prompt, map_tokens, map_seconds, result.calls,
-                     failed, len(result.artifact), accuracy, result.server_work)
+    kept, named = retention(formulas, reflection_texts(replies), [bullet.content for bullet in result.final.bullets()])
+    return MethodRun(method, seconds, completion, prompt, result.counts.generated_per_item(result.samples), map_tokens,
+                     map_seconds, result.calls, failed, len(result.artifact), accuracy, result.server_work, kept, named)
+
+
+def share(value: float | None) -> str:
+    """A share as the last line prints it; ``nan`` where it is unknown."""
+    return "nan" if value is None else f"{value:.3f}"
 
 
 def work_figures(work: ServerWork | None) -> dict[str, str]:
     """``prefill_share`` and ``cached_share`` of a run's server work (module docstring); ``nan``
     where the server did not count."""
-    def share(value: float | None) -> str:
-        return "nan" if value is None else f"{value:.3f}"
-
     return {"prefill_share": share(work and work.prefill_share), "cached_share": share(work and work.cached_share)}
+
+
+def speedup_limit(sequential: MethodRun, peak: float) -> float:
+    """The most any schedule could speed sequential ACE's training up on this server: its wall
+    seconds over the least time in which the server can generate what every method must generate
+    too, sequential ACE's generator and reflector tokens (its map: each item answered and reflected
+    on once), at the server's peak rate, with prompts read for free. A measured speedup above it
+    is not a speedup of this work."""
+    return sequential.seconds / (sequential.map_tokens / peak)
 
 
 def percent(interval: ScoreInterval) -> tuple[float, float, float]:
@@ -233,8 +262,12 @@ def write_page(out: Path, curves: Curves, runs: dict[str, MethodRun], figures: d
     plt.close(figure)
     rows = "\n".join(
         f"| {r.method} | {r.seconds:,.0f} | {r.calls} | {r.failed_calls} | {r.prompt_tokens:,} | {r.completion_tokens:,} "
-        f"| {r.entries} | {percent(r.accuracy)[0]:.1f} [{percent(r.accuracy)[1]:.1f}, {percent(r.accuracy)[2]:.1f}] |"
+        f"| {r.entries} | {share(r.retention)} of {r.named} "
+        f"| {percent(r.accuracy)[0]:.1f} [{percent(r.accuracy)[1]:.1f}, {percent(r.accuracy)[2]:.1f}] |"
         for r in runs.values())
+    roles = list(dict.fromkeys(role for r in runs.values() for role in r.per_item))
+    per_item = "\n".join(f"| {r.method} | " + " | ".join(f"{r.per_item.get(role, 0.0):,.1f}" for role in roles) + " |"
+                         for r in runs.values())
     work_rows = "\n".join(
         f"| {r.method} | {w.prompt_tokens:,.0f} | {'?' if w.cached_tokens is None else f'{w.cached_tokens:,.0f}'} "
         f"| {w.prompt_s:,.1f} | {w.generated_tokens:,.0f} | {w.generate_s:,.1f} | {w.prefill_share or 0:.2f} |"
@@ -252,8 +285,10 @@ def write_page(out: Path, curves: Curves, runs: dict[str, MethodRun], figures: d
         f"## Batching ({args.max_slots} slots)\n\n| probe | at once | latency s | prompt tokens | tokens/s |\n"
         f"|---|---|---|---|---|\n{levels}\n\n{notes}\n\n"
         f"## Runs ({figures['best_concurrency']} slot(s), as many requests in flight; sequential: 1)\n\n"
-        f"| method | train s | calls | failed | prompt tokens | generated tokens | entries | test % [95% CI] |\n"
-        f"|---|---|---|---|---|---|---|---|\n{rows}\n\n"
+        f"| method | train s | calls | failed | prompt tokens | generated tokens | entries | retention (formulas) "
+        f"| test % [95% CI] |\n|---|---|---|---|---|---|---|---|---|\n{rows}\n\n"
+        f"Generated tokens per item learned from, by role:\n\n| method | {' | '.join(roles)} |\n"
+        f"|---|{'---|' * len(roles)}\n{per_item}\n\n"
         f"## The server's work during each training (its `/metrics`; slot seconds)\n\n"
         f"| method | prompt tokens read | cached | reading s | generated | generating s | prefill share |\n"
         f"|---|---|---|---|---|---|---|\n{work_rows}\n\n"
@@ -272,11 +307,12 @@ async def bench(args: argparse.Namespace) -> dict[str, str]:
     # The probe's rates are per second of the server's latency: wall seconds, or on the simulated
     # endpoint simulated ones, of which a real second holds 1 / time_scale.
     peak = curves.server.peak_tokens_per_s / (args.time_scale if args.sim else 1.0)
+    formulas = Formulas(get_task("formula").load(f"train[0:{args.train}]").examples)
     runs: dict[str, MethodRun] = {}
     for method in METHODS:
         started = time.perf_counter()
         result, seconds, interval = await learn(args, method, 1 if method == "sequential" else best, out)
-        runs[method] = method_run(method, result, seconds, interval)
+        runs[method] = method_run(method, result, seconds, interval, formulas, out / f"{method}-replies.cache")
         print(f"  {method:<10} {runs[method].seconds:7.0f} s training, {percent(interval)[0]:5.1f}% test; "
               f"{time.perf_counter() - started:5.0f} s with scoring", file=sys.stderr, flush=True)
     combee, sequential = runs["combee"], runs["sequential"]
@@ -285,7 +321,9 @@ async def bench(args: argparse.Namespace) -> dict[str, str]:
     utilization = physical_ratio("utilization", combee.map_tokens / combee.map_seconds / peak)
     summary = msgspec.json.decode((out / "combee" / "summary.json").read_bytes())
     ratio = (summary.get("batching") or {}).get("predicted_vs_measured")
-    figures = {"real_speedup": f"{sequential.seconds / combee.seconds:.2f}", "batching_gain": f"{curves.server.gain:.2f}",
+    speedup, limit = sequential.seconds / combee.seconds, speedup_limit(sequential, peak)
+    physical_ratio("real_speedup / real_speedup_limit", speedup / limit)
+    figures = {"real_speedup": f"{speedup:.2f}", "batching_gain": f"{curves.server.gain:.2f}",
                "workload_gain": f"{curves.workload.gain:.2f}", "utilization": f"{utilization:.3f}",
                "best_concurrency": str(best), "predicted_vs_measured": "nan" if ratio is None else f"{ratio:.3f}"}
     for name, run_ in runs.items():
@@ -293,6 +331,10 @@ async def bench(args: argparse.Namespace) -> dict[str, str]:
         figures |= {f"acc_{name}": f"{mean:.1f}", f"acc_{name}_lo": f"{lower:.1f}", f"acc_{name}_hi": f"{upper:.1f}"}
     figures |= {f"s_{name}": f"{run_.seconds:.0f}" for name, run_ in runs.items()}
     figures |= {f"tokens_{name}": str(run_.completion_tokens) for name, run_ in runs.items()}
+    figures |= {f"cached_share_{name}": share(run_.work and run_.work.cached_share) for name, run_ in runs.items()}
+    figures |= {f"retention_{name}": "nan" if run_.retention is None else f"{run_.retention:.2f}"
+                for name, run_ in runs.items()}
+    figures |= {"real_speedup_limit": f"{limit:.2f}"}
     ceiling = curves.workload.peak_tokens_per_s / curves.server.peak_tokens_per_s  # both in the probe's seconds
     figures |= {"utilization_ceiling": f"{physical_ratio('utilization_ceiling', ceiling):.3f}"}
     figures |= work_figures(combee.work)

@@ -24,9 +24,11 @@ from typing import Any
 import msgspec
 
 from combee_fast.config import AgentConfig, SessionConfig
-from combee_fast.endpoint.batching import PROBE_ROLE, BatchingCurve, measure_batching, not_probed
+from combee_fast.endpoint.batching import (PROBE_MESSAGES, PROBE_ROLE, BatchingCurve, measure_batching, not_probed,
+                                           probe_cap)
 from combee_fast.endpoint.cache import CacheMode, ReplayCache
 from combee_fast.endpoint.calls import ChatResult
+from combee_fast.endpoint.client import EndpointClient
 from combee_fast.endpoint.capabilities import root_url
 from combee_fast.endpoint.server_work import ServerWork, read_server_work, work_since
 from combee_fast.errors import CheckpointError, CombeeError, ConfigError
@@ -40,6 +42,7 @@ from combee_fast.protocols.tasks import Task
 from combee_fast.roles.calls import RoleCalls
 from combee_fast.roles.clients import Fallback, RoleClients, RoleMap, open_role_clients
 from combee_fast.roles.spec import Role, task_roles
+from combee_fast.roles.workload import workload_prompts
 from combee_fast.run.batch_plans import ControllerPlan, FixedBatch, LivePlan, ReplayedPlan
 from combee_fast.run.checkpoint import StoredCheckpoint
 from combee_fast.run.context import LearnContext
@@ -63,7 +66,7 @@ from combee_fast.run.usage import SplitUsage, append_usage, usage_entry
 from combee_fast.rollouts.attempts import EpisodeAttempts
 from combee_fast.rollouts.journal import TrajectoryJournal
 from combee_fast.rollouts.spec import BUILT_IN_AGENT, RolloutSpec, uses_agents
-from combee_fast.schema import Example
+from combee_fast.schema import Example, Message
 from combee_fast.sim.server import SimServer
 from combee_fast.sim.worlds import task_world
 from combee_fast.tasks.base import Split
@@ -226,7 +229,7 @@ class Session:
             curve = not_probed("the in-process simulated endpoint")
         else:
             curve = await measure_batching(client, budget_s=controller.probe_s, max_tokens=controller.probe_tokens,
-                                           record=self._probe_call)
+                                           record=self._probe_call, prompts=self.workload_prompts(role, client))
             if curve.why:
                 cold = "" if curve.points else "; the planner starts cold"
                 print(f"combee: {curve.why}{cold}", file=sys.stderr)
@@ -234,6 +237,20 @@ class Session:
         if run_dir is not None and resumed is None:
             run_dir.write_batching(curve)
         return curve
+
+    def workload_prompts(self, role: str, client: EndpointClient) -> list[tuple[Message, ...]]:
+        """The prompts the start-up probe sends as ``role`` (:mod:`combee_fast.roles.workload`): the
+        role's instructions, the learned context the run starts from, and the inputs of the train
+        split's first examples, one a request, as many as the probe may send (a level of each size
+        up to its cap); its short counting prompt when the task has no inputs (collected
+        rollouts)."""
+        kind = self.choice.kind
+        declared = next(r for r in kind.roles if r.key == role)
+        inputs = [example.input for example in self.train_split.examples[:2 * probe_cap(client)]]
+        if not inputs:
+            return [PROBE_MESSAGES]
+        context = kind.deployable(kind.initial(self.config)).render()
+        return workload_prompts(declared, context, inputs)
 
     def _probe_call(self, result: ChatResult) -> None:
         """Count one call of the batching probe in the run's calls (a cut answer is what it asked for)."""

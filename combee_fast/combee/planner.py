@@ -7,9 +7,16 @@ steps measured (:class:`StepSignals`, built by ``combee_fast.run.step_signals`` 
 records only, so a replayed run decides the same):
 
 * **Start.** The start-up probe's batching curve (:meth:`ShapePlanner.seed`,
-  :mod:`combee_fast.endpoint.batching`): its calls join the latency fit, and the first step fills
-  the level of the endpoint's peak tokens/s instead of the cold ``1/start_steps`` of the queue.
-  The curve is recorded with the run, so a replayed or resumed run starts the same.
+  :mod:`combee_fast.endpoint.batching`), measured with the rollout role's own prompts: its calls
+  join the latency fit, and the first step fills the level of the endpoint's peak tokens/s
+  instead of the cold ``1/start_steps`` of the queue. The curve is recorded with the run, so a
+  replayed or resumed run starts the same.
+* **No-go.** When the hardware cannot make parallelism pay, the run says so and runs one item a
+  step, the sequential schedule, instead of running slower: a probe whose requests sent at once
+  generate no more than ``1 + RISE`` times one request's tokens/s at every level (a CPU server whose
+  prompts are as compute-bound as its decoding) leaves nothing a batch could gain. The decision's
+  reason begins with ``no-go:`` (``controller.jsonl``, the ledger's batch reason) and holds for
+  the rest of the run: steps of one item measure nothing that would lift it.
 * **Queue.** ``remaining`` items of the epoch (offline) or waiting rollouts (online).
 * **Hardware class.** The endpoint's latency against requests in flight
   (:class:`~combee_fast.combee.latency_curve.LatencyCurve`). A step at batch ``b`` is predicted
@@ -45,7 +52,7 @@ import msgspec
 
 from combee_fast.combee.latency_curve import CallSample, CurveState, LatencyCurve, fit_line
 from combee_fast.config import CombeeConfig, ControllerConfig
-from combee_fast.endpoint.batching import BatchingCurve
+from combee_fast.endpoint.batching import RISE, BatchingCurve
 from combee_fast.engine.kept import capture, restore_into
 
 
@@ -109,6 +116,22 @@ class PlannerState(msgspec.Struct, frozen=True):
     _planned_batch: int
     _surprise: float | None
     _probe: BatchingCurve | None = None
+    _no_go: str | None = None
+
+
+NO_GO = "no-go"
+"""How a decision's reason begins when parallelism cannot pay on the endpoint (module docstring)."""
+
+
+def no_gain(probe: BatchingCurve) -> str | None:
+    """Why ``probe`` leaves a batch nothing to gain (its levels above one generate under ``1 +
+    RISE`` times one request's tokens/s), or None when it shows a gain or measured one level only."""
+    if len(probe.points) < 2 or probe.gain >= 1 + RISE:
+        return None
+    rates = ", ".join(f"{p.tokens_per_s:.1f} at {p.concurrency}" for p in probe.points)
+    return (f"{NO_GO}: the start-up probe's requests, shaped as the rollout role's, generated {rates} tokens/s: "
+            f"no level reached {1 + RISE:.2f}x one request's (gain {probe.gain:.2f}), so no batch can beat one item "
+            "at a time here; every step takes one item (the sequential schedule)")
 
 
 class ShapePlanner:
@@ -138,6 +161,7 @@ class ShapePlanner:
         self._planned_batch = 0
         self._surprise: float | None = None  # measured / predicted map seconds of a surprising step
         self._probe: BatchingCurve | None = None  # the start-up probe's curve (None: not probed)
+        self._no_go: str | None = None  # why parallelism cannot pay here (None: it may)
 
     def seed(self, probe: BatchingCurve) -> None:
         """Start from the start-up probe's curve: each of its levels joins the latency fit as
@@ -148,6 +172,12 @@ class ShapePlanner:
         self.curve.add(CallSample(float(p.concurrency), p.prompt_tokens, p.completion_tokens, p.latency_s)
                        for p in probe.points for _ in range(p.concurrency))
         self._probe = probe
+        self._no_go = no_gain(probe)
+
+    @property
+    def no_go(self) -> str | None:
+        """Why parallelism cannot pay on the endpoint (the no-go's reason), or None."""
+        return self._no_go
 
     def state(self) -> PlannerState:
         """What the planner learned and decided so far, for a checkpoint."""
@@ -233,7 +263,12 @@ class ShapePlanner:
         hi = max(self.lower, min(self.upper, self._cap, remaining))
         remedy, why_remedy = self._remedy(inputs)
         s = self._last
-        if s is None and self._probe is not None:
+        if self._no_go is not None:
+            batch, reason = self.lower, self._no_go
+            if s is not None and self.curve.coef is not None:
+                predicted = inputs["predicted_step_s"] = self._step_seconds(s, batch)
+                self._predicted_map = predicted - (self._tail or 0.0)
+        elif s is None and self._probe is not None:
             probe = self._probe
             batch = max(self.lower, min(hi, probe.best_concurrency))
             inputs.update(probe_best_concurrency=float(probe.best_concurrency), probe_gain=probe.gain)

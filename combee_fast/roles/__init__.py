@@ -10,6 +10,7 @@
 - :mod:`.bounds`: bounds that make each schema a grammar a model cannot loop in.
 - :mod:`.budget`: prompts that fit the endpoint's context.
 - :mod:`.trajectory`: an agent's trajectory as a learner's role reads it, within a budget.
+- :mod:`.workload`: the prompts a start-up probe sends to measure an endpoint on a role's own work.
 - :mod:`.names`: the request names of the built-in learners' roles (one definition for the
   learners and the simulated endpoint).
 

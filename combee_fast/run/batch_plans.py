@@ -28,7 +28,7 @@ from combee_fast.files import read_regular
 from combee_fast.combee.controller import BatchSizeController, ControllerState, IterationMeasurement
 from combee_fast.combee.planner import PlannerState, ShapeDecision, ShapePlanner
 from combee_fast.methods.base import StepResult, StepShape
-from combee_fast.run.events import Events, KernelsCompiling
+from combee_fast.run.events import Events, KernelsCompiling, NoGo
 from combee_fast.run.rundir import RunDir
 from combee_fast.run.step_signals import step_signals
 
@@ -252,13 +252,15 @@ class LivePlan:
     state_type = LivePlanState
 
     def __init__(self, planner: ShapePlanner, *, workers: int, lessons: Lessons, rollout_role: str,
-                 knob: DiverseTemperature | None = None, run_dir: RunDir | None = None) -> None:
+                 knob: DiverseTemperature | None = None, run_dir: RunDir | None = None,
+                 events: Events | None = None) -> None:
         self.planner = planner
         self.workers = workers
         self.lessons = lessons
         self.rollout_role = rollout_role
         self.knob = knob
         self.run_dir = run_dir
+        self.events = events
         self.decision: ShapeDecision | None = None
 
     @classmethod
@@ -275,11 +277,16 @@ class LivePlan:
         planner = ShapePlanner(config, combee, upper=config.max_batch)
         if probe is not None:
             planner.seed(probe)
-        return cls(planner, workers=workers, lessons=lessons, rollout_role=rollout_role, knob=knob, run_dir=run_dir)
+        return cls(planner, workers=workers, lessons=lessons, rollout_role=rollout_role, knob=knob, run_dir=run_dir,
+                   events=events)
 
     def next_size(self, remaining: int) -> tuple[int, str]:
+        """The next step's size and why; the planner's no-go is said once, on ``events``."""
+        said = self.planner.no_go is not None and self.decision is not None
         decision = self.planner.decide(remaining)
         self.decision = decision
+        if self.planner.no_go is not None and not said and self.events is not None:
+            self.events.emit(NoGo(self.planner.no_go))
         if self.knob is not None and decision.reflect_temperature is not None:
             self.knob.diverse_temperature = decision.reflect_temperature
         if self.run_dir is not None:

@@ -23,6 +23,7 @@ output, reports, trackers, metrics endpoints), and none of them reaches into the
     BatchApplied      an online learner applied one batch: its size, the queue behind it, its latencies
     KernelsCompiling  the batch planner waits for its Numba kernels to compile (first run on a machine)
     EndpointsProbed   the session waits for its endpoints' start-up probes (model, structured output, tools)
+    NoGo              the batch planner found that parallelism cannot pay here: it runs the sequential schedule
     RunStopped        the run ended: why, and what that stop means (done, limit, interrupt, failure)
 
 The consumers' contract (synchronous, cheap; a consumer that raises is dropped, a *critical* one
@@ -132,6 +133,13 @@ class KernelsCompiling(msgspec.Struct, frozen=True, tag="kernels_compiling", tag
     seconds: float | None = None
 
 
+class NoGo(msgspec.Struct, frozen=True, tag="no_go", tag_field="kind"):
+    """The batch planner found that parallelism cannot pay on the endpoint and runs the
+    sequential schedule (:mod:`combee_fast.combee.planner`): ``reason`` says what it measured."""
+
+    reason: str
+
+
 class RunStopped(msgspec.Struct, frozen=True, tag="run_stopped", tag_field="kind"):
     """The run ended after ``steps`` steps: ``reason``, and what it means (``ends``: done,
     limit, interrupt or failure)."""
@@ -143,7 +151,7 @@ class RunStopped(msgspec.Struct, frozen=True, tag="run_stopped", tag_field="kind
 
 Event = (StepDone | VersionApplied | CallFailed | CallReplied | RetryAfter | Overloaded | EpisodeFinished
          | EpisodeFailed | EpisodeRerun | ReleaseDecision | ReleaseStatus | BatchApplied | KernelsCompiling | EndpointsProbed
-         | RunStopped)
+         | NoGo | RunStopped)
 """Every event a run emits."""
 
 Consumer = Callable[[Event], None]
@@ -151,6 +159,6 @@ Consumer = Callable[[Event], None]
 
 __all__ = [
     "BatchApplied", "CallFailed", "Consumer", "EndpointsProbed", "EpisodeFailed", "EpisodeFinished", "EpisodeRerun",
-    "Event", "Events", "KernelsCompiling", "NextDecision", "Overloaded", "ReleaseDecision", "ReleaseStatus",
+    "Event", "Events", "KernelsCompiling", "NextDecision", "NoGo", "Overloaded", "ReleaseDecision", "ReleaseStatus",
     "RetryAfter", "RunStopped", "StepDone", "VersionApplied", "VersionRewards", "on_kind",
 ]

@@ -4,8 +4,8 @@
   line a second, counting the waits since the previous one) and a timeout lowered the requests
   in flight (``[overload] ...``), the batch planner waits for its kernels to compile
   (``[compiling] ...``) and the session for its endpoints' start-up probes (``[probing] ...``),
-  each of the last two said only when slow (:mod:`combee_fast.engine.slow_wait`); ``combee
-  learn`` subscribes it unless ``--quiet``.
+  each of the last two said only when slow (:mod:`combee_fast.engine.slow_wait`), and the batch
+  planner's no-go (``[planner] no-go: ...``); ``combee learn`` subscribes it unless ``--quiet``.
 - :func:`rerun_notice`: an episode sent again after its worker was lost (every run says it).
 """
 
@@ -16,7 +16,8 @@ import time
 from typing import IO
 
 from combee_fast.redact import escape_control
-from combee_fast.run.events import EndpointsProbed, EpisodeRerun, Event, KernelsCompiling, Overloaded, RetryAfter
+from combee_fast.run.events import (EndpointsProbed, EpisodeRerun, Event, KernelsCompiling, NoGo, Overloaded,
+                                    RetryAfter)
 
 NOTICE_EVERY_S = 1.0
 """Fewest seconds between two "waiting on Retry-After" lines."""
@@ -55,6 +56,8 @@ class WaitNotices:
         elif isinstance(event, Overloaded):
             print(f"[overload] {escape_control(event.endpoint)}: a request timed out; at most {event.limit} "
                   "request(s) in flight from now on, growing back as answers come", file=stream, flush=True)
+        elif isinstance(event, NoGo):
+            print(f"[planner] {event.reason}", file=stream, flush=True)
 
 
 def rerun_notice(event: Event) -> None:

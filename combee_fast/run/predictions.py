@@ -17,6 +17,7 @@ from typing import Any
 
 import msgspec
 
+from combee_fast.combee.planner import NO_GO
 from combee_fast.endpoint.batching import BatchingCurve
 from combee_fast.run.ledger import LedgerRow
 
@@ -39,8 +40,9 @@ def predicted_vs_measured(rows: Sequence[LedgerRow]) -> tuple[float | None, str]
 
 def batching_summary(curve: BatchingCurve | None, rows: Sequence[LedgerRow]) -> dict[str, Any]:
     """``summary.json``'s ``batching``: the probe's points, best concurrency and gain (None without
-    points), why it stopped, and ``predicted_vs_measured`` (with ``predicted_vs_measured_reason``
-    when it is None) over ``steps_predicted`` steps."""
+    points), why it stopped, ``predicted_vs_measured`` (with ``predicted_vs_measured_reason``
+    when it is None) over ``steps_predicted`` steps, and ``no_go``: the batch planner's reason
+    when it found that parallelism cannot pay here (None: it did not)."""
     curve = curve or BatchingCurve.of((), stopped="off", why="not probed: the run was not told of a probe")
     ratio, reason = predicted_vs_measured(rows)
     found = bool(curve.points)
@@ -49,6 +51,7 @@ def batching_summary(curve: BatchingCurve | None, rows: Sequence[LedgerRow]) -> 
         "gain": round(curve.gain, 4) if found else None, "stopped": curve.stopped, "why": curve.why,
         "predicted_vs_measured": None if ratio is None else round(ratio, 4),
         "steps_predicted": sum(r.predicted_seconds is not None for r in rows),
+        "no_go": next((r.batch_reason for r in rows if r.batch_reason.startswith(NO_GO)), None),
     }
     if ratio is None:
         summary["predicted_vs_measured_reason"] = reason
