@@ -77,6 +77,20 @@ class WithRoles:
         return tuple(sorted({*self.roles, *self.world.plays()}))
 
 
+GENERIC_TEXT = "a simulated reply"
+"""What :func:`generic_reply` writes in every text: neither a role's name nor a model's answer."""
+
+
+def generic_reply(world: Any, request: SimRequest) -> str:
+    """A reply a plug-in learner may opt into for any of its roles (``responders = {ROLE.key:
+    generic_reply}``) to smoke-test it offline: an object its JSON schema allows, each string
+    :data:`GENERIC_TEXT` (plain text without a schema). It parses; it knows nothing of the task,
+    so a run answered by it learns nothing and claims nothing."""
+    if request.json_schema is None:
+        return GENERIC_TEXT
+    return msgspec.json.encode(example_for_schema(request.json_schema, GENERIC_TEXT)).decode()
+
+
 def probe_tool_reply(request: SimRequest) -> SimReply:
     """What a server with tool calling answers a request offering tools that no role plays (the
     start-up probe): a call of its first tool with arguments that fit the tool's parameters."""

@@ -92,3 +92,32 @@ def test_the_own_learner_page_example_is_priced_and_counted_once_per_real_call(t
     assert sum(summary["accounting"]["train"]["calls"].values()) + \
         sum(summary["accounting"]["validation"]["calls"].values()) == calls["hints_solve"] + calls["hints_hint"]
     assert summary["dollars"] is not None and summary["dollars"] > 0
+
+
+GENERIC = '''from combee_notes.kind import NotesKind
+
+from combee_fast.sim.responders import generic_reply
+
+
+class SmokeKind(NotesKind):
+    """The notes learner answered by the generic simulated responder: a smoke test, offline."""
+
+    name = "smoke"
+    responders = {role.key: generic_reply for role in NotesKind.roles}
+
+
+SMOKE = SmokeKind()
+'''
+
+
+def test_a_plugin_that_opts_into_the_generic_responder_runs_offline_on_answers_that_parse(
+        plugin_sites: tuple[Path, Path], tmp_path: Path) -> None:
+    (tmp_path / "combee_smoke.py").write_text(GENERIC)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(plugin_sites[0])])}
+    out = tmp_path / "run"
+    done = subprocess.run([str(COMBEE), "learn", "--learner", "combee_smoke:SMOKE", *LEARN, "--out", str(out)],
+                          capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    replies = [json.loads(line) for line in (out / "replies.jsonl").read_text().splitlines()]
+    assert replies and not any(r["failed"] for r in replies)  # every reply parsed: none a placeholder
+    assert all(r["reply"] for r in replies) and any("a simulated reply" in r["reply"] for r in replies)
