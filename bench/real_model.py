@@ -12,14 +12,21 @@ llama.cpp server with Qwen2.5-Coder-0.5B-Instruct (the ``qwen-coder-0-5b`` extra
    ``best_concurrency``, the smallest level the peak is not 10% above) and with Formula generator prompts, each a
    ~600-token prefill before its answer as the runs' calls are (``workload_gain``: prefill is
    compute-bound, so on a CPU it batches less than decoding).
-2. **Learning.** Each method runs once over ``train[0:N]`` of Formula on a server with
-   ``best_concurrency`` slots and as many requests in flight (sequential ACE keeps one): sequential
-   ACE, naive batching (one step over the slice: one curator call reads every reflection) and
-   Combee with ``--batch-size auto`` (the live planner, seeded by the probe). Validation runs once,
-   after the last step, on ``selection[0:V]``. Times are wall seconds of ``session.train``:
-   Combee's include its planner's own start-up probe (within ``--probe-s``).
+2. **Learning.** Each method runs once over ``train[0:N]`` of Formula: sequential ACE on a
+   server with one slot and one request in flight, naive batching (one step over the slice: one
+   curator call reads every reflection) on ``best_concurrency`` slots, and Combee with
+   ``--batch-size auto`` on ``--max-slots`` slots, its live planner sizing each step from its own
+   start-up probe (the rollout role's prompts) and what its steps measure, a ``no-go`` included
+   where no batch pays. Validation runs once, after the last step, on ``selection[0:V]``. Times
+   are wall seconds of ``session.train``: Combee's include its planner's probe (``--probe-s``).
 3. **Scoring.** Each final playbook is scored on ``test[0:M]`` (report only, never selected on),
    with its exact (Clopper-Pearson) 95% interval.
+4. **GEPA.** Serial GEPA (one slot) and ``async-gepa`` (``--max-slots`` slots, its proposals in
+   flight) each search from the seed instruction with ``--gepa-minibatch`` examples a proposal
+   until ``--gepa-budget`` metric calls (``selection[0:V]`` the Pareto set). ``async-gepa``
+   reserves a proposal's calls when it starts it and so may stop a few calls short of the budget
+   where serial GEPA spends it all: ``real_gepa_speedup`` is serial GEPA's wall seconds per metric
+   call over async-gepa's (the same work, counted as GEPA counts it); both totals are printed.
 
 Figures: ``real_speedup`` = sequential's training seconds / Combee's; ``utilization`` = the tokens
 Combee's map generated (its generator and reflector calls) per second of its map over the server
@@ -54,8 +61,10 @@ Last line: ``real_speedup=<x> batching_gain=<x> workload_gain=<x> utilization=<s
 predicted_vs_measured=<ratio|nan> acc_sequential=<%> acc_sequential_lo=<%> acc_sequential_hi=<%>
 acc_naive=... acc_combee=... s_sequential=<s> s_naive=<s> s_combee=<s> tokens_sequential=<n>
 tokens_naive=<n> tokens_combee=<n> cached_share_<method>=<share|nan> (each method) retention_<method>=<share|nan>
-(each method) real_speedup_limit=<x> utilization_ceiling=<share> prefill_share=<share|nan>
-cached_share=<share|nan> train=<N> test=<M> load_start=<1-min load> load_end=<...>``
+(each method) real_speedup_limit=<x> real_gepa_speedup=<x> s_gepa=<s> s_async_gepa=<s>
+metric_calls_gepa=<n> metric_calls_async_gepa=<n> val_gepa=<%> val_async_gepa=<%> (the GEPA figures unless
+--gepa-budget 0) utilization_ceiling=<share> prefill_share=<share|nan> cached_share=<share|nan> train=<N>
+test=<M> load_start=<1-min load> load_end=<...>``
 """
 
 from __future__ import annotations
@@ -73,8 +82,8 @@ from retention import Formulas, reflection_texts, retention
 
 from combee_fast.ace.generator import generator_messages
 from combee_fast.ace.roles import GENERATOR
-from combee_fast.config import (CacheConfig, ControllerConfig, LocalConfig, MapConfig, SessionConfig, SimConfig, TaskConfig, TrainConfig,
-                                TransportConfig)
+from combee_fast.config import (CacheConfig, ControllerConfig, GepaConfig, LocalConfig, MapConfig, SessionConfig, SimConfig,
+                                TaskConfig, TrainConfig, TransportConfig)
 from combee_fast.endpoint.batching import BatchingCurve, measure_batching
 from combee_fast.endpoint.server_work import ServerWork
 from combee_fast.engine.loop import run
@@ -94,7 +103,9 @@ rate is the decode's, not the request overhead's."""
 WORKLOAD_PROBE_TOKENS = 160
 """Tokens each request of the workload probe may generate: the 0.5B model's Formula answers take ~130."""
 METHODS = ("sequential", "naive", "combee")
-"""The runs, in order: the baseline first."""
+"""The ACE runs, in order: the baseline first."""
+GEPA_METHODS = ("gepa", "async-gepa")
+"""The GEPA runs, in order: serial GEPA (the baseline) first."""
 MAP_ROLES = ("generator", "reflector")
 """The roles of Combee's map (the curator's calls are its reduce)."""
 
@@ -192,6 +203,41 @@ async def learn(args: argparse.Namespace, method: str, concurrency: int,
     return result, seconds, interval
 
 
+class GepaRun(msgspec.Struct, frozen=True):
+    """One GEPA run: wall seconds of its search, the metric calls it made, its calls and generated
+    tokens, the candidates it accepted and its best validation accuracy."""
+
+    method: str
+    seconds: float
+    metric_calls: int
+    calls: int
+    completion_tokens: int
+    accepted: int
+    best_val: float | None
+
+
+async def learn_gepa(args: argparse.Namespace, method: str, concurrency: int, out: Path) -> GepaRun:
+    """``method`` (serial ``gepa`` or ``async-gepa``) searching from the seed instruction until
+    ``--gepa-budget`` metric calls, on a server with ``concurrency`` slots and as many requests in
+    flight; both take ``--gepa-minibatch`` examples a proposal, and ``selection[0:V]`` is the
+    Pareto set. Its wall seconds are those of ``session.train``."""
+    gepa = GepaConfig(minibatch=args.gepa_minibatch, combee_minibatch=args.gepa_minibatch,
+                      max_metric_calls=args.gepa_budget)
+    base = session_config(args, slots=concurrency, concurrency=concurrency)
+    config = msgspec.structs.replace(base, learner="gepa", method=method, gepa=gepa,
+                                     train=msgspec.structs.replace(base.train, batch_size=args.gepa_minibatch),
+                                     cache=CacheConfig(path=str(out / f"{method}-replies.cache"), mode="record"))
+    async with open_session(config) as session:
+        started = time.perf_counter()
+        result = await session.train(out=out / method)
+        seconds = time.perf_counter() - started
+    failed = sum(sum(kinds.values()) for kinds in result.counts.errors.values())
+    if result.calls <= failed:
+        raise WrongWorld(f"{method}: all {result.calls} calls failed: a search that made no call is no baseline")
+    return GepaRun(method, seconds, int(result.summary["metric_calls"]), result.calls,
+                   sum(result.counts.completion_tokens.values()), int(result.summary["accepted"]), result.best_val_accuracy)
+
+
 def method_run(method: str, result: TrainResult, seconds: float, accuracy: ScoreInterval,
                formulas: Formulas, replies: Path) -> MethodRun:
     """The figures of one method's run (wall seconds of training), checked: a run that learned
@@ -233,8 +279,8 @@ def percent(interval: ScoreInterval) -> tuple[float, float, float]:
     return 100 * interval.mean, 100 * interval.lower, 100 * interval.upper
 
 
-def write_page(out: Path, curves: Curves, runs: dict[str, MethodRun], figures: dict[str, str],
-               args: argparse.Namespace) -> Path:
+def write_page(out: Path, curves: Curves, runs: dict[str, MethodRun], searches: dict[str, GepaRun],
+               figures: dict[str, str], args: argparse.Namespace) -> Path:
     """``report.md`` and ``real_model.png`` (tokens/s against requests at once, both probes; test
     accuracy with its interval per method) in ``out``."""
     import matplotlib
@@ -276,6 +322,12 @@ def write_page(out: Path, curves: Curves, runs: dict[str, MethodRun], figures: d
                        for name, curve in (("server", curves.server), ("workload", curves.workload))
                        for p in curve.points)
     notes = " ".join(curve.why for curve in (curves.server, curves.workload) if curve.why)
+    gepa_rows = "\n".join(f"| {g.method} | {g.seconds:,.0f} | {g.metric_calls} | {g.calls} | {g.completion_tokens:,} "
+                          f"| {g.accepted} | {'n/a' if g.best_val is None else f'{100 * g.best_val:.1f}'} |"
+                          for g in searches.values())
+    gepa = (f"## GEPA ({args.gepa_budget} metric calls each; serial on 1 slot, async-gepa on {args.max_slots})\n\n"
+            f"| method | search s | metric calls | calls | generated tokens | accepted | best val % |\n"
+            f"|---|---|---|---|---|---|---|\n{gepa_rows}\n\n") if searches else ""
     page = out / "report.md"
     page.write_text(
         f"# Real model: {'the simulated endpoint' if args.sim else MODEL} on Formula\n\n"
@@ -284,14 +336,15 @@ def write_page(out: Path, curves: Curves, runs: dict[str, MethodRun], figures: d
         f"![batching and accuracy](real_model.png)\n\n"
         f"## Batching ({args.max_slots} slots)\n\n| probe | at once | latency s | prompt tokens | tokens/s |\n"
         f"|---|---|---|---|---|\n{levels}\n\n{notes}\n\n"
-        f"## Runs ({figures['best_concurrency']} slot(s), as many requests in flight; sequential: 1)\n\n"
+        f"## Runs (sequential: 1 slot; naive: {figures['best_concurrency']}; Combee: {args.max_slots}, its planner "
+        f"sizing its batches; as many requests in flight as slots)\n\n"
         f"| method | train s | calls | failed | prompt tokens | generated tokens | entries | retention (formulas) "
         f"| test % [95% CI] |\n|---|---|---|---|---|---|---|---|---|\n{rows}\n\n"
         f"Generated tokens per item learned from, by role:\n\n| method | {' | '.join(roles)} |\n"
         f"|---|{'---|' * len(roles)}\n{per_item}\n\n"
         f"## The server's work during each training (its `/metrics`; slot seconds)\n\n"
         f"| method | prompt tokens read | cached | reading s | generated | generating s | prefill share |\n"
-        f"|---|---|---|---|---|---|---|\n{work_rows}\n\n"
+        f"|---|---|---|---|---|---|---|\n{work_rows}\n\n{gepa}"
         f"Combee's map generated {figures['utilization']} of the server's peak tokens/s; the workload probe's "
         f"Formula prompts at their best, {figures['utilization_ceiling']} (`utilization_ceiling`).\n\n"
         f"`{' '.join(f'{k}={v}' for k, v in figures.items())}`\n")
@@ -309,12 +362,18 @@ async def bench(args: argparse.Namespace) -> dict[str, str]:
     peak = curves.server.peak_tokens_per_s / (args.time_scale if args.sim else 1.0)
     formulas = Formulas(get_task("formula").load(f"train[0:{args.train}]").examples)
     runs: dict[str, MethodRun] = {}
+    slots = {"sequential": 1, "naive": best, "combee": args.max_slots}  # Combee's planner sizes its own batches
     for method in METHODS:
         started = time.perf_counter()
-        result, seconds, interval = await learn(args, method, 1 if method == "sequential" else best, out)
+        result, seconds, interval = await learn(args, method, slots[method], out)
         runs[method] = method_run(method, result, seconds, interval, formulas, out / f"{method}-replies.cache")
         print(f"  {method:<10} {runs[method].seconds:7.0f} s training, {percent(interval)[0]:5.1f}% test; "
               f"{time.perf_counter() - started:5.0f} s with scoring", file=sys.stderr, flush=True)
+    searches = {method: await learn_gepa(args, method, 1 if method == "gepa" else args.max_slots, out)
+                for method in (GEPA_METHODS if args.gepa_budget else ())}
+    for search in searches.values():
+        print(f"  {search.method:<10} {search.seconds:7.0f} s searching, {search.metric_calls} metric calls, "
+              f"{search.accepted} accepted", file=sys.stderr, flush=True)
     combee, sequential = runs["combee"], runs["sequential"]
     if combee.map_seconds <= 0:
         raise WrongWorld("Combee's map had no call on the wire: no utilization to measure")
@@ -335,12 +394,20 @@ async def bench(args: argparse.Namespace) -> dict[str, str]:
     figures |= {f"retention_{name}": "nan" if run_.retention is None else f"{run_.retention:.2f}"
                 for name, run_ in runs.items()}
     figures |= {"real_speedup_limit": f"{limit:.2f}"}
+    if searches:
+        serial, parallel = searches["gepa"], searches["async-gepa"]
+        per_call = (serial.seconds / serial.metric_calls) / (parallel.seconds / parallel.metric_calls)
+        figures |= {"real_gepa_speedup": f"{per_call:.2f}", "s_gepa": f"{serial.seconds:.0f}",
+                    "s_async_gepa": f"{parallel.seconds:.0f}", "metric_calls_gepa": str(serial.metric_calls),
+                    "metric_calls_async_gepa": str(parallel.metric_calls),
+                    "val_gepa": "nan" if serial.best_val is None else f"{100 * serial.best_val:.1f}",
+                    "val_async_gepa": "nan" if parallel.best_val is None else f"{100 * parallel.best_val:.1f}"}
     ceiling = curves.workload.peak_tokens_per_s / curves.server.peak_tokens_per_s  # both in the probe's seconds
     figures |= {"utilization_ceiling": f"{physical_ratio('utilization_ceiling', ceiling):.3f}"}
     figures |= work_figures(combee.work)
     figures |= {"train": str(args.train), "test": str(args.test), "load_start": f"{load_start:.1f}",
                 "load_end": f"{os.getloadavg()[0]:.1f}"}
-    print(f"report: {write_page(out, curves, runs, figures, args)}", file=sys.stderr)
+    print(f"report: {write_page(out, curves, runs, searches, figures, args)}", file=sys.stderr)
     return figures
 
 
@@ -354,6 +421,10 @@ def main() -> int:
     parser.add_argument("--max-slots", type=int, default=4, help="the probe's server slots (most requests at once)")
     parser.add_argument("--threads", type=int, default=2, help="the local server's CPU threads")
     parser.add_argument("--probe-s", type=float, default=120.0, help="the batching probe's time budget (seconds)")
+    parser.add_argument("--gepa-budget", type=int, default=36,
+                        help="metric calls of each GEPA search (serial gepa, async-gepa); 0: no GEPA runs")
+    parser.add_argument("--gepa-minibatch", type=int, default=GepaConfig().minibatch,
+                        help="examples each GEPA proposal is judged on (both searches)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--sim", action="store_true", help="the simulated endpoint instead of the local model")
     parser.add_argument("--time-scale", type=float, default=0.02, help="--sim: real seconds per simulated second")

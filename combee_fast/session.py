@@ -201,9 +201,12 @@ class Session:
             own = kind.live_plan(choice.method, config, run_dir)
             if own is not None:
                 return own
+            replicas = self.clients.replicas(kind.rollout_role)
+            in_flight_cap = min(config.map.workers, sum(min(c.gate.limit, c.config.transport.concurrency)
+                                                        for c in replicas))
             return await LivePlan.start(config.controller, config.combee, workers=config.map.workers,
                                         lessons=kind.lessons, rollout_role=kind.rollout_role, knob=self.calls,
-                                        run_dir=run_dir, events=self.events,
+                                        run_dir=run_dir, events=self.events, in_flight_cap=in_flight_cap,
                                         probe=await self.probe_batching(kind.rollout_role, run_dir))
         capacity = self.server.preset.max_running if self.server is not None else None
         return await ControllerPlan.start(config.controller, capacity=capacity, lessons=kind.lessons, run_dir=run_dir,

@@ -135,10 +135,15 @@ def no_gain(probe: BatchingCurve) -> str | None:
 
 
 class ShapePlanner:
-    """Decides each step's :class:`ShapeDecision`; call :meth:`decide`, run the step, :meth:`record`."""
+    """Decides each step's :class:`ShapeDecision`; call :meth:`decide`, run the step, :meth:`record`.
+    ``in_flight_cap``: the most requests the rollout role's endpoint takes at once (its client's
+    admission limit: a server's slots); a batch whose chains would put more in flight runs them in
+    waves, and its map is predicted so."""
 
-    def __init__(self, config: ControllerConfig, combee: CombeeConfig, *, upper: int) -> None:
+    def __init__(self, config: ControllerConfig, combee: CombeeConfig, *, upper: int,
+                 in_flight_cap: float = math.inf) -> None:
         self.config = config
+        self.in_flight_cap = max(1.0, in_flight_cap)
         self.lower = config.min_batch
         self.upper = max(self.lower, min(config.max_batch, upper))
         self.curve = LatencyCurve(config.history, config.recency_decay**2)
@@ -384,7 +389,10 @@ class ShapePlanner:
         if line is not None:  # measured at two batch sizes: the steps themselves say how map time grows
             return line[0] + line[1] * batch + (self._tail or 0.0)
         rho = _mean_in_flight(s) / max(s.batch_size, 1)
-        map_seconds = self._anchor * s.chain_calls * self._call_seconds(s, max(1.0, rho * batch), s.playbook_tokens)
+        in_flight = max(1.0, rho * batch)
+        waves = max(1.0, batch / self.in_flight_cap)  # past the cap, chains wait for a slot: a wave a cap's worth
+        map_seconds = self._anchor * s.chain_calls * waves * self._call_seconds(
+            s, min(in_flight, self.in_flight_cap), s.playbook_tokens)
         return map_seconds + (self._tail or 0.0)
 
     def _remaining_seconds(self, s: StepSignals, remaining: int, batch: int) -> float:

@@ -15,6 +15,7 @@ The plans are generic over the learner: what they read of an artifact is its les
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import Callable, Sequence
 from typing import Annotated, Any, Protocol
 
@@ -267,14 +268,15 @@ class LivePlan:
     async def start(cls, config: ControllerConfig, combee: CombeeConfig, *, workers: int, lessons: Lessons,
                     rollout_role: str, knob: DiverseTemperature | None = None,
                     run_dir: RunDir | None = None, events: Events | None = None,
-                    probe: BatchingCurve | None = None) -> LivePlan:
+                    probe: BatchingCurve | None = None, in_flight_cap: float = math.inf) -> LivePlan:
         """A planner bounded by ``config.max_batch``, seeded with the start-up probe's curve
-        (``probe``; :meth:`ShapePlanner.seed`); compiles the kernels off the loop, saying so on
-        ``events`` (:func:`compiled`)."""
+        (``probe``; :meth:`ShapePlanner.seed`), knowing the most requests the rollout role's
+        endpoint takes at once (``in_flight_cap``); compiles the kernels off the loop, saying so
+        on ``events`` (:func:`compiled`)."""
         from combee_fast.native import warmup
 
         await compiled(warmup, events)
-        planner = ShapePlanner(config, combee, upper=config.max_batch)
+        planner = ShapePlanner(config, combee, upper=config.max_batch, in_flight_cap=in_flight_cap)
         if probe is not None:
             planner.seed(probe)
         return cls(planner, workers=workers, lessons=lessons, rollout_role=rollout_role, knob=knob, run_dir=run_dir,

@@ -191,14 +191,16 @@ FIGURES = {f.script.removesuffix(".py"): f for f in [
            "acc_sequential acc_sequential_lo acc_sequential_hi acc_naive acc_naive_lo acc_naive_hi acc_combee "
            "acc_combee_lo acc_combee_hi s_sequential s_naive s_combee tokens_sequential tokens_naive tokens_combee "
            "cached_share_sequential cached_share_naive cached_share_combee retention_sequential retention_naive "
-           "retention_combee real_speedup_limit utilization_ceiling prefill_share cached_share train test load_start "
-           "load_end",
+           "retention_combee real_speedup_limit real_gepa_speedup s_gepa s_async_gepa metric_calls_gepa "
+           "metric_calls_async_gepa val_gepa val_async_gepa utilization_ceiling prefill_share cached_share train test "
+           "load_start load_end",
            _positive("real_speedup", "batching_gain", "workload_gain", "predicted_vs_measured", "tokens_combee"),
            _share("utilization", "utilization_ceiling"), _exactly(train="20", test="20"),
            # the simulated server counts no work of its own (no /metrics)
            _exactly(prefill_share="nan", cached_share="nan", cached_share_sequential="nan", cached_share_naive="nan",
                     cached_share_combee="nan"),
-           _share("retention_sequential", "retention_naive", "retention_combee"), _positive("real_speedup_limit"),
+           _share("retention_sequential", "retention_naive", "retention_combee"),
+           _positive("real_speedup_limit", "real_gepa_speedup", "metric_calls_gepa", "metric_calls_async_gepa"),
            _points("acc_sequential", "acc_sequential_lo", "acc_sequential_hi", "acc_naive", "acc_combee")),
     Figure("throughput.py", ["--concurrency", "16", "--latency", "0.2", "--seconds", "1", "--warmup", "0.5"],
            "throughput_ratio httpx_default_ratio cpu_us_per_request server_cpu_us_per_request server_processes "

@@ -126,3 +126,19 @@ def test_fit_line_is_exact_on_a_line_and_needs_two_sizes() -> None:
     assert fit_line([(150, 310.0), (75, 160.0), (100, 210.0)], 0.5) == (pytest.approx(10.0), pytest.approx(2.0))
     assert fit_line([(100, 5.0), (100, 6.0)], 0.5) is None
     assert fit_line([(100, 50.0), (200, 40.0)], 0.5)[1] == 0.0  # never a negative cost per item
+
+
+def test_past_the_endpoints_slots_a_batch_runs_in_waves_and_is_predicted_so() -> None:
+    """A 4-slot server: a step of 4 measured, a step of 8 is predicted to take two waves of the
+    map (measured on the project's llama.cpp server, the curve alone predicted 8 chains at 1.3x
+    the map of 4, and the step took 1.9x)."""
+    measured = step(4)
+    predicted = {}
+    for cap in (math.inf, 4):
+        planner = ShapePlanner(ControllerConfig(), CombeeConfig(), upper=256, in_flight_cap=cap)
+        planner.decide(12)
+        planner.record(measured)
+        tail = measured.seconds - measured.map_seconds
+        predicted[cap] = planner.decide(8).inputs["predicted_step_s"] - tail
+    assert predicted[4] == pytest.approx(2 * measured.map_seconds, rel=0.05)
+    assert predicted[math.inf] < 1.5 * measured.map_seconds  # the curve alone: more in flight, not more waves
