@@ -42,7 +42,8 @@ class Usage(msgspec.Struct, frozen=True):
     ``latency_s`` is wall-clock seconds measured by the client. ``sim_latency_s`` is the latency
     the simulated server reports in its own (simulated) seconds; ``None`` for real endpoints.
     ``retry_kinds`` holds the :attr:`CallError.label` of each failed attempt that was retried
-    (``len(retry_kinds) == retries``).
+    (``len(retry_kinds) == retries``). ``cached_prompt_tokens``: of ``prompt_tokens``, those the
+    server's prompt cache spared it reading, where it says (0 where it does not).
     """
 
     role: str = ""
@@ -55,6 +56,7 @@ class Usage(msgspec.Struct, frozen=True):
     retries: int = 0
     cached: bool = False
     retry_kinds: tuple[str, ...] = ()
+    cached_prompt_tokens: int = 0
 
     @property
     def effective_latency_s(self) -> float:

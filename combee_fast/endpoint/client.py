@@ -144,6 +144,7 @@ class _Answer(msgspec.Struct):
     tool_calls: tuple[ToolCall, ...] = ()
     cut: bool = False
     model: str = ""  # the model the reply names
+    cached_prompt_tokens: int = 0  # of prompt_tokens, those the server's prompt cache spared it
 
 
 class _AttemptFailed(Exception):
@@ -157,12 +158,14 @@ class _AttemptFailed(Exception):
 class _Tally:
     """Accumulates usage over the attempts and the repair of one call."""
 
-    __slots__ = ("prompt_tokens", "completion_tokens", "sim_latency_s", "retry_kinds", "failed_s", "left_s", "cut", "model")
+    __slots__ = ("prompt_tokens", "completion_tokens", "cached_prompt_tokens", "sim_latency_s", "retry_kinds", "failed_s",
+                 "left_s", "cut", "model")
 
     def __init__(self, left_s: float = 0.0) -> None:
         self.left_s = left_s  # seconds the call has left for attempts and waits
         self.prompt_tokens = 0
         self.completion_tokens = 0
+        self.cached_prompt_tokens = 0
         self.sim_latency_s: float | None = None
         self.retry_kinds: list[str] = []  # label of each retried attempt
         self.failed_s = 0.0  # real seconds in failed attempts and their backoff
@@ -174,6 +177,7 @@ class _Tally:
         self.model = answer.model or self.model
         self.prompt_tokens += answer.prompt_tokens
         self.completion_tokens += answer.completion_tokens
+        self.cached_prompt_tokens += answer.cached_prompt_tokens
         if answer.sim_latency_s is not None:
             self.sim_latency_s = (self.sim_latency_s or 0.0) + answer.sim_latency_s
 
@@ -528,6 +532,7 @@ class EndpointClient:
             sim_latency_s=sim_latency_s,
             retries=len(tally.retry_kinds),
             retry_kinds=tuple(tally.retry_kinds),
+            cached_prompt_tokens=tally.cached_prompt_tokens,
         )
 
     def _response_format(self, request: ChatRequest, form: str) -> msgspec.Raw | None:
@@ -743,6 +748,7 @@ class EndpointClient:
             tool_calls=tool_calls_of(choice.message.tool_calls or ()),
             cut=was_cut,
             model=decoded.model,
+            cached_prompt_tokens=min(usage.cached_tokens, usage.prompt_tokens) if usage else 0,
         )
 
     def _accounted(self, result: ChatResult) -> ChatResult:

@@ -128,10 +128,22 @@ TokenCount = Annotated[int, msgspec.Meta(ge=0)]
 """A token count as a server reports it: a negative one makes the reply malformed."""
 
 
+class PromptTokensDetails(msgspec.Struct, frozen=True):
+    """``cached_tokens``: the prompt tokens the server's prompt cache spared it reading (llama.cpp,
+    vLLM and OpenAI report them)."""
+
+    cached_tokens: TokenCount = 0
+
+
 class CompletionUsage(msgspec.Struct, frozen=True):
     prompt_tokens: TokenCount = 0
     completion_tokens: TokenCount = 0
     total_tokens: TokenCount = 0
+    prompt_tokens_details: PromptTokensDetails | None = None
+
+    @property
+    def cached_tokens(self) -> int:
+        return 0 if self.prompt_tokens_details is None else self.prompt_tokens_details.cached_tokens
 
 
 class CompletionResponse(msgspec.Struct, frozen=True):

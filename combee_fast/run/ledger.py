@@ -78,24 +78,29 @@ class LedgerRow(msgspec.Struct, frozen=True):
     # Measured like wall_seconds: two runs of one seed may differ in it.
     predicted_seconds: float | None = None  # the batch plan's prediction of sim_seconds (None: it made none)
     rejections: dict[str, int] = msgspec.field(default_factory=dict)  # why edits were rejected -> how many (rejection_reasons)
+    cached_prompt_tokens: dict[str, int] = msgspec.field(default_factory=dict)  # role -> prompt tokens the server's cache spared
 
 
 class CallCounts(msgspec.Struct):
-    """Calls, prompt and completion tokens per role; retried attempts and failed calls per role
-    and kind. Adds up over steps. (The tokens were added after checkpoints held these counts: one
-    written before has none, and a run resumed from it counts only the tokens after it.)"""
+    """Calls, prompt and completion tokens per role (and the prompt tokens a server's prompt cache
+    spared, where it says); retried attempts and failed calls per role and kind. Adds up over
+    steps. (The tokens were added after checkpoints held these counts: one written before has
+    none, and a run resumed from it counts only the tokens after it.)"""
 
     calls: dict[str, int] = msgspec.field(default_factory=dict)
     retries: dict[str, dict[str, int]] = msgspec.field(default_factory=dict)
     errors: dict[str, dict[str, int]] = msgspec.field(default_factory=dict)
     prompt_tokens: dict[str, int] = msgspec.field(default_factory=dict)
     completion_tokens: dict[str, int] = msgspec.field(default_factory=dict)
+    cached_prompt_tokens: dict[str, int] = msgspec.field(default_factory=dict)
 
     def add(self, usage: Usage, error: CallError | None) -> None:
         """Count one call (after its retries), its tokens and how it ended."""
         self.calls[usage.role] = self.calls.get(usage.role, 0) + 1
         self.prompt_tokens[usage.role] = self.prompt_tokens.get(usage.role, 0) + usage.prompt_tokens
         self.completion_tokens[usage.role] = self.completion_tokens.get(usage.role, 0) + usage.completion_tokens
+        if usage.cached_prompt_tokens:
+            self.cached_prompt_tokens[usage.role] = self.cached_prompt_tokens.get(usage.role, 0) + usage.cached_prompt_tokens
         for kind in usage.retry_kinds:
             _bump(self.retries, usage.role, kind, 1)
         if error is not None:
@@ -112,12 +117,14 @@ class CallCounts(msgspec.Struct):
         """The counts one ledger row holds (copied: adding to them leaves the row as it is)."""
         return cls(calls=dict(row.calls), retries={r: dict(k) for r, k in row.retries.items()},
                    errors={r: dict(k) for r, k in row.failures.items()}, prompt_tokens=dict(row.prompt_tokens),
+                   cached_prompt_tokens=dict(row.cached_prompt_tokens),
                    completion_tokens=dict(row.completion_tokens))
 
     def add_counts(self, other: CallCounts) -> None:
         """Add every count of ``other``."""
         for mine_n, theirs_n in ((self.calls, other.calls), (self.prompt_tokens, other.prompt_tokens),
-                                 (self.completion_tokens, other.completion_tokens)):
+                                 (self.completion_tokens, other.completion_tokens),
+                                 (self.cached_prompt_tokens, other.cached_prompt_tokens)):
             for role, n in theirs_n.items():
                 mine_n[role] = mine_n.get(role, 0) + n
         for mine, theirs in ((self.retries, other.retries), (self.errors, other.errors)):
@@ -219,4 +226,5 @@ def ledger_row(
         episode_failures=dict(sorted(failed.items())), env_seconds=env_seconds,
         env_seconds_per_episode=env_seconds / len(episodes) if episodes else 0.0,
         predicted_seconds=predicted_seconds, rejections=rejection_reasons(result.reports),
+        cached_prompt_tokens=counts.cached_prompt_tokens,
     )
