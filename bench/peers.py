@@ -85,7 +85,7 @@ from combee_fast.sim.peers import PeerReplies, PeerRouter
 from combee_fast.sim.responders import SimRequest
 from combee_fast.sim.server import SimServer
 from combee_fast.sim.spans import chain_depth, chain_seconds, peak_overlap
-from combee_fast.sim.textgrad import TextGradWorld
+from combee_fast.sim.world import TaskWorld
 from combee_fast.tasks.registry import get_task
 
 _physics_spec = importlib.util.spec_from_file_location("physics", os.path.join(os.path.dirname(os.path.abspath(__file__)),
@@ -710,7 +710,7 @@ async def run_peers(args: PeersArgs, trajectory: list[tuple[float, float]] | Non
     train_set = task.load("train").examples[: args.train]
     val_set = task.load("val").examples[: args.val]
     test_set = task.load("test").examples[: args.test]
-    world = TextGradWorld.for_task(task)  # the ACE, GEPA and TextGrad roles
+    world = TaskWorld.for_task(task)  # the ACE, GEPA and TextGrad roles
     rows: list[PeerRow] = []
     seen = FirstSeen(PeerRouter(world, PeerReplies(world)))
     probe = Probe(seen, task, test_set)

@@ -24,6 +24,10 @@ class Task(Protocol):
     named split, so example ids stay stable. ``score`` never raises for a bad answer: an
     unusable answer (``None`` included) scores 0 with feedback saying why. It raises
     ``ValueError`` only for an example without a target (e.g. a trace without ground truth).
+
+    A task may also name the world the simulated endpoint plays for it, ``sim_world``: a
+    ``package.module:factory`` path (:data:`combee_fast.sim.worlds.WorldFactory`); without one
+    it plays the calibrated world of the task's examples.
     """
 
     name: str

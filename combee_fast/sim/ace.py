@@ -5,9 +5,14 @@ conversation (prompt, bad assistant reply, repair instruction) it answers the pr
 - **generator**: :meth:`TaskWorld.answer <combee_fast.sim.world.TaskWorld.answer>` with the
   playbook's bullets as the lessons read (and the retry's reflection).
 - **reflector**: names the missing unit's lesson with some probability (lower without ground
-  truth), otherwise a generic lesson; tags the cited bullets. An example without a target (a
-  collected trace) is judged by the outcome its prompt reports. Below the ``collapse`` variant's
-  temperature it names one and the same lesson whatever the rollout.
+  truth), otherwise a generic lesson, in the world's lessons; tags the cited bullets. An example
+  without a target (a collected trace) is judged by the outcome its prompt reports
+  (:meth:`~combee_fast.sim.world.TaskWorld.verdict`). Below the ``collapse`` variant's
+  temperature it names one and the same lesson whatever the rollout. In a world where the
+  endpoint plays the agent, it reviews an episode: judged by the outcome its prompt reports (the
+  environment's checks decided it), with the probabilities after a right or a wrong outcome
+  (no ground truth to discount), written in the world's words
+  (:class:`~combee_fast.sim.world.EpisodeWords`).
 - **curator**: its output saturates with the number of reflections in the call, following the
   entries per curator call the paper measured (:data:`~combee_fast.sim.world.PAPER_CURATOR_CURVE`),
   keeping generic lessons before specific ones: that is context overload. It skips lessons the
@@ -23,12 +28,13 @@ from collections.abc import Mapping, Sequence
 
 from combee_fast.sim.responders import RoleResponder, SimRequest
 from combee_fast.sim.world import (
-    GENERIC_LESSONS, HARMFUL_FACETS, TaskWorld, curator_output, fresh_lessons, generic_lesson, harmful_lesson,
-    json_lines, json_reply, lesson_key, lesson_unit, noise_lesson, playbook_bullets, prompt_of, prose, seed_of,
-    specific_lesson, tagged, uniform,
+    EpisodeWords, TaskWorld, curator_output, fresh_lessons, json_lines, json_reply, lesson_key, lesson_unit,
+    noise_lesson, playbook_bullets, prompt_of, prose, seed_of, tagged, uniform,
 )
 
 _REPORTED_CORRECT = re.compile(r"^Outcome: correct\b", re.MULTILINE)
+_OUTCOME = re.compile(r"^Outcome: (correct|incorrect)", re.MULTILINE)
+_CITED = re.compile(r"^\[([^\]]+)\] helpful=", re.MULTILINE)
 
 
 def reflection_reply(
@@ -55,6 +61,8 @@ def generate(world: TaskWorld, request: SimRequest) -> str:
 
 
 def reflect(world: TaskWorld, request: SimRequest) -> str:
+    if world.agent is not None:
+        return _review(world, world.agent.words, request)
     prompt, seed = prompt_of(request.messages), seed_of(request)
     collapsed = request.temperature < world.params.collapse_below_temperature
     question = world.question(tagged(prompt, "question"))
@@ -64,29 +72,12 @@ def reflect(world: TaskWorld, request: SimRequest) -> str:
     if question is None:
         return json_reply(reflection_reply("The question is unknown to me.", "", "", "", "", []))
     params = world.params
-    if question.example.target is None:  # nothing to score against (a collected trace): the reported outcome
-        right = _REPORTED_CORRECT.search(prompt) is not None
-        wrong_units = [] if right else list(question.units)
-    else:
-        right = world.task.score(question.example, answer).value >= 1.0
-        wrong_units = world.wrong_units(question, answer)
-    unit = (wrong_units or list(question.units))[0]
+    right, unit = world.verdict(question, answer, _REPORTED_CORRECT.search(prompt) is not None)
     naming = params.name_unit_after_right if right else params.name_unit_after_wrong
     if not has_truth:
         naming *= params.no_ground_truth_factor
     text = question.example.input
-    draw = uniform("reflect", seed, text)
-    if collapsed:
-        lesson = generic_lesson(0)
-    elif not params.informative_reflections:
-        lesson = noise_lesson(int(uniform("facet", seed, text) * params.facets_per_unit))
-    elif draw < naming and params.harmful_share and uniform("harm", seed, text) < params.harmful_share:
-        lesson = harmful_lesson(unit, int(uniform("harm-facet", seed, text) * len(HARMFUL_FACETS)),
-                                params.facets_per_unit)
-    elif draw < naming:
-        lesson = specific_lesson(unit, int(uniform("facet", seed, text) * params.facets_per_unit))
-    else:
-        lesson = generic_lesson(int(uniform("generic", seed) * len(GENERIC_LESSONS)))
+    lesson = _lesson(world, unit, uniform("reflect", seed, text) < naming, seed, text, collapsed=collapsed)
     tags = [{"id": bid, "tag": "helpful" if right else "harmful"} for bid in cited]
     verdict = "The answer was correct." if right else f"The answer {answer!r} was wrong."
     return json_reply(reflection_reply(
@@ -97,6 +88,49 @@ def reflect(world: TaskWorld, request: SimRequest) -> str:
         lesson,
         tags,
     ))
+
+
+def _review(world: TaskWorld, words: EpisodeWords, request: SimRequest) -> str:
+    """The reflector on an agent's episode (module docstring)."""
+    prompt = request.messages[-1].content if request.messages else ""
+    seed = seed_of(request)
+    question = world.question(tagged(prompt, "question") or "")
+    if question is None:
+        return json_reply(reflection_reply(f"The {words.thing} is unknown to me.", "", "", "", "", []))
+    outcome = _OUTCOME.search(prompt)
+    right, unit = world.verdict(question, "", outcome is not None and outcome[1] == "correct")
+    params = world.params
+    naming = params.name_unit_after_right if right else params.name_unit_after_wrong
+    cited = _CITED.findall(prompt)
+    text = question.example.input
+    lesson = _lesson(world, unit, uniform("reflect", seed, text) < naming, seed, text)
+    tags = [{"id": bid, "tag": "helpful" if right else "harmful"} for bid in cited]
+    return json_reply(reflection_reply(
+        f"{words.outcomes[right]} " + words.prose(3, "reflect-reasoning", seed),
+        "No error." if right else f"The {unit.lower()} step went wrong. " + words.prose(1, "err", seed),
+        "Nothing failed." if right else words.cause.format(unit=unit.lower()),
+        words.remedy.format(unit=unit.lower()) + " " + words.prose(2, "approach", seed),
+        lesson,
+        tags,
+    ))
+
+
+def _lesson(world: TaskWorld, unit: str, names_unit: bool, seed: int, text: str, *, collapsed: bool = False) -> str:
+    """The lesson a reflection on the question ``text`` names: the collapsed world's one lesson,
+    the ``uninformative`` world's note about nothing, a wrong lesson about ``unit`` (the
+    ``harmful`` world, for ``harmful_share`` of those naming it), one of its facets, else a generic one."""
+    params, lessons = world.params, world.lessons
+    facet = int(uniform("facet", seed, text) * params.facets_per_unit)
+    if collapsed:
+        return lessons.general(0)
+    if not params.informative_reflections:
+        return noise_lesson(facet)
+    if names_unit and params.harmful_share and lessons.wrong and uniform("harm", seed, text) < params.harmful_share:
+        return lessons.wrong_about(unit, int(uniform("harm-facet", seed, text) * len(lessons.wrong)),
+                                   params.facets_per_unit)
+    if names_unit:
+        return lessons.about(unit, facet)
+    return lessons.general(int(uniform("generic", seed) * len(lessons.generic)))
 
 
 def curate(world: TaskWorld, request: SimRequest) -> str:
@@ -140,6 +174,9 @@ def _operations(lessons: Sequence[str], role: str, seed: int) -> dict[str, objec
     reasoning = f"{len(operations)} new lessons are worth recording. " + prose(3, role, seed)
     return {"reasoning": reasoning, "operations": operations}
 
+
+SERVING = "generator"
+"""The role that serves the learned context (pool ``serve``)."""
 
 ROLES: Mapping[str, RoleResponder] = {"generator": generate, "reflector": reflect, "curator": curate, "reducer": reduce}
 """ACE's responders, by request role name."""

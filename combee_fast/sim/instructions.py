@@ -12,8 +12,10 @@ not evidence about real LLMs.
   reflector's probabilities (after a wrong or a right answer), else a generic lesson. Like the
   curator it overloads: of the lessons the instruction lacks it keeps the fraction
   ``capacity(m) / m`` for ``m`` examples read, generic ones first, and returns the instruction
-  with them appended. How an example is judged and which lessons are named is a
-  :class:`Proposer`'s (the terminal task has its own: :mod:`.terminal`).
+  with them appended. An example is judged by the world
+  (:meth:`~combee_fast.sim.world.TaskWorld.verdict`: graded by the task, or by the score its row
+  reports when it has no target), its lesson named in the world's lessons
+  (:meth:`~combee_fast.sim.world.TaskWorld.named_lesson`).
 - **gepa_aggregator**: reads the current instruction and the lines each of ``m`` revisions adds
   (``[r.n] line``); of the distinct lessons they add that the instruction lacks it keeps the
   fraction ``capacity(m) / m``, specific ones first (its prompt asks to keep complementary details
@@ -31,7 +33,7 @@ seeded draw. No world parameter is added or changed.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from combee_fast.roles.names import GEPA_AGGREGATOR_ROLE as AGGREGATOR_ROLE
@@ -39,17 +41,12 @@ from combee_fast.roles.names import GEPA_PROPOSER_ROLE as PROPOSER_ROLE
 from combee_fast.roles.names import GEPA_SOLVER_ROLE as SOLVER_ROLE
 from combee_fast.sim.responders import RoleResponder, SimRequest
 from combee_fast.sim.world import (
-    GENERIC_LESSONS, HARMFUL_FACETS, Question, TaskWorld, curator_output, fresh_lessons, generic_lesson,
-    harmful_lesson, json_lines, json_reply, lesson_key, lesson_unit, prose, seed_of, specific_lesson, tagged, uniform,
+    TaskWorld, curator_output, fresh_lessons, json_lines, json_reply, lesson_key, lesson_unit, prose, seed_of, tagged,
+    uniform,
 )
 
 _REVISION = re.compile(r"^### Revision \d+$", re.MULTILINE)
 _ADDED = re.compile(r"^\[(\d+\.\d+)\] (.*)$", re.MULTILINE)
-
-InstructionWorld = TaskWorld
-"""The task world, which answers GEPA's roles among every built-in learner's (the name callers
-that play GEPA know it by)."""
-
 
 def instruction_lessons(text: str) -> list[str]:
     """The lesson lines of an instruction (``- `` bullets stripped), in order."""
@@ -113,64 +110,31 @@ def graded_row(row: dict[str, Any]) -> dict[str, Any]:
     return found
 
 
-Judge = Callable[[TaskWorld, Question, dict[str, Any]], "tuple[bool, str]"]
-"""How a proposer judges one graded row: ``(right, the unit it is about)``."""
-
-Namer = Callable[[TaskWorld, str, bool, str, int], str]
-"""The lesson a proposer takes from one example: ``namer(world, unit, names_unit, input, seed)``."""
-
-
-def answer_judge(world: TaskWorld, question: Question, row: dict[str, Any]) -> tuple[bool, str]:
-    """The row's answer graded by the task; the first unit it gets wrong (else its first)."""
-    answer = str(row.get("answer", ""))
-    right = world.task.score(question.example, answer).value >= 1.0
-    return right, (world.wrong_units(question, answer) or list(question.units))[0]
-
-
-def unit_namer(world: TaskWorld, unit: str, names_unit: bool, text: str, seed: int) -> str:
-    """One of the unit's facets (when the draw names the unit; in the ``harmful`` world a wrong
-    one for ``harmful_share`` of those, drawn as ACE's reflector draws it), else a generic lesson."""
-    params = world.params
-    if names_unit and params.harmful_share and uniform("harm", seed, text) < params.harmful_share:
-        return harmful_lesson(unit, int(uniform("harm-facet", seed, text) * len(HARMFUL_FACETS)), params.facets_per_unit)
-    if names_unit:
-        return specific_lesson(unit, int(uniform("facet", seed, text) * params.facets_per_unit))
-    return generic_lesson(int(uniform("generic", seed, text) * len(GENERIC_LESSONS)))
-
-
-class Proposer:
-    """GEPA's reflection (module docstring): each known example judged by ``judge``, its lesson
-    named by ``namer`` (the unit's with the ACE reflector's probabilities)."""
-
-    def __init__(self, judge: Judge = answer_judge, namer: Namer = unit_namer) -> None:
-        self.judge = judge
-        self.namer = namer
-
-    def __call__(self, world: TaskWorld, request: SimRequest) -> str:
-        prompt, seed = _last(request), seed_of(request)
-        current = tagged(prompt, "current_instruction") or ""
-        held = {lesson_key(line) for line in instruction_lessons(current)}
-        rows = [graded_row(row) for row in json_lines(tagged(prompt, "examples") or "")]
-        lessons = []
-        for row in rows:
-            question = world.question(str(row.get("question", "")))
-            if question is None:
-                continue
-            right, unit = self.judge(world, question, row)
-            naming = world.params.name_unit_after_right if right else world.params.name_unit_after_wrong
-            text = question.example.input
-            lessons.append(self.namer(world, unit, uniform("propose", seed, text) < naming, text, seed))
-        fresh = sorted(fresh_lessons(lessons, held), key=lambda text: lesson_unit(text) != "General")
-        expected = len(fresh) * capacity(len(rows), world.params.curator_curve) / max(1, len(rows))
-        kept = fresh[: kept_count(expected, "propose", seed)]
-        return json_reply({
-            "reasoning": f"{len(kept)} lessons from {len(rows)} graded examples. " + prose(3, "proposer", seed),
-            "instruction": with_lessons(current, kept),
-        })
-
-
-propose = Proposer()
-"""The proposer of a task whose answers the task grades."""
+def propose(world: TaskWorld, request: SimRequest) -> str:
+    """GEPA's reflection (module docstring): each known example judged by the world, its lesson
+    named with the ACE reflector's probabilities."""
+    prompt, seed = _last(request), seed_of(request)
+    current = tagged(prompt, "current_instruction") or ""
+    held = {lesson_key(line) for line in instruction_lessons(current)}
+    rows = [graded_row(row) for row in json_lines(tagged(prompt, "examples") or "")]
+    lessons = []
+    for row in rows:
+        question = world.question(str(row.get("question", "")))
+        if question is None:
+            continue
+        score = row.get("score")
+        right, unit = world.verdict(question, str(row.get("answer", "")),
+                                    isinstance(score, (int, float)) and score >= 1.0)
+        naming = world.params.name_unit_after_right if right else world.params.name_unit_after_wrong
+        text = question.example.input
+        lessons.append(world.named_lesson(unit, uniform("propose", seed, text) < naming, text, seed))
+    fresh = sorted(fresh_lessons(lessons, held), key=lambda text: lesson_unit(text) != "General")
+    expected = len(fresh) * capacity(len(rows), world.params.curator_curve) / max(1, len(rows))
+    kept = fresh[: kept_count(expected, "propose", seed)]
+    return json_reply({
+        "reasoning": f"{len(kept)} lessons from {len(rows)} graded examples. " + prose(3, "proposer", seed),
+        "instruction": with_lessons(current, kept),
+    })
 
 
 def aggregate(world: TaskWorld, request: SimRequest) -> str:
@@ -195,6 +159,9 @@ def aggregate(world: TaskWorld, request: SimRequest) -> str:
         "add": [],
     })
 
+
+SERVING = SOLVER_ROLE
+"""The role that serves the learned context (pool ``serve``)."""
 
 ROLES: Mapping[str, RoleResponder] = {SOLVER_ROLE: solve, PROPOSER_ROLE: propose, AGGREGATOR_ROLE: aggregate}
 """GEPA's responders, by request role name."""

@@ -8,7 +8,7 @@ The learning issue adds a task-world responder; this module ships echo and templ
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import msgspec
 
@@ -55,6 +55,15 @@ RoleResponder = Callable[[Any, SimRequest], "str | SimReply"]
 """How the simulated endpoint answers one role: ``responder(world, request)``, ``world`` the task
 world answering (its knowledge units, parameters and draws), ``request`` one request of that role.
 A learner of a plugin registers one per role it calls (``LearnerKind.responders``)."""
+
+
+class RoleTable(NamedTuple):
+    """The roles a task world plays: ``responders`` by request role name, and ``serving``, the
+    request names of the roles that serve the learned context (pool ``serve``): a world in which
+    the endpoint plays the agent answers an agent's turn in any of them."""
+
+    responders: Mapping[str, RoleResponder]
+    serving: frozenset[str] = frozenset()
 
 
 class WithRoles:

@@ -5,12 +5,11 @@ evidence about real LLMs.
 ``tau2-airline`` whose knowledge units are the domain's *policy areas*: each task's area is the
 kind of its first gold action that changes the database (returns, exchanges, cancellations...),
 ``No change`` for a task whose gold changes nothing (information, refusals); each area has two
-policy lessons, written here. Every built-in role is answered as in the default world (curator,
-reducer, GEPA's aggregator, TextGrad's step and reduce read lessons, not tasks), with these over
-them:
+policy lessons, written here (the tau2 tasks name it as their ``sim_world``). Every learner's role
+is answered by its own responder, as in any world, but for:
 
-- **the agent**: a turn of the built-in ReAct agent, as whichever role serves the learned context
-  (``generator``, ``gepa_solver``, ``textgrad_forward``), the case named in the first user
+- **the agent** (:class:`Tau2Agent`): a turn of the built-in ReAct agent, as whichever role serves
+  the learned context (a role in pool ``serve``, any learner's), the case named in the first user
   message's ``<task>``. It issues the task's gold actions one per turn (tool calls or JSON actions
   alike), then tells the customer what the task requires them to hear (``respond``), then
   finishes. At the last gold action that changes the database it decides, once per episode,
@@ -24,9 +23,9 @@ them:
   whose gold changes nothing and requires nothing said is passed by any path).
 - **the customer** (role ``user``): opens with the scenario's reason for the call and what it
   knows (from its prompt), then answers the agent's next message with thanks and ``###STOP###``.
-- **the reflector**, **GEPA's proposer**, **TextGrad's loss and gradient**: as the terminal
-  world's, judging by the outcome, score or reward the prompt reports (the checker decided it),
-  the lesson named one of the task's area's own.
+- **what it teaches** (:data:`TAU2_LESSONS`): each area's own lessons and four generic ones, which
+  the learners' reviewers name as in the terminal world, judging by the outcome their prompts
+  report (the checker decided it), in this world's words (:data:`TAU2_WORDS`).
 
 ``base_accuracy`` is 0.143: the tau2-bench test-split score (Pass@4, airline, retail and telecom
 together) of Qwen3-4B-Instruct-2507 before any training, as the model card of
@@ -39,22 +38,13 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Sequence
-from typing import Any
-
-import msgspec
-import orjson
 
 from combee_fast.protocols.tasks import Task
-from combee_fast.roles.names import GEPA_PROPOSER_ROLE, GEPA_SOLVER_ROLE, TEXTGRAD_FORWARD_ROLE, TEXTGRAD_GRADIENT_ROLE
-from combee_fast.roles.names import TEXTGRAD_LOSS_ROLE
-from combee_fast.schema import Example, Message
-from combee_fast.sim.ace import reflection_reply
-from combee_fast.sim.instructions import Proposer
-from combee_fast.sim.responders import RoleResponder, SimReply, SimRequest
-from combee_fast.sim.terminal import SERVING_ROLES, context_lines, reward_judge, row_judge
-from combee_fast.sim.textgrad import Gradient, Loss
-from combee_fast.sim.world import TaskWorld, WorldParams, json_reply, lesson_unit, noise_lesson, seed_of, tagged
-from combee_fast.sim.world import playbook_bullets, uniform, world_params
+from combee_fast.schema import Example
+from combee_fast.sim.agent_world import (action_reply, actions, context_lines, context_of, finish_reply, knows_the_way,
+                                         states_lesson_of)
+from combee_fast.sim.responders import RoleTable, SimReply, SimRequest
+from combee_fast.sim.world import EpisodeWords, Lessons, TaskWorld, WorldParams, seed_of, tagged, world_params
 from combee_fast.tasks.tau2.domain import Action, Domain, Tau2Task
 from combee_fast.tasks.tau2.environment import RESPOND, TASK_META
 from combee_fast.tasks.tau2.task import Tau2DomainTask
@@ -126,82 +116,50 @@ TAU2_FILLER = (
     "The outcome was told to the user in plain words.",
 )
 
-_OUTCOME = re.compile(r"^Outcome: (correct|incorrect)", re.MULTILINE)
 _CASE = re.compile(r"Case (?:retail|airline)-(\S+?)\.")
-
-
-def _prose(sentences: int, *seed: object) -> str:
-    start = int(uniform("tau2-prose", *seed) * len(TAU2_FILLER))
-    return " ".join(TAU2_FILLER[(start + i) % len(TAU2_FILLER)] for i in range(sentences))
 
 
 def write_index(task: Tau2Task) -> int | None:
     """The index of the last gold action that changes the database (None: none does)."""
-    actions = task.evaluation_criteria.actions if task.evaluation_criteria else None
-    found = [i for i, action in enumerate(actions or []) if action.name in AREAS]
+    found = [i for i, action in enumerate(_gold(task)) if action.name in AREAS]
     return found[-1] if found else None
 
 
 def area_of(task: Tau2Task) -> tuple[str, tuple[str, str]]:
     """The task's policy area (module docstring) and its lessons."""
-    actions = task.evaluation_criteria.actions if task.evaluation_criteria else None
-    first = next((action.name for action in actions or [] if action.name in AREAS), None)
+    first = next((action.name for action in _gold(task) if action.name in AREAS), None)
     return AREAS[first] if first is not None else NO_CHANGE
 
 
-def area_lesson(unit: str, lessons: Sequence[str], facet: int) -> str:
-    return f"{unit} — lesson {facet + 1}: {lessons[facet % len(lessons)]}."
+def _gold(task: Tau2Task) -> list[Action]:
+    criteria = task.evaluation_criteria
+    return list(criteria.actions or []) if criteria else []
 
 
-def generic_lesson(index: int) -> str:
-    return f"General — lesson {index + 1}: {GENERIC_LESSONS[index % len(GENERIC_LESSONS)]}"
+def _told(task: Tau2Task) -> list[str]:
+    """What the task requires the customer to be told."""
+    criteria = task.evaluation_criteria
+    return list(criteria.communicate_info or []) if criteria else []
 
 
 def _lessons_of(unit: str) -> tuple[str, str]:
     return next((lessons for name, lessons in (*AREAS.values(), NO_CHANGE) if name == unit), NO_CHANGE[1])
 
 
-def states_lesson_of(text: str, unit: str) -> bool:
-    return lesson_unit(text) == unit or any(lesson in text for lesson in _lessons_of(unit))
+TAU2_LESSONS = Lessons(_lessons_of, GENERIC_LESSONS)
+"""What the tau2 world teaches: each policy area's own lessons, and generic ones."""
 
-
-def is_generic(text: str) -> bool:
-    return lesson_unit(text) == "General" or any(lesson in text for lesson in GENERIC_LESSONS)
-
-
-def _calls(messages: Sequence[Message]) -> list[tuple[str, dict[str, Any]]]:
-    """The tool calls the agent's earlier turns made, in order (tool calls or JSON actions)."""
-    found: list[tuple[str, dict[str, Any]]] = []
-    for message in messages:
-        if message.role != "assistant":
-            continue
-        calls = [(c.name, c.arguments) for c in message.tool_calls]
-        if not calls:
-            try:
-                reply = orjson.loads(message.content)
-            except orjson.JSONDecodeError:
-                continue
-            if isinstance(reply, dict):
-                calls = [(str(reply.get("tool")), orjson.dumps(reply.get("arguments", {})).decode())]
-        for name, arguments in calls:
-            try:
-                decoded = orjson.loads(arguments)
-            except orjson.JSONDecodeError:
-                decoded = {}
-            found.append((name, decoded if isinstance(decoded, dict) else {}))
-    return found
-
-
-def _reply(request: SimRequest, tool: str, arguments: dict[str, Any], thought: str) -> str | SimReply:
-    from combee_fast.schema import ToolCall
-
-    if request.tools:
-        return SimReply(thought, (ToolCall(tool, msgspec.json.encode(arguments).decode()),))
-    return orjson.dumps({"thought": thought, "tool": tool, "arguments": arguments}).decode()
+TAU2_WORDS = EpisodeWords(
+    thing="case", outcomes=("The case was not handled.", "The case was handled."),
+    cause="The agent did not apply the policy on {unit}.", remedy="Apply the policy on {unit} before acting.",
+    result="The final database state", filler=TAU2_FILLER, filler_key="tau2-prose")
+"""How the tau2 world speaks of its episodes."""
 
 
 class Tau2Agent:
-    """The agent's and the customer's turns (module docstring) on ``domain``'s tasks."""
+    """The agent's turns (module docstring) on ``domain``'s tasks."""
+
+    words = TAU2_WORDS
 
     def __init__(self, domain: Domain) -> None:
         self.domain = domain
@@ -227,63 +185,56 @@ class Tau2Agent:
                 return Action(action.name, {**action.arguments, "new_item_ids": [other, *new_items[1:]]})
         return None
 
-    def serving(self, otherwise: RoleResponder) -> RoleResponder:
-        def respond(world: TaskWorld, request: SimRequest) -> str | SimReply:
-            system = next((m.content for m in request.messages if m.role == "system"
-                           and ("<playbook>" in m.content or "<instructions>" in m.content)), None)
-            return self.act(world, request, system) if system is not None else otherwise(world, request)
-
-        return respond
+    def turn(self, world: TaskWorld, request: SimRequest) -> str | SimReply | None:
+        system = context_of(request)
+        return self.act(world, request, system) if system is not None else None
 
     def act(self, world: TaskWorld, request: SimRequest, system: str) -> str | SimReply:
         first = next((m.content for m in request.messages if m.role == "user"), "")
         case = _CASE.search(tagged(first, "task") or "")
         task = self.domain.tasks.get(case[1]) if case else None
         if task is None:
-            return _reply(request, "finish", {"answer": "unknown case"}, "This case is unknown to me.")
-        criteria = task.evaluation_criteria
-        gold = list(criteria.actions or []) if criteria else []
-        info = list(criteria.communicate_info or []) if criteria else []
+            return action_reply(request, "finish", {"answer": "unknown case"}, "This case is unknown to me.")
         seed = seed_of(request)
         lines, citable = context_lines(system)
         unit, _ = area_of(task)
-        about = [(bid, text) for bid, text in lines if states_lesson_of(text, unit)]
-        calls = _calls(request.messages)
-        if any(name == RESPOND.name for name, _ in calls):  # the user was told: the conversation is over
-            return self._finish(request, about, lines, citable, seed)
-        done = sum(1 for name, _ in calls if name not in (RESPOND.name, "finish"))
-        k = write_index(task)
-        if done == (k if k is not None else len(gold)):  # the one decision of the episode
-            known = bool(about) or f"{unit} — " in (tagged(first, "reflection") or "")
-            base = world.base_accuracy(sum(1 for _, text in lines if is_generic(text)))
-            if uniform("act", seed, task.id) >= (world.params.known_accuracy if known else base):
-                if k is None:
-                    return self._tell(request, [], False)
-                wrong = self.mistake(gold[k])
-                if wrong is None:
-                    return self._tell(request, info, False)
-                return _reply(request, wrong.name, dict(wrong.arguments), "Making the change the user asked for.")
+        about = [(bid, text) for bid, text in lines if states_lesson_of(text, unit, world.lessons)]
+        taken = [name for name, _ in actions(request.messages)]
+        if RESPOND.name in taken:  # the user was told: the conversation is over
+            return finish_reply(request, about, lines, citable, world.lessons,
+                                "The conversation is over. " + self.words.prose(1, "finish", seed))
+        done = sum(1 for name in taken if name not in (RESPOND.name, "finish"))
+        decision = write_index(task)
+        if done == (decision if decision is not None else len(_gold(task))) and not knows_the_way(
+                world, unit, about, lines, tagged(first, "reflection") or "", seed, task.id):
+            return self._mistaken(request, task, decision)
+        return self._next(request, task, unit, done, seed)
+
+    def _mistaken(self, request: SimRequest, task: Tau2Task, decision: int | None) -> str | SimReply:
+        """The episode's one decision went the wrong way: the area's mistake at the gold action
+        ``decision`` (None: the task changes nothing, and what it requires told is left unsaid)."""
+        if decision is None:
+            return self._tell(request, [], False)
+        wrong = self.mistake(_gold(task)[decision])
+        if wrong is None:
+            return self._tell(request, _told(task), False)
+        return action_reply(request, wrong.name, dict(wrong.arguments), "Making the change the user asked for.")
+
+    def _next(self, request: SimRequest, task: Tau2Task, unit: str, done: int, seed: int) -> str | SimReply:
+        """The gold action after the ``done`` taken, or, all taken, telling the customer."""
+        gold = _gold(task)
         if done < len(gold):
             action = gold[done]
-            thought = f"The next step of this {unit.lower()} case. " + _prose(1, "act", seed, done)
-            return _reply(request, action.name, dict(action.arguments), thought)
-        return self._tell(request, info, True)
+            thought = f"The next step of this {unit.lower()} case. " + self.words.prose(1, "act", seed, done)
+            return action_reply(request, action.name, dict(action.arguments), thought)
+        return self._tell(request, _told(task), True)
 
     @staticmethod
     def _tell(request: SimRequest, info: list[str], done: bool) -> str | SimReply:
         said = "; ".join(info)
         message = ("Your request is handled." if done else "I have looked into your request.") \
             + (f" For your information: {said}." if said else "") + " Is there anything else?"
-        return _reply(request, RESPOND.name, {"message": message}, "Telling the user the outcome.")
-
-    @staticmethod
-    def _finish(request: SimRequest, about: list[tuple[str | None, str]], lines: list[tuple[str | None, str]],
-                citable: bool, seed: int) -> str | SimReply:
-        finish: dict[str, object] = {"answer": "done"}
-        if citable:
-            generic = [bid for bid, text in lines if bid is not None and is_generic(text)][:2]
-            finish["bullet_ids"] = [bid for bid, _ in about if bid is not None][:2] + generic
-        return _reply(request, "finish", finish, "The conversation is over. " + _prose(1, "finish", seed))
+        return action_reply(request, RESPOND.name, {"message": message}, "Telling the user the outcome.")
 
 
 def customer(world: TaskWorld, request: SimRequest) -> str:
@@ -297,72 +248,22 @@ def customer(world: TaskWorld, request: SimRequest) -> str:
     return "Thank you, that is all I needed.\n###STOP###"
 
 
-def area_namer(world: TaskWorld, unit: str, names_unit: bool, text: str, seed: int) -> str:
-    """One of the area's own lessons (when the draw names it), else a generic one."""
-    if names_unit:
-        facet = int(uniform("facet", seed, text) * world.params.facets_per_unit)
-        return area_lesson(unit, _lessons_of(unit), facet)
-    return generic_lesson(int(uniform("generic", seed, text) * len(GENERIC_LESSONS)))
-
-
-def reflect(world: TaskWorld, request: SimRequest) -> str:
-    """ACE's reflector on an episode (module docstring)."""
-    prompt = request.messages[-1].content if request.messages else ""
-    seed = request.seed or 0
-    question = world.question(tagged(prompt, "question") or "")
-    if question is None:
-        return json_reply(reflection_reply("The case is unknown to me.", "", "", "", "", []))
-    match = _OUTCOME.search(prompt)
-    right = match is not None and match[1] == "correct"
-    unit = question.units[0]
-    params = world.params
-    naming = params.name_unit_after_right if right else params.name_unit_after_wrong
-    cited = re.findall(r"^\[([^\]]+)\] helpful=", prompt, re.MULTILINE)
-    draw = uniform("reflect", seed, question.example.input)
-    facet = int(uniform("facet", seed, question.example.input) * params.facets_per_unit)
-    if not params.informative_reflections:
-        lesson = noise_lesson(facet)
-    elif draw < naming:
-        lesson = area_lesson(unit, _lessons_of(unit), facet)
-    else:
-        lesson = generic_lesson(int(uniform("generic", seed) * len(GENERIC_LESSONS)))
-    tags = [{"id": bid, "tag": "helpful" if right else "harmful"} for bid in cited]
-    verdict = "The case was handled." if right else "The case was not handled."
-    return json_reply(reflection_reply(
-        f"{verdict} " + _prose(3, "reflect-reasoning", seed),
-        "No error." if right else f"The {unit.lower()} step went wrong. " + _prose(1, "err", seed),
-        "Nothing failed." if right else f"The agent did not apply the policy on {unit.lower()}.",
-        f"Apply the policy on {unit.lower()} before acting. " + _prose(2, "approach", seed),
-        lesson,
-        tags,
-    ))
-
-
-def _final_state(prompt: str) -> str:
-    return "The final database state"
-
-
-def tau2_world(task: Task, splits: Sequence[str] = (), *, variant: str = "default") -> TaskWorld:
+def tau2_world(task: Task, roles: RoleTable | None = None, *, splits: Sequence[str] = (),
+               variant: str = "default") -> TaskWorld:
     """The world of the tau2 ``task`` knowing the cases of ``splits`` (default: train and test),
-    as the world ``variant`` has it (module docstring)."""
-    from combee_fast.sim.worlds import built_in_roles
-
+    as the world ``variant`` has it, answering ``roles`` and the customer's (module docstring)."""
     if not isinstance(task, Tau2DomainTask):
         raise TypeError(f"tau2_world plays a tau2 domain's task, not {type(task).__name__}")
     domain = task.domain
     examples = [e for s in (splits or ("train", "test")) for e in task.load(s).examples]
-    roles = built_in_roles()
-    agent = Tau2Agent(domain)
-    roles.update({role: agent.serving(roles[role]) for role in SERVING_ROLES})
-    roles.update({
-        USER_ROLE: customer,
-        "reflector": reflect,
-        GEPA_PROPOSER_ROLE: Proposer(row_judge, area_namer),
-        TEXTGRAD_LOSS_ROLE: Loss(reward_judge, _final_state),
-        TEXTGRAD_GRADIENT_ROLE: Gradient(reward_judge, area_namer),
-    })
+    if roles is None:
+        from combee_fast.sim.worlds import built_in_roles
+
+        roles = built_in_roles()
+    roles = RoleTable({**roles.responders, USER_ROLE: customer}, roles.serving)
 
     def units(example: Example) -> tuple[str, ...]:
         return (area_of(domain.tasks[example.meta[TASK_META]])[0],)
 
-    return TaskWorld(task, examples, world_params(TAU2_PARAMS, variant), roles=roles, units=units)
+    return TaskWorld(task, examples, world_params(TAU2_PARAMS, variant), roles=roles, units=units,
+                     lessons=TAU2_LESSONS, agent=Tau2Agent(domain))

@@ -20,22 +20,25 @@ model, not evidence about real LLMs. They read the prompts by their tags, as a m
   to the ACE reducer's capacity (``reducer_capacity``), as the ACE reducer merges curators' ops;
   it keeps removals as proposed and writes nothing anew.
 
-How the loss judges an answer and which lessons the gradient names is a :class:`Loss`'s and a
-:class:`Gradient`'s (the terminal task has its own: :mod:`.terminal`). Fractional counts are
+The loss and the gradient judge an attempt by the world
+(:meth:`~combee_fast.sim.world.TaskWorld.verdict`: its answer graded by the task, or the reward
+its prompt reports when the question has no target) and the gradient names the world's lessons
+(:meth:`~combee_fast.sim.world.TaskWorld.named_lesson`); in a world where the endpoint plays the
+agent the loss names what the attempt left behind in the world's words. Fractional counts are
 rounded by a seeded draw. No world parameter is added or changed.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 
 from combee_fast.roles.names import TEXTGRAD_FORWARD_ROLE as FORWARD_ROLE
 from combee_fast.roles.names import TEXTGRAD_GRADIENT_ROLE as GRADIENT_ROLE
 from combee_fast.roles.names import TEXTGRAD_LOSS_ROLE as LOSS_ROLE
 from combee_fast.roles.names import TEXTGRAD_REDUCE_ROLE as REDUCE_ROLE
 from combee_fast.roles.names import TEXTGRAD_STEP_ROLE as STEP_ROLE
-from combee_fast.sim.instructions import Namer, capacity, instruction_lessons, kept_count, solve, unit_namer
+from combee_fast.sim.instructions import capacity, instruction_lessons, kept_count, solve
 from combee_fast.sim.responders import RoleResponder, SimRequest
 from combee_fast.sim.world import (
     Question, TaskWorld, fresh_lessons, json_lines, json_reply, lesson_key, lesson_unit, noise_lesson, prose,
@@ -50,70 +53,47 @@ _CHANGE = re.compile(r"^\[(\d+\.\d+)\] (remove|add to [^:]+): (.*)$", re.MULTILI
 _PROPOSAL = re.compile(r"^### Proposal \d+$", re.MULTILINE)
 DEFAULT_PART = "system_prompt"
 
-TextGradWorld = TaskWorld
-"""The task world, which answers TextGrad's roles among every built-in learner's (the name
-callers that play TextGrad know it by)."""
-
-Judge = Callable[[TaskWorld, Question, str], "tuple[bool, str]"]
-"""How the loss and the gradient judge one prompt about ``question``: ``(right, the unit it is about)``."""
+_REWARD = re.compile(r"^Reward: ([0-9.]+)", re.MULTILINE)
 
 
-def answer_judge(world: TaskWorld, question: Question, prompt: str) -> tuple[bool, str]:
-    """The prompt's model answer graded by the task; the first unit it gets wrong (else its first)."""
-    answer = tagged(prompt, "model_answer") or ""
-    right = world.task.score(question.example, answer).value >= 1.0
-    return right, (world.wrong_units(question, answer) or list(question.units))[0]
+def _verdict(world: TaskWorld, question: Question, prompt: str) -> tuple[bool, str]:
+    """The attempt a loss or gradient prompt shows, judged by the world: its model answer, or
+    the reward it reports."""
+    reward = _REWARD.search(prompt)
+    return world.verdict(question, tagged(prompt, "model_answer") or "", reward is not None and float(reward[1]) >= 1.0)
 
 
-def the_answer(prompt: str) -> str:
-    """What the loss's critique says went wrong in a prompt's outcome: the answer, quoted."""
-    return f"The answer {tagged(prompt, 'model_answer') or ''!r}"
+def loss(world: TaskWorld, request: SimRequest) -> str:
+    """The evaluator's verdict and a critique naming the unit that went wrong (module docstring)."""
+    prompt, seed = request.last_user_content, seed_of(request)
+    question = world.question(tagged(prompt, "question") or "")
+    if question is None:
+        return json_reply({"verdict": "incorrect", "critique": "The question is unknown to me."})
+    right, unit = _verdict(world, question, prompt)
+    if right:
+        return json_reply({"verdict": "correct", "critique": "The answer is correct. " + prose(3, "tg-loss", seed)})
+    wrong = world.agent.words.result if world.agent is not None else f"The answer {tagged(prompt, 'model_answer') or ''!r}"
+    return json_reply({"verdict": "incorrect",
+                       "critique": f"{wrong} is wrong: the step that handles {unit} went wrong. "
+                       + prose(3, "tg-loss", seed)})
 
 
-class Loss:
-    """The evaluator's verdict (``judge``'s) and a critique naming the unit that went wrong;
-    ``subject`` says what in the prompt's outcome was wrong (default: :func:`the_answer`)."""
-
-    def __init__(self, judge: Judge = answer_judge, subject: Callable[[str], str] = the_answer) -> None:
-        self.judge = judge
-        self.subject = subject
-
-    def __call__(self, world: TaskWorld, request: SimRequest) -> str:
-        prompt, seed = request.last_user_content, seed_of(request)
-        question = world.question(tagged(prompt, "question") or "")
-        if question is None:
-            return json_reply({"verdict": "incorrect", "critique": "The question is unknown to me."})
-        right, unit = self.judge(world, question, prompt)
-        if right:
-            return json_reply({"verdict": "correct", "critique": "The answer is correct. " + prose(3, "tg-loss", seed)})
-        return json_reply({"verdict": "incorrect",
-                           "critique": f"{self.subject(prompt)} is wrong: the step that handles {unit} went "
-                           "wrong. " + prose(3, "tg-loss", seed)})
-
-
-class Gradient:
-    """The line the prompt should gain, about the unit ``judge`` finds (named by ``namer``, with
-    the ACE reflector's probabilities after the critique's verdict)."""
-
-    def __init__(self, judge: Judge = answer_judge, namer: Namer = unit_namer) -> None:
-        self.judge = judge
-        self.namer = namer
-
-    def __call__(self, world: TaskWorld, request: SimRequest) -> str:
-        prompt, seed = request.last_user_content, seed_of(request)
-        question = world.question(tagged(prompt, "question") or "")
-        if question is None:
-            return json_reply({"diagnosis": "The question is unknown to me.", "change": ""})
-        _, unit = self.judge(world, question, prompt)
-        text = question.example.input
-        right = (tagged(prompt, "critique") or "").split(":", 1)[0].strip() == "correct"
-        naming = world.params.name_unit_after_right if right else world.params.name_unit_after_wrong
-        if not world.params.informative_reflections:
-            change = noise_lesson(int(uniform("facet", seed, text) * world.params.facets_per_unit))
-        else:
-            change = self.namer(world, unit, uniform("tg-gradient", seed, text) < naming, text, seed)
-        return json_reply({"diagnosis": f"The prompt says nothing about {unit}. " + prose(2, "tg-gradient", seed),
-                           "change": change})
+def gradient(world: TaskWorld, request: SimRequest) -> str:
+    """The line the prompt should gain, about the unit the world finds (module docstring)."""
+    prompt, seed = request.last_user_content, seed_of(request)
+    question = world.question(tagged(prompt, "question") or "")
+    if question is None:
+        return json_reply({"diagnosis": "The question is unknown to me.", "change": ""})
+    _, unit = _verdict(world, question, prompt)
+    text = question.example.input
+    right = (tagged(prompt, "critique") or "").split(":", 1)[0].strip() == "correct"
+    naming = world.params.name_unit_after_right if right else world.params.name_unit_after_wrong
+    if not world.params.informative_reflections:
+        change = noise_lesson(int(uniform("facet", seed, text) * world.params.facets_per_unit))
+    else:
+        change = world.named_lesson(unit, uniform("tg-gradient", seed, text) < naming, text, seed)
+    return json_reply({"diagnosis": f"The prompt says nothing about {unit}. " + prose(2, "tg-gradient", seed),
+                       "change": change})
 
 
 def step(world: TaskWorld, request: SimRequest) -> str:
@@ -151,6 +131,9 @@ def reduce(world: TaskWorld, request: SimRequest) -> str:
                        + prose(3, "tg-reduce", seed), "keep": [*keep, *removals], "add": []})
 
 
-ROLES: Mapping[str, RoleResponder] = {FORWARD_ROLE: solve, LOSS_ROLE: Loss(), GRADIENT_ROLE: Gradient(),
+SERVING = FORWARD_ROLE
+"""The role that serves the learned context (pool ``serve``)."""
+
+ROLES: Mapping[str, RoleResponder] = {FORWARD_ROLE: solve, LOSS_ROLE: loss, GRADIENT_ROLE: gradient,
                                       STEP_ROLE: step, REDUCE_ROLE: reduce}
 """TextGrad's responders, by request role name."""

@@ -41,12 +41,14 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
 
 import msgspec
 import orjson
 
-from combee_fast.sim.responders import RoleResponder, SimReply, SimRequest, example_for_schema, probe_tool_reply
+from combee_fast.sim.responders import RoleTable, SimReply, SimRequest, example_for_schema, probe_tool_reply
 from combee_fast.schema import Example, Message
 from combee_fast.protocols.tasks import Task
 
@@ -196,22 +198,57 @@ def prose(sentences: int, *seed: object) -> str:
     return " ".join(FILLER[(start + i) % len(FILLER)] for i in range(sentences))
 
 
+@dataclass(frozen=True)
+class Lessons:
+    """What a world teaches, in its own words: ``facets(unit)``, the texts of each unit's facets;
+    ``generic``, its generic strategies; ``wrong``, the wrong lessons the ``harmful`` variant's
+    reflections may name about a unit (none: a world that names no wrong lesson). Every lesson is
+    written ``<unit> — lesson <k>: <text>``, as :func:`lesson_unit` and :func:`lesson_key` read it."""
+
+    facets: Callable[[str], Sequence[str]]
+    generic: Sequence[str]
+    wrong: Sequence[str] = ()
+
+    def about(self, unit: str, facet: int) -> str:
+        """The ``facet``-th lesson about ``unit`` (its facets' texts taken in turn)."""
+        texts = self.facets(unit)
+        return f"{unit} — lesson {facet + 1}: {texts[facet % len(texts)]}."
+
+    def general(self, index: int) -> str:
+        """The ``index``-th generic lesson."""
+        return f"General — lesson {index + 1}: {self.generic[index % len(self.generic)]}"
+
+    def wrong_about(self, unit: str, index: int, facets_per_unit: int) -> str:
+        """A wrong lesson about ``unit``, numbered after its ``facets_per_unit`` true ones."""
+        return f"{unit} — lesson {facets_per_unit + index + 1}: {self.wrong[index % len(self.wrong)]}."
+
+    def is_wrong(self, text: str) -> bool:
+        """Whether a lesson or bullet states one of the wrong lessons."""
+        return any(facet in text for facet in self.wrong)
+
+
+FORMULA_LESSONS = Lessons(lambda unit: FACETS, GENERIC_LESSONS, HARMFUL_FACETS)
+"""The calibrated world's lessons (Formula and FiNER): every unit has the same facets."""
+
+
 def specific_lesson(unit: str, facet: int) -> str:
-    return f"{unit} — lesson {facet + 1}: {FACETS[facet % len(FACETS)]}."
+    """The calibrated world's ``facet``-th lesson about ``unit``."""
+    return FORMULA_LESSONS.about(unit, facet)
 
 
 def generic_lesson(index: int) -> str:
-    return f"General — lesson {index + 1}: {GENERIC_LESSONS[index]}"
+    """The calibrated world's ``index``-th generic lesson."""
+    return FORMULA_LESSONS.general(index)
 
 
 def harmful_lesson(unit: str, index: int, facets_per_unit: int) -> str:
-    """A wrong lesson about ``unit``, numbered after its ``facets_per_unit`` true ones."""
-    return f"{unit} — lesson {facets_per_unit + index + 1}: {HARMFUL_FACETS[index % len(HARMFUL_FACETS)]}."
+    """A wrong lesson of the calibrated world about ``unit``, numbered after its ``facets_per_unit`` true ones."""
+    return FORMULA_LESSONS.wrong_about(unit, index, facets_per_unit)
 
 
 def is_harmful(text: str) -> bool:
-    """Whether a lesson or bullet states one of the wrong lessons."""
-    return any(facet in text for facet in HARMFUL_FACETS)
+    """Whether a lesson or bullet states one of the calibrated world's wrong lessons."""
+    return FORMULA_LESSONS.is_wrong(text)
 
 
 def noise_lesson(index: int) -> str:
@@ -232,6 +269,41 @@ def lesson_key(text: str) -> str | None:
     return head if " — lesson " in head else None
 
 
+@dataclass(frozen=True)
+class EpisodeWords:
+    """How a world speaks of its episodes: ``thing``, what one works on (``task``, ``case``);
+    ``outcomes``, how one ended (not done, done); ``cause``, why one failed and ``remedy``, what to
+    do next time (each with ``{unit}``, the unit in lower case); ``result``, what an attempt left
+    behind, as a critique names it; and ``filler``, its own sentences of prose, drawn under
+    ``filler_key`` (:meth:`prose`)."""
+
+    thing: str
+    outcomes: tuple[str, str]
+    cause: str
+    remedy: str
+    result: str
+    filler: tuple[str, ...]
+    filler_key: str
+
+    def prose(self, sentences: int, *seed: object) -> str:
+        """``sentences`` of the world's filler, picked by ``seed``: the length of a real reply."""
+        start = int(uniform(self.filler_key, *seed) * len(self.filler))
+        return " ".join(self.filler[(start + i) % len(self.filler)] for i in range(sentences))
+
+
+class WorldAgent(Protocol):
+    """The agent a world in which the endpoint plays the agent (a task solved by acting) plays
+    in every serving role, whichever learner's it is (:meth:`TaskWorld.respond`); its ``words``
+    are how the world speaks of its episodes (:mod:`.agent_world` holds what such agents share)."""
+
+    words: EpisodeWords
+
+    def turn(self, world: TaskWorld, request: SimRequest) -> str | SimReply | None:
+        """The agent's reply when ``request`` is one of its turns; None when it is not (the
+        serving role's own responder answers it then)."""
+        ...
+
+
 class Question(msgspec.Struct, frozen=True):
     """One example as the world knows it: the example and its knowledge units (one per graded
     entity: the formula, or each FiNER tag; a chore's family)."""
@@ -242,22 +314,27 @@ class Question(msgspec.Struct, frozen=True):
 
 class TaskWorld:
     """A :class:`combee_fast.sim.server.Responder` for one task's examples: the knowledge (the
-    task, its questions and their units, the parameters, the draws) and a table of responders,
-    one per request role (``roles``: request role name -> :data:`~.responders.RoleResponder`;
-    default: every built-in learner's, :func:`combee_fast.sim.worlds.built_in_roles`). A
-    request is answered by its role's responder, called with this world; ``units`` gives each
-    example's knowledge units (default: its formula, its FiNER tags, else its target)."""
+    task, its questions and their units, the parameters, the draws, its ``lessons``) and a table
+    of responders, one per request role (``roles``, :class:`~.responders.RoleTable`; default:
+    every built-in learner's, :func:`combee_fast.sim.worlds.built_in_roles`). A request is
+    answered by its role's responder, called with this world; in a world with an ``agent`` (a
+    task solved by acting), a request of a serving role (pool ``serve``) that is an agent's turn
+    is the agent's to answer (:meth:`respond`). ``units`` gives each example's knowledge units
+    (default: its formula, its FiNER tags, else its target)."""
 
     def __init__(self, task: Task, examples: Iterable[Example], params: WorldParams, *,
-                 roles: Mapping[str, RoleResponder] | None = None,
-                 units: Callable[[Example], tuple[str, ...]] | None = None) -> None:
+                 roles: RoleTable | None = None, units: Callable[[Example], tuple[str, ...]] | None = None,
+                 lessons: Lessons = FORMULA_LESSONS, agent: WorldAgent | None = None) -> None:
         if roles is None:
             from combee_fast.sim.worlds import built_in_roles  # the responders' modules import this one
 
             roles = built_in_roles()
         self.task = task
         self.params = params
-        self.roles: dict[str, RoleResponder] = dict(roles)
+        self.lessons = lessons
+        self.agent = agent
+        self.roles = dict(roles.responders)
+        self.serving = roles.serving
         self._units_of = units or _units
         self._questions: dict[str, Question] = {}
         for example in examples:
@@ -265,12 +342,12 @@ class TaskWorld:
         self._all_units = sorted({u for q in self._questions.values() for u in q.units})
 
     @classmethod
-    def for_task(cls, task: Task, splits: Sequence[str] = (), *, variant: str = "default") -> TaskWorld:
-        """The world of ``task`` knowing the examples of ``splits`` (default: all of them), as
-        the world ``variant`` (:data:`WORLD_VARIANTS`) has it, answering every built-in role."""
-        params = world_params(FINER_PARAMS if task.name == "finer" else FORMULA_PARAMS, variant)
+    def for_task(cls, task: Task, splits: Sequence[str] = (), *, variant: str = "default",
+                 params: WorldParams = FORMULA_PARAMS, roles: RoleTable | None = None) -> TaskWorld:
+        """The world of ``task`` knowing the examples of ``splits`` (default: all of them), with
+        ``params`` as the world ``variant`` (:data:`WORLD_VARIANTS`) has them, answering ``roles``."""
         examples = [e for s in (splits or task.split_names()) for e in task.load(s).examples]
-        return cls(task, examples, params)
+        return cls(task, examples, world_params(params, variant), roles=roles)
 
     def plays(self) -> tuple[str, ...]:
         """The request roles this world answers as their learner's model would."""
@@ -285,9 +362,14 @@ class TaskWorld:
         return self._questions.get(text.strip()) if text is not None else None
 
     def respond(self, request: SimRequest) -> str | SimReply:
-        """The answer of the request's role's responder. A role no responder plays (e.g. the
-        start-up probe): a call of the first tool offered, else an object the schema allows,
-        else an error object."""
+        """The agent's turn, when this world has an agent and the request is one of its turns in
+        a serving role; else the answer of the request's role's responder. A role no responder
+        plays (e.g. the start-up probe): a call of the first tool offered, else an object the
+        schema allows, else an error object."""
+        if self.agent is not None and request.role in self.serving:
+            turn = self.agent.turn(self, request)
+            if turn is not None:
+                return turn
         responder = self.roles.get(request.role)
         if responder is not None:
             return responder(self, request)
@@ -296,6 +378,30 @@ class TaskWorld:
         if request.json_schema is not None:
             return orjson.dumps(example_for_schema(request.json_schema, request.role)).decode()
         return orjson.dumps({"error": f"the task world plays no role {request.role!r}"}).decode()
+
+    # -- judging and teaching ------------------------------------------------------------------
+
+    def verdict(self, question: Question, answer: str, reported: bool) -> tuple[bool, str]:
+        """Whether an attempt at ``question`` was right, and the unit a lesson from it is about:
+        ``answer`` graded by the task (the unit: the first it gets wrong, else its first); for a
+        question without a target (a chore, a case, a collected trace) the outcome its prompt
+        ``reported`` (its first unit)."""
+        if question.example.target is None:
+            return reported, question.units[0]
+        right = self.task.score(question.example, answer).value >= 1.0
+        return right, (self.wrong_units(question, answer) or list(question.units))[0]
+
+    def named_lesson(self, unit: str, names_unit: bool, text: str, seed: int) -> str:
+        """The lesson an attempt at the question ``text`` teaches, drawn by ``seed``: one of the
+        unit's facets when ``names_unit`` (in the ``harmful`` world a wrong one for
+        ``harmful_share`` of those, when this world has wrong lessons), else a generic lesson."""
+        params, lessons = self.params, self.lessons
+        if names_unit and params.harmful_share and lessons.wrong and uniform("harm", seed, text) < params.harmful_share:
+            wrong = int(uniform("harm-facet", seed, text) * len(lessons.wrong))
+            return lessons.wrong_about(unit, wrong, params.facets_per_unit)
+        if names_unit:
+            return lessons.about(unit, int(uniform("facet", seed, text) * params.facets_per_unit))
+        return lessons.general(int(uniform("generic", seed, text) * len(lessons.generic)))
 
     # -- answers -------------------------------------------------------------------------------
 
@@ -330,7 +436,7 @@ class TaskWorld:
         if generic is None:
             generic = sum(lesson_unit(content) == "General" for _, content in bullets)
         unit_lessons = [content for _, content in bullets if lesson_unit(content) == unit]
-        if self.params.harmful_share and any(is_harmful(content) for content in unit_lessons):
+        if self.params.harmful_share and any(self.lessons.is_wrong(content) for content in unit_lessons):
             return self.params.harmful_accuracy
         if unit_lessons or f"{unit} — " in reflection:
             return self.params.known_accuracy
@@ -442,3 +548,9 @@ def prompt_of(messages: Sequence[Message]) -> str:
         if message.role == "assistant":
             return messages[index - 1].content if index else ""
     return messages[-1].content if messages else ""
+
+
+def finer_world(task: Task, roles: RoleTable | None = None, *, splits: Sequence[str] = (),
+                variant: str = "default") -> TaskWorld:
+    """The FiNER task's world (its ``sim_world``): the calibrated world with :data:`FINER_PARAMS`."""
+    return TaskWorld.for_task(task, splits, variant=variant, params=FINER_PARAMS, roles=roles)

@@ -1,11 +1,13 @@
 """The worlds a simulated endpoint plays: one task's, or several tasks' behind one server.
 
-:func:`task_world` is the world of one task as the in-process simulated endpoint builds it (a
-:class:`~combee_fast.sim.world.TaskWorld` answering every built-in learner's roles,
-:func:`built_in_roles`; for the terminal task its own, :func:`~combee_fast.sim.terminal.terminal_world`,
-in which the endpoint plays the agent; for the tau2 tasks :func:`~combee_fast.sim.tau2.tau2_world`,
-in which it plays the agent and the customer), so a standalone ``combee sim-server --world TASK``
-answers exactly what a run without an endpoint would get.
+:func:`task_world` is the world of one task as the in-process simulated endpoint builds it, so a
+standalone ``combee sim-server --world TASK`` answers exactly what a run without an endpoint would
+get: the world a task names as its ``sim_world`` (a ``package.module:factory`` path: the terminal
+task's, :func:`~combee_fast.sim.terminal.terminal_world`, in which the endpoint plays the agent;
+the tau2 tasks', :func:`~combee_fast.sim.tau2.tau2_world`, in which it plays the agent and the
+customer; FiNER's, :func:`~combee_fast.sim.world.finer_world`), else the calibrated world of its
+examples (:meth:`TaskWorld.for_task <combee_fast.sim.world.TaskWorld.for_task>`), answering every
+built-in learner's roles (:func:`built_in_roles`).
 
 :class:`TaskWorlds` answers for several tasks at once (``combee sim-server`` with no ``--world``
 plays every bundled task): each request goes to the world that knows the question its prompt
@@ -19,11 +21,13 @@ capacity, which every bundled world shares.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import cast
 
+from combee_fast.plugins import load_path
 from combee_fast.protocols.tasks import Task
 from combee_fast.sim import ace, instructions, textgrad
-from combee_fast.sim.responders import RoleResponder, SimReply, SimRequest, WithRoles
+from combee_fast.sim.responders import RoleResponder, RoleTable, SimReply, SimRequest, WithRoles
 from combee_fast.sim.world import TaskWorld, json_lines
 from combee_fast.tasks.registry import get_task
 
@@ -34,10 +38,31 @@ _QUESTION = re.compile(r"<question>\n(.*?)\n?</question>", re.DOTALL)
 _EXAMPLES = re.compile(r"<examples>\n(.*?)\n?</examples>", re.DOTALL)
 
 
-def built_in_roles() -> dict[str, RoleResponder]:
+WorldFactory = Callable[..., TaskWorld]
+"""What a task's ``sim_world`` names: ``factory(task, roles, *, splits=(), variant="default")``,
+the world of ``task`` knowing the examples of ``splits`` (default: those it plays), as the world
+``variant`` has it, answering ``roles`` (:class:`~combee_fast.sim.responders.RoleTable`)."""
+
+
+def built_in_roles() -> RoleTable:
     """Every built-in learner's responders, by request role name: ACE's (:mod:`.ace`), GEPA's
-    (:mod:`.instructions`) and TextGrad's (:mod:`.textgrad`)."""
-    return {**ace.ROLES, **instructions.ROLES, **textgrad.ROLES}
+    (:mod:`.instructions`) and TextGrad's (:mod:`.textgrad`), and their serving roles."""
+    return RoleTable({**ace.ROLES, **instructions.ROLES, **textgrad.ROLES},
+                     frozenset({ace.SERVING, instructions.SERVING, textgrad.SERVING}))
+
+
+def world_factory(task: Task) -> WorldFactory:
+    """The factory of ``task``'s world: the one its ``sim_world`` path names, else the calibrated
+    world's (:meth:`TaskWorld.for_task <combee_fast.sim.world.TaskWorld.for_task>`)."""
+    path = getattr(task, "sim_world", None)
+    if path is None:
+        return _calibrated
+    return cast(WorldFactory, load_path(path, what=f"task {task.name!r}'s sim_world"))
+
+
+def _calibrated(task: Task, roles: RoleTable | None = None, *, splits: Sequence[str] = (),
+                variant: str = "default") -> TaskWorld:
+    return TaskWorld.for_task(task, splits, variant=variant, roles=roles)
 
 
 def task_world(task: Task, *, variant: str = "default",
@@ -45,16 +70,7 @@ def task_world(task: Task, *, variant: str = "default",
     """The world of ``task`` (every split's examples), as the in-process simulated endpoint plays
     it, answering also ``roles`` (a plugin learner's responders, by request role); ValueError for
     an unknown ``variant``."""
-    if task.name == "terminal":
-        from combee_fast.sim.terminal import terminal_world
-
-        world = terminal_world(task, variant=variant)
-    elif task.name in ("tau2-retail", "tau2-airline"):
-        from combee_fast.sim.tau2 import tau2_world
-
-        world = tau2_world(task, variant=variant)
-    else:
-        world = TaskWorld.for_task(task, variant=variant)
+    world = world_factory(task)(task, built_in_roles(), variant=variant)
     return WithRoles(world, roles) if roles else world
 
 
@@ -104,4 +120,5 @@ class TaskWorlds:
 
 def bundled_worlds(*, variant: str = "default") -> TaskWorlds:
     """Every bundled task's world behind one responder (ValueError for an unknown ``variant``)."""
-    return TaskWorlds([TaskWorld.for_task(get_task(name), variant=variant) for name in BUNDLED_TASKS])
+    worlds = [world_factory(task)(task, built_in_roles(), variant=variant) for task in map(get_task, BUNDLED_TASKS)]
+    return TaskWorlds(worlds)

@@ -242,9 +242,9 @@ def test_openai_base_url_names_the_endpoint(fast_server: str, tmp_path: Path) ->
 async def test_openai_api_key_is_the_key_of_an_endpoint_given_none(start_sim_server, tmp_path: Path) -> None:
     import asyncio
 
-    from combee_fast.sim.instructions import InstructionWorld
+    from combee_fast.sim.world import TaskWorld
 
-    server = await start_sim_server(InstructionWorld.for_task(get_task("formula")), time_scale=0.0005,
+    server = await start_sim_server(TaskWorld.for_task(get_task("formula")), time_scale=0.0005,
                                     api_key="sk-test-1234567890")
     args = ["learn", "--train-split", "train[0:10]", "--val-split", "selection[0:5]", "--batch-size", "10",
             "--endpoint", server.url, "--model", "sim", "--quiet"]

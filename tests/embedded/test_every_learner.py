@@ -22,7 +22,7 @@ from combee_fast.gepa.online import OnlineCandidate
 from combee_fast.run.events import Event, Events, ReleaseDecision, ReleaseStatus
 from combee_fast.schema import Rollout, Usage
 from combee_fast.session import Session, open_session
-from combee_fast.sim.instructions import InstructionWorld
+from combee_fast.sim.world import TaskWorld
 from combee_fast.sim.responders import SimRequest
 from combee_fast.textgrad.variable import PromptVariable
 
@@ -127,7 +127,7 @@ async def test_a_learner_that_cannot_learn_online_or_an_unknown_one_is_refused()
 class _Recording:
     """The task world's answers; records the role of every request."""
 
-    def __init__(self, world: InstructionWorld) -> None:
+    def __init__(self, world: TaskWorld) -> None:
         self.world = world
         self.roles: list[str] = []
 
@@ -144,7 +144,7 @@ async def test_gepa_shadow_re_runs_are_its_own_solves_and_decide_a_release(start
     from combee_fast.gepa.online import GepaOnline
     from combee_fast.tasks.registry import get_task
 
-    recording = _Recording(InstructionWorld.for_task(get_task("formula"), variant="noisy"))
+    recording = _Recording(TaskWorld.for_task(get_task("formula"), variant="noisy"))
     server = await start_sim_server(recording, time_scale=1e-5)
     config = _config("gepa", endpoints={"default": EndpointSpec(url=server.url, model="sim")},
                      sim=SimConfig("flat", 1e-5, world="noisy"))

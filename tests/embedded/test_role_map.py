@@ -13,7 +13,7 @@ from combee_fast.config import EndpointSpec, OnlineConfig, SamplingConfig, Sessi
 from combee_fast.embedded.process import ProcessLearner
 from combee_fast.embedded.threaded import ThreadedLearner
 from combee_fast.playbook import Playbook
-from combee_fast.sim.instructions import InstructionWorld
+from combee_fast.sim.world import TaskWorld
 from combee_fast.sim.responders import SimRequest
 from combee_fast.session import open_session
 from combee_fast.tasks.registry import get_task
@@ -22,7 +22,7 @@ from combee_fast.tasks.registry import get_task
 class _Recording:
     """The task world's answers; records the role and temperature of every request."""
 
-    def __init__(self, world: InstructionWorld) -> None:
+    def __init__(self, world: TaskWorld) -> None:
         self.world = world
         self.seen: list[tuple[str, float]] = []
 
@@ -33,7 +33,7 @@ class _Recording:
 
 @pytest.mark.parametrize("learner_type", [ThreadedLearner, ProcessLearner])
 async def test_an_embedded_learner_calls_every_replica_with_each_roles_sampling(start_sim_server, learner_type) -> None:
-    world = InstructionWorld.for_task(get_task("formula"))
+    world = TaskWorld.for_task(get_task("formula"))
     replicas = [_Recording(world), _Recording(world)]
     servers = [await start_sim_server(r, time_scale=1e-4) for r in replicas]
     config = SessionConfig(

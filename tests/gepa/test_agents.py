@@ -17,7 +17,7 @@ from combee_fast.gepa.iteration import grade
 from combee_fast.roles.budget import TEMPLATE_TOKENS_PER_MESSAGE, conservative_tokens
 from combee_fast.schema import GradedAnswer, Step, ToolCall, Trajectory, Usage
 from combee_fast.session import open_session
-from combee_fast.sim.terminal import family_lesson
+from combee_fast.sim.terminal import TERMINAL_LESSONS
 from combee_fast.tasks.registry import get_task
 from combee_fast.tasks.terminal.families import BY_KEY
 from tests.gepa.test_pipeline import _Watched
@@ -40,7 +40,7 @@ async def test_a_solve_is_an_episode_under_the_candidate_seeded_by_its_example_a
         calls = GepaCalls(session.task, session.calls, session.attempts())
         example, other = session.train_split.examples[:2]
         family = BY_KEY[example.meta["family"]]
-        taught = f"Do the chore.\n- {family_lesson(family.name, family.lessons, 0)}"
+        taught = f"Do the chore.\n- {TERMINAL_LESSONS.about(family.name, 0)}"
         first, second = await calls.solve(example, "Do the chore."), await calls.solve(example, taught)
         elsewhere = await calls.solve(other, "Do the chore.")
         graded = await grade(calls, Candidate.seed(), session.train_split.examples[:4], workers=4)

@@ -15,7 +15,7 @@ import pytest
 from combee_fast.config import CombeeConfig
 from combee_fast.endpoint.blocking import BlockingChat
 from combee_fast.gepa.interop import CombeeReflectionStrategy, rewrite_text
-from combee_fast.sim.instructions import InstructionWorld
+from combee_fast.sim.world import TaskWorld
 from combee_fast.sim.peers import PeerReplies, PeerRouter
 from combee_fast.sim.server import SimServer
 from combee_fast.sim.spans import chain_depth, peak_overlap
@@ -25,7 +25,7 @@ CURRENT = "Answer the question."
 
 
 def _server(time_scale: float = 0.01) -> SimServer:
-    world = InstructionWorld.for_task(get_task("formula"), ("train", "val"))
+    world = TaskWorld.for_task(get_task("formula"), ("train", "val"))
     return SimServer(PeerRouter(world, PeerReplies(world)), preset="flat", time_scale=time_scale)
 
 

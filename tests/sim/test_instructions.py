@@ -14,14 +14,14 @@ from combee_fast.roles.base import fill
 from combee_fast.ace.generator import generator_messages
 from combee_fast.schema import Delta, GradedAnswer, Message, Op, OpKind, Usage
 from combee_fast.sim import instructions
-from combee_fast.sim.instructions import InstructionWorld, capacity, instruction_lessons, with_lessons
+from combee_fast.sim.instructions import capacity, instruction_lessons, with_lessons
 from combee_fast.sim.server import SimRequest
 from combee_fast.sim.world import FORMULA_PARAMS, PAPER_CURATOR_CURVE, TaskWorld, curator_output, specific_lesson
 from combee_fast.tasks.registry import get_task
 
 TASK = get_task("formula")
 EXAMPLES = TASK.load("train").examples
-WORLD = InstructionWorld(TASK, EXAMPLES, FORMULA_PARAMS)
+WORLD = TaskWorld(TASK, EXAMPLES, FORMULA_PARAMS)
 ACE_WORLD = TaskWorld(TASK, EXAMPLES, FORMULA_PARAMS)
 SEED = Candidate.seed().render()
 

@@ -8,14 +8,14 @@ import orjson
 import pytest
 
 from combee_fast.endpoint.blocking import BlockingChat
-from combee_fast.sim.instructions import InstructionWorld
+from combee_fast.sim.world import TaskWorld
 from combee_fast.sim.peers import PeerReplies, PeerRouter
 from combee_fast.sim.server import SimServer
 from combee_fast.tasks.registry import get_task
 
 
-def _world() -> InstructionWorld:
-    return InstructionWorld.for_task(get_task("formula"), ("train",))
+def _world() -> TaskWorld:
+    return TaskWorld.for_task(get_task("formula"), ("train",))
 
 
 async def test_peer_prompts_get_replies_in_the_peers_formats() -> None:

@@ -9,7 +9,7 @@ import orjson
 from combee_fast.learners import LEARNERS
 from combee_fast.schema import Message
 from combee_fast.sim import ace, instructions, textgrad
-from combee_fast.sim.responders import SimRequest
+from combee_fast.sim.responders import RoleTable, SimRequest
 from combee_fast.sim.world import FORMULA_PARAMS, TaskWorld
 from combee_fast.sim.worlds import built_in_roles, task_world
 from combee_fast.tasks.registry import get_task
@@ -24,10 +24,11 @@ def _request(role: str, text: str = "", schema: dict | None = None) -> SimReques
 
 def test_every_role_every_built_in_learner_declares_is_answered_by_its_own_module() -> None:
     table = built_in_roles()
-    assert table == {**ace.ROLES, **instructions.ROLES, **textgrad.ROLES}
+    assert table.responders == {**ace.ROLES, **instructions.ROLES, **textgrad.ROLES}
     for kind in LEARNERS.values():
         for role in kind.roles:
-            assert role.key in table, f"{kind.name}'s role {role.key} has no responder"
+            assert role.key in table.responders, f"{kind.name}'s role {role.key} has no responder"
+        assert {role.key for role in kind.roles if role.pool == "serve"} <= table.serving
     assert set(ace.ROLES).isdisjoint(instructions.ROLES) and set(instructions.ROLES).isdisjoint(textgrad.ROLES)
 
 
@@ -36,7 +37,7 @@ def test_a_registered_responder_answers_its_role_with_the_worlds_knowledge() -> 
         question = world.question(request.last_user_content)
         return ",".join(question.units) if question is not None else "unknown"
 
-    world = TaskWorld(TASK, EXAMPLES, FORMULA_PARAMS, roles={"units": units})
+    world = TaskWorld(TASK, EXAMPLES, FORMULA_PARAMS, roles=RoleTable({"units": units}))
     assert world.respond(_request("units", EXAMPLES[4].input)) == EXAMPLES[4].meta["formula"]
     assert world.respond(_request("units", "not a question")) == "unknown"
     # a role the table lacks: what a constraining server answers the start-up probe

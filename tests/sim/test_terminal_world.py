@@ -16,8 +16,8 @@ from combee_fast.roles.base import fill
 from combee_fast.rollouts.react import SYSTEM, SYSTEM_PLAIN, TASK, TOOLS_FORMAT, tool_definitions
 from combee_fast.schema import Delta, GradedAnswer, Message, Op, OpKind, Step, ToolCall, Trajectory, Usage
 from combee_fast.sim.responders import SimReply, SimRequest
-from combee_fast.sim.terminal import (GENERIC_TERMINAL_LESSONS, INSPECT, SERVING_ROLES, TERMINAL_PARAMS, family_lesson,
-                                      generic_terminal_lesson)
+from combee_fast.learners import LEARNERS
+from combee_fast.sim.terminal import GENERIC_TERMINAL_LESSONS, INSPECT, TERMINAL_LESSONS, TERMINAL_PARAMS
 from combee_fast.sim.worlds import task_world
 from combee_fast.tasks.registry import get_task
 from combee_fast.tasks.terminal.environment import RUN_TOOL
@@ -28,6 +28,7 @@ from combee_fast.textgrad.calls import (GRADIENT_ROLE, LOSS_ROLE, Loss, gradient
 TERMINAL = get_task("terminal")
 WORLD = task_world(TERMINAL)
 EXAMPLES = TERMINAL.load("train").examples
+SERVING_ROLES = tuple(kind.rollout_role for kind in LEARNERS.values())
 TOOLS = tool_definitions([RUN_TOOL])
 
 
@@ -76,7 +77,7 @@ def _first_command(role: str, system: str, example, seed: int) -> str:
 def test_the_agent_is_played_alike_whatever_role_serves_it_and_however_its_context_holds_the_lessons() -> None:
     for seed, example in enumerate(EXAMPLES[:60]):
         family = _family(example)
-        named = family_lesson(family.name, family.lessons, 0)
+        named = TERMINAL_LESSONS.about(family.name, 0)
         text_only = f"Remember: {family.lessons[1]}"  # the lesson's text, without the family's name
         chosen = set()
         for role in SERVING_ROLES:
@@ -99,7 +100,7 @@ def test_a_lesson_about_the_family_raises_the_agents_success_from_the_base_rate(
         return hits / len(EXAMPLES)
 
     unrelated = "Tabs — lesson 1: nothing about this chore."
-    known = oracle_share(lambda e: [family_lesson(_family(e).name, _family(e).lessons, 1)])
+    known = oracle_share(lambda e: [TERMINAL_LESSONS.about(_family(e).name, 1)])
     base = oracle_share(lambda e: [unrelated])
     assert abs(known - TERMINAL_PARAMS.known_accuracy) < 0.07
     assert abs(base - TERMINAL_PARAMS.base_accuracy) < 0.08
@@ -108,7 +109,7 @@ def test_a_lesson_about_the_family_raises_the_agents_success_from_the_base_rate(
 def test_a_playbook_finish_cites_the_familys_entries_and_a_plain_one_cites_nothing() -> None:
     example = EXAMPLES[0]
     family = _family(example)
-    lessons = [family_lesson(family.name, family.lessons, 0), generic_terminal_lesson(2)]
+    lessons = [TERMINAL_LESSONS.about(family.name, 0), TERMINAL_LESSONS.general(2)]
     path = TERMINAL.chore(example).oracle  # the commands issued say which path the episode is on: it ends
     replies = {form: _turn("generator", system, example, 0, (INSPECT, *path))
                for form, system in _contexts(lessons).items()}
@@ -139,8 +140,8 @@ def test_gepas_proposer_judges_chores_by_their_score_and_names_the_familys_own_l
             reply = orjson.loads(WORLD.respond(SimRequest(PROPOSER_ROLE, "sim", messages, 8192, 1.0, seed, None)))
             added, = reply["instruction"].removeprefix(current + "\n").splitlines()  # one example read: kept whole
             family = _family(example)
-            own = {f"- {family_lesson(family.name, family.lessons, k)}" for k in range(2)}
-            generic = {f"- {generic_terminal_lesson(k)}" for k in range(len(GENERIC_TERMINAL_LESSONS))}
+            own = {f"- {TERMINAL_LESSONS.about(family.name, k)}" for k in range(2)}
+            generic = {f"- {TERMINAL_LESSONS.general(k)}" for k in range(len(GENERIC_TERMINAL_LESSONS))}
             assert added in own | generic
             named += added in own
             total += 1
@@ -161,7 +162,7 @@ def test_textgrads_loss_follows_the_checks_and_its_gradient_names_the_familys_le
             request = SimRequest(GRADIENT_ROLE, "sim", gradient_agent_messages(prompt, forward, judged, text), 1024,
                                  0.0, seed, None)
             change = orjson.loads(WORLD.respond(request))["change"]
-            own = [family_lesson(family.name, family.lessons, k) for k in range(2)]
+            own = [TERMINAL_LESSONS.about(family.name, k) for k in range(2)]
             assert change in own or change.startswith("General — lesson")
 
 

@@ -8,11 +8,10 @@ import orjson
 
 from combee_fast.schema import GradedAnswer, Message, Usage
 from combee_fast.sim import textgrad as world_roles
-from combee_fast.sim.instructions import InstructionWorld, capacity
+from combee_fast.sim.instructions import capacity
 from combee_fast.sim.server import SimRequest
-from combee_fast.sim.textgrad import TextGradWorld
-from combee_fast.sim.world import (FORMULA_PARAMS, GENERIC_LESSONS, generic_lesson, lesson_unit, specific_lesson,
-                                   world_params)
+from combee_fast.sim.world import (FORMULA_PARAMS, GENERIC_LESSONS, TaskWorld, generic_lesson, lesson_unit,
+                                   specific_lesson, world_params)
 from combee_fast.tasks.registry import get_task
 from combee_fast.textgrad import calls
 from combee_fast.textgrad.calls import Gradient, Loss
@@ -20,11 +19,11 @@ from combee_fast.textgrad.variable import SYSTEM_PROMPT, LineEdit, PromptVariabl
 
 TASK = get_task("formula")
 EXAMPLES = TASK.load("train").examples
-WORLD = TextGradWorld(TASK, EXAMPLES, FORMULA_PARAMS)
+WORLD = TaskWorld(TASK, EXAMPLES, FORMULA_PARAMS)
 SEED = PromptVariable.seed()
 
 
-def _ask(role: str, messages: tuple[Message, ...], seed: int, world: InstructionWorld = WORLD) -> dict:
+def _ask(role: str, messages: tuple[Message, ...], seed: int, world: TaskWorld = WORLD) -> dict:
     return orjson.loads(world.respond(SimRequest(role, "m", messages, 1024, 0.0, seed, None)))
 
 
@@ -48,7 +47,7 @@ def test_the_world_and_the_learner_name_the_textgrad_roles_alike() -> None:
 
 
 def test_ace_and_gepa_roles_are_answered_exactly_as_by_the_instruction_world() -> None:
-    before = InstructionWorld(TASK, EXAMPLES, FORMULA_PARAMS)
+    before = TaskWorld(TASK, EXAMPLES, FORMULA_PARAMS)
     question = EXAMPLES[3].input
     for role, content in (("generator", f"<playbook>\n(empty)\n</playbook>\n<question>\n{question}\n</question>"),
                           ("gepa_solver", f"<question>\n{question}\n</question>"),
@@ -121,7 +120,7 @@ def test_the_reduce_keeps_distinct_fresh_lessons_by_reference_specific_first() -
 
 
 def test_in_the_uninformative_world_a_gradient_carries_no_lesson() -> None:
-    world = TextGradWorld(TASK, EXAMPLES, world_params(FORMULA_PARAMS, "uninformative"))
+    world = TaskWorld(TASK, EXAMPLES, world_params(FORMULA_PARAMS, "uninformative"))
     for seed in range(20):
         forward = _forward(2, SEED.render(), seed)
         loss = Loss("incorrect", "c", Usage())

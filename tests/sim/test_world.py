@@ -12,7 +12,6 @@ from combee_fast.ace.curator import curator_messages
 from combee_fast.ace.generator import generator_messages
 from combee_fast.ace.reflector import reflector_messages
 from combee_fast.schema import Delta, Op, OpKind, Reflection, Rollout, Usage
-from combee_fast.sim.instructions import unit_namer
 from combee_fast.tasks.registry import get_task
 from combee_fast.sim.world import (
     FORMULA_PARAMS, HARMFUL_SHARE, TaskWorld, generic_lesson, harmful_lesson, is_harmful, specific_lesson, world_params,
@@ -159,8 +158,8 @@ def test_gepa_and_textgrad_name_wrong_lessons_in_the_harmful_worlds_share_as_ace
     # canary has something harmful to catch for every learner, not for ACE alone
     harmful = TaskWorld(TASK, EXAMPLES, world_params(FORMULA_PARAMS, "noisy+harmful"))
     named = [(example.meta["formula"], example.input, seed) for seed, example in enumerate(EXAMPLES[:400])]
-    lessons = [unit_namer(harmful, unit, True, text, seed) for unit, text, seed in named]
+    lessons = [harmful.named_lesson(unit, True, text, seed) for unit, text, seed in named]
     share = sum(is_harmful(text) for text in lessons) / len(lessons)
     assert 0.3 * HARMFUL_SHARE < share < 2 * HARMFUL_SHARE
-    assert not any(is_harmful(unit_namer(WORLD, unit, True, text, seed)) for unit, text, seed in named)
-    assert not any(is_harmful(unit_namer(harmful, unit, False, text, seed)) for unit, text, seed in named)
+    assert not any(is_harmful(WORLD.named_lesson(unit, True, text, seed)) for unit, text, seed in named)
+    assert not any(is_harmful(harmful.named_lesson(unit, False, text, seed)) for unit, text, seed in named)

@@ -13,7 +13,7 @@ from combee_fast.config import MapConfig, SessionConfig, SimConfig, TaskConfig
 from combee_fast.roles.budget import TEMPLATE_TOKENS_PER_MESSAGE, conservative_tokens
 from combee_fast.roles.trajectory import fitted_prompt, render_trajectory
 from combee_fast.session import open_session
-from combee_fast.sim.terminal import family_lesson
+from combee_fast.sim.terminal import TERMINAL_LESSONS
 from combee_fast.tasks.terminal.families import BY_KEY
 from combee_fast.textgrad.calls import GRADIENT_ROLE, LOSS_ROLE, TextGradCalls, loss_agent_messages
 from combee_fast.textgrad.learner import run_chain
@@ -42,7 +42,7 @@ async def test_a_forward_pass_is_an_episode_whose_loss_and_gradient_read_its_tra
         assert loss is not None and gradient is not None and loss.error is None and gradient.error is None
         assert loss.verdict == ("correct" if forward.score >= 1.0 else "incorrect")  # the checks' verdict, read
         family = BY_KEY[forward.example.meta["family"]]
-        assert gradient.change in {family_lesson(family.name, family.lessons, k) for k in range(2)} or \
+        assert gradient.change in {TERMINAL_LESSONS.about(family.name, k) for k in range(2)} or \
             gradient.change.startswith("General — lesson")
         assert trace.episodes() == [trajectory]
         roles = [usage.role for usage, _ in trace.call_outcomes()]

@@ -48,6 +48,7 @@ class Tau2DomainTask:
         self.name = f"tau2-{domain_name}"
         self.split_roles = SPLIT_ROLES
         self.roles = (USER,)  # the customer, a model role of its own
+        self.sim_world = "combee_fast.sim.tau2:tau2_world"
         try:
             self.step_timeout_s = float(step_timeout_s)
         except ValueError:

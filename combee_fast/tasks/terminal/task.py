@@ -52,6 +52,7 @@ class TerminalTask:
     answer waits on I/O (a remote service, a slow disk) would, counted as environment time."""
 
     name = "terminal"
+    sim_world = "combee_fast.sim.terminal:terminal_world"
 
     def __init__(self, *, data_dir: str | Path = DATA_DIR, test_file: str | Path | None = None,
                  tool_wait_s: str | float = 0.0) -> None:
