@@ -4,7 +4,9 @@
     CallFailed        a line of ``errors.jsonl`` (role, kind, label, message, status, raw reply)
     CallReplied       a line of ``replies.jsonl`` (the step it came in, role, reply cut to
                       :data:`~combee_fast.engine.events.REPLY_KEPT` characters, failure label):
-                      every call's answer, whatever its role
+                      every call's answer, whatever its role, up to the file's bound
+                      (:data:`~combee_fast.run.rundir.REPLIES_KEPT_BYTES`; said once on stderr
+                      when reached)
     EpisodeFailed     a line of ``errors.jsonl`` (its kind, message, the step, the action there
                       and what the environment answered)
     EpisodeRerun      a line of ``errors.jsonl`` (kind ``worker_lost``, ``rerun`` true: the episode goes on)
@@ -18,12 +20,14 @@ must not go on.
 
 from __future__ import annotations
 
+import sys
+
 import msgspec
 
 from combee_fast.rollouts.journal import trace_record
 from combee_fast.run.events import (CallFailed, CallReplied, EpisodeFailed, EpisodeFinished, EpisodeRerun, Event,
                                    StepDone)
-from combee_fast.run.rundir import RunDir
+from combee_fast.run.rundir import REPLIES_KEPT_BYTES, RunDir
 
 
 class RunRecord:
@@ -36,7 +40,10 @@ class RunRecord:
 
     def __call__(self, event: Event) -> None:
         if isinstance(event, CallReplied):
-            self.run_dir.append_reply({"step": self.step, **msgspec.structs.asdict(event)})
+            if self.run_dir.append_reply({"step": self.step, **msgspec.structs.asdict(event)}):
+                print(f"combee: {self.run_dir.target / 'replies.jsonl'} reached its bound of "
+                      f"{REPLIES_KEPT_BYTES >> 20} MiB: the run's later replies are not kept (its calls are still "
+                      "counted)", file=sys.stderr, flush=True)
         elif isinstance(event, StepDone):
             self.step = event.row.step + 2
             self.run_dir.append_ledger(event.row)

@@ -33,7 +33,8 @@ only writer and reader of these files:
                          (``combee eval``: input, answer, target, score, feedback)
     predictions.jsonl    each validation's per-example input, answer, target, score and feedback,
                          with the step it came after
-    replies.jsonl        every model call's reply (cut to 16,000 characters), its role, its step
+    replies.jsonl        every model call's reply (cut to 16,000 characters), its role, its step,
+                         up to :data:`REPLIES_KEPT_BYTES` (then one closing line, and no more)
 
 A run is written first into a hidden staging folder beside its directory
 (``.<name>.starting-*``). :meth:`RunDir.start`, called once the run has started (configuration,
@@ -104,6 +105,9 @@ _TRAJECTORIES = "trajectories.jsonl"  # appended, marked, never cut back to its 
 _NO_FILE = FileMark(0, hashlib.sha256().hexdigest())
 _MARKED = ("config.json", "splits.json")  # besides the appended files: what a resume must find unchanged
 _READ_BYTES = 1 << 20
+REPLIES_KEPT_BYTES = 64 << 20
+"""Bytes of replies ``replies.jsonl`` keeps (64 MiB): the line that reaches it is followed by one
+closing line, and the run's later replies are not written (its calls are still counted)."""
 VERSION_FOLDER = re.compile(r"[a-z][a-z_]*")
 VERSION_FILE = re.compile(r"[a-z]\d{5,}\.json")
 """A learner's version file is ``<folder>/<file>`` directly in the run directory, the folder
@@ -214,12 +218,15 @@ class _Appended:
         self.path = shown
         self.file: IO[bytes] = open_append(path)
         self.digest = digest or hashlib.sha256()
+        self.size = os.fstat(self.file.fileno()).st_size
+        """Bytes the file holds."""
 
     def write(self, data: bytes) -> None:
         with _writing(self.path):
             self.file.write(data)
             self.file.flush()
         self.digest.update(data)
+        self.size += len(data)
 
     def mark(self) -> FileMark:
         with _writing(self.path):
@@ -607,9 +614,19 @@ class RunDir:
         """One failed or unusable call, as a line of ``errors.jsonl`` (written at once)."""
         self._append("errors.jsonl", record)
 
-    def append_reply(self, record: Any) -> None:
-        """One model call's reply, as a line of ``replies.jsonl`` (written at once)."""
+    def append_reply(self, record: dict[str, Any]) -> bool:
+        """One model call's reply (``record``, with its ``step``), as a line of ``replies.jsonl``
+        (written at once) while the file holds less than :data:`REPLIES_KEPT_BYTES`; the line that
+        reaches the bound is followed by a closing line saying so. True when this line reached it."""
+        replies = self._files["replies.jsonl"]
+        if replies.size >= REPLIES_KEPT_BYTES:
+            return False
         self._append("replies.jsonl", record)
+        if replies.size < REPLIES_KEPT_BYTES:
+            return False
+        self._append("replies.jsonl", {"step": record.get("step"), "bound": REPLIES_KEPT_BYTES,
+                                       "closed": "replies.jsonl reached its bound: later replies are not kept"})
+        return True
 
     def append_predictions(self, step: int, predictions: Iterable[Any]) -> None:
         """One validation's per-example predictions, after ``step`` steps, as lines of
