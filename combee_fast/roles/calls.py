@@ -192,9 +192,9 @@ class RoleCalls:
 
     def note_unusable(self, key: str, error: CallError, raw: str | None) -> None:
         """Keep a reply of role ``key`` that its caller found unusable (an agent's reply it could
-        not parse), as a failure, without counting another call."""
-        self.calls[key] = self.calls.get(key, 0) - 1
-        self.note(key, error, raw)
+        not parse) as a failure: its call was counted, and its reply emitted, when it came
+        (:meth:`note`); one call is one reply line."""
+        self.record_failure(key, error, raw)
 
     # -- prompts that hold the learned context --------------------------------------------------------
 

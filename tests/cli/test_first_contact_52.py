@@ -168,3 +168,21 @@ def test_the_report_says_which_model_at_which_endpoint_served_each_role(learned)
     served = re.compile(r"\| (generator|reflector|curator|reducer) \| sim at http://127\.0\.0\.1:\d+/v1 \|")
     rows = [line for line in report.splitlines() if served.match(line)]
     assert header and len(rows) == 4, report
+
+
+def test_an_agent_reply_its_agent_could_not_use_is_one_line_of_replies_jsonl(tmp_path: Path) -> None:
+    """An echoing server answers every agent turn with plain text, no tool call: each reply is
+    unusable to the agent, kept once in replies.jsonl and once as a failure in errors.jsonl."""
+    config, out = tmp_path / "tools.toml", tmp_path / "run"
+    config.write_text('[agent]\ntool_calls = "on"\n')
+    with sim_server_process("--world", "echo", "--time-scale", "0.0001") as url:
+        done = _combee("learn", "--config", str(config), "--task", "terminal", "--sandbox", "none", "--endpoint", url,
+                       "--model", "sim", "--train-split", "train[0:2]", "--val-split", "selection[0:1]",
+                       "--batch-size", "2", "--out", str(out), "--quiet")
+    assert done.returncode == 3 and "calls failed" in done.stderr, done.stderr
+    calls = json.loads((out / "calls.json").read_text())
+    replies = [json.loads(line) for line in (out / "replies.jsonl").read_text().splitlines()]
+    errors = [json.loads(line) for line in (out / "errors.jsonl").read_text().splitlines()]
+    turns = [r for r in replies if r["role"] == "generator"]
+    assert len(turns) == calls["generator"] > 0  # one line a call
+    assert len([e for e in errors if e.get("role") == "generator"]) == len(turns)  # each unusable, kept once
