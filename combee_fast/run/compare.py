@@ -4,7 +4,8 @@ Each run is read from its files (:func:`~combee_fast.run.rundir.read_run`): its 
 summary and the evaluations kept inside it (``RUN/eval-*/eval.json``, the latest per split) or
 the evaluation it is itself. :func:`compare_lines` is one Markdown table with a row per run
 (task, learner and method, seed, validation accuracy, each evaluated split's accuracy (a split
-of another task than the run's named with its task, ``finer test``), rollouts, tokens,
+of another task than the run's named with its task, ``finer test``), each score with its exact
+95% interval (:func:`~combee_fast.native.proportion.clopper_pearson`), rollouts, tokens,
 candidates explored and accepted, tokens per accepted improvement
 (:mod:`~combee_fast.run.improvements`), dollars and dollars per accepted improvement
 (:mod:`~combee_fast.run.dollars`; unknown without prices), critical-path and wall seconds, how it ended), then, for every configuration run under
@@ -22,6 +23,7 @@ from typing import Any
 import msgspec
 
 from combee_fast.errors import ConfigError
+from combee_fast.native.proportion import DEFAULT_LEVEL, clopper_pearson
 from combee_fast.run.dollars import money
 from combee_fast.run.rundir import RunRecord, read_run
 
@@ -30,13 +32,15 @@ _NOT_THE_CONFIGURATION = ("seed", "endpoints", "cache", "tracking")
 
 
 class Compared(msgspec.Struct, frozen=True):
-    """One run as the comparison shows it; ``scores``: split -> accuracy."""
+    """One run as the comparison shows it; ``scores``: split -> accuracy; ``intervals``: split ->
+    the accuracy's 95% interval (a split without one: an evaluation that predates them)."""
 
     name: str
     task: str
     method: str
     seed: int | None
     scores: dict[str, float]
+    intervals: dict[str, tuple[float, float]]
     rollouts: int | None
     tokens: int | None
     explored: int | None
@@ -90,10 +94,16 @@ def compared(record: RunRecord) -> Compared:
     """``record`` as a row of the comparison."""
     summary, config = record.summary or {}, record.config or {}
     task = _task(config)
-    scores = {split: float(evaluation["accuracy"]) for split, (_, evaluation) in evaluations(record).items()}
+    evaluated = evaluations(record)
+    scores = {split: float(evaluation["accuracy"]) for split, (_, evaluation) in evaluated.items()}
+    intervals = {split: (float(interval["lower"]), float(interval["upper"])) for split, (_, evaluation)
+                 in evaluated.items() if isinstance(interval := evaluation.get("interval"), Mapping)}
     if summary.get("final_val_accuracy") is not None:
-        val = config.get("task", {}).get("val_split", "validation")
-        scores = {f"{val} (validation)": float(summary["final_val_accuracy"]), **scores}
+        val = f'{config.get("task", {}).get("val_split", "validation")} (validation)'
+        accuracy, answered = float(summary["final_val_accuracy"]), summary.get("final_val_answered")
+        scores = {val: accuracy, **scores}
+        if isinstance(answered, int) and answered > 0:
+            intervals[val] = clopper_pearson(accuracy * answered, answered, DEFAULT_LEVEL)
     if summary.get("failed"):
         ended = "failed"
     elif summary.get("interrupted"):
@@ -107,7 +117,7 @@ def compared(record: RunRecord) -> Compared:
     return Compared(
         name=record.root, task=task or "?", method=f"{summary.get('learner', '')} {method}".strip(),
         seed=config.get("seed"),
-        scores=scores, rollouts=summary.get("rollouts"), tokens=summary.get("tokens"),
+        scores=scores, intervals=intervals, rollouts=summary.get("rollouts"), tokens=summary.get("tokens"),
         explored=summary.get("candidates_explored"), accepted=summary.get("candidates_accepted"),
         tokens_per_improvement=summary.get("tokens_per_improvement"),
         dollars=money(summary["dollars"]) if "dollars" in summary else "",
@@ -115,6 +125,17 @@ def compared(record: RunRecord) -> Compared:
         if "dollars_per_improvement" in summary and summary.get("candidates_accepted") else "",
         sim_seconds=summary.get("train_sim_seconds"), wall_seconds=summary.get("train_wall_seconds"), ended=ended,
         configuration=msgspec.json.encode(key, order="deterministic").decode())
+
+
+def _score(row: Compared, split: str) -> str:
+    """``row``'s accuracy on ``split`` with its interval, ``50.0% [6.8, 93.2]`` (empty: not scored)."""
+    if split not in row.scores:
+        return ""
+    shown = f"{100 * row.scores[split]:.1f}%"
+    if split in row.intervals:
+        lower, upper = row.intervals[split]
+        shown += f" [{100 * lower:.1f}, {100 * upper:.1f}]"
+    return shown
 
 
 def _number(value: float | int | None, form: str) -> str:
@@ -131,7 +152,7 @@ def compare_lines(runs: Sequence[str]) -> list[str]:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for row in rows:
         cells = [row.name, row.task, row.method, _number(row.seed, "d"),
-                 *(f"{100 * row.scores[s]:.1f}%" if s in row.scores else "" for s in splits),
+                 *(_score(row, split) for split in splits),
                  _number(row.rollouts, ","), _number(row.tokens, ","), _number(row.explored, ","),
                  _number(row.accepted, ","), _number(row.tokens_per_improvement, ",.0f"), row.dollars,
                  row.dollars_per_improvement, _number(row.sim_seconds, ",.1f"),

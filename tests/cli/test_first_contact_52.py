@@ -186,3 +186,21 @@ def test_an_agent_reply_its_agent_could_not_use_is_one_line_of_replies_jsonl(tmp
     turns = [r for r in replies if r["role"] == "generator"]
     assert len(turns) == calls["generator"] > 0  # one line a call
     assert len([e for e in errors if e.get("role") == "generator"]) == len(turns)  # each unusable, kept once
+
+
+def test_the_plain_compare_table_shows_each_score_with_its_interval(learned, tmp_path: Path) -> None:
+    run, _ = learned
+    scored = _combee("eval", "--playbook", str(run / "best.json"), "--task", "formula", "--split", "test[0:8]",
+                     "--time-scale", "0.0001", "--out", str(run / "eval-test"))
+    assert scored.returncode == 0, scored.stderr
+    shown = _combee("compare", str(run))
+    assert shown.returncode == 0, shown.stderr
+    header, _, row = shown.stdout.splitlines()[:3]
+    cells = dict(zip([c.strip() for c in header.strip("|").split("|")], [c.strip() for c in row.strip("|").split("|")]))
+    evaluation = json.loads((run / "eval-test" / "eval.json").read_text())
+    low, high = (100 * evaluation["interval"][end] for end in ("lower", "upper"))
+    assert cells["test[0:8]"] == f"{100 * evaluation['accuracy']:.1f}% [{low:.1f}, {high:.1f}]"
+    summary = json.loads((run / "summary.json").read_text())
+    validation = re.fullmatch(r"([\d.]+)% \[([\d.]+), ([\d.]+)\]", cells["val[0:4] (validation)"])
+    assert validation is not None and float(validation[1]) == round(100 * summary["final_val_accuracy"], 1)
+    assert float(validation[2]) < float(validation[3])  # 4 rows: a wide interval, never a point
