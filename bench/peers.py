@@ -333,6 +333,16 @@ def dspy_version() -> str | None:
         return None
 
 
+def mipro_missing() -> str | None:
+    """Why DSPy's MIPROv2 cannot run here (None: it can): dspy is not installed, or it is without the
+    optuna its search needs (the ``dspy`` extra installs dspy alone; the ``bench`` extra, dspy[optuna])."""
+    if dspy_version() is None:
+        return "dspy is not installed (pip install -e '.[bench]')"
+    if importlib.util.find_spec("optuna") is None:
+        return "MIPROv2's search needs optuna, not installed (pip install -e '.[bench]')"
+    return None
+
+
 def run_mipro(url: str, task: Any, train_set: Sequence[Example], val_set: Sequence[Example], *,
               seed: int) -> dict[str, Any]:
     """DSPy's MIPROv2 with its defaults (``auto="light"``: bootstrapped demos, grounded instruction
@@ -691,8 +701,9 @@ async def run_prompt_peers(server: SimServer, args: PeersArgs, task: Any, train_
                             comparable=False, tokens=window.tokens, span_s=window.seconds))
     rows.append(await run_ours_textgrad(server, args, "textgrad", 1, "textgrad (ours, 1 in flight)", concurrency=1))
     rows.append(await run_ours_textgrad(server, args, "combee-textgrad", args.ace_batch, "combee-textgrad"))
-    if dspy_version() is None:
-        rows.append(PeerRow("MIPROv2 (DSPy)", reason="cannot run: dspy is not installed (pip install -e '.[bench]')"))
+    missing = mipro_missing()
+    if missing is not None:
+        rows.append(PeerRow("MIPROv2 (DSPy)", reason=f"cannot run: {missing}"))
         return rows
     got, window = await _windowed(server, lambda: asyncio.to_thread(run_mipro, server.url, task, train_set, val_set,
                                                                      seed=args.seed))

@@ -91,8 +91,8 @@ def _check_the_prompt_peers(bench, rows, args, match) -> None:
         assert pypi.name.startswith("textgrad (PyPI 0.1.8") and pypi.reason is None
         assert pypi.peak == 1 and pypi.depth == pypi.calls == 5 * args.train  # forward, loss, 2 backward, step
         assert match.group(6) != "nan"
-    if bench.dspy_version() is None:
-        assert mipro.reason.startswith("cannot run: dspy is not installed")
+    if bench.mipro_missing() is not None:
+        assert mipro.reason == f"cannot run: {bench.mipro_missing()}"
     else:
         assert mipro.name.startswith("MIPROv2 (DSPy 3.4") and mipro.reason is None
         assert mipro.calls > mipro.depth > 0 and mipro.metric_calls > 0 and mipro.sim_seconds > 0

@@ -106,7 +106,8 @@ def test_summary_and_ledger_count_calls_retries_and_errors_per_role_and_kind(tmp
     summary = json.loads((out / "summary.json").read_text())
     assert json.loads(done.stdout.strip().splitlines()[-1]) == summary
     train, validation = summary["accounting"]["train"], summary["accounting"]["validation"]
-    assert set(train) == {"calls", "retries", "errors", "prompt_tokens", "completion_tokens"}
+    assert set(train) == {"calls", "retries", "errors", "prompt_tokens", "completion_tokens", "cached_prompt_tokens"}
+    assert sum(train["cached_prompt_tokens"].values()) == 0  # the simulated endpoint caches nothing
     assert sum(train["calls"].values()) == summary["calls"]
     assert sum(train["prompt_tokens"].values()) + sum(train["completion_tokens"].values()) == summary["tokens"]
     retried = {kind for kinds in train["retries"].values() for kind in kinds}

@@ -44,7 +44,8 @@ async def test_flat_latency_and_token_counts_are_exact(start_sim_server: StartSi
     assert answer["choices"][0]["message"]["content"] == content
     assert answer["choices"][0]["finish_reason"] == "stop"
     assert answer["usage"] == {"prompt_tokens": estimate_tokens("be brief" + content),
-                               "completion_tokens": 51, "total_tokens": estimate_tokens("be brief" + content) + 51}
+                               "completion_tokens": 51, "total_tokens": estimate_tokens("be brief" + content) + 51,
+                               "prompt_tokens_details": None}  # it caches no prompt
     sim_latency = float(headers["X-Combee-Sim-Latency"])
     assert sim_latency == pytest.approx(0.4 + 0.025 * 51, abs=1e-9)
     assert wall >= sim_latency * 0.01  # it really slept the scaled time
