@@ -215,7 +215,7 @@ class ShapePlanner:
         tail = max(s.seconds - s.map_seconds, 0.0)
         self._tail = tail if self._tail is None else decay * self._tail + (1 - decay) * tail
         if self.curve.coef is not None and s.calls and s.map_seconds > 0:
-            model = s.chain_calls * self._call_seconds(s, _mean_in_flight(s), s.playbook_tokens)
+            model = self._map_model(s, s.batch_size)
             if model > 0:
                 ratio = s.map_seconds / model
                 self._anchor = ratio if fresh else decay * self._anchor + (1 - decay) * ratio
@@ -388,12 +388,18 @@ class ShapePlanner:
         line = self._map_line()
         if line is not None:  # measured at two batch sizes: the steps themselves say how map time grows
             return line[0] + line[1] * batch + (self._tail or 0.0)
+        return self._anchor * self._map_model(s, batch) + (self._tail or 0.0)
+
+    def _map_model(self, s: StepSignals, batch: int) -> float:
+        """The curve's map seconds for a step of ``batch`` items shaped as ``s`` was: the calls one
+        after another on the longest chain, or, past the endpoint's ``in_flight_cap``, the batch's
+        calls spread over its slots, whichever is longer; each call at the in-flight level the batch
+        reaches (at most the cap). One model for the anchor a step measures and the steps it predicts."""
         rho = _mean_in_flight(s) / max(s.batch_size, 1)
-        in_flight = max(1.0, rho * batch)
-        waves = max(1.0, batch / self.in_flight_cap)  # past the cap, chains wait for a slot: a wave a cap's worth
-        map_seconds = self._anchor * s.chain_calls * waves * self._call_seconds(
-            s, min(in_flight, self.in_flight_cap), s.playbook_tokens)
-        return map_seconds + (self._tail or 0.0)
+        in_flight = min(max(1.0, rho * batch), self.in_flight_cap)
+        calls_per_item = len(s.calls) / max(s.batch_size, 1)
+        calls_in_line = max(s.chain_calls, batch * calls_per_item / self.in_flight_cap)
+        return calls_in_line * self._call_seconds(s, in_flight, s.playbook_tokens)
 
     def _remaining_seconds(self, s: StepSignals, remaining: int, batch: int) -> float:
         return math.ceil(remaining / batch) * self._step_seconds(s, batch)
