@@ -13,15 +13,16 @@ formula divides by; :func:`guarded` turns that into that line on stderr and exit
 A ratio to a physical limit cannot exceed 1: :func:`physical_ratio` refuses one above ``1 +`` its
 noise (a measurement that beat the limit measured something else) and reports one within the
 noise as 1. The noise is :data:`RATIO_NOISE` (the timer's), or more when the bench measured how
-far two runs of the same thing differ on this machine now (:func:`repeat_spread`).
+far runs of the same thing differ on this machine now (:func:`repeat_noise`).
 """
 
 from __future__ import annotations
 
+import math
 import statistics
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import httpx
 
@@ -93,12 +94,21 @@ def physical_ratio(name: str, value: float, *, noise: float = RATIO_NOISE) -> fl
     return min(value, 1.0)
 
 
-def repeat_spread(first_s: float, second_s: float) -> float:
-    """How far two timings of the same work differ, as a fraction of the shorter: the noise of a
-    wall-clock ratio on this machine now (its load moves both)."""
-    if not (first_s > 0 and second_s > 0):
-        raise WrongWorld(f"two timings of the same work must be > 0 s, got {first_s} and {second_s}")
-    return abs(first_s - second_s) / min(first_s, second_s)
+T_99 = (63.657, 9.925, 5.841, 4.604, 4.032, 3.707, 3.499, 3.355, 3.250, 3.169)
+"""Student's t at 0.995 for 1, 2, ... 10 degrees of freedom (two-sided 99 %)."""
+
+
+def repeat_noise(seconds: Sequence[float]) -> float:
+    """How far one more timing of the same work may fall from the mean of ``seconds`` (two or more
+    timings of it on this machine now, its load moving each), as a fraction of that mean: the 99 %
+    prediction interval's half-width, Student's t over the timings' spread. A few timings say little
+    of their spread, so the bound is wide: the spread of two alone, taken as the bound, is beaten by
+    chance about one time in four (their difference over a third's is Cauchy-distributed)."""
+    if len(seconds) < 2 or not all(s > 0 for s in seconds):
+        raise WrongWorld(f"two or more timings of the same work, each > 0 s, make a noise; got {list(seconds)}")
+    mean = statistics.fmean(seconds)
+    t = T_99[min(len(seconds) - 1, len(T_99)) - 1]
+    return t * statistics.stdev(seconds) * math.sqrt(1 + 1 / len(seconds)) / mean
 
 
 def check_nodes(seen: int, expected: int) -> None:

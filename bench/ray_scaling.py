@@ -13,9 +13,10 @@ endpoint, each in a bubblewrap sandbox on the node that runs it.
   live node count Ray sees, :mod:`physics`), ``n`` actors of ``--per-node`` episodes each run
   ``--waves`` x ``n`` x ``--per-node`` episodes (after a warm-up wave, untimed), each node's share
   the same chores as one node's; ``efficiency_n`` = throughput(n) / (n x throughput(1)). One node's
-  share is timed before the larger clusters and again after them (one actor on the grown
-  cluster) and throughput(1) is their mean: how far the two differ is the measurement's noise
-  here now (the machine's load moves it), and an efficiency above 1 by more than that is refused.
+  share is timed twice before the larger clusters and again after them (one actor on the grown
+  cluster) and throughput(1) is their mean: how far they differ is the measurement's noise here now
+  (the machine's load moves it; :func:`physics.repeat_noise`, a 99 % bound), and an efficiency
+  above 1 by more than that is refused.
 - Overhead: ``--serial`` episodes one at a time, without tool waits, on one Ray actor and on the
   local executor; ``overhead_ms`` is the difference of their mean wall-clock times per episode.
 - Faults and identity: ``combee learn`` on the terminal task (``train[0:24]``, batch 12) with the
@@ -34,6 +35,7 @@ import argparse
 import asyncio
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -49,7 +51,7 @@ from combee_fast.session import open_session  # noqa: E402
 from tests.rollouts.ray_cluster import DRIVER_ENV, LocalRayCluster  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "bench"))
-from physics import check_nodes, guarded, physical_ratio, repeat_spread  # noqa: E402
+from physics import check_nodes, guarded, physical_ratio, repeat_noise  # noqa: E402
 
 LEARN = ["--task", "terminal", "--train-split", "train[0:24]", "--val-split", "selection[0:4]", "--batch-size", "12",
          "--quiet"]
@@ -142,6 +144,8 @@ def _main() -> None:
             count = args.waves * capacity
             wall, failed = run(_episodes(config, count, warm_up=capacity, chores=args.per_node))
             walls[nodes] = wall
+            if nodes == 1:  # one node's share twice before the larger clusters, once after: its noise
+                one_node_walls = [wall, run(_episodes(config, count, warm_up=0, chores=args.per_node))[0]]
             print(f"nodes={nodes} episodes={count} failed={failed} wall_s={wall:.2f} "
                   f"episodes_per_s={count / wall:.3f} loadavg={_loadavg()}", file=sys.stderr)
             if nodes == 1:
@@ -155,12 +159,14 @@ def _main() -> None:
         one_node = _config("ray", address=cluster.address, actors=1, capacity=args.per_node, tool_wait=args.tool_wait)
         wall_after = run(_episodes(one_node, args.waves * args.per_node, warm_up=args.per_node,
                                    chores=args.per_node))[0]
-        noise = repeat_spread(walls[1], wall_after)
-        print(f"one node again after the larger clusters: wall_s={wall_after:.2f}, {noise:.3f} from the first "
-              f"(the noise an efficiency may exceed 1 by) loadavg={_loadavg()}", file=sys.stderr)
+        one_node_walls.append(wall_after)
+        noise = repeat_noise(one_node_walls)
+        print(f"one node again after the larger clusters: wall_s={wall_after:.2f} (before: "
+              f"{', '.join(f'{w:.2f}' for w in one_node_walls[:-1])}; the noise an efficiency may exceed 1 by, "
+              f"99 %: {noise:.3f}) loadavg={_loadavg()}", file=sys.stderr)
         lost, identical, reruns = _faults(cluster, Path(folder))
         print(f"learn with a node killed: re-runs={reruns} loadavg={_loadavg()}", file=sys.stderr)
-    one_node_wall = (walls[1] + wall_after) / 2
+    one_node_wall = statistics.fmean(one_node_walls)
     efficiency = {n: physical_ratio(f"efficiency_{n}", one_node_wall / walls[n], noise=noise) for n in args.nodes[1:]}
     print(" ".join(f"efficiency_{n}={value:.3f}" for n, value in efficiency.items()) +
           f" overhead_ms={overhead_ms:.1f} lost_rollouts={lost} identical={identical}")

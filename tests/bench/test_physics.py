@@ -3,6 +3,8 @@ world is not the one its formula divides by."""
 
 from __future__ import annotations
 
+import math
+
 import os
 import subprocess
 import sys
@@ -74,14 +76,16 @@ def test_a_ratio_to_a_physical_limit_never_exceeds_one() -> None:
 
 
 def test_a_ratio_may_exceed_one_by_the_measured_noise_and_no_more() -> None:
-    noise = physics.repeat_spread(2.00, 2.04)  # the same work timed twice
-    assert noise == pytest.approx(0.02)
-    assert physical_ratio("r", 1.015, noise=noise) == 1.0
-    with pytest.raises(WrongWorld, match=r"r=1.030 exceeds its physical limit 1 by more than the measurement's noise \(0.020\)"):
-        physical_ratio("r", 1.03, noise=noise)
+    noise = physics.repeat_noise([2.00, 2.04, 2.02])  # the same work timed three times
+    assert noise == pytest.approx(9.925 * 0.02 * math.sqrt(4 / 3) / 2.02)  # t(2 df, 0.995) x sd x sqrt(1 + 1/3)
+    assert physical_ratio("r", 1.1, noise=noise) == 1.0
+    with pytest.raises(WrongWorld, match=r"r=1.120 exceeds its physical limit 1 by more than the measurement's noise \(0.113\)"):
+        physical_ratio("r", 1.12, noise=noise)
     assert physical_ratio("r", 1.004, noise=0.0) == 1.0  # never tighter than the timer's noise
-    with pytest.raises(WrongWorld, match="must be > 0 s"):
-        physics.repeat_spread(0.0, 1.0)
+    with pytest.raises(WrongWorld, match="each > 0 s"):
+        physics.repeat_noise([0.0, 1.0])
+    with pytest.raises(WrongWorld, match="two or more timings"):
+        physics.repeat_noise([1.0])
 
 
 def test_latency_and_node_checks() -> None:
