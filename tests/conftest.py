@@ -22,6 +22,17 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Before any worker starts, the Numba kernels are compiled once into their disk cache (the
+    controller's process; a worker has ``workerinput``): on a fresh clone every test process would
+    otherwise compile them at once, and an embedded learner's start (which warms them) waited out
+    its 30 s under CI's load."""
+    if not hasattr(config, "workerinput"):
+        from combee_fast import native
+
+        native.warmup()
+
+
 def pytest_xdist_node_collection_finished(node: Any, ids: list[str]) -> None:
     """Under ``--dist loadgroup`` a worker ends each test's node id in ``@`` and its group, which is
     how the scheduler groups it. A pytest on which xdist cannot add it (9.2, where node ids are kept
