@@ -18,6 +18,9 @@ Applies to the roles whose prompt holds it (declared with ``fits_context``:
   :data:`CONSERVATIVE_CHARS_PER_TOKEN` characters a token (a 219-entry playbook of 34k characters
   was 9,975 tokens for SmolLM2's tokenizer, 3.4 characters a token, where the 4-characters
   estimate said 8,512).
+- The reply gives way first: a playbook that does not fit beside the role's whole ``max_tokens``
+  is given the room of all but :data:`REPLY_GIVES_WAY_TO` of it (the call is sent with that
+  ``max_tokens``), and is cut only if it does not fit even then.
 - A cut keeps the playbook's first whole lines (sections and bullets in rendered order); the rest
   is left out of that call.
 - A reply saying the context was still exceeded (:func:`is_context_error`: a chat template or a
@@ -36,6 +39,13 @@ from combee_fast.schema import CallError, Message
 
 CONSERVATIVE_CHARS_PER_TOKEN = 3
 """Characters a token when estimating against a hard context limit (real tokenizers: ~3.4-4)."""
+
+REPLY_GIVES_WAY_TO = 0.5
+"""The share of a role's ``max_tokens`` its reply keeps when the learned context does not fit beside
+all of it. Measured on the local 0.5B (4,096-token context, bench/real_model.py, 2026-12-07):
+Combee's curators of a step of 8, each reading four reflections, had ~2,000-token prompts, so the
+2,048-token reply reserve left the playbook no room and they saw none (they re-added a lesson it
+held, refused as a duplicate, and no repeat could be cut); their longest reply was 470 tokens."""
 
 TEMPLATE_TOKENS_PER_MESSAGE = 8
 """Tokens allowed per message for what the chat template adds around it (ChatML's

@@ -26,12 +26,14 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+import msgspec
+
 from combee_fast import tracing
 from combee_fast.config import HISTORY_KEPT, SamplingConfig
 from combee_fast.endpoint.calls import ChatRequest, ChatResult
 from combee_fast.engine.events import CallFailed, CallReplied, Events
 from combee_fast.engine.rng import derive_seed
-from combee_fast.roles.budget import TokenCounts, cut_playbook, fit_playbook, is_context_error
+from combee_fast.roles.budget import REPLY_GIVES_WAY_TO, TokenCounts, cut_playbook, fit_playbook, is_context_error
 from combee_fast.roles.clients import Client, RoleClients, RoleMap
 from combee_fast.roles.spec import Role, first_of
 from combee_fast.schema import CallError, Message
@@ -206,8 +208,8 @@ class RoleCalls:
         :attr:`trimmed`, a warning the first time per role). Returns the request last sent and
         its result, not yet accounted."""
         client = self.clients[key]
-        context_text = await self.fit(key, context_text, build)
-        request = build(context_text)
+        context_text, max_tokens = await self.fit(key, context_text, build)
+        request = _replying_in(build(context_text), max_tokens)
         result = await self._chat(client, request)
         if is_context_error(result.error) and context_text:
             context_text = cut_playbook(context_text, len(context_text) // 2)
@@ -216,21 +218,35 @@ class RoleCalls:
                 print(f"warning: the {key}'s prompt exceeded the context of endpoint {client.config.name!r}; "
                       f"the learned context is cut to {len(context_text)} characters and the call sent again "
                       f"(counted in calls.json as trimmed.{key})", file=sys.stderr)
-            request = build(context_text)
+            request = _replying_in(build(context_text), max_tokens)
             result = await self._chat(client, request)
         return request, result
 
-    async def fit(self, key: str, context_text: str, build: Callable[[str], ChatRequest]) -> str:
-        """``context_text`` cut so that the prompt of ``build(text)`` plus the role's reply fits the
-        context the role's endpoint reported, counted by its tokenizer if it has one (unchanged
-        when it reported none; :func:`combee_fast.roles.budget.fit_playbook`)."""
+    async def fit(self, key: str, context_text: str, build: Callable[[str], ChatRequest]) -> tuple[str, int]:
+        """``context_text`` and the reply's ``max_tokens`` (as ``build`` sets it, or less) such that
+        the prompt of ``build(text)`` plus the reply fit the context the role's endpoint reported, counted by its tokenizer if it
+        has one (:func:`combee_fast.roles.budget.fit_playbook`). The reply gives way first: a
+        context that does not fit beside the role's whole ``max_tokens`` is given the room of
+        all but :data:`~combee_fast.roles.budget.REPLY_GIVES_WAY_TO` of it, and is cut only if it
+        does not fit even then. Unchanged when the endpoint reported no context length."""
         client = self.clients[key]
         capabilities = client.capabilities
+        bare = build("")  # the prompt without the context, and the reply's max_tokens as built
+        max_tokens = bare.max_tokens
         if capabilities.context_length is None or not context_text:
-            return context_text
+            return context_text, max_tokens
         count = functools.partial(self.token_counts.count, client) if capabilities.tokenize else None
-        return await fit_playbook(context_text, build("").messages,
-                                  capabilities.context_length - self.max_tokens_of(key), count)
+        others = bare.messages
+        fitted = await fit_playbook(context_text, others, capabilities.context_length - max_tokens, count)
+        if fitted == context_text:
+            return context_text, max_tokens
+        reply = max(1, int(max_tokens * REPLY_GIVES_WAY_TO))
+        return await fit_playbook(context_text, others, capabilities.context_length - reply, count), reply
+
+
+def _replying_in(request: ChatRequest, max_tokens: int) -> ChatRequest:
+    """``request`` with its reply bounded by ``max_tokens`` (the same request when it already is)."""
+    return request if request.max_tokens == max_tokens else msgspec.structs.replace(request, max_tokens=max_tokens)
 
 
 def echoes_role(result: ChatResult, role: str) -> bool:

@@ -39,7 +39,9 @@ class LlamaCppLike:
     :attr:`TEMPLATE_TOKENS` a message) and ``max_tokens`` exceed ``n_ctx``, else the role's reply.
 
     ``tokenized``: the content of every ``/tokenize`` request; ``chats``: ``(role, prompt tokens,
-    status)`` of every chat request; ``tokenize_fails``: answer ``/tokenize`` with HTTP 500."""
+    status)`` of every chat request, ``max_tokens`` its reply bound and ``prompts`` its messages' text (the
+    start-up probe's left out); ``tokenize_fails``: answer
+    ``/tokenize`` with HTTP 500."""
 
     TEMPLATE_TOKENS = 5
 
@@ -47,6 +49,8 @@ class LlamaCppLike:
         self.n_ctx, self.report_ctx, self.tokenizer, self.chars_per_token = n_ctx, report_ctx, tokenizer, chars_per_token
         self.tokenized: list[str] = []
         self.chats: list[tuple[str, int, int]] = []
+        self.max_tokens: list[int] = []
+        self.prompts: list[str] = []
         self.tokenize_fails = False
         self._server = ThreadedServer(self._handle)
 
@@ -85,6 +89,9 @@ class LlamaCppLike:
 
     def _chat(self, role: str, body: dict[str, Any]) -> web.Response:
         prompt = sum(self.tokens(m["content"]) + self.TEMPLATE_TOKENS for m in body["messages"])
+        if role != "probe":  # the client's start-up detection
+            self.max_tokens.append(body["max_tokens"])
+            self.prompts.append("\n".join(m["content"] for m in body["messages"]))
         if prompt + body["max_tokens"] > self.n_ctx:
             self.chats.append((role, prompt, 400))
             return web.json_response({"error": {
@@ -124,7 +131,8 @@ async def test_the_playbook_is_cut_to_the_reported_context_by_the_estimate() -> 
             (rollout,), agents = await _generate(client)
     assert rollout.error is None and agents.calls.trimmed["generator"] == 0
     ((tokens, status),) = server.chats_of("generator")
-    assert status == 200 and tokens + GENERATOR_MAX_TOKENS <= 4096 < server.tokens(PLAYBOOK)
+    assert server.max_tokens == [GENERATOR_MAX_TOKENS // 2]  # the playbook does not fit: the reply gave way
+    assert status == 200 and tokens + GENERATOR_MAX_TOKENS // 2 <= 4096 < server.tokens(PLAYBOOK)
 
 
 async def test_with_a_tokenizer_the_playbook_is_cut_exactly_and_fits_the_first_time(capsys) -> None:
@@ -135,7 +143,7 @@ async def test_with_a_tokenizer_the_playbook_is_cut_exactly_and_fits_the_first_t
             assert await client.count_tokens("abcde") == 3
     assert rollout.error is None and agents.calls.trimmed["generator"] == 0
     ((tokens, status),) = server.chats_of("generator")
-    assert status == 200 and 0.85 * 4096 <= tokens + GENERATOR_MAX_TOKENS <= 4096  # the room is used, not wasted
+    assert status == 200 and 0.85 * 4096 <= tokens + GENERATOR_MAX_TOKENS // 2 <= 4096  # the room is used, not wasted
     assert "exceeded the context" not in capsys.readouterr().err
     with LlamaCppLike(4096, tokenizer=False) as estimated:  # the same server without a tokenizer
         async with _client(estimated.url) as client:
@@ -215,9 +223,27 @@ async def test_the_curator_and_reducer_playbooks_are_cut_to_the_reported_context
             curated = await agents.curate([], Playbook.empty(), PLAYBOOK, source="s", seed_path=(0,))
             reduced = await agents.reduce([[], []], PLAYBOOK, source="s", seed_path=(0,))
     assert curated.error is None and reduced.error is None
-    for role, max_tokens in (("curator", 2048), ("reducer", 2048)):
+    assert server.max_tokens == [1024, 1024]  # half of each role's 2,048: the playbook does not fit beside it
+    for role in ("curator", "reducer"):
         ((tokens, status),) = server.chats_of(role)
-        assert status == 200 and tokens + max_tokens <= 4096, role
+        assert status == 200 and tokens + 1024 <= 4096, role
+
+
+async def test_the_reply_gives_way_before_the_playbook_is_cut() -> None:
+    """A curator whose playbook fits beside half its 2,048 reply tokens but not beside all of them
+    sees all of it, and replies within 1,024 (measured: the local 0.5B's Combee curators of four
+    reflections each saw no playbook in a 4,096-token context, and re-added a lesson it held); one
+    whose playbook fits beside all of them keeps its whole reply bound."""
+    lines = [f"[form-{i:05d}] helpful=0 harmful=0 :: lesson {i} " + "x" * 80 for i in range(1, 201)]
+    for n, expected in ((24, 1024), (2, 2048)):  # ~1,300 and ~110 tokens at 2 characters a token
+        playbook = "## formulas\n" + "\n".join(lines[:n])
+        with LlamaCppLike(4096) as server:
+            async with _client(server.url) as client:
+                await client.detect()
+                agents = AceCalls.on_client(get_task("formula"), client, seed=0)
+                curated = await agents.curate([], Playbook.empty(), playbook, source="s", seed_path=(0,))
+        assert curated.error is None and server.max_tokens == [expected], n
+        assert f"form-{n:05d}" in server.prompts[0], n  # the whole playbook was shown
 
 
 def test_context_errors_are_recognised_and_cuts_keep_whole_lines() -> None:
