@@ -67,10 +67,23 @@ FAULT_KINDS = ("429", "500", "drop", "stall", "malformed", "truncated")
 
 
 def _at_least(owner: str, minimum: int | float, **values: int | float | str | None) -> None:
-    """ConfigError naming the first of ``values`` below ``minimum`` (None and ``"auto"`` are no number: not checked)."""
+    """ConfigError naming the first of ``values`` below ``minimum`` or not a number (NaN) (None and
+    ``"auto"`` are no number: not checked)."""
     for name, value in values.items():
-        if isinstance(value, (int, float)) and value < minimum:
+        if isinstance(value, (int, float)) and not value >= minimum:
             raise ConfigError(f"{owner}.{name} must be >= {minimum}, got {value}")
+
+
+SEED_MAX = 2**63 - 1
+"""The largest seed: every seed is stored (checkpoint, config.json) as a 64-bit integer and feeds
+numpy's generators, which take none below 0."""
+
+
+def _seeds_in_range(owner: str, **seeds: int) -> None:
+    """ConfigError naming the first of ``seeds`` outside ``[0, SEED_MAX]``."""
+    for name, seed in seeds.items():
+        if not 0 <= seed <= SEED_MAX:
+            raise ConfigError(f"{owner}.{name} must be a whole number from 0 to 2**63 - 1, got {seed}")
 
 
 AUTO = "auto"
@@ -684,6 +697,7 @@ class SessionConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
     def __post_init__(self) -> None:
         _at_least("session", 1, token_budget=self.token_budget)
+        _seeds_in_range("session", seed=self.seed)
         for name, spec in self.endpoints.items():
             if spec.url is None and spec.model is not None:  # a model without a server: not the simulator
                 flag = "--endpoint" if name == "default" else f"--role-endpoint {name}=URL"
@@ -777,6 +791,7 @@ class OnlineConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     def __post_init__(self) -> None:
         _at_least("online", 1, batch_size=self.batch_size, queue_size=self.queue_size, workers=self.workers,
                   keep_batches=self.keep_batches)
+        _seeds_in_range("online", seed=self.seed)
         if not self.max_publish_s > self.max_wait_s >= 0:
             raise ConfigError(f"online: need max_publish_s > max_wait_s >= 0, got {self.max_publish_s}, {self.max_wait_s}")
 
@@ -834,6 +849,7 @@ class VerifyConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     plateau_window: float = 0.35
 
     def __post_init__(self) -> None:
+        _seeds_in_range("verify", **{f"seeds[{i}]": seed for i, seed in enumerate(self.seeds)})
         if len(set(self.seeds)) < 3:
             raise ConfigError(f"verify.seeds: at least 3 distinct seeds, got {list(self.seeds)}")
         if not self.serial_time_scale > 0:

@@ -11,10 +11,12 @@ import msgspec
 import pytest
 
 from combee_fast.config import (
+    OnlineConfig,
     SessionConfig,
     SimConfig,
     TaskConfig,
     TrainConfig,
+    VerifyConfig,
     config_to_dict,
     load_config,
 )
@@ -62,6 +64,28 @@ def test_an_unknown_or_mistyped_field_is_refused_naming_it(tmp_path) -> None:
     path.write_text('[train]\nepochs = 0\n')
     with pytest.raises(ConfigError, match=r"train.epochs must be >= 1"):
         load_config(path)
+
+
+def test_a_seed_outside_64_bits_or_a_nan_is_one_line_and_exit_2(tmp_path) -> None:
+    """A seed below 0 or past 2**63 - 1 (numpy refuses the one, the checkpoint cannot store the
+    other: both ended in a traceback, exit 1) and a NaN where a number is bounded below (stored
+    as null) are refused before anything runs, naming the field, from a flag and from a file."""
+    for seed in ("-1", str(2**70)):
+        done = subprocess.run([sys.executable, "-m", "combee_fast.cli", "learn", "--train-split", "train[0:4]",
+                               f"--seed={seed}", "--out", str(tmp_path / "run"), "--quiet"],
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+        assert done.stderr.strip().splitlines()[-1] == (
+            f"combee learn: error: command line: session.seed must be a whole number from 0 to 2**63 - 1, got {seed}")
+    assert not (tmp_path / "run").exists()
+    path = tmp_path / "nan.toml"
+    path.write_text("[sampling.default]\ntemperature = nan\n")
+    with pytest.raises(ConfigError, match=r"nan.toml: sampling.temperature must be >= 0, got nan"):
+        load_config(path)
+    with pytest.raises(ConfigError, match=r"verify.seeds\[2\] must be a whole number from 0 to 2\*\*63 - 1, got -2"):
+        VerifyConfig(seeds=(0, 1, -2))
+    with pytest.raises(ConfigError, match=r"online.seed must be a whole number"):
+        OnlineConfig(seed=2**63)
 
 
 def test_flags_override_the_file_and_config_json_round_trips(tmp_path) -> None:
