@@ -335,8 +335,12 @@ def session_config(
     for path, value in getattr(args, "sampling", None) or ():
         _assign(table, ("sampling", *path), value)
     _assign_task_options(table, args)
-    if getattr(args, "local", False):
-        _assign(table, ("local",), {**(_lookup(table, ("local",)) or {}), **local_options(args)})
+    local = local_options(args) if hasattr(args, "local") else {}
+    if getattr(args, "local", False) or (local and _lookup(table, ("local",)) is not None):
+        _assign(table, ("local",), {**(_lookup(table, ("local",)) or {}), **local})
+    elif local:  # --local-model and the like with no local server to apply them to
+        raise ConfigError(f"{', '.join('--local-' + name for name in local)} given without --local (nor a [local] "
+                          f"table in the config): the run would not start that server; add --local")
     endpoints = _endpoint_flags(args)
     if endpoints:
         table["endpoints"] = _merged_endpoints(table.get("endpoints", {}), endpoints)

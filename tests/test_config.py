@@ -20,7 +20,9 @@ from combee_fast.config import (
     config_to_dict,
     load_config,
 )
+from combee_fast.cli import build_parser
 from combee_fast.errors import ConfigError
+from combee_fast.flags import session_config
 from combee_fast.run.rundir import RunDir
 from combee_fast.session import open_session
 
@@ -86,6 +88,24 @@ def test_a_seed_outside_64_bits_or_a_nan_is_one_line_and_exit_2(tmp_path) -> Non
         VerifyConfig(seeds=(0, 1, -2))
     with pytest.raises(ConfigError, match=r"online.seed must be a whole number"):
         OnlineConfig(seed=2**63)
+
+
+def test_a_local_server_flag_without_local_is_refused_not_ignored(tmp_path) -> None:
+    """--local-model (or --local-threads, --local-slots) without --local ran on the simulated
+    endpoint, exit 0, the model never started: now one line and exit 2, nothing made; with a
+    [local] table in the config file the flags apply to it."""
+    out = tmp_path / "run"
+    done = subprocess.run([sys.executable, "-m", "combee_fast.cli", "learn", "--local-model", str(tmp_path / "m.gguf"),
+                           "--local-slots", "2", "--train-split", "train[0:4]", "--out", str(out), "--quiet"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and not out.exists()
+    assert done.stderr.strip().splitlines()[-1] == (
+        "combee learn: error: --local-model, --local-slots given without --local (nor a [local] table in the "
+        "config): the run would not start that server; add --local")
+    (config := tmp_path / "local.toml").write_text("[local]\nslots = 3\n")
+    args = build_parser().parse_args(["learn", "--config", str(config), "--local-threads", "1"])
+    local = session_config(args).local
+    assert local is not None and (local.slots, local.threads) == (3, 1)
 
 
 def test_flags_override_the_file_and_config_json_round_trips(tmp_path) -> None:
