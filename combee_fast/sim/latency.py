@@ -27,6 +27,10 @@ import msgspec
 from combee_fast.errors import ConfigError
 
 
+LATENCY_MAX_S = 3600.0
+"""The longest fixed phase a request may take, in simulated seconds (the presets: well under 10)."""
+
+
 class LatencyPreset(msgspec.Struct, frozen=True):
     """Parameters of the latency model. ``max_running=None`` means unlimited capacity."""
 
@@ -38,13 +42,14 @@ class LatencyPreset(msgspec.Struct, frozen=True):
     full_batch_slowdown: float = 1.0  # per-token latency multiplier at max_running sequences
 
     def __post_init__(self) -> None:
-        if self.overhead_s < 0 or self.decode_s_per_token < 0:
-            raise ConfigError(f"latency preset {self.name!r}: latencies must be >= 0")
-        if self.prefill_tokens_per_s is not None and self.prefill_tokens_per_s <= 0:
-            raise ConfigError(f"latency preset {self.name!r}: prefill_tokens_per_s must be > 0")
+        if not (0 <= self.overhead_s <= LATENCY_MAX_S and 0 <= self.decode_s_per_token <= LATENCY_MAX_S):
+            raise ConfigError(f"latency preset {self.name!r}: latencies must be numbers from 0 to {LATENCY_MAX_S:g} s, "
+                              f"got {self.overhead_s!r} and {self.decode_s_per_token!r} a token")
+        if self.prefill_tokens_per_s is not None and not 0 < self.prefill_tokens_per_s < math.inf:
+            raise ConfigError(f"latency preset {self.name!r}: prefill_tokens_per_s must be a number > 0")
         if self.max_running is not None and self.max_running < 1:
             raise ConfigError(f"latency preset {self.name!r}: max_running must be >= 1")
-        if self.full_batch_slowdown < 1.0:
+        if not 1.0 <= self.full_batch_slowdown < math.inf:
             raise ConfigError(f"latency preset {self.name!r}: full_batch_slowdown must be >= 1")
         if self.max_running is None and self.full_batch_slowdown != 1.0:
             raise ConfigError(

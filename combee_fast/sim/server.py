@@ -87,6 +87,10 @@ sent by a server made with ``reject_json_schema=True``."""
 REAL_TIME = 1.0
 """One real second per simulated second."""
 
+TIME_SCALE_MAX = 100.0
+"""The most real seconds a simulated second may take (a run's sleeps are bounded: 1e308 slept for
+ever, and no signal could end the run)."""
+
 SIM_MODEL = "sim"
 """The model name a simulated server lists at ``GET /v1/models`` unless told another."""
 
@@ -167,8 +171,9 @@ class SimServer:
         worlds: tuple[str, ...] | None = None,
         roles: tuple[str, ...] | None = None,
     ) -> None:
-        if not (math.isfinite(time_scale) and time_scale > 0):
-            raise ConfigError(f"time_scale must be a positive number, got {time_scale!r}")
+        if not 0 < time_scale <= TIME_SCALE_MAX:
+            raise ConfigError(f"time_scale must be a number of real seconds per simulated second in (0, "
+                              f"{TIME_SCALE_MAX:g}], got {time_scale!r}")
         if not 0.0 <= latency_jitter < 1.0:
             raise ConfigError(f"latency_jitter must be in [0, 1), got {latency_jitter!r}")
         self._responder = responder

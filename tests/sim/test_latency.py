@@ -107,8 +107,8 @@ def test_constant_preset_ignores_size_and_load() -> None:
 @pytest.mark.parametrize("field, value, message", [
     ("max_running", 0, "max_running must be >= 1"),
     ("full_batch_slowdown", 0.5, "full_batch_slowdown must be >= 1"),
-    ("prefill_tokens_per_s", 0.0, "prefill_tokens_per_s must be > 0"),
-    ("decode_s_per_token", -1.0, "latencies must be >= 0"),
+    ("prefill_tokens_per_s", 0.0, "prefill_tokens_per_s must be a number > 0"),
+    ("decode_s_per_token", -1.0, "latencies must be numbers from 0 to 3600 s"),
 ])
 def test_invalid_preset_values_are_rejected_by_name(field: str, value: float, message: str) -> None:
     options = {"name": "bad", "overhead_s": 0.1, "decode_s_per_token": 0.01, "max_running": 8,

@@ -150,7 +150,7 @@ async def test_api_key_is_required_when_configured(start_sim_server: StartSimSer
 
 
 @pytest.mark.parametrize("options, message", [
-    ({"time_scale": 0.0}, "time_scale must be a positive number"),
+    ({"time_scale": 0.0}, "time_scale must be a number of real seconds per simulated second"),
     ({"latency_jitter": 1.0}, r"latency_jitter must be in \[0, 1\)"),
     ({"preset": "tpu"}, "unknown latency preset 'tpu'"),
 ])
@@ -239,3 +239,27 @@ async def test_servers_with_reuse_port_share_one_port() -> None:
                         assert response.status == 200
             served = (first.counters().completed, second.counters().completed)
     assert sum(served) == 64 and min(served) > 0, served
+
+
+def test_a_sleep_without_bound_or_a_latency_that_is_no_number_is_refused(tmp_path) -> None:
+    """A time scale of 1e308 real seconds per simulated second slept for ever (no signal ended the
+    run), a NaN or infinite latency never answered: refused when the server is made, and through
+    the CLI in one line, exit 2, before a run folder is made."""
+    for scale in (1e308, float("nan"), float("inf"), 0.0):
+        with pytest.raises(ConfigError, match=r"time_scale must be a number of real seconds per simulated second"):
+            SimServer(TemplateResponder({}), time_scale=scale)
+    for seconds in (float("inf"), float("nan"), -1.0, 1e6):
+        with pytest.raises(ConfigError, match=r"latencies must be numbers from 0 to 3600 s"):
+            LatencyPreset.constant(seconds)
+    with pytest.raises(ConfigError, match=r"prefill_tokens_per_s must be a number > 0"):
+        LatencyPreset("p", 0.1, 0.01, prefill_tokens_per_s=float("nan"))
+    done = subprocess.run([sys.executable, "-m", "combee_fast.cli", "learn", "--train-split", "train[0:4]",
+                           "--time-scale", "1e308", "--out", str(tmp_path / "run"), "--quiet"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and not (tmp_path / "run").exists()
+    assert done.stderr.strip().splitlines() == [
+        "combee learn: error: time_scale must be a number of real seconds per simulated second in (0, 100], got 1e+308"]
+    served = subprocess.run([sys.executable, "-m", "combee_fast.cli", "sim-server", "--constant-latency", "nan",
+                             "--port", "0"], capture_output=True, text=True, timeout=60)
+    assert served.returncode == 2 and served.stderr.strip().splitlines()[-1].startswith(
+        "sim-server: latency preset 'constant-nan': latencies must be numbers from 0 to 3600 s")
