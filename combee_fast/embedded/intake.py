@@ -6,12 +6,12 @@ A rollout is well formed when it is a :class:`~combee_fast.schema.Rollout` whose
 its declared type (checked by encoding it and decoding the bytes as a ``Rollout``, which must give
 the rollout back: the bytes are what a process learner sends its child), its ``round`` is not
 negative, its ``version`` (as stamped by ``submit(version=)``) is None or 0 to :data:`MAX_VERSION`
-and its ``score`` is a finite number or None.
+and its ``score`` is None or a number in [0, 1] (the docs' range: a reward of 5.0 or -3.0 would
+otherwise weigh as no score of the task's can).
 """
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import msgspec
@@ -43,8 +43,8 @@ def checked(rollout: object) -> bytes:
         raise RolloutError(f"rollout {_name(rollout)} is malformed: {problem}")
     if rollout.round < 0:
         raise RolloutError(f"rollout {_name(rollout)} is malformed: round {rollout.round} is negative")
-    if rollout.score is not None and not math.isfinite(rollout.score):
-        raise RolloutError(f"rollout {_name(rollout)} is malformed: score {rollout.score} is not a finite number")
+    if rollout.score is not None and not 0.0 <= rollout.score <= 1.0:
+        raise RolloutError(f"rollout {_name(rollout)} is malformed: score {rollout.score} is not in [0, 1]")
     return data
 
 

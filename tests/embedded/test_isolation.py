@@ -40,6 +40,9 @@ def _malformed(good: Rollout) -> dict[str, object]:
         "usage=a dict": msgspec.structs.replace(good, usage={"role": "generator"}),
         "round=-1": msgspec.structs.replace(good, round=-1),
         "score=nan": msgspec.structs.replace(good, score=math.nan),
+        "score=5.0": msgspec.structs.replace(good, score=5.0),  # the docs say [0, 1]: it weighed as none can
+        "score=-3.0": msgspec.structs.replace(good, score=-3.0),
+        "score=1e308": msgspec.structs.replace(good, score=1e308),
     }
 
 
@@ -74,6 +77,8 @@ async def test_the_refusal_names_the_rollout_and_the_field() -> None:
     assert "$.example" in messages["example=None"]
     assert messages["round=-1"].startswith(f"rollout {good.id.replace('#r0', '#r-1')!r} is malformed: round -1")
     assert "score" in messages["score=nan"] and "nan" in messages["score=nan"]
+    for score in ("5.0", "-3.0", "1e+308"):
+        assert messages[f"score={score.replace('+', '')}"].endswith(f"is malformed: score {score} is not in [0, 1]")
     assert messages["usage=a dict"].endswith("is malformed: $.usage is a dict, not a Usage")
 
 
