@@ -8,6 +8,7 @@
 - :mod:`.checkpoint`: the state written after every step (typed, checksummed), and read back to resume.
 - :mod:`.rundir`: the run directory, the only writer and reader of run files, and its lock.
 - :mod:`.swap`: the journaled replacement of a previous run, recoverable after a kill.
+- :mod:`.bounds`: the ranges a stored run's counts, seconds and scores must fall in when decoded.
 - :mod:`.batch_plans`: fixed batch size, the live planner, the paper's controller, or an earlier run's decisions.
 - :mod:`.step_signals`: what a finished step measured, for the live planner.
 - :mod:`.ledger`: one row per step (time, calls, tokens per role, errors, accuracy, predicted seconds).

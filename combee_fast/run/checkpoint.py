@@ -45,6 +45,7 @@ from combee_fast.errors import CheckpointError
 from combee_fast.files import read_regular, write_atomic
 from combee_fast.methods.base import EvalResult
 from combee_fast.protocols.learning import CompleteKind
+from combee_fast.run.bounds import Count, Fraction, Seconds
 from combee_fast.run.concurrency import ConcurrencyTotal
 from combee_fast.run.ledger import CallCounts
 from combee_fast.run.state import CallsRecord, TrainState
@@ -61,16 +62,6 @@ CHECKPOINT_FORMAT = 3
 
 _MAGIC = b"COMBEE\x00C"
 _HEAD = struct.Struct(">8sIQ32s")
-
-MAX_COUNT = 2 ** 53
-"""The largest count or position a checkpoint may hold (exact as a float, and far past any run)."""
-
-MAX_SECONDS = 1e12
-"""The most seconds a checkpoint's totals may hold (some 30,000 years)."""
-
-Count = Annotated[int, msgspec.Meta(ge=0, le=MAX_COUNT)]
-Seconds = Annotated[float, msgspec.Meta(ge=0.0, le=MAX_SECONDS)]
-Fraction = Annotated[float, msgspec.Meta(ge=0.0, le=1.0)]
 
 
 class FileMark(msgspec.Struct, frozen=True):
@@ -96,8 +87,9 @@ class Header(msgspec.Struct, frozen=True):
 class Kept(msgspec.Struct, Generic[P, C], frozen=True):
     """The fields of :class:`~combee_fast.run.state.TrainState` a checkpoint keeps (the same
     names), the artifacts in their learner's encoding, typed on the plan's state ``P`` and the
-    carried work ``C``. Decoding checks ranges: counts and positions 0 to :data:`MAX_COUNT`,
-    seconds 0 to :data:`MAX_SECONDS` (no infinity), the best score a fraction."""
+    carried work ``C``. Decoding checks ranges (:mod:`combee_fast.run.bounds`), nested counts
+    included: counts and positions 0 to ``MAX_COUNT``, seconds 0 to ``MAX_SECONDS`` (no infinity),
+    the best score a fraction."""
 
     artifact: bytes
     best: bytes

@@ -22,10 +22,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
+from typing import Annotated
 
 import msgspec
 
 from combee_fast.roles.clients import RoleClients
+from combee_fast.run.bounds import Count, Seconds
 
 BELOW_CAP_SHARE = 0.5
 """A role whose mean calls in flight stay under this share of the requested cap, with work queued, is said to be capped."""
@@ -45,11 +47,11 @@ class ConcurrencyTotal(msgspec.Struct):
     """One role's calls in flight over a run's steps; ``most_items``: the largest step whose
     items each made at least one of the role's calls (what a lower limit would have queued)."""
 
-    requested: int = 0
-    peak: int = 0
-    area: float = 0.0  # calls in flight x seconds
-    busy_s: float = 0.0
-    most_items: int = 0
+    requested: Count = 0
+    peak: Count = 0
+    area: Annotated[float, msgspec.Meta(ge=0.0)] = 0.0  # calls in flight x seconds
+    busy_s: Seconds = 0.0
+    most_items: Count = 0
 
     @property
     def mean(self) -> float:

@@ -23,6 +23,7 @@ import msgspec
 
 from combee_fast.methods.base import StepResult
 from combee_fast.protocols.learning import EpisodeTrace
+from combee_fast.run.bounds import Count
 from combee_fast.run.concurrency import RoleConcurrency
 from combee_fast.schema import CallError, Trajectory, Usage
 
@@ -87,12 +88,12 @@ class CallCounts(msgspec.Struct):
     steps. (The tokens were added after checkpoints held these counts: one written before has
     none, and a run resumed from it counts only the tokens after it.)"""
 
-    calls: dict[str, int] = msgspec.field(default_factory=dict)
-    retries: dict[str, dict[str, int]] = msgspec.field(default_factory=dict)
-    errors: dict[str, dict[str, int]] = msgspec.field(default_factory=dict)
-    prompt_tokens: dict[str, int] = msgspec.field(default_factory=dict)
-    completion_tokens: dict[str, int] = msgspec.field(default_factory=dict)
-    cached_prompt_tokens: dict[str, int] = msgspec.field(default_factory=dict)
+    calls: dict[str, Count] = msgspec.field(default_factory=dict)
+    retries: dict[str, dict[str, Count]] = msgspec.field(default_factory=dict)
+    errors: dict[str, dict[str, Count]] = msgspec.field(default_factory=dict)
+    prompt_tokens: dict[str, Count] = msgspec.field(default_factory=dict)
+    completion_tokens: dict[str, Count] = msgspec.field(default_factory=dict)
+    cached_prompt_tokens: dict[str, Count] = msgspec.field(default_factory=dict)
 
     def add(self, usage: Usage, error: CallError | None) -> None:
         """Count one call (after its retries), its tokens and how it ended."""

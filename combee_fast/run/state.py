@@ -26,6 +26,7 @@ from combee_fast.config import HISTORY_KEPT
 from combee_fast.engine.rng import rng_at
 from combee_fast.methods.base import EvalResult
 from combee_fast.protocols.running import Ends
+from combee_fast.run.bounds import Count
 from combee_fast.run.concurrency import ConcurrencyTotal, add_step
 from combee_fast.run.dollars import add_dollars
 from combee_fast.run.ledger import CallCounts, LedgerRow
@@ -37,9 +38,9 @@ class CallsRecord(msgspec.Struct, frozen=True):
     """Calls per role, calls sent again with a trimmed playbook per role, and failed calls (the
     run's ``calls.json``)."""
 
-    calls: dict[str, int] = msgspec.field(default_factory=dict)
-    trimmed: dict[str, int] = msgspec.field(default_factory=dict)
-    failed: int = 0
+    calls: dict[str, Count] = msgspec.field(default_factory=dict)
+    trimmed: dict[str, Count] = msgspec.field(default_factory=dict)
+    failed: Count = 0
 
     def plus(self, calls: dict[str, int], trimmed: dict[str, int], failed: int) -> CallsRecord:
         """This record with the counts of another process added."""

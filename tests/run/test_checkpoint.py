@@ -17,6 +17,7 @@ from combee_fast.methods.combee import CarriedChains
 from combee_fast.playbook import Playbook
 from combee_fast.protocols.running import StopRule
 from combee_fast.run.checkpoint import CHECKPOINT_FILE, LEGACY_CHECKPOINT_FILE, read_checkpoint
+from combee_fast.run.concurrency import ConcurrencyTotal
 from combee_fast.run.ledger import CallCounts, LedgerRow
 from combee_fast.run.rundir import RunDir
 from combee_fast.run.state import CallsRecord, TrainState
@@ -260,3 +261,22 @@ def test_a_forged_checkpoint_with_its_checksum_recomputed_is_refused_when_a_valu
     with pytest.raises(CheckpointError, match="does not decode") as caught:
         _decoded(tmp_path / "run")
     assert f".{next(iter(forged))}`" in str(caught.value) and "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize("forged, path", [
+    (dict(counts=CallCounts(calls={"generator": -3})), "$.state.counts.calls[...]"),
+    (dict(val_counts=CallCounts(errors={"generator": {"timeout": -1}})), "$.state.val_counts.errors[...][...]"),
+    (dict(calls_record=CallsRecord(calls={"curator": -2})), "$.state.calls_record.calls[...]"),
+    (dict(calls_record=CallsRecord(failed=-1)), "$.state.calls_record.failed"),
+    (dict(concurrency={"generator": ConcurrencyTotal(peak=-1)}), "$.state.concurrency[...].peak"),
+])
+def test_a_forged_checkpoint_with_a_nested_count_out_of_range_is_refused(
+        tmp_path: Path, forged: dict[str, object], path: str) -> None:
+    """A nested negative call count resumed with exit 0 and reached summary.json (issue 53): the
+    counts inside a checkpoint are held to the ranges its top-level ones are."""
+    run_dir = _started(tmp_path / "run")
+    _save(run_dir, TrainState(artifact=_playbook(), best=_playbook(), steps=2, **forged))  # type: ignore[arg-type]
+    run_dir.close()
+    with pytest.raises(CheckpointError, match="does not decode") as caught:
+        _decoded(tmp_path / "run")
+    assert f"`{path}`" in str(caught.value) and "\n" not in str(caught.value)
