@@ -82,6 +82,11 @@ class Combee(Generic[A]):
         if carried is None:
             return
         snapshot, epoch = carried.snapshot, carried.epoch
+        unknown = [item_id for item_id, _ in carried.chains if item_id not in items]
+        if unknown:
+            raise CheckpointError(f"cannot resume: the checkpoint carries a chain of item {unknown[0]!r}, which the "
+                                  f"run's train split does not hold (a checkpoint of another split, or forged); "
+                                  "start the run again")
         text = await self.learner.render(snapshot)
         rounds, timeout = self.map_config.rounds_in_step, self.map_config.item_timeout_s
         traces = await asyncio.gather(*(

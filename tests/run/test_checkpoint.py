@@ -280,3 +280,15 @@ def test_a_forged_checkpoint_with_a_nested_count_out_of_range_is_refused(
     with pytest.raises(CheckpointError, match="does not decode") as caught:
         _decoded(tmp_path / "run")
     assert f"`{path}`" in str(caught.value) and "\n" not in str(caught.value)
+
+
+async def test_a_carried_chain_of_an_item_the_split_does_not_hold_is_one_line_not_a_key_error() -> None:
+    """A forged (or another split's) checkpoint carrying a chain of an unknown item ended the
+    resume in a KeyError traceback (issue 53): it is a CheckpointError naming the item."""
+    from combee_fast.config import CombeeConfig, MapConfig
+    from combee_fast.methods.combee import Combee
+
+    items = {example.id: example for example in get_task("formula").load("train[0:3]").examples}
+    method = Combee(None, MapConfig(), CombeeConfig(), seed=0)  # type: ignore[arg-type]  # refused before any call
+    with pytest.raises(CheckpointError, match=r"^cannot resume: the checkpoint carries a chain of item 'forged:9'"):
+        await method.resume(CarriedChains((("forged:9", 0.0),), _playbook(), 0), items)
