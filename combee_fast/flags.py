@@ -9,6 +9,7 @@ run is the config file given with ``--config`` (TOML or JSON, e.g. a previous ru
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import math
 import os
@@ -325,8 +326,12 @@ def session_config(
     args: argparse.Namespace, fixed: Sequence[tuple[tuple[str, ...], Any]] = ()
 ) -> SessionConfig:
     """The config file (or the defaults) with every given flag written over it, then the
-    ``(path, value)`` pairs the command itself sets (e.g. ``eval``'s split)."""
-    table = read_config_file(args.config) if getattr(args, "config", None) else {}
+    ``(path, value)`` pairs the command itself sets (e.g. ``eval``'s split). A ConfigError names
+    the file when the file alone is wrong, the command line otherwise."""
+    source = getattr(args, "config", None)
+    table = read_config_file(source) if source else {}
+    if source:  # the file alone first: a bad value of a flag is then not blamed on it
+        config_from_dict(copy.deepcopy(table), source=source)
     for name, value in vars(args).items():
         if name.startswith("cfg__"):
             _assign(table, tuple(name[len("cfg__"):].split("__")), value)
@@ -346,7 +351,7 @@ def session_config(
         table["endpoints"] = _merged_endpoints(table.get("endpoints", {}), endpoints)
     if getattr(args, "price", None):
         table["endpoints"] = _priced(table.get("endpoints", {}), args.price)
-    return config_from_dict(table, source=args.config or "command line")
+    return config_from_dict(table, source=f"command line (over {source})" if source else "command line")
 
 
 def _priced(endpoints: dict[str, Any], prices: Sequence[tuple[str, float, float]]) -> dict[str, Any]:

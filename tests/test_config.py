@@ -4,6 +4,7 @@ library taking the CLI's path for ``batch_size=None`` (the controller)."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -88,6 +89,16 @@ def test_a_seed_outside_64_bits_or_a_nan_is_one_line_and_exit_2(tmp_path) -> Non
         VerifyConfig(seeds=(0, 1, -2))
     with pytest.raises(ConfigError, match=r"online.seed must be a whole number"):
         OnlineConfig(seed=2**63)
+
+
+def test_a_bad_flag_value_is_blamed_on_the_command_line_and_a_bad_file_on_the_file(tmp_path) -> None:
+    """A flag's bad value was reported as the --config file's ("ok.toml: session.seed must be ...")."""
+    (good := tmp_path / "ok.toml").write_text("[train]\nbatch_size = 4\n")
+    (bad := tmp_path / "bad.toml").write_text("[train]\nbatch_size = 0\n")
+    with pytest.raises(ConfigError, match=rf"^command line \(over {re.escape(str(good))}\): session.seed must be"):
+        session_config(build_parser().parse_args(["learn", "--config", str(good), "--seed=-1"]))
+    with pytest.raises(ConfigError, match=rf"^{re.escape(str(bad))}: train.batch_size must be >= 1"):
+        session_config(build_parser().parse_args(["learn", "--config", str(bad), "--seed", "3"]))
 
 
 def test_a_local_server_flag_without_local_is_refused_not_ignored(tmp_path) -> None:
