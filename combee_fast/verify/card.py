@@ -37,6 +37,7 @@ failure cost's canary policy and the claim's margin for an online learner's rele
 
 from __future__ import annotations
 
+import math
 import tomllib
 import typing
 from pathlib import Path
@@ -305,8 +306,8 @@ def consistency_problems(card: Card) -> list[str]:
     if card.serial_baseline.method not in serial_baselines():
         problems.append(f"serial_baseline.method {card.serial_baseline.method!r} is not a serial method a card may "
                         f"name; choose one of: {', '.join(serial_baselines())}")
-    if not card.claim.speedup > 0:
-        problems.append(f"claim.speedup must be > 0, got {card.claim.speedup}")
+    if not 0 < card.claim.speedup < math.inf:  # an infinite speedup is no claim a run can confirm
+        problems.append(f"claim.speedup must be a finite number > 0, got {card.claim.speedup}")
     if not 0.0 <= card.claim.margin <= 1.0:
         problems.append(f"claim.margin must be in [0, 1], got {card.claim.margin}")
     return problems + split_problems(card)

@@ -241,3 +241,12 @@ def test_any_set_of_deleted_fields_is_reported_exactly(data, table) -> None:
     missing, invalid = field_problems(card, Card)
     expected = {path.replace(".sim_preset", ".sim_preset|endpoints") for path, _ in chosen}
     assert invalid == [] and set(missing) == expected and len(missing) == len(expected)
+
+
+def test_an_infinite_or_nan_speedup_claim_is_refused(tmp_path, table):
+    """A card claiming speedup = inf passed (issue 53): no run confirms an infinite speedup."""
+    for claimed in (float("inf"), float("nan")):
+        table["claim"]["speedup"] = claimed
+        with pytest.raises(CardError) as caught:
+            load_card(write_card(tmp_path / "c.toml", table))
+        assert f"claim.speedup must be a finite number > 0, got {claimed}" in caught.value.invalid
