@@ -878,6 +878,8 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: not a readable config file: {exc.strerror or exc}") from None
     except (UnicodeDecodeError, tomllib.TOMLDecodeError, msgspec.DecodeError) as exc:
         raise ConfigError(f"{path}: not a readable config file: {exc}") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: not a readable config file: its values are nested too deeply") from None
     if not isinstance(table, dict):
         raise ConfigError(f"{path}: a config file holds one table, got {type(table).__name__}")
     return table

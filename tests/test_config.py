@@ -184,3 +184,17 @@ def test_each_knob_has_one_meaning_and_defaults_keep_todays_values() -> None:
     assert config.gepa.combee_minibatch == config.train.batch_size and config.gepa.minibatch == 3
     changed = msgspec.structs.replace(config, map=msgspec.structs.replace(config.map, workers=4))
     assert changed.transport.concurrency == 256 and changed.eval.parallel == 256
+
+
+def test_a_config_or_card_nested_too_deeply_is_one_line(tmp_path) -> None:
+    """A deeply nested TOML or JSON config, or card, ended in a RecursionError traceback (issue 53)."""
+    from combee_fast.verify.card import read_card_table
+
+    (deep_toml := tmp_path / "deep.toml").write_text("x = " + "[" * 5000 + "]" * 5000 + "\n")
+    (deep_json := tmp_path / "deep.json").write_text('{"x": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    for path in (deep_toml, deep_json):
+        with pytest.raises(ConfigError, match=rf"^{re.escape(str(path))}: not a readable config file: its values are "
+                                              "nested too deeply$"):
+            load_config(path)
+    with pytest.raises(ConfigError, match=r"^card .*deep.toml: not a readable TOML file: its values are nested too"):
+        read_card_table(deep_toml)

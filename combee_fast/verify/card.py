@@ -213,6 +213,8 @@ def read_card_table(path: str | Path) -> dict[str, Any]:
         raise ConfigError(f"card {path}: not a readable TOML file: {exc.strerror or exc}") from None
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise ConfigError(f"card {path}: not a readable TOML file: {exc}") from None
+    except RecursionError:
+        raise ConfigError(f"card {path}: not a readable TOML file: its values are nested too deeply") from None
 
 
 def _blank(value: Any) -> bool:
