@@ -49,6 +49,7 @@ from combee_fast.config import RELEASE_POLICIES, EndpointSpec, ReleaseConfig, Se
 from combee_fast.errors import CardError, CombeeError, ConfigError
 from combee_fast.files import read_regular
 from combee_fast.learners import roles_of, serial_baselines
+from combee_fast.redact import escape_control
 from combee_fast.sim.latency import PRESETS
 from combee_fast.tasks.heldout import SPLIT_ROLES, split_role
 from combee_fast.tasks.registry import get_task
@@ -366,7 +367,8 @@ def release_config(card: Card, base: ReleaseConfig | None = None) -> ReleaseConf
 
 
 def card_summary(card: Card) -> list[str]:
-    """A few lines saying what the card pre-registers (what ``combee plan`` prints)."""
+    """A few lines saying what the card pre-registers (what ``combee plan`` prints), its control
+    and format characters escaped (:func:`~combee_fast.redact.escape_control`)."""
 
     def known(value: object) -> str:
         return "unknown (diagnose measures it)" if value == UNKNOWN else str(value)
@@ -395,4 +397,4 @@ def card_summary(card: Card) -> list[str]:
                  f"{100 * card.claim.margin:g} points on test; target score {known(card.claim.target_score)}")
     lines.append("serial baselines a card may name: "
                  + "; ".join(f"{name} ({runs})" for name, runs in serial_baselines().items()))
-    return lines
+    return [escape_control(line) for line in lines]  # a card's text cannot drive the terminal

@@ -24,6 +24,7 @@ import msgspec
 from combee_fast.config import SessionConfig, SimConfig, VerifyConfig, load_config
 from combee_fast.errors import CombeeError, ConfigError
 from combee_fast.run.usage import read_usage, usage_path
+from combee_fast.redact import escape_control
 from combee_fast.verify.card import card_summary, load_card
 from combee_fast.verify.verification import check_endpoints
 
@@ -93,7 +94,7 @@ def run_plan(args: argparse.Namespace) -> int:
         record = usage_path(args.card)
         entries = read_usage(record)
     except CombeeError as exc:
-        print(f"combee plan: error: {exc}", file=sys.stderr)
+        print(f"combee plan: error: {escape_control(str(exc))}", file=sys.stderr)
         return EXIT_USAGE
     misused = [e for e in entries if e.role == "test" and e.use != "report"]
     if misused and not card.eval_set.ever_used_to_tune:

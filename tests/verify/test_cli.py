@@ -157,3 +157,15 @@ def test_verify_refuses_a_configuration_whose_endpoints_are_no_hardware_class_of
     assert done.returncode == 2 and done.stderr.count("\n") == 1
     assert f"--config {config}: the configuration names endpoints (generator=http://127.0.0.1:9/v1" in done.stderr
     assert "[[hardware]] class with endpoints" in done.stderr and not (tmp_path / "v").exists()
+
+
+def test_plan_escapes_a_cards_control_and_bidi_characters(tmp_path):
+    """A card's escape codes and U+202E reached the terminal raw (issue 53): `combee plan` writes
+    them as \\xNN and \\uNNNN, so a card cannot retitle the terminal or reorder a line."""
+    card = card_copy(tmp_path)
+    text = card.read_text().replace('name = "formula-combee-b40"', 'name = "b40\\u001b]0;pwned\\u0007\\u202etxt.exe"', 1)
+    card.write_text(text)
+    done = _combee("plan", str(card))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[0] == "card b40\\x1b]0;pwned\\x07\\u202etxt.exe: complete"
+    assert "\x1b" not in done.stdout + done.stderr and "\u202e" not in done.stdout + done.stderr
