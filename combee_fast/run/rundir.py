@@ -137,6 +137,7 @@ def check_run_target(root: str | os.PathLike[str], *, overwrite: bool = False) -
     Nothing is left behind (writability is probed with an empty folder, removed at once).
     """
     path = Path(root)
+    refuse_link(path)
     if path.exists() and not path.is_dir():
         raise ConfigError(f"run directory {path} exists and is not a folder; choose another --out")
     if path.parent.is_dir():
@@ -180,6 +181,14 @@ def _holds_a_run(path: Path) -> bool:
 def _is_run_entry(entry: Path) -> bool:
     """A file or folder a run writes (the rest of a run directory, a user's notes, is kept)."""
     return entry.name in _RUN_FILES or _is_version_folder(entry)
+
+
+def refuse_link(path: Path) -> None:
+    """ConfigError when ``path`` is a symbolic link: a run folder is replaced and recovered by
+    renaming, which would move the link and not the folder it names, and leave the place wedged."""
+    if path.is_symlink():
+        raise ConfigError(f"run directory {path} is a symbolic link (to {os.readlink(path)}); give the folder itself "
+                          "as --out")
 
 
 def _recover(path: Path) -> None:
@@ -290,6 +299,7 @@ class RunDir:
         changed or cut since the checkpoint (:class:`~combee_fast.errors.CheckpointError`).
         ``trajectories.jsonl`` is checked against its mark but keeps the episodes finished after
         it, all but a line the kill cut (:meth:`resumed_trajectories` reads them)."""
+        refuse_link(Path(root))
         self = cls.__new__(cls)
         self.target = self.root = Path(root)
         self._created = []

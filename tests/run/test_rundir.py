@@ -159,3 +159,22 @@ def test_any_learners_version_folder_is_known_by_its_shape_and_replaced_with_its
     second.close()
     assert not (root / "prompts").exists() and not (root / "candidates").exists()
     assert (root / "data" / "mine.json").exists()
+
+
+def test_a_symlinked_out_is_refused_and_leaves_the_place_as_it_was(tmp_path) -> None:
+    """--out naming a symbolic link moved the link aside, failed, and left a journal no later
+    command could finish ("Cannot call rmtree on a symbolic link", issue 53): now one line, exit 2,
+    nothing made, for a new run and a resume alike."""
+    import subprocess
+    import sys
+
+    (folder := tmp_path / "real").mkdir()
+    (link := tmp_path / "link").symlink_to(folder)
+    before = sorted(p.name for p in tmp_path.iterdir())
+    for argv in (["--train-split", "train[0:4]", "--out", str(link), "--quiet"], ["--resume", str(link)]):
+        done = subprocess.run([sys.executable, "-m", "combee_fast.cli", "learn", *argv],
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 2
+        assert done.stderr.strip().splitlines() == [
+            f"combee learn: error: run directory {link} is a symbolic link (to {folder}); give the folder itself as --out"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == before and not any(folder.iterdir())
