@@ -20,6 +20,7 @@ for or every registered object is (iterating the registry's items).
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import os
 import sys
 from collections.abc import Callable, Iterator, Mapping, MutableMapping
@@ -46,17 +47,21 @@ def is_path(name: str) -> bool:
 
 
 def load_path(path: str, *, what: str) -> object:
-    """The object ``path`` (``package.module:object``; ``object`` may be dotted) names, its module
-    imported with the working directory on the import path; ConfigError naming ``what`` and the
-    path when the module does not import or has no such object."""
+    """The object ``path`` (``package.module:object``; ``object`` may be dotted) names; a module
+    that nothing installed provides is looked for in the working directory too (put last on the
+    import path, so a file there never shadows an installed module). ConfigError naming ``what``
+    and the path when the module does not import (or calls ``sys.exit`` as it does) or has no
+    such object."""
     module_name, _, attribute = path.partition(":")
     here = os.getcwd()
-    if here not in sys.path and "" not in sys.path:
-        sys.path.insert(0, here)
+    if here not in sys.path and "" not in sys.path and importlib.util.find_spec(module_name.partition(".")[0]) is None:
+        sys.path.append(here)  # last: a module of the working folder never shadows an installed one
     try:
         value: object = importlib.import_module(module_name)
     except CombeeError:  # the module refused with its own line (e.g. an extra that is not installed)
         raise
+    except SystemExit as exc:  # sys.exit() while being imported: the run must not end with its code
+        raise ConfigError(f"{what} {path!r}: importing {module_name} called sys.exit({exc.code!r})") from None
     except Exception as exc:  # a user's module may fail in any way: one line saying so
         raise ConfigError(f"{what} {path!r}: cannot import {module_name}: {type(exc).__name__}: {exc}") from None
     for part in attribute.split("."):
@@ -150,6 +155,8 @@ class Registry(MutableMapping[str, T]):
             return point.load()
         except CombeeError:
             raise
+        except SystemExit as exc:  # sys.exit() while being imported: the run must not end with its code
+            raise ConfigError(f"{where}: importing it called sys.exit({exc.code!r})") from None
         except Exception as exc:  # an installed plugin may be broken in any way: one line naming it
             raise ConfigError(f"{where}: cannot load: {type(exc).__name__}: {exc}") from None
 

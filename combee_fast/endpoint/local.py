@@ -63,7 +63,8 @@ def server_command(model: Path, alias: str, port: int, config: LocalConfig, *, n
     if importlib.util.find_spec("xllamacpp") is None:
         raise ConfigError("--local needs a llama.cpp server: pip install -e '.[local]' (xllamacpp), "
                           "or put llama-server on PATH")
-    return [sys.executable, "-m", "combee_fast.endpoint.llama_host", "--model", str(model), "--port", str(port),
+    # -P: the working folder is not on its import path (an xllamacpp.py there would run in the server)
+    return [sys.executable, "-P", "-m", "combee_fast.endpoint.llama_host", "--model", str(model), "--port", str(port),
             "--threads", threads, "--context", str(config.context), "--slots", str(config.slots),
             "--alias", alias]
 

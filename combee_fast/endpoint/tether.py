@@ -23,8 +23,9 @@ PR_SET_PDEATHSIG = 1
 
 
 def tethered(command: list[str]) -> list[str]:
-    """``command`` run through this launcher, tied to the calling process."""
-    return [sys.executable, "-m", __name__, str(os.getpid()), "--", *command]
+    """``command`` run through this launcher, tied to the calling process (``-P``: the working
+    folder is not on the launcher's import path)."""
+    return [sys.executable, "-P", "-m", __name__, str(os.getpid()), "--", *command]
 
 
 def _die_with_parent() -> None:

@@ -39,10 +39,11 @@ class Child:
 
     @classmethod
     async def start(cls, module: str, *args: str, env: Mapping[str, str] | None = None) -> Child:
-        """``python -m module *args`` (this interpreter) with pipes on its stdin, stdout and
-        stderr; ``env``: its whole environment (None: ours)."""
+        """``python -P -m module *args`` (this interpreter; ``-P``: the working folder is not on its
+        import path) with pipes on its stdin, stdout and stderr; ``env``: its whole environment
+        (None: ours)."""
         process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", module, *args, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+            sys.executable, "-P", "-m", module, *args, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE, env=None if env is None else dict(env), limit=READ_LIMIT)
         return cls(process)
 
