@@ -15,6 +15,14 @@ from tests.worker_groups import LOCAL_MODEL
 DEFAULT = local_model(LocalConfig().name)
 """The default local model."""
 
+THREADS = 1
+"""The local server's CPU threads in tests: one, as the suite's other worker keeps the other core
+busy. llama.cpp's threads wait on each other every token, so two threads on a core shared with a
+busy process crawl: two requests of 150 tokens on the 0.5B, with one core kept busy, took 419 s on
+two threads and 25 s on one (2026-12-07, this machine); CI's local-model tests took 43 minutes."""
+LOCAL_FLAGS = ("--local-threads", str(THREADS))
+"""What a ``--local`` command line of a test adds."""
+
 
 def installed(model: LocalModel) -> bool:
     """Whether the xllamacpp server and every package holding ``model`` are installed (found, not

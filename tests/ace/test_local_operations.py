@@ -22,7 +22,7 @@ from combee_fast.endpoint.client import EndpointClient, EndpointConfig
 from combee_fast.endpoint.local import LocalServer
 from combee_fast.roles import bounds
 from combee_fast.schema import Message, OpKind, Reflection, Usage
-from tests.local_models import LOCAL_MODEL_MARKS
+from tests.local_models import LOCAL_MODEL_MARKS, THREADS
 
 pytestmark = LOCAL_MODEL_MARKS
 
@@ -42,7 +42,7 @@ EMPTY_ID_EDIT = ('Reply with exactly this JSON and nothing else: {"reasoning": "
 async def test_every_update_or_remove_of_the_real_model_names_an_id_of_the_playbook() -> None:
     curate = curator.curator_messages(PLAYBOOK, "", [REFLECTION])
     told = (*curate[:-1], Message(role="user", content=f"{curate[-1].content}\n\n{EMPTY_ID_EDIT}"))
-    async with LocalServer(LocalConfig()) as server:
+    async with LocalServer(LocalConfig(threads=THREADS)) as server:
         async with EndpointClient(EndpointConfig(name="local", base_url=server.url, model=server.alias)) as client:
             results = [await client.chat(ChatRequest(role="curator", messages=messages, max_tokens=500,
                                                      json_schema=ops_schema(curator.CURATOR_SCHEMA, PLAYBOOK),
@@ -75,7 +75,7 @@ def _first_reductions_proposals() -> list[tuple]:
 
 async def test_the_real_model_keeps_a_proposed_lesson_when_reducing_an_empty_playbooks_proposals() -> None:
     proposals = _first_reductions_proposals()
-    async with LocalServer(LocalConfig()) as server:
+    async with LocalServer(LocalConfig(threads=THREADS)) as server:
         async with EndpointClient(EndpointConfig(name="local", base_url=server.url, model=server.alias)) as client:
             result = await client.chat(ChatRequest(
                 role="reducer", messages=reducer.reducer_messages("", proposals), max_tokens=reducer.REDUCER_MAX_TOKENS,

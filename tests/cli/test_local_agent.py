@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from combee_fast.rollouts.episode import UNANSWERED_KINDS
-from tests.local_models import LOCAL_MODEL_MARKS
+from tests.local_models import LOCAL_FLAGS, LOCAL_MODEL_MARKS
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -31,7 +31,7 @@ pytestmark = [
 def test_the_react_agent_runs_against_a_local_model(tmp_path: Path) -> None:
     out = tmp_path / "run"
     done = subprocess.run(
-        [sys.executable, "-m", "combee_fast.cli", "learn", "--local", "--local-slots", "2", "--task", "terminal",
+        [sys.executable, "-m", "combee_fast.cli", "learn", "--local", *LOCAL_FLAGS, "--local-slots", "2", "--task", "terminal",
          "--train-split", "train[0:2]", "--val-split", "selection[0:0]", "--batch-size", "2", "--max-steps", "3",
          "--max-rounds", "0", "--sampling", "generator.max_completion_tokens=200", "--out", str(out), "--quiet"],
         cwd=ROOT, capture_output=True, text=True, timeout=1700)

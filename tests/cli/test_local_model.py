@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from combee_fast.ace.roles import ROLES
-from tests.local_models import DEFAULT, LOCAL_MODEL_MARKS
+from tests.local_models import DEFAULT, LOCAL_FLAGS, LOCAL_MODEL_MARKS
 
 pytestmark = LOCAL_MODEL_MARKS
 
@@ -45,7 +45,7 @@ def learned(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.Comple
     """One Combee step on the default local model (two slots), and its run folder."""
     folder = tmp_path_factory.mktemp("local-learn")
     out = folder / "run"
-    done = _combee(folder / "state", "learn", "--local", "--local-slots", "2", "--method", "combee",
+    done = _combee(folder / "state", "learn", "--local", *LOCAL_FLAGS, "--local-slots", "2", "--method", "combee",
                    "--train-split", TRAIN, "--val-split", VAL, "--batch-size", "3", "--max-rounds", "0",
                    "--out", str(out), "--quiet")
     return done, out
@@ -127,7 +127,7 @@ def test_the_run_learns_distinct_lessons_and_writes_its_playbook_and_report(lear
 
 def test_eval_scores_the_learned_playbook_on_the_local_model(learned, tmp_path: Path) -> None:
     _, out = learned
-    evaluated = _combee(tmp_path / "state", "eval", "--local", "--split", "test[0:2]", "--playbook",
+    evaluated = _combee(tmp_path / "state", "eval", "--local", *LOCAL_FLAGS, "--split", "test[0:2]", "--playbook",
                         str(out / "final.json"))  # as docs/real-models.md: rows the run did not select on
     assert evaluated.returncode == 0, evaluated.stderr
     report = json.loads(evaluated.stdout.strip().splitlines()[-1])
@@ -136,7 +136,7 @@ def test_eval_scores_the_learned_playbook_on_the_local_model(learned, tmp_path: 
 
 def test_a_local_run_in_which_every_call_fails_exits_non_zero(tmp_path: Path) -> None:
     out = tmp_path / "run"
-    done = _combee(tmp_path / "state", "learn", "--local", "--train-split", "train[0:2]", "--val-split", "val[0:1]",
+    done = _combee(tmp_path / "state", "learn", "--local", *LOCAL_FLAGS, "--train-split", "train[0:2]", "--val-split", "val[0:1]",
                    "--batch-size", "2", "--sampling", "default.max_completion_tokens=1", "--out", str(out), "--quiet")
     assert done.returncode != 0
     failures = _failures(out)

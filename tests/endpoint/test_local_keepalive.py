@@ -11,7 +11,7 @@ import asyncio
 from combee_fast.config import LocalConfig, TransportConfig
 from combee_fast.endpoint.client import EndpointClient, EndpointConfig
 from combee_fast.endpoint.local import LocalServer
-from tests.local_models import LOCAL_MODEL_MARKS
+from tests.local_models import LOCAL_MODEL_MARKS, THREADS
 from tests.endpoint.test_keepalive_close import ask
 
 pytestmark = LOCAL_MODEL_MARKS
@@ -21,7 +21,7 @@ async def test_the_local_llama_cpp_server_sees_no_connection_retries() -> None:
     """llama.cpp closes the connection after each streamed reply although it says keep-alive:
     back-to-back streamed calls (the ``--local`` transport) on two slots, and calls past its 5 s
     keep-alive timeout, all answered without a retry."""
-    async with LocalServer(LocalConfig(slots=2)) as server:
+    async with LocalServer(LocalConfig(slots=2, threads=THREADS)) as server:
         config = EndpointConfig(name="local", base_url=server.url, model=server.alias, json_schema=False,
                                 transport=TransportConfig(concurrency=2, stream=True))
         async with EndpointClient(config) as client:

@@ -15,13 +15,13 @@ import pytest
 
 from combee_fast.config import LocalConfig
 from combee_fast.endpoint.local import LocalServer
-from tests.local_models import LOCAL_MODEL_MARKS
+from tests.local_models import LOCAL_MODEL_MARKS, THREADS
 
 pytestmark = LOCAL_MODEL_MARKS
 
 
 async def test_a_fresh_install_of_the_local_server_decodes_one_token_at_start_up() -> None:
-    async with LocalServer(LocalConfig(prefer_native=False)) as server:
+    async with LocalServer(LocalConfig(prefer_native=False, threads=THREADS)) as server:
         assert server.self_test_s is not None and server.self_test_s > 0
         served = server.log_path.read_text().split("llama_host: serving", 1)[1].splitlines()[0]
     assert "AVX2 = 1" in served and "AMX" not in served, served  # the wheel's CPU-generic build
@@ -32,7 +32,7 @@ async def test_the_local_server_stops_at_once_on_sigterm_even_while_decoding(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """What the tether sends it when its engine dies: the server must not finish its decode first."""
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # exited, not stopped by us: its log is kept
-    async with LocalServer(LocalConfig(prefer_native=False)) as server:
+    async with LocalServer(LocalConfig(prefer_native=False, threads=THREADS)) as server:
         body = {"model": server.alias, "messages": [{"role": "user", "content": "Write a very long story."}],
                 "max_tokens": 2000, "stream": True}
         async with aiohttp.ClientSession() as http:

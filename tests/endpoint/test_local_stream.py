@@ -12,7 +12,7 @@ from combee_fast.endpoint.calls import ChatRequest
 from combee_fast.endpoint.client import EndpointClient, EndpointConfig
 from combee_fast.endpoint.local import LocalServer
 from combee_fast.schema import Message
-from tests.local_models import LOCAL_MODEL_MARKS
+from tests.local_models import LOCAL_MODEL_MARKS, THREADS
 from tests.bench_scripts import load_bench
 
 abandoned = load_bench("abandoned")
@@ -35,7 +35,7 @@ async def _one_token_s(url: str, model: str) -> float:
 
 
 async def test_a_streamed_request_given_up_on_does_not_hold_up_the_next() -> None:
-    async with LocalServer(LocalConfig()) as server:
+    async with LocalServer(LocalConfig(threads=THREADS)) as server:
         idle = await _one_token_s(server.url, server.alias)
         streamed = await abandoned.next_wait_after_timeout(server.url, server.alias, stream=True, max_tokens=1000)
     # 1,000 tokens take ~90 s on the 0.5B here, so a ghost would hold the next request for most of

@@ -18,7 +18,7 @@ from combee_fast.config import LocalConfig
 from combee_fast.endpoint.local import LocalServer
 from combee_fast.endpoint.models import LOCAL_MODELS, LocalModel, local_model, model_file
 from combee_fast.errors import ConfigError
-from tests.local_models import DEFAULT, installed
+from tests.local_models import DEFAULT, THREADS, installed
 from tests.worker_groups import LOCAL_MODEL
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -112,6 +112,6 @@ async def test_the_real_qwen_05b_is_assembled_from_its_six_packages_and_answers_
         header = gguf.read(1 << 16)
     assert header[:4] == b"GGUF" and b"Qwen2.5 Coder 0.5B Instruct AWQ" in header
     assert os.path.getsize(path) == 491_400_064
-    async with LocalServer(LocalConfig(name="qwen2.5-coder-0.5b", prefer_native=False, threads=2)) as server:
+    async with LocalServer(LocalConfig(name="qwen2.5-coder-0.5b", prefer_native=False, threads=THREADS)) as server:
         assert server.model == path and server.alias == "qwen2.5-coder-0.5b-instruct"
         assert server.self_test_s is not None and server.self_test_s > 0

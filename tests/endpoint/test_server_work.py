@@ -15,7 +15,7 @@ from combee_fast.endpoint.client import EndpointClient, EndpointConfig
 from combee_fast.endpoint.local import LocalServer
 from combee_fast.endpoint.server_work import ServerWork, parse_server_work, read_server_work, work_since
 from combee_fast.schema import Message
-from tests.local_models import LOCAL_MODEL_MARKS
+from tests.local_models import LOCAL_MODEL_MARKS, THREADS
 
 RECORDED = Path(__file__).parent.parent / "data" / "llamacpp-metrics.txt"
 """``GET /metrics`` of the local server (xllamacpp) after its start-up self-test, recorded here."""
@@ -111,7 +111,7 @@ async def test_an_endpoint_not_found_to_be_llama_cpp_is_not_asked_for_counters(s
 
 @local_model
 async def test_the_local_server_counts_the_tokens_of_a_call() -> None:
-    async with LocalServer(LocalConfig()) as server:
+    async with LocalServer(LocalConfig(threads=THREADS)) as server:
         before = await read_server_work(server.url)
         client = EndpointClient(EndpointConfig(name="local", base_url=server.url, model=server.alias, json_schema=False,
                                                transport=TransportConfig(timeout_s=120.0, max_retries=0)))

@@ -20,6 +20,7 @@ import pytest
 
 from combee_fast.rollouts.episode import UNANSWERED_KINDS
 from tests.endpoint.test_models import HAVE_QWEN, QWEN
+from tests.local_models import LOCAL_FLAGS
 from tests.worker_groups import LOCAL_MODEL
 
 from .helpers import children
@@ -39,7 +40,7 @@ def test_the_agent_and_the_customer_on_a_local_model_finish_two_retail_tasks(tmp
     # the CPU model answered ~5x slower: the test's own time limit bounds it instead.
     (config := tmp_path / "config.toml").write_text("[executor]\nepisode_timeout_s = 900\n")
     done = subprocess.run(
-        [sys.executable, "-m", "combee_fast.cli", "learn", "--config", str(config), "--local", QWEN.name,
+        [sys.executable, "-m", "combee_fast.cli", "learn", "--config", str(config), "--local", QWEN.name, *LOCAL_FLAGS,
          "--local-slots", "2",
          "--task", "tau2-retail", "--train-split", "train[0:2]", "--val-split", "selection[0:0]",
          "--batch-size", "2", "--max-steps", "4", "--max-rounds", "0", "--out", str(out), "--quiet"],
