@@ -54,7 +54,8 @@ def load_path(path: str, *, what: str) -> object:
     such object."""
     module_name, _, attribute = path.partition(":")
     here = os.getcwd()
-    if here not in sys.path and "" not in sys.path and importlib.util.find_spec(module_name.partition(".")[0]) is None:
+    installed = importlib.util.find_spec(module_name.partition(".")[0]) is not None
+    if here not in sys.path and "" not in sys.path and not installed:
         sys.path.append(here)  # last: a module of the working folder never shadows an installed one
     try:
         value: object = importlib.import_module(module_name)

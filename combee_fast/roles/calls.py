@@ -222,31 +222,32 @@ class RoleCalls:
             result = await self._chat(client, request)
         return request, result
 
-    async def fit(self, key: str, context_text: str, build: Callable[[str], ChatRequest]) -> tuple[str, int]:
-        """``context_text`` and the reply's ``max_tokens`` (as ``build`` sets it, or less) such that
-        the prompt of ``build(text)`` plus the reply fit the context the role's endpoint reported, counted by its tokenizer if it
-        has one (:func:`combee_fast.roles.budget.fit_playbook`). The reply gives way first: a
-        context that does not fit beside the role's whole ``max_tokens`` is given the room of
-        all but :data:`~combee_fast.roles.budget.REPLY_GIVES_WAY_TO` of it, and is cut only if it
-        does not fit even then. Unchanged when the endpoint reported no context length."""
+    async def fit(self, key: str, context_text: str,
+                  build: Callable[[str], ChatRequest]) -> tuple[str, int | None]:
+        """``context_text``, and the reply's ``max_tokens`` when it must be less than ``build`` sets
+        (None: as built), such that the prompt of ``build(text)`` plus the reply fit the context
+        the role's endpoint reported, counted by its tokenizer if it has one
+        (:func:`combee_fast.roles.budget.fit_playbook`). The reply gives way first: a context that
+        does not fit beside the whole ``max_tokens`` is given the room of all but
+        :data:`~combee_fast.roles.budget.REPLY_GIVES_WAY_TO` of it, and is cut only if it does not
+        fit even then. Unchanged when the endpoint reported no context length."""
         client = self.clients[key]
         capabilities = client.capabilities
-        bare = build("")  # the prompt without the context, and the reply's max_tokens as built
-        max_tokens = bare.max_tokens
         if capabilities.context_length is None or not context_text:
-            return context_text, max_tokens
+            return context_text, None
         count = functools.partial(self.token_counts.count, client) if capabilities.tokenize else None
-        others = bare.messages
-        fitted = await fit_playbook(context_text, others, capabilities.context_length - max_tokens, count)
+        bare = build("")  # the prompt without the context, and the reply's max_tokens as built
+        room = capabilities.context_length - bare.max_tokens
+        fitted = await fit_playbook(context_text, bare.messages, room, count)
         if fitted == context_text:
-            return context_text, max_tokens
-        reply = max(1, int(max_tokens * REPLY_GIVES_WAY_TO))
-        return await fit_playbook(context_text, others, capabilities.context_length - reply, count), reply
+            return context_text, None
+        reply = max(1, int(bare.max_tokens * REPLY_GIVES_WAY_TO))
+        return await fit_playbook(context_text, bare.messages, capabilities.context_length - reply, count), reply
 
 
-def _replying_in(request: ChatRequest, max_tokens: int) -> ChatRequest:
-    """``request`` with its reply bounded by ``max_tokens`` (the same request when it already is)."""
-    return request if request.max_tokens == max_tokens else msgspec.structs.replace(request, max_tokens=max_tokens)
+def _replying_in(request: ChatRequest, max_tokens: int | None) -> ChatRequest:
+    """``request`` with its reply bounded by ``max_tokens`` (None: as it is)."""
+    return request if max_tokens is None else msgspec.structs.replace(request, max_tokens=max_tokens)
 
 
 def echoes_role(result: ChatResult, role: str) -> bool:

@@ -17,3 +17,4 @@ MAX_SECONDS = 1e12
 Count = Annotated[int, msgspec.Meta(ge=0, le=MAX_COUNT)]
 Seconds = Annotated[float, msgspec.Meta(ge=0.0, le=MAX_SECONDS)]
 Fraction = Annotated[float, msgspec.Meta(ge=0.0, le=1.0)]
+NonNegative = Annotated[float, msgspec.Meta(ge=0.0)]

@@ -37,7 +37,7 @@ import hashlib
 import struct
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 import msgspec
 
@@ -45,7 +45,7 @@ from combee_fast.errors import CheckpointError
 from combee_fast.files import read_regular, write_atomic
 from combee_fast.methods.base import EvalResult
 from combee_fast.protocols.learning import CompleteKind
-from combee_fast.run.bounds import Count, Fraction, Seconds
+from combee_fast.run.bounds import Count, Fraction, NonNegative, Seconds
 from combee_fast.run.concurrency import ConcurrencyTotal
 from combee_fast.run.ledger import CallCounts
 from combee_fast.run.state import CallsRecord, TrainState
@@ -116,7 +116,7 @@ class Kept(msgspec.Struct, Generic[P, C], frozen=True):
     env_seconds: Seconds = 0.0
     explored: Count = 0
     accepted: Count = 0
-    dollars: dict[str, Annotated[float, msgspec.Meta(ge=0.0)] | None] = msgspec.field(default_factory=dict)
+    dollars: dict[str, NonNegative | None] = msgspec.field(default_factory=dict)
     concurrency: dict[str, ConcurrencyTotal] = msgspec.field(default_factory=dict)
 
 

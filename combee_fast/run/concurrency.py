@@ -22,12 +22,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from typing import Annotated
 
 import msgspec
 
 from combee_fast.roles.clients import RoleClients
-from combee_fast.run.bounds import Count, Seconds
+from combee_fast.run.bounds import Count, NonNegative, Seconds
 
 BELOW_CAP_SHARE = 0.5
 """A role whose mean calls in flight stay under this share of the requested cap, with work queued, is said to be capped."""
@@ -49,7 +48,7 @@ class ConcurrencyTotal(msgspec.Struct):
 
     requested: Count = 0
     peak: Count = 0
-    area: Annotated[float, msgspec.Meta(ge=0.0)] = 0.0  # calls in flight x seconds
+    area: NonNegative = 0.0  # calls in flight x seconds
     busy_s: Seconds = 0.0
     most_items: Count = 0
 
