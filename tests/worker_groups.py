@@ -5,15 +5,13 @@ The suite runs on ``-n auto`` workers (at most 4) with ``--dist loadgroup`` (pyp
 groups run at once. By default each test file is a group of its own (``tests/conftest.py``), so a
 file's module fixtures are built once and its tests keep their order. The two groups below span
 several files: their tests share something of the whole machine that two at once would fight over.
+The local-model tests are not such a group: each runs its llama.cpp server on one CPU thread
+(:data:`tests.local_models.THREADS`), so two run at once on two cores, one per worker.
 """
 
 from __future__ import annotations
 
 import pytest
-
-LOCAL_MODEL = pytest.mark.xdist_group("local_model")
-"""A test that runs the local llama.cpp server on a real model: it takes both cores, so two at once
-would each take twice as long and time out sooner."""
 
 RAY = pytest.mark.xdist_group("ray")
 """A test that starts a Ray cluster on this machine (its nodes' worker ports come from one range)

