@@ -38,6 +38,7 @@ import aiohttp
 from combee_fast.config import LocalConfig
 from combee_fast.endpoint.models import local_model, model_file
 from combee_fast.endpoint.tether import tethered
+from combee_fast.engine.child_variables import child_variables
 from combee_fast.errors import ConfigError, EndpointUnreachable, LocalServerDied
 
 REMEDY = {"native": "rebuild that llama-server for this CPU, or take it off PATH to use the local extra's server",
@@ -114,7 +115,7 @@ class LocalServer:
         started = time.perf_counter()
         with self.log_path.open("wb") as log:
             self._process = subprocess.Popen(tethered(self.command), stdout=log, stderr=subprocess.STDOUT,
-                                             stdin=subprocess.DEVNULL, start_new_session=True)
+                                             stdin=subprocess.DEVNULL, start_new_session=True, env=child_variables())
         try:
             async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self.config.start_timeout_s)) as http:
                 await self._wait_healthy(http)

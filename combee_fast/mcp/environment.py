@@ -21,9 +21,9 @@ saying there is no checker; tasks with their own scoring subclass it (:mod:`comb
 from __future__ import annotations
 
 import math
-import os
 import shlex
 import shutil
+import sys
 import tempfile
 import uuid
 from collections.abc import Mapping, Sequence
@@ -32,6 +32,7 @@ from typing import Any
 
 import msgspec
 
+from combee_fast.engine.child_variables import child_variables
 from combee_fast.errors import ConfigError, McpFailure, McpToolError
 from combee_fast.mcp.client import CallResult, ListedTool, McpConnection
 from combee_fast.schema import Example, Observation, Tool, ToolCall
@@ -47,7 +48,8 @@ SCRATCH = "{scratch}"
 @dataclass(frozen=True)
 class McpServer:
     """How to run one MCP stdio server per episode. ``argv``: its command; ``env``: variables set
-    for it over ours (``{scratch}`` in a value: the episode's scratch directory, also its working
+    for it over the few of ours every child keeps (:mod:`combee_fast.engine.child_variables`: no
+    API key; ``{scratch}`` in a value: the episode's scratch directory, also its working
     directory); ``state_key_arg``: the argument that carries per-episode state, injected when a tool
     declares it (None: none); ``hidden_tools``: tools the agent is not offered; ``check_tool``:
     the tool that grades the final state (None: none); ``output_chars``: most characters of an
@@ -75,6 +77,13 @@ def server_of_env(value: str) -> McpServer:
     if not argv:
         raise ConfigError(f"--env {value!r}: give the server's command after 'mcp:'")
     return McpServer(argv)
+
+
+def say_where_servers_run(value: str) -> None:
+    """The one line a run with ``--env mcp:COMMAND`` says at start: its servers are not sandboxed."""
+    print(f"combee: --env {value}: each episode's MCP server runs outside the sandbox, as this user, in a "
+          f"scratch folder of its own and without the engine's API keys (docs/trust.md): use servers you trust",
+          file=sys.stderr)
 
 
 def _agent_schema(schema: dict[str, Any], hidden: str | None) -> dict[str, Any]:
@@ -114,7 +123,7 @@ class McpEnvironment:
 
     async def reset(self, task: Example) -> str:
         self._scratch = tempfile.mkdtemp(prefix="combee-mcp-")
-        env = {**os.environ, **{k: v.replace(SCRATCH, self._scratch) for k, v in self.server.env.items()}}
+        env = child_variables({k: v.replace(SCRATCH, self._scratch) for k, v in self.server.env.items()})
         self._connection = McpConnection(self.server.argv, env=env, cwd=self._scratch,
                                          max_line_bytes=self.server.max_line_bytes,
                                          open_timeout_s=self.server.open_timeout_s)

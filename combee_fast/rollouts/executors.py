@@ -18,6 +18,7 @@ import contextlib
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+from combee_fast.mcp.environment import ENV_PREFIX, say_where_servers_run
 from combee_fast.plugins import EXECUTORS_GROUP, Registry, adopt_callable
 from combee_fast.protocols.rollouts import RolloutExecutor
 from combee_fast.rollouts.chat import AgentChat
@@ -38,9 +39,12 @@ def backend(name: str) -> Callable[..., Any]:
 
 @contextlib.asynccontextmanager
 async def open_executor(spec: RolloutSpec, chat: AgentChat, *, task: Any = None) -> AsyncIterator[RolloutExecutor]:
-    """The started executor of ``spec.executor.backend``; closed on exit."""
+    """The started executor of ``spec.executor.backend``; closed on exit. With an MCP environment,
+    says once where its servers run (:func:`~combee_fast.mcp.environment.say_where_servers_run`)."""
     executor = backend(spec.executor.backend)(spec, chat, task=task)
     await executor.start()
+    if spec.agent.env is not None and spec.agent.env.startswith(ENV_PREFIX):
+        say_where_servers_run(spec.agent.env)
     try:
         yield executor
     finally:

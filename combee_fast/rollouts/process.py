@@ -6,8 +6,8 @@ in the worker's sandboxes; the task) and run up to their share of the capacity a
 own interpreter, GIL and garbage. A worker has no endpoint of its own: its agents' model calls
 come back to this process as frames and go through the session's generator client
 (:class:`~combee_fast.rollouts.chat.AgentChat`), so usage, caps, retries, the replay cache
-and the accounting are the engine's. Its environment holds no API key (only ``PATH``, ``HOME``,
-``LANG``, ``TMPDIR``, ``PYTHONPATH``, ``VIRTUAL_ENV`` and ``COMBEE_*`` variables are passed on).
+and the accounting are the engine's. Its environment holds no API key
+(:func:`~combee_fast.engine.child_variables.child_variables`).
 
 The wire: length-prefixed msgpack frames on the worker's stdin and stdout (:data:`ToWorker`,
 :data:`FromWorker`), through the engine's child supervisor (:class:`~combee_fast.engine.child.Child`:
@@ -22,13 +22,13 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import os
 from typing import Any
 
 import msgspec
 
 from combee_fast.endpoint.calls import ChatRequest, ChatResult
 from combee_fast.engine.child import Child
+from combee_fast.engine.child_variables import child_variables
 from combee_fast.errors import ConfigError
 from combee_fast.protocols.rollouts import EnvironmentTask
 from combee_fast.rollouts.chat import AgentChat
@@ -52,8 +52,6 @@ STOP_TIMEOUT_S = 10.0
 
 WORKER = "combee_fast.rollouts.process_worker"
 """The workers' module (``python -m``)."""
-
-KEPT_VARIABLES = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "PYTHONPATH", "VIRTUAL_ENV")
 
 
 class Start(msgspec.Struct, tag="start"):
@@ -102,11 +100,6 @@ class EpisodeDone(msgspec.Struct, tag="done"):
 
 ToWorker = Start | RunEpisode | ChatReply | Stop
 FromWorker = Ready | Refused | ChatCall | EpisodeDone
-
-
-def worker_environment() -> dict[str, str]:
-    """The environment a worker starts with (module docstring)."""
-    return {name: value for name, value in os.environ.items() if name in KEPT_VARIABLES or name.startswith("COMBEE_")}
 
 
 class _Worker:
@@ -159,7 +152,7 @@ class ProcessExecutor:
 
     async def _spawn(self, worker: _Worker) -> None:
         assert self._facts is not None
-        child = await Child.start(WORKER, env=worker_environment())
+        child = await Child.start(WORKER, env=child_variables())
         worker.child = child
         uid_first = self.spec.sandbox.uid_base + worker.index * uid_span(worker.capacity, self.spec.sandbox)
         self._send(worker, Start(self.spec, self._facts, worker.index, worker.capacity, uid_first))

@@ -1,4 +1,5 @@
-"""The start-up self-test against the real server of the ``local`` extra: a fresh install decodes.
+"""The start-up self-test against the real server of the ``local`` extra: a fresh install decodes,
+and the server holds none of the engine's secrets.
 
 Needs the ``local`` extra (xllamacpp and the default local model); skipped, saying so, otherwise.
 """
@@ -20,9 +21,13 @@ from tests.local_models import LOCAL_MODEL_MARKS, THREADS
 pytestmark = LOCAL_MODEL_MARKS
 
 
-async def test_a_fresh_install_of_the_local_server_decodes_one_token_at_start_up() -> None:
+async def test_a_fresh_install_of_the_local_server_decodes_one_token_at_start_up(monkeypatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-engine-secret")
     async with LocalServer(LocalConfig(prefer_native=False, threads=THREADS)) as server:
         assert server.self_test_s is not None and server.self_test_s > 0
+        assert server._process is not None
+        given = Path(f"/proc/{server._process.pid}/environ").read_bytes().split(b"\0")
+        assert not [entry for entry in given if entry.startswith(b"OPENAI_API_KEY=")] and given
         served = server.log_path.read_text().split("llama_host: serving", 1)[1].splitlines()[0]
     assert "AVX2 = 1" in served and "AMX" not in served, served  # the wheel's CPU-generic build
     assert not server.log_path.exists()  # a clean stop leaves no log behind

@@ -1,5 +1,7 @@
 """Named local models: split models assembled once into the cache (atomic, sha256 checked) from
-their parts' packages, a clear line when a part is missing or the sum differs; and the real
+their parts' packages, a clear line when a part is missing or the sum differs; a cache that
+trusts no one but its owner (a changed or planted file is checked by content, nothing is written
+through a link, a folder others may write is refused, an unusable cache is named); and the real
 Qwen2.5-Coder-0.5B assembled from its six PyPI packages and served (needs its extra)."""
 
 from __future__ import annotations
@@ -45,12 +47,125 @@ def test_parts_are_assembled_once_into_the_cache_and_taken_from_there_after(tmp_
     cache = tmp_path / "cache"
     path = model_file(model, cache=cache)
     assert path == cache / "tiny.gguf" and path.read_bytes() == b"".join(PARTS)
-    assert (cache / "tiny.gguf.sha256").read_text().strip() == model.sha256
+    assert (cache / "tiny.gguf.sha256").read_text().split()[0] == model.sha256
+    assert cache.stat().st_mode & 0o777 == 0o700
     assert sorted(p.name for p in cache.iterdir()) == ["tiny.gguf", "tiny.gguf.sha256"]  # no temporary file left
     made = path.stat().st_mtime_ns
     assert model_file(model, cache=cache) == path and path.stat().st_mtime_ns == made  # not assembled again
     path.write_bytes(b"GGUF cut short")  # a file that is not the checked one is assembled anew
     assert model_file(model, cache=cache).read_bytes() == b"".join(PARTS)
+
+
+def test_a_file_changed_since_its_check_is_checked_by_content_and_assembled_anew(tmp_path, monkeypatch) -> None:
+    """A file of the right size beside the bare sum (the record an earlier version trusted) is not
+    served: its content is checked, and it fails."""
+    model = _installed_parts(tmp_path / "site", monkeypatch, "tiny_tampered_part")
+    cache = tmp_path / "cache"
+    path = model_file(model, cache=cache)
+    whole = path.read_bytes()
+    tampered = b"GGUF" + b"\x00" * (len(whole) - 4)
+    path.write_bytes(tampered)
+    (cache / "tiny.gguf.sha256").write_text(f"{model.sha256}\n")
+    assert model_file(model, cache=cache).read_bytes() == whole
+    (cache / "tiny.gguf.sha256").write_text(f"{model.sha256}\n")  # a bare sum beside the right content:
+    assert model_file(model, cache=cache).read_bytes() == whole     # checked, and recorded again
+    assert len((cache / "tiny.gguf.sha256").read_text().split()) == 4
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="making a file of another user needs root")
+def test_a_file_planted_by_another_user_is_not_served(tmp_path, monkeypatch) -> None:
+    model = _installed_parts(tmp_path / "site", monkeypatch, "tiny_planted_part")
+    cache = tmp_path / "cache"
+    path = model_file(model, cache=cache)
+    whole = path.read_bytes()
+    path.unlink()
+    path.write_bytes(b"GGUF" + b"\x01" * (len(whole) - 4))
+    os.chown(path, 4242, 4242)
+    info = os.lstat(path)  # the record a planter would write for its file
+    (cache / "tiny.gguf.sha256").write_text(f"{model.sha256} {info.st_size} {info.st_ino} {info.st_ctime_ns}\n")
+    served = model_file(model, cache=cache)
+    assert served.read_bytes() == whole and served.stat().st_uid == os.geteuid()
+
+
+def test_nothing_is_written_through_a_link_planted_as_the_record(tmp_path, monkeypatch) -> None:
+    model = _installed_parts(tmp_path / "site", monkeypatch, "tiny_linked_part")
+    cache = tmp_path / "cache"
+    cache.mkdir(mode=0o700)
+    victim = tmp_path / "victim.conf"
+    victim.write_text("precious\n")
+    (cache / "tiny.gguf.sha256").symlink_to(victim)
+    model_file(model, cache=cache)
+    assert victim.read_text() == "precious\n"
+    assert not (cache / "tiny.gguf.sha256").is_symlink()
+
+
+@pytest.mark.parametrize("make", ["writable_by_others", "a_link", "of_another_user"])
+def test_a_cache_folder_others_control_is_refused_in_one_line(tmp_path, monkeypatch, make: str) -> None:
+    model = _installed_parts(tmp_path / "site", monkeypatch, f"tiny_folder_{make}_part")
+    cache = tmp_path / "cache"
+    if make == "writable_by_others":
+        cache.mkdir()
+        cache.chmod(0o777)
+        expected = r"may be written by others \(mode 777\): chmod go-w "
+    elif make == "a_link":
+        (tmp_path / "elsewhere").mkdir(mode=0o700)
+        cache.symlink_to(tmp_path / "elsewhere")
+        expected = "is a link or not a folder"
+    else:
+        if os.geteuid() != 0:
+            pytest.skip("making a folder of another user needs root")
+        cache.mkdir(mode=0o700)
+        os.chown(cache, 4242, 4242)
+        expected = "belongs to uid 4242, not to you"
+    with pytest.raises(ConfigError, match=f"^the model cache {cache} {expected}") as refused:
+        model_file(model, cache=cache)
+    assert "\n" not in str(refused.value) and not (cache / "tiny.gguf").exists()
+
+
+def test_an_unusable_cache_is_one_line_naming_it(tmp_path, monkeypatch) -> None:
+    model = _installed_parts(tmp_path / "site", monkeypatch, "tiny_unusable_part")
+    (blocked := tmp_path / "a-file").write_text("")
+    with pytest.raises(ConfigError, match=f"^the model cache {blocked / 'models'}: Not a directory; "):
+        model_file(model, cache=blocked / "models")
+
+
+def test_a_full_disk_is_one_line_naming_the_cache_and_leaves_nothing(tmp_path) -> None:
+    """Writing the model fails as on a full disk (a file size limit of 1 kB: EFBIG), in a process
+    of its own: ``combee learn --local`` says which folder, and leaves no temporary file."""
+    site, cache = tmp_path / "site", tmp_path / "cache"
+    script = f"""
+import resource, signal, sys
+sys.path.insert(0, {str(ROOT)!r})
+import pytest
+from tests.endpoint.test_models import _installed_parts
+from combee_fast.endpoint.models import model_file
+from combee_fast.errors import ConfigError
+model = _installed_parts(__import__("pathlib").Path({str(site)!r}), pytest.MonkeyPatch(), "tiny_full_part")
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+resource.setrlimit(resource.RLIMIT_FSIZE, (1000, 1000))
+try:
+    model_file(model, cache=__import__("pathlib").Path({str(cache)!r}))
+except ConfigError as exc:
+    print(exc)
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"the model cache {cache}: File too large; free space there or set COMBEE_MODEL_CACHE " \
+                          f"to a folder of yours\n"
+    assert list(cache.iterdir()) == []
+
+
+def test_the_cli_refuses_a_model_cache_others_may_write_before_starting_anything(tmp_path) -> None:
+    (cache := tmp_path / "shared").mkdir()
+    cache.chmod(0o777)
+    done = subprocess.run([sys.executable, "-m", "combee_fast.cli", "learn", "--local", "--out", str(tmp_path / "run")],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "COMBEE_MODEL_CACHE": str(cache)})
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip().splitlines()[-1].endswith(f"the model cache {cache} may be written by others (mode 777): "
+                                                         f"chmod go-w {cache}, or set COMBEE_MODEL_CACHE to a folder "
+                                                         f"of yours")
+    assert "Traceback" not in done.stderr and list(cache.iterdir()) == []
 
 
 def test_a_missing_part_is_one_line_naming_it_and_its_extra(tmp_path, monkeypatch) -> None:

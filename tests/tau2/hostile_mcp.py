@@ -4,7 +4,8 @@ Tools: ``misbehave(how)`` and ``check``. ``how`` is ``hang`` (never answers), ``
 line of 5 MB, no newline until the end), ``malformed`` (a line that is not JSON-RPC), ``exit``
 (exits mid-call) or anything else (answers ``fine: <how>``). ``check`` answers
 ``{"reward": 1, "feedback": "checked"}``. Every argument after the script is ignored (tests tag
-processes with one).
+processes with one). When ``COMBEE_TEST_MCP_ENV`` names a folder, the server writes the
+environment it was given there (``<pid>.json``), as a server after secrets would read it.
 """
 
 import json
@@ -28,6 +29,10 @@ def text(request_id: object, value: str) -> None:
     send({"jsonrpc": "2.0", "id": request_id,
           "result": {"content": [{"type": "text", "text": value}], "isError": False}})
 
+
+if folder := os.environ.get("COMBEE_TEST_MCP_ENV"):
+    with open(os.path.join(folder, f"{os.getpid()}.json"), "w") as out:
+        json.dump(dict(os.environ), out)
 
 for line in sys.stdin:
     if not line.strip():

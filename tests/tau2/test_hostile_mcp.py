@@ -5,6 +5,7 @@ graded by the server's check tool, the run goes on, and no server process outliv
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -58,3 +59,28 @@ def test_each_hostile_server_fails_only_its_episode(tmp_path: Path, backend: str
     summary = assert_each_misbehaviour_failed_its_episode(tmp_path / "run")
     assert summary["episodes_failed"] == len(MISBEHAVIOURS)
     assert _tagged(tag) == []
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("backend", ["local", "process"])
+def test_a_server_gets_none_of_the_engines_secrets(tmp_path: Path, backend: str) -> None:
+    """An MCP server (outside the sandbox) is given the few variables every child keeps, not the
+    API key or any other credential in the engine's environment."""
+    seen = tmp_path / "seen"
+    seen.mkdir()
+    secrets = {"OPENAI_API_KEY": "sk-engine-secret", "AWS_SECRET_ACCESS_KEY": "aws-secret", "GITHUB_TOKEN": "ghp-x"}
+    done = subprocess.run(
+        [sys.executable, "-m", "combee_fast.cli", "learn", "--task", "terminal",
+         "--agent", "tests.tau2.agents:misbehaving", "--env", f"mcp:{sys.executable} {SERVER}",
+         "--executor", backend, "--sandbox", "none", "--train-split", "train[4:6]", "--val-split", "selection[30:31]",
+         "--max-rounds", "0", "--out", str(tmp_path / "run"), "--quiet"],
+        cwd=ROOT, capture_output=True, text=True, timeout=280,
+        env={**os.environ, **secrets, "COMBEE_TEST_MCP_ENV": str(seen)})
+    assert done.returncode == 0, done.stderr
+    assert "MCP server runs outside the sandbox, as this user" in done.stderr
+    given = [json.loads(path.read_text()) for path in seen.iterdir()]
+    assert given, "no MCP server started"
+    for environment in given:
+        assert not set(secrets) & set(environment), sorted(environment)
+        assert environment["PATH"] == os.environ["PATH"]
