@@ -31,9 +31,10 @@ FAILURE_KINDS = {
     "mcp_exited": "the server exited",
     "mcp_output_too_large": "the server wrote a line over the output bound",
     "mcp_malformed": "the server wrote something that is not JSON-RPC",
+    "mcp_bad_check": "the grading tool failed or answered something that is not a grade",
     "mcp_error": "the connection failed otherwise",
 }
-"""Why a connection failed, by kind (each fails the episode with that kind)."""
+"""Why a connection or its grading failed, by kind (each fails the episode with that kind)."""
 
 _FAULT_KINDS = {"server_exited": "mcp_exited", "output_too_large": "mcp_output_too_large",
                 "malformed_jsonrpc": "mcp_malformed"}
@@ -145,6 +146,7 @@ class McpConnection:
             for pending in (job, *self._drain()):
                 if pending is not None and not pending.done.done():
                     pending.done.set_exception(failure)
+                    pending.done.exception()  # its caller may have timed out: no "never retrieved" warning
 
     def _drain(self) -> list[_Job | None]:
         drained = []

@@ -15,7 +15,9 @@ to :attr:`McpServer.output_chars` (the transport already refuses any message ove
 of :data:`~combee_fast.mcp.client.FAILURE_KINDS` (the episode fails with that kind, the run goes
 on). :meth:`~McpEnvironment.check` calls the server's :attr:`McpServer.check_tool` when it lists
 one (its JSON ``{"reward", "feedback"}`` or a bare number), else the reward is 0 with feedback
-saying there is no checker; tasks with their own scoring subclass it (:mod:`combee_fast.tasks.tau2`).
+saying there is no checker; a check tool that fails or answers anything but a finite number fails
+the episode (``mcp_bad_check``, or the connection's kind), never a silent 0. Tasks with their own
+scoring subclass it (:mod:`combee_fast.tasks.tau2`).
 """
 
 from __future__ import annotations
@@ -177,13 +179,15 @@ class McpEnvironment:
         return Observation(text, "bad_action" if result.is_error else None)
 
     async def check(self) -> Score:
+        """The server's grade of the episode (module docstring); :class:`McpFailure` when there is
+        none to give."""
         tool = self.server.check_tool
         if tool is None or tool not in self._listed:
             return Score(0.0, "not checked: the MCP server lists no check tool")
         try:
             result = await self.call(tool, {})
-        except (McpToolError, McpFailure) as exc:
-            return Score(0.0, f"not checked: the check tool failed ({exc})")
+        except McpToolError as exc:
+            raise McpFailure("mcp_bad_check", f"the check tool refused the call: {str(exc)[:200]}") from None
         try:
             graded = msgspec.json.decode(result.text)
         except msgspec.DecodeError:
@@ -193,7 +197,7 @@ class McpEnvironment:
         else:
             value, feedback = graded, ""
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            return Score(0.0, f"not checked: the check tool answered {result.text[:200]!r}, not a reward")
+            raise McpFailure("mcp_bad_check", f"the check tool answered {result.text[:200]!r}, not a reward")
         return Score(float(min(1.0, max(0.0, value))), feedback)
 
     async def close(self) -> None:

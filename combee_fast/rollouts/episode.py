@@ -42,7 +42,7 @@ from typing import Any
 import msgspec
 
 from combee_fast.endpoint.calls import ChatCall, ChatRequest, ChatResult
-from combee_fast.errors import EpisodeOver
+from combee_fast.errors import EpisodeOver, McpFailure
 from combee_fast.engine.rng import derive_seed
 from combee_fast.protocols.rollouts import Agent, Environment
 from combee_fast.protocols.tasks import Task
@@ -361,6 +361,8 @@ async def run_episode(runtime: Runtime, episode: Episode, chat_call: ChatCall) -
         run.fail("env_error", described(exc))
     except _EnvironmentBroken as exc:
         run.fail("env_error", str(exc))
+    except McpFailure as exc:  # an MCP server failed its reset or its grading: the kind says how
+        run.fail(exc.kind, exc.message)
     except (Exception, SystemExit) as exc:  # the environment broke: this episode fails, the run goes on
         run.fail("env_error", described(exc))
     finally:

@@ -13,7 +13,8 @@ from combee_fast.protocols import AgentEpisode
 from combee_fast.schema import ToolCall
 
 MISBEHAVIOURS = {"hang": "mcp_timeout", "flood": "mcp_output_too_large", "malformed": "mcp_malformed",
-                 "exit": "mcp_exited"}
+                 "exit": "mcp_exited", "check_nan": "mcp_bad_check", "check_text": "mcp_bad_check",
+                 "check_flood": "mcp_output_too_large"}
 """Each misbehaviour of the hostile server, and the error kind its episode must end in."""
 
 

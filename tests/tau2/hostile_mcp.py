@@ -2,8 +2,9 @@
 
 Tools: ``misbehave(how)`` and ``check``. ``how`` is ``hang`` (never answers), ``flood`` (one
 line of 5 MB, no newline until the end), ``malformed`` (a line that is not JSON-RPC), ``exit``
-(exits mid-call) or anything else (answers ``fine: <how>``). ``check`` answers
-``{"reward": 1, "feedback": "checked"}``. Every argument after the script is ignored (tests tag
+(exits mid-call), ``check_nan``, ``check_text`` or ``check_flood`` (answers ``fine`` now, and
+makes the later ``check`` answer ``{"reward": NaN}``, a string, or a line of 2 MB) or anything
+else (answers ``fine: <how>``). ``check`` answers ``{"reward": 1, "feedback": "checked"}``. Every argument after the script is ignored (tests tag
 processes with one). When ``COMBEE_TEST_MCP_ENV`` names a folder, the server writes the
 environment it was given there (``<pid>.json``), as a server after secrets would read it.
 """
@@ -34,6 +35,10 @@ if folder := os.environ.get("COMBEE_TEST_MCP_ENV"):
     with open(os.path.join(folder, f"{os.getpid()}.json"), "w") as out:
         json.dump(dict(os.environ), out)
 
+GRADES = {"check_nan": '{"reward": NaN, "feedback": "nan"}', "check_text": '"excellent"',
+          "check_flood": json.dumps({"reward": 1, "feedback": "x" * 2_000_000})}
+grade = json.dumps({"reward": 1, "feedback": "checked"})
+
 for line in sys.stdin:
     if not line.strip():
         continue
@@ -49,7 +54,10 @@ for line in sys.stdin:
         name, arguments = message["params"]["name"], message["params"].get("arguments") or {}
         how = arguments.get("how", "")
         if name == "check":
-            text(request_id, json.dumps({"reward": 1, "feedback": "checked"}))
+            text(request_id, grade)
+        elif how in GRADES:
+            grade = GRADES[how]
+            text(request_id, f"fine: {how}")
         elif how == "hang":
             time.sleep(3600)
         elif how == "flood":

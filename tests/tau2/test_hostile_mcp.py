@@ -1,6 +1,7 @@
 """Hostile MCP servers are contained (``combee learn`` in a real process, real server processes):
-a server that hangs, floods its output, writes malformed JSON-RPC or exits mid-call fails only
-its own episode, with an error of its own kind in ``errors.jsonl``; the other episodes are
+a server that hangs, floods its output, writes malformed JSON-RPC, exits mid-call, or grades with
+NaN, a string or an answer over the bound fails only its own episode, with an error of its own
+kind in ``errors.jsonl`` (never a silent 0); the other episodes are
 graded by the server's check tool, the run goes on, and no server process outlives it."""
 
 from __future__ import annotations
@@ -19,12 +20,12 @@ from tests.tau2.helpers import assert_each_misbehaviour_failed_its_episode
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVER = Path(__file__).with_name("hostile_mcp.py")
-ITEMS = 10
+ITEMS = 16
 CONFIG = """
 [executor]
 step_timeout_s = 3.0
 [map]
-workers = 10
+workers = 16
 max_rounds = 0
 """
 
@@ -56,6 +57,7 @@ def test_each_hostile_server_fails_only_its_episode(tmp_path: Path, backend: str
          "--val-split", "selection[30:32]", "--batch-size", str(ITEMS), "--out", str(tmp_path / "run"), "--quiet"],
         cwd=ROOT, capture_output=True, text=True, timeout=280)
     assert done.returncode == 0, done.stderr
+    assert "never retrieved" not in done.stderr and "Traceback" not in done.stderr, done.stderr
     summary = assert_each_misbehaviour_failed_its_episode(tmp_path / "run")
     assert summary["episodes_failed"] == len(MISBEHAVIOURS)
     assert _tagged(tag) == []
@@ -68,12 +70,13 @@ def test_a_server_gets_none_of_the_engines_secrets(tmp_path: Path, backend: str)
     """An MCP server (outside the sandbox) is given the few variables every child keeps, not the
     API key or any other credential in the engine's environment."""
     seen = tmp_path / "seen"
-    seen.mkdir()
+    seen.mkdir()  # items past the misbehaviours: the servers behave
     secrets = {"OPENAI_API_KEY": "sk-engine-secret", "AWS_SECRET_ACCESS_KEY": "aws-secret", "GITHUB_TOKEN": "ghp-x"}
     done = subprocess.run(
         [sys.executable, "-m", "combee_fast.cli", "learn", "--task", "terminal",
          "--agent", "tests.tau2.agents:misbehaving", "--env", f"mcp:{sys.executable} {SERVER}",
-         "--executor", backend, "--sandbox", "none", "--train-split", "train[4:6]", "--val-split", "selection[30:31]",
+         "--executor", backend, "--sandbox", "none", "--train-split", f"train[{len(MISBEHAVIOURS)}:{len(MISBEHAVIOURS) + 2}]",
+         "--val-split", "selection[30:31]",
          "--max-rounds", "0", "--out", str(tmp_path / "run"), "--quiet"],
         cwd=ROOT, capture_output=True, text=True, timeout=280,
         env={**os.environ, **secrets, "COMBEE_TEST_MCP_ENV": str(seen)})

@@ -184,6 +184,6 @@ class Tau2Environment(McpEnvironment):
             return Score(0.0, "the environment was not reset")
         try:
             calls = await self.agent_calls()
-        except (McpFailure, McpToolError, msgspec.DecodeError, AttributeError) as exc:
-            return Score(0.0, f"not checked: the server's call log could not be read ({exc})")
+        except (McpToolError, msgspec.DecodeError, AttributeError) as exc:  # a failed connection: its own kind
+            raise McpFailure("mcp_bad_check", f"the server's call log could not be read ({exc})") from None
         return await asyncio.to_thread(grade, self.domain, self.task, calls, tuple(self.messages))
