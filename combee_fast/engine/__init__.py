@@ -7,6 +7,7 @@
 - :mod:`.loop`: the event loop (uvloop when installed).
 - :mod:`.frames`: length-prefixed frames over a child process's pipes.
 - :mod:`.child_variables`: what a child process inherits of our environment (an allow-list, no secrets).
+- :mod:`.reaper`: runs a command so that nothing it starts outlives it or the engine.
 - :mod:`.child`: the one supervisor of worker processes: start, frames both ways, how it ended, stop.
 - :mod:`.kept`: typed snapshots of an object's working state (for checkpoints).
 - :mod:`.slow_wait`: a wait that takes noticeably long is said when it begins and when it ends.

@@ -22,11 +22,11 @@ scoring subclass it (:mod:`combee_fast.tasks.tau2`).
 
 from __future__ import annotations
 
+import asyncio
 import math
 import shlex
 import shutil
 import sys
-import tempfile
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -37,11 +37,20 @@ import msgspec
 from combee_fast.engine.child_variables import child_variables
 from combee_fast.errors import ConfigError, McpFailure, McpToolError
 from combee_fast.mcp.client import CallResult, ListedTool, McpConnection
+from combee_fast.sandbox.scratch import new_folder, sweep_abandoned
 from combee_fast.schema import Example, Observation, Tool, ToolCall
 from combee_fast.tasks.base import Score
 
 ENV_PREFIX = "mcp:"
 """``--env mcp:COMMAND``: the MCP stdio server ``COMMAND`` (shell words) per episode."""
+
+SCRATCH_KIND = "combee-mcp"
+"""The scratch folders of MCP servers (the system's temporary folder; :mod:`combee_fast.sandbox.scratch`):
+removed when their episode ends or their process exits; those of a process killed before it
+could are removed by the next process's first episode."""
+
+_swept: list[bool] = []
+"""Whether this process has swept the scratch folders killed processes left (once)."""
 
 SCRATCH = "{scratch}"
 """In :attr:`McpServer.env` values: the episode's own scratch directory (removed on close)."""
@@ -124,7 +133,10 @@ class McpEnvironment:
         return f"combee/{task.id}/{uuid.uuid4().hex}"
 
     async def reset(self, task: Example) -> str:
-        self._scratch = tempfile.mkdtemp(prefix="combee-mcp-")
+        if not _swept:
+            _swept.append(True)
+            await asyncio.to_thread(sweep_abandoned, SCRATCH_KIND, None)
+        self._scratch = str(new_folder(SCRATCH_KIND, None))
         env = child_variables({k: v.replace(SCRATCH, self._scratch) for k, v in self.server.env.items()})
         self._connection = McpConnection(self.server.argv, env=env, cwd=self._scratch,
                                          max_line_bytes=self.server.max_line_bytes,

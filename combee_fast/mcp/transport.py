@@ -4,9 +4,11 @@ The SDK's own stdio transport reads a server's lines without a bound; this one i
 pipe (newline-delimited JSON-RPC over the server's stdin and stdout) with walls, so that a
 hostile or broken server costs only its own episode:
 
-- the server runs in a process group of its own, with stderr discarded; on exit of
-  :func:`bounded_stdio` (normal, error or cancellation) its stdin is closed, then the whole group
-  gets SIGTERM and, :data:`KILL_AFTER_S` later, SIGKILL, and the process is reaped;
+- the server runs in a process group of its own, with stderr discarded, under
+  :mod:`combee_fast.engine.reaper`: whatever it starts, in a session of its own too, is stopped
+  with it, and it dies with the engine (killed or not); on exit of :func:`bounded_stdio` (normal,
+  error or cancellation) its stdin is closed, then the whole group gets SIGTERM and,
+  :data:`KILL_AFTER_S` later, SIGKILL, and the process is reaped;
 - a line longer than ``max_line_bytes`` (``output_too_large``), a line that is not one JSON-RPC
   message (``malformed_jsonrpc``) or the server's stdout ending (``server_exited``) ends the
   connection: the read stream closes, every request waiting on it fails, and :attr:`Fault.kind`
@@ -30,6 +32,8 @@ import anyio.abc
 import mcp_types
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.shared.message import SessionMessage
+
+from combee_fast.engine.reaper import reaped
 
 KILL_AFTER_S = 1.0
 """Seconds between SIGTERM and SIGKILL of a server's process group when it is stopped."""
@@ -125,7 +129,7 @@ async def bounded_stdio(argv: Sequence[str], *, env: Mapping[str, str] | None = 
     """Start ``argv`` and yield the (read, write) streams of a :class:`~mcp.ClientSession` over
     its stdio; the server is stopped on exit whatever happened (module docstring). OSError when
     it cannot be started."""
-    process = await anyio.open_process(list(argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+    process = await anyio.open_process(reaped(list(argv)), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                        stderr=subprocess.DEVNULL, env=dict(env) if env is not None else None,
                                        cwd=cwd, start_new_session=True)
     try:

@@ -40,11 +40,11 @@ def backend(name: str) -> Callable[..., Any]:
 @contextlib.asynccontextmanager
 async def open_executor(spec: RolloutSpec, chat: AgentChat, *, task: Any = None) -> AsyncIterator[RolloutExecutor]:
     """The started executor of ``spec.executor.backend``; closed on exit. With an MCP environment,
-    says once where its servers run (:func:`~combee_fast.mcp.environment.say_where_servers_run`)."""
-    executor = backend(spec.executor.backend)(spec, chat, task=task)
-    await executor.start()
+    says first where its servers run (:func:`~combee_fast.mcp.environment.say_where_servers_run`)."""
     if spec.agent.env is not None and spec.agent.env.startswith(ENV_PREFIX):
         say_where_servers_run(spec.agent.env)
+    executor = backend(spec.executor.backend)(spec, chat, task=task)
+    await executor.start()
     try:
         yield executor
     finally:

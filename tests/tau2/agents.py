@@ -3,6 +3,9 @@
 - ``misbehaving``: item ``k`` asks the hostile server (:mod:`tests.tau2.hostile_mcp`) for
   misbehaviour ``k`` of :data:`MISBEHAVIOURS` (items past them ask for nothing bad), then
   finishes.
+- ``daemonizing``: every item asks the hostile server to start a process in a session of its own,
+  then finishes.
+- ``hanging``: every item asks the hostile server to hang.
 """
 
 from __future__ import annotations
@@ -28,3 +31,22 @@ class Misbehaving:
 
 def misbehaving() -> Misbehaving:
     return Misbehaving()
+
+
+class Asking:
+    """Asks the hostile server for ``how`` once, then finishes."""
+
+    def __init__(self, how: str) -> None:
+        self.how = how
+
+    async def run(self, episode: AgentEpisode) -> None:
+        observation = await episode.act(ToolCall("misbehave", json.dumps({"how": self.how})))
+        episode.finish(observation.text[:100])
+
+
+def daemonizing() -> Asking:
+    return Asking("daemon")
+
+
+def hanging() -> Asking:
+    return Asking("hang")

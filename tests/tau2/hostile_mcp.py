@@ -1,16 +1,19 @@
 """A test MCP stdio server (newline-delimited JSON-RPC, written by hand on purpose: it misbehaves).
 
-Tools: ``misbehave(how)`` and ``check``. ``how`` is ``hang`` (never answers), ``flood`` (one
+Tools: ``misbehave(how)`` and ``check``. ``how`` is ``hang`` (never answers; says so by a file
+``hanging`` in its working folder), ``flood`` (one
 line of 5 MB, no newline until the end), ``malformed`` (a line that is not JSON-RPC), ``exit``
 (exits mid-call), ``check_nan``, ``check_text`` or ``check_flood`` (answers ``fine`` now, and
-makes the later ``check`` answer ``{"reward": NaN}``, a string, or a line of 2 MB) or anything
-else (answers ``fine: <how>``). ``check`` answers ``{"reward": 1, "feedback": "checked"}``. Every argument after the script is ignored (tests tag
+makes the later ``check`` answer ``{"reward": NaN}``, a string, or a line of 2 MB), ``daemon``
+(starts a process in a session of its own, tagged with the server's first argument, that sleeps
+an hour, and answers ``fine``) or anything else (answers ``fine: <how>``). ``check`` answers ``{"reward": 1, "feedback": "checked"}``. Every argument after the script is ignored (tests tag
 processes with one). When ``COMBEE_TEST_MCP_ENV`` names a folder, the server writes the
 environment it was given there (``<pid>.json``), as a server after secrets would read it.
 """
 
 import json
 import os
+import subprocess
 import sys
 import time
 
@@ -58,7 +61,12 @@ for line in sys.stdin:
         elif how in GRADES:
             grade = GRADES[how]
             text(request_id, f"fine: {how}")
+        elif how == "daemon":
+            subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)", *sys.argv[1:2]],
+                             start_new_session=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+            text(request_id, "fine: daemon")
         elif how == "hang":
+            open("hanging", "w").close()  # in its working folder: the episode's scratch folder
             time.sleep(3600)
         elif how == "flood":
             sys.stdout.write("x" * 5_000_000)

@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -87,3 +88,57 @@ def test_a_server_gets_none_of_the_engines_secrets(tmp_path: Path, backend: str)
     for environment in given:
         assert not set(secrets) & set(environment), sorted(environment)
         assert environment["PATH"] == os.environ["PATH"]
+
+
+def _learn(tmp_path: Path, agent: str, tag: str, *, items: str, step_timeout_s: float = 3.0,
+           **options: object) -> subprocess.Popen[str]:
+    """``combee learn`` of the ``agent`` against the hostile server tagged ``tag``, started; its
+    temporary folder ``tmp_path/tmp``."""
+    (tmp := tmp_path / "tmp").mkdir(exist_ok=True)
+    config = tmp_path / "run.toml"
+    config.write_text(f"[executor]\nstep_timeout_s = {step_timeout_s}\n")
+    return subprocess.Popen(
+        [sys.executable, "-m", "combee_fast.cli", "learn", "--config", str(config), "--task", "terminal",
+         "--agent", f"tests.tau2.agents:{agent}", "--env", f"mcp:{sys.executable} {SERVER} {tag}",
+         "--sandbox", "none", "--train-split", items, "--val-split", "selection[30:31]", "--max-rounds", "0",
+         "--out", str(tmp_path / f"run-{agent}"), "--quiet"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "TMPDIR": str(tmp)},
+        **options)  # type: ignore[call-overload]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_nothing_a_server_starts_outlives_the_run_even_in_a_session_of_its_own(tmp_path: Path) -> None:
+    tag = f"combee-test-{uuid.uuid4().hex}"
+    done = _learn(tmp_path, "daemonizing", tag, items="train[0:2]")
+    _, stderr = done.communicate(timeout=280)
+    assert done.returncode == 0, stderr
+    assert _tagged(tag) == []
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_a_killed_engine_leaves_no_server_and_the_next_run_sweeps_its_scratch(tmp_path: Path) -> None:
+    """SIGKILL of the engine mid-episode: its servers (and what they started) die with it; their
+    scratch folders, which it could not remove, are removed by the next run's first episode."""
+    tag = f"combee-test-{uuid.uuid4().hex}"
+    engine = _learn(tmp_path, "hanging", tag, items="train[0:2]", step_timeout_s=120.0)
+    scratch = tmp_path / "tmp"
+    try:
+        deadline = time.monotonic() + 120
+        while not list(scratch.glob(f"combee-mcp-{engine.pid}-*/hanging")):
+            assert time.monotonic() < deadline and engine.poll() is None, "no server ever hung"
+            time.sleep(0.2)
+        left = list(scratch.glob(f"combee-mcp-{engine.pid}-*"))
+    finally:
+        engine.kill()
+        engine.communicate(timeout=60)
+    deadline = time.monotonic() + 10
+    while _tagged(tag) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _tagged(tag) == []
+    assert all(folder.exists() for folder in left)
+    later = _learn(tmp_path, "daemonizing", f"combee-test-{uuid.uuid4().hex}", items="train[0:1]")
+    _, stderr = later.communicate(timeout=280)
+    assert later.returncode == 0, stderr
+    assert not any(folder.exists() for folder in left) and not list(scratch.glob("combee-mcp-*"))
