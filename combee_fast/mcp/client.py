@@ -99,12 +99,13 @@ class McpConnection:
         self._broken: McpFailure | None = None
 
     def _failure(self, exc: BaseException | None, default: str) -> McpFailure:
+        said = f"; it said last: {self._fault.last_words}" if self._fault.last_words else ""
         if self._fault.kind is not None:
-            return McpFailure(_FAULT_KINDS.get(self._fault.kind, "mcp_error"), self._fault.message)
+            return McpFailure(_FAULT_KINDS.get(self._fault.kind, "mcp_error"), self._fault.message + said)
         if isinstance(exc, McpFailure):
             return exc
         text = f"{type(exc).__name__}: {exc}" if exc is not None else "the connection ended"
-        return McpFailure(default, text[:300])
+        return McpFailure(default, text[:300] + said)
 
     async def _serve(self) -> None:
         assert self._ready is not None

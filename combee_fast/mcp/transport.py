@@ -4,7 +4,7 @@ The SDK's own stdio transport reads a server's lines without a bound; this one i
 pipe (newline-delimited JSON-RPC over the server's stdin and stdout) with walls, so that a
 hostile or broken server costs only its own episode:
 
-- the server runs in a process group of its own, with stderr discarded, under
+- the server runs in a process group of its own, under
   :mod:`combee_fast.engine.reaper`: whatever it starts, in a session of its own too, is stopped
   with it, and it dies with the engine (killed or not); on exit of :func:`bounded_stdio` (normal,
   error or cancellation) its stdin is closed, then the whole group gets SIGTERM and,
@@ -12,7 +12,9 @@ hostile or broken server costs only its own episode:
 - a line longer than ``max_line_bytes`` (``output_too_large``), a line that is not one JSON-RPC
   message (``malformed_jsonrpc``) or the server's stdout ending (``server_exited``) ends the
   connection: the read stream closes, every request waiting on it fails, and :attr:`Fault.kind`
-  says why.
+  says why;
+- its stderr is read as it comes and only its last :data:`STDERR_TAIL_BYTES` kept: the last line
+  (:attr:`Fault.last_words`) says what a server that died said last.
 
 Messages are parsed and written by the SDK's own types (:data:`mcp_types.jsonrpc_message_adapter`);
 the protocol (initialize, tools/list, tools/call) is the SDK's :class:`~mcp.ClientSession`.
@@ -40,13 +42,30 @@ KILL_AFTER_S = 1.0
 
 READ_CHUNK = 65_536
 
+STDERR_TAIL_BYTES = 4096
+"""How much of a server's latest stderr is kept."""
+
+DRAIN_S = 0.5
+"""Seconds the stderr of a stopped server is read for what it wrote last."""
+
 
 @dataclass
 class Fault:
-    """Why a connection ended on the server's side (None: it has not)."""
+    """Why a connection ended on the server's side (None: it has not), and the end of what the
+    server wrote on stderr."""
 
     kind: str | None = None
     message: str = ""
+    stderr_tail: bytes = b""
+
+    @property
+    def last_words(self) -> str:
+        """The last non-empty line the server wrote on stderr ("" when none), at most 300 characters."""
+        lines = [line for line in self.stderr_tail.decode(errors="replace").splitlines() if line.strip()]
+        return lines[-1].strip()[:300] if lines else ""
+
+    def keep(self, chunk: bytes) -> None:
+        self.stderr_tail = (self.stderr_tail + chunk)[-STDERR_TAIL_BYTES:]
 
     def set(self, kind: str, message: str) -> None:
         if self.kind is None:
@@ -72,10 +91,9 @@ async def stop_process(process: anyio.abc.Process) -> None:
         if process.returncode is None:
             with anyio.move_on_after(KILL_AFTER_S):
                 await process.wait()
-        for stream in (process.stdout, process.stderr):
-            if stream is not None:
-                with contextlib.suppress(Exception):
-                    await stream.aclose()
+        if process.stdout is not None:
+            with contextlib.suppress(Exception):
+                await process.stdout.aclose()
 
 
 async def _read_lines(process: anyio.abc.Process, sink: MemoryObjectSendStream[SessionMessage | Exception],
@@ -109,6 +127,13 @@ async def _read_lines(process: anyio.abc.Process, sink: MemoryObjectSendStream[S
             return
 
 
+async def _keep_stderr(stream: anyio.abc.ByteReceiveStream, fault: Fault) -> None:
+    """Keep the end of ``stream`` in ``fault`` until it ends."""
+    with contextlib.suppress(anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+        while True:
+            fault.keep(await stream.receive(READ_CHUNK))
+
+
 async def _write_lines(process: anyio.abc.Process, source: MemoryObjectReceiveStream[SessionMessage],
                        fault: Fault) -> None:
     assert process.stdin is not None
@@ -130,7 +155,7 @@ async def bounded_stdio(argv: Sequence[str], *, env: Mapping[str, str] | None = 
     its stdio; the server is stopped on exit whatever happened (module docstring). OSError when
     it cannot be started."""
     process = await anyio.open_process(reaped(list(argv)), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                       stderr=subprocess.DEVNULL, env=dict(env) if env is not None else None,
+                                       stderr=subprocess.PIPE, env=dict(env) if env is not None else None,
                                        cwd=cwd, start_new_session=True)
     try:
         to_session, from_server = anyio.create_memory_object_stream[SessionMessage | Exception](0)
@@ -138,6 +163,7 @@ async def bounded_stdio(argv: Sequence[str], *, env: Mapping[str, str] | None = 
         async with anyio.create_task_group() as group:
             group.start_soon(_read_lines, process, to_session, fault, max_line_bytes)
             group.start_soon(_write_lines, process, from_session, fault)
+            group.start_soon(_keep_stderr, process.stderr, fault)
             try:
                 yield from_server, to_server
             finally:
@@ -146,3 +172,8 @@ async def bounded_stdio(argv: Sequence[str], *, env: Mapping[str, str] | None = 
                     await stream.aclose()
     finally:
         await stop_process(process)
+        assert process.stderr is not None
+        with anyio.CancelScope(shield=True), anyio.move_on_after(DRAIN_S):
+            await _keep_stderr(process.stderr, fault)  # what it wrote last, after the reader was stopped
+        with contextlib.suppress(Exception):
+            await process.stderr.aclose()

@@ -78,4 +78,6 @@ def assert_each_misbehaviour_failed_its_episode(run: Path) -> dict[str, Any]:
     failures = [json.loads(line) for line in (run / "errors.jsonl").read_text().splitlines()]
     episodes = {f["item"]: f["kind"] for f in failures if "episode" in f}
     assert episodes == {f"train:{index}": kind for index, kind in enumerate(MISBEHAVIOURS.values())}
+    exited = [f["message"] for f in failures if f.get("kind") == "mcp_exited"]
+    assert exited and all("it said last: hostile: exiting as asked" in message for message in exited), exited
     return json.loads((run / "summary.json").read_text())

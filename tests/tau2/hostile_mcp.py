@@ -1,14 +1,15 @@
 """A test MCP stdio server (newline-delimited JSON-RPC, written by hand on purpose: it misbehaves).
 
 Tools: ``misbehave(how)`` and ``check``. ``how`` is ``hang`` (never answers; says so by a file
-``hanging`` in its working folder), ``flood`` (one
-line of 5 MB, no newline until the end), ``malformed`` (a line that is not JSON-RPC), ``exit``
-(exits mid-call), ``check_nan``, ``check_text`` or ``check_flood`` (answers ``fine`` now, and
-makes the later ``check`` answer ``{"reward": NaN}``, a string, or a line of 2 MB), ``daemon``
-(starts a process in a session of its own, tagged with the server's first argument, that sleeps
-an hour, and answers ``fine``) or anything else (answers ``fine: <how>``). ``check`` answers ``{"reward": 1, "feedback": "checked"}``. Every argument after the script is ignored (tests tag
-processes with one). When ``COMBEE_TEST_MCP_ENV`` names a folder, the server writes the
-environment it was given there (``<pid>.json``), as a server after secrets would read it.
+``hanging`` in its working folder), ``flood`` (one line of 5 MB, no newline until the end),
+``malformed`` (a line that is not JSON-RPC), ``exit`` (exits mid-call, saying so on stderr),
+``check_nan``, ``check_text`` or ``check_flood`` (answers ``fine`` now, and makes the later
+``check`` answer ``{"reward": NaN}``, a string, or a line of 2 MB), ``daemon`` (starts a process in
+a session of its own, tagged with the server's first argument, that sleeps an hour, and answers
+``fine``) or anything else (answers ``fine: <how>``). ``check`` answers ``{"reward": 1, "feedback":
+"checked"}``. Every argument after the script is ignored (tests tag processes with one). When
+``COMBEE_TEST_MCP_ENV`` names a folder, the server writes the environment it was given there
+(``<pid>.json``), as a server after secrets would read it.
 """
 
 import json
@@ -76,6 +77,8 @@ for line in sys.stdin:
             sys.stdout.write("{this is not json-rpc\n")
             sys.stdout.flush()
         elif how == "exit":
+            sys.stderr.write("hostile: exiting as asked\n")
+            sys.stderr.flush()
             os._exit(3)
         else:
             text(request_id, f"fine: {how}")
