@@ -163,7 +163,8 @@ async def bounded_stdio(argv: Sequence[str], *, env: Mapping[str, str] | None = 
         async with anyio.create_task_group() as group:
             group.start_soon(_read_lines, process, to_session, fault, max_line_bytes)
             group.start_soon(_write_lines, process, from_session, fault)
-            group.start_soon(_keep_stderr, process.stderr, fault)
+            if process.stderr is not None:
+                group.start_soon(_keep_stderr, process.stderr, fault)
             try:
                 yield from_server, to_server
             finally:
@@ -172,8 +173,8 @@ async def bounded_stdio(argv: Sequence[str], *, env: Mapping[str, str] | None = 
                     await stream.aclose()
     finally:
         await stop_process(process)
-        assert process.stderr is not None
-        with anyio.CancelScope(shield=True), anyio.move_on_after(DRAIN_S):
-            await _keep_stderr(process.stderr, fault)  # what it wrote last, after the reader was stopped
-        with contextlib.suppress(Exception):
-            await process.stderr.aclose()
+        if process.stderr is not None:
+            with anyio.CancelScope(shield=True), anyio.move_on_after(DRAIN_S):
+                await _keep_stderr(process.stderr, fault)  # what it wrote last, after the reader was stopped
+            with contextlib.suppress(Exception):
+                await process.stderr.aclose()
