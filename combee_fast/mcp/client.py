@@ -31,6 +31,7 @@ FAILURE_KINDS = {
     "mcp_exited": "the server exited",
     "mcp_output_too_large": "the server wrote a line over the output bound",
     "mcp_malformed": "the server wrote something that is not JSON-RPC",
+    "mcp_tools_too_large": "the server lists more tools than a model request may carry",
     "mcp_bad_check": "the grading tool failed or answered something that is not a grade",
     "mcp_error": "the connection failed otherwise",
 }

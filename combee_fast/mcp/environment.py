@@ -74,6 +74,7 @@ class McpServer:
     check_tool: str | None = "check"
     output_chars: int = 16_000
     max_line_bytes: int = 1_000_000
+    max_tools_bytes: int = 64_000
     open_timeout_s: float = 30.0
 
 
@@ -147,6 +148,10 @@ class McpEnvironment:
         hidden = self.server.hidden_tools | ({self.server.check_tool} if self.server.check_tool else set())
         self._tools = tuple(Tool(t.name, t.description, _agent_schema(t.input_schema, self.server.state_key_arg))
                             for t in listed if t.name not in hidden)
+        size = len(msgspec.json.encode(self._tools))
+        if size > self.server.max_tools_bytes:
+            raise McpFailure("mcp_tools_too_large", f"its {len(self._tools)} tools take {size:,} bytes as JSON, over "
+                             f"the {self.server.max_tools_bytes:,} every model request of an episode may carry")
         return await self.first_observation(task)
 
     async def first_observation(self, task: Example) -> str:

@@ -9,7 +9,8 @@ a session of its own, tagged with the server's first argument, that sleeps an ho
 ``fine``) or anything else (answers ``fine: <how>``). ``check`` answers ``{"reward": 1, "feedback":
 "checked"}``. Every argument after the script is ignored (tests tag processes with one). When
 ``COMBEE_TEST_MCP_ENV`` names a folder, the server writes the environment it was given there
-(``<pid>.json``), as a server after secrets would read it.
+(``<pid>.json``), as a server after secrets would read it; when ``COMBEE_TEST_MCP_TOOLS`` is a
+number N, it lists N more tools, each with a description of 1,000 characters.
 """
 
 import json
@@ -23,6 +24,10 @@ TOOLS = [
      "inputSchema": {"type": "object", "properties": {"how": {"type": "string"}}, "required": ["how"]}},
     {"name": "check", "description": "Grade.", "inputSchema": {"type": "object", "properties": {}}},
 ]
+
+
+TOOLS += [{"name": f"pad{n}", "description": "p" * 1000, "inputSchema": {"type": "object", "properties": {}}}
+          for n in range(int(os.environ.get("COMBEE_TEST_MCP_TOOLS", "0")))]
 
 
 def send(message: dict) -> None:

@@ -91,9 +91,9 @@ def test_a_server_gets_none_of_the_engines_secrets(tmp_path: Path, backend: str)
 
 
 def _learn(tmp_path: Path, agent: str, tag: str, *, items: str, step_timeout_s: float = 3.0,
-           **options: object) -> subprocess.Popen[str]:
+           variables: dict[str, str] | None = None, **options: object) -> subprocess.Popen[str]:
     """``combee learn`` of the ``agent`` against the hostile server tagged ``tag``, started; its
-    temporary folder ``tmp_path/tmp``."""
+    temporary folder ``tmp_path/tmp``, ``variables`` added to its environment."""
     (tmp := tmp_path / "tmp").mkdir(exist_ok=True)
     config = tmp_path / "run.toml"
     config.write_text(f"[executor]\nstep_timeout_s = {step_timeout_s}\n")
@@ -102,7 +102,7 @@ def _learn(tmp_path: Path, agent: str, tag: str, *, items: str, step_timeout_s: 
          "--agent", f"tests.tau2.agents:{agent}", "--env", f"mcp:{sys.executable} {SERVER} {tag}",
          "--sandbox", "none", "--train-split", items, "--val-split", "selection[30:31]", "--max-rounds", "0",
          "--out", str(tmp_path / f"run-{agent}"), "--quiet"],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "TMPDIR": str(tmp)},
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "TMPDIR": str(tmp), **(variables or {})},
         **options)  # type: ignore[call-overload]
 
 
@@ -142,3 +142,20 @@ def test_a_killed_engine_leaves_no_server_and_the_next_run_sweeps_its_scratch(tm
     _, stderr = later.communicate(timeout=280)
     assert later.returncode == 0, stderr
     assert not any(folder.exists() for folder in left) and not list(scratch.glob("combee-mcp-*"))
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_a_server_listing_more_tools_than_a_request_may_carry_fails_its_episodes_not_the_endpoint(
+        tmp_path: Path) -> None:
+    """200 tools of 1 kB each would go into every model request (about 200 kB each): each episode
+    fails as ``mcp_tools_too_large`` before any model call, and a run where every episode failed
+    is a failure, in one line naming why."""
+    done = _learn(tmp_path, "daemonizing", f"combee-test-{uuid.uuid4().hex}", items="train[0:2]",
+                  variables={"COMBEE_TEST_MCP_TOOLS": "200"})
+    _, stderr = done.communicate(timeout=280)
+    assert done.returncode == 3, stderr
+    assert "2 of 2 agent episodes failed (mcp_tools_too_large 2;" in stderr and "Traceback" not in stderr
+    failures = [json.loads(line) for line in (tmp_path / "run-daemonizing" / "errors.jsonl").read_text().splitlines()]
+    assert {f["kind"] for f in failures if "episode" in f} == {"mcp_tools_too_large"}
+    assert "over the 64,000 every model request" in failures[0]["message"]
