@@ -156,13 +156,22 @@ def kind_of_file(path: str | Path, *, learner: str | None = None) -> tuple[Kind,
 
 def responders(learners: Iterable[str] = ()) -> dict[str, RoleResponder]:
     """How the simulated endpoint answers the roles of every registered learner and of
-    ``learners`` (names or paths), by request role name; ConfigError when two answer one role."""
-    found: dict[str, RoleResponder] = {}
-    owner: dict[str, str] = {}
+    ``learners`` (names or paths), by request role name; ConfigError when two answer one role, a
+    built-in learner's role among them (the simulated worlds answer those: a plug-in's responder
+    for one would silently take the built-in learners' answers over)."""
+    from combee_fast.sim.worlds import built_in_roles
+
+    found: dict[str, RoleResponder] = dict(built_in_roles().responders)
+    owner: dict[str, str] = dict.fromkeys(found, "the built-in learners")
     kinds: Mapping[str, Kind] = {**dict(LEARNERS.items()), **{name: LEARNERS.load(name) for name in learners}}
     for name, kind in kinds.items():
         for role, responder in kind.responders.items():
             if role in found and found[role] is not responder:
-                raise ConfigError(f"learners {owner[role]!r} and {name!r} both answer role {role!r}")
+                raise ConfigError(f"learner {name!r} declares a responder for role {role!r}, already answered by "
+                                  f"{_named(owner[role])}: give its role a name of its own")
             found[role], owner[role] = responder, name
-    return found
+    return {role: responder for role, responder in found.items() if owner[role] != "the built-in learners"}
+
+
+def _named(owner: str) -> str:
+    return owner if owner.startswith("the ") else f"learner {owner!r}"
