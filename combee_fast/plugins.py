@@ -82,7 +82,9 @@ class Registry(MutableMapping[str, T]):
     name (KeyError when nothing answers; ConfigError when it fails to load); ``registry[name] =
     value`` registers ``value`` (adopted) under ``name`` for this process; iterating gives the
     built-in, registered and installed names (paths are not listed); ``name in registry`` loads
-    nothing. :meth:`load` is the lookup whose unknown name is a ConfigError listing the choices."""
+    nothing. :meth:`load` is the lookup whose unknown name is a ConfigError listing the choices. A
+    name two installed packages offer (different objects) is refused when it is asked for, naming
+    both, never one taken silently."""
 
     def __init__(self, what: str, group: str, builtin: Mapping[str, str],
                  adopt: Callable[[object, str], T]) -> None:
@@ -90,13 +92,20 @@ class Registry(MutableMapping[str, T]):
         self._loaded: dict[str, T] = {}
         self._registered: list[str] = []
         self._entry_points: dict[str, metadata.EntryPoint] | None = None
+        self._rivals: dict[str, list[metadata.EntryPoint]] = {}
 
     def installed(self) -> dict[str, metadata.EntryPoint]:
         """The entry points of the group in installed distributions, by name (a built-in's name
         is not taken over)."""
         if self._entry_points is None:
-            found = {point.name: point for point in metadata.entry_points(group=self.group)}
-            self._entry_points = {name: point for name, point in sorted(found.items()) if name not in self.builtin}
+            found: dict[str, list[metadata.EntryPoint]] = {}
+            for point in metadata.entry_points(group=self.group):
+                same_name = found.setdefault(point.name, [])
+                if all(other.value != point.value for other in same_name):  # one package seen twice is one
+                    same_name.append(point)
+            kept = {name: points for name, points in sorted(found.items()) if name not in self.builtin}
+            self._entry_points = {name: points[0] for name, points in kept.items()}
+            self._rivals = {name: points for name, points in kept.items() if len(points) > 1}
         return self._entry_points
 
     def names(self) -> list[str]:
@@ -120,6 +129,11 @@ class Registry(MutableMapping[str, T]):
         if name in self.builtin:
             value = load_path(self.builtin[name], what=self.what)
         elif name in self.installed():
+            if name in self._rivals:
+                offered = ", ".join(f"{getattr(point.dist, 'name', None) or '?'} ({point.value})"
+                                    for point in self._rivals[name])
+                raise ConfigError(f"{self.what} {name!r} is offered by {len(self._rivals[name])} installed packages: "
+                                  f"{offered}; uninstall all but one, or give the one you mean by its path")
             value = self._load_entry_point(self.installed()[name])
         elif is_path(name):
             value = load_path(name, what=self.what)
