@@ -27,6 +27,9 @@ DIR_MODE = 0o755
 MAX_READ_BYTES = 2**30
 """Most bytes :func:`read_regular` reads of one file (a data file, config, card, playbook)."""
 
+READ_CHUNK_BYTES = 1 << 20
+"""Bytes :func:`read_regular` reads at a time."""
+
 _KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
           (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
 
@@ -49,11 +52,14 @@ def open_regular(path: str | os.PathLike[str]) -> BinaryIO:
 def read_regular(path: str | os.PathLike[str], limit: int = MAX_READ_BYTES) -> bytes:
     """The bytes of the regular file ``path``, at most ``limit``; ``OSError`` when it is not a
     regular file or is larger."""
+    chunks, size = [], 0
     with open_regular(path) as file:
-        data = file.read(limit + 1)
-    if len(data) > limit:
-        raise OSError(errno.EFBIG, f"larger than {limit:,} bytes, the most read of one file", os.fspath(path))
-    return data
+        while chunk := file.read(READ_CHUNK_BYTES):  # not read(limit + 1), which reserves the whole limit
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > limit:
+                raise OSError(errno.EFBIG, f"larger than {limit:,} bytes, the most read of one file", os.fspath(path))
+    return b"".join(chunks)
 
 
 def write_atomic(path: str | os.PathLike[str], data: bytes) -> None:

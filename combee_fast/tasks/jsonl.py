@@ -27,7 +27,7 @@ from combee_fast.errors import TaskDataError
 from combee_fast.tasks.base import Score, Split
 from combee_fast.tasks.heldout import row_key
 from combee_fast.tasks.scorers import Scorer, make_scorer
-from combee_fast.tasks.splits import RawRow, SplitFile, SplitSpec, parse_split_spec, pin_rows, read_rows, select_rows
+from combee_fast.tasks.splits import RawRow, SplitFile, SplitSpec, iter_rows, parse_split_spec, pin_rows, select_rows
 
 SINGLE_SPLIT = "all"
 
@@ -168,8 +168,8 @@ class JsonlTask:
         """Split ``parsed`` (a name of :data:`HASH_SPLITS`, maybe sliced): the file's rows whose
         content hash falls in its share, in file order."""
         path = self._files[SINGLE_SPLIT].path
-        rows = [row for row in read_rows(path)
-                if hash_split_of(row_key(self._example(path, row, 0, parsed.name))) == parsed.name]
+        rows = (row for row in iter_rows(path)
+                if hash_split_of(row_key(self._example(path, row, 0, parsed.name))) == parsed.name)
         selected = pin_rows(self.name, parsed, path, rows)
         examples = tuple(self._example(path, row, index, parsed.name) for index, row in selected.rows)
         return Split(selected.manifest, examples)

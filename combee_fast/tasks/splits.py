@@ -8,19 +8,36 @@ A row is one non-blank line of a JSONL file. Its pinned bytes are the line's exa
 the line terminator (``\\n`` or ``\\r\\n``); a split's SHA-256 is taken over its selected rows,
 each followed by ``\\n``. Blank lines are not rows and do not count; a UTF-8 byte-order mark at
 the start of the file is not part of the first row.
+
+Rows are read as a stream (:func:`iter_rows`) and only the selected ones are kept, so a split of
+ten rows costs ten rows of memory whatever the file's size. Reading is bounded where it happens: a
+file of at most :data:`~combee_fast.files.MAX_READ_BYTES`, a row of at most :data:`MAX_ROW_BYTES`
+(more is a :class:`~combee_fast.errors.TaskDataError` naming the file and line), a selection of at
+most :data:`MAX_SELECTED_ROWS` rows (more is a :class:`~combee_fast.errors.ConfigError` saying to
+give a slice): a loaded split takes a few hundred bytes per row beyond its data, so this bounds
+it to a few hundred MB over the data's own size.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
+import os
 import re
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Mapping, NamedTuple
 
 from combee_fast.errors import ConfigError
 from combee_fast.errors import TaskDataError
-from combee_fast.files import read_regular
+from combee_fast.files import MAX_READ_BYTES, open_regular
 from combee_fast.tasks.base import SplitManifest
+
+MAX_ROW_BYTES = 16 * 2**20
+"""Most bytes of one row (one line of a JSONL file)."""
+
+MAX_SELECTED_ROWS = 1_000_000
+"""Most rows one split spec may select (module docstring)."""
 
 _SPEC = re.compile(r"(?P<name>[A-Za-z0-9_.\-]+)(?:\[(?P<start>\d*):(?P<stop>\d*)\])?")
 
@@ -66,20 +83,29 @@ def parse_split_spec(spec: str, *, task: str) -> SplitSpec:
     return SplitSpec(match["name"], int(start) if start else None, int(stop) if stop else None)
 
 
-def read_rows(path: Path) -> list[RawRow]:
-    """Every non-blank line of ``path`` with its line number; raise :class:`TaskDataError` if unreadable."""
+def iter_rows(path: Path) -> Iterator[RawRow]:
+    """Every non-blank line of ``path`` with its line number, read as it goes; raise
+    :class:`TaskDataError` if it is unreadable, larger than
+    :data:`~combee_fast.files.MAX_READ_BYTES`, or has a row over :data:`MAX_ROW_BYTES`."""
     try:
-        data = read_regular(path)
+        file = open_regular(path)
+        size = os.fstat(file.fileno()).st_size
     except OSError as exc:
         raise TaskDataError(str(path), None, f"cannot read file: {exc.strerror or exc}") from exc
-    data = data.removeprefix(b"\xef\xbb\xbf")
-    rows: list[RawRow] = []
-    for number, line in enumerate(data.split(b"\n"), start=1):
-        if line.endswith(b"\r"):
-            line = line[:-1]
-        if line.strip():
-            rows.append(RawRow(number, line))
-    return rows
+    with file:
+        if size > MAX_READ_BYTES:
+            raise TaskDataError(str(path), None, f"cannot read file: {os.strerror(errno.EFBIG)}: larger than "
+                                                 f"{MAX_READ_BYTES:,} bytes, the most read of one file")
+        number = 0
+        while line := file.readline(MAX_ROW_BYTES + 2):
+            number += 1
+            if number == 1:
+                line = line.removeprefix(b"\xef\xbb\xbf")
+            line = line.removesuffix(b"\n").removesuffix(b"\r")
+            if len(line) > MAX_ROW_BYTES:
+                raise TaskDataError(str(path), number, f"the row is over {MAX_ROW_BYTES:,} bytes, the most of one row")
+            if line.strip():
+                yield RawRow(number, line)
 
 
 def split_sha256(rows: list[RawRow] | tuple[RawRow, ...]) -> str:
@@ -97,31 +123,46 @@ def select_rows(task: str, spec: str, files: Mapping[str, SplitFile]) -> Selecte
     split_file = files.get(parsed.name)
     if split_file is None:
         raise ConfigError(f"task {task!r} has no split {parsed.name!r}; splits: {', '.join(files)}")
-    file_rows = read_rows(split_file.path)
-    stop = len(file_rows) if split_file.stop is None else split_file.stop
-    if stop > len(file_rows):
+    seen = 0
+
+    def split_rows() -> Iterator[RawRow]:
+        nonlocal seen
+        for seen, row in enumerate(iter_rows(split_file.path), start=1):
+            if split_file.stop is not None and seen > split_file.stop:
+                return
+            if seen > split_file.first:
+                yield row
+
+    selected = pin_rows(task, parsed, split_file.path, split_rows())
+    if split_file.stop is not None and seen < split_file.stop:
         raise TaskDataError(
             str(split_file.path), None,
-            f"split {parsed.name!r} needs {stop} rows but the file has {len(file_rows)}",
+            f"split {parsed.name!r} needs {split_file.stop} rows but the file has {seen}",
         )
-    return pin_rows(task, parsed, split_file.path, file_rows[split_file.first : stop])
+    return selected
 
 
-def pin_rows(task: str, parsed: SplitSpec, path: Path, split_rows: list[RawRow]) -> SelectedRows:
-    """The rows of ``parsed``'s slice of the named split ``split_rows`` (read from ``path``),
-    pinned; :class:`ConfigError` for a slice out of range."""
+def pin_rows(task: str, parsed: SplitSpec, path: Path, split_rows: Iterable[RawRow]) -> SelectedRows:
+    """The rows of ``parsed``'s slice of the named split ``split_rows`` (read from ``path``; only
+    the slice's rows are kept), pinned; :class:`ConfigError` for a slice out of range."""
     start = 0 if parsed.start is None else parsed.start
-    end = len(split_rows) if parsed.stop is None else parsed.stop
-    if not start <= end <= len(split_rows):
+    kept: list[RawRow] = []
+    count = 0
+    for count, row in enumerate(split_rows, start=1):
+        if count > start and (parsed.stop is None or count <= parsed.stop):
+            if len(kept) == MAX_SELECTED_ROWS:
+                raise ConfigError(f"task {task!r}: split {parsed.name!r} selects over {MAX_SELECTED_ROWS:,} rows, "
+                                  f"the most loaded at once: give a slice, e.g. "
+                                  f"'{parsed.name}[{start}:{start + MAX_SELECTED_ROWS}]'")
+            kept.append(row)
+    end = count if parsed.stop is None else parsed.stop
+    if not start <= end <= count:
         raise ConfigError(
             f"task {task!r}: slice [{start}:{end}] of split {parsed.name!r} is out of range "
-            f"(the split has {len(split_rows)} rows)"
+            f"(the split has {count} rows)"
         )
     sliced = parsed.start is not None or parsed.stop is not None
     name = f"{parsed.name}[{start}:{end}]" if sliced else parsed.name
-    selected = split_rows[start:end]
-    manifest = SplitManifest(
-        task=task, split=name, source=str(path), rows=len(selected), sha256=split_sha256(selected)
-    )
-    indexed = tuple((start + offset, row) for offset, row in enumerate(selected))
+    manifest = SplitManifest(task=task, split=name, source=str(path), rows=len(kept), sha256=split_sha256(kept))
+    indexed = tuple((start + offset, row) for offset, row in enumerate(kept))
     return SelectedRows(manifest, parsed.name, path, indexed)

@@ -190,3 +190,74 @@ def test_a_byte_order_mark_and_windows_line_endings_are_read_transparently(tmp_p
     plain_split, marked_split = JsonlTask(path=plain).load("all"), JsonlTask(path=marked).load("all")
     assert marked_split.examples == plain_split.examples
     assert marked_split.manifest.sha256 == plain_split.manifest.sha256
+
+
+def test_a_slice_of_a_large_file_takes_memory_for_its_rows_only(tmp_path):
+    """Issue 53: a file was read whole, then every row of it kept, to select ten (about 6x the file's
+    size in memory for ``all[0:10]``; 14x to load it all). Rows now stream: measured in a process of
+    its own (Python's allocations at their peak), loading ten rows of a 40 MB file costs under 5 MB."""
+    import subprocess
+    import sys
+
+    data = tmp_path / "large.jsonl"
+    with data.open("w") as out:
+        for index in range(200_000):
+            out.write(f'{{"input": "{"x" * 170}{index}", "target": "{index % 7}"}}\n')
+    script = f"""
+import tracemalloc
+from combee_fast.tasks import get_task
+task = get_task("jsonl", path={str(data)!r}, hash_splits=False)
+tracemalloc.start()
+split = task.load("all[0:10]")
+print(len(split.examples), tracemalloc.get_traced_memory()[1])
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    rows, peak = map(int, done.stdout.split())
+    assert data.stat().st_size > 39e6 and rows == 10
+    assert peak < 5e6, f"{peak:,} bytes allocated at the peak to load 10 rows"
+
+
+def test_a_row_over_the_bound_is_one_error_naming_file_and_line(tmp_path):
+    from combee_fast.tasks.splits import MAX_ROW_BYTES
+
+    data = tmp_path / "long.jsonl"
+    data.write_bytes(b'{"input": "a", "target": "b"}\n' + b'{"input": "' + b"y" * MAX_ROW_BYTES + b'", "target": "b"}\n')
+    task = get_task("jsonl", path=data, hash_splits=False)
+    with pytest.raises(TaskDataError, match=r"long\.jsonl:2: the row is over 16,777,216 bytes, the most of one row"):
+        task.load("all")
+
+
+def test_a_selection_over_the_row_bound_asks_for_a_slice(tmp_path):
+    from combee_fast.tasks.splits import MAX_SELECTED_ROWS
+
+    data = tmp_path / "many.jsonl"
+    data.write_text('{"input": "a", "target": "b"}\n' * (MAX_SELECTED_ROWS + 1))
+    task = get_task("jsonl", path=data, hash_splits=False)
+    with pytest.raises(ConfigError, match=r"split 'all' selects over 1,000,000 rows, the most loaded at once: give "
+                                          r"a slice, e.g. 'all\[0:1000000\]'"):
+        task.load("all")
+    assert len(task.load("all[5:15]").examples) == 10
+
+
+def test_reading_a_user_file_reserves_a_chunk_not_the_whole_limit(tmp_path):
+    """``read_regular`` read with ``read(limit + 1)``, which reserves 1 GB for every file it read,
+    a config of 40 bytes included."""
+    import errno
+    import tracemalloc
+
+    from combee_fast.files import READ_CHUNK_BYTES, read_regular
+
+    small = tmp_path / "small.toml"
+    small.write_text("[map]\nworkers = 4\n")
+    tracemalloc.start()
+    try:
+        assert read_regular(small) == b"[map]\nworkers = 4\n"
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 2 * READ_CHUNK_BYTES, peak
+    (large := tmp_path / "large.bin").write_bytes(b"z" * 3000)
+    with pytest.raises(OSError) as refused:
+        read_regular(large, limit=2999)
+    assert refused.value.errno == errno.EFBIG and "larger than 2,999 bytes" in str(refused.value)
+    assert read_regular(large, limit=3000) == b"z" * 3000
