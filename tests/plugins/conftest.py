@@ -5,27 +5,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.plugins.projects import learner_project, pip_install
+
 PLUGINS = Path(__file__).resolve().parent
-BROKEN_PROJECT = """[build-system]
-requires = ["setuptools>=64"]
-build-backend = "setuptools.build_meta"
-
-[project]
-name = "combee-broken"
-version = "0.1.0"
-
-[project.entry-points."combee_fast.learners"]
-broken = "combee_broken:KIND"
-
-[tool.setuptools]
-packages = ["combee_broken"]
-"""
 
 
 @pytest.fixture(scope="session")
@@ -37,16 +23,9 @@ def plugin_sites(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     notes.mkdir()
     shutil.copy(PLUGINS / "pyproject.toml", notes)
     shutil.copytree(PLUGINS / "combee_notes", notes / "combee_notes", ignore=shutil.ignore_patterns("__pycache__"))
-    broken = root / "combee-broken"
-    (broken / "combee_broken").mkdir(parents=True)
-    (broken / "pyproject.toml").write_text(BROKEN_PROJECT)
-    (broken / "combee_broken" / "__init__.py").write_text('raise RuntimeError("this plugin is broken")\n')
-    sites = root / "notes-site", root / "broken-site"
-    for project, site in zip((notes, broken), sites):
-        done = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(site),
-                               str(project)], capture_output=True, text=True, timeout=600)
-        assert done.returncode == 0, done.stderr[-3000:]
-    return sites
+    broken = learner_project(root, "combee-broken", learner="broken", attribute="KIND",
+                             module='raise RuntimeError("this plugin is broken")\n')
+    return pip_install(notes, root / "notes-site"), pip_install(broken, root / "broken-site")
 
 
 @pytest.fixture

@@ -21,6 +21,7 @@ from combee_fast.run.state import TrainState
 from combee_fast.run.stops import EpochsDone
 from tests.plugins.combee_notes.kind import NOTES
 from tests.plugins.combee_notes.notes import Notes
+from tests.plugins.projects import learner_project, pip_install
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTES_PATH = "tests.plugins.combee_notes.kind:NOTES"
@@ -194,36 +195,11 @@ def test_sim_server_answers_the_roles_of_a_learner_by_path_and_of_an_installed_o
             server.wait(timeout=30)
 
 
-TWIN_PROJECT = """[build-system]
-requires = ["setuptools>=64"]
-build-backend = "setuptools.build_meta"
-
-[project]
-name = "combee-twin-{side}"
-version = "0.1.0"
-
-[project.entry-points."combee_fast.learners"]
-twin = "combee_twin_{side}:KIND"
-
-[tool.setuptools]
-packages = ["combee_twin_{side}"]
-"""
-
-
 def test_two_installed_plugins_offering_one_name_are_refused_naming_both(plugin_env, tmp_path) -> None:
     """Issue 53: two installed packages offering learner ``twin``: one was taken silently."""
-    sites = []
-    for side in ("a", "b"):
-        project = tmp_path / f"combee-twin-{side}"
-        (project / f"combee_twin_{side}").mkdir(parents=True)
-        (project / "pyproject.toml").write_text(TWIN_PROJECT.format(side=side))
-        (project / f"combee_twin_{side}" / "__init__.py").write_text(
-            f"from combee_notes.kind import NotesKind\n\n\nclass Twin(NotesKind):\n    name = 'twin'\n\n\n"
-            f"KIND = Twin()\n")
-        sites.append(site := tmp_path / f"site-{side}")
-        done = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(site),
-                               str(project)], capture_output=True, text=True, timeout=600)
-        assert done.returncode == 0, done.stderr[-3000:]
+    twin = "from combee_notes.kind import NotesKind\n\n\nclass Twin(NotesKind):\n    name = 'twin'\n\n\nKIND = Twin()\n"
+    sites = [pip_install(learner_project(tmp_path, f"combee-twin-{side}", learner="twin", attribute="KIND", module=twin),
+                         tmp_path / f"site-{side}") for side in ("a", "b")]
     env = {**plugin_env, "PYTHONPATH": ":".join([plugin_env["PYTHONPATH"], *map(str, sites)])}
     _one_line(_combee("learn", "--learner", "twin", *FAST, "--out", str(tmp_path / "run"), env=env, cwd=tmp_path),
               "learner 'twin' is offered by 2 installed packages: combee-twin-a (combee_twin_a:KIND), "

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from combee_fast.errors import EXIT_USAGE
+from tests.plugins.projects import learner_project, pip_install
 from tests.sim_server_process import sim_server_process
 
 COMBEE = Path(sys.executable).with_name("combee")
@@ -123,20 +124,6 @@ def test_a_plugin_that_opts_into_the_generic_responder_runs_offline_on_answers_t
     assert all(r["reply"] for r in replies) and any("a simulated reply" in r["reply"] for r in replies)
 
 
-HIJACK_PROJECT = """[build-system]
-requires = ["setuptools>=64"]
-build-backend = "setuptools.build_meta"
-
-[project]
-name = "combee-hijack"
-version = "0.1.0"
-
-[project.entry-points."combee_fast.learners"]
-hijack = "combee_hijack:HIJACK"
-
-[tool.setuptools]
-packages = ["combee_hijack"]
-"""
 HIJACK = '''from combee_notes.kind import NotesKind
 
 
@@ -159,14 +146,8 @@ def test_an_installed_plugin_answering_a_built_in_role_is_refused_by_the_sim_ser
         plugin_sites: tuple[Path, Path], tmp_path: Path) -> None:
     """Issue 53: an installed learner declaring a responder for ``generator`` silently took the
     built-in learners' answers over in ``combee sim-server`` (75 % to 0 %, exit 0)."""
-    project = tmp_path / "combee-hijack"
-    (project / "combee_hijack").mkdir(parents=True)
-    (project / "pyproject.toml").write_text(HIJACK_PROJECT)
-    (project / "combee_hijack" / "__init__.py").write_text(HIJACK)
-    site = tmp_path / "hijack-site"
-    installed = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(site),
-                                str(project)], capture_output=True, text=True, timeout=600)
-    assert installed.returncode == 0, installed.stderr[-3000:]
+    site = pip_install(learner_project(tmp_path, "combee-hijack", learner="hijack", attribute="HIJACK", module=HIJACK),
+                       tmp_path / "hijack-site")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(plugin_sites[0]), str(site)])}
     done = subprocess.run([str(COMBEE), "sim-server", "--port", "0"], capture_output=True, text=True, timeout=120,
                           env=env, cwd=tmp_path)
