@@ -22,7 +22,7 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 
 port = int(sys.argv[sys.argv.index("--port") + 1])
 alias = sys.argv[sys.argv.index("--alias") + 1]  # the model name it answers to, as llama-server's --alias
-die_on = int(os.environ["STAND_IN_DIE_ON"])
+die_on = int(os.environ["COMBEE_TEST_DIE_ON"])  # COMBEE_*: a child server keeps only the allow-listed variables
 chats = 0
 
 
@@ -91,7 +91,7 @@ def _error_line(done: subprocess.CompletedProcess[str]) -> str:
 
 def test_a_server_that_dies_on_its_first_decode_is_one_line_and_exit_2(tmp_path: Path) -> None:
     env = _stand_in(tmp_path)
-    env["STAND_IN_DIE_ON"] = "1"  # the start-up self-test is the first chat request
+    env["COMBEE_TEST_DIE_ON"] = "1"  # the start-up self-test is the first chat request
     line = _error_line(_learn(tmp_path, env))
     assert "died of SIGSEGV (signal 11) on its start-up decode of one token" in line, line
     log = Path(line.split("its log: ")[1].split(" ")[0])
@@ -102,7 +102,7 @@ def test_a_server_that_dies_on_its_first_decode_is_one_line_and_exit_2(tmp_path:
 
 def test_a_server_that_dies_after_its_self_test_is_named_instead_of_connection_errors(tmp_path: Path) -> None:
     env = _stand_in(tmp_path)
-    env["STAND_IN_DIE_ON"] = "2"  # the self-test passes; the next request (the endpoint probe) kills it
+    env["COMBEE_TEST_DIE_ON"] = "2"  # the self-test passes; the next request (the endpoint probe) kills it
     line = _error_line(_learn(tmp_path, env))
     assert "died of SIGSEGV (signal 11) after its start-up self-test" in line, line
     assert "server.log" in line and "Connect" not in line, line
