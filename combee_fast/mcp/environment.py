@@ -35,14 +35,12 @@ from typing import Any
 import msgspec
 
 from combee_fast.engine.child_variables import child_variables
+from combee_fast.mcp import ENV_PREFIX
 from combee_fast.errors import ConfigError, McpFailure, McpToolError
 from combee_fast.mcp.client import CallResult, ListedTool, McpConnection
 from combee_fast.sandbox.scratch import new_folder, sweep_abandoned
 from combee_fast.schema import Example, Observation, Tool, ToolCall
 from combee_fast.tasks.base import Score
-
-ENV_PREFIX = "mcp:"
-"""``--env mcp:COMMAND``: the MCP stdio server ``COMMAND`` (shell words) per episode."""
 
 SCRATCH_KIND = "combee-mcp"
 """The scratch folders of MCP servers (the system's temporary folder; :mod:`combee_fast.sandbox.scratch`):

@@ -17,6 +17,7 @@ import msgspec
 
 from combee_fast.config import AgentConfig, ExecutorConfig, SandboxConfig, TaskConfig
 from combee_fast.errors import ConfigError
+from combee_fast.mcp import ENV_PREFIX
 from combee_fast.protocols.rollouts import Environment, EnvironmentTask
 from combee_fast.protocols.tasks import Task
 from combee_fast.rollouts.contained import described
@@ -72,7 +73,7 @@ def build_runtime(spec: RolloutSpec, facts: ChatFacts, sandboxes: Sandboxes, tas
         except BaseException as exc:  # SystemExit included: a user's factory is one line, not the run's end
             raise ConfigError(f"--agent {agent_path!r}: the factory raised {described(exc)}") from None
     factory: Callable[[], Environment] | None = None
-    if spec.agent.env is not None and spec.agent.env.startswith("mcp:"):
+    if spec.agent.env is not None and spec.agent.env.startswith(ENV_PREFIX):
         from combee_fast.mcp.environment import McpEnvironment, server_of_env
 
         server, step_timeout_s = server_of_env(spec.agent.env), spec.executor.step_timeout_s
