@@ -57,9 +57,14 @@ def read_regular(path: str | os.PathLike[str], limit: int = MAX_READ_BYTES) -> b
         while chunk := file.read(READ_CHUNK_BYTES):  # not read(limit + 1), which reserves the whole limit
             chunks.append(chunk)
             size += len(chunk)
-            if size > limit:
-                raise OSError(errno.EFBIG, f"larger than {limit:,} bytes, the most read of one file", os.fspath(path))
+            refuse_larger(path, size, limit)
     return b"".join(chunks)
+
+
+def refuse_larger(path: str | os.PathLike[str], size: int, limit: int = MAX_READ_BYTES) -> None:
+    """``OSError`` (``EFBIG``) naming ``path`` when ``size`` bytes are more than ``limit``."""
+    if size > limit:
+        raise OSError(errno.EFBIG, f"larger than {limit:,} bytes, the most read of one file", os.fspath(path))
 
 
 def write_atomic(path: str | os.PathLike[str], data: bytes) -> None:

@@ -161,17 +161,14 @@ def responders(learners: Iterable[str] = ()) -> dict[str, RoleResponder]:
     for one would silently take the built-in learners' answers over)."""
     from combee_fast.sim.worlds import built_in_roles
 
-    found: dict[str, RoleResponder] = dict(built_in_roles().responders)
-    owner: dict[str, str] = dict.fromkeys(found, "the built-in learners")
+    owner = dict.fromkeys(built_in_roles().responders, "the built-in learners")
+    found: dict[str, RoleResponder] = {}
     kinds: Mapping[str, Kind] = {**dict(LEARNERS.items()), **{name: LEARNERS.load(name) for name in learners}}
     for name, kind in kinds.items():
         for role, responder in kind.responders.items():
-            if role in found and found[role] is not responder:
+            if role in owner and found.get(role) is not responder:
                 raise ConfigError(f"learner {name!r} declares a responder for role {role!r}, already answered by "
-                                  f"{_named(owner[role])}: give its role a name of its own")
-            found[role], owner[role] = responder, name
-    return {role: responder for role, responder in found.items() if owner[role] != "the built-in learners"}
+                                  f"{owner[role]}: give its role a name of its own")
+            found[role], owner[role] = responder, f"learner {name!r}"
+    return found
 
-
-def _named(owner: str) -> str:
-    return owner if owner.startswith("the ") else f"learner {owner!r}"

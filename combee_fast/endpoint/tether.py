@@ -12,14 +12,10 @@ without ``prctl`` it only execs the command.
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import os
-import signal
 import sys
 
-PR_SET_PDEATHSIG = 1
-"""The ``prctl`` option from ``<linux/prctl.h>``."""
+from combee_fast.engine.reaper import tie_to
 
 
 def tethered(command: list[str]) -> list[str]:
@@ -28,20 +24,11 @@ def tethered(command: list[str]) -> list[str]:
     return [sys.executable, "-P", "-m", __name__, str(os.getpid()), "--", *command]
 
 
-def _die_with_parent() -> None:
-    if not sys.platform.startswith("linux"):
-        return
-    libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
-    if libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0) != 0:
-        raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG)")
-
-
 def main(argv: list[str]) -> int:
     if len(argv) < 3 or argv[1] != "--" or not argv[0].isdigit():
         print("usage: python -m combee_fast.endpoint.tether PID -- COMMAND...", file=sys.stderr)
         return 2
-    _die_with_parent()
-    if os.getppid() != int(argv[0]):
+    if not tie_to(int(argv[0])):
         return 1  # the parent died before the tether was tied
     os.execvp(argv[2], argv[2:])
     return 127  # not reached: execvp raises when it fails

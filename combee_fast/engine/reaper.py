@@ -52,6 +52,15 @@ def _prctl(option: int, value: int) -> None:
         raise OSError(ctypes.get_errno(), f"prctl({option})")
 
 
+def tie_to(parent: int) -> bool:
+    """Ask Linux to send this process SIGTERM when its parent dies (``prctl(PR_SET_PDEATHSIG)``,
+    which survives ``exec``; nothing elsewhere); whether the parent is still ``parent`` (False: it
+    died before the tie was made)."""
+    if sys.platform.startswith("linux"):
+        _prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    return os.getppid() == parent
+
+
 def _tree(root: int) -> list[int]:
     """The live processes below ``root`` (from ``/proc``), zombies included."""
     children: dict[int, list[int]] = {}
@@ -123,8 +132,7 @@ def main(argv: list[str]) -> int:
     watched = STOP_SIGNALS | {signal.SIGCHLD}
     signal.pthread_sigmask(signal.SIG_BLOCK, watched)
     _prctl(PR_SET_CHILD_SUBREAPER, 1)
-    _prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-    if os.getppid() != int(argv[0]):
+    if not tie_to(int(argv[0])):
         return 1  # the engine died before the launcher was tied to it
     command = os.fork()
     if command == 0:

@@ -20,7 +20,6 @@ it to a few hundred MB over the data's own size.
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import os
 import re
@@ -30,7 +29,7 @@ from typing import Mapping, NamedTuple
 
 from combee_fast.errors import ConfigError
 from combee_fast.errors import TaskDataError
-from combee_fast.files import MAX_READ_BYTES, open_regular
+from combee_fast.files import open_regular, refuse_larger
 from combee_fast.tasks.base import SplitManifest
 
 MAX_ROW_BYTES = 16 * 2**20
@@ -89,13 +88,13 @@ def iter_rows(path: Path) -> Iterator[RawRow]:
     :data:`~combee_fast.files.MAX_READ_BYTES`, or has a row over :data:`MAX_ROW_BYTES`."""
     try:
         file = open_regular(path)
-        size = os.fstat(file.fileno()).st_size
     except OSError as exc:
-        raise TaskDataError(str(path), None, f"cannot read file: {exc.strerror or exc}") from exc
+        raise _unreadable(path, exc) from exc
     with file:
-        if size > MAX_READ_BYTES:
-            raise TaskDataError(str(path), None, f"cannot read file: {os.strerror(errno.EFBIG)}: larger than "
-                                                 f"{MAX_READ_BYTES:,} bytes, the most read of one file")
+        try:
+            refuse_larger(path, os.fstat(file.fileno()).st_size)
+        except OSError as exc:
+            raise _unreadable(path, exc) from exc
         number = 0
         while line := file.readline(MAX_ROW_BYTES + 2):
             number += 1
@@ -106,6 +105,10 @@ def iter_rows(path: Path) -> Iterator[RawRow]:
                 raise TaskDataError(str(path), number, f"the row is over {MAX_ROW_BYTES:,} bytes, the most of one row")
             if line.strip():
                 yield RawRow(number, line)
+
+
+def _unreadable(path: Path, exc: OSError) -> TaskDataError:
+    return TaskDataError(str(path), None, f"cannot read file: {exc.strerror or exc}")
 
 
 def split_sha256(rows: list[RawRow] | tuple[RawRow, ...]) -> str:

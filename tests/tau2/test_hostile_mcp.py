@@ -64,6 +64,23 @@ def test_each_hostile_server_fails_only_its_episode(tmp_path: Path, backend: str
     assert _tagged(tag) == []
 
 
+def _learn(tmp_path: Path, agent: str, tag: str, *, items: str, step_timeout_s: float = 3.0, backend: str = "local",
+           variables: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    """``combee learn`` of the ``agent`` against the hostile server tagged ``tag`` on the executor
+    ``backend``, started; its temporary folder ``tmp_path/tmp``, ``variables`` added to its
+    environment."""
+    (tmp := tmp_path / "tmp").mkdir(exist_ok=True)
+    config = tmp_path / "run.toml"
+    config.write_text(f"[executor]\nstep_timeout_s = {step_timeout_s}\n")
+    return subprocess.Popen(
+        [sys.executable, "-m", "combee_fast.cli", "learn", "--config", str(config), "--task", "terminal",
+         "--agent", f"tests.tau2.agents:{agent}", "--env", f"mcp:{sys.executable} {SERVER} {tag}",
+         "--executor", backend, "--sandbox", "none", "--train-split", items, "--val-split", "selection[30:31]",
+         "--max-rounds", "0", "--out", str(tmp_path / f"run-{agent}"), "--quiet"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "TMPDIR": str(tmp), **(variables or {})})
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("backend", ["local", "process"])
@@ -71,39 +88,19 @@ def test_a_server_gets_none_of_the_engines_secrets(tmp_path: Path, backend: str)
     """An MCP server (outside the sandbox) is given the few variables every child keeps, not the
     API key or any other credential in the engine's environment."""
     seen = tmp_path / "seen"
-    seen.mkdir()  # items past the misbehaviours: the servers behave
+    seen.mkdir()
     secrets = {"OPENAI_API_KEY": "sk-engine-secret", "AWS_SECRET_ACCESS_KEY": "aws-secret", "GITHUB_TOKEN": "ghp-x"}
-    done = subprocess.run(
-        [sys.executable, "-m", "combee_fast.cli", "learn", "--task", "terminal",
-         "--agent", "tests.tau2.agents:misbehaving", "--env", f"mcp:{sys.executable} {SERVER}",
-         "--executor", backend, "--sandbox", "none", "--train-split", f"train[{len(MISBEHAVIOURS)}:{len(MISBEHAVIOURS) + 2}]",
-         "--val-split", "selection[30:31]",
-         "--max-rounds", "0", "--out", str(tmp_path / "run"), "--quiet"],
-        cwd=ROOT, capture_output=True, text=True, timeout=280,
-        env={**os.environ, **secrets, "COMBEE_TEST_MCP_ENV": str(seen)})
-    assert done.returncode == 0, done.stderr
-    assert "MCP server runs outside the sandbox, as this user" in done.stderr
+    behaving = f"train[{len(MISBEHAVIOURS)}:{len(MISBEHAVIOURS) + 2}]"  # items past the misbehaviours
+    done = _learn(tmp_path, "misbehaving", f"combee-test-{uuid.uuid4().hex}", items=behaving, backend=backend,
+                  variables={**secrets, "COMBEE_TEST_MCP_ENV": str(seen)})
+    _, stderr = done.communicate(timeout=280)
+    assert done.returncode == 0, stderr
+    assert "MCP server runs outside the sandbox, as this user" in stderr
     given = [json.loads(path.read_text()) for path in seen.iterdir()]
     assert given, "no MCP server started"
     for environment in given:
         assert not set(secrets) & set(environment), sorted(environment)
         assert environment["PATH"] == os.environ["PATH"]
-
-
-def _learn(tmp_path: Path, agent: str, tag: str, *, items: str, step_timeout_s: float = 3.0,
-           variables: dict[str, str] | None = None, **options: object) -> subprocess.Popen[str]:
-    """``combee learn`` of the ``agent`` against the hostile server tagged ``tag``, started; its
-    temporary folder ``tmp_path/tmp``, ``variables`` added to its environment."""
-    (tmp := tmp_path / "tmp").mkdir(exist_ok=True)
-    config = tmp_path / "run.toml"
-    config.write_text(f"[executor]\nstep_timeout_s = {step_timeout_s}\n")
-    return subprocess.Popen(
-        [sys.executable, "-m", "combee_fast.cli", "learn", "--config", str(config), "--task", "terminal",
-         "--agent", f"tests.tau2.agents:{agent}", "--env", f"mcp:{sys.executable} {SERVER} {tag}",
-         "--sandbox", "none", "--train-split", items, "--val-split", "selection[30:31]", "--max-rounds", "0",
-         "--out", str(tmp_path / f"run-{agent}"), "--quiet"],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "TMPDIR": str(tmp), **(variables or {})},
-        **options)  # type: ignore[call-overload]
 
 
 @pytest.mark.slow
