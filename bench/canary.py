@@ -9,7 +9,17 @@ task from the Formula train examples of ``--units`` formulas, to an in-loop
 in-process simulated endpoint, in the task world ``noisy+harmful`` (answers drawn per call; a
 share of the lessons ACE's reflector names are wrong ones that lower accuracy on their formula).
 Each request is the online learner's one-step attempt (ACE: a generator call; GEPA: a solve;
-TextGrad: a forward call) with ``context_for(user)``, scored, and submitted with its version. The release configuration
+TextGrad: a forward call) with ``context_for(user)``, scored, and submitted with its version.
+
+**The host's rounds.** The host serves its requests in rounds of ``--batch-size``: a round's
+requests run at once with the release as it stands when the round starts, are submitted in request
+order (so the gate sees their rewards in that order) and make one batch of the online learner,
+which learns from it before the next round starts. Which version serves which request is thus a
+function of the seed alone, not of how fast this machine runs the learner beside the host: the
+figures are the same on a quiet machine and a loaded one (a host whose learner lagged behind its
+traffic by a wall-clock amount made them depend on the load: exposure 0.0114 at load 6.35, 0.0679
+at 1.13, on 2026-12-07). Under ``shadow`` the re-runs' rewards reach the gate when they finish, so
+only that policy's figures may still differ with the load. The release configuration
 comes from the Formula card (``cards/formula.toml``) with its canary policy set per run and
 ``--margin`` as its claim margin (:data:`MARGIN`).
 
@@ -118,7 +128,7 @@ async def one_run(seed: int, policy: str, args: argparse.Namespace) -> RunFigure
         card, failure_cost=msgspec.structs.replace(card.failure_cost, canary_policy=policy),
         claim=msgspec.structs.replace(card.claim, margin=args.margin))
     release = release_config(card, ReleaseConfig(stages=tuple(args.stages), shadow_share=args.shadow_share))
-    online = OnlineConfig(learner=args.learner, batch_size=args.batch_size, max_wait_s=0.2, seed=seed, release=release)
+    online = OnlineConfig(learner=args.learner, batch_size=args.batch_size, seed=seed, release=release)
     decisions: list[ReleaseDecision] = []
 
     async with open_session(config) as session:
@@ -151,20 +161,26 @@ async def one_run(seed: int, policy: str, args: argparse.Namespace) -> RunFigure
         learner = OnlineLearner(session.calls, start, online, events=Events(record))
         attempts = learner.learning.attempts
 
-        async def host(lane: int) -> None:
+        async def serve(round_: range) -> None:
+            """One round of requests, served by the release as it stands, then submitted in request
+            order and learned from before the next round (module docstring: the host's rounds)."""
             nonlocal host_tokens
-            for i in range(lane, args.requests, args.in_flight):
-                release = learner.release
-                context = release.context_for(f"user-{users[i]}")
+            release = learner.release
+            contexts = [release.context_for(f"user-{users[i]}") for i in round_]
+            for i, context in zip(round_, contexts):
                 served[i] = context.version
                 on_candidate[i] = release.candidate is not None and context.version == release.candidate.version
-                rollout = await attempts.attempt(traffic[tasks[i]], context.text, version=context.version, epoch=0,
-                                                 round_=i)
-                host_tokens += rollout.usage.prompt_tokens + rollout.usage.completion_tokens
-                await learner.submit(rollout, version=context.version)
+            rollouts = await asyncio.gather(*(
+                attempts.attempt(traffic[tasks[i]], context.text, version=context.version, epoch=0, round_=i)
+                for i, context in zip(round_, contexts)))
+            host_tokens += sum(r.usage.prompt_tokens + r.usage.completion_tokens for r in rollouts)
+            tickets = [await learner.submit(rollout, version=context.version)
+                       for rollout, context in zip(rollouts, contexts)]
+            await asyncio.gather(*tickets)
 
         async with learner:
-            await asyncio.gather(*(host(lane) for lane in range(args.in_flight)))
+            for start in range(0, args.requests, args.batch_size):
+                await serve(range(start, min(start + args.batch_size, args.requests)))
     lowering = {d.candidate for d in decisions if d.decision in ("candidate", "promote") and
                 truth.get(d.candidate, 1.0) < truth.get(d.incumbent, 0.0) - 1e-12}
     decided = [d for d in decisions if d.decision in ("promote", "rollback", "refuse")]
@@ -221,8 +237,8 @@ def main() -> None:
     parser.add_argument("--margin", type=float, default=MARGIN, help="the card's claim margin for the release")
     parser.add_argument("--stages", type=float, nargs="+", default=[0.05, 0.25, 0.5, 1.0])
     parser.add_argument("--shadow-share", type=float, default=0.2)
-    parser.add_argument("--batch-size", type=int, default=16)
-    parser.add_argument("--in-flight", type=int, default=32, help="requests the host runs at once")
+    parser.add_argument("--batch-size", type=int, default=16,
+                        help="the online learner's batch, and the requests of one round of the host")
     parser.add_argument("--time-scale", type=float, default=1e-5)
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="runs at once, one process each")
     args = parser.parse_args()
