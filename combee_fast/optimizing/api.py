@@ -31,6 +31,21 @@ stops the search once the engine's model calls cost that much (the reflection en
 run folder (the files of ``combee learn``: ledger, candidates, checkpoint, report); a folder holding
 a run of an earlier call is resumed from its checkpoint (its rows must be the same: checked), with
 this call's arguments. ``seed`` roots every draw (parents, minibatches, shuffles).
+
+**Reproducible.** Two calls with the same arguments give the same search (candidates, parents,
+scores, metric calls; not ``wall_seconds``) whatever seconds the user's code takes on each call
+and whatever order its calls end in, when that code is deterministic (the same score and
+feedback for a candidate on a row, the same reply to a prompt) and every reflection call gets an
+answer. Every method but ``async-gepa`` decides nothing on time; ``async-gepa`` orders its
+decisions by a schedule of the seconds each call lasts (:mod:`combee_fast.gepa.pipeline`,
+**Time.**), and there a metric call of the user's code lasts
+:data:`~combee_fast.optimizing.calls.METRIC_CALL_SECONDS` and a callable ``reflection_lm``'s call
+as its tokens say (:func:`~combee_fast.optimizing.lm_server.schedule_seconds`), never their wall
+seconds (the real calls still run as soon as they may). A reflection call whose every attempt
+failed is timed by the clock, and a model given as an endpoint (a URL or an
+:class:`EndpointSpec`) as ``combee learn`` times it: by the seconds it reports (``combee
+sim-server``: reproducible), else by the seconds its calls took, which differ from run to run on
+a real server.
 """
 
 from __future__ import annotations
@@ -146,7 +161,9 @@ async def optimize_async(
 @functools.wraps(optimize_async, assigned=(), updated=())  # only __wrapped__: its signature is shown
 def optimize(*args: Any, **kwargs: Any) -> OptimizeResult:
     """The search (module docstring) on a loop of its own; inside a running loop (a notebook, an
-    async server) await :func:`optimize_async` instead."""
+    async server) await :func:`optimize_async` instead. A ``seed`` gives the same search on every
+    call, whatever seconds the user's code takes, when that code and the reflection model are
+    deterministic (module docstring, **Reproducible.**)."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:

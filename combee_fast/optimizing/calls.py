@@ -9,8 +9,11 @@ that call kept for the component being rewritten.
 - **solve**: one metric call. Its graded answer keeps the candidate's output as ``answer``, the
   score, and the records by component as JSON in ``feedback`` (what the reflection reads, and
   what a run's trajectories show); its usage is the model call it made through the engine, or
-  else the wall seconds the user's code took, as role ``gepa_solver`` (the role of GEPA's metric
-  calls, counted in ``calls.json``). Whatever the user's code raises is a
+  else, as role ``gepa_solver`` (the role of GEPA's metric calls, counted in ``calls.json``), the
+  wall seconds the user's code took (``latency_s``) and :data:`METRIC_CALL_SECONDS` as the
+  seconds the search's schedule counts (``sim_latency_s``): the user's code takes a different
+  time on every run, so its wall seconds would make a seed's decisions differ from run to run
+  (:mod:`combee_fast.gepa.pipeline`, **Time.**). Whatever the user's code raises is a
   :class:`~combee_fast.errors.MetricError` naming the row: the run stops there, its checkpoint
   kept (``optimize(run_dir=...)`` resumes it).
 - **propose**: our proposer's instructions (``gepa/prompts/proposer.txt``) over the records, one
@@ -42,6 +45,10 @@ from combee_fast.roles.base import fill
 from combee_fast.roles.calls import RoleCalls
 from combee_fast.schema import CallError, Example, GradedAnswer, Message, Rollout, Usage
 
+METRIC_CALL_SECONDS = 1.0
+"""The seconds every metric call of the user's code lasts in the search's schedule, whatever it
+took (module docstring): a short model call's."""
+
 
 def records_of(evaluation: GradedAnswer, component: str) -> list[dict[str, Any]]:
     """The reflective records ``evaluation`` keeps for ``component`` (none when it kept none)."""
@@ -51,14 +58,16 @@ def records_of(evaluation: GradedAnswer, component: str) -> list[dict[str, Any]]
 async def metric_call(metric: MetricCall, rows: RowsTask, calls: RoleCalls, example: Example, candidate: Candidate,
                       *, role: str) -> GradedAnswer:
     """One metric call: ``candidate`` graded on ``example``'s row by the user's ``metric``,
-    counted as a call of ``role`` (module docstring)."""
+    counted as a call of ``role``, lasting :data:`METRIC_CALL_SECONDS` in the schedule unless it
+    was a model call of the engine's (module docstring)."""
     started = time.perf_counter()
     try:
         scored = await metric(candidate, example, rows.row(example))
     except Exception as exc:  # the user's code may fail in any way: the row named, the run stopped
         raise MetricError(f"optimize: the {metric.what} raised {type(exc).__name__}: {exc} (on "
                           f"{example.split} row {example.index})") from exc
-    usage = scored.usage or Usage(role=role, latency_s=time.perf_counter() - started)
+    usage = scored.usage or Usage(role=role, latency_s=time.perf_counter() - started,
+                                  sim_latency_s=METRIC_CALL_SECONDS)
     calls.note(role, scored.error, scored.output)
     return GradedAnswer(example, scored.output, scored.score, records_json(scored.records), usage, scored.error)
 

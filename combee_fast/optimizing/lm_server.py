@@ -11,9 +11,13 @@ reflection prompt is one string); the callable runs on a thread of the run's
 :class:`~combee_fast.optimizing.user_code.UserCode` (so never on the loop) and its reply is the
 completion. A reply that is a list or tuple (DSPy's ``LM`` returns one) gives its first string.
 Token counts are estimated from the text (:func:`~combee_fast.tokens.estimate_tokens`: a callable
-says none). A callable that raises is answered HTTP 500 naming the exception, which the client
-records as the call's failure (``errors.jsonl``). No ``response_format`` is honoured: the callers
-read replies leniently (:func:`~combee_fast.gepa.interop.rewrite_text`).
+says none), and the reply says how long the call lasts in the search's schedule (the simulated
+server's ``X-Combee-Sim-Latency``): :func:`schedule_seconds`, from those tokens, not from the
+seconds the callable took, which differ from run to run and would make a seed's decisions
+differ with them (:mod:`combee_fast.gepa.pipeline`, **Time.**). A callable that raises is
+answered HTTP 500 naming the exception, which the client records as the call's failure
+(``errors.jsonl``). No ``response_format`` is honoured: the callers read replies leniently
+(:func:`~combee_fast.gepa.interop.rewrite_text`).
 """
 
 from __future__ import annotations
@@ -24,9 +28,10 @@ from typing import Any
 import msgspec
 from aiohttp import web
 
-from combee_fast.endpoint.wire import (AssistantMessage, Choice, CompletionResponse, CompletionUsage, ModelCard,
-                                       ModelList, ReceivedRequest)
+from combee_fast.endpoint.wire import (SIM_LATENCY_HEADER, AssistantMessage, Choice, CompletionResponse,
+                                       CompletionUsage, ModelCard, ModelList, ReceivedRequest)
 from combee_fast.optimizing.user_code import UserCode
+from combee_fast.sim.latency import FLAT
 from combee_fast.tokens import estimate_tokens
 
 LanguageModel = Callable[[str], Any]
@@ -49,6 +54,13 @@ def reply_text(reply: Any) -> str:
     if not isinstance(reply, str):
         raise TypeError(f"returned {type(reply).__name__}, not a string")
     return reply
+
+
+def schedule_seconds(prompt_tokens: int, completion_tokens: int) -> float:
+    """The seconds a call of ``prompt_tokens`` in and ``completion_tokens`` out lasts in the
+    search's schedule: the flat yardstick's (:data:`~combee_fast.sim.latency.FLAT`), whatever the
+    callable took."""
+    return FLAT.first_token_s(prompt_tokens) + completion_tokens * FLAT.time_per_token(1)
 
 
 def _error(status: int, message: str) -> web.Response:
@@ -111,4 +123,6 @@ class CallableEndpoint:
             choices=(Choice(message=AssistantMessage(content=text), finish_reason="stop"),), model=MODEL,
             id=f"callable-{self.calls}", usage=CompletionUsage(prompt_tokens, completion_tokens,
                                                                prompt_tokens + completion_tokens))
-        return web.Response(body=_encoder.encode(body), content_type="application/json")
+        seconds = schedule_seconds(prompt_tokens, completion_tokens)
+        return web.Response(body=_encoder.encode(body), content_type="application/json",
+                            headers={SIM_LATENCY_HEADER: f"{seconds:.6f}"})

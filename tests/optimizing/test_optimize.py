@@ -1,11 +1,13 @@
 """``combee_fast.optimize``: gepa's default adapter, a user's adapter and a plain evaluator, each
 improving its validation score against a real ``combee sim-server --peers`` on loopback (or, for
-the evaluator, a reflection model of the test's own served on loopback)."""
+the evaluator, a reflection model of the test's own served on loopback); a seed's search the same
+whatever seconds the user's code takes."""
 
 from __future__ import annotations
 
 import importlib.util
 import json
+import random
 import re
 import threading
 import time
@@ -176,6 +178,39 @@ def test_a_plain_evaluator_with_a_callable_reflection_model() -> None:
     _improved(result)
     assert isinstance(result.best_candidate, str) and result.best_candidate.startswith("Answer.")
     assert result.tokens > 0  # the callable's calls went through the engine (their tokens estimated)
+
+
+def _pool(method: str, *, evaluator_s: float, reflection_s: float, draws: int) -> tuple[Any, ...]:
+    """The candidates, parents, validation scores and metric calls of a seed-3 search whose
+    evaluator and reflection model (:func:`keyword_evaluator` and :func:`keyword_lm`) sleep before
+    each call a random draw (seeded ``draws``) of up to ``evaluator_s`` and ``reflection_s``."""
+    pause, lock = random.Random(draws), threading.Lock()
+
+    def sleep(most: float) -> None:
+        with lock:
+            seconds = pause.random() * most
+        time.sleep(seconds)
+
+    def evaluator(candidate: str, row: dict[str, str]) -> tuple[float, str]:
+        sleep(evaluator_s)
+        return keyword_evaluator(candidate, row)
+
+    def reflection_lm(prompt: str) -> str:
+        sleep(reflection_s)
+        return keyword_lm(prompt)
+
+    train = [{"input": f"q{i}", "needs": WORDS[i % 10]} for i in range(30)]
+    val = [{"input": f"v{i}", "needs": WORDS[(3 * i) % 10]} for i in range(10)]
+    result = combee_fast.optimize("Answer.", train, val, evaluator=evaluator, reflection_lm=reflection_lm,
+                                  max_metric_calls=200, method=method, seed=3)
+    return result.candidates, result.parents, result.val_aggregate_scores, result.total_metric_calls
+
+
+@pytest.mark.parametrize("method", ["async-gepa", "combee-gepa"])
+def test_a_seed_gives_the_same_search_whatever_seconds_the_users_code_takes(method: str) -> None:
+    first = _pool(method, evaluator_s=0.05, reflection_s=0.0, draws=1)
+    assert len(first[0]) > 2  # children joined: their order and parents are what could differ
+    assert _pool(method, evaluator_s=0.0, reflection_s=0.1, draws=2) == first
 
 
 def test_a_run_that_failed_is_resumed_from_its_run_folder(tmp_path: Path) -> None:
