@@ -731,6 +731,8 @@ async def _fallback_server(config: SessionConfig, task: Task, kind: Kind,
     sim = config.sim
     try:  # every built-in learner's roles (the terminal task: its agent), a plugin learner's by its responders
         world = task_world(task, variant=sim.world, roles=kind.responders)
+    except ConfigError:  # already one line naming what and what to do
+        raise
     except ValueError as exc:
         raise ConfigError(f"sim.world: {exc}") from None
     server = await stack.enter_async_context(SimServer(

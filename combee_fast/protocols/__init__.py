@@ -8,11 +8,14 @@ they pass (one strategy per module):
 - :mod:`.running`: :class:`Method`, :class:`BatchPlan`, :class:`StopRule` (and what a stop means, :data:`Ends`);
 - :mod:`.rollouts`: :class:`Agent`, :class:`AgentEpisode`, :class:`Environment`,
   :class:`EnvironmentTask`, :class:`Attempts`, :class:`RolloutExecutor`;
-- :mod:`.embedded`: :class:`EmbeddedLearner`.
+- :mod:`.embedded`: :class:`EmbeddedLearner`;
+- :mod:`.base`: :class:`LearnerBase`, a learner with a default for every member it may leave out,
+  and :data:`NO_CALL` (:func:`no_call`), how a part made without a model call says so.
 
 Every name is also here, for a plugin that implements several.
 """
 
+from combee_fast.protocols.base import NO_CALL, LearnerBase, no_call
 from combee_fast.protocols.embedded import EmbeddedLearner
 from combee_fast.protocols.learning import (Artifact, ChangeReport, CompleteKind, Deployable, EpisodeTrace, Learner,
                                             LearnerKind, OnlineLearning, Proposer, Releasable, Trace)
@@ -22,6 +25,7 @@ from combee_fast.protocols.tasks import RolloutSource, Task
 
 __all__ = [
     "Agent", "AgentEpisode", "Artifact", "Attempts", "BatchPlan", "ChangeReport", "CompleteKind", "Deployable",
-    "EmbeddedLearner", "Ends", "Environment", "EnvironmentTask", "EpisodeTrace", "Learner", "LearnerKind", "Method",
-    "OnlineLearning", "Proposer", "Releasable", "RolloutExecutor", "RolloutSource", "StopRule", "Task", "Trace",
+    "EmbeddedLearner", "Ends", "Environment", "EnvironmentTask", "EpisodeTrace", "Learner", "LearnerBase",
+    "LearnerKind", "Method", "NO_CALL", "OnlineLearning", "Proposer", "Releasable", "RolloutExecutor", "RolloutSource",
+    "StopRule", "Task", "Trace", "no_call",
 ]

@@ -96,7 +96,10 @@ class CallCounts(msgspec.Struct):
     cached_prompt_tokens: dict[str, Count] = msgspec.field(default_factory=dict)
 
     def add(self, usage: Usage, error: CallError | None) -> None:
-        """Count one call (after its retries), its tokens and how it ended."""
+        """Count one call (after its retries), its tokens and how it ended; nothing for an
+        outcome that is no call (:func:`is_call`)."""
+        if not is_call(usage, error):
+            return
         self.calls[usage.role] = self.calls.get(usage.role, 0) + 1
         self.prompt_tokens[usage.role] = self.prompt_tokens.get(usage.role, 0) + usage.prompt_tokens
         self.completion_tokens[usage.role] = self.completion_tokens.get(usage.role, 0) + usage.completion_tokens
@@ -154,12 +157,18 @@ def _bump(table: dict[str, dict[str, int]], role: str, kind: str, n: int) -> Non
     kinds[kind] = kinds.get(kind, 0) + n
 
 
+def is_call(usage: Usage, error: CallError | None) -> bool:
+    """Whether an outcome is a model call: a role-less usage without an error
+    (:data:`~combee_fast.protocols.base.NO_CALL`) says a learner's proposal, trace part or
+    evaluated example was made without one, and is never counted or priced, whatever the learner."""
+    return bool(usage.role) or error is not None
+
+
 def step_outcomes(result: StepResult[Any]) -> list[tuple[Usage, CallError | None]]:
-    """``(usage, error)`` of every LLM call the step made (collected traces cost no call). A
-    role-less usage (``Usage()``) says no call was made: a learner's proposal or trace part built
-    without a model (a merge done in code) is not counted as a call, whatever the learner."""
+    """``(usage, error)`` of every LLM call the step made (collected traces cost no call; no
+    outcome that :func:`is_call` says is none)."""
     outcomes = [o for t in result.traces for o in t.call_outcomes()] + [(p.usage, p.error) for p in result.proposals]
-    return [(usage, error) for usage, error in outcomes if usage.role or error is not None]
+    return [(usage, error) for usage, error in outcomes if is_call(usage, error)]
 
 
 def call_counts(outcomes: Iterable[tuple[Usage, CallError | None]]) -> CallCounts:

@@ -24,7 +24,9 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import cast
 
+from combee_fast.errors import ConfigError
 from combee_fast.plugins import load_path
+from combee_fast.protocols.rollouts import EnvironmentTask
 from combee_fast.protocols.tasks import Task
 from combee_fast.sim import ace, instructions, textgrad
 from combee_fast.sim.responders import RoleResponder, RoleTable, SimReply, SimRequest, WithRoles
@@ -53,9 +55,17 @@ def built_in_roles() -> RoleTable:
 
 def world_factory(task: Task) -> WorldFactory:
     """The factory of ``task``'s world: the one its ``sim_world`` path names, else the calibrated
-    world's (:meth:`TaskWorld.for_task <combee_fast.sim.world.TaskWorld.for_task>`)."""
+    world's (:meth:`TaskWorld.for_task <combee_fast.sim.world.TaskWorld.for_task>`).
+    :class:`ConfigError` (one line naming the task and what to do) for a task solved by acting
+    in an environment that names none: the calibrated world answers single calls and plays no
+    agent, so every agent turn would be answered with no action (each a ``schema_mismatch``)."""
     path = getattr(task, "sim_world", None)
     if path is None:
+        if isinstance(task, EnvironmentTask):
+            raise ConfigError(f"no simulated world plays task {task.name!r}: its examples are solved by acting in an "
+                              "environment and it names no sim_world (a world whose agent acts in it, as the terminal "
+                              "task's does); serve it by a real model (--endpoint URL --model NAME), or give the task "
+                              "a sim_world")
         return _calibrated
     return cast(WorldFactory, load_path(path, what=f"task {task.name!r}'s sim_world"))
 

@@ -73,28 +73,6 @@ def test_a_sim_server_that_does_not_know_an_installed_learner_refuses_it_at_star
     assert "combee sim-server --learner notes" in line
 
 
-def test_the_own_learner_page_example_is_priced_and_counted_once_per_real_call(tmp_path: Path) -> None:
-    """Issue 52, finding 2: docs/own-learner.md's learner, as written, booked each of its no-call
-    proposals as a call of a nameless role (95 calls where calls.json held 52; with prices, the
-    cost unknown). Its ``Usage()`` now says no call was made."""
-    from tests.docs_pages import block_of
-
-    (tmp_path / "my_learner.py").write_text(block_of("docs/own-learner.md", "KIND = HintsKind()", "python").code)
-    out = tmp_path / "run"
-    done = subprocess.run([str(COMBEE), "learn", "--learner", "my_learner:KIND", "--method", "combee",
-                           "--train-split", "train[0:20]", "--val-split", "selection[0:6]", "--batch-size", "10",
-                           "--time-scale", "0.0001", "--price", "1/2", "--quiet", "--out", str(out)],
-                          capture_output=True, text=True, timeout=300, cwd=tmp_path,
-                          env={**os.environ, "PYTHONPATH": str(tmp_path)})
-    assert done.returncode == 0, done.stderr
-    summary = json.loads((out / "summary.json").read_text())
-    calls = json.loads((out / "calls.json").read_text())
-    assert summary["accounting"]["train"]["calls"].keys() <= {"hints_solve", "hints_hint"}
-    assert sum(summary["accounting"]["train"]["calls"].values()) + \
-        sum(summary["accounting"]["validation"]["calls"].values()) == calls["hints_solve"] + calls["hints_hint"]
-    assert summary["dollars"] is not None and summary["dollars"] > 0
-
-
 GENERIC = '''from combee_notes.kind import NotesKind
 
 from combee_fast.sim.responders import generic_reply
