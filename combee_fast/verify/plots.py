@@ -6,6 +6,8 @@
   cell, with intervals.
 * :func:`accuracy_time_plot`: test accuracy against simulated training time, one marker per
   method and cell, as the paper's figures show accuracy against time.
+* :func:`time_curves_plot`: accuracy through a run against simulated training time, one line per
+  method (its validations), each ending in a star (its final artifact's held-out score).
 """
 
 from __future__ import annotations
@@ -18,9 +20,21 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+import msgspec  # noqa: E402
+
 from combee_fast.native.proportion import ScoreInterval  # noqa: E402
 from combee_fast.verify.cells import CellRun  # noqa: E402
 from combee_fast.verify.verdict import Verdict  # noqa: E402
+
+
+class TimeCurve(msgspec.Struct, frozen=True):
+    """One method's line of :func:`time_curves_plot`: ``points``, ``(simulated seconds,
+    accuracy in [0, 1])`` in time order, drawn as a line; ``end``, one more such point drawn as a
+    star (None: no star)."""
+
+    label: str
+    points: tuple[tuple[float, float], ...]
+    end: tuple[float, float] | None = None
 
 
 def _save(figure: plt.Figure, path: str | Path) -> Path:
@@ -120,6 +134,29 @@ def time_points_plot(path: str | Path, methods: Sequence[tuple[str, Sequence[tup
     handles, labels = axes.get_legend_handles_labels()
     unique = dict(zip(labels, handles))
     axes.legend(unique.values(), unique.keys(), fontsize=7)
+    axes.set_xscale("log")
+    axes.set_xlabel("simulated training time (hours, log scale)")
+    axes.set_ylabel(ylabel)
+    axes.set_title("accuracy vs simulated time per method")
+    axes.grid(alpha=0.3, which="both")
+    return _save(figure, path)
+
+
+def time_curves_plot(path: str | Path, curves: Sequence[TimeCurve], *, ylabel: str, end_label: str) -> Path:
+    """Accuracy against simulated training time (hours, log scale): each curve's points as a line
+    in a colour of its own, its ``end`` as a star of that colour (``end_label`` says what the
+    stars are, in the legend)."""
+    figure, axes = plt.subplots(figsize=(7, 4.2))
+    colours = ("tab:blue", "tab:green", "tab:red", "tab:purple", "tab:orange")
+    for index, curve in enumerate(curves):
+        colour = colours[index % len(colours)]
+        axes.plot([s / 3600 for s, _ in curve.points], [100 * a for _, a in curve.points], "o-", color=colour,
+                  markersize=4, label=curve.label)
+        if curve.end is not None:
+            axes.scatter(curve.end[0] / 3600, 100 * curve.end[1], color=colour, marker="*", s=140, zorder=3,
+                         edgecolors="black", linewidths=0.5)
+    axes.scatter([], [], color="white", marker="*", s=140, edgecolors="black", linewidths=0.5, label=end_label)
+    axes.legend(fontsize=7)
     axes.set_xscale("log")
     axes.set_xlabel("simulated training time (hours, log scale)")
     axes.set_ylabel(ylabel)

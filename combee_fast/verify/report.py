@@ -2,10 +2,10 @@
 
 :func:`diagnose_report` writes the page of ``diagnose`` (ending in GO or NO-GO with reasons) and
 ``convergence.png``; :func:`demo_report` the demo's (its methods side by side, scored on the test
-split) and ``accuracy-time.png``; :func:`verify_report` the page of ``verify`` with the per-cell
-table, the verdict, the role separation and two plots (``cells.png``, ``accuracy-time.png``);
-:func:`write_index` writes ``index.md`` linking every ``*.md`` report and ``*.png`` plot in the
-folder (and one level down: each run's own ``report.md``).
+split), ``accuracy-time.png`` and its points (``accuracy-time.json``); :func:`verify_report` the
+page of ``verify`` with the per-cell table, the verdict, the role separation and two plots
+(``cells.png``, ``accuracy-time.png``); :func:`write_index` writes ``index.md`` linking every
+``*.md`` report and ``*.png`` plot in the folder (and one level down: each run's own ``report.md``).
 """
 
 from __future__ import annotations
@@ -14,19 +14,23 @@ import itertools
 from collections.abc import Sequence
 from pathlib import Path
 
+import msgspec
+
 from combee_fast.files import write_atomic
 from combee_fast.run.provenance import Provenance
 from combee_fast.run.report import provenance_lines
 from combee_fast.native.proportion import ScoreInterval
 from combee_fast.verify.cells import CellRun
 from combee_fast.verify.diagnose import Diagnosis
-from combee_fast.run.train import TrainResult
-from combee_fast.verify.plots import accuracy_time_plot, cells_plot, convergence_plot, time_points_plot
+from combee_fast.run.train import CURVE_POINTS, TrainResult
+from combee_fast.verify.plots import TimeCurve, accuracy_time_plot, cells_plot, convergence_plot, time_curves_plot
 from combee_fast.verify.roles import role_separation
 from combee_fast.verify.verification import Verification
 
 INDEX = "index.md"
 PAGE = "report.md"
+CURVES = "accuracy-time.json"
+"""The demo's plotted points (a list of :class:`~combee_fast.verify.plots.TimeCurve`), beside its figure."""
 
 
 def _with_provenance(lines: list[str], record: Provenance | None) -> list[str]:
@@ -182,23 +186,44 @@ def _target_line(d: Diagnosis) -> str:
             f"{reached.rollouts:,} rollouts, {reached.tokens:,} tokens, {gpu} GPU-seconds.")
 
 
+def demo_curves(results: Sequence[tuple[str, int, TrainResult, ScoreInterval]]) -> list[TimeCurve]:
+    """Per method, what the demo's figure draws: the accuracy of each of its validations (over
+    the answered examples) against the simulated seconds its training had taken by then (its
+    validations' own seconds are not training), and its final playbook's held-out score at the
+    end of its training as the curve's ``end``. A run keeps its latest
+    :data:`~combee_fast.config.HISTORY_KEPT` ledger rows, so a longer run's curve starts there."""
+    return [TimeCurve(f"{method} (batch {batch})",
+                      tuple((row.cumulative_sim_seconds, row.val_accuracy) for row in r.ledger
+                            if row.val_accuracy is not None),
+                      (r.train_sim_seconds, score.mean))
+            for method, batch, r, score in results]
+
+
 def demo_report(folder: str | Path, results: Sequence[tuple[str, int, TrainResult, ScoreInterval]], *, split: str,
-                models: dict[str, str], use_ground_truth: bool, scorer: str, record: Provenance | None = None,
-                paired: Sequence[str] = ()) -> Path:
+                val_split: str, models: dict[str, str], use_ground_truth: bool, scorer: str,
+                record: Provenance | None = None, paired: Sequence[str] = ()) -> Path:
     """Write the demo's page (methods side by side: time, speedup, accuracy on ``split`` with its
-    95% interval, cost, role separation; ``paired``: the methods compared per row), ``accuracy-time.png``, ``prompt.txt`` (the last
-    method's final playbook, rendered) and the index into ``folder``; returns the page."""
+    95% interval, cost, role separation; ``paired``: the methods compared per row),
+    ``accuracy-time.png`` (each method's accuracy on ``val_split``, what it validated on, through
+    its run, ending in its ``split`` score: :func:`demo_curves`) with its points (:data:`CURVES`),
+    ``prompt.txt`` (the last method's final playbook, rendered) and the index into ``folder``;
+    returns the page."""
     root = Path(folder)
     root.mkdir(parents=True, exist_ok=True)
-    points = [(f"{method} (batch {batch})", [(r.train_sim_seconds, score.mean, "flat")])
-              for method, batch, r, score in results]
-    png = time_points_plot(root / "accuracy-time.png", points, ylabel=f"accuracy on {split} (%)")
+    curves = demo_curves(results)
+    write_atomic(root / CURVES, msgspec.json.encode(curves))
+    png = time_curves_plot(root / "accuracy-time.png", curves, ylabel="accuracy (%)",
+                           end_label=f"final playbook on {split}")
     baseline = results[0][2].train_sim_seconds
     lines = ["# combee demo: sequential ACE, naive batching and Combee on Formula", "",
              "Simulated endpoint (the task world: a model, not evidence about real LLMs), flat latency preset, one "
              f"seed; each method's final playbook is scored on the held-out `{split}` split (report only: no "
              "method learned from or selected on it).", "",
              f"![accuracy vs simulated time per method]({png.name})", "",
+             f"Each line: a method's accuracy on `{val_split}` (what it validated on, each time it had "
+             f"spent another 1/{CURVE_POINTS} of its training samples, the last at its end) against the simulated "
+             f"seconds of training so far; the star at its end: its final playbook on `{split}`. The points: "
+             f"`{CURVES}`.", "",
              f"| method | batch | sim time (h) | speedup | {split} accuracy % [95% CI] | entries | rollouts | tokens | "
              "GPU-s |", "|---|---:|---:|---:|---|---:|---:|---:|---:|"]
     for method, batch, r, score in results:
