@@ -16,9 +16,11 @@ conversation (prompt, bad assistant reply, repair instruction) it answers the pr
 - **curator**: its output saturates with the number of reflections in the call, following the
   entries per curator call the paper measured (:data:`~combee_fast.sim.world.PAPER_CURATOR_CURVE`),
   keeping generic lessons before specific ones: that is context overload. It skips lessons the
-  playbook holds.
+  playbook holds, and files unit lessons under the world's section for them.
 - **reducer**: keeps proposed ADDs by reference, dropping duplicates, specific lessons first, with
   a larger capacity (``reducer_capacity``).
+
+Every reply's prose is the world's (:meth:`TaskWorld.prose <combee_fast.sim.world.TaskWorld.prose>`).
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from collections.abc import Mapping, Sequence
 from combee_fast.sim.responders import RoleResponder, SimRequest
 from combee_fast.sim.world import (
     EpisodeWords, TaskWorld, curator_output, fresh_lessons, json_lines, json_reply, lesson_key, lesson_unit,
-    noise_lesson, playbook_bullets, prompt_of, prose, seed_of, tagged, uniform,
+    noise_lesson, playbook_bullets, prompt_of, seed_of, tagged, uniform,
 )
 
 _REPORTED_CORRECT = re.compile(r"^Outcome: correct\b", re.MULTILINE)
@@ -81,10 +83,10 @@ def reflect(world: TaskWorld, request: SimRequest) -> str:
     tags = [{"id": bid, "tag": "helpful" if right else "harmful"} for bid in cited]
     verdict = "The answer was correct." if right else f"The answer {answer!r} was wrong."
     return json_reply(reflection_reply(
-        f"{verdict} " + prose(4, "reflect-reasoning", seed),
-        "No error." if right else f"The step that handles {unit} went wrong. " + prose(2, "err", seed),
-        "Nothing failed." if right else f"The lesson about {unit} was not applied. " + prose(2, "root", seed),
-        f"Apply the lesson about {unit} explicitly. " + prose(3, "approach", seed),
+        f"{verdict} " + world.prose(4, "reflect-reasoning", seed),
+        "No error." if right else f"The step that handles {unit} went wrong. " + world.prose(2, "err", seed),
+        "Nothing failed." if right else f"The lesson about {unit} was not applied. " + world.prose(2, "root", seed),
+        f"Apply the lesson about {unit} explicitly. " + world.prose(3, "approach", seed),
         lesson,
         tags,
     ))
@@ -141,7 +143,7 @@ def curate(world: TaskWorld, request: SimRequest) -> str:
     expected = curator_output(len(lessons), world.params.curator_curve)
     count = int(expected) + (uniform("curate", seed) < expected - int(expected))
     generic_first = sorted(fresh, key=lambda text: lesson_unit(text) != "General")
-    return json_reply(_operations(generic_first[:count], "curator", seed))
+    return json_reply(_operations(world, generic_first[:count], "curator", seed))
 
 
 def reduce(world: TaskWorld, request: SimRequest) -> str:
@@ -157,21 +159,24 @@ def reduce(world: TaskWorld, request: SimRequest) -> str:
     fresh = fresh_lessons(proposed.values(), held)
     specific_first = sorted(fresh, key=lambda text: lesson_unit(text) == "General")
     keep = [first_ref[text] for text in specific_first[: int(world.params.reducer_capacity)]]
-    reasoning = f"Keeping {len(keep)} distinct lessons, dropping duplicates. " + prose(3, "reducer", seed)
+    reasoning = f"Keeping {len(keep)} distinct lessons, dropping duplicates. " + world.prose(3, "reducer", seed)
     return json_reply({"reasoning": reasoning, "keep": keep, "operations": []})
 
 
-def _operations(lessons: Sequence[str], role: str, seed: int) -> dict[str, object]:
+def _operations(world: TaskWorld, lessons: Sequence[str], role: str, seed: int) -> dict[str, object]:
+    """The curator's reply adding ``lessons``: generic ones under ``strategies_and_hard_rules``, the
+    others under the world's section for unit lessons (:attr:`Lessons.section
+    <combee_fast.sim.world.Lessons.section>`)."""
     operations = [
         {
             "type": "ADD",
-            "section": "strategies_and_hard_rules" if lesson_unit(text) == "General" else "formulas_and_calculations",
+            "section": "strategies_and_hard_rules" if lesson_unit(text) == "General" else world.lessons.section,
             "content": text,
             "bullet_id": "",
         }
         for text in lessons
     ]
-    reasoning = f"{len(operations)} new lessons are worth recording. " + prose(3, role, seed)
+    reasoning = f"{len(operations)} new lessons are worth recording. " + world.prose(3, role, seed)
     return {"reasoning": reasoning, "operations": operations}
 
 

@@ -41,7 +41,7 @@ from combee_fast.roles.names import GEPA_PROPOSER_ROLE as PROPOSER_ROLE
 from combee_fast.roles.names import GEPA_SOLVER_ROLE as SOLVER_ROLE
 from combee_fast.sim.responders import RoleResponder, SimRequest
 from combee_fast.sim.world import (
-    TaskWorld, curator_output, fresh_lessons, json_lines, json_reply, lesson_key, lesson_unit, prose, seed_of, tagged,
+    TaskWorld, curator_output, fresh_lessons, json_lines, json_reply, lesson_key, lesson_unit, seed_of, tagged,
     uniform,
 )
 
@@ -132,7 +132,7 @@ def propose(world: TaskWorld, request: SimRequest) -> str:
     expected = len(fresh) * capacity(len(rows), world.params.curator_curve) / max(1, len(rows))
     kept = fresh[: kept_count(expected, "propose", seed)]
     return json_reply({
-        "reasoning": f"{len(kept)} lessons from {len(rows)} graded examples. " + prose(3, "proposer", seed),
+        "reasoning": f"{len(kept)} lessons from {len(rows)} graded examples. " + world.prose(3, "proposer", seed),
         "instruction": with_lessons(current, kept),
     })
 
@@ -153,7 +153,7 @@ def aggregate(world: TaskWorld, request: SimRequest) -> str:
     keep = [first_ref[text] for text in specific_first[: kept_count(expected, "aggregate", seed)]]
     return json_reply({
         "reasoning": f"Merging {len(fresh)} new lessons from {read} revisions, keeping {len(keep)}. "
-        + prose(3, "aggregator", seed),
+        + world.prose(3, "aggregator", seed),
         "remove": [],
         "keep": keep,
         "add": [],

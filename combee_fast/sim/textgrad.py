@@ -41,7 +41,7 @@ from combee_fast.roles.names import TEXTGRAD_STEP_ROLE as STEP_ROLE
 from combee_fast.sim.instructions import capacity, instruction_lessons, kept_count, solve
 from combee_fast.sim.responders import RoleResponder, SimRequest
 from combee_fast.sim.world import (
-    Question, TaskWorld, fresh_lessons, json_lines, json_reply, lesson_key, lesson_unit, noise_lesson, prose,
+    Question, TaskWorld, fresh_lessons, json_lines, json_reply, lesson_key, lesson_unit, noise_lesson,
     seed_of, tagged, uniform,
 )
 
@@ -71,11 +71,12 @@ def loss(world: TaskWorld, request: SimRequest) -> str:
         return json_reply({"verdict": "incorrect", "critique": "The question is unknown to me."})
     right, unit = _verdict(world, question, prompt)
     if right:
-        return json_reply({"verdict": "correct", "critique": "The answer is correct. " + prose(3, "tg-loss", seed)})
+        return json_reply({"verdict": "correct",
+                           "critique": "The answer is correct. " + world.prose(3, "tg-loss", seed)})
     wrong = world.agent.words.result if world.agent is not None else f"The answer {tagged(prompt, 'model_answer') or ''!r}"
     return json_reply({"verdict": "incorrect",
                        "critique": f"{wrong} is wrong: the step that handles {unit} went wrong. "
-                       + prose(3, "tg-loss", seed)})
+                       + world.prose(3, "tg-loss", seed)})
 
 
 def gradient(world: TaskWorld, request: SimRequest) -> str:
@@ -92,7 +93,7 @@ def gradient(world: TaskWorld, request: SimRequest) -> str:
         change = noise_lesson(int(uniform("facet", seed, text) * world.params.facets_per_unit))
     else:
         change = world.named_lesson(unit, uniform("tg-gradient", seed, text) < naming, text, seed)
-    return json_reply({"diagnosis": f"The prompt says nothing about {unit}. " + prose(2, "tg-gradient", seed),
+    return json_reply({"diagnosis": f"The prompt says nothing about {unit}. " + world.prose(2, "tg-gradient", seed),
                        "change": change})
 
 
@@ -107,7 +108,8 @@ def step(world: TaskWorld, request: SimRequest) -> str:
                    key=lambda lesson: lesson_unit(lesson) != "General")
     expected = len(fresh) * capacity(len(rows), world.params.curator_curve) / max(1, len(rows))
     kept = fresh[: kept_count(expected, "tg-step", seed)]
-    return json_reply({"reasoning": f"{len(kept)} new lines from {len(rows)} gradients. " + prose(3, "tg-step", seed),
+    return json_reply({"reasoning": f"{len(kept)} new lines from {len(rows)} gradients. "
+                       + world.prose(3, "tg-step", seed),
                        "remove": [], "add": [{"part": part, "line": lesson} for lesson in kept]})
 
 
@@ -128,7 +130,7 @@ def reduce(world: TaskWorld, request: SimRequest) -> str:
     keep = [first_ref[lesson] for lesson in specific_first[: int(world.params.reducer_capacity)]]
     read = len(_PROPOSAL.findall(proposals))
     return json_reply({"reasoning": f"Merging {len(fresh)} new lines from {read} proposals, keeping {len(keep)}. "
-                       + prose(3, "tg-reduce", seed), "keep": [*keep, *removals], "add": []})
+                       + world.prose(3, "tg-reduce", seed), "keep": [*keep, *removals], "add": []})
 
 
 SERVING = FORWARD_ROLE

@@ -7,7 +7,9 @@ the task's data, which plays the part of the model's world knowledge.
 
 - **Knowledge units** come from the data: one per Formula formula (50 in train), one per FiNER tag.
   Each unit has a few *facets* (distinct lessons about it), so the same unit can yield several
-  playbook entries, as real curators write several bullets about one formula.
+  playbook entries, as real curators write several bullets about one formula. A world speaks in
+  its own words (its :class:`Lessons` and the ``filler`` of its replies' prose): Formula's here,
+  FiNER's in :mod:`.finer`.
 - **Answers**: an answer (a FiNER entity) is right with ``known_accuracy`` when the lessons read
   hold one about its unit (or a retry's reflection names the unit), otherwise with the base
   accuracy (Formula 0.64, FiNER 0.665: the paper's no-learning accuracies) plus a small gain from
@@ -122,7 +124,6 @@ def world_params(params: WorldParams, variant: str) -> WorldParams:
 
 
 FORMULA_PARAMS = WorldParams(base_accuracy=0.64)
-FINER_PARAMS = WorldParams(base_accuracy=0.665, facets_per_unit=8)
 
 FACETS = (
     "map each figure in the question to the formula input it stands for; ignore distractor numbers",
@@ -192,22 +193,26 @@ def uniform(*parts: object) -> float:
     return int.from_bytes(digest, "little") / 2**64
 
 
-def prose(sentences: int, *seed: object) -> str:
-    """``sentences`` sentences of filler, picked by ``seed``: the length of a real reply."""
-    start = int(uniform("prose", *seed) * len(FILLER))
-    return " ".join(FILLER[(start + i) % len(FILLER)] for i in range(sentences))
+def prose(sentences: int, *seed: object, filler: Sequence[str] = FILLER) -> str:
+    """``sentences`` consecutive sentences of ``filler`` (default: Formula's), the first picked by
+    ``seed`` (the same draw whatever the filler): the length of a real reply."""
+    start = int(uniform("prose", *seed) * len(filler))
+    return " ".join(filler[(start + i) % len(filler)] for i in range(sentences))
 
 
 @dataclass(frozen=True)
 class Lessons:
     """What a world teaches, in its own words: ``facets(unit)``, the texts of each unit's facets;
     ``generic``, its generic strategies; ``wrong``, the wrong lessons the ``harmful`` variant's
-    reflections may name about a unit (none: a world that names no wrong lesson). Every lesson is
-    written ``<unit> — lesson <k>: <text>``, as :func:`lesson_unit` and :func:`lesson_key` read it."""
+    reflections may name about a unit (none: a world that names no wrong lesson); ``section``, the
+    playbook section a curator files a unit's lessons under (generic ones go under
+    ``strategies_and_hard_rules``). Every lesson is written ``<unit> — lesson <k>: <text>``, as
+    :func:`lesson_unit` and :func:`lesson_key` read it."""
 
     facets: Callable[[str], Sequence[str]]
     generic: Sequence[str]
     wrong: Sequence[str] = ()
+    section: str = "formulas_and_calculations"
 
     def about(self, unit: str, facet: int) -> str:
         """The ``facet``-th lesson about ``unit`` (its facets' texts taken in turn)."""
@@ -228,7 +233,7 @@ class Lessons:
 
 
 FORMULA_LESSONS = Lessons(lambda unit: FACETS, GENERIC_LESSONS, HARMFUL_FACETS)
-"""The calibrated world's lessons (Formula and FiNER): every unit has the same facets."""
+"""The calibrated world's lessons (Formula's): every unit has the same facets."""
 
 
 def specific_lesson(unit: str, facet: int) -> str:
@@ -320,11 +325,13 @@ class TaskWorld:
     answered by its role's responder, called with this world; in a world with an ``agent`` (a
     task solved by acting), a request of a serving role (pool ``serve``) that is an agent's turn
     is the agent's to answer (:meth:`respond`). ``units`` gives each example's knowledge units
-    (default: its formula, its FiNER tags, else its target)."""
+    (default: its formula, its FiNER tags, else its target); ``filler``, the sentences of its
+    replies' prose (:meth:`prose`)."""
 
     def __init__(self, task: Task, examples: Iterable[Example], params: WorldParams, *,
                  roles: RoleTable | None = None, units: Callable[[Example], tuple[str, ...]] | None = None,
-                 lessons: Lessons = FORMULA_LESSONS, agent: WorldAgent | None = None) -> None:
+                 lessons: Lessons = FORMULA_LESSONS, filler: Sequence[str] = FILLER,
+                 agent: WorldAgent | None = None) -> None:
         if roles is None:
             from combee_fast.sim.worlds import built_in_roles  # the responders' modules import this one
 
@@ -332,6 +339,7 @@ class TaskWorld:
         self.task = task
         self.params = params
         self.lessons = lessons
+        self.filler = tuple(filler)
         self.agent = agent
         self.roles = dict(roles.responders)
         self.serving = roles.serving
@@ -343,11 +351,23 @@ class TaskWorld:
 
     @classmethod
     def for_task(cls, task: Task, splits: Sequence[str] = (), *, variant: str = "default",
-                 params: WorldParams = FORMULA_PARAMS, roles: RoleTable | None = None) -> TaskWorld:
+                 params: WorldParams = FORMULA_PARAMS, roles: RoleTable | None = None,
+                 lessons: Lessons = FORMULA_LESSONS, filler: Sequence[str] = FILLER) -> TaskWorld:
         """The world of ``task`` knowing the examples of ``splits`` (default: all of them), with
-        ``params`` as the world ``variant`` (:data:`WORLD_VARIANTS`) has them, answering ``roles``."""
+        ``params`` as the world ``variant`` (:data:`WORLD_VARIANTS`) has them, answering ``roles``,
+        speaking in ``lessons`` and ``filler``."""
         examples = [e for s in (splits or task.split_names()) for e in task.load(s).examples]
-        return cls(task, examples, world_params(params, variant), roles=roles)
+        return cls(task, examples, world_params(params, variant), roles=roles, lessons=lessons, filler=filler)
+
+    def prose(self, sentences: int, *seed: object) -> str:
+        """``sentences`` sentences of this world's filler, picked by ``seed`` (:func:`prose`'s draw)."""
+        return prose(sentences, *seed, filler=self.filler)
+
+    def states_lesson(self, text: str) -> bool:
+        """Whether ``text`` states one of this world's lessons: a lesson about one of its units, or
+        one of its generic lessons."""
+        return (any(f"{unit} — lesson " in text for unit in self._all_units)
+                or any(lesson in text for lesson in self.lessons.generic))
 
     def plays(self) -> tuple[str, ...]:
         """The request roles this world answers as their learner's model would."""
@@ -424,7 +444,7 @@ class TaskWorld:
             answers.append(self.truth(question, position) if right else self.wrong(question, position))
         return {
             "reasoning": f"The question asks for {', '.join(dict.fromkeys(question.units))}. "
-            + prose(6, "generate", seed),
+            + self.prose(6, "generate", seed),
             "bullet_ids": cited,
             "final_answer": ",".join(answers),
         }
@@ -548,9 +568,3 @@ def prompt_of(messages: Sequence[Message]) -> str:
         if message.role == "assistant":
             return messages[index - 1].content if index else ""
     return messages[-1].content if messages else ""
-
-
-def finer_world(task: Task, roles: RoleTable | None = None, *, splits: Sequence[str] = (),
-                variant: str = "default") -> TaskWorld:
-    """The FiNER task's world (its ``sim_world``): the calibrated world with :data:`FINER_PARAMS`."""
-    return TaskWorld.for_task(task, splits, variant=variant, params=FINER_PARAMS, roles=roles)

@@ -5,7 +5,7 @@ standalone ``combee sim-server --world TASK`` answers exactly what a run without
 get: the world a task names as its ``sim_world`` (a ``package.module:factory`` path: the terminal
 task's, :func:`~combee_fast.sim.terminal.terminal_world`, in which the endpoint plays the agent;
 the tau2 tasks', :func:`~combee_fast.sim.tau2.tau2_world`, in which it plays the agent and the
-customer; FiNER's, :func:`~combee_fast.sim.world.finer_world`), else the calibrated world of its
+customer; FiNER's, :func:`~combee_fast.sim.finer.finer_world`), else the calibrated world of its
 examples (:meth:`TaskWorld.for_task <combee_fast.sim.world.TaskWorld.for_task>`), answering every
 built-in learner's roles (:func:`built_in_roles`).
 
@@ -14,8 +14,8 @@ plays every bundled task): each request goes to the world that knows the questio
 names (the ``<question>`` of a generator, reflector, GEPA solver or TextGrad forward, loss or
 gradient prompt; the first graded example of a GEPA proposer prompt). A prompt that names no
 question (curator, reducer, GEPA aggregator, TextGrad step and merge: they read lessons, not
-questions) goes to the first world; those roles read only the curator curve and the reducer
-capacity, which every bundled world shares.
+questions) goes to the first world that one of the lessons it holds is of (they write in that
+world's words: its prose, its playbook section), else to the first world.
 """
 
 from __future__ import annotations
@@ -115,14 +115,14 @@ class TaskWorlds:
         return tuple(sorted({role for world in self.worlds for role in world.plays()}))
 
     def world_for(self, request: SimRequest) -> TaskWorld:
-        """The world that knows the request's question (the first world when it names none or no
-        world knows it: that world then answers as for any unknown question)."""
+        """The world that knows the request's question; for a request that names none, the first
+        world whose lessons its messages state (:meth:`TaskWorld.states_lesson`); else the first
+        world (which then answers as for any unknown question)."""
         question = asked_question(request)
         if question is not None:
-            for world in self.worlds:
-                if world.knows(question):
-                    return world
-        return self.worlds[0]
+            return next((world for world in self.worlds if world.knows(question)), self.worlds[0])
+        return next((world for world in self.worlds
+                     if any(world.states_lesson(message.content) for message in request.messages)), self.worlds[0])
 
     def respond(self, request: SimRequest) -> str | SimReply:
         return self.world_for(request).respond(request)

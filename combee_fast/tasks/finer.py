@@ -57,7 +57,7 @@ class FinerTask:
     replaces the bundled ``test`` split, whole."""
 
     name = "finer"
-    sim_world = "combee_fast.sim.world:finer_world"
+    sim_world = "combee_fast.sim.finer:finer_world"
 
     def __init__(self, *, data_dir: str | Path = DATA_DIR, test_file: str | Path | None = None) -> None:
         path = Path(data_dir) / FINER_FILE
