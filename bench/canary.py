@@ -23,14 +23,24 @@ only that policy's figures may still differ with the load. The release configura
 comes from the Formula card (``cards/formula.toml``) with its canary policy set per run and
 ``--margin`` as its claim margin (:data:`MARGIN`).
 
-A version *lowers accuracy* when its true expected accuracy on the traffic (known exactly, since
-the world is a model: :meth:`TaskWorld.expected_accuracy` for a playbook; for an instruction or a
+A version's *true accuracy* is its expected accuracy on the traffic (known exactly, since the
+world is a model: :meth:`TaskWorld.expected_accuracy` for a playbook; for an instruction or a
 prompt, the same product of :meth:`TaskWorld.unit_accuracy` over the lesson lines the solver
-reads, as the world's solver reads them) is below that of the incumbent it was released against.
+reads, as the world's solver reads them). A request is *harmed* when the version serving it is
+more than the claim margin (``--margin``) below the best true accuracy of the incumbents so far
+(the start and every version promoted up to that request): the loss the release was told not to
+accept, counted against what the host already had. A version *lowers accuracy* when its true
+accuracy is below that of the incumbent it was released against, by any amount.
 Figures over all seeds:
 
-- ``exposure``: staged, the share of requests served by a version that lowers accuracy (as a
-  candidate or after a promotion); ``exposure_none``: the same under ``none``;
+- ``exposure``: staged, the share of requests harmed (served as a candidate or after a
+  promotion); ``exposure_none``: the same under ``none``, where every version is the incumbent
+  at once, so once a wrong lesson is learned every later version that keeps it harms;
+- ``exposure_any``/``exposure_any_none``: the share of requests served by a version that lowers
+  accuracy, by any amount, against the incumbent it was released against. This counts a
+  candidate 0.3 points below its incumbent (a seventeenth of the margin: no release decides that in
+  these runs) as fully as one 68 points below, and under ``none`` stops counting a wrong lesson
+  once it is in the incumbent; kept beside ``exposure`` as the figure the earlier runs reported;
 - ``false_rollback``: staged, the share of decided versions that do not lower accuracy which were
   rolled back (``false_rollback_shadow``: shadow);
 - ``detect_rollouts``: staged, median and p90 of the candidate's own rollouts before a version
@@ -50,7 +60,8 @@ Figures over all seeds:
     python bench/canary.py                       # 20 seeds, 3 policies each
     python bench/canary.py --learner gepa --seeds 6
 Last line: ``exposure=... false_rollback=... detect_rollouts=<median>/<p90> shadow_exposure=...
-shadow_cost=... exposure_none=... ... load=<1-min load average> learner=... lowering_versions=...``.
+shadow_cost=... exposure_none=... exposure_shadow=... exposure_any=... exposure_any_none=... ...
+load=<1-min load average> learner=... lowering_versions=...``.
 """
 
 from __future__ import annotations
@@ -107,7 +118,8 @@ class RunFigures(msgspec.Struct):
     policy: str
     seed: int
     requests: int
-    lowering_served: int  # requests served by a version that lowers accuracy
+    harmed: int  # requests served by a version more than the margin below the best incumbent so far
+    lowering_served: int  # requests served by a version that lowers accuracy (any amount)
     wrong_served: int  # requests served by a version holding a wrong lesson about a formula of the traffic
     candidate_served: int  # requests served by a version while it was a candidate
     accuracy: float  # mean true accuracy of the versions that served the requests
@@ -142,6 +154,7 @@ async def one_run(seed: int, policy: str, args: argparse.Namespace) -> RunFigure
         users = rng.integers(0, args.users, args.requests)
         tasks = rng.integers(0, len(traffic), args.requests)
         served = np.zeros(args.requests, dtype=np.int64)
+        incumbent = np.zeros(args.requests, dtype=np.int64)
         on_candidate = np.zeros(args.requests, dtype=bool)
         host_tokens = 0
 
@@ -169,6 +182,7 @@ async def one_run(seed: int, policy: str, args: argparse.Namespace) -> RunFigure
             contexts = [release.context_for(f"user-{users[i]}") for i in round_]
             for i, context in zip(round_, contexts):
                 served[i] = context.version
+                incumbent[i] = release.incumbent.version
                 on_candidate[i] = release.candidate is not None and context.version == release.candidate.version
             rollouts = await asyncio.gather(*(
                 attempts.attempt(traffic[tasks[i]], context.text, version=context.version, epoch=0, round_=i)
@@ -183,6 +197,8 @@ async def one_run(seed: int, policy: str, args: argparse.Namespace) -> RunFigure
                 await serve(range(start, min(start + args.batch_size, args.requests)))
     lowering = {d.candidate for d in decisions if d.decision in ("candidate", "promote") and
                 truth.get(d.candidate, 1.0) < truth.get(d.incumbent, 0.0) - 1e-12}
+    served_accuracy = np.array([truth[v] for v in served.tolist()])
+    best_so_far = np.maximum.accumulate(np.array([truth[v] for v in incumbent.tolist()]))
     decided = [d for d in decisions if d.decision in ("promote", "rollback", "refuse")]
     good = [d for d in decided if d.candidate not in lowering]
     detections = [int(d.evidence.get("candidate_rewards") or d.evidence.get("pairs") or 0)
@@ -191,9 +207,11 @@ async def one_run(seed: int, policy: str, args: argparse.Namespace) -> RunFigure
     for d in decisions:
         counts[d.decision] = counts.get(d.decision, 0) + 1
     return RunFigures(
-        policy=policy, seed=seed, requests=args.requests, lowering_served=int(np.isin(served, list(lowering)).sum()),
+        policy=policy, seed=seed, requests=args.requests,
+        harmed=int((served_accuracy < best_so_far - args.margin).sum()),
+        lowering_served=int(np.isin(served, list(lowering)).sum()),
         wrong_served=int(np.isin(served, [v for v, held in wrong.items() if held]).sum()),
-        candidate_served=int(on_candidate.sum()), accuracy=float(np.mean([truth[v] for v in served.tolist()])),
+        candidate_served=int(on_candidate.sum()), accuracy=float(served_accuracy.mean()),
         rolled_back_good=sum(d.decision == "rollback" for d in good), decided_good=len(good), detections=detections,
         shadow_tokens=learner.gate.shadow_tokens, host_tokens=host_tokens, decisions=counts,
         lowering_versions=len(lowering),
@@ -221,7 +239,7 @@ def measure(args: argparse.Namespace) -> dict[str, list[RunFigures]]:
         for future in futures:
             figures = future.result()
             results[figures.policy].append(figures)
-            print(f"seed {figures.seed} {figures.policy:>6}: {figures.decisions} lowering-served "
+            print(f"seed {figures.seed} {figures.policy:>6}: {figures.decisions} harmed {figures.harmed} lowering-served "
                   f"{figures.lowering_served} candidate-served {figures.candidate_served} accuracy "
                   f"{figures.accuracy:.3f} detections {figures.detections}", file=sys.stderr, flush=True)
     return results
@@ -254,13 +272,15 @@ def main() -> None:
     if not lowering_versions:
         print(f"canary: no version released under staged lowered accuracy: the world gave learner {args.learner} "
               "nothing harmful to learn, so exposure measures no detection here", file=sys.stderr)
-    print(f"exposure={_share(sum(r.lowering_served for r in staged), requests):.4f} "
+    print(f"exposure={_share(sum(r.harmed for r in staged), requests):.4f} "
           f"false_rollback={_share(sum(r.rolled_back_good for r in staged), sum(r.decided_good for r in staged)):.4f} "
           f"detect_rollouts={_quantile(detections, 0.5):.0f}/{_quantile(detections, 0.9):.0f} "
           f"shadow_exposure={_share(sum(r.candidate_served for r in shadow), requests):.4f} "
           f"shadow_cost={_share(sum(r.shadow_tokens for r in shadow), sum(r.host_tokens for r in shadow)):.4f} "
-          f"exposure_none={_share(sum(r.lowering_served for r in none), requests):.4f} "
-          f"exposure_shadow={_share(sum(r.lowering_served for r in shadow), requests):.4f} "
+          f"exposure_none={_share(sum(r.harmed for r in none), requests):.4f} "
+          f"exposure_shadow={_share(sum(r.harmed for r in shadow), requests):.4f} "
+          f"exposure_any={_share(sum(r.lowering_served for r in staged), requests):.4f} "
+          f"exposure_any_none={_share(sum(r.lowering_served for r in none), requests):.4f} "
           f"false_rollback_shadow={_share(sum(r.rolled_back_good for r in shadow), sum(r.decided_good for r in shadow)):.4f} "
           f"detect_pairs_shadow={_quantile(pairs, 0.5):.0f}/{_quantile(pairs, 0.9):.0f} "
           f"accuracy_staged={statistics.mean(r.accuracy for r in staged):.4f} "

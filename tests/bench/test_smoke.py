@@ -172,10 +172,11 @@ FIGURES = {f.script.removesuffix(".py"): f for f in [
            needs="xllamacpp"),
     Figure("canary.py", ["--seeds", "1", "--requests", "200", "--users", "20", "--workers", "1"],
            "exposure false_rollback detect_rollouts shadow_exposure shadow_cost exposure_none exposure_shadow "
-           "false_rollback_shadow detect_pairs_shadow accuracy_staged accuracy_shadow accuracy_none accuracy_ratio "
+           "exposure_any exposure_any_none false_rollback_shadow detect_pairs_shadow accuracy_staged accuracy_shadow accuracy_none accuracy_ratio "
            "wrong_served_staged wrong_served_shadow wrong_served_none rollbacks promotions seeds requests margin "
            "wall_s load learner lowering_versions",
-           _share("exposure", "false_rollback", "exposure_none", "accuracy_staged", "accuracy_none"),
+           _share("exposure", "false_rollback", "exposure_none", "exposure_any", "exposure_any_none", "accuracy_staged",
+                  "accuracy_none"),
            _exactly(seeds="1", requests="200", learner="ace")),
     Figure("loop_lag.py", ["--rollouts", "64", "--modes", "inloop", "--idle-seconds", "0.5"],
            "inloop_lag_p99_ms inloop_lag_max_ms inloop_read_p99_us inloop_submit_p99_us inloop_gc_max_ms "
