@@ -60,9 +60,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from combee_fast.config import (ExecutorConfig, GepaConfig, MapConfig, PipelineConfig, SandboxConfig, SessionConfig,
+from combee_fast.config import (ExecutorConfig, MapConfig, SandboxConfig, SessionConfig,
                                 SimConfig, TaskConfig, TrainConfig)
 from combee_fast.engine.loop import run
+from combee_fast.gepa.settings import GepaConfig, PipelineConfig
 from combee_fast.run.batch_plans import FixedBatch
 from combee_fast.run.train import TrainResult
 from combee_fast.sandbox.scratch import scratch_folder
@@ -179,8 +180,8 @@ def _gepa(args: argparse.Namespace) -> dict[str, Any]:
     (and as many tasks of each stage)."""
     n = args.proposals
     pipeline = PipelineConfig(proposals=n, grade=n, reflect=n, aggregate=n, screen=n, validate=n, merge=True)
-    return {"gepa": GepaConfig(combee_minibatch=args.batch_size, max_metric_calls=UNLIMITED, max_epochs=1,
-                               pipeline=pipeline)}
+    return {"learners": {"gepa": GepaConfig(combee_minibatch=args.batch_size, max_metric_calls=UNLIMITED, max_epochs=1,
+                                            pipeline=pipeline)}}
 
 
 async def compare(args: argparse.Namespace) -> dict[str, Run]:

@@ -32,7 +32,8 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from combee_fast.config import GepaConfig, SessionConfig, SimConfig, TaskConfig
+from combee_fast.config import SessionConfig, SimConfig, TaskConfig
+from combee_fast.gepa.settings import GepaConfig
 from combee_fast.engine.loop import run
 from combee_fast.run.train import TrainResult
 from combee_fast.session import open_session
@@ -62,8 +63,9 @@ async def measure(args: argparse.Namespace, name: str, method: str, minibatch: i
     config = SessionConfig(
         method=method, seed=args.seed, task=TaskConfig(name=args.task, val_split=args.val_split),
         sim=SimConfig(args.preset, args.time_scale),
-        gepa=GepaConfig(minibatch=args.gepa_minibatch, combee_minibatch="auto" if minibatch is None else minibatch,
-                        max_metric_calls=budget, max_epochs=args.epochs if budget == UNLIMITED else None),
+        learners={"gepa": GepaConfig(minibatch=args.gepa_minibatch,
+                                     combee_minibatch="auto" if minibatch is None else minibatch,
+                                     max_metric_calls=budget, max_epochs=args.epochs if budget == UNLIMITED else None)},
     )
     async with open_session(config) as session:
         result = await session.train()

@@ -73,11 +73,12 @@ import httpx
 # This folder holds scripts named like the peers (bench/textgrad.py): the peers are the installed packages.
 sys.path[:] = [entry for entry in sys.path if os.path.abspath(entry or ".") != os.path.dirname(os.path.abspath(__file__))]
 
-from combee_fast.config import EndpointSpec, GepaConfig, MapConfig, SessionConfig, TaskConfig, TransportConfig
+from combee_fast.config import EndpointSpec, MapConfig, SessionConfig, TaskConfig, TransportConfig
 from combee_fast.endpoint.blocking import BlockingChat
 from combee_fast.engine.loop import run
 from combee_fast.gepa.candidate import SYSTEM_PROMPT, Candidate
 from combee_fast.gepa.interop import CombeeReflectionStrategy
+from combee_fast.gepa.settings import GepaConfig
 from combee_fast.run.batch_plans import FixedBatch
 from combee_fast.schema import Example
 from combee_fast.session import open_session
@@ -598,7 +599,7 @@ def _session_config(
     return SessionConfig(
         method=method, seed=args.seed,
         task=TaskConfig(name=args.task, train_split=f"train[0:{args.train}]", val_split=f"val[0:{val}]"),
-        gepa=GepaConfig(max_metric_calls=args.budget, combee_minibatch=args.combee_batch), transport=transport,
+        learners={"gepa": GepaConfig(max_metric_calls=args.budget, combee_minibatch=args.combee_batch)}, transport=transport,
         map=workers, endpoints={"default": EndpointSpec(url, "sim")},
     )
 

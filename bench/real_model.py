@@ -82,12 +82,13 @@ from retention import Formulas, reflection_texts, retention
 
 from combee_fast.ace.generator import generator_messages
 from combee_fast.ace.roles import GENERATOR
-from combee_fast.config import (CacheConfig, ControllerConfig, GepaConfig, LocalConfig, MapConfig, SessionConfig, SimConfig,
+from combee_fast.config import (CacheConfig, ControllerConfig, LocalConfig, MapConfig, SessionConfig, SimConfig,
                                 TaskConfig, TrainConfig, TransportConfig)
 from combee_fast.endpoint.batching import BatchingCurve, measure_batching
 from combee_fast.endpoint.server_work import ServerWork
 from combee_fast.engine.loop import run
 from combee_fast.errors import CombeeError
+from combee_fast.gepa.settings import GepaConfig
 from combee_fast.native.proportion import ScoreInterval
 from combee_fast.run.batch_plans import FixedBatch
 from combee_fast.run.report import answered_interval
@@ -224,7 +225,7 @@ async def learn_gepa(args: argparse.Namespace, method: str, concurrency: int, ou
     gepa = GepaConfig(minibatch=args.gepa_minibatch, combee_minibatch=args.gepa_minibatch,
                       max_metric_calls=args.gepa_budget)
     base = session_config(args, slots=concurrency, concurrency=concurrency)
-    config = msgspec.structs.replace(base, learner="gepa", method=method, gepa=gepa,
+    config = msgspec.structs.replace(base, learner="gepa", method=method, learners={"gepa": gepa},
                                      train=msgspec.structs.replace(base.train, batch_size=args.gepa_minibatch),
                                      cache=CacheConfig(path=str(out / f"{method}-replies.cache"), mode="record"))
     async with open_session(config) as session:

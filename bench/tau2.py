@@ -45,9 +45,10 @@ import sys
 import time
 from typing import Any
 
-from combee_fast.config import (AgentConfig, ExecutorConfig, GepaConfig, MapConfig, PipelineConfig, SandboxConfig,
+from combee_fast.config import (AgentConfig, ExecutorConfig, MapConfig, SandboxConfig,
                                 SessionConfig, SimConfig, TaskConfig, TrainConfig)
 from combee_fast.engine.loop import run
+from combee_fast.gepa.settings import GepaConfig, PipelineConfig
 from combee_fast.engine.timing import finish_times
 from combee_fast.mcp.client import McpConnection
 from combee_fast.run.batch_plans import FixedBatch
@@ -108,8 +109,8 @@ def _gepa(args: argparse.Namespace) -> dict[str, Any]:
     n = args.proposals
     pipeline = PipelineConfig(proposals=n, grade=n, reflect=n, aggregate=n, screen=n, validate=n, merge=args.merge,
                               speculate=not args.no_speculate)
-    return {"gepa": GepaConfig(combee_minibatch=GEPA_BATCH, max_metric_calls=UNLIMITED, max_epochs=1,
-                               pipeline=pipeline)}
+    return {"learners": {"gepa": GepaConfig(combee_minibatch=GEPA_BATCH, max_metric_calls=UNLIMITED, max_epochs=1,
+                                            pipeline=pipeline)}}
 
 
 async def mcp_overhead_ms(name: str, calls: int) -> float:

@@ -27,7 +27,8 @@ import sys
 import time
 from pathlib import Path
 
-from combee_fast.config import GepaConfig, SessionConfig, SimConfig, TrainConfig, VerifyConfig
+from combee_fast.config import SessionConfig, SimConfig, TrainConfig, VerifyConfig
+from combee_fast.gepa.settings import GepaConfig
 from combee_fast.engine.loop import run
 from combee_fast.verify.card import load_card
 from combee_fast.verify.report import verify_report
@@ -43,9 +44,9 @@ Suite = tuple[tuple[str, str, SessionConfig], ...]
 SUITES: dict[str, Suite] = {
     "ace": (("combee", "combee-b40", SessionConfig(method="combee", train=TrainConfig(batch_size=40))),
             ("naive", "naive-b100", SessionConfig(method="naive", train=TrainConfig(batch_size=100)))),
-    "gepa": (("async", "async-gepa-auto", SessionConfig(method="async-gepa", gepa=ONE_PASS,
+    "gepa": (("async", "async-gepa-auto", SessionConfig(method="async-gepa", learners={"gepa": ONE_PASS},
                                                         sim=SimConfig(time_scale=BATCHED_TIME_SCALE))),
-             ("sync", "combee-gepa-auto", SessionConfig(method="combee-gepa", gepa=ONE_PASS,
+             ("sync", "combee-gepa-auto", SessionConfig(method="combee-gepa", learners={"gepa": ONE_PASS},
                                                         sim=SimConfig(time_scale=BATCHED_TIME_SCALE)))),
 }
 """Suite name -> (the claimed configuration, its foil), each as (key on the last line, label, configuration)."""

@@ -61,7 +61,15 @@ def _parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argpa
     return args
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _named_learners(argv: Sequence[str]) -> list[str]:
+    """The learners ``argv`` names with ``--learner NAME`` (``learn`` offers their own flags too)."""
+    named = [value for flag, value in zip(argv, argv[1:]) if flag == "--learner"]
+    return named + [arg.split("=", 1)[1] for arg in argv if arg.startswith("--learner=")]
+
+
+def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
+    """The ``combee`` parser; ``learn`` also takes the own flags of a learner ``argv`` names
+    (a plug-in's: the built-in learners' are always there)."""
     from combee_fast import __version__
 
     parser = _Parser(prog="combee", description="Parallel prompt learning (Combee) on a streaming engine.")
@@ -71,7 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
     learn = commands.add_parser("learn", help="learn a playbook (ACE) or a prompt (GEPA, TextGrad) from a task's "
                                               "train split")
     flags.add_task_flags(learn)
-    flags.add_learn_flags(learn)
+    flags.add_learn_flags(learn, _named_learners(argv))
     learn.add_argument("--out", help="run directory (default: runs/<task>-<method>-<date-time>)")
     learn.add_argument("--overwrite", action="store_true", help="replace the run already in --out")
     learn.add_argument("--quiet", action="store_true", help="no progress lines")
@@ -520,7 +528,7 @@ async def _demo(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    parser = build_parser(sys.argv[1:] if argv is None else argv)
     args = _parse(parser, argv)
     handlers = {"learn": _learn, "eval": _eval, "demo": _demo}
     plain = {"show": _show, "compare": _compare}

@@ -4,7 +4,6 @@
     ├── task:        TaskConfig        which task, its options, which splits
     ├── map:         MapConfig         the per-item chain (ACE rounds, carried chains, timeout, width)
     ├── combee:      CombeeConfig      augmented shuffle and reduce shape
-    ├── gepa:        GepaConfig        GEPA's search (learner "gepa"; pipeline: PipelineConfig, async-gepa's stages)
     ├── controller:  ControllerConfig  the dynamic batch-size controller (--batch-size auto)
     ├── train:       TrainConfig       epochs, batch size, validation cadence, stop rules
     ├── eval:        EvalConfig        held-out evaluation
@@ -17,7 +16,9 @@
     ├── sim:         SimConfig         the in-process simulated endpoint (faults: FaultConfig)
     ├── cache:       CacheConfig       record/replay
     ├── sampling:    {role | pool | "default": SamplingConfig}
-    └── tracking:    TrackingConfig    experiment tracking (MLflow)
+    ├── tracking:    TrackingConfig    experiment tracking (MLflow)
+    └── learners:    {learner: table}  each learner's own settings, decoded by its kind's ``settings``
+                                       type (:meth:`SessionConfig.learner_settings`)
     OnlineConfig embeds the same CombeeConfig, so online and offline learning cannot drift apart.
 
 Each knob has one meaning: ``transport.concurrency`` caps the HTTP requests in flight per
@@ -36,7 +37,7 @@ from __future__ import annotations
 import math
 import tomllib
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import msgspec
 
@@ -66,7 +67,7 @@ BATCHING_PROBE_TOKENS = 32
 FAULT_KINDS = ("429", "500", "drop", "stall", "malformed", "truncated")
 
 
-def _at_least(owner: str, minimum: int | float, **values: int | float | str | None) -> None:
+def at_least(owner: str, minimum: int | float, **values: int | float | str | None) -> None:
     """ConfigError naming the first of ``values`` below ``minimum`` or not a number (NaN) (None and
     ``"auto"`` are no number: not checked)."""
     for name, value in values.items():
@@ -87,7 +88,7 @@ def _seeds_in_range(owner: str, **seeds: int) -> None:
 
 
 AUTO = "auto"
-"""``train.batch_size = "auto"`` or ``gepa.combee_minibatch = "auto"`` (TOML, JSON, ``--batch-size auto``): the batch-size controller; read as None."""
+"""``train.batch_size = "auto"`` (TOML, JSON, ``--batch-size auto``; a learner's settings may take it too): the batch-size controller; read as None."""
 
 
 class TaskConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -117,8 +118,8 @@ class MapConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     workers: int = 256
 
     def __post_init__(self) -> None:
-        _at_least("map", 0, max_rounds=self.max_rounds, sync_rounds=self.sync_rounds)
-        _at_least("map", 1, workers=self.workers)
+        at_least("map", 0, max_rounds=self.max_rounds, sync_rounds=self.sync_rounds)
+        at_least("map", 1, workers=self.workers)
 
     @property
     def rounds_in_step(self) -> int:
@@ -135,97 +136,9 @@ class CombeeConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     max_group: int | None = None  # most records one curator reads (None: the paper's sqrt(n) groups)
 
     def __post_init__(self) -> None:
-        _at_least("combee", 1, duplicates=self.duplicates, max_reduce_ops=self.max_reduce_ops,
+        at_least("combee", 1, duplicates=self.duplicates, max_reduce_ops=self.max_reduce_ops,
                   max_group=self.max_group)
-        _at_least("combee", 2, max_fan_in=self.max_fan_in)
-
-
-STALENESS_POLICIES = ("full", "guarded")
-"""What the asynchronous GEPA pipeline does with a proposal the pool moved past (:mod:`combee_fast.gepa.staleness`)."""
-
-
-class PipelineConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """The asynchronous GEPA pipeline (method ``async-gepa``, :mod:`combee_fast.gepa.pipeline`).
-
-    ``proposals``: proposals in flight at once (1: the synchronous loop, one iteration after the
-    other). The other limits are each stage's tasks in flight at once: ``grade`` (parents graded
-    on their minibatch), ``reflect`` (reflection maps), ``aggregate`` (aggregation trees),
-    ``screen`` (children graded on their minibatch) and ``validate`` (accepted children graded on
-    the validation set); no stage queue holds more than ``proposals`` tasks. ``staleness``: what
-    happens to a child whose pool moved on while it was made (``full``: it is screened against
-    the pool as it now is; ``guarded``: it is dropped when more than ``max_staleness`` candidates
-    joined the pool since its parent was drawn). ``reflection``: how a proposal reflects, ``combee``
-    (shuffled groups and the aggregation tree, as ``combee-gepa``) or ``serial`` (one call, as
-    serial GEPA; its merge stage makes no call). ``merge``: a child that joins after other
-    candidates joined since its base was taken (siblings proposed against the same pool, each
-    screened before any of them joined) has its changes made to the best of those, and that merge
-    is validated and joins too, so the lessons of proposals run side by side meet in one
-    candidate; each merge costs a validation on the search's path (off: siblings stay apart).
-    With it, once the search drains, the candidates tied at the best validation score are merged
-    into one too (the closing merge: one more validation, :mod:`combee_fast.gepa.pipeline`).
-    ``speculate``: a child whose minibatch lies in the validation set, screened against its
-    parent, is graded on the whole validation set at once, its minibatch first: its acceptance
-    is decided when those solves end (the ones a screening makes), and an accepted child's
-    validation is the rest of that grading, already running (one grading fewer on its path, its
-    minibatch not solved twice); a rejected child's other solves were made for nothing (off:
-    screened, then validated once accepted, as GEPA does).
-    """
-
-    proposals: int = 4
-    grade: int = 4
-    reflect: int = 4
-    aggregate: int = 4
-    screen: int = 4
-    validate: int = 4
-    staleness: str = "full"
-    max_staleness: int = 2
-    reflection: str = "combee"
-    merge: bool = False
-    speculate: bool = False
-
-    def __post_init__(self) -> None:
-        _at_least("gepa.pipeline", 1, proposals=self.proposals, grade=self.grade, reflect=self.reflect,
-                  aggregate=self.aggregate, screen=self.screen, validate=self.validate)
-        _at_least("gepa.pipeline", 0, max_staleness=self.max_staleness)
-        if self.staleness not in STALENESS_POLICIES:
-            raise ConfigError(f"gepa.pipeline.staleness must be one of {', '.join(STALENESS_POLICIES)}, "
-                              f"got {self.staleness!r}")
-        if self.reflection not in ("combee", "serial"):
-            raise ConfigError(f"gepa.pipeline.reflection must be combee or serial, got {self.reflection!r}")
-
-    def limits(self) -> dict[str, int]:
-        """Each stage's in-flight limit, by stage name, in the order a proposal goes through them."""
-        return {"grade": self.grade, "reflect": self.reflect, "aggregate": self.aggregate, "screen": self.screen,
-                "validate": self.validate}
-
-
-class GepaConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """GEPA's evolutionary search over a system prompt (learner ``gepa``).
-
-    ``minibatch``: examples per iteration of serial GEPA (method ``gepa``, GEPA's default);
-    ``combee_minibatch``: examples per iteration of the batched methods (``combee-gepa``,
-    ``async-gepa``, and ``naive`` on the GEPA learner); ``"auto"`` (read as None): the live
-    planner sizes each iteration's minibatch. ``max_metric_calls``: the budget; every evaluation
-    of a candidate on one example (minibatch or validation) is one metric call, as GEPA counts
-    them, and no iteration starts once it is spent (``async-gepa`` reserves each proposal's calls
-    when it starts it, so it never spends past the budget). ``max_epochs``: also stop before the
-    first minibatch of that pass over the train split (None: the budget alone stops the search;
-    GEPA does not read ``train.epochs``). ``skip_perfect``: no reflection when the parent
-    already scores 1 on the whole minibatch (GEPA's default). ``pipeline``: ``async-gepa``'s stages.
-    """
-
-    minibatch: int = 3
-    combee_minibatch: int | Literal["auto"] | None = 40
-    max_metric_calls: int = 3000
-    max_epochs: int | None = None
-    skip_perfect: bool = True
-    pipeline: PipelineConfig = msgspec.field(default_factory=PipelineConfig)
-
-    def __post_init__(self) -> None:
-        if self.combee_minibatch == AUTO:
-            msgspec.structs.force_setattr(self, "combee_minibatch", None)
-        _at_least("gepa", 1, minibatch=self.minibatch, combee_minibatch=self.combee_minibatch,
-                  max_metric_calls=self.max_metric_calls, max_epochs=self.max_epochs)
+        at_least("combee", 2, max_fan_in=self.max_fan_in)
 
 
 class ControllerConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -280,10 +193,10 @@ class ControllerConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
             raise ConfigError(f"controller.hysteresis must be >= 0, got {self.hysteresis}")
         if not 0 < self.recency_decay < 1:
             raise ConfigError(f"controller.recency_decay must be in (0, 1), got {self.recency_decay}")
-        _at_least("controller", 1, recover_after=self.recover_after, start_steps=self.start_steps,
+        at_least("controller", 1, recover_after=self.recover_after, start_steps=self.start_steps,
                   history=self.history, min_group=self.min_group, collapse_min_texts=self.collapse_min_texts,
                   probe_tokens=self.probe_tokens)
-        _at_least("controller", 0, probe_s=self.probe_s)
+        at_least("controller", 0, probe_s=self.probe_s)
         if self.mode not in ("live", "paper"):
             raise ConfigError(f"controller.mode must be 'live' or 'paper', got {self.mode!r}")
         if not self.surprise > 1:
@@ -332,9 +245,9 @@ class TrainConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     def __post_init__(self) -> None:
         if self.batch_size == AUTO:
             msgspec.structs.force_setattr(self, "batch_size", None)
-        _at_least("train", 1, batch_size=self.batch_size, epochs=self.epochs, min_judged_calls=self.min_judged_calls,
+        at_least("train", 1, batch_size=self.batch_size, epochs=self.epochs, min_judged_calls=self.min_judged_calls,
                   patience=self.patience)
-        _at_least("train", 0, eval_every=self.eval_every)
+        at_least("train", 0, eval_every=self.eval_every)
         if not 0.0 <= self.max_failed_fraction < 1.0:
             raise ConfigError(f"train.max_failed_fraction must be in [0, 1), got {self.max_failed_fraction!r}")
         if self.target_score is not None and not 0.0 <= self.target_score <= 1.0:
@@ -350,7 +263,7 @@ class EvalConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     parallel: int = 256
 
     def __post_init__(self) -> None:
-        _at_least("eval", 1, parallel=self.parallel)
+        at_least("eval", 1, parallel=self.parallel)
 
 
 class TransportConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -370,9 +283,9 @@ class TransportConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     stream: bool = False  # streamed replies: an abandoned request is cancelled on the server (endpoint.streamed)
 
     def __post_init__(self) -> None:
-        _at_least("transport", 1, concurrency=self.concurrency, max_reply_bytes=self.max_reply_bytes)
-        _at_least("transport", 0, replica_down_s=self.replica_down_s)
-        _at_least("transport", 0, max_retries=self.max_retries, backoff_base_s=self.backoff_base_s,
+        at_least("transport", 1, concurrency=self.concurrency, max_reply_bytes=self.max_reply_bytes)
+        at_least("transport", 0, replica_down_s=self.replica_down_s)
+        at_least("transport", 0, max_retries=self.max_retries, backoff_base_s=self.backoff_base_s,
                   backoff_max_s=self.backoff_max_s)
         if not (self.timeout_s > 0 and math.isfinite(self.timeout_s)):
             raise ConfigError(f"transport.timeout_s must be > 0 and finite, got {self.timeout_s}")
@@ -407,7 +320,7 @@ class AgentConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     observation_chars: int = 2000
 
     def __post_init__(self) -> None:
-        _at_least("agent", 1, max_steps=self.max_steps, observation_chars=self.observation_chars)
+        at_least("agent", 1, max_steps=self.max_steps, observation_chars=self.observation_chars)
         if self.tool_calls not in AGENT_TOOL_CALLS:
             raise ConfigError(f"agent.tool_calls must be one of {', '.join(AGENT_TOOL_CALLS)}, got {self.tool_calls!r}")
         for name, value in (("factory", self.factory), ("env", self.env)):
@@ -450,7 +363,7 @@ class ExecutorConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     ray_cpus: float = 1.0
 
     def __post_init__(self) -> None:
-        _at_least("executor", 1, processes=self.processes, ray_actors=self.ray_actors)
+        at_least("executor", 1, processes=self.processes, ray_actors=self.ray_actors)
         if not (self.ray_cpus >= 0 and math.isfinite(self.ray_cpus)):
             raise ConfigError(f"executor.ray_cpus must be >= 0 and finite, got {self.ray_cpus!r}")
         if self.ray_address is not None and not _ray_address(self.ray_address):
@@ -495,7 +408,7 @@ class SandboxConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
             raise ConfigError(f"sandbox.warm must be >= 0, got {self.warm!r}")
         if self.mode not in SANDBOX_MODES:
             raise ConfigError(f"sandbox.mode must be one of {', '.join(SANDBOX_MODES)}, got {self.mode!r}")
-        _at_least("sandbox", 1, cpu_s=self.cpu_s, memory_mb=self.memory_mb, max_processes=self.max_processes,
+        at_least("sandbox", 1, cpu_s=self.cpu_s, memory_mb=self.memory_mb, max_processes=self.max_processes,
                   file_mb=self.file_mb, output_kb=self.output_kb, disk_mb=self.disk_mb, uid_base=self.uid_base)
 
 
@@ -552,8 +465,8 @@ class SamplingConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True, om
     extra: dict[str, Any] = msgspec.field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        _at_least("sampling", 1, max_completion_tokens=self.max_completion_tokens)
-        _at_least("sampling", 0, temperature=self.temperature)
+        at_least("sampling", 1, max_completion_tokens=self.max_completion_tokens)
+        at_least("sampling", 0, temperature=self.temperature)
         for name in ("frequency_penalty", "presence_penalty"):
             value = getattr(self, name)
             if value is not None and not -2.0 <= value <= 2.0:
@@ -590,8 +503,8 @@ class LocalConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     prefer_native: bool = True
 
     def __post_init__(self) -> None:
-        _at_least("local", 1, threads=self.threads, slots=self.slots, start_timeout_s=self.start_timeout_s)
-        _at_least("local", 256, context=self.context)
+        at_least("local", 1, threads=self.threads, slots=self.slots, start_timeout_s=self.start_timeout_s)
+        at_least("local", 256, context=self.context)
 
 
 class FaultConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -662,6 +575,9 @@ class CacheConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     mode: str = "off"
 
 
+S = TypeVar("S")
+
+
 class SessionConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """Everything a learning run needs. ``learner`` (``ace``, ``gepa``, ``textgrad``, a learner
     of an installed plugin, or ``module:object``; None: the one the method names, ACE for
@@ -670,7 +586,10 @@ class SessionConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     role names, their pools (``serve``, ``evaluate``, ``propose``) or ``default``
     (:mod:`combee_fast.roles.spec`; unknown keys are refused when the session opens). Roles
     without an endpoint URL are served by the local server (``local``) or else the in-process
-    simulated endpoint; without ``local``, either every role has a URL or none has."""
+    simulated endpoint; without ``local``, either every role has a URL or none has. ``learners``
+    holds each learner's own settings by its name (``[learners.gepa]``), as tables: a kind
+    declaring ``settings`` reads its section through :meth:`learner_settings`; a settings Struct
+    given from Python is kept as its table."""
 
     learner: str | None = None
     method: str = "combee"
@@ -680,7 +599,6 @@ class SessionConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     task: TaskConfig = msgspec.field(default_factory=TaskConfig)
     map: MapConfig = msgspec.field(default_factory=MapConfig)
     combee: CombeeConfig = msgspec.field(default_factory=CombeeConfig)
-    gepa: GepaConfig = msgspec.field(default_factory=GepaConfig)
     controller: ControllerConfig = msgspec.field(default_factory=ControllerConfig)
     train: TrainConfig = msgspec.field(default_factory=TrainConfig)
     eval: EvalConfig = msgspec.field(default_factory=EvalConfig)
@@ -694,9 +612,14 @@ class SessionConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     cache: CacheConfig = msgspec.field(default_factory=CacheConfig)
     sampling: dict[str, SamplingConfig] = msgspec.field(default_factory=dict)  # role, pool or "default"
     tracking: TrackingConfig = msgspec.field(default_factory=TrackingConfig)
+    learners: dict[str, Any] = msgspec.field(default_factory=dict)  # learner name -> its section (a table)
 
     def __post_init__(self) -> None:
-        _at_least("session", 1, token_budget=self.token_budget)
+        if any(isinstance(section, msgspec.Struct) for section in self.learners.values()):  # given from Python
+            msgspec.structs.force_setattr(self, "learners", {
+                name: msgspec.to_builtins(section) if isinstance(section, msgspec.Struct) else section
+                for name, section in self.learners.items()})
+        at_least("session", 1, token_budget=self.token_budget)
         _seeds_in_range("session", seed=self.seed)
         for name, spec in self.endpoints.items():
             if spec.url is None and spec.model is not None:  # a model without a server: not the simulator
@@ -705,6 +628,18 @@ class SessionConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
         if self.local is not None and "default" in self.endpoints:
             raise ConfigError("--local is the endpoint of every role without its own: give no --endpoint/--model "
                               "with it (--role-endpoint ROLE=URL is fine)")
+
+    def learner_settings(self, name: str, settings: type[S]) -> S:
+        """The learner ``name``'s own settings: its section of :attr:`learners` decoded as
+        ``settings`` (a msgspec Struct type, the one its kind declares), its defaults when the
+        configuration has none; :class:`ConfigError` naming the section when it does not decode."""
+        section = self.learners.get(name)
+        if isinstance(section, settings):
+            return section
+        try:
+            return msgspec.convert(section or {}, settings)
+        except msgspec.ValidationError as exc:
+            raise ConfigError(f"learners.{name}: {exc}") from None
 
     def sampling_for(self, *keys: str) -> SamplingConfig:
         """How the role known by ``keys`` (its names, then its pool: most specific first) samples:
@@ -764,7 +699,7 @@ class ReleaseConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
             raise ConfigError(f"release.stages must rise strictly from above 0 to 1.0, got {list(stages)}")
         if not 0.0 < self.shadow_share <= 1.0:
             raise ConfigError(f"release.shadow_share must be in (0, 1], got {self.shadow_share}")
-        _at_least("release", 1, shadow_in_flight=self.shadow_in_flight, status_every=self.status_every,
+        at_least("release", 1, shadow_in_flight=self.shadow_in_flight, status_every=self.status_every,
                   keep_versions=self.keep_versions)
 
 
@@ -789,7 +724,7 @@ class OnlineConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     release: ReleaseConfig = msgspec.field(default_factory=ReleaseConfig)
 
     def __post_init__(self) -> None:
-        _at_least("online", 1, batch_size=self.batch_size, queue_size=self.queue_size, workers=self.workers,
+        at_least("online", 1, batch_size=self.batch_size, queue_size=self.queue_size, workers=self.workers,
                   keep_batches=self.keep_batches)
         _seeds_in_range("online", seed=self.seed)
         if not self.max_publish_s > self.max_wait_s >= 0:
@@ -825,7 +760,7 @@ class EmbedConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     def __post_init__(self) -> None:
         if self.switch_interval_s is not None and not self.switch_interval_s > 0:
             raise ConfigError(f"embed.switch_interval_s must be > 0, got {self.switch_interval_s}")
-        _at_least("embed", 1, gc_threshold0=self.gc_threshold0, child_nice=self.child_nice)
+        at_least("embed", 1, gc_threshold0=self.gc_threshold0, child_nice=self.child_nice)
         if not self.start_timeout_s > 0:
             raise ConfigError(f"embed.start_timeout_s must be > 0, got {self.start_timeout_s}")
 
@@ -854,7 +789,7 @@ class VerifyConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
             raise ConfigError(f"verify.seeds: at least 3 distinct seeds, got {list(self.seeds)}")
         if not self.serial_time_scale > 0:
             raise ConfigError(f"verify.serial_time_scale must be > 0, got {self.serial_time_scale}")
-        _at_least("verify", 3, checkpoints=self.checkpoints)
+        at_least("verify", 3, checkpoints=self.checkpoints)
         if not 0 < self.plateau_window < 1:
             raise ConfigError(f"verify.plateau_window must be in (0, 1), got {self.plateau_window}")
 
@@ -885,11 +820,34 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
     return table
 
 
+SESSION_FIELDS = frozenset(field.name for field in msgspec.structs.fields(SessionConfig))
+
+
+def with_sections(table: dict[str, Any]) -> dict[str, Any]:
+    """``table`` with every top-level table named for no setting moved under ``learners``: a
+    learner's section given by its name alone, the form of files written before learners had
+    sections (a run's ``config.json`` with ``"gepa": {...}``). ConfigError when one is given both ways."""
+    moved = {name: value for name, value in table.items() if name not in SESSION_FIELDS and isinstance(value, dict)}
+    if not moved:
+        return table
+    learners = table.get("learners")
+    learners = dict(learners) if isinstance(learners, dict) else {}
+    for name, section in moved.items():
+        if name in learners:
+            raise ConfigError(f"learner {name!r}'s settings are given twice: as [{name}] and as [learners.{name}]")
+        learners[name] = section
+    return {**{name: value for name, value in table.items() if name not in moved}, "learners": learners}
+
+
 def config_from_dict(table: dict[str, Any], *, source: str = "config") -> SessionConfig:
-    """Build a :class:`SessionConfig` from nested builtins; errors name ``source`` and the field."""
+    """Build a :class:`SessionConfig` from nested builtins (a learner's section may be a top-level
+    table named for it: :func:`with_sections`); errors name ``source`` and the field. A learner's
+    section is decoded by its kind (:func:`combee_fast.learners.settled`), not here."""
     try:
-        return msgspec.convert(table, SessionConfig)
+        return msgspec.convert(with_sections(table), SessionConfig)
     except msgspec.ValidationError as exc:
+        raise ConfigError(f"{source}: {exc}") from None
+    except ConfigError as exc:
         raise ConfigError(f"{source}: {exc}") from None
 
 

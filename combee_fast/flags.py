@@ -1,9 +1,11 @@
 """Command-line flags as overrides of the configuration tree.
 
 Every ``learn``/``eval`` flag names one field of :class:`~combee_fast.config.SessionConfig` (its
-help shows that field's default, read from the config itself: no default is repeated here). A
-run is the config file given with ``--config`` (TOML or JSON, e.g. a previous run's
-``config.json``), or the defaults, with each flag given on the command line written over it.
+help shows that field's default, read from the config itself: no default is repeated here); a
+learner's own flags come with its kind (its ``flags``, setting its section ``learners.<name>``:
+the built-in learners' always, a plug-in's when ``--learner`` names it). A run is the config
+file given with ``--config`` (TOML or JSON, e.g. a previous run's ``config.json``), or the
+defaults, with each flag given on the command line written over it.
 """
 
 from __future__ import annotations
@@ -13,38 +15,23 @@ import copy
 import json
 import math
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
+import msgspec
+
 from combee_fast.tasks.registry import task_option
-from combee_fast.config import (FAULT_KINDS, RESPONSE_FORMATS, STALENESS_POLICIES, LocalConfig, SessionConfig,
-                                config_from_dict, config_to_dict, read_config_file)
+from combee_fast.config import (FAULT_KINDS, RESPONSE_FORMATS, LocalConfig, SessionConfig, config_from_dict,
+                                config_to_dict, read_config_file, with_sections)
 from combee_fast.endpoint.models import LOCAL_MODELS
 from combee_fast.errors import ConfigError
+from combee_fast.learners import flags_of, settled
+from combee_fast.protocols.flags import Flag, positive_int
+from combee_fast.protocols.flags import batch_size as _batch_size
+from combee_fast.protocols.flags import lookup as _lookup
 from combee_fast.roles.spec import DEFAULT_ENDPOINT
 
 _DEFAULTS = config_to_dict(SessionConfig())
-
-
-def positive_int(text: str) -> int:
-    """argparse type: an integer >= 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
-    return value
-
-
-def _batch_size(text: str) -> int | None:
-    """A positive integer, or None for 'auto' (the controller)."""
-    if text == "auto":
-        return None
-    try:
-        return positive_int(text)
-    except argparse.ArgumentTypeError:
-        raise argparse.ArgumentTypeError(f"must be a positive integer or 'auto', got {text!r}") from None
 
 
 def _sampling_option(text: str) -> tuple[tuple[str, ...], Any]:
@@ -59,50 +46,6 @@ def _sampling_option(text: str) -> tuple[tuple[str, ...], Any]:
     except ValueError:
         parsed = value
     return path, parsed
-
-
-class Flag:
-    """One flag: its names, the config field it sets (a path), how to parse it, its help."""
-
-    def __init__(self, *names: str, path: tuple[str, ...], help: str, type: Callable[[str], Any] | None = None,
-                 value: Any = None, **options: Any) -> None:
-        self.names = names
-        self.path = path
-        self.type = type
-        self.value = value  # for store_const flags
-        self.help = help
-        self.options = options
-
-    @property
-    def dest(self) -> str:
-        return "cfg__" + "__".join(self.path)
-
-    @property
-    def metavar(self) -> str:
-        """What ``--help`` shows for the flag's value: its long name in capitals (never the
-        internal ``dest``), or the given ``metavar``."""
-        return self.options.get("metavar") or self.names[0].lstrip("-").upper().replace("-", "_")
-
-    def add_to(self, parser: argparse._ActionsContainer) -> None:
-        default = _lookup(_DEFAULTS, self.path)
-        shown = "auto" if self.path in (("train", "batch_size"), ("train", "eval_every"), ("gepa", "combee_minibatch")) \
-            and default is None \
-            else default
-        options = {key: value for key, value in self.options.items() if key != "metavar"}
-        kwargs: dict[str, Any] = dict(dest=self.dest, default=argparse.SUPPRESS, **options)
-        if self.value is not None:
-            kwargs.update(action="store_const", const=self.value, help=self.help)
-        else:
-            kwargs.update(type=self.type, help=f"{self.help} (default: {shown})")
-            if "choices" not in options:
-                kwargs["metavar"] = self.metavar
-        parser.add_argument(*self.names, **kwargs)
-
-
-def _lookup(table: dict[str, Any], path: tuple[str, ...]) -> Any:
-    for key in path:
-        table = table.get(key) if isinstance(table, dict) else None  # type: ignore[assignment]
-    return table
 
 
 def _assign(table: dict[str, Any], path: tuple[str, ...], value: Any) -> None:
@@ -151,19 +94,6 @@ LEARN_FLAGS = (
          help="most reflection records one curator reads (none: the paper's sqrt(n) groups); 16 keeps large "
               "batches accurate"),
     Flag("--max-rounds", path=("map", "max_rounds"), type=int, help="ACE regenerations after a wrong answer"),
-    Flag("--max-metric-calls", path=("gepa", "max_metric_calls"), type=positive_int,
-         help="GEPA: budget of metric calls (one per candidate graded on one example)"),
-    Flag("--minibatch", path=("gepa", "minibatch"), type=positive_int, help="GEPA: examples per serial iteration"),
-    Flag("--combee-minibatch", path=("gepa", "combee_minibatch"), type=_batch_size,
-         help="GEPA: examples per iteration of combee-gepa, async-gepa and naive-gepa, an integer or 'auto' "
-              "(the live planner)"),
-    Flag("--proposals-in-flight", path=("gepa", "pipeline", "proposals"), type=positive_int,
-         help="async-gepa: proposals in flight at once (1: the synchronous loop; the ceiling under 'auto')"),
-    Flag("--staleness", path=("gepa", "pipeline", "staleness"), choices=STALENESS_POLICIES,
-         help="async-gepa: a child the pool moved past is re-screened against the pool's best (full) or dropped "
-              "once older than --max-staleness (guarded)"),
-    Flag("--max-staleness", path=("gepa", "pipeline", "max_staleness"), type=int,
-         help="async-gepa: candidates that may join the pool while a child is made before guarded drops it"),
     Flag("--token-budget", path=("token_budget",), type=positive_int, help="playbook token budget"),
     Flag("--agent", path=("agent", "factory"),
          help="the agent of episodes: react (built in) or package.module:factory (default: the task's own way)"),
@@ -231,18 +161,30 @@ def add_task_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", metavar="FILE",
                         help="a TOML or JSON run description (e.g. a run's config.json); flags override it")
     for flag in TASK_FLAGS:
-        flag.add_to(parser)
+        flag.add_to(parser, _DEFAULTS)
     parser.add_argument("--data", help="the data file of a jsonl task (split 'all', also dealt into train, selection and test by content hash) or of a traces task (split 'all')")
     parser.add_argument("--task-option", type=task_option, action="append", default=[], metavar="KEY=VALUE",
                         help="a task option, e.g. input_field=question or scorer=numeric (repeatable)")
 
 
-def add_learn_flags(parser: argparse.ArgumentParser) -> None:
+def add_learn_flags(parser: argparse.ArgumentParser, learners: Sequence[str] = ()) -> None:
+    """The learn flags, then each learner's own (:func:`~combee_fast.learners.flags_of`: the
+    built-in learners', then those of ``learners``, e.g. the one ``--learner`` names), in a
+    group per learner."""
     for flag in LEARN_FLAGS:
-        flag.add_to(parser)
+        flag.add_to(parser, _DEFAULTS)
+    for kind, own in flags_of(learners):
+        assert kind.settings is not None  # a kind with flags has settings (combee_fast.kinds)
+        defaults = {"learners": {kind.name: msgspec.to_builtins(kind.settings())}}
+        group = parser.add_argument_group(f"learner {kind.name}")
+        for flag in own:
+            try:
+                flag.add_to(group, defaults)
+            except argparse.ArgumentError as exc:
+                raise ConfigError(f"learner {kind.key!r}: its flag {flag.names[0]} is taken: {exc}") from None
     tracking = parser.add_argument_group("experiment tracking")
     for flag in TRACKING_FLAGS:
-        flag.add_to(tracking)
+        flag.add_to(tracking, _DEFAULTS)
 
 
 def _role_option(text: str) -> tuple[str, str]:
@@ -305,7 +247,7 @@ def add_endpoint_flags(parser: argparse.ArgumentParser) -> None:
                             "pool's endpoint (repeatable; the config's endpoints.<name>.price_in/price_out); "
                             "default: none, the cost is shown as unknown")
     for flag in ENDPOINT_FLAGS:
-        flag.add_to(group)
+        flag.add_to(group, _DEFAULTS)
     local = parser.add_argument_group("a local model started for the run (pip install -e '.[local]')")
     local.add_argument("--local", nargs="?", const=LocalConfig().name, choices=list(LOCAL_MODELS), metavar="NAME",
                        help="start a llama.cpp server on a free loopback port (llama-server on PATH, else "
@@ -319,7 +261,7 @@ def add_endpoint_flags(parser: argparse.ArgumentParser) -> None:
                        help="requests the server decodes at once (continuous batching; default 1)")
     sim = parser.add_argument_group("simulated endpoint")
     for flag in SIM_FLAGS:
-        flag.add_to(sim)
+        flag.add_to(sim, _DEFAULTS)
 
 
 def session_config(
@@ -331,7 +273,8 @@ def session_config(
     source = getattr(args, "config", None)
     table = read_config_file(source) if source else {}
     if source:  # the file alone first: a bad value of a flag is then not blamed on it
-        config_from_dict(copy.deepcopy(table), source=source)
+        settled(config_from_dict(copy.deepcopy(table), source=source), source=source)
+        table = with_sections(table)  # a learner's [NAME] table is its section, which its flags set
     for name, value in vars(args).items():
         if name.startswith("cfg__"):
             _assign(table, tuple(name[len("cfg__"):].split("__")), value)
@@ -351,7 +294,8 @@ def session_config(
         table["endpoints"] = _merged_endpoints(table.get("endpoints", {}), endpoints)
     if getattr(args, "price", None):
         table["endpoints"] = _priced(table.get("endpoints", {}), args.price)
-    return config_from_dict(table, source=f"command line (over {source})" if source else "command line")
+    given = f"command line (over {source})" if source else "command line"
+    return settled(config_from_dict(table, source=given), source=given)
 
 
 def _priced(endpoints: dict[str, Any], prices: Sequence[tuple[str, float, float]]) -> dict[str, Any]:

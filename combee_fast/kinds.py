@@ -11,6 +11,10 @@ these, each replacing its default:
     learning_roles   the request names of its roles outside the ``serve`` pool
     size_unit        "size"
     responders       {} (its roles are answered by the simulated endpoint's task worlds)
+    settings         None: no settings of its own; else a msgspec Struct type, its section
+                     ``learners.<name>`` of a configuration decoded as it (:meth:`Kind.settings_of`)
+    flags            (): no flags of its own; else :class:`~combee_fast.protocols.flags.Flag` values,
+                     each a path inside its section (``combee learn`` offers them under ``learners.<name>``)
     encode_artifact  MessagePack of the artifact (``artifact_type`` a msgspec Struct, or a type
     decode_artifact  msgspec encodes), decoded as ``artifact_type`` (engine/kept.StructArtifact)
     batch_size       ``train.batch_size`` (None: the batch-size controller)
@@ -42,6 +46,7 @@ import msgspec
 from combee_fast.engine.kept import StructArtifact
 from combee_fast.errors import ConfigError
 from combee_fast.methods import METHODS
+from combee_fast.protocols.flags import Flag
 from combee_fast.roles.spec import Role, first_of
 from combee_fast.run.improvements import change_counts
 from combee_fast.run.stops import EpochsDone
@@ -96,6 +101,15 @@ class Kind(StructArtifact):
                                                      (role.key for role in self.roles if role.pool != "serve"))
         self.size_unit: str = getattr(raw, "size_unit", None) or "size"
         self.responders: Mapping[str, RoleResponder] = dict(getattr(raw, "responders", None) or {})
+        self.settings: type[msgspec.Struct] | None = getattr(raw, "settings", None)
+        if self.settings is not None and not (isinstance(self.settings, type) and
+                                              issubclass(self.settings, msgspec.Struct)):
+            raise ConfigError(f"learner {key!r}: settings must be a msgspec.Struct type, got {self.settings!r}")
+        self.flags: tuple[Flag, ...] = tuple(getattr(raw, "flags", None) or ())
+        if self.flags and self.settings is None:
+            raise ConfigError(f"learner {key!r}: it declares flags but no settings for them to set")
+        if not all(isinstance(flag, Flag) for flag in self.flags):
+            raise ConfigError(f"learner {key!r}: flags must be combee_fast.protocols.flags.Flag values")
         for member in OPTIONAL_METHODS:  # a learner's own member replaces the default below
             if hasattr(raw, member):
                 setattr(self, member, getattr(raw, member))
@@ -106,6 +120,13 @@ class Kind(StructArtifact):
         except ConfigError:
             raise ConfigError(f"learner {key!r}: no role in pool 'serve' (the role whose calls are rollouts); "
                               "declare one, or rollout_role") from None
+
+    def settings_of(self, config: SessionConfig) -> Any:
+        """Its own settings in ``config`` (its section decoded, :meth:`SessionConfig.learner_settings`);
+        ConfigError when it declares none."""
+        if self.settings is None:
+            raise ConfigError(f"learner {self.key!r} has no settings of its own (no [learners.{self.name}] section)")
+        return config.learner_settings(self.name, self.settings)
 
     # -- the required members, as the learner has them ---------------------------------------------
 

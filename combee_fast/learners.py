@@ -13,7 +13,9 @@ A learner is its own package with a :class:`~combee_fast.protocols.LearnerKind`:
 is one line in :data:`LEARNERS`; a user's needs none, being an entry point of group
 ``combee_fast.learners`` of an installed package or a ``package.module:object`` path given as the
 learner (:mod:`combee_fast.plugins`). Every kind is completed (:class:`~combee_fast.kinds.Kind`)
-when it is loaded; its simulated-endpoint responders come with it (``responders``).
+when it is loaded; its simulated-endpoint responders come with it (``responders``), and so do
+its own settings and flags (``settings``, ``flags``: a configuration's ``learners.<name>`` section,
+decoded and checked by :func:`settled`; ``combee learn`` offers the flags, :func:`flags_of`).
 """
 
 from __future__ import annotations
@@ -22,10 +24,13 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
+import msgspec
+
 from combee_fast.config import SessionConfig
 from combee_fast.errors import ConfigError
 from combee_fast.kinds import Kind
 from combee_fast.plugins import LEARNERS_GROUP, Registry
+from combee_fast.protocols.flags import Flag
 from combee_fast.roles.spec import Role
 from combee_fast.sim.responders import RoleResponder
 from combee_fast.suggest import did_you_mean
@@ -112,6 +117,53 @@ def resolve(learner: str | None, method: str) -> Choice:
         return found
     raise ConfigError(f"unknown method {method!r}{did_you_mean(method, method_names())} for learner "
                       f"{default.key!r}; choose one of: {', '.join(method_names())}")
+
+
+def _section_owner(name: str, config: SessionConfig) -> Kind:
+    """The learner whose settings the section ``learners.<name>`` holds: the run's learner when
+    that is its name (a learner given by path), else the learner registered as ``name``."""
+    if config.learner is not None and config.learner != name and name not in LEARNERS:
+        own = LEARNERS.load(config.learner)
+        if own.name == name:
+            return own
+    if name not in LEARNERS:
+        raise ConfigError(f"learners.{name}: no learner is named {name!r} (a section, or a top-level table, names "
+                          f"the learner whose settings it holds: {', '.join(LEARNERS)})")
+    return LEARNERS.load(name)
+
+
+def settled(config: SessionConfig, kind: Kind | None = None, *, source: str | None = None) -> SessionConfig:
+    """``config`` with every learner's section decoded by its kind (:attr:`~combee_fast.kinds.Kind.settings`),
+    checked and written back whole (each default filled in), and ``kind``'s own section added
+    with its defaults when it declares settings and the configuration gives none (what a run's
+    ``config.json`` then records). ConfigError, naming ``source``, when a section names no learner,
+    its learner has no settings, or it does not decode."""
+    sections = dict(config.learners)
+    try:
+        owners = {name: _section_owner(name, config) for name in sections}
+        if kind is not None and kind.settings is not None:
+            owners.setdefault(kind.name, kind)
+        for name, owner in owners.items():
+            if owner.settings is None:
+                raise ConfigError(f"learners.{name}: learner {owner.key!r} has no settings of its own")
+            sections[name] = msgspec.to_builtins(config.learner_settings(name, owner.settings))
+    except ConfigError as exc:
+        raise ConfigError(f"{source}: {exc}" if source else str(exc)) from None
+    return config if sections == config.learners else msgspec.structs.replace(config, learners=sections)
+
+
+def flags_of(learners: Iterable[str] = ()) -> list[tuple[Kind, list[Flag]]]:
+    """Each built-in learner's own flags, then those of ``learners`` (names or paths, e.g. the one
+    ``--learner`` gives; one that does not load is left out), each set under its section
+    (``learners.<name>``)."""
+    kinds = {kind.key: kind for kind in _builtin()}
+    for name in learners:
+        try:
+            kind = LEARNERS.load(name)
+        except ConfigError:  # the run refuses it itself, in one line, once it resolves its learner
+            continue
+        kinds.setdefault(kind.key, kind)
+    return [(kind, [flag.under("learners", kind.name) for flag in kind.flags]) for kind in kinds.values() if kind.flags]
 
 
 def roles_of(config: SessionConfig) -> tuple[Role, ...]:

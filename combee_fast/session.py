@@ -34,7 +34,7 @@ from combee_fast.endpoint.server_work import ServerWork, read_server_work, work_
 from combee_fast.errors import CheckpointError, CombeeError, ConfigError
 from combee_fast.redact import scrub, strip_userinfo
 from combee_fast.kinds import Kind
-from combee_fast.learners import LEARNERS, Choice, resolve
+from combee_fast.learners import LEARNERS, Choice, resolve, settled
 from combee_fast.methods.base import EvalResult
 from combee_fast.protocols.running import BatchPlan, Method, StopRule
 from combee_fast.protocols.rollouts import EnvironmentTask
@@ -606,7 +606,7 @@ async def open_session(config: SessionConfig, *, check: bool = True, events: Eve
     """Load the task, start the local server or the simulated endpoint if a role needs one, open
     the role clients (:func:`~combee_fast.roles.clients.open_role_clients`).
 
-    An unknown learner or method, or an empty train split, raises :class:`ConfigError`. With
+    An unknown learner or method, a learner's section that does not decode, or an empty train split, raises :class:`ConfigError`. With
     ``check``, every real endpoint is proved to serve its model first
     (:meth:`EndpointClient.check`): an unreachable one raises
     :class:`combee_fast.errors.EndpointUnreachable` before any work starts. Roles that name the
@@ -619,6 +619,7 @@ async def open_session(config: SessionConfig, *, check: bool = True, events: Eve
     whether it plays that task's world.
     """
     choice = resolve(config.learner, config.method)
+    config = settled(config, choice.kind)  # every learner's section checked, the run's learner's complete
     named = task is None
     task = get_task(config.task.name, **config.task.options) if task is None else task
     _check_env(config.agent, task)

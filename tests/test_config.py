@@ -24,6 +24,7 @@ from combee_fast.config import (
 from combee_fast.cli import build_parser
 from combee_fast.errors import ConfigError
 from combee_fast.flags import session_config
+from combee_fast.gepa.settings import GepaConfig, PipelineConfig, settings
 from combee_fast.run.rundir import RunDir
 from combee_fast.session import open_session
 
@@ -181,7 +182,8 @@ def test_a_toml_config_asks_for_the_controller_with_batch_size_auto(tmp_path) ->
 def test_each_knob_has_one_meaning_and_defaults_keep_todays_values() -> None:
     config = SessionConfig()
     assert config.map.workers == config.transport.concurrency == config.eval.parallel == config.controller.max_batch
-    assert config.gepa.combee_minibatch == config.train.batch_size and config.gepa.minibatch == 3
+    gepa = settings(config)  # GEPA's, read from its section (none here: its defaults)
+    assert gepa.combee_minibatch == config.train.batch_size and gepa.minibatch == 3
     changed = msgspec.structs.replace(config, map=msgspec.structs.replace(config.map, workers=4))
     assert changed.transport.concurrency == 256 and changed.eval.parallel == 256
 

@@ -2,6 +2,8 @@
 search over named text components with a Pareto pool of candidates over the validation instances.
 
 - :mod:`.kind`: the registration (:class:`~.kind.GepaKind`): methods, pool, deployable candidate, evaluation.
+- :mod:`.settings`: its settings (:class:`~.settings.GepaConfig`, ``learners.gepa``; the
+  pipeline's :class:`~.settings.PipelineConfig`) and its flags.
 - :mod:`.pool`: :class:`~.pool.GepaState`, the pool as the run loop carries it.
 - :mod:`.iteration`: GEPA's step (parent, minibatch, reflection, acceptance, validation) as a
   :class:`~combee_fast.protocols.Method`.

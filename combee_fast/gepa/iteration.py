@@ -29,7 +29,7 @@ from typing import Any
 
 import msgspec
 
-from combee_fast.config import GepaConfig
+from combee_fast.gepa.settings import GepaConfig
 from combee_fast.engine.rng import rng_at
 from combee_fast.engine.stream import indexed_map
 from combee_fast.engine.timing import finish_times

@@ -10,9 +10,11 @@ are the same for all (:mod:`.iteration`); ``async-gepa`` reserves its budget at 
 task solved by acting, every solve is an agent episode whose instructions are the candidate
 (:class:`~combee_fast.gepa.calls.GepaCalls`).
 
-The batched methods' minibatch is ``gepa.combee_minibatch``; ``"auto"`` there, or
-``train.batch_size = "auto"`` (``--batch-size auto``), hands it to the live planner. Members it
-leaves out take their defaults (:mod:`combee_fast.kinds`: its artifact encoded as MessagePack, its
+Its settings are :class:`~combee_fast.gepa.settings.GepaConfig` (a configuration's
+``learners.gepa`` section, read by :func:`~combee_fast.gepa.settings.settings`; its flags
+:data:`~combee_fast.gepa.settings.FLAGS`). The batched methods' minibatch is
+``gepa.combee_minibatch``; ``"auto"`` there, or ``train.batch_size = "auto"`` (``--batch-size
+auto``), hands it to the live planner. Members it leaves out take their defaults (:mod:`combee_fast.kinds`: its artifact encoded as MessagePack, its
 lessons the best candidate's lines, no online learning).
 """
 
@@ -34,6 +36,8 @@ from combee_fast.gepa.pipeline import AsyncGepa
 from combee_fast.gepa.planner import GepaPlan, GepaPlanner
 from combee_fast.gepa.pool import GepaState, PoolChange
 from combee_fast.gepa.reflection import CombeeReflection, Reflection, SerialReflection
+from combee_fast.gepa.settings import FLAGS, GepaConfig
+from combee_fast.gepa.settings import settings as own
 from combee_fast.gepa.stages import StageWork
 from combee_fast.gepa.stops import MetricCallBudget
 from combee_fast.methods.base import EvalResult, Prediction
@@ -55,7 +59,7 @@ def check_budget_pays_one_step(config: SessionConfig, validation: int, minibatch
     examples, counted first, then one iteration's least, its parent and its child each graded on
     a minibatch (``minibatch``; None, planned: at least one example)."""
     least = 2 * (minibatch or 1)
-    limit = config.gepa.max_metric_calls
+    limit = own(config).max_metric_calls
     if limit >= validation + least:
         return
     name = config.task.val_split.split("[")[0]
@@ -75,6 +79,8 @@ class GepaKind:
     roles = ROLES
     size_unit = "candidates"  # what the artifact's size counts, in progress lines and reports
     artifact_type = GepaState
+    settings = GepaConfig  # its section, learners.gepa (the [gepa] table of older files)
+    flags = FLAGS
 
     def initial(self, config: SessionConfig) -> GepaState:
         return GepaState(seed=Candidate.seed())
@@ -83,14 +89,14 @@ class GepaKind:
         """Serial GEPA's fixed minibatch; the batched methods' ``gepa.combee_minibatch``, None
         (the planner) when it or ``train.batch_size`` is ``"auto"``."""
         if method == "sequential":
-            return config.gepa.minibatch
-        minibatch = config.gepa.combee_minibatch  # "auto" is read as None
+            return own(config).minibatch
+        minibatch = own(config).combee_minibatch  # "auto" is read as None
         return minibatch if config.train.batch_size is not None and isinstance(minibatch, int) else None
 
     def live_plan(self, method: str, config: SessionConfig, run_dir: RunDir | None) -> GepaPlan:
         """GEPA's own planner (:mod:`.planner`): minibatch, reflection groups and, for
         ``async-gepa``, proposals in flight."""
-        ceiling = config.gepa.pipeline.proposals if method == "async" else 1
+        ceiling = own(config).pipeline.proposals if method == "async" else 1
         return GepaPlan(GepaPlanner(config.controller, config.combee, in_flight_ceiling=ceiling), run_dir)
 
     def build_method(self, method: str, context: LearnContext) -> GepaIteration | AsyncGepa:
@@ -98,14 +104,14 @@ class GepaKind:
             raise ConfigError("learner gepa grades its own answers; it cannot learn from collected traces")
         config = context.config
         check_budget_pays_one_step(config, len(context.val_examples), self.batch_size(method, config))
-        combee = method == "combee" or (method == "async" and config.gepa.pipeline.reflection == "combee")
+        combee = method == "combee" or (method == "async" and own(config).pipeline.reflection == "combee")
         reflection: Reflection = CombeeReflection(config.combee, seed=config.seed) if combee else SerialReflection()
         calls = self.calls(context)
         if method == "async":
             work = StageWork(calls, reflection, context.val_examples, workers=config.map.workers,
-                             skip_perfect=config.gepa.skip_perfect)
-            return AsyncGepa(self.methods[method], calls, work, config=config.gepa, seed=config.seed)
-        return GepaIteration(self.methods[method], calls, reflection, context.val_examples, config=config.gepa,
+                             skip_perfect=own(config).skip_perfect)
+            return AsyncGepa(self.methods[method], calls, work, config=own(config), seed=config.seed)
+        return GepaIteration(self.methods[method], calls, reflection, context.val_examples, config=own(config),
                              seed=config.seed, workers=config.map.workers)
 
     def calls(self, context: LearnContext) -> GepaCalls:
@@ -114,9 +120,10 @@ class GepaKind:
         return GepaCalls(context.task, context.calls, context.attempts)
 
     def stop_rules(self, config: SessionConfig) -> list[StopRule]:
-        rules: list[StopRule] = [MetricCallBudget(config.gepa.max_metric_calls)]
-        if config.gepa.max_epochs is not None:
-            rules.append(EpochsDone(config.gepa.max_epochs))
+        settings = own(config)
+        rules: list[StopRule] = [MetricCallBudget(settings.max_metric_calls)]
+        if settings.max_epochs is not None:
+            rules.append(EpochsDone(settings.max_epochs))
         return rules
 
     def deployable(self, artifact: GepaState) -> Candidate:

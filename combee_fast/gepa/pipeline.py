@@ -101,7 +101,7 @@ from typing import Any
 
 import msgspec
 
-from combee_fast.config import GepaConfig
+from combee_fast.gepa.settings import GepaConfig
 from combee_fast.engine.rng import rng_at
 from combee_fast.engine.virtual import Ended, ScheduleState, StageSchedule
 from combee_fast.gepa.budget import MetricBudget

@@ -40,7 +40,7 @@ GRADING_STAGES = frozenset({"grade", "screen", "validate"})
 class Screened(msgspec.Struct, frozen=True):
     """The child graded on its minibatch, and the rival it was rebased onto and must beat (None:
     its parent, graded before); ``validation``: a speculated screening's rest, the child's
-    validation once its minibatch ended (:attr:`~combee_fast.config.PipelineConfig.speculate`)."""
+    validation once its minibatch ended (:attr:`~combee_fast.gepa.settings.PipelineConfig.speculate`)."""
 
     child: Graded
     rival: Graded | None = None
@@ -120,7 +120,7 @@ _RESULT_FIELD = {"grade": "graded", "reflect": "mapped", "aggregate": "reflected
 
 class StageWork:
     """What each stage does, on ``calls`` with ``reflection``; gradings run ``workers`` solves at
-    once; ``val`` is the validation set; ``skip_perfect`` as in :class:`~combee_fast.config.GepaConfig`."""
+    once; ``val`` is the validation set; ``skip_perfect`` as in :class:`~combee_fast.gepa.settings.GepaConfig`."""
 
     def __init__(self, calls: GepaCalls, reflection: Reflection, val: Sequence[Example], *, workers: int,
                  skip_perfect: bool) -> None:

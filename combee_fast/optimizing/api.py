@@ -57,11 +57,12 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from combee_fast.config import EndpointSpec, EvalConfig, GepaConfig, MapConfig, SessionConfig, TaskConfig, TrainConfig
+from combee_fast.config import EndpointSpec, EvalConfig, MapConfig, SessionConfig, TaskConfig, TrainConfig
 from combee_fast.engine.loop import run
 from combee_fast.errors import CombeeError, ConfigError
 from combee_fast.gepa.candidate import SYSTEM_PROMPT, Candidate
 from combee_fast.gepa.pool import GepaState
+from combee_fast.gepa.settings import SECTION as GEPA, GepaConfig
 from combee_fast.ace.roles import GENERATOR
 from combee_fast.optimizing.kind import ACE_PATH, PATH
 from combee_fast.optimizing.lm_server import MODEL, CallableEndpoint
@@ -143,7 +144,7 @@ async def optimize_async(
                 learner=ACE_PATH if ace else PATH, method="combee" if ace else method, seed=seed,
                 task=TaskConfig(name=task.name, train_split=TRAIN, val_split=VAL),
                 map=MapConfig(workers=max_concurrency, max_rounds=0), eval=EvalConfig(parallel=max_concurrency),
-                gepa=GepaConfig(minibatch=size, combee_minibatch=size, max_metric_calls=budget),
+                learners={GEPA: GepaConfig(minibatch=size, combee_minibatch=size, max_metric_calls=budget)},
                 train=TrainConfig(batch_size=size, epochs=max(1, -(-budget // len(trainset))) if ace else 1),
                 endpoints={"default": reflection, "serve": solver})
             stops = [DollarBudget(max_dollars)] if max_dollars is not None else []

@@ -11,12 +11,15 @@ they pass (one strategy per module):
 - :mod:`.embedded`: :class:`EmbeddedLearner`;
 - :mod:`.base`: :class:`LearnerBase`, a learner with a default for every member it may leave out,
   and :data:`NO_CALL` (:func:`no_call`), how a part made without a model call says so.
+- :mod:`.flags`: :class:`Flag`, a command-line flag setting one field of the configuration (a
+  learner kind's own flags set its settings).
 
 Every name is also here, for a plugin that implements several.
 """
 
 from combee_fast.protocols.base import NO_CALL, LearnerBase, no_call
 from combee_fast.protocols.embedded import EmbeddedLearner
+from combee_fast.protocols.flags import Flag
 from combee_fast.protocols.learning import (Artifact, ChangeReport, CompleteKind, Deployable, EpisodeTrace, Learner,
                                             LearnerKind, OnlineLearning, Proposer, Releasable, Trace)
 from combee_fast.protocols.rollouts import Agent, AgentEpisode, Attempts, Environment, EnvironmentTask, RolloutExecutor
@@ -25,7 +28,7 @@ from combee_fast.protocols.tasks import RolloutSource, Task
 
 __all__ = [
     "Agent", "AgentEpisode", "Artifact", "Attempts", "BatchPlan", "ChangeReport", "CompleteKind", "Deployable",
-    "EmbeddedLearner", "Ends", "Environment", "EnvironmentTask", "EpisodeTrace", "Learner", "LearnerBase",
+    "EmbeddedLearner", "Ends", "Environment", "EnvironmentTask", "EpisodeTrace", "Flag", "Learner", "LearnerBase",
     "LearnerKind", "Method", "NO_CALL", "OnlineLearning", "Proposer", "Releasable", "RolloutExecutor", "RolloutSource",
     "StopRule", "Task", "Trace", "no_call",
 ]

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 
     from combee_fast.config import SessionConfig
     from combee_fast.methods.base import Applied, EvalResult
+    from combee_fast.protocols.flags import Flag
     from combee_fast.protocols.rollouts import Attempts
     from combee_fast.protocols.running import BatchPlan, Method, StopRule
     from combee_fast.roles.calls import RoleCalls
@@ -258,6 +259,11 @@ class CompleteKind(LearnerKind[A, D], Protocol[A, D]):
     learning_roles: tuple[str, ...]
     size_unit: str
     responders: Mapping[str, RoleResponder]
+    settings: type[Any] | None
+    """Its own settings (a msgspec Struct type; None: none): a configuration's ``learners.<name>``
+    section decoded as it (:meth:`~combee_fast.config.SessionConfig.learner_settings`)."""
+    flags: tuple[Flag, ...]
+    """Its own ``combee learn`` flags, each setting a path inside its section."""
 
     def encode_artifact(self, artifact: A) -> bytes:
         """``artifact`` as bytes that :meth:`decode_artifact` turns back into an equal artifact

@@ -11,11 +11,12 @@ card's splits. A changed card or split is a different file, never a stale hit.
 from __future__ import annotations
 
 import hashlib
+from typing import Any
 from pathlib import Path
 
 import msgspec
 
-from combee_fast.config import GepaConfig, SessionConfig, config_to_dict
+from combee_fast.config import SessionConfig, config_to_dict
 from combee_fast.files import write_atomic
 from combee_fast.verify.card import Card, HardwareClass
 from combee_fast.verify.cells import CellRun, baseline_config, run_cell
@@ -39,14 +40,14 @@ def cache_file(folder: str | Path, card: Card, hardware: HardwareClass, config: 
 
 async def baseline_cell(card: Card, card_path: str | Path, hardware: HardwareClass, seed: int, *,
                         folder: str | Path, time_scale: float, world: str | None = None,
-                        learner: str | None = None, gepa: GepaConfig | None = None) -> tuple[CellRun, bool]:
+                        learner: str | None = None, learners: dict[str, Any] | None = None) -> tuple[CellRun, bool]:
     """The serial baseline's cell (``seed``, ``hardware``; the card's method on ``learner``) and
     whether it came from the cache.
 
     A miss runs the baseline (:func:`~combee_fast.verify.cells.run_cell`, recorded in the
     card's usage record) and stores it; a hit reads the file and runs nothing.
     """
-    config = baseline_config(card, hardware, seed, time_scale=time_scale, learner=learner, gepa=gepa,
+    config = baseline_config(card, hardware, seed, time_scale=time_scale, learner=learner, learners=learners,
                              **({} if world is None else {"world": world}))
     path = cache_file(folder, card, hardware, config)
     if path.exists():

@@ -10,10 +10,11 @@ and scores one. Every split use is appended to the card's usage record.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import msgspec
 
-from combee_fast.config import GepaConfig, SessionConfig, SimConfig, TaskConfig, TrainConfig
+from combee_fast.config import SessionConfig, SimConfig, TaskConfig, TrainConfig
 from combee_fast.learners import roles_of, serial_baseline
 from combee_fast.run.rundir import RunDir
 from combee_fast.run.usage import SplitUsage, append_usage, usage_entry, usage_path
@@ -68,16 +69,16 @@ def cell_config(card: Card, config: SessionConfig, hardware: HardwareClass, seed
 
 def baseline_config(card: Card, hardware: HardwareClass, seed: int, *, time_scale: float,
                     world: str = SimConfig().world, learner: str | None = None,
-                    gepa: GepaConfig | None = None) -> SessionConfig:
+                    learners: dict[str, Any] | None = None) -> SessionConfig:
     """The card's serial baseline as a cell: its method (:func:`~combee_fast.learners.serial_baseline`:
     ``sequential`` on ``learner``, a learner's own serial name on that learner) at batch 1, every
-    other setting the default but GEPA's search settings (``gepa``: the verified configuration's,
-    so both spend the same budget); ``time_scale`` for the simulated endpoint (one request in
+    other setting the default but the learners' own settings (``learners``: the verified
+    configuration's sections, so a GEPA baseline spends the same budget); ``time_scale`` for the simulated endpoint (one request in
     flight, so any scale gives the same simulated times); ``world`` the task-world variant."""
     method = card.serial_baseline.method
     kind = serial_baseline(method, learner).kind
     base = SessionConfig(learner=kind.key if method != "sequential" else learner, method=method,
-                         train=TrainConfig(batch_size=1), gepa=gepa or GepaConfig(),
+                         train=TrainConfig(batch_size=1), learners=dict(learners or {}),
                          sim=SimConfig(world=world))
     return cell_config(card, base, hardware, seed, time_scale=time_scale)
 

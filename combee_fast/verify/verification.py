@@ -106,7 +106,7 @@ async def verify_config(
     async def theirs(hardware: HardwareClass, seed: int) -> tuple[CellRun, bool]:
         found = await gated(hardware, lambda: baseline_cell(
             card, card_path, hardware, seed, folder=settings.baseline_cache, time_scale=settings.serial_time_scale,
-            world=config.sim.world, learner=choice.kind.key, gepa=config.gepa))
+            world=config.sim.world, learner=choice.kind.key, learners=config.learners))
         cell, cached = found
         said(f"baseline {hardware.name} seed {seed}: {cell.sim_seconds:,.0f} sim s, {cell.wall_seconds:,.1f} wall s, "
              f"test {100 * cell.test_accuracy:.1f}%{' (cached)' if cached else ''}")

@@ -37,7 +37,7 @@ def test_learn_a_system_prompt_with_a_gepa_method(tmp_path, method: str, minibat
     assert f"[{method}]" in done.stderr  # progress lines
     assert len(list((out / "candidates").glob("c*.json"))) == summary["candidates"]
     config = msgspec.json.decode((out / "config.json").read_bytes())
-    assert config["method"] == method and config["gepa"]["max_metric_calls"] == 120
+    assert config["method"] == method and config["learners"]["gepa"]["max_metric_calls"] == 120
     scored = subprocess.run(
         [sys.executable, "-m", "combee_fast.cli", "eval", "--split", "val[0:15]", "--playbook", str(out / "best.json"),
          "--sim-preset", "flat", "--time-scale", "0.0001"],

@@ -10,7 +10,8 @@ import shutil
 import orjson
 import pytest
 
-from combee_fast.config import GepaConfig, MapConfig, PipelineConfig, SessionConfig, SimConfig, TaskConfig
+from combee_fast.config import MapConfig, SessionConfig, SimConfig, TaskConfig
+from combee_fast.gepa.settings import GepaConfig, PipelineConfig
 from combee_fast.gepa.calls import GepaCalls, proposer_messages
 from combee_fast.gepa.candidate import Candidate
 from combee_fast.gepa.iteration import grade
@@ -30,8 +31,8 @@ def _config(method: str = "gepa", **options: str) -> SessionConfig:
                          task=TaskConfig(name="terminal", train_split="train[0:16]", val_split="selection[0:4]",
                                          options=options),
                          map=MapConfig(workers=8), sim=SimConfig("flat", 1e-3),
-                         gepa=GepaConfig(combee_minibatch=4, max_metric_calls=10**9, max_epochs=1,
-                                         pipeline=PipelineConfig(proposals=2)))
+                         learners={"gepa": GepaConfig(combee_minibatch=4, max_metric_calls=10**9, max_epochs=1,
+                                                      pipeline=PipelineConfig(proposals=2))})
 
 
 @needs_bwrap

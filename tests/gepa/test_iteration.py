@@ -15,7 +15,7 @@ import pytest
 
 from combee_fast.combee.shuffle import augmented_groups
 from combee_fast.config import (
-    CacheConfig, FaultConfig, GepaConfig, MapConfig, SessionConfig, SimConfig, TaskConfig, TransportConfig,
+    CacheConfig, FaultConfig, MapConfig, SessionConfig, SimConfig, TaskConfig, TransportConfig,
 )
 from combee_fast.engine.rng import rng_at
 from combee_fast.engine.timing import finish_times
@@ -25,6 +25,8 @@ from combee_fast.gepa.iteration import GepaIteration, grade, longest_first
 from combee_fast.gepa.kind import GEPA
 from combee_fast.gepa.learner import GepaProposer
 from combee_fast.gepa.pool import GepaState
+from combee_fast.gepa.settings import GepaConfig
+from combee_fast.gepa.settings import settings as gepa_settings
 from combee_fast.gepa.reflection import CombeeReflection, Reflected, SerialReflection
 from combee_fast.methods.base import StepResult
 from combee_fast.run.state import EpochOrder, TrainState
@@ -36,7 +38,7 @@ def _config(**changes: object) -> SessionConfig:
     """Formula on a small slice, the flat preset at 1e-4 real seconds per simulated second."""
     base = SessionConfig(
         method="gepa", task=TaskConfig(train_split="train[0:60]", val_split="val[0:20]"), sim=SimConfig("flat", 1e-4),
-        gepa=GepaConfig(max_metric_calls=150),
+        learners={"gepa": GepaConfig(max_metric_calls=150)},
     )
     return msgspec.structs.replace(base, **changes)
 
@@ -56,7 +58,7 @@ async def _iterate(config: SessionConfig, reflection=None, *, minibatch: int, ca
     async with open_session(config) as session:
         calls = calls_type(session.task, session.calls)
         method = GepaIteration("gepa", calls, reflection or SerialReflection(), session.val_split.examples,
-                               config=config.gepa, seed=config.seed, workers=config.map.workers)
+                               config=gepa_settings(config), seed=config.seed, workers=config.map.workers)
         train = session.train_split.examples
         state = TrainState.fresh(GEPA.initial(config))
         start = await method.start(state.artifact)
@@ -119,7 +121,7 @@ class _Unchanged:
 
 
 async def test_a_child_that_only_ties_its_parent_is_rejected() -> None:
-    run = await _iterate(_config(gepa=GepaConfig(max_metric_calls=80)), _Unchanged(), minibatch=3)
+    run = await _iterate(_config(learners={"gepa": GepaConfig(max_metric_calls=80)}), _Unchanged(), minibatch=3)
     assert {_outcome(r) for _, r in run.steps} <= {"rejected", "perfect"}
     assert any(_outcome(r) == "rejected" for _, r in run.steps)
     assert len(run.final.candidates) == 1 and run.final.best_index() == 0
@@ -129,7 +131,7 @@ async def test_a_child_that_only_ties_its_parent_is_rejected() -> None:
 @pytest.mark.parametrize("method", ["gepa", "combee-gepa"])
 async def test_the_same_seed_replayed_from_the_cache_gives_the_identical_final_candidate(tmp_path, method: str) -> None:
     cache = str(tmp_path / "cache.jsonl")
-    config = _config(method=method, gepa=GepaConfig(max_metric_calls=150, combee_minibatch=12))
+    config = _config(method=method, learners={"gepa": GepaConfig(max_metric_calls=150, combee_minibatch=12)})
     async with open_session(msgspec.structs.replace(config, cache=CacheConfig(cache, "record"))) as session:
         recorded = await session.train()
     async with open_session(msgspec.structs.replace(config, cache=CacheConfig(cache, "replay"))) as session:
@@ -165,7 +167,7 @@ class _CountingCalls(GepaCalls):
 
 
 async def test_combee_gepa_reflects_once_per_shuffled_group_all_at_once_then_aggregates() -> None:
-    config = _config(method="combee-gepa", gepa=GepaConfig(max_metric_calls=200))
+    config = _config(method="combee-gepa", learners={"gepa": GepaConfig(max_metric_calls=200)})
     reflection = CombeeReflection(config.combee, seed=config.seed)
     run = await _iterate(config, reflection, minibatch=16, calls_type=_CountingCalls)
     reflecting = [(i, r) for i, (_, r) in enumerate(run.steps) if _outcome(r) != "perfect"]
@@ -194,7 +196,7 @@ def test_minibatches_follow_the_engines_epoch_order_and_span_epochs() -> None:
 
 async def test_max_epochs_stops_the_search_after_whole_passes_over_the_train_split() -> None:
     config = _config(task=TaskConfig(train_split="train[0:30]", val_split="val[0:10]"),
-                     gepa=GepaConfig(max_metric_calls=100_000, max_epochs=1))
+                     learners={"gepa": GepaConfig(max_metric_calls=100_000, max_epochs=1)})
     run = await _iterate(config, minibatch=3)
     assert len(run.steps) == 10 and {epoch for epoch, _ in run.steps} == {0}
     assert run.final.metric_calls == 10 + sum(len(r.traces) for _, r in run.steps) < 100_000
@@ -203,7 +205,7 @@ async def test_max_epochs_stops_the_search_after_whole_passes_over_the_train_spl
 async def test_injected_faults_are_retried_or_repaired_and_each_grading_counts_once() -> None:
     faults = FaultConfig(rate_500=0.1, rate_malformed=0.1)
     config = _config(method="combee-gepa", sim=SimConfig("flat", 1e-4, faults=faults),
-                     gepa=GepaConfig(max_metric_calls=150, combee_minibatch=12))
+                     learners={"gepa": GepaConfig(max_metric_calls=150, combee_minibatch=12)})
     async with open_session(config) as session:
         result = await session.train()
         counters = session.server.counters()

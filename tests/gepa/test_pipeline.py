@@ -10,12 +10,14 @@ from collections.abc import Sequence
 import msgspec
 import pytest
 
-from combee_fast.config import (CacheConfig, FaultConfig, GepaConfig, MapConfig, PipelineConfig, SessionConfig,
+from combee_fast.config import (CacheConfig, FaultConfig, MapConfig, SessionConfig,
                                 SimConfig, TaskConfig, TransportConfig)
 from combee_fast.engine.timing import finish_times
 from combee_fast.gepa.calls import GepaCalls, Rewrite
 from combee_fast.gepa.candidate import SYSTEM_PROMPT, Candidate
 from combee_fast.gepa.pipeline import AsyncGepa
+from combee_fast.gepa.settings import GepaConfig, PipelineConfig
+from combee_fast.gepa.settings import settings as gepa_settings
 from combee_fast.gepa.pool import GepaState, PoolChange
 from combee_fast.gepa.reflection import CombeeReflection, SerialReflection
 from combee_fast.gepa.stages import StageWork
@@ -30,7 +32,8 @@ def _config(*, pipeline: PipelineConfig = PipelineConfig(), **gepa: object) -> S
     """Formula on a small slice, the flat preset at 1e-4 real seconds per simulated second."""
     settings = {"combee_minibatch": 12, "max_metric_calls": 10**9, "max_epochs": 1, **gepa}
     return SessionConfig(method="async-gepa", task=TaskConfig(train_split="train[0:96]", val_split="val[0:20]"),
-                         sim=SimConfig("flat", 1e-4), gepa=GepaConfig(pipeline=pipeline, **settings))  # type: ignore[arg-type]
+                         sim=SimConfig("flat", 1e-4),
+                         learners={"gepa": GepaConfig(pipeline=pipeline, **settings)})  # type: ignore[arg-type]
 
 
 class _Counting(GepaCalls):
@@ -63,8 +66,8 @@ def _method(session: Session, config: SessionConfig, *, serial: bool = False) ->
     calls = _Counting(session.task, session.calls)
     reflection = SerialReflection() if serial else CombeeReflection(config.combee, seed=config.seed)
     work = StageWork(calls, reflection, session.val_split.examples, workers=config.map.workers,
-                     skip_perfect=config.gepa.skip_perfect)
-    return AsyncGepa("async-gepa", calls, work, config=config.gepa, seed=config.seed), calls
+                     skip_perfect=gepa_settings(config).skip_perfect)
+    return AsyncGepa("async-gepa", calls, work, config=gepa_settings(config), seed=config.seed), calls
 
 
 class _Watched:
@@ -117,7 +120,8 @@ async def test_one_proposal_in_flight_is_the_synchronous_loop(serial: bool) -> N
     config = _config(pipeline=PipelineConfig(proposals=1))
     synchronous = msgspec.structs.replace(config, method="gepa" if serial else "combee-gepa")
     if serial:
-        synchronous = msgspec.structs.replace(synchronous, gepa=msgspec.structs.replace(synchronous.gepa, minibatch=12))
+        serial_settings = msgspec.structs.replace(gepa_settings(synchronous), minibatch=12)
+        synchronous = msgspec.structs.replace(synchronous, learners={"gepa": serial_settings})
     async with open_session(synchronous) as session:
         expected = await session.train()
     result, changes, _ = await _train(config, serial=serial)

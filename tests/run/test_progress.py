@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import io
 
-from combee_fast.config import GepaConfig, SessionConfig, SimConfig, TaskConfig
+from combee_fast.config import SessionConfig, SimConfig, TaskConfig
+from combee_fast.gepa.settings import GepaConfig
 from combee_fast.run.batch_plans import FixedBatch
 from combee_fast.run.events import Events
 from combee_fast.run.progress import clock
@@ -40,7 +41,8 @@ async def test_plain_lines_count_steps_budget_and_time_with_simulated_seconds_la
 async def test_on_a_terminal_the_bar_is_drawn_and_gepa_counts_metric_calls_and_candidates(monkeypatch) -> None:
     monkeypatch.setenv("COLUMNS", "250")
     stream = _Terminal()
-    config = SessionConfig(method="gepa", task=CONFIG.task, sim=CONFIG.sim, gepa=GepaConfig(max_metric_calls=60))
+    config = SessionConfig(method="gepa", task=CONFIG.task, sim=CONFIG.sim,
+                           learners={"gepa": GepaConfig(max_metric_calls=60)})
     async with open_session(config) as session:
         progress = session.progress(stream=stream)
         assert progress.live and progress.budget is not None and progress.budget.unit == "metric calls"

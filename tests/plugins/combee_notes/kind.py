@@ -1,6 +1,7 @@
 """The notes learner registered (a :class:`~combee_fast.protocols.LearnerKind`): the seven members
 every learner has, and of the optional ones only what differs from combee_fast's defaults (its
-size unit, its simulated-endpoint responders, its summary). Its methods are the generic ones:
+size unit, its simulated-endpoint responders, its summary, its own settings and flag: a run's
+``[learners.notes]`` section, :class:`NotesSettings`, and ``--max-notes``). Its methods are the generic ones:
 ``sequential`` (shown ``notes``), ``naive`` (``naive-notes``) and ``combee`` (``combee-notes``).
 
 Named by path (``--learner combee_notes.kind:NOTES``) or, installed, by its entry point (``notes``).
@@ -13,18 +14,31 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from combee_fast.config import SessionConfig
 from combee_fast.errors import ConfigError
 from combee_fast.methods import build_method
 from combee_fast.methods.base import EvalResult
+from combee_fast.protocols import Flag
+from combee_fast.protocols.flags import positive_int
 from combee_fast.protocols.running import Method
 from combee_fast.run.context import LearnContext
 from combee_fast.schema import Example, GradedAnswer
 
 from .calls import ROLES, NotesCalls
 from .learner import NotesLearner
-from .notes import Notes
+from .notes import MAX_NOTES, Notes
 from .sim import RESPONDERS
+
+
+class NotesSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """The notes learner's own settings: a run's ``[learners.notes]`` section."""
+
+    max_notes: int = MAX_NOTES  # most notes kept, the oldest dropped past it
+
+
+FLAGS = (Flag("--max-notes", path=("max_notes",), type=positive_int, help="notes: most notes kept, the oldest dropped"),)
 
 
 class NotesKind:
@@ -35,6 +49,8 @@ class NotesKind:
     artifact_type = Notes
     size_unit = "notes"
     responders = RESPONDERS
+    settings = NotesSettings
+    flags = FLAGS
 
     def initial(self, config: SessionConfig) -> Notes:
         return Notes()
@@ -43,7 +59,8 @@ class NotesKind:
         if context.from_traces:
             raise ConfigError("learner notes answers its own questions; it cannot learn from collected traces")
         config = context.config
-        learner = NotesLearner(NotesCalls(context.task, context.calls))
+        own = config.learner_settings(self.name, NotesSettings)
+        learner = NotesLearner(NotesCalls(context.task, context.calls), max_notes=own.max_notes)
         return build_method(method, learner, config.map, config.combee, seed=config.seed)
 
     async def evaluate(self, context: LearnContext, deployable: Notes, examples: Sequence[Example]) -> EvalResult:

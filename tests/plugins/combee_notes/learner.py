@@ -20,7 +20,7 @@ from combee_fast.methods.base import Applied
 from combee_fast.schema import CallError, Example, GradedAnswer, Proposal, Usage
 
 from .calls import Note, NotesCalls
-from .notes import Notes
+from .notes import MAX_NOTES, Notes
 
 
 class NoteTrace(msgspec.Struct, frozen=True):
@@ -55,8 +55,8 @@ class NoteTrace(msgspec.Struct, frozen=True):
 class NotesLearner:
     """The notes learner on ``calls`` (module docstring); its chains carry nothing past their step."""
 
-    def __init__(self, calls: NotesCalls) -> None:
-        self.calls = calls
+    def __init__(self, calls: NotesCalls, *, max_notes: int = MAX_NOTES) -> None:
+        self.calls, self.max_notes = calls, max_notes
 
     async def render(self, artifact: Notes) -> str:
         return artifact.render()
@@ -94,5 +94,5 @@ class NotesLearner:
         return None
 
     async def apply(self, artifact: Notes, traces: Sequence[Any], edits: Sequence[str], source: str) -> Applied[Notes]:
-        notes, change, delta = artifact.with_notes(edits, source)
+        notes, change, delta = artifact.with_notes(edits, source, self.max_notes)
         return Applied(notes, change, change.added_ids, () if delta is None else (delta,))

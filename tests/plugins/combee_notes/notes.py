@@ -42,9 +42,10 @@ class Notes(msgspec.Struct, frozen=True):
     def render(self) -> str:
         return "\n".join(f"- {note}" for note in self.notes)
 
-    def with_notes(self, added: Sequence[str], source: str) -> tuple[Notes, NotesChange, NotesDelta | None]:
+    def with_notes(self, added: Sequence[str], source: str,
+                   limit: int = MAX_NOTES) -> tuple[Notes, NotesChange, NotesDelta | None]:
         """These notes and every new one of ``added`` (blank lines and ones already held are
-        turned down), the oldest dropped past :data:`MAX_NOTES`; the next version if any was added."""
+        turned down), the oldest dropped past ``limit`` (:data:`MAX_NOTES`; the learner's setting ``max_notes``); the next version if any was added."""
         kept, fresh, rejected = list(self.notes), [], []
         for note in added:
             line = " ".join(note.split())
@@ -53,7 +54,7 @@ class Notes(msgspec.Struct, frozen=True):
                 continue
             kept.append(line)
             fresh.append(line)
-        evicted = kept[:max(0, len(kept) - MAX_NOTES)]
+        evicted = kept[:max(0, len(kept) - limit)]
         kept = kept[len(evicted):]
         change = NotesChange(tuple(fresh), tuple(rejected), tuple(evicted))
         if not fresh:
