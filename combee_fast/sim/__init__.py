@@ -14,6 +14,8 @@
 - :mod:`.agent_world`: what every world in which the endpoint plays the agent shares.
 - :mod:`.terminal`: the terminal task's world, in which the endpoint plays the agent in every
   serving role (that task's ``sim_world``).
+- :mod:`.finer`: the FiNER task's world: the calibrated world in FiNER's own words (that task's
+  ``sim_world``).
 - :mod:`.tau2`: the tau2 tasks' world, in which the endpoint plays the agent and the customer
   (those tasks' ``sim_world``).
 - :mod:`.worlds`: one task's world as the in-process endpoint plays it (the one the task names,
