@@ -27,6 +27,10 @@ from combee_fast.verify.cells import CellRun  # noqa: E402
 from combee_fast.verify.verdict import Verdict  # noqa: E402
 
 
+COLOURS = ("tab:blue", "tab:green", "tab:red", "tab:purple", "tab:orange")
+"""One per method, in the order the methods are given (the time plots)."""
+
+
 class TimeCurve(msgspec.Struct, frozen=True):
     """One method's line of :func:`time_curves_plot`: ``points``, ``(simulated seconds,
     accuracy in [0, 1])`` in time order, drawn as a line; ``end``, one more such point drawn as a
@@ -123,23 +127,17 @@ def time_points_plot(path: str | Path, methods: Sequence[tuple[str, Sequence[tup
     """Accuracy against simulated training time (log scale): per method, points
     ``(simulated seconds, accuracy in [0, 1], group)``; a colour per method, a shape per group."""
     figure, axes = plt.subplots(figsize=(7, 4.2))
-    colours = ("tab:blue", "tab:green", "tab:red", "tab:purple", "tab:orange")
     shapes = ("o", "s", "^", "D", "v")
     groups = sorted({group for _, points in methods for _, _, group in points})
     for index, (label, points) in enumerate(methods):
         for seconds, accuracy, group in points:
-            axes.scatter(seconds / 3600, 100 * accuracy, color=colours[index % len(colours)],
+            axes.scatter(seconds / 3600, 100 * accuracy, color=COLOURS[index % len(COLOURS)],
                          marker=shapes[groups.index(group) % len(shapes)], s=45, alpha=0.75,
                          label=f"{label} ({group})" if len(groups) > 1 else label)
     handles, labels = axes.get_legend_handles_labels()
     unique = dict(zip(labels, handles))
     axes.legend(unique.values(), unique.keys(), fontsize=7)
-    axes.set_xscale("log")
-    axes.set_xlabel("simulated training time (hours, log scale)")
-    axes.set_ylabel(ylabel)
-    axes.set_title("accuracy vs simulated time per method")
-    axes.grid(alpha=0.3, which="both")
-    return _save(figure, path)
+    return _save_time_axes(figure, axes, path, ylabel)
 
 
 def time_curves_plot(path: str | Path, curves: Sequence[TimeCurve], *, ylabel: str, end_label: str) -> Path:
@@ -147,9 +145,8 @@ def time_curves_plot(path: str | Path, curves: Sequence[TimeCurve], *, ylabel: s
     in a colour of its own, its ``end`` as a star of that colour (``end_label`` says what the
     stars are, in the legend)."""
     figure, axes = plt.subplots(figsize=(7, 4.2))
-    colours = ("tab:blue", "tab:green", "tab:red", "tab:purple", "tab:orange")
     for index, curve in enumerate(curves):
-        colour = colours[index % len(colours)]
+        colour = COLOURS[index % len(COLOURS)]
         axes.plot([s / 3600 for s, _ in curve.points], [100 * a for _, a in curve.points], "o-", color=colour,
                   markersize=4, label=curve.label)
         if curve.end is not None:
@@ -157,6 +154,12 @@ def time_curves_plot(path: str | Path, curves: Sequence[TimeCurve], *, ylabel: s
                          edgecolors="black", linewidths=0.5)
     axes.scatter([], [], color="white", marker="*", s=140, edgecolors="black", linewidths=0.5, label=end_label)
     axes.legend(fontsize=7)
+    return _save_time_axes(figure, axes, path, ylabel)
+
+
+def _save_time_axes(figure: plt.Figure, axes: plt.Axes, path: str | Path, ylabel: str) -> Path:
+    """Label ``axes`` as accuracy (``ylabel``) against simulated training hours on a log scale,
+    then save ``figure`` to ``path``."""
     axes.set_xscale("log")
     axes.set_xlabel("simulated training time (hours, log scale)")
     axes.set_ylabel(ylabel)
