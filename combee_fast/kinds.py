@@ -12,7 +12,8 @@ these, each replacing its default:
     size_unit        "size"
     responders       {} (its roles are answered by the simulated endpoint's task worlds)
     settings         None: no settings of its own; else a msgspec Struct type, its section
-                     ``learners.<name>`` of a configuration decoded as it (:meth:`Kind.settings_of`)
+                     ``learners.<name>`` of a configuration decoded as it
+                     (:meth:`~combee_fast.config.SessionConfig.learner_settings`)
     flags            (): no flags of its own; else :class:`~combee_fast.protocols.flags.Flag` values,
                      each a path inside its section (``combee learn`` offers them under ``learners.<name>``)
     encode_artifact  MessagePack of the artifact (``artifact_type`` a msgspec Struct, or a type
@@ -120,13 +121,6 @@ class Kind(StructArtifact):
         except ConfigError:
             raise ConfigError(f"learner {key!r}: no role in pool 'serve' (the role whose calls are rollouts); "
                               "declare one, or rollout_role") from None
-
-    def settings_of(self, config: SessionConfig) -> Any:
-        """Its own settings in ``config`` (its section decoded, :meth:`SessionConfig.learner_settings`);
-        ConfigError when it declares none."""
-        if self.settings is None:
-            raise ConfigError(f"learner {self.key!r} has no settings of its own (no [learners.{self.name}] section)")
-        return config.learner_settings(self.name, self.settings)
 
     # -- the required members, as the learner has them ---------------------------------------------
 

@@ -606,8 +606,8 @@ async def open_session(config: SessionConfig, *, check: bool = True, events: Eve
     """Load the task, start the local server or the simulated endpoint if a role needs one, open
     the role clients (:func:`~combee_fast.roles.clients.open_role_clients`).
 
-    An unknown learner or method, a learner's section that does not decode, or an empty train split, raises :class:`ConfigError`. With
-    ``check``, every real endpoint is proved to serve its model first
+    An unknown learner or method, a learner's section that does not decode, or an empty train
+    split, raises :class:`ConfigError`. With ``check``, every real endpoint is proved to serve its model first
     (:meth:`EndpointClient.check`): an unreachable one raises
     :class:`combee_fast.errors.EndpointUnreachable` before any work starts. Roles that name the
     same URL and model share one client, and so one concurrency cap. A run of agent episodes

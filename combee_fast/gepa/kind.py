@@ -88,9 +88,10 @@ class GepaKind:
     def batch_size(self, method: str, config: SessionConfig) -> int | None:
         """Serial GEPA's fixed minibatch; the batched methods' ``gepa.combee_minibatch``, None
         (the planner) when it or ``train.batch_size`` is ``"auto"``."""
+        settings = own(config)
         if method == "sequential":
-            return own(config).minibatch
-        minibatch = own(config).combee_minibatch  # "auto" is read as None
+            return settings.minibatch
+        minibatch = settings.combee_minibatch  # "auto" is read as None
         return minibatch if config.train.batch_size is not None and isinstance(minibatch, int) else None
 
     def live_plan(self, method: str, config: SessionConfig, run_dir: RunDir | None) -> GepaPlan:
@@ -103,15 +104,16 @@ class GepaKind:
         if context.from_traces:
             raise ConfigError("learner gepa grades its own answers; it cannot learn from collected traces")
         config = context.config
+        settings = own(config)
         check_budget_pays_one_step(config, len(context.val_examples), self.batch_size(method, config))
-        combee = method == "combee" or (method == "async" and own(config).pipeline.reflection == "combee")
+        combee = method == "combee" or (method == "async" and settings.pipeline.reflection == "combee")
         reflection: Reflection = CombeeReflection(config.combee, seed=config.seed) if combee else SerialReflection()
         calls = self.calls(context)
         if method == "async":
             work = StageWork(calls, reflection, context.val_examples, workers=config.map.workers,
-                             skip_perfect=own(config).skip_perfect)
-            return AsyncGepa(self.methods[method], calls, work, config=own(config), seed=config.seed)
-        return GepaIteration(self.methods[method], calls, reflection, context.val_examples, config=own(config),
+                             skip_perfect=settings.skip_perfect)
+            return AsyncGepa(self.methods[method], calls, work, config=settings, seed=config.seed)
+        return GepaIteration(self.methods[method], calls, reflection, context.val_examples, config=settings,
                              seed=config.seed, workers=config.map.workers)
 
     def calls(self, context: LearnContext) -> GepaCalls:

@@ -193,10 +193,10 @@ def uniform(*parts: object) -> float:
     return int.from_bytes(digest, "little") / 2**64
 
 
-def prose(sentences: int, *seed: object, filler: Sequence[str] = FILLER) -> str:
+def prose(sentences: int, *seed: object, filler: Sequence[str] = FILLER, key: str = "prose") -> str:
     """``sentences`` consecutive sentences of ``filler`` (default: Formula's), the first picked by
-    ``seed`` (the same draw whatever the filler): the length of a real reply."""
-    start = int(uniform("prose", *seed) * len(filler))
+    ``seed`` under ``key`` (the same draw whatever the filler): the length of a real reply."""
+    start = int(uniform(key, *seed) * len(filler))
     return " ".join(filler[(start + i) % len(filler)] for i in range(sentences))
 
 
@@ -292,8 +292,7 @@ class EpisodeWords:
 
     def prose(self, sentences: int, *seed: object) -> str:
         """``sentences`` of the world's filler, picked by ``seed``: the length of a real reply."""
-        start = int(uniform(self.filler_key, *seed) * len(self.filler))
-        return " ".join(self.filler[(start + i) % len(self.filler)] for i in range(sentences))
+        return prose(sentences, *seed, filler=self.filler, key=self.filler_key)
 
 
 class WorldAgent(Protocol):

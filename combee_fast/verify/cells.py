@@ -73,8 +73,9 @@ def baseline_config(card: Card, hardware: HardwareClass, seed: int, *, time_scal
     """The card's serial baseline as a cell: its method (:func:`~combee_fast.learners.serial_baseline`:
     ``sequential`` on ``learner``, a learner's own serial name on that learner) at batch 1, every
     other setting the default but the learners' own settings (``learners``: the verified
-    configuration's sections, so a GEPA baseline spends the same budget); ``time_scale`` for the simulated endpoint (one request in
-    flight, so any scale gives the same simulated times); ``world`` the task-world variant."""
+    configuration's sections, so a GEPA baseline spends the same budget); ``time_scale`` for the
+    simulated endpoint (one request in flight, so any scale gives the same simulated times);
+    ``world`` the task-world variant."""
     method = card.serial_baseline.method
     kind = serial_baseline(method, learner).kind
     base = SessionConfig(learner=kind.key if method != "sequential" else learner, method=method,
