@@ -98,12 +98,12 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     flags.add_task_flags(evaluate)
     evaluate.add_argument("--split", default="test",
                           help="split name, optionally sliced: test[0:50] (default: test, which is only reported on)")
-    evaluate.add_argument("--playbook", required=True, metavar="FILE",
+    evaluate.add_argument("--artifact", "--playbook", dest="artifact", required=True, metavar="FILE",
                           help="a run's final.json or best.json, of any learner (a playbook, a GEPA candidate, a "
-                               "TextGrad prompt)")
+                               "TextGrad prompt); --playbook is its older name")
     evaluate.add_argument("--card", help="an experiment card: record this report in its usage record")
     evaluate.add_argument("--out", help="the evaluation's folder: eval.json, results.jsonl (per example), report.md, "
-                                        "prompt.txt (default: eval-<split>-<date-time> beside --playbook)")
+                                        "prompt.txt (default: eval-<split>-<date-time> beside --artifact)")
     evaluate.add_argument("--overwrite", action="store_true", help="replace the evaluation already in --out")
     _add_heartbeat_flag(evaluate)
     flags.add_endpoint_flags(evaluate)
@@ -362,17 +362,17 @@ async def _eval(args: argparse.Namespace) -> int:
     from combee_fast.session import open_session
     from combee_fast.tasks.base import verify_split
 
-    kind, deployable = kind_of_file(args.playbook, learner=_learner_beside(args.playbook))
+    kind, deployable = kind_of_file(args.artifact, learner=_learner_beside(args.artifact))
     config = flags.session_config(args, [(("task", "val_split"), args.split), (("task", "train_split"), args.split),
                                          (("learner",), kind.key)])  # the session opens the roles of the file's learner
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    out = args.out or _unused(str(Path(args.playbook).parent / f"eval-{_file_name(args.split)}-{stamp}"))
+    out = args.out or _unused(str(Path(args.artifact).parent / f"eval-{_file_name(args.split)}-{stamp}"))
     check_run_target(out, overwrite=args.overwrite)
     async with open_session(config) as session:
         recorded = []
-        manifests_file = Path(args.playbook).with_name("splits.json")
+        manifests_file = Path(args.artifact).with_name("splits.json")
         if manifests_file.exists():
-            recorded = read_split_manifests(manifests_file, what=f"the split hashes of {args.playbook}")
+            recorded = read_split_manifests(manifests_file, what=f"the split hashes of {args.artifact}")
             for manifest in recorded:
                 if (manifest.task, manifest.split) == (session.task.name, args.split):
                     verify_split(session.val_split, manifest)
@@ -386,10 +386,10 @@ async def _eval(args: argparse.Namespace) -> int:
         if args.card:
             from combee_fast.verify.discipline import record_report
 
-            record_report(args.card, config, session.task, session.val_split, run=f"eval {args.playbook}")
+            record_report(args.card, config, session.task, session.val_split, run=f"eval {args.artifact}")
     for split, shared in seen.items():
         print(f"combee eval: warning: {shared} rows of {args.split} were seen by the run that made "
-              f"{args.playbook} (its split {split}, compared by content): not a held-out score", file=sys.stderr)
+              f"{args.artifact} (its split {split}, compared by content): not a held-out score", file=sys.stderr)
     print(msgspec.json.encode(report).decode())
     if result.unanswered > config.train.max_failed_fraction * result.examples:
         kinds = ", ".join(f"{kind} {n}" for kind, n in result.unanswered_by_kind.items())
@@ -471,8 +471,8 @@ async def _evaluated(session: Any, config: Any, run_dir: Any, kind: Any, deploya
     report = {"split": args.split, "learner": kind.name, "examples": result.examples, "accuracy": result.accuracy,
               "interval": None if interval is None else msgspec.to_builtins(interval),
               "answered": result.answered, "unanswered": result.unanswered,
-              "unanswered_by_kind": result.unanswered_by_kind, "seen_rows": seen, "playbook": args.playbook,
-              "playbook_sha256": file_sha256(args.playbook), "run_dir": str(run_dir.location)}
+              "unanswered_by_kind": result.unanswered_by_kind, "seen_rows": seen, "playbook": args.artifact,
+              "playbook_sha256": file_sha256(args.artifact), "run_dir": str(run_dir.location)}
     counts = CallCounts()
     for usage, error in result.outcomes:
         counts.add(usage, error)
@@ -480,7 +480,7 @@ async def _evaluated(session: Any, config: Any, run_dir: Any, kind: Any, deploya
     report.update(dollars=total(dollars), dollars_by_role=dollars)
     run_dir.write_eval(report, rows)
     run_dir.write_provenance(record.ended_now())
-    run_dir.write_report(eval_report(title=f"combee eval: {args.playbook} on {session.task.name} {args.split}",
+    run_dir.write_report(eval_report(title=f"combee eval: {args.artifact} on {session.task.name} {args.split}",
                                      split=args.split, result=result, record=record.ended_now(), seen=seen,
                                      counts=counts, dollars=dollars, served=session.served()))
     return result, report

@@ -49,10 +49,18 @@ def test_learn_then_eval_on_the_simulated_endpoint(tmp_path) -> None:
     for name in ("config.json", "splits.json", "ledger.jsonl", "final.json", "best.json", "summary.json"):
         assert (out / name).exists(), name
     assert list((out / "playbooks").glob("v*.json"))
-    evaluated = _combee("eval", "--split", "val[0:20]", "--playbook", str(out / "best.json"),
-                        "--sim-preset", "flat", "--time-scale", "0.0001")
-    assert evaluated.returncode == 0, evaluated.stderr
-    assert json.loads(evaluated.stdout)["examples"] == 20
+    scores = []
+    for flag in ("--artifact", "--playbook"):  # --playbook: the flag's older name, still taken
+        evaluated = _combee("eval", "--split", "val[0:20]", flag, str(out / "best.json"),
+                            "--sim-preset", "flat", "--time-scale", "0.0001", "--out", str(tmp_path / f"eval{flag}"))
+        assert evaluated.returncode == 0, evaluated.stderr
+        scores.append(json.loads(evaluated.stdout))
+    assert scores[0]["examples"] == 20 and scores[0]["accuracy"] == scores[1]["accuracy"]
+
+
+def test_eval_without_an_artifact_names_the_flag() -> None:
+    done = _combee("eval", "--split", "val[0:5]")
+    assert done.returncode == 2 and "--artifact" in done.stderr
 
 
 def test_eval_refuses_a_split_whose_recorded_hash_changed(tmp_path) -> None:

@@ -89,7 +89,7 @@ DOCS_OWN_DATA = (
     "combee learn --task jsonl --data my.jsonl --task-option input_field=q --task-option target_field=a "
     "--batch-size 20 --out runs/mine",
     "combee eval --task jsonl --data my.jsonl --task-option input_field=q --task-option target_field=a "
-    "--playbook runs/mine/best.json",
+    "--artifact runs/mine/best.json",
 )
 
 
