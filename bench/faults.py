@@ -41,7 +41,7 @@ from combee_fast import flags
 from combee_fast.cli import build_parser
 from combee_fast.config import FAULT_KINDS, TaskConfig
 from combee_fast.engine.loop import run
-from combee_fast.run.rundir import RunDir
+from combee_fast.record.rundir import RunDir
 from combee_fast.run.train import TrainResult
 from combee_fast.session import open_session
 
@@ -137,7 +137,7 @@ def _corruptions_loaded(run_dir: Path, n: int, rng: random.Random) -> int:
     from combee_fast.errors import CheckpointError
     from combee_fast.methods.combee import CarriedChains
     from combee_fast.playbook import Playbook
-    from combee_fast.run.checkpoint import CHECKPOINT_FILE, read_checkpoint
+    from combee_fast.record.checkpoint import CHECKPOINT_FILE, read_checkpoint
 
     good = (run_dir / CHECKPOINT_FILE).read_bytes()
     read_checkpoint(run_dir).state(ACE, method="combee", plan_state_type=type(None),

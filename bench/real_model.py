@@ -90,8 +90,8 @@ from combee_fast.engine.loop import run
 from combee_fast.errors import CombeeError
 from combee_fast.gepa.settings import GepaConfig
 from combee_fast.native.proportion import ScoreInterval
+from combee_fast.readout.report import answered_interval
 from combee_fast.run.batch_plans import FixedBatch
-from combee_fast.run.report import answered_interval
 from combee_fast.run.train import TrainResult
 from combee_fast.session import open_session
 from combee_fast.tasks.registry import get_task

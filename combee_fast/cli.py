@@ -134,11 +134,11 @@ def _add_heartbeat_flag(parser: argparse.ArgumentParser) -> None:
 
 
 def _heartbeat(session: Any, args: argparse.Namespace, events: Any, work: str | None = None) -> Any:
-    """The heartbeat (:mod:`combee_fast.run.heartbeat`) of a run's steps, or of other ``work``, as
+    """The heartbeat (:mod:`combee_fast.readout.heartbeat`) of a run's steps, or of other ``work``, as
     a context to run it in, subscribed to ``events``; none with ``--quiet``."""
     import contextlib
 
-    from combee_fast.run.heartbeat import HEARTBEAT_S, Heartbeat
+    from combee_fast.readout.heartbeat import HEARTBEAT_S, Heartbeat
 
     if getattr(args, "quiet", False):
         return contextlib.nullcontext()
@@ -160,15 +160,15 @@ def _session_events(quiet: bool) -> Any:
     """The session's hub for ``open_session``: unless ``quiet``, it says on stderr what the
     session waits for (slow endpoint probes at its start, a server's Retry-After, a timeout
     lowering the requests in flight; every replica of every role's endpoint)."""
+    from combee_fast.readout.notices import WaitNotices
     from combee_fast.run.events import Events
-    from combee_fast.run.notices import WaitNotices
 
     return Events() if quiet else Events(WaitNotices())
 
 
 async def _learn(args: argparse.Namespace) -> int:
     from combee_fast.learners import resolve
-    from combee_fast.run.rundir import RunDir, check_run_target
+    from combee_fast.record.rundir import RunDir, check_run_target
     from combee_fast.session import open_session
 
     if args.resume:
@@ -204,8 +204,8 @@ async def _learn(args: argparse.Namespace) -> int:
 async def _learn_in(session: Any, run_dir: Any, args: argparse.Namespace, config: Any, out: str, tracker: Any, *,
                     usage: Any, gpus: Any, stops: tuple[Any, ...]) -> int:
     """The run of ``_learn`` in its open session and run directory: its events, its summary."""
+    from combee_fast.readout.summary import failed_summary, shown_at
     from combee_fast.run.interrupt import StopRequest
-    from combee_fast.run.summary import failed_summary, shown_at
 
     interrupt = StopRequest()
     interrupt.install()
@@ -239,7 +239,7 @@ def _tracker(config: Any, *, name: str) -> Any:
     meanwhile ends the process as usual)."""
     if not config.tracking.mlflow:
         return None
-    from combee_fast.run.mlflow_log import MlflowLogger
+    from combee_fast.readout.mlflow_log import MlflowLogger
 
     return MlflowLogger.start(config, run_name=name)
 
@@ -250,8 +250,8 @@ def _run_events(session: Any, args: argparse.Namespace, tracker: Any,
     with ``--quiet``; counting the ``resumed`` ledger rows of a resumed run's earlier sessions)
     and the MLflow logger ``tracker`` (if any: it is finished once the run's files are written);
     and the count of episodes re-run, for the summary."""
+    from combee_fast.readout.summary import RerunCount
     from combee_fast.run.events import Events
-    from combee_fast.run.summary import RerunCount
 
     reruns = RerunCount()
     events = Events(reruns)
@@ -264,8 +264,8 @@ def _run_events(session: Any, args: argparse.Namespace, tracker: Any,
 
 async def _resume(args: argparse.Namespace) -> int:
     """``learn --resume RUN_DIR``: the run's own configuration and card budget, splits checked, its checkpoint."""
+    from combee_fast.record.rundir import RunDir
     from combee_fast.run.interrupt import StopRequest
-    from combee_fast.run.rundir import RunDir
     from combee_fast.session import open_session
     from combee_fast.tasks.base import verify_split
 
@@ -322,7 +322,7 @@ def _finish(result: Any, run_dir: Any, out: str, interrupt: Any, *, val_split: s
     signal), print it, and (not ``quiet``) the human summary on stderr; the exit code.
     ``reruns``: episodes sent again after their worker was lost; ``started``: when the run's
     progress began counting (:func:`time.monotonic`)."""
-    from combee_fast.run.summary import resume_command, run_summary
+    from combee_fast.readout.summary import resume_command, run_summary
 
     summary = run_summary(result, out, interrupted_by=interrupt.requested, reruns=reruns, resumed_from=resumed_from)
     if result.stopped_by is not None:
@@ -330,7 +330,7 @@ def _finish(result: Any, run_dir: Any, out: str, interrupt: Any, *, val_split: s
     run_dir.write_summary(summary)
     print(msgspec.json.encode(summary).decode())
     if not quiet:
-        from combee_fast.run.closing import closing_lines
+        from combee_fast.readout.closing import closing_lines
 
         elapsed = None if started is None else time.monotonic() - started
         print("\n".join(closing_lines(result, summary, out, val_split=val_split, elapsed=elapsed)), file=sys.stderr)
@@ -357,8 +357,8 @@ async def _eval(args: argparse.Namespace) -> int:
     and its interval, and its dollars at the endpoints' prices; ``results.jsonl`` per example,
     ``report.md``, ``prompt.txt``, provenance)."""
     from combee_fast.learners import kind_of_file
-    from combee_fast.run.rundir import RunDir, check_run_target, read_split_manifests
-    from combee_fast.run.summary import shown_at
+    from combee_fast.readout.summary import shown_at
+    from combee_fast.record.rundir import RunDir, check_run_target, read_split_manifests
     from combee_fast.session import open_session
     from combee_fast.tasks.base import verify_split
 
@@ -395,7 +395,7 @@ async def _eval(args: argparse.Namespace) -> int:
         kinds = ", ".join(f"{kind} {n}" for kind, n in result.unanswered_by_kind.items())
         raise CallsFailed(f"{result.unanswered} of {result.examples} examples of {args.split} unanswered "
                           f"({kinds}); the accuracy covers only the {result.answered} answered; see {out}")
-    from combee_fast.run.closing import eval_lines
+    from combee_fast.readout.closing import eval_lines
 
     print("\n".join(eval_lines(result, report, out)), file=sys.stderr)
     return EXIT_OK
@@ -441,14 +441,14 @@ async def _evaluated(session: Any, config: Any, run_dir: Any, kind: Any, deploya
     report printed (and kept as ``eval.json``)."""
     import asyncio
 
-    from combee_fast.run.dollars import role_dollars, total
-    from combee_fast.run.ledger import CallCounts
-    from combee_fast.run.provenance import provenance
-    from combee_fast.run.compare import file_sha256
+    from combee_fast.money.dollars import role_dollars, total
+    from combee_fast.readout.compare import file_sha256
+    from combee_fast.readout.report import answered_interval, eval_report
+    from combee_fast.readout.scored import result_rows
+    from combee_fast.record.ledger import CallCounts
+    from combee_fast.record.provenance import provenance
     from combee_fast.run.events import CallFailed, CallReplied, on_kind
-    from combee_fast.run.record import RunRecord
-    from combee_fast.run.report import answered_interval, eval_report
-    from combee_fast.run.scored import result_rows
+    from combee_fast.run.recorder import RunRecord
 
     split = session.val_split
     record = provenance(seed=config.seed, splits=[split.manifest])
@@ -489,7 +489,7 @@ async def _evaluated(session: Any, config: Any, run_dir: Any, kind: Any, deploya
 def _show(args: argparse.Namespace) -> int:
     """``combee show RUN``: the run's learned context (``prompt.txt``), or its page (``--report``)."""
     from combee_fast.learners import kind_of_file
-    from combee_fast.run.rundir import read_run
+    from combee_fast.record.rundir import read_run
 
     path = Path(args.run)
     if path.is_file():  # a final.json or best.json of any learner
@@ -511,8 +511,8 @@ def _show(args: argparse.Namespace) -> int:
 def _compare(args: argparse.Namespace) -> int:
     """``combee compare RUN...``: a Markdown table of the runs, then the same configuration over its seeds;
     ``--paired A B``: the two on the rows both scored."""
-    from combee_fast.run.compare import compare_lines
-    from combee_fast.run.scored import paired_lines
+    from combee_fast.readout.compare import compare_lines
+    from combee_fast.readout.scored import paired_lines
 
     if args.paired and len(args.runs) != 2:
         raise ConfigError(f"compare --paired takes two runs, got {len(args.runs)}")

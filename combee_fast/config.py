@@ -421,7 +421,7 @@ class EndpointSpec(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     ``replicas``, ``url`` and each replica serve the same model; calls go to the one with the
     fewest outstanding (:mod:`combee_fast.endpoint.pool`). ``price_in``/``price_out``: what the
     endpoint charges, in dollars per million prompt and completion tokens, given together (None,
-    the default: the cost of its calls is unknown, never taken as zero; :mod:`combee_fast.run.dollars`)."""
+    the default: the cost of its calls is unknown, never taken as zero; :mod:`combee_fast.money.dollars`)."""
 
     url: str | None = None
     model: str | None = None
@@ -429,7 +429,7 @@ class EndpointSpec(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     json_schema: bool = True  # the server accepts response_format json_schema
     replicas: list[str] = msgspec.field(default_factory=list)  # more base URLs serving the same model
     response_format: str = "auto"  # auto (probed at start-up), json_schema, json_object_schema, json_object, none
-    price_in: float | None = None  # dollars per million prompt tokens (None: unknown, run/dollars.py)
+    price_in: float | None = None  # dollars per million prompt tokens (None: unknown, money/dollars.py)
     price_out: float | None = None  # dollars per million completion tokens
 
     def __post_init__(self) -> None:
@@ -558,7 +558,7 @@ class SimConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
 
 class TrackingConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """Experiment tracking of a ``learn`` run (:mod:`combee_fast.run.mlflow_log`): with ``mlflow``,
+    """Experiment tracking of a ``learn`` run (:mod:`combee_fast.readout.mlflow_log`): with ``mlflow``,
     parameters, each step's metrics and the run's page and artifacts go to the MLflow tracking
     store ``mlflow_uri`` (None: ``MLFLOW_TRACKING_URI``, else the local file store ``mlruns``),
     under the experiment ``experiment``."""

@@ -21,16 +21,16 @@ import msgspec
 import numpy as np
 
 from combee_fast.config import SessionConfig, SimConfig, TaskConfig
-from combee_fast.native.proportion import ScoreInterval, score_interval
-from combee_fast.run.batch_plans import FixedBatch
-from combee_fast.run.provenance import provenance
 from combee_fast.files import write_atomic
 from combee_fast.methods.base import EvalResult
+from combee_fast.native.proportion import ScoreInterval, score_interval
 from combee_fast.native.proportion import paired_comparison
-from combee_fast.run.report import answered_interval
-from combee_fast.run.scored import RESULTS_FILE, comparison_lines, result_rows
-from combee_fast.schema import Example
+from combee_fast.readout.report import answered_interval
+from combee_fast.readout.scored import RESULTS_FILE, comparison_lines, result_rows
+from combee_fast.record.provenance import provenance
+from combee_fast.run.batch_plans import FixedBatch
 from combee_fast.run.train import TrainResult
+from combee_fast.schema import Example
 from combee_fast.session import open_session
 from combee_fast.tasks.heldout import check_use
 from combee_fast.verify.cells import served_by

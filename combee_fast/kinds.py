@@ -28,7 +28,7 @@ these, each replacing its default:
     lessons          the non-blank lines of the deployable's context text
     summary          {}
     improvements     ``(explored, accepted)`` of one apply's report: added plus rejected, added
-                     (:func:`~combee_fast.run.improvements.change_counts`)
+                     (:func:`~combee_fast.money.improvements.change_counts`)
     online_learner   a ConfigError: the learner cannot learn online
 
 :class:`Kind` is what every registry answers (:mod:`combee_fast.learners`) and all the core reads:
@@ -47,19 +47,17 @@ import msgspec
 from combee_fast.engine.kept import StructArtifact
 from combee_fast.errors import ConfigError
 from combee_fast.methods import METHODS
+from combee_fast.money.improvements import change_counts
 from combee_fast.protocols.flags import Flag
 from combee_fast.roles.spec import Role, first_of
-from combee_fast.run.improvements import change_counts
 from combee_fast.run.stops import EpochsDone
 
 if TYPE_CHECKING:
     from combee_fast.config import SessionConfig
     from combee_fast.methods.base import EvalResult
-    from combee_fast.protocols.learning import OnlineLearning
-    from combee_fast.protocols.running import BatchPlan, Method, StopRule
+    from combee_fast.protocols.learning import LearnContext, OnlineLearning
+    from combee_fast.protocols.running import BatchPlan, DecisionLog, Method, StopRule
     from combee_fast.roles.calls import RoleCalls
-    from combee_fast.run.context import LearnContext
-    from combee_fast.run.rundir import RunDir
     from combee_fast.schema import Example
     from combee_fast.sim.responders import RoleResponder
 
@@ -146,7 +144,7 @@ class Kind(StructArtifact):
         size = config.train.batch_size
         return size if isinstance(size, int) else None  # "auto" is read as None
 
-    def live_plan(self, method: str, config: SessionConfig, run_dir: RunDir | None) -> BatchPlan | None:
+    def live_plan(self, method: str, config: SessionConfig, run_dir: DecisionLog | None) -> BatchPlan | None:
         return None
 
     def stop_rules(self, config: SessionConfig) -> list[StopRule]:

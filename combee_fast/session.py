@@ -28,44 +28,44 @@ from combee_fast.endpoint.batching import (PROBE_MESSAGES, PROBE_ROLE, BatchingC
                                            probe_cap)
 from combee_fast.endpoint.cache import CacheMode, ReplayCache
 from combee_fast.endpoint.calls import ChatResult
-from combee_fast.endpoint.client import EndpointClient
 from combee_fast.endpoint.capabilities import root_url
+from combee_fast.endpoint.client import EndpointClient
 from combee_fast.endpoint.server_work import ServerWork, read_server_work, work_since
 from combee_fast.errors import CheckpointError, CombeeError, ConfigError
-from combee_fast.redact import scrub, strip_userinfo
 from combee_fast.kinds import Kind
 from combee_fast.learners import LEARNERS, Choice, resolve, settled
 from combee_fast.methods.base import EvalResult
-from combee_fast.protocols.running import BatchPlan, Method, StopRule
+from combee_fast.money.cost import SIMULATED_GPUS, GpuClock
+from combee_fast.money.dollars import Price, role_prices
+from combee_fast.protocols.learning import LearnContext
 from combee_fast.protocols.rollouts import EnvironmentTask
+from combee_fast.protocols.running import BatchPlan, Budget, Method, StopRule
 from combee_fast.protocols.tasks import Task
+from combee_fast.readout.notices import rerun_notice
+from combee_fast.readout.progress import Progress
+from combee_fast.readout.report import RunFacts, curve_png, run_report
+from combee_fast.readout.summary import RerunCount, failed_summary, run_summary, shown_at
+from combee_fast.record.checkpoint import StoredCheckpoint
+from combee_fast.record.concurrency import Gauges
+from combee_fast.record.ledger import LedgerRow
+from combee_fast.record.provenance import Provenance, provenance
+from combee_fast.record.rundir import CURVE_FILE, RunDir
+from combee_fast.record.state import CallsRecord, TrainState
+from combee_fast.record.usage import SplitUsage, append_usage, usage_entry
+from combee_fast.redact import scrub, strip_userinfo
 from combee_fast.roles.calls import RoleCalls
 from combee_fast.roles.clients import Fallback, RoleClients, RoleMap, open_role_clients
 from combee_fast.roles.spec import Role, task_roles
 from combee_fast.roles.workload import workload_prompts
-from combee_fast.run.batch_plans import ControllerPlan, FixedBatch, LivePlan, ReplayedPlan
-from combee_fast.run.checkpoint import StoredCheckpoint
-from combee_fast.run.context import LearnContext
-from combee_fast.run.concurrency import Gauges
-from combee_fast.run.cost import SIMULATED_GPUS, GpuClock
-from combee_fast.run.dollars import Price, role_prices
-from combee_fast.run.events import Events, StepDone, on_kind
-from combee_fast.run.interrupt import StopRequest
-from combee_fast.run.ledger import LedgerRow
-from combee_fast.run.notices import rerun_notice
-from combee_fast.run.progress import Budget, Progress
-from combee_fast.run.provenance import Provenance, provenance
-from combee_fast.run.report import RunFacts, curve_png, run_report
-from combee_fast.run.rundir import CURVE_FILE, RunDir
-from combee_fast.run.state import CallsRecord, TrainState
-from combee_fast.run.stops import (FailingCalls, FailingEpisodes, Interrupted, NoImprovement, NothingKept, ScoreThreshold,
-                                   UnansweredValidation, WallClock)
-from combee_fast.run.summary import RerunCount, failed_summary, run_summary, shown_at
-from combee_fast.run.train import Training, TrainResult, train
-from combee_fast.run.usage import SplitUsage, append_usage, usage_entry
 from combee_fast.rollouts.attempts import EpisodeAttempts
 from combee_fast.rollouts.journal import TrajectoryJournal
 from combee_fast.rollouts.spec import BUILT_IN_AGENT, RolloutSpec, uses_agents
+from combee_fast.run.batch_plans import ControllerPlan, FixedBatch, LivePlan, ReplayedPlan
+from combee_fast.run.events import Events, StepDone, on_kind
+from combee_fast.run.interrupt import StopRequest
+from combee_fast.run.stops import (FailingCalls, FailingEpisodes, Interrupted, NoImprovement, NothingKept,
+                                   ScoreThreshold, UnansweredValidation, WallClock)
+from combee_fast.run.train import Training, TrainResult, train
 from combee_fast.schema import Example, Message
 from combee_fast.sim.server import SimServer
 from combee_fast.sim.worlds import task_world
@@ -160,7 +160,7 @@ class Session:
         return self.server is not None or any(client.time_scale is not None for client in self.clients.every_replica())
 
     def progress(self, method: str | None = None, **options: Any) -> Progress:
-        """A :class:`~combee_fast.run.progress.Progress` view of a run of ``method`` (subscribe it
+        """A :class:`~combee_fast.readout.progress.Progress` view of a run of ``method`` (subscribe it
         to the run's events); ``options`` go to it (``stream``, ``live``)."""
         choice = self.resolve(method)
         return Progress(label=choice.shown, budget=self.budget(method),
@@ -304,9 +304,9 @@ class Session:
 
         With ``out`` (a folder; one holding a run is refused unless ``overwrite``), the run writes
         the run folder ``combee learn --out`` writes, by the same code: everything ``run_dir``
-        below brings, then ``summary.json`` (:func:`~combee_fast.run.summary.run_summary`; a run
+        below brings, then ``summary.json`` (:func:`~combee_fast.readout.summary.run_summary`; a run
         that raised a :class:`~combee_fast.errors.CombeeError` once started:
-        :func:`~combee_fast.run.summary.failed_summary`) and the local server's log; the folder is
+        :func:`~combee_fast.readout.summary.failed_summary`) and the local server's log; the folder is
         closed when ``train`` returns. ``combee show``, ``combee compare`` and ``combee learn
         --resume`` read it. ``out`` and ``run_dir`` (an open run directory, left open) exclude each
         other.
@@ -314,7 +314,7 @@ class Session:
         With ``run_dir``, ``config.json``, ``splits.json`` and ``capabilities.json`` are written
         and the run directory is moved into place (:meth:`RunDir.start`) before the first step;
         every failed call goes to its ``errors.jsonl`` as it happens (its record,
-        :class:`~combee_fast.run.record.RunRecord`, is a critical consumer); ``calls.json`` and
+        :class:`~combee_fast.run.recorder.RunRecord`, is a critical consumer); ``calls.json`` and
         ``capabilities.json`` are written at the end. A run directory reopened by
         :meth:`RunDir.reopen` resumes its run from its checkpoint (``artifact`` is then ignored).
 
@@ -324,7 +324,7 @@ class Session:
         and the card is copied into ``run_dir`` as ``card.toml``.
 
         Each ledger row holds its step's GPU-seconds: the simulated server's busy time times
-        ``gpus`` (default :data:`~combee_fast.run.cost.SIMULATED_GPUS`), or on real endpoints the
+        ``gpus`` (default :data:`~combee_fast.money.cost.SIMULATED_GPUS`), or on real endpoints the
         step's wall time times ``gpus`` (unknown, ``None``, when ``gpus`` is not given).
 
         ``interrupt`` ends the run after the step in flight once requested (SIGINT, SIGTERM);
@@ -567,7 +567,7 @@ class Session:
         return (*self.choice.kind.roles, *task_roles(self.task))
 
     def prices(self) -> dict[str, Price | None]:
-        """Each role's price, from its endpoint's configuration (:func:`~combee_fast.run.dollars.role_prices`)."""
+        """Each role's price, from its endpoint's configuration (:func:`~combee_fast.money.dollars.role_prices`)."""
         return role_prices(self.config, self.roles())
 
     def gauges(self) -> Gauges:

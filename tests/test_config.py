@@ -11,6 +11,7 @@ import sys
 import msgspec
 import pytest
 
+from combee_fast.cli import build_parser
 from combee_fast.config import (
     OnlineConfig,
     SessionConfig,
@@ -21,11 +22,10 @@ from combee_fast.config import (
     config_to_dict,
     load_config,
 )
-from combee_fast.cli import build_parser
 from combee_fast.errors import ConfigError
 from combee_fast.flags import session_config
 from combee_fast.gepa.settings import GepaConfig, PipelineConfig, settings
-from combee_fast.run.rundir import RunDir
+from combee_fast.record.rundir import RunDir
 from combee_fast.session import open_session
 
 RUN_TOML = """\

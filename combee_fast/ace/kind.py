@@ -21,9 +21,9 @@ from combee_fast.files import read_regular
 from combee_fast.methods import METHODS, build_method
 from combee_fast.methods.base import EvalResult
 from combee_fast.playbook import ApplyReport, Playbook
+from combee_fast.protocols.learning import LearnContext
 from combee_fast.protocols.running import Method
 from combee_fast.roles.calls import RoleCalls
-from combee_fast.run.context import LearnContext
 from combee_fast.schema import Example, OpKind
 
 

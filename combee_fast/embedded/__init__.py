@@ -11,4 +11,7 @@ give the same batches, the same artifact and the same release decisions.
 - :mod:`.release_plan`: how many requests and keys the gate's decisions need (a planning figure).
 - :mod:`.intake`: the check every submitted rollout passes on the host before a learner takes it.
 - :mod:`.host_settings`: the process-wide GC/GIL settings an embedded learner changes and restores.
+- :mod:`.events`: what an embedded learner emits beside the engine's events (its batches, the
+  release gate's decisions and status).
+- :mod:`.metrics`: a consumer of those events serving an online learner's figures as a Prometheus endpoint.
 """

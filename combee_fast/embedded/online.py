@@ -46,16 +46,16 @@ from typing import Any
 
 import msgspec
 
+from combee_fast import tracing
 from combee_fast.config import MapConfig, OnlineConfig
-from combee_fast.embedded.release import Context, Release, ReleaseGate, ShadowRun
+from combee_fast.embedded.events import BatchApplied, Events, VersionApplied
 from combee_fast.embedded.intake import checked
+from combee_fast.embedded.release import Context, Release, ReleaseGate, ShadowRun
 from combee_fast.errors import ConfigError
 from combee_fast.learners import LEARNERS
 from combee_fast.methods.combee import Combee
 from combee_fast.protocols.learning import OnlineLearning
-from combee_fast import tracing
 from combee_fast.roles.calls import RoleCalls
-from combee_fast.run.events import BatchApplied, Events, VersionApplied
 from combee_fast.schema import Rollout
 
 

@@ -56,6 +56,7 @@ import msgspec
 
 from combee_fast import tracing
 from combee_fast.config import EmbedConfig, OnlineConfig, TaskConfig
+from combee_fast.embedded.events import EmbeddedEvent, Events
 from combee_fast.embedded.host_settings import HostSettings
 from combee_fast.embedded.intake import checked
 from combee_fast.embedded.online import AppliedBatch, online_learning
@@ -66,7 +67,6 @@ from combee_fast.errors import ConfigError, LearnerProcessError, ReleaseError
 from combee_fast.protocols.learning import OnlineLearning, Releasable
 from combee_fast.roles.calls import RoleCalls
 from combee_fast.roles.clients import RoleMap
-from combee_fast.run.events import Event, Events
 from combee_fast.schema import Rollout
 
 WORKER = "combee_fast.embedded.process_worker"
@@ -128,7 +128,7 @@ class Released(msgspec.Struct, tag="released"):
 class Emitted(msgspec.Struct, tag="emitted"):
     """One event of the child's learner, for the host's hub."""
 
-    event: Event
+    event: EmbeddedEvent
 
 
 class Answered(msgspec.Struct, tag="answered"):

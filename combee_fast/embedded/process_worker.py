@@ -24,6 +24,7 @@ from typing import Any
 
 import msgspec
 
+from combee_fast.embedded.events import EmbeddedEvent, Events
 from combee_fast.embedded.online import AppliedBatch, OnlineLearner, online_learning
 from combee_fast.embedded.release import Release
 from combee_fast.engine.child import parent_pipes
@@ -32,7 +33,6 @@ from combee_fast.errors import ConfigError
 from combee_fast.protocols.tasks import Task
 from combee_fast.roles.calls import RoleCalls
 from combee_fast.roles.clients import open_role_clients
-from combee_fast.run.events import Event, Events
 from combee_fast.tasks.registry import get_task
 from combee_fast.schema import Rollout
 from combee_fast.embedded.process import (
@@ -88,7 +88,7 @@ class _Worker:
         incumbent = learner.gate.incumbent
         self.send(Released(release, learner.learning.encode_artifact(incumbent.artifact), incumbent.batch))
 
-    def emitted(self, event: Event) -> None:
+    def emitted(self, event: EmbeddedEvent) -> None:
         self.send(Emitted(event))
 
     def answer(self, learner: OnlineLearner, command: Command) -> None:

@@ -61,8 +61,8 @@ next number, becomes the head (what the learner had learned and not released is 
 learning continues on top of it) and goes through the same policy: at once if no candidate is
 under release, otherwise after the current one's decision.
 
-Every decision is a :class:`~combee_fast.run.events.ReleaseDecision` with its evidence, and every
-``status_every`` rewards (and after each decision) a :class:`~combee_fast.run.events.ReleaseStatus`,
+Every decision is a :class:`~combee_fast.embedded.events.ReleaseDecision` with its evidence, and every
+``status_every`` rewards (and after each decision) a :class:`~combee_fast.embedded.events.ReleaseStatus`,
 which says what the release waits for (:meth:`ReleaseGate.next_decision`: the requests seen
 towards the next decision and about how many more it needs, an estimate for an equal candidate).
 """
@@ -79,12 +79,12 @@ import msgspec
 import numpy as np
 
 from combee_fast.config import ReleaseConfig
+from combee_fast.embedded.events import EmbeddedEvent, NextDecision, ReleaseDecision, ReleaseStatus, VersionRewards
 from combee_fast.embedded.release_plan import ReleaseProgress, next_decision, on_grid
 from combee_fast.engine.rng import derive_seed
 from combee_fast.errors import ReleaseError
 from combee_fast.native import sequential
 from combee_fast.protocols.learning import Releasable
-from combee_fast.run.events import Event, NextDecision, ReleaseDecision, ReleaseStatus, VersionRewards
 from combee_fast.schema import Example, Rollout
 
 STATUS_HORIZON = 25_000
@@ -162,8 +162,8 @@ class ReleaseGate:
     rollouts waiting to be learned (for status events)."""
 
     def __init__(self, artifact: Releasable, config: ReleaseConfig | None = None, *, seed: int = 0,
-                 emit: Callable[[Event], None] | None = None, on_release: Callable[[Release], None] | None = None,
-                 queued: Callable[[], int] = lambda: 0) -> None:
+                 emit: Callable[[EmbeddedEvent], None] | None = None,
+                 on_release: Callable[[Release], None] | None = None, queued: Callable[[], int] = lambda: 0) -> None:
         self.config = config or ReleaseConfig()
         self._seed = seed
         self._emit = emit
@@ -296,7 +296,7 @@ class ReleaseGate:
         self._rollback("reject", self._evidence("manual", *self._interval(), None))
 
     def emit_status(self) -> None:
-        """Emit where the release stands (a :class:`~combee_fast.run.events.ReleaseStatus`)."""
+        """Emit where the release stands (a :class:`~combee_fast.embedded.events.ReleaseStatus`)."""
         if self._emit is None:
             return
         rewards = []

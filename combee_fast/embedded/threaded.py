@@ -66,7 +66,7 @@ from combee_fast.errors import LearnerProcessError
 from combee_fast.protocols.learning import Releasable
 from combee_fast.roles.calls import RoleCalls
 from combee_fast.roles.clients import open_role_clients
-from combee_fast.run.events import Events
+from combee_fast.embedded.events import Events
 from combee_fast.schema import Rollout
 
 _Ticket = asyncio.Future  # a future of the host's loop, resolving to an AppliedBatch

@@ -14,6 +14,7 @@ the endpoint client to import.
     EpisodeFailed     an agent episode failed (its item, error kind, message, and the step it failed at)
     EpisodeRerun      an episode is sent again after the worker running it was lost
     EndpointsProbed   the session waits for its endpoints' start-up probes (model, structured output, tools)
+    VersionApplied    a new artifact version exists (the run's or an embedded learner's)
 
 Contract: consumers are called synchronously, in subscription order, on the emitter's thread,
 and must be cheap (a consumer with slow work queues it). A consumer that raises is removed and
@@ -153,8 +154,17 @@ class EpisodeRerun(msgspec.Struct, frozen=True, tag="episode_rerun", tag_field="
         return {"episode": self.episode, "item": self.item, "kind": "worker_lost", "message": self.why, "rerun": True}
 
 
+class VersionApplied(msgspec.Struct, frozen=True, tag="version_applied", tag_field="kind"):
+    """A new version of the artifact: its number and size, and the step or batch that made it."""
+
+    version: int
+    size: int
+    step: int
+
+
 Consumer = Callable[[Any], None]
-"""What a hub calls with each event (:data:`combee_fast.run.events.Event`)."""
+"""What a hub calls with each event (a run's :data:`combee_fast.run.events.Event`, an embedded
+learner's :data:`combee_fast.embedded.events.EmbeddedEvent`)."""
 
 
 class Events:

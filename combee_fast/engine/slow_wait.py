@@ -4,7 +4,7 @@ endpoints probed) takes noticeable time, its hub hears when the wait begins and 
 :func:`said_if_slow` awaits the work; when it is still running after :data:`NOTICE_AFTER_S`,
 it emits ``notice(None)`` then, and ``notice(seconds)`` with the whole wait's seconds once the
 work is over. A quick wait (a warm cache, an idle endpoint) says nothing. The notices on stderr
-are :class:`combee_fast.run.notices.WaitNotices`'.
+are :class:`combee_fast.readout.notices.WaitNotices`'.
 """
 
 from __future__ import annotations

@@ -41,10 +41,10 @@ from combee_fast.gepa.settings import settings as own
 from combee_fast.gepa.stages import StageWork
 from combee_fast.gepa.stops import MetricCallBudget
 from combee_fast.methods.base import EvalResult, Prediction
+from combee_fast.protocols.learning import LearnContext
 from combee_fast.protocols.running import StopRule
+from combee_fast.record.rundir import RunDir
 from combee_fast.roles.calls import RoleCalls
-from combee_fast.run.context import LearnContext
-from combee_fast.run.rundir import RunDir
 from combee_fast.run.stops import EpochsDone
 from combee_fast.schema import Example
 

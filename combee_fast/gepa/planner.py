@@ -44,7 +44,7 @@ from combee_fast.engine.kept import capture, restore_into
 from combee_fast.gepa.measure import ProposalMeasure
 from combee_fast.gepa.pool import GepaState
 from combee_fast.methods.base import StepResult, StepShape
-from combee_fast.run.rundir import RunDir
+from combee_fast.record.rundir import RunDir
 
 ACCEPTED_KEPT = 8
 """Accepted children whose added lines pool retention is measured over."""

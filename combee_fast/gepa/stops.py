@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from combee_fast.protocols.running import StopRule
-from combee_fast.run.progress import Budget
-from combee_fast.run.state import TrainState
+from combee_fast.protocols.running import Budget, StopRule
+from combee_fast.record.state import TrainState
 
 
 class MetricCallBudget(StopRule):

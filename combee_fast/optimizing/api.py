@@ -57,13 +57,13 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from combee_fast.ace.roles import GENERATOR
 from combee_fast.config import EndpointSpec, EvalConfig, MapConfig, SessionConfig, TaskConfig, TrainConfig
 from combee_fast.engine.loop import run
 from combee_fast.errors import CombeeError, ConfigError
 from combee_fast.gepa.candidate import SYSTEM_PROMPT, Candidate
 from combee_fast.gepa.pool import GepaState
 from combee_fast.gepa.settings import SECTION as GEPA, GepaConfig
-from combee_fast.ace.roles import GENERATOR
 from combee_fast.optimizing.kind import ACE_PATH, PATH
 from combee_fast.optimizing.lm_server import MODEL, CallableEndpoint
 from combee_fast.optimizing.metric import (AdapterMetric, BatchMetric, EndpointTaskMetric, EvaluatorMetric, MetricCall,
@@ -71,10 +71,10 @@ from combee_fast.optimizing.metric import (AdapterMetric, BatchMetric, EndpointT
 from combee_fast.optimizing.result import OptimizeResult, optimize_result, playbook_result
 from combee_fast.optimizing.rows import TRAIN, VAL, RowsTask
 from combee_fast.optimizing.user_code import UserCode
+from combee_fast.readout.summary import failed_summary, run_summary, shown_at
+from combee_fast.record.rundir import RunDir
 from combee_fast.roles.calls import RoleCalls
-from combee_fast.run.rundir import RunDir
 from combee_fast.run.stops import DollarBudget
-from combee_fast.run.summary import failed_summary, run_summary, shown_at
 from combee_fast.run.train import TrainResult
 from combee_fast.session import Session, open_session
 from combee_fast.tasks.base import verify_split

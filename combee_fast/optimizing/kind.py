@@ -17,7 +17,7 @@ from combee_fast.errors import ConfigError
 from combee_fast.gepa.kind import GepaKind
 from combee_fast.optimizing.calls import MetricAceCalls, MetricCalls
 from combee_fast.optimizing.rows import RowsTask
-from combee_fast.run.context import LearnContext
+from combee_fast.protocols.learning import LearnContext
 
 PATH = "combee_fast.optimizing.kind:GEPA_ON_ROWS"
 ACE_PATH = "combee_fast.optimizing.kind:ACE_ON_ROWS"

@@ -4,8 +4,10 @@ they pass (one strategy per module):
 - :mod:`.tasks`: :class:`Task`, :class:`RolloutSource`;
 - :mod:`.learning`: :class:`Artifact`, :class:`Releasable`, :class:`Deployable`, :class:`Trace`,
   :class:`EpisodeTrace`, :class:`ChangeReport`, :class:`Proposer`, :class:`Learner`,
-  :class:`OnlineLearning`, :class:`LearnerKind`, :class:`CompleteKind`;
-- :mod:`.running`: :class:`Method`, :class:`BatchPlan`, :class:`StopRule` (and what a stop means, :data:`Ends`);
+  :class:`OnlineLearning`, :class:`LearnerKind`, :class:`CompleteKind`, and what a kind builds
+  from, :class:`LearnContext`;
+- :mod:`.running`: :class:`Method`, :class:`BatchPlan` (and where it logs, :class:`DecisionLog`),
+  :class:`StopRule` (what a stop means, :data:`Ends`, and what a run spends towards it, :class:`Budget`);
 - :mod:`.rollouts`: :class:`Agent`, :class:`AgentEpisode`, :class:`Environment`,
   :class:`EnvironmentTask`, :class:`Attempts`, :class:`RolloutExecutor`;
 - :mod:`.embedded`: :class:`EmbeddedLearner`;
@@ -20,15 +22,16 @@ Every name is also here, for a plugin that implements several.
 from combee_fast.protocols.base import NO_CALL, LearnerBase, no_call
 from combee_fast.protocols.embedded import EmbeddedLearner
 from combee_fast.protocols.flags import Flag
-from combee_fast.protocols.learning import (Artifact, ChangeReport, CompleteKind, Deployable, EpisodeTrace, Learner,
-                                            LearnerKind, OnlineLearning, Proposer, Releasable, Trace)
+from combee_fast.protocols.learning import (Artifact, ChangeReport, CompleteKind, Deployable, EpisodeTrace,
+                                            LearnContext, Learner, LearnerKind, OnlineLearning, Proposer, Releasable,
+                                            Trace)
 from combee_fast.protocols.rollouts import Agent, AgentEpisode, Attempts, Environment, EnvironmentTask, RolloutExecutor
-from combee_fast.protocols.running import BatchPlan, Ends, Method, StopRule
+from combee_fast.protocols.running import BatchPlan, Budget, DecisionLog, Ends, Method, StopRule
 from combee_fast.protocols.tasks import RolloutSource, Task
 
 __all__ = [
-    "Agent", "AgentEpisode", "Artifact", "Attempts", "BatchPlan", "ChangeReport", "CompleteKind", "Deployable",
-    "EmbeddedLearner", "Ends", "Environment", "EnvironmentTask", "EpisodeTrace", "Flag", "Learner", "LearnerBase",
-    "LearnerKind", "Method", "NO_CALL", "OnlineLearning", "Proposer", "Releasable", "RolloutExecutor", "RolloutSource",
-    "StopRule", "Task", "Trace", "no_call",
+    "Agent", "AgentEpisode", "Artifact", "Attempts", "BatchPlan", "Budget", "ChangeReport", "CompleteKind",
+    "DecisionLog", "Deployable", "EmbeddedLearner", "Ends", "Environment", "EnvironmentTask", "EpisodeTrace", "Flag",
+    "LearnContext", "Learner", "LearnerBase", "LearnerKind", "Method", "NO_CALL", "OnlineLearning", "Proposer",
+    "Releasable", "RolloutExecutor", "RolloutSource", "StopRule", "Task", "Trace", "no_call",
 ]

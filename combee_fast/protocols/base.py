@@ -6,7 +6,7 @@ differently.
 :data:`NO_CALL` is the usage of a part made without a model call (a proposal merged in code, a
 trace part that asked nothing): the run's accounting (the ledger, ``summary.json``'s calls, the
 dollars of ``--price``) counts a role-less usage that carries no error as no call, whatever the
-learner (:func:`combee_fast.run.ledger.is_call`). :func:`no_call` is such a proposal.
+learner (:func:`combee_fast.record.ledger.is_call`). :func:`no_call` is such a proposal.
 """
 
 from __future__ import annotations

@@ -16,6 +16,9 @@
 - :class:`LearnerKind`: one learner as its package writes it (name, roles, artifact type, first
   artifact, methods, evaluation, deployable files); :class:`CompleteKind`: the same completed
   with every optional member (:mod:`combee_fast.kinds` holds their defaults), what the core reads.
+- :class:`LearnContext`: what a kind builds its methods and its evaluation from (one session's
+  pieces), the value the session passes to :meth:`LearnerKind.build_method` and
+  :meth:`LearnerKind.evaluate`.
 
 Value types: :class:`~combee_fast.roles.spec.Role`, :class:`~combee_fast.schema.Proposal`,
 :class:`~combee_fast.methods.base.Applied`, :class:`~combee_fast.methods.base.EvalResult`.
@@ -24,6 +27,7 @@ Value types: :class:`~combee_fast.roles.spec.Role`, :class:`~combee_fast.schema.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, Self, TypeVar, runtime_checkable
 
 if TYPE_CHECKING:
@@ -33,11 +37,10 @@ if TYPE_CHECKING:
     from combee_fast.methods.base import Applied, EvalResult
     from combee_fast.protocols.flags import Flag
     from combee_fast.protocols.rollouts import Attempts
-    from combee_fast.protocols.running import BatchPlan, Method, StopRule
+    from combee_fast.protocols.running import BatchPlan, DecisionLog, Method, StopRule
+    from combee_fast.protocols.tasks import Task
     from combee_fast.roles.calls import RoleCalls
     from combee_fast.roles.spec import Role
-    from combee_fast.run.context import LearnContext
-    from combee_fast.run.rundir import RunDir
     from combee_fast.schema import CallError, Example, Proposal, Trajectory, Usage
     from combee_fast.sim.responders import RoleResponder
 
@@ -199,6 +202,21 @@ class OnlineLearning(Learner[A, R, E], Protocol[A, R, E]):
         """The artifact :meth:`encode_artifact` encoded; ``ValueError`` when ``data`` is not one."""
         ...
 
+@dataclass(frozen=True)
+class LearnContext:
+    """A session's configuration, task, role calls (``calls``, for the learner's declared roles;
+    their clients in ``calls.clients``) and validation examples. ``from_traces``: the train items
+    are collected rollouts (the map only reflects). ``attempts``: how an attempt at an example is
+    made as an agent episode (None: the learner's own one-step attempt, one model call)."""
+
+    config: SessionConfig
+    task: Task
+    calls: RoleCalls
+    val_examples: tuple[Example, ...]
+    from_traces: bool = False
+    attempts: Attempts | None = None
+
+
 class LearnerKind(Protocol[A, D]):
     """One learner as its package writes it: the seven members every learner has. Registered by
     name in :data:`combee_fast.learners.LEARNERS` (built in), by an entry point of group
@@ -278,9 +296,10 @@ class CompleteKind(LearnerKind[A, D], Protocol[A, D]):
         """The fixed batch size of ``method`` (None: the batch-size controller plans it)."""
         ...
 
-    def live_plan(self, method: str, config: SessionConfig, run_dir: RunDir | None) -> BatchPlan | None:
+    def live_plan(self, method: str, config: SessionConfig, run_dir: DecisionLog | None) -> BatchPlan | None:
         """This learner's own live planner of ``method``'s batches, when they are planned (None:
-        the generic one, :class:`~combee_fast.run.batch_plans.LivePlan`)."""
+        the generic one, :class:`~combee_fast.run.batch_plans.LivePlan`), appending its decisions
+        to ``run_dir`` (None: kept nowhere)."""
         ...
 
     def stop_rules(self, config: SessionConfig) -> list[StopRule]:
@@ -310,7 +329,7 @@ class CompleteKind(LearnerKind[A, D], Protocol[A, D]):
     def improvements(self, report: Any) -> tuple[int, int]:
         """``(explored, accepted)``: the candidates one apply's report (a :class:`ChangeReport`)
         judged and those it kept, as this learner defines a candidate
-        (:mod:`combee_fast.run.improvements`)."""
+        (:mod:`combee_fast.money.improvements`)."""
         ...
 
     def online_learner(self, calls: RoleCalls) -> OnlineLearning[Any, Any, Any]:

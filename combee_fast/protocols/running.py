@@ -2,25 +2,28 @@
 
 - :class:`Method`: one learning step over a batch (``sequential``, ``naive``, ``combee``...),
   and the work it carries into the next step.
-- :class:`BatchPlan`: each step's batch size and shape, learning from what steps cost.
+- :class:`BatchPlan`: each step's batch size and shape, learning from what steps cost; what it
+  decides is appended to a :class:`DecisionLog` (the run directory's ``controller.jsonl``).
 - :class:`StopRule`: why the run ends after a step, what that end means (:data:`Ends`), and what
-  the run spends towards it (a :class:`~combee_fast.run.progress.Budget`).
+  the run spends towards it (a :class:`Budget`).
 
-Value types: :class:`~combee_fast.run.state.TrainState`, :class:`~combee_fast.methods.base.StepResult`,
+Value types: :class:`Budget`; the state a stop rule reads is the loop's
+(:class:`~combee_fast.record.state.TrainState`), and this seam names it only as a type parameter,
+so nothing here imports the loop or its record; :class:`~combee_fast.methods.base.StepResult`,
 :class:`~combee_fast.methods.base.StepShape`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Generic, Literal, NamedTuple, Protocol, TypeVar
 
 if TYPE_CHECKING:
     from combee_fast.methods.base import StepResult, StepShape
-    from combee_fast.run.progress import Budget
-    from combee_fast.run.state import TrainState
 
 A = TypeVar("A")  # an artifact
+Row = TypeVar("Row")  # a step's ledger row (the loop's: combee_fast.record.ledger.LedgerRow)
+State = TypeVar("State", contravariant=True)  # the run's state (the loop's: combee_fast.record.state.TrainState)
 
 
 class Method(Protocol[A]):
@@ -65,6 +68,13 @@ class Method(Protocol[A]):
         """Carry again what :meth:`carried` returned, its items looked up by id in ``items``."""
         ...
 
+class DecisionLog(Protocol):
+    """Where a batch plan appends what it decided, one row a step (a run directory keeps them in
+    ``controller.jsonl``, which a later run may replay)."""
+
+    def append_decision(self, row: Any) -> None: ...
+
+
 class BatchPlan(Protocol):
     """Chooses each step's batch size (and shape) and learns from what the step cost.
 
@@ -107,7 +117,16 @@ Ends = Literal["done", "limit", "interrupt", "failure"]
 the run failed."""
 
 
-class StopRule(Protocol):
+class Budget(NamedTuple, Generic[Row]):
+    """What a run spends towards its end: ``total`` of ``unit``, each step spending ``spent(row)``
+    of its ledger row (EpochsDone: the batch's samples; GEPA's budget: the step's metric calls)."""
+
+    unit: str
+    total: float
+    spent: Callable[[Row], float]
+
+
+class StopRule(Protocol[State]):
     """Why a run ends after the step that ``state`` holds, and what that end means (``ends``).
 
     The loop asks its rules after every completed step (and once before the first): the first
@@ -124,9 +143,9 @@ class StopRule(Protocol):
 
     ends: Ends
 
-    def check(self, state: TrainState[Any]) -> str | None: ...
+    def check(self, state: State) -> str | None: ...
 
-    def budget(self, items: int) -> Budget | None:
+    def budget(self, items: int) -> Budget[Any] | None:
         """What a run over ``items`` train items spends towards this rule's end (None: nothing
         it can say; the default)."""
         return None

@@ -21,16 +21,16 @@ from typing import Annotated, Any, Protocol
 
 import msgspec
 
+from combee_fast.combee.controller import BatchSizeController, ControllerState, IterationMeasurement
+from combee_fast.combee.planner import PlannerState, ShapeDecision, ShapePlanner
 from combee_fast.config import CombeeConfig, ControllerConfig
 from combee_fast.endpoint.batching import BatchingCurve
 from combee_fast.engine.slow_wait import said_if_slow
 from combee_fast.errors import ConfigError
 from combee_fast.files import read_regular
-from combee_fast.combee.controller import BatchSizeController, ControllerState, IterationMeasurement
-from combee_fast.combee.planner import PlannerState, ShapeDecision, ShapePlanner
 from combee_fast.methods.base import StepResult, StepShape
+from combee_fast.protocols.running import DecisionLog
 from combee_fast.run.events import Events, KernelsCompiling, NoGo
-from combee_fast.run.rundir import RunDir
 from combee_fast.run.step_signals import step_signals
 
 Lessons = Callable[[Any], Sequence[str]]
@@ -84,7 +84,7 @@ class ReplayedPlan:
     state_type = int
 
     def __init__(self, steps: Sequence[PlannedStep], source: str, *, knob: DiverseTemperature | None = None,
-                 run_dir: RunDir | None = None) -> None:
+                 run_dir: DecisionLog | None = None) -> None:
         if not steps:
             raise ConfigError(f"{source}: no batch decisions to replay")
         self.steps = tuple(steps)
@@ -94,7 +94,8 @@ class ReplayedPlan:
         self.position = 0  # decisions taken so far
 
     @classmethod
-    def load(cls, path: str, *, knob: DiverseTemperature | None = None, run_dir: RunDir | None = None) -> ReplayedPlan:
+    def load(cls, path: str, *, knob: DiverseTemperature | None = None,
+             run_dir: DecisionLog | None = None) -> ReplayedPlan:
         """The decisions in ``path`` (a run's ``controller.jsonl``); :class:`ConfigError` naming the
         file and line when it cannot be read or a line is not a decision."""
         try:
@@ -188,14 +189,14 @@ class ControllerPlan:
 
     state_type = ControllerState
 
-    def __init__(self, controller: BatchSizeController, lessons: Lessons, run_dir: RunDir | None = None) -> None:
+    def __init__(self, controller: BatchSizeController, lessons: Lessons, run_dir: DecisionLog | None = None) -> None:
         self.controller = controller
         self.lessons = lessons
         self.run_dir = run_dir
 
     @classmethod
     async def start(cls, config: ControllerConfig, *, capacity: int | None, lessons: Lessons,
-                    run_dir: RunDir | None = None, events: Events | None = None) -> ControllerPlan:
+                    run_dir: DecisionLog | None = None, events: Events | None = None) -> ControllerPlan:
         """A controller bounded by ``config.max_batch`` and ``capacity`` (the endpoint's
         running-sequence capacity, when known). Compiles (or loads from cache) the similarity
         kernels off the event loop, saying so on ``events`` (:func:`compiled`)."""
@@ -253,7 +254,7 @@ class LivePlan:
     state_type = LivePlanState
 
     def __init__(self, planner: ShapePlanner, *, workers: int, lessons: Lessons, rollout_role: str,
-                 knob: DiverseTemperature | None = None, run_dir: RunDir | None = None,
+                 knob: DiverseTemperature | None = None, run_dir: DecisionLog | None = None,
                  events: Events | None = None) -> None:
         self.planner = planner
         self.workers = workers
@@ -267,7 +268,7 @@ class LivePlan:
     @classmethod
     async def start(cls, config: ControllerConfig, combee: CombeeConfig, *, workers: int, lessons: Lessons,
                     rollout_role: str, knob: DiverseTemperature | None = None,
-                    run_dir: RunDir | None = None, events: Events | None = None,
+                    run_dir: DecisionLog | None = None, events: Events | None = None,
                     probe: BatchingCurve | None = None, in_flight_cap: float = math.inf) -> LivePlan:
         """A planner bounded by ``config.max_batch``, seeded with the start-up probe's curve
         (``probe``; :meth:`ShapePlanner.seed`), knowing the most requests the rollout role's

@@ -45,12 +45,11 @@ from collections import Counter
 from typing import Any
 
 from combee_fast.errors import CallsFailed, EndpointUnreachable, NothingLearned
-from combee_fast.protocols.running import StopRule
+from combee_fast.money.dollars import total
+from combee_fast.protocols.running import Budget, StopRule
+from combee_fast.record.ledger import CallCounts, LedgerRow
+from combee_fast.record.state import TrainState
 from combee_fast.run.interrupt import StopRequest
-from combee_fast.run.ledger import CallCounts, LedgerRow
-from combee_fast.run.dollars import total
-from combee_fast.run.progress import Budget
-from combee_fast.run.state import TrainState
 
 UNREACHABLE_KINDS = frozenset({"connection", "timeout"})
 """Failure kinds that mean the endpoint could not be reached at all."""
@@ -130,7 +129,7 @@ class WallClock(StopRule):
 
 class DollarBudget(StopRule):
     """Stops once the learning steps' calls cost ``dollars`` at their endpoints' prices
-    (:mod:`~combee_fast.run.dollars`); every role that made calls needs a price (else the cost
+    (:mod:`~combee_fast.money.dollars`); every role that made calls needs a price (else the cost
     is unknown and this rule never answers: the caller checks the prices first)."""
 
     ends = "limit"

@@ -1,4 +1,4 @@
-"""Offline training for every learner: one loop over a :class:`~combee_fast.run.state.TrainState`.
+"""Offline training for every learner: one loop over a :class:`~combee_fast.record.state.TrainState`.
 
     start       the method's work before the first batch (GEPA grades its seed), once
     plan        the next batch: its size from the batch plan, its items from the epoch order
@@ -23,7 +23,7 @@ stop never discards work already paid for; no new item is started. A run stopped
 says so in ``stopped_by``. With a run directory a checkpoint is written before the first step and
 after every completed one; a run resumed from one ends as it would have uninterrupted. A run
 replacing a previous one in its directory swaps in after its first checkpointed step with most of
-its calls succeeding, or at its clean end (:meth:`~combee_fast.run.rundir.RunDir.replace_previous`).
+its calls succeeding, or at its clean end (:meth:`~combee_fast.record.rundir.RunDir.replace_previous`).
 With a tracer configured, the run, its opening work and each step are spans (:mod:`combee_fast.tracing`).
 """
 
@@ -36,22 +36,21 @@ from typing import Any, Generic, TypeVar
 import msgspec
 
 from combee_fast import tracing
-from combee_fast.errors import CallsFailed, EndpointUnreachable
-from combee_fast.methods.base import EvalResult, StepResult
-from combee_fast.protocols.learning import Artifact, CompleteKind
-from combee_fast.protocols.running import BatchPlan, Method, StopRule
-from combee_fast.run.concurrency import Gauges, below_cap_lines, concurrency_summary
-from combee_fast.run.cost import GpuClock
-from combee_fast.run.dollars import Prices, dollar_summary, role_dollars, validation_summary
-from combee_fast.run.improvements import improvement_summary
-from combee_fast.run.events import Events, RunStopped, StepDone, VersionApplied
 from combee_fast.endpoint.batching import BatchingCurve
 from combee_fast.endpoint.server_work import ServerWork
-from combee_fast.run.ledger import CallCounts, LedgerRow, ledger_row
-from combee_fast.run.progress import Budget
-from combee_fast.run.record import RunRecord
-from combee_fast.run.rundir import RunDir
-from combee_fast.run.state import CallsRecord, EpochOrder, TrainState
+from combee_fast.errors import CallsFailed, EndpointUnreachable
+from combee_fast.methods.base import EvalResult, StepResult
+from combee_fast.money.cost import GpuClock
+from combee_fast.money.dollars import Prices, dollar_summary, role_dollars, validation_summary
+from combee_fast.money.improvements import improvement_summary
+from combee_fast.protocols.learning import Artifact, CompleteKind
+from combee_fast.protocols.running import BatchPlan, Budget, Method, StopRule
+from combee_fast.record.concurrency import Gauges, below_cap_lines, concurrency_summary
+from combee_fast.record.ledger import CallCounts, LedgerRow, ledger_row
+from combee_fast.record.rundir import RunDir
+from combee_fast.record.state import CallsRecord, EpochOrder, TrainState
+from combee_fast.run.events import Events, RunStopped, StepDone, VersionApplied
+from combee_fast.run.recorder import RunRecord
 
 A = TypeVar("A", bound=Artifact)
 
@@ -68,11 +67,11 @@ class TrainResult(msgspec.Struct, frozen=True):
     SIGINT/SIGTERM before the end, resumable from its checkpoint; ``stopped_by``: the limit that
     ended the run early (None: its work was done); ``summary``: what the learner says of its
     artifact (:meth:`~combee_fast.protocols.CompleteKind.summary`) and what it cost per improvement
-    (:func:`~combee_fast.run.improvements.improvement_summary`), in dollars too
-    (:func:`~combee_fast.run.dollars.dollar_summary`), and the tokens and dollars of the loop's
-    validation calls (:func:`~combee_fast.run.dollars.validation_summary`). ``concurrency``: its calls in flight per
+    (:func:`~combee_fast.money.improvements.improvement_summary`), in dollars too
+    (:func:`~combee_fast.money.dollars.dollar_summary`), and the tokens and dollars of the loop's
+    validation calls (:func:`~combee_fast.money.dollars.validation_summary`). ``concurrency``: its calls in flight per
     role, requested and achieved, and ``concurrency_notes`` a line per role held below its cap
-    (:mod:`~combee_fast.run.concurrency`; measured, like the wall seconds, so two runs of one seed
+    (:mod:`~combee_fast.record.concurrency`; measured, like the wall seconds, so two runs of one seed
     may differ in them). ``episodes``, ``episodes_failed``
     and ``env_seconds``: the agent episodes of the learning steps and their environment seconds.
     ``batching``: the start-up probe's batching curve of the rollout role's endpoint
@@ -186,11 +185,11 @@ class Training(Generic[A]):
     run has spent another 1/:data:`CURVE_POINTS` of ``budget``, what its stop rules spend, the
     last after the last step); ``gpu_clock``: the
     GPU-seconds of each step (None: unknown); ``events``: where the run's
-    :mod:`~combee_fast.run.events` go (the run directory's record, :class:`~combee_fast.run.record.RunRecord`:
+    :mod:`~combee_fast.run.events` go (the run directory's record, :class:`~combee_fast.run.recorder.RunRecord`:
     ledger, errors, trajectories, is a critical consumer of them);
     ``calls_now``: ``calls.json`` as of now, kept in each checkpoint; ``prices``: each role's
-    price (:mod:`~combee_fast.run.dollars`; a role missing: unknown); ``gauges``: each role's
-    calls in flight (:mod:`~combee_fast.run.concurrency`; None: not measured).
+    price (:mod:`~combee_fast.money.dollars`; a role missing: unknown); ``gauges``: each role's
+    calls in flight (:mod:`~combee_fast.record.concurrency`; None: not measured).
     """
 
     def __init__(

@@ -19,9 +19,9 @@ from combee_fast.config import SessionConfig
 from combee_fast.errors import ConfigError
 from combee_fast.methods import build_method
 from combee_fast.methods.base import EvalResult
+from combee_fast.protocols.learning import LearnContext
 from combee_fast.protocols.running import Method
 from combee_fast.roles.calls import RoleCalls
-from combee_fast.run.context import LearnContext
 from combee_fast.schema import Example
 from combee_fast.textgrad.calls import ROLES, TextGradCalls
 from combee_fast.textgrad.evaluate import evaluate

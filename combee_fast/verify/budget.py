@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from combee_fast.protocols.running import StopRule
-from combee_fast.run.state import TrainState
+from combee_fast.record.state import TrainState
 from combee_fast.verify.card import Budget
 
 LIMITS = ("rollouts", "tokens", "gpu_seconds", "wall_clock_s")

@@ -16,8 +16,8 @@ import msgspec
 
 from combee_fast.config import SessionConfig, SimConfig, TaskConfig, TrainConfig
 from combee_fast.learners import roles_of, serial_baseline
-from combee_fast.run.rundir import RunDir
-from combee_fast.run.usage import SplitUsage, append_usage, usage_entry, usage_path
+from combee_fast.record.rundir import RunDir
+from combee_fast.record.usage import SplitUsage, append_usage, usage_entry, usage_path
 from combee_fast.session import open_session
 from combee_fast.tasks.heldout import check_use
 from combee_fast.verify.budget import BudgetGuard

@@ -23,7 +23,7 @@ import msgspec
 
 from combee_fast.config import SessionConfig, SimConfig, VerifyConfig, load_config
 from combee_fast.errors import CombeeError, ConfigError
-from combee_fast.run.usage import read_usage, usage_path
+from combee_fast.record.usage import read_usage, usage_path
 from combee_fast.redact import escape_control
 from combee_fast.verify.card import card_summary, load_card
 from combee_fast.verify.verification import check_endpoints
@@ -164,7 +164,7 @@ async def _verify(args: argparse.Namespace, card: Card, settings: VerifyConfig,
         if not args.quiet:
             print(line, file=sys.stderr, flush=True)
 
-    from combee_fast.run.provenance import provenance
+    from combee_fast.record.provenance import provenance
 
     record = provenance(seed=None, splits=[split.manifest for split in _card_splits(card)])
     results = []
@@ -216,7 +216,7 @@ async def _diagnose(args: argparse.Namespace, card: Card, hardware: HardwareClas
     from combee_fast.verify.fill import filled_card
     from combee_fast.verify.report import diagnose_report
 
-    from combee_fast.run.provenance import provenance
+    from combee_fast.record.provenance import provenance
 
     def progress(line: str) -> None:
         print(line, file=sys.stderr, flush=True)

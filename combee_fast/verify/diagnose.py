@@ -36,9 +36,9 @@ import numpy as np
 from combee_fast.config import SimConfig, VerifyConfig
 from combee_fast.native.bootstrap import DEFAULT_RESAMPLES, PairedDifference, paired_bootstrap
 from combee_fast.native.proportion import ScoreInterval, score_interval
+from combee_fast.record.rundir import RunDir
+from combee_fast.record.usage import append_usage, usage_entry
 from combee_fast.run.events import Events
-from combee_fast.run.rundir import RunDir
-from combee_fast.run.usage import append_usage, usage_entry
 from combee_fast.session import open_session
 from combee_fast.tasks.heldout import check_use
 from combee_fast.verify.budget import BudgetGuard

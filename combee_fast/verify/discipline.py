@@ -1,5 +1,5 @@
 """Runs made under an experiment card: the run's splits must be the card's, and every use of
-a split is appended to the card's usage record (in the state directory: :mod:`combee_fast.run.usage`).
+a split is appended to the card's usage record (in the state directory: :mod:`combee_fast.record.usage`).
 
 ``learn --card CARD`` learns on the card's train split and selects on its selection split (a run
 naming any other split is refused), counts GPU-seconds with the GPU count of the card's
@@ -17,7 +17,7 @@ from typing import NamedTuple
 from combee_fast.config import SessionConfig
 from combee_fast.errors import ConfigError
 from combee_fast.protocols.tasks import Task
-from combee_fast.run.usage import SplitUsage, append_usage, usage_entry, usage_path
+from combee_fast.record.usage import SplitUsage, append_usage, usage_entry, usage_path
 from combee_fast.tasks.base import Split
 from combee_fast.tasks.heldout import check_use
 from combee_fast.tasks.splits import parse_split_spec

@@ -17,12 +17,12 @@ from pathlib import Path
 import msgspec
 
 from combee_fast.files import write_atomic
-from combee_fast.run.provenance import Provenance
-from combee_fast.run.report import provenance_lines
 from combee_fast.native.proportion import ScoreInterval
+from combee_fast.readout.report import provenance_lines
+from combee_fast.record.provenance import Provenance
+from combee_fast.run.train import CURVE_POINTS, TrainResult
 from combee_fast.verify.cells import CellRun
 from combee_fast.verify.diagnose import Diagnosis
-from combee_fast.run.train import CURVE_POINTS, TrainResult
 from combee_fast.verify.plots import TimeCurve, accuracy_time_plot, cells_plot, convergence_plot, time_curves_plot
 from combee_fast.verify.roles import role_separation
 from combee_fast.verify.verification import Verification

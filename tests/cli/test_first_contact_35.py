@@ -467,9 +467,9 @@ async def test_a_slow_kernel_warm_up_is_said_when_it_begins_and_when_it_ends() -
     import time
 
     from combee_fast.engine.slow_wait import NOTICE_AFTER_S
+    from combee_fast.readout.notices import WaitNotices
     from combee_fast.run.batch_plans import compiled
     from combee_fast.run.events import Events
-    from combee_fast.run.notices import WaitNotices
 
     stream = io.StringIO()
     hub = Events(WaitNotices(stream))

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from combee_fast.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
-from combee_fast.run.checkpoint import read_checkpoint
-from combee_fast.run.rundir import RunDir
+from combee_fast.record.checkpoint import read_checkpoint
+from combee_fast.record.rundir import RunDir
 
 RUN = ["--task", "formula", "--method", "combee", "--batch-size", "20", "--epochs", "2",
        "--train-split", "train[0:100]", "--val-split", "val[0:30]", "--eval-every", "3", "--quiet"]

@@ -13,17 +13,18 @@ import msgspec
 import pytest
 
 from combee_fast.config import OnlineConfig, ReleaseConfig, SessionConfig, SimConfig, TaskConfig
+from combee_fast.embedded.events import ReleaseDecision, ReleaseStatus
 from combee_fast.embedded.online import OnlineLearner, online_learning
 from combee_fast.embedded.process import ProcessLearner
 from combee_fast.embedded.threaded import ThreadedLearner
 from combee_fast.errors import ConfigError, ReleaseError
 from combee_fast.gepa.candidate import Candidate
 from combee_fast.gepa.online import OnlineCandidate
-from combee_fast.run.events import Event, Events, ReleaseDecision, ReleaseStatus
+from combee_fast.run.events import Event, Events
 from combee_fast.schema import Rollout, Usage
 from combee_fast.session import Session, open_session
-from combee_fast.sim.world import TaskWorld
 from combee_fast.sim.responders import SimRequest
+from combee_fast.sim.world import TaskWorld
 from combee_fast.textgrad.variable import PromptVariable
 
 BATCH = 48

@@ -12,12 +12,13 @@ import pytest
 
 from combee_fast.ace.calls import AceCalls
 from combee_fast.config import EmbedConfig, OnlineConfig, ReleaseConfig, SessionConfig, SimConfig, TaskConfig
+from combee_fast.embedded.events import ReleaseDecision, ReleaseStatus
 from combee_fast.embedded.online import OnlineLearner
 from combee_fast.embedded.process import ProcessLearner
 from combee_fast.embedded.threaded import ThreadedLearner
 from combee_fast.errors import ReleaseError
 from combee_fast.playbook import Playbook
-from combee_fast.run.events import Event, Events, ReleaseDecision, ReleaseStatus
+from combee_fast.run.events import Event, Events
 from combee_fast.schema import Delta, Op, OpKind, Rollout
 from combee_fast.session import Session, open_session
 from combee_fast.sim.world import HARMFUL_FACETS, harmful_lesson, specific_lesson

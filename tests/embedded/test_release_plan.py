@@ -8,11 +8,12 @@ import math
 import pytest
 
 from combee_fast.config import ReleaseConfig
+from combee_fast.embedded.events import NextDecision, ReleaseDecision, ReleaseStatus
 from combee_fast.embedded.release import STATUS_HORIZON, ReleaseGate
 from combee_fast.embedded.release_plan import ReleaseProgress, next_decision, release_plan
 from combee_fast.native import sequential
 from combee_fast.playbook import Playbook
-from combee_fast.run.events import Event, NextDecision, ReleaseDecision, ReleaseStatus
+from combee_fast.run.events import Event
 from tests.embedded.test_release import _grown, _rollout
 
 

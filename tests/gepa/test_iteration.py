@@ -25,11 +25,11 @@ from combee_fast.gepa.iteration import GepaIteration, grade, longest_first
 from combee_fast.gepa.kind import GEPA
 from combee_fast.gepa.learner import GepaProposer
 from combee_fast.gepa.pool import GepaState
+from combee_fast.gepa.reflection import CombeeReflection, Reflected, SerialReflection
 from combee_fast.gepa.settings import GepaConfig
 from combee_fast.gepa.settings import settings as gepa_settings
-from combee_fast.gepa.reflection import CombeeReflection, Reflected, SerialReflection
 from combee_fast.methods.base import StepResult
-from combee_fast.run.state import EpochOrder, TrainState
+from combee_fast.record.state import EpochOrder, TrainState
 from combee_fast.schema import GradedAnswer
 from combee_fast.session import open_session
 

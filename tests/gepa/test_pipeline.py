@@ -16,10 +16,10 @@ from combee_fast.engine.timing import finish_times
 from combee_fast.gepa.calls import GepaCalls, Rewrite
 from combee_fast.gepa.candidate import SYSTEM_PROMPT, Candidate
 from combee_fast.gepa.pipeline import AsyncGepa
-from combee_fast.gepa.settings import GepaConfig, PipelineConfig
-from combee_fast.gepa.settings import settings as gepa_settings
 from combee_fast.gepa.pool import GepaState, PoolChange
 from combee_fast.gepa.reflection import CombeeReflection, SerialReflection
+from combee_fast.gepa.settings import GepaConfig, PipelineConfig
+from combee_fast.gepa.settings import settings as gepa_settings
 from combee_fast.gepa.stages import StageWork
 from combee_fast.run.train import TrainResult
 from combee_fast.schema import Example, GradedAnswer
@@ -270,7 +270,7 @@ async def test_a_pass_limit_drains_the_proposals_in_flight_before_the_run_ends()
 
 
 async def test_the_live_plan_sizes_minibatches_and_proposals_in_flight(tmp_path) -> None:
-    from combee_fast.run.rundir import RunDir
+    from combee_fast.record.rundir import RunDir
 
     config = _config(combee_minibatch="auto", pipeline=PipelineConfig(proposals=3))
     config = msgspec.structs.replace(config, task=TaskConfig(train_split="train[0:300]", val_split="val[0:20]"))

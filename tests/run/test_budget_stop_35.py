@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 
 from combee_fast.config import SessionConfig, SimConfig, TaskConfig, TrainConfig
-from combee_fast.run.checkpoint import read_checkpoint
+from combee_fast.record.checkpoint import read_checkpoint
 from combee_fast.session import open_session
 from combee_fast.verify.budget import BudgetGuard
 from combee_fast.verify.card import Budget

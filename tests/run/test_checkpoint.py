@@ -16,11 +16,11 @@ from combee_fast.errors import CheckpointError, ConfigError
 from combee_fast.methods.combee import CarriedChains
 from combee_fast.playbook import Playbook
 from combee_fast.protocols.running import StopRule
-from combee_fast.run.checkpoint import CHECKPOINT_FILE, LEGACY_CHECKPOINT_FILE, read_checkpoint
-from combee_fast.run.concurrency import ConcurrencyTotal
-from combee_fast.run.ledger import CallCounts, LedgerRow
-from combee_fast.run.rundir import RunDir
-from combee_fast.run.state import CallsRecord, TrainState
+from combee_fast.record.checkpoint import CHECKPOINT_FILE, LEGACY_CHECKPOINT_FILE, read_checkpoint
+from combee_fast.record.concurrency import ConcurrencyTotal
+from combee_fast.record.ledger import CallCounts, LedgerRow
+from combee_fast.record.rundir import RunDir
+from combee_fast.record.state import CallsRecord, TrainState
 from combee_fast.schema import Delta, Op, OpKind, Trajectory
 from combee_fast.tasks.registry import get_task
 

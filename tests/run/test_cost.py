@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from combee_fast.config import EndpointSpec, SessionConfig, SimConfig, TaskConfig
+from combee_fast.money.cost import GpuClock
+from combee_fast.money.dollars import UNKNOWN, Price, add_dollars, money, total
 from combee_fast.run.batch_plans import FixedBatch
-from combee_fast.run.cost import GpuClock
-from combee_fast.run.dollars import UNKNOWN, Price, add_dollars, money, total
 from combee_fast.session import open_session
 from combee_fast.sim.world import TaskWorld
 from combee_fast.tasks.registry import get_task

@@ -21,12 +21,12 @@ import pytest
 from combee_fast.config import (AgentConfig, FaultConfig, MapConfig, SessionConfig, SimConfig, TaskConfig,
                                 TrainConfig, TransportConfig)
 from combee_fast.errors import EXIT_STORAGE, CallsFailed
+from combee_fast.readout.notices import WaitNotices
+from combee_fast.record.rundir import RunDir
 from combee_fast.rollouts.journal import trace_record
 from combee_fast.run.batch_plans import FixedBatch
 from combee_fast.run.events import (CallFailed, EpisodeFailed, EpisodeFinished, Event, Events, Overloaded, RetryAfter,
                                     StepDone)
-from combee_fast.run.notices import WaitNotices
-from combee_fast.run.rundir import RunDir
 from combee_fast.session import open_session
 
 FORMULA = SessionConfig(task=TaskConfig(train_split="train[0:24]", val_split="val[0:6]"), sim=SimConfig("flat", 1e-4))

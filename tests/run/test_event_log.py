@@ -7,14 +7,15 @@ import threading
 import msgspec
 import pytest
 
-from combee_fast.run.event_log import EventLog
-from combee_fast.run.events import (CallFailed, EpisodeFailed, EpisodeRerun, Event, Events, Overloaded, ReleaseDecision,
-                                    RetryAfter, RunStopped, VersionApplied)
+from combee_fast.embedded.events import ReleaseDecision
+from combee_fast.readout.event_log import EventLog, LoggedEvent
+from combee_fast.run.events import (CallFailed, EpisodeFailed, EpisodeRerun, Events, Overloaded, RetryAfter, RunStopped,
+                                    VersionApplied)
 from combee_fast.schema import ToolCall
 
 
-def _read(path) -> list[Event]:
-    return [msgspec.json.decode(line, type=Event) for line in path.read_bytes().splitlines()]
+def _read(path) -> list[LoggedEvent]:
+    return [msgspec.json.decode(line, type=LoggedEvent) for line in path.read_bytes().splitlines()]
 
 
 def test_every_event_is_one_line_that_decodes_back_to_it(tmp_path) -> None:

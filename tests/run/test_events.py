@@ -7,9 +7,9 @@ import msgspec
 import pytest
 
 from combee_fast.config import FaultConfig, SessionConfig, SimConfig, TaskConfig
+from combee_fast.record.rundir import RunDir
 from combee_fast.run.batch_plans import FixedBatch
 from combee_fast.run.events import CallFailed, Event, Events, RunStopped, StepDone, VersionApplied
-from combee_fast.run.rundir import RunDir
 from combee_fast.session import open_session
 
 CONFIG = SessionConfig(task=TaskConfig(train_split="train[0:24]", val_split="val[0:10]"), sim=SimConfig("flat", 1e-4))

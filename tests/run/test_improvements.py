@@ -1,6 +1,6 @@
 """Cost per improvement: every learner's summary.json, report.md and ``combee compare`` say the
 candidates a run explored and accepted and its tokens per accepted one, counted as the learner
-defines a candidate (:mod:`combee_fast.run.improvements`)."""
+defines a candidate (:mod:`combee_fast.money.improvements`)."""
 
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ import msgspec
 import pytest
 
 from combee_fast.config import CacheConfig, ControllerConfig, SessionConfig, SimConfig, TaskConfig, TrainConfig
-from combee_fast.run.rundir import RunDir
+from combee_fast.record.rundir import RunDir
 from combee_fast.session import open_session
 from combee_fast.sim.latency import LatencyPreset
 

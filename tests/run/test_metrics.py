@@ -19,7 +19,7 @@ from combee_fast.config import OnlineConfig, ReleaseConfig, SessionConfig, SimCo
 from combee_fast.embedded.threaded import ThreadedLearner  # noqa: E402
 from combee_fast.playbook import Playbook  # noqa: E402
 from combee_fast.run.events import Events  # noqa: E402
-from combee_fast.run.metrics import MetricsEndpoint  # noqa: E402
+from combee_fast.embedded.metrics import MetricsEndpoint  # noqa: E402
 from combee_fast.session import open_session  # noqa: E402
 
 CONFIG = SessionConfig(task=TaskConfig(train_split="train", val_split="val[0:10]"), sim=SimConfig("flat", 1e-4))

@@ -14,7 +14,7 @@ import msgspec
 import pytest
 
 from combee_fast.config import EndpointSpec, SessionConfig, TaskConfig, TrainConfig
-from combee_fast.run.notices import WaitNotices
+from combee_fast.readout.notices import WaitNotices
 from combee_fast.session import open_session
 from combee_fast.sim.latency import LatencyPreset
 from combee_fast.sim.worlds import task_world

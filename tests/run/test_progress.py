@@ -6,9 +6,9 @@ import io
 
 from combee_fast.config import SessionConfig, SimConfig, TaskConfig
 from combee_fast.gepa.settings import GepaConfig
+from combee_fast.readout.progress import clock
 from combee_fast.run.batch_plans import FixedBatch
 from combee_fast.run.events import Events
-from combee_fast.run.progress import clock
 from combee_fast.session import open_session
 
 CONFIG = SessionConfig(task=TaskConfig(train_split="train[0:24]", val_split="selection[0:10]"),

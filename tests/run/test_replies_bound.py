@@ -7,8 +7,8 @@ import json
 
 from combee_fast.config import SessionConfig
 from combee_fast.engine.events import REPLY_KEPT, CallReplied
-from combee_fast.run.record import RunRecord
-from combee_fast.run.rundir import REPLIES_KEPT_BYTES, RunDir
+from combee_fast.record.rundir import REPLIES_KEPT_BYTES, RunDir
+from combee_fast.run.recorder import RunRecord
 
 
 def test_replies_stop_at_the_bound_with_one_closing_line_and_one_notice(tmp_path, capsys) -> None:

@@ -8,9 +8,9 @@ import msgspec
 
 from combee_fast.config import FaultConfig, SessionConfig, SimConfig, TaskConfig, TrainConfig
 from combee_fast.errors import CallsFailed
+from combee_fast.record.provenance import command_line, git_commit, provenance
+from combee_fast.record.rundir import RunDir, read_run
 from combee_fast.run.batch_plans import FixedBatch
-from combee_fast.run.provenance import command_line, git_commit, provenance
-from combee_fast.run.rundir import RunDir, read_run
 from combee_fast.session import open_session
 
 CONFIG = SessionConfig(task=TaskConfig(train_split="train[0:24]", val_split="selection[0:20]"),

@@ -10,7 +10,7 @@ import pytest
 from combee_fast.config import SessionConfig
 from combee_fast.errors import ConfigError
 from combee_fast.playbook import Playbook
-from combee_fast.run.rundir import RunDir, check_run_target
+from combee_fast.record.rundir import RunDir, check_run_target
 
 FIRST, SECOND = SessionConfig(seed=1), SessionConfig(seed=2)
 

@@ -16,7 +16,7 @@ import pytest
 
 from combee_fast.config import SessionConfig, load_config
 from combee_fast.errors import ConfigError
-from combee_fast.run.rundir import RunDir, check_run_target
+from combee_fast.record.rundir import RunDir, check_run_target
 
 # The child replaces the run in ROOT; it SIGKILLs itself just before its KILL_AT-th file-system
 # call inside replace_previous (counted by a profile hook on the os functions it makes).
@@ -24,7 +24,7 @@ _CHILD = textwrap.dedent("""
     import os, signal, sys
     from pathlib import Path
     from combee_fast.config import SessionConfig
-    from combee_fast.run.rundir import RunDir
+    from combee_fast.record.rundir import RunDir
 
     root, kill_at = Path(sys.argv[1]), int(sys.argv[2])
     CALLS = {"rename", "replace", "unlink", "rmdir", "fsync", "open", "mkdir", "write", "close", "scandir",

@@ -5,12 +5,12 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from combee_fast.run.usage import append_usage, read_usage, usage_entry, usage_path
+from combee_fast.record.usage import append_usage, read_usage, usage_entry, usage_path
 from combee_fast.tasks.formula import FormulaTask
 
 _APPEND = """
 import sys
-from combee_fast.run.usage import append_usage, usage_entry
+from combee_fast.record.usage import append_usage, usage_entry
 from combee_fast.tasks.base import SplitManifest
 manifest = SplitManifest("formula", "selection", "f.jsonl", 200, "ab" * 32)
 for i in range(int(sys.argv[3])):

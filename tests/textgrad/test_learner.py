@@ -8,7 +8,7 @@ import msgspec
 import pytest
 
 from combee_fast.config import FaultConfig, SessionConfig, SimConfig, TaskConfig, TrainConfig, TransportConfig
-from combee_fast.run.ledger import ledger_row
+from combee_fast.record.ledger import ledger_row
 from combee_fast.session import open_session
 from combee_fast.textgrad.calls import FORWARD_ROLE, GRADIENT_ROLE, LOSS_ROLE, REDUCE_ROLE, STEP_ROLE
 from combee_fast.textgrad.kind import TEXTGRAD, calls_of

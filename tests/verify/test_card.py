@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from combee_fast.errors import CardError
-from combee_fast.run.usage import usage_path
+from combee_fast.record.usage import usage_path
 from combee_fast.verify.card import CANARY_POLICIES, Card, card_summary, field_problems, load_card
 
 CARD = Path(__file__).parents[2] / "cards" / "formula.toml"

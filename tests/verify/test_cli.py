@@ -6,7 +6,7 @@ import json
 import shutil
 from pathlib import Path
 
-from combee_fast.run.usage import usage_path
+from combee_fast.record.usage import usage_path
 from tests.cli.test_cli import _combee
 
 CARD = Path(__file__).parents[2] / "cards" / "formula.toml"

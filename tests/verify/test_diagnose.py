@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from combee_fast.run.usage import usage_path
+from combee_fast.record.usage import usage_path
 from tests.cli.test_cli import _combee
 from tests.verify.small_card import small_card
 

@@ -37,8 +37,8 @@ from urllib.parse import urlsplit
 
 from combee_fast.config import SessionConfig, config_to_dict
 from combee_fast.errors import ConfigError
+from combee_fast.money.dollars import add_dollars, total
 from combee_fast.redact import strip_userinfo
-from combee_fast.run.dollars import add_dollars, total
 from combee_fast.run.events import Event, RunStopped, StepDone
 
 DEFAULT_STORE = "mlruns"

@@ -25,8 +25,8 @@ from collections.abc import Mapping, Sequence
 
 import msgspec
 
+from combee_fast.record.bounds import Count, NonNegative, Seconds
 from combee_fast.roles.clients import RoleClients
-from combee_fast.run.bounds import Count, NonNegative, Seconds
 
 BELOW_CAP_SHARE = 0.5
 """A role whose mean calls in flight stay under this share of the requested cap, with work queued, is said to be capped."""

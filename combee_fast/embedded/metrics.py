@@ -1,4 +1,4 @@
-"""A Prometheus metrics endpoint: an :class:`~combee_fast.run.events.Events` consumer that keeps an
+"""A Prometheus metrics endpoint: an :class:`~combee_fast.embedded.events.Events` consumer that keeps an
 online learner's figures and serves them over HTTP (the optional ``prometheus-client`` package:
 ``pip install 'combee_fast[metrics]'``).
 
@@ -19,7 +19,7 @@ Figures (``combee_`` prefix), from the learner's events:
 - ``release_next_decision_requests`` and ``release_next_decision_more`` (-1: nothing is waited
   for, or not within the plan's limit): from every status, the requests seen towards the next
   decision and about how many more it needs, an estimate for an equal candidate
-  (:class:`~combee_fast.run.events.NextDecision`);
+  (:class:`~combee_fast.embedded.events.NextDecision`);
 - ``learner_queue_depth``, ``learner_version``, ``learner_batches_total``, and the histograms
   ``learner_batch_seconds`` and ``learner_publish_latency_seconds``.
 
@@ -32,8 +32,8 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from combee_fast.embedded.events import BatchApplied, EmbeddedEvent, ReleaseDecision, ReleaseStatus, VersionApplied
 from combee_fast.errors import ConfigError
-from combee_fast.run.events import BatchApplied, Event, ReleaseDecision, ReleaseStatus, VersionApplied
 
 LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
 """Bucket bounds (seconds) of the batch and publish latency histograms."""
@@ -93,7 +93,7 @@ class MetricsEndpoint:
         """Where the figures are served."""
         return f"http://{self.host}:{self.port}/metrics"
 
-    def __call__(self, event: Event) -> None:
+    def __call__(self, event: EmbeddedEvent) -> None:
         if isinstance(event, ReleaseStatus):
             self._status(event)
         elif isinstance(event, ReleaseDecision):

@@ -19,7 +19,7 @@ import msgspec
 
 from combee_fast.combee.planner import NO_GO
 from combee_fast.endpoint.batching import BatchingCurve
-from combee_fast.run.ledger import LedgerRow
+from combee_fast.record.ledger import LedgerRow
 
 STEPS_SHOWN = 20
 """Steps of the predicted-against-measured table on the page (the latest; the ledger has every one)."""

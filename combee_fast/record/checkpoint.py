@@ -1,4 +1,4 @@
-"""The checkpoint of a training run: its :class:`~combee_fast.run.state.TrainState`, written
+"""The checkpoint of a training run: its :class:`~combee_fast.record.state.TrainState`, written
 atomically after every completed step, so the run can go on after the process stopped
 (``kill -9``, SIGINT, SIGTERM).
 
@@ -26,7 +26,7 @@ The :class:`Header` records which learner, method and seed made the state and a 
 (``ledger.jsonl``, ``controller.jsonl``, ``deltas.jsonl``, ``errors.jsonl``, and
 ``trajectories.jsonl`` with its mark at the checkpoint before as well) at that point. Those
 files may hold lines of a step that did not complete; reopening the run directory
-(:meth:`~combee_fast.run.rundir.RunDir.reopen`) cuts them back to their marked lengths (all but
+(:meth:`~combee_fast.record.rundir.RunDir.reopen`) cuts them back to their marked lengths (all but
 ``trajectories.jsonl``, whose finished episodes a resume reuses), and refuses a file that is
 shorter than its mark or whose marked part changed.
 """
@@ -45,10 +45,10 @@ from combee_fast.errors import CheckpointError
 from combee_fast.files import read_regular, write_atomic
 from combee_fast.methods.base import EvalResult
 from combee_fast.protocols.learning import CompleteKind
-from combee_fast.run.bounds import Count, Fraction, NonNegative, Seconds
-from combee_fast.run.concurrency import ConcurrencyTotal
-from combee_fast.run.ledger import CallCounts
-from combee_fast.run.state import CallsRecord, TrainState
+from combee_fast.record.bounds import Count, Fraction, NonNegative, Seconds
+from combee_fast.record.concurrency import ConcurrencyTotal
+from combee_fast.record.ledger import CallCounts
+from combee_fast.record.state import CallsRecord, TrainState
 
 P = TypeVar("P")
 C = TypeVar("C")
@@ -85,9 +85,9 @@ class Header(msgspec.Struct, frozen=True):
 
 
 class Kept(msgspec.Struct, Generic[P, C], frozen=True):
-    """The fields of :class:`~combee_fast.run.state.TrainState` a checkpoint keeps (the same
+    """The fields of :class:`~combee_fast.record.state.TrainState` a checkpoint keeps (the same
     names), the artifacts in their learner's encoding, typed on the plan's state ``P`` and the
-    carried work ``C``. Decoding checks ranges (:mod:`combee_fast.run.bounds`), nested counts
+    carried work ``C``. Decoding checks ranges (:mod:`combee_fast.record.bounds`), nested counts
     included: counts and positions 0 to ``MAX_COUNT``, seconds 0 to ``MAX_SECONDS`` (no infinity),
     the best score a fraction."""
 

@@ -22,11 +22,11 @@ only writer and reader of these files:
     capabilities.json    what each endpoint was found to do; sampling.json what each role sends
     batching.json        the start-up probe's batching curve of the rollout role's endpoint (auto
                          batch size only; a resumed run reads it instead of probing again)
-    checkpoint.bin       the state after the last completed step, to resume from (run/checkpoint.py)
+    checkpoint.bin       the state after the last completed step, to resume from (record/checkpoint.py)
     card.toml            the experiment card the run was made under (``learn --card``), if any
     server.log, local_server.json   the local server's log and command (``--local``)
     report.md            the run's one page: result with its 95% interval, cost, what was learned,
-                         the learning curve (curve.png) and provenance (run/report.py)
+                         the learning curve (curve.png) and provenance (readout/report.py)
     prompt.txt           the learned context, rendered as an agent reads it: what to paste
     provenance.json      version, git commit, host, command line, start and end time, seed, splits
     eval.json, results.jsonl   an evaluation's score with its interval, and each example's result
@@ -46,7 +46,7 @@ folders :data:`~combee_fast.files.DIR_MODE`.
 Replacing a previous run (``overwrite``) waits until the new run has proved itself: it keeps
 running in its staging folder until :meth:`RunDir.replace_previous` (the loop calls it after the
 first step with most of its calls succeeding, or at a clean end). The replacement is a
-journaled swap (:mod:`combee_fast.run.swap`): a kill at any point of it leaves a state that the
+journaled swap (:mod:`combee_fast.record.swap`): a kill at any point of it leaves a state that the
 next command on that directory finishes, saying so. A new run that ends before that (it failed or
 was stopped) leaves the previous run as it was and is kept beside it, as
 ``<name>.unswapped-<date-time>`` (:attr:`RunDir.location`).
@@ -81,12 +81,12 @@ from combee_fast.endpoint.batching import BatchingCurve
 from combee_fast.errors import CheckpointError, ConfigError, SplitChangedError, StorageError
 from combee_fast.files import DIR_MODE, open_append, open_regular, read_regular, write_atomic
 from combee_fast.protocols.learning import CompleteKind, Deployable
-from combee_fast.run.checkpoint import (CHECKPOINT_FILE, LEGACY_CHECKPOINT_FILE, FileMark, Header, StoredCheckpoint,
-                                        read_checkpoint, save_checkpoint)
-from combee_fast.run.ledger import LedgerRow
-from combee_fast.run.provenance import Provenance
-from combee_fast.run.state import TrainState
-from combee_fast.run.swap import recover, swap_in, take_lock, unswapped_name
+from combee_fast.record.checkpoint import (CHECKPOINT_FILE, LEGACY_CHECKPOINT_FILE, FileMark, Header, StoredCheckpoint,
+                                           read_checkpoint, save_checkpoint)
+from combee_fast.record.ledger import LedgerRow
+from combee_fast.record.provenance import Provenance
+from combee_fast.record.state import TrainState
+from combee_fast.record.swap import recover, swap_in, take_lock, unswapped_name
 from combee_fast.schema import Trajectory
 from combee_fast.tasks.base import SplitManifest
 

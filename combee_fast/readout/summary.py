@@ -4,7 +4,7 @@
 :func:`failed_summary` the one of a run that raised; :func:`shown_at` is where its files are, as the
 user named them; :class:`RerunCount` counts, from the run's
 events, the episodes sent again after their worker was lost. The run directory
-(:class:`~combee_fast.run.rundir.RunDir`) writes them.
+(:class:`~combee_fast.record.rundir.RunDir`) writes them.
 """
 
 from __future__ import annotations
@@ -17,12 +17,12 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from combee_fast.errors import CombeeError
+from combee_fast.readout.predictions import batching_summary
 from combee_fast.redact import scrub
 from combee_fast.run.events import EpisodeRerun
-from combee_fast.run.predictions import batching_summary
 
 if TYPE_CHECKING:
-    from combee_fast.run.rundir import RunDir
+    from combee_fast.record.rundir import RunDir
     from combee_fast.run.train import TrainResult
 
 
@@ -41,7 +41,7 @@ def run_summary(result: TrainResult, shown: str, *, interrupted_by: str | None =
     """The summary of the run ``result`` whose files are at ``shown``: its cost, its scores, the
     learner's own figures, the calls per role and each role's generated tokens per item learned from and the calls in flight per role (requested and achieved), the
     start-up probe's batching curve with the planner's predicted against measured step seconds
-    (``batching``, :func:`~combee_fast.run.predictions.batching_summary`); the llama.cpp servers'
+    (``batching``, :func:`~combee_fast.readout.predictions.batching_summary`); the llama.cpp servers'
     own count of their work (``server_work``: prompt tokens read and cached, seconds reading and
     generating, the share reading took, the servers counted; only when an endpoint is a llama.cpp
     server serving its counters, as ``--local``'s is); ``resent``: requests sent once

@@ -1,5 +1,5 @@
 """A JSONL event log: an :class:`~combee_fast.run.events.Events` consumer writing each event as one
-JSON line (tagged by ``kind``, so ``msgspec.json.decode(line, type=Event)`` reads it back).
+JSON line (tagged by ``kind``, so ``msgspec.json.decode(line, type=LoggedEvent)`` reads it back).
 
 Writes are bounded: at most ``buffer`` lines wait in memory and go out in one write when the
 buffer is full, when ``flush_s`` seconds have passed since the last write (checked as events
@@ -7,7 +7,7 @@ come), and at :meth:`EventLog.close`. A file that would grow past ``max_bytes`` 
 ``<name>.1`` (replacing the previous one) and a new one begun, so the log holds at most about
 twice ``max_bytes`` on disk, newest last. The log is a file of the caller's choosing (e.g. an
 embedded learner's host's); a run directory's own files are written only by
-:class:`~combee_fast.run.rundir.RunDir`. Calls are serialised by a lock: a threaded learner
+:class:`~combee_fast.record.rundir.RunDir`. Calls are serialised by a lock: a threaded learner
 emits from its own thread.
 
     log = EventLog("release-events.jsonl", kinds=(ReleaseDecision, ReleaseStatus))
@@ -27,7 +27,11 @@ from typing import Any
 
 import msgspec
 
+from combee_fast.embedded.events import EmbeddedEvent
 from combee_fast.run.events import Event
+
+LoggedEvent = Event | EmbeddedEvent
+"""What an event log holds: a training run's events and an embedded learner's."""
 
 BUFFERED_LINES = 256
 """Lines an event log holds in memory at most before it writes them."""
@@ -56,7 +60,7 @@ class EventLog:
         self.written = 0  # lines written to disk so far
         self.rotations = 0
 
-    def __call__(self, event: Event) -> None:
+    def __call__(self, event: LoggedEvent) -> None:
         if self._kinds is not None and not isinstance(event, self._kinds):
             return
         line = self._encoder.encode(event) + b"\n"

@@ -16,8 +16,7 @@ import time
 from typing import IO
 
 from combee_fast.redact import escape_control
-from combee_fast.run.events import (EndpointsProbed, EpisodeRerun, Event, KernelsCompiling, NoGo, Overloaded,
-                                    RetryAfter)
+from combee_fast.run.events import EndpointsProbed, EpisodeRerun, Event, KernelsCompiling, NoGo, Overloaded, RetryAfter
 
 NOTICE_EVERY_S = 1.0
 """Fewest seconds between two "waiting on Retry-After" lines."""

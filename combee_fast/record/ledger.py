@@ -7,8 +7,8 @@ the one that answers and the one being evaluated can always be told apart. Calls
 attempts and failed calls are counted per role, and retries and failures per kind
 (:attr:`~combee_fast.schema.CallError.label`: ``429``, ``5xx``, ``timeout``, ``connection``,
 ``malformed``, ``schema_mismatch``, ``truncated``, ``replay_miss``...), in :class:`CallCounts`.
-Each row also holds its step's dollars per role (:mod:`combee_fast.run.dollars`) and calls in
-flight per role, requested and achieved (:mod:`combee_fast.run.concurrency`), and the step
+Each row also holds its step's dollars per role (:mod:`combee_fast.money.dollars`) and calls in
+flight per role, requested and achieved (:mod:`combee_fast.record.concurrency`), and the step
 seconds the batch plan predicted for it, beside the measured ``sim_seconds``.
 """
 
@@ -23,8 +23,8 @@ import msgspec
 
 from combee_fast.methods.base import StepResult
 from combee_fast.protocols.learning import EpisodeTrace
-from combee_fast.run.bounds import Count
-from combee_fast.run.concurrency import RoleConcurrency
+from combee_fast.record.bounds import Count
+from combee_fast.record.concurrency import RoleConcurrency
 from combee_fast.schema import CallError, Trajectory, Usage
 
 
@@ -67,15 +67,15 @@ class LedgerRow(msgspec.Struct, frozen=True):
     val_answered: int | None = None
     val_unanswered: int | None = None
     rollouts: int = 0  # generator calls the step made (collected traces: none; agent tasks: episodes)
-    gpu_seconds: float | None = None  # what the step cost the hardware (run/cost.py); None: unknown.
+    gpu_seconds: float | None = None  # what the step cost the hardware (money/cost.py); None: unknown.
     # Measured like wall_seconds (the simulator's busy time follows real arrival times), so two
     # runs of one seed may differ in it while every other field is identical.
     episodes: int = 0  # agent episodes the step ran (single-call tasks: none)
     episode_failures: dict[str, int] = msgspec.field(default_factory=dict)  # kind -> failed episodes
     env_seconds: float = 0.0  # seconds its episodes spent in their environments (on the critical path too)
     env_seconds_per_episode: float = 0.0
-    dollars: dict[str, float | None] = msgspec.field(default_factory=dict)  # role -> dollars (None: no price; run/dollars.py)
-    concurrency: dict[str, RoleConcurrency] = msgspec.field(default_factory=dict)  # role -> calls in flight (run/concurrency.py)
+    dollars: dict[str, float | None] = msgspec.field(default_factory=dict)  # role -> dollars (None: no price; money/dollars.py)
+    concurrency: dict[str, RoleConcurrency] = msgspec.field(default_factory=dict)  # role -> calls in flight (record/concurrency.py)
     # Measured like wall_seconds: two runs of one seed may differ in it.
     predicted_seconds: float | None = None  # the batch plan's prediction of sim_seconds (None: it made none)
     rejections: dict[str, int] = msgspec.field(default_factory=dict)  # why edits were rejected -> how many (rejection_reasons)

@@ -18,15 +18,15 @@ import time
 from collections.abc import AsyncIterator
 from typing import IO
 
+from combee_fast.readout.progress import clock
 from combee_fast.roles.calls import RoleCalls
 from combee_fast.run.events import (EndpointsProbed, EpisodeRerun, Event, KernelsCompiling, Overloaded, RetryAfter,
-                                   StepDone)
-from combee_fast.run.progress import clock
+                                    StepDone)
 
 HEARTBEAT_S = 30.0
 """Most seconds a working run stays silent on stderr."""
 _SAID = (KernelsCompiling, EndpointsProbed, RetryAfter, Overloaded, EpisodeRerun)
-"""Events that print a line of their own (:mod:`~combee_fast.run.notices`)."""
+"""Events that print a line of their own (:mod:`~combee_fast.readout.notices`)."""
 
 
 class Heartbeat:

@@ -8,7 +8,7 @@ $0.00; a total over roles is unknown as soon as one role that made calls is.
 
 The dollars of a ledger row are its step's tokens per role priced so; a run's are the sum over
 its learning steps, the scope of its ``tokens``. Dollars per accepted improvement divide them by
-the accepted candidates (:mod:`combee_fast.run.improvements`), as tokens per improvement does.
+the accepted candidates (:mod:`combee_fast.money.improvements`), as tokens per improvement does.
 The loop's own validation calls (the score after each round, on the validation split) are
 counted apart: ``validation_tokens`` and ``validation_dollars`` (:func:`validation_summary`).
 """

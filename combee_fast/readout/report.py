@@ -22,13 +22,13 @@ import numpy as np
 
 from combee_fast.config import HISTORY_KEPT
 from combee_fast.methods.base import EvalResult
+from combee_fast.money.dollars import money, total, validation_line
+from combee_fast.money.improvements import improvement_line
 from combee_fast.native.proportion import ScoreInterval, score_interval
+from combee_fast.readout.predictions import batching_lines
+from combee_fast.record.ledger import CallCounts
+from combee_fast.record.provenance import Provenance
 from combee_fast.run.events import Event, RunStopped, StepDone, VersionApplied
-from combee_fast.run.dollars import money, total, validation_line
-from combee_fast.run.improvements import improvement_line
-from combee_fast.run.ledger import CallCounts
-from combee_fast.run.predictions import batching_lines
-from combee_fast.run.provenance import Provenance
 
 LESSONS_SHOWN = 12
 """Lessons of the learned artifact quoted on the page (the whole text is in ``prompt.txt``)."""
@@ -216,7 +216,7 @@ def eval_report(*, title: str, split: str, result: EvalResult, record: Provenanc
                 served: Mapping[str, str] | None = None) -> str:
     """The Markdown of ``combee eval``'s page: the score with its interval, the rows of the
     evaluated split that the artifact's own run learned from or selected on (``seen``: split ->
-    shared rows, by content), the cost (``dollars`` per role: :mod:`~combee_fast.run.dollars`)
+    shared rows, by content), the cost (``dollars`` per role: :mod:`~combee_fast.money.dollars`)
     and the provenance; ``served``: which model at which endpoint served each role."""
     lines = [f"# {title}", "", "## Result", "",
              f"- Accuracy on `{split}` ({result.examples} examples, {result.answered} answered): "

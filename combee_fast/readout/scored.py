@@ -21,8 +21,8 @@ from combee_fast.errors import ConfigError
 from combee_fast.files import read_regular
 from combee_fast.methods.base import EvalResult
 from combee_fast.native.proportion import PairedComparison, paired_comparison
-from combee_fast.run.compare import evaluations
-from combee_fast.run.rundir import read_run
+from combee_fast.readout.compare import evaluations
+from combee_fast.record.rundir import read_run
 from combee_fast.schema import Example
 from combee_fast.tasks.heldout import row_key
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from combee_fast.run.dollars import money
+from combee_fast.money.dollars import money
 
 
 def change_counts(report: Any) -> tuple[int, int]:
@@ -43,7 +43,7 @@ def tokens_per_improvement(tokens: int, accepted: int) -> float | None:
 
 def improvement_line(summary: dict[str, Any]) -> str:
     """The report's sentence on the cost-per-improvement fields of a run's ``summary``, dollars
-    included (:func:`~combee_fast.run.dollars.dollar_summary`)."""
+    included (:func:`~combee_fast.money.dollars.dollar_summary`)."""
     per = summary.get("tokens_per_improvement")
     dollars = summary.get("dollars_per_improvement")
     return (f"Candidates explored {summary.get('candidates_explored', 0):,}, accepted "

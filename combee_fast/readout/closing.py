@@ -14,9 +14,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from combee_fast.run.dollars import UNKNOWN, money
-from combee_fast.run.progress import clock
-from combee_fast.run.report import answered_interval, percent_interval
+from combee_fast.money.dollars import UNKNOWN, money
+from combee_fast.readout.progress import clock
+from combee_fast.readout.report import answered_interval, percent_interval
 
 OPTIONAL_FIGURES = (("tokens_per_improvement", "tokens per accepted improvement"),
                     ("candidates_explored", "candidates explored"))

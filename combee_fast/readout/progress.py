@@ -2,7 +2,8 @@
 
 On a terminal, :class:`Progress` draws a live bar (the ``rich`` library, its fields folded onto
 more lines in a narrow terminal, never cut): step k of about n, the
-budget spent (train samples for ACE, metric calls for GEPA: the run's :class:`Budget`), elapsed
+budget spent (train samples for ACE, metric calls for GEPA: the run's
+:class:`~combee_fast.protocols.running.Budget`), elapsed
 real time, the time left at the pace so far, the artifact's size in its own unit, the latest
 validation, the dollars so far (once a role has a price; ``+ unpriced`` while another has none); elsewhere (a file, a pipe, CI) it prints one plain line per step with the same
 fields. Real seconds (``elapsed``, ``eta``) and simulated seconds (``sim``: the critical path in
@@ -16,23 +17,15 @@ import math
 import sys
 import time
 from collections.abc import Callable, Iterable
-from typing import IO, Any, NamedTuple
+from typing import IO, Any
 
-from combee_fast.run.dollars import add_dollars, money, total
+from combee_fast.money.dollars import add_dollars, money, total
+from combee_fast.protocols.running import Budget
+from combee_fast.record.ledger import LedgerRow
 from combee_fast.run.events import Event, RunStopped, StepDone
-from combee_fast.run.ledger import LedgerRow
-
 
 BAR_WIDTH = 20
 """Characters of the live bar itself; the fields take the rest of the terminal's width."""
-
-
-class Budget(NamedTuple):
-    """What a run spends towards its end: ``total`` of ``unit``, each step spending ``spent(row)``."""
-
-    unit: str
-    total: float
-    spent: Callable[[LedgerRow], float]
 
 
 def clock(seconds: float) -> str:
@@ -57,7 +50,7 @@ class Progress:
         self.started = time.monotonic()
         self.spent = 0.0
         self.steps = 0
-        self.dollars: dict[str, float | None] = {}  # per role so far (run/dollars.py)
+        self.dollars: dict[str, float | None] = {}  # per role so far (money/dollars.py)
         for row in resumed:  # a resumed run's steps done before: counted, not timed
             self.steps = row.step + 1
             add_dollars(self.dollars, row.dollars)

@@ -5,7 +5,7 @@
     CallReplied       a line of ``replies.jsonl`` (the step it came in, role, reply cut to
                       :data:`~combee_fast.engine.events.REPLY_KEPT` characters, failure label):
                       every call's answer, whatever its role, up to the file's bound
-                      (:data:`~combee_fast.run.rundir.REPLIES_KEPT_BYTES`; said once on stderr
+                      (:data:`~combee_fast.record.rundir.REPLIES_KEPT_BYTES`; said once on stderr
                       when reached)
     EpisodeFailed     a line of ``errors.jsonl`` (its kind, message, the step, the action there
                       and what the environment answered)
@@ -24,10 +24,10 @@ import sys
 
 import msgspec
 
+from combee_fast.record.rundir import REPLIES_KEPT_BYTES, RunDir
 from combee_fast.rollouts.journal import trace_record
 from combee_fast.run.events import (CallFailed, CallReplied, EpisodeFailed, EpisodeFinished, EpisodeRerun, Event,
-                                   StepDone)
-from combee_fast.run.rundir import REPLIES_KEPT_BYTES, RunDir
+                                    StepDone)
 
 
 class RunRecord:

@@ -1,15 +1,15 @@
 """``combee compare RUN...``: runs side by side, then the same configuration across its seeds.
 
-Each run is read from its files (:func:`~combee_fast.run.rundir.read_run`): its configuration,
+Each run is read from its files (:func:`~combee_fast.record.rundir.read_run`): its configuration,
 summary and the evaluations kept inside it (``RUN/eval-*/eval.json``, the latest per split) or
 the evaluation it is itself. :func:`compare_lines` is one Markdown table with a row per run
 (task, learner and method, seed, validation accuracy, each evaluated split's accuracy (a split
 of another task than the run's named with its task, ``finer test``), each score with its exact
 95% interval (:func:`~combee_fast.native.proportion.clopper_pearson`), rollouts, tokens,
 candidates explored and accepted, tokens per accepted improvement
-(:mod:`~combee_fast.run.improvements`), dollars and dollars per accepted improvement
-(:mod:`~combee_fast.run.dollars`; unknown without prices), critical-path and wall seconds, how it ended), then, for every configuration run under
-more than one seed, the mean and standard deviation of each score over its seeds.
+(:mod:`~combee_fast.money.improvements`), dollars and dollars per accepted improvement
+(:mod:`~combee_fast.money.dollars`; unknown without prices), critical-path and wall seconds, how it
+ended), then, for every configuration run under more than one seed, the mean and standard deviation of each score over its seeds.
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ from typing import Any
 import msgspec
 
 from combee_fast.errors import ConfigError
+from combee_fast.money.dollars import money
 from combee_fast.native.proportion import DEFAULT_LEVEL, clopper_pearson
-from combee_fast.run.dollars import money
-from combee_fast.run.rundir import RunRecord, read_run
+from combee_fast.record.rundir import RunRecord, read_run
 
 _NOT_THE_CONFIGURATION = ("seed", "endpoints", "cache", "tracking")
 """Configuration fields that do not make two runs different configurations in the seed table."""
@@ -46,7 +46,7 @@ class Compared(msgspec.Struct, frozen=True):
     explored: int | None
     accepted: int | None
     tokens_per_improvement: float | None
-    dollars: str  # as shown (run/dollars.py); empty for a run that predates prices
+    dollars: str  # as shown (money/dollars.py); empty for a run that predates prices
     dollars_per_improvement: str
     sim_seconds: float | None
     wall_seconds: float | None
