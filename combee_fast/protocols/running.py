@@ -7,10 +7,10 @@
 - :class:`StopRule`: why the run ends after a step, what that end means (:data:`Ends`), and what
   the run spends towards it (a :class:`Budget`).
 
-Value types: :class:`Budget`; the state a stop rule reads is the loop's
-(:class:`~combee_fast.record.state.TrainState`), and this seam names it only as a type parameter,
-so nothing here imports the loop or its record; :class:`~combee_fast.methods.base.StepResult`,
-:class:`~combee_fast.methods.base.StepShape`.
+Value types: :class:`Budget`, :class:`~combee_fast.methods.base.StepResult`,
+:class:`~combee_fast.methods.base.StepShape`. The state a stop rule reads is the loop's
+(:class:`~combee_fast.record.state.TrainState`), named here only as the type parameter ``State``
+(and a ledger row as ``Row``): nothing here imports the loop or its record, even for type hints.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ if TYPE_CHECKING:
     from combee_fast.methods.base import StepResult, StepShape
 
 A = TypeVar("A")  # an artifact
-Row = TypeVar("Row")  # a step's ledger row (the loop's: combee_fast.record.ledger.LedgerRow)
-State = TypeVar("State", contravariant=True)  # the run's state (the loop's: combee_fast.record.state.TrainState)
+Row = TypeVar("Row")  # a step's ledger row (the loop's LedgerRow)
+State = TypeVar("State", contravariant=True)  # the run's state a stop rule reads (the loop's TrainState)
 
 
 class Method(Protocol[A]):
