@@ -35,7 +35,7 @@ from typing import Any
 from combee_fast.embedded.release import Release
 from combee_fast.errors import ConfigError
 from combee_fast.optimizing.api import Endpoint, optimize
-from combee_fast.optimizing.rows import inputs_text
+from combee_fast.optimizing.row_forms import inputs_text
 
 try:
     from mlflow import MlflowClient

@@ -4,6 +4,7 @@ shaped like ``gepa.optimize``.
 - :mod:`.api`: :func:`~.api.optimize` and :func:`~.api.optimize_async`: the arguments checked, the
   session opened, the search run, resumed from its run folder.
 - :mod:`.rows`: plain Python rows as a task (``train`` and ``val``).
+- :mod:`.row_forms`: a row written as JSON (its split's pin) and as the text a prompt shows.
 - :mod:`.metric`: the user's metric call in each shape: a gepa adapter, an evaluator, ``task_lm``
   and ``metric``.
 - :mod:`.user_code`: the user's code beside the loop: on threads (bounded), or awaited.

@@ -44,7 +44,7 @@ from combee_fast.endpoint.calls import ChatResult
 from combee_fast.gepa.calls import SOLVER_ROLE
 from combee_fast.gepa.candidate import Candidate
 from combee_fast.optimizing.lm_server import reply_text
-from combee_fast.optimizing.rows import row_json, row_text
+from combee_fast.optimizing.row_forms import row_json, row_text
 from combee_fast.optimizing.user_code import UserCode
 from combee_fast.roles.calls import RoleCalls
 from combee_fast.schema import CallError, Example, Message, Usage

@@ -4,11 +4,11 @@ trainset and valset.
 A row is whatever the user's metric takes: a dict (gepa's default rows: ``input``, ``answer``,
 ``additional_context``), a string, any object. Split ``train`` holds the trainset's rows and
 ``val`` the valset's, in order (no slices); each is an :class:`~combee_fast.schema.Example` whose ``index``
-is its position and whose ``input`` is the row's text (:func:`row_text`): what a prompt shows of
+is its position and whose ``input`` is the row's text (:func:`~.row_forms.row_text`): what a prompt shows of
 it, and what a grading's record and a reflection show. The rows themselves stay with the task
 (:meth:`RowsTask.row`), handed to the user's metric as they were given.
 
-A split is pinned by the SHA-256 of its rows as JSON (:func:`row_json`, keys sorted, values JSON
+A split is pinned by the SHA-256 of its rows as JSON (:func:`~.row_forms.row_json`, keys sorted, values JSON
 cannot hold written as their ``str``), so a run resumed with other rows is refused
 (:class:`~combee_fast.errors.SplitChangedError`). Rows have no target: the user's metric grades
 them (:meth:`RowsTask.score` raises, as the Task protocol says of an example without one).
@@ -17,12 +17,11 @@ them (:meth:`RowsTask.score` raises, as the Task protocol says of an example wit
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-import orjson
-
 from combee_fast.errors import ConfigError
+from combee_fast.optimizing.row_forms import row_json, row_text
 from combee_fast.schema import Example
 from combee_fast.tasks.base import Score, Split, SplitManifest
 
@@ -36,27 +35,6 @@ TRAIN, VAL = "train", "val"
 
 SOURCE = "optimize() rows in memory"
 """Where a rows split says it came from (its manifest's ``source``)."""
-
-
-def row_json(row: Any) -> bytes:
-    """``row`` as JSON: keys sorted, anything JSON cannot hold written as its ``str``."""
-    return orjson.dumps(row, default=str, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
-
-
-def row_text(row: Any) -> str:
-    """What a prompt shows of ``row``: a string as it is, a mapping's string ``input`` (gepa's
-    rows), else the row as JSON."""
-    if isinstance(row, str):
-        return row
-    if isinstance(row, dict) and isinstance(row.get("input"), str):
-        return str(row["input"])
-    return row_json(row).decode()
-
-
-def inputs_text(inputs: Mapping[str, Any]) -> Any:
-    """A row's named inputs as a reflective record shows them (MLflow's, DSPy's): the one input's
-    value alone, else all of them."""
-    return next(iter(inputs.values())) if len(inputs) == 1 else dict(inputs)
 
 
 class RowsTask:

@@ -7,8 +7,8 @@
 - :class:`RolloutExecutor`: runs episodes, at most ``capacity`` at once, and returns their
   trajectories (``local``, ``process``, ``ray``, or a plugin's; picked by ``executor.backend``).
 
-Value types: :class:`~combee_fast.rollouts.episode.Episode`, :class:`~combee_fast.schema.Trajectory`,
-:class:`~combee_fast.schema.Step`, :class:`~combee_fast.schema.Tool`, :class:`~combee_fast.schema.ToolCall`,
+Value types: :class:`Episode` (here, beside the executor that runs it),
+:class:`~combee_fast.schema.Trajectory`, :class:`~combee_fast.schema.Step`, :class:`~combee_fast.schema.Tool`, :class:`~combee_fast.schema.ToolCall`,
 :class:`~combee_fast.schema.Observation`, :class:`~combee_fast.schema.Rollout`.
 """
 
@@ -17,11 +17,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+import msgspec
+
+from combee_fast.schema import Example
+
 if TYPE_CHECKING:
     from combee_fast.endpoint.calls import ChatResult
-    from combee_fast.rollouts.episode import Episode
     from combee_fast.sandbox.sessions import Sandboxes
-    from combee_fast.schema import CallError, Example, Message, Observation, Rollout, Tool, ToolCall, Trajectory
+    from combee_fast.schema import CallError, Message, Observation, Rollout, Tool, ToolCall, Trajectory
     from combee_fast.tasks.base import Score
 
 
@@ -130,6 +133,23 @@ class Attempts(Protocol):
 
     async def attempt(self, example: Example, context: str, *, version: int, epoch: int | str, round_: int = 0,
                       previous: Rollout | None = None, feedback: str | None = None) -> Rollout: ...
+
+class Episode(msgspec.Struct, frozen=True):
+    """One episode to run (module docstring). ``key`` identifies it within a run; ``citable``:
+    the context's parts have ids the agent may cite when it finishes (ACE's bullets);
+    ``feedback``: on a retry round, what the learner said of ``previous_answer``."""
+
+    key: str
+    example: Example
+    context: str
+    version: int
+    context_sha: str
+    seed: int
+    round: int = 0
+    previous_answer: str | None = None
+    feedback: str | None = None
+    citable: bool = False
+
 
 class RolloutExecutor(Protocol):
     """Runs agent episodes, at most :attr:`capacity` at once (the map's width), and returns each

@@ -32,8 +32,7 @@ from combee_fast.errors import EpisodeOver
 
 if TYPE_CHECKING:
     from combee_fast.endpoint.calls import ChatResult
-    from combee_fast.protocols.rollouts import Agent
-    from combee_fast.rollouts.episode import EpisodeRun
+    from combee_fast.protocols.rollouts import Agent, AgentEpisode
     from combee_fast.schema import CallError, Message, Observation, ToolCall
 
 T = TypeVar("T")
@@ -55,7 +54,7 @@ class ThreadEpisode:
     """An episode as an agent on its own thread sees it (:class:`~combee_fast.protocols.AgentEpisode`):
     every call is carried out by ``run`` on the engine's ``loop``."""
 
-    def __init__(self, run: EpisodeRun, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, run: AgentEpisode, loop: asyncio.AbstractEventLoop) -> None:
         self._run = run
         self._loop = loop
         self.closed = False
@@ -156,7 +155,7 @@ def _settle(done: asyncio.Future[str | None], failure: str | None) -> None:
         done.set_result(failure)
 
 
-async def run_agent(agent: Agent, run: EpisodeRun, *, threaded: bool) -> None:
+async def run_agent(agent: Agent, run: AgentEpisode, *, threaded: bool) -> None:
     """Run ``agent`` in the episode ``run`` (module docstring): on a thread of its own when
     ``threaded``, else on this loop. What it raises fails the episode (``agent_error``); the
     cancellation of this task propagates (the agent is stopped first)."""

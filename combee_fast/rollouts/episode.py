@@ -44,7 +44,7 @@ import msgspec
 from combee_fast.endpoint.calls import ChatCall, ChatRequest, ChatResult
 from combee_fast.errors import EpisodeOver, McpFailure
 from combee_fast.engine.rng import derive_seed
-from combee_fast.protocols.rollouts import Agent, Environment
+from combee_fast.protocols.rollouts import Agent, Environment, Episode
 from combee_fast.protocols.tasks import Task
 from combee_fast.rollouts.contained import being_cancelled, described, run_agent
 from combee_fast.rollouts.step_limit import StepLimit
@@ -66,23 +66,6 @@ STEP_GRACE_S = GRACE_S + 1.0
 """Seconds past the step limit an environment step may take before it is given up on (the sandbox
 kills the command at the limit, and itself past its own grace; this bounds an environment that
 does neither)."""
-
-
-class Episode(msgspec.Struct, frozen=True):
-    """One episode to run (module docstring). ``key`` identifies it within a run; ``citable``:
-    the context's parts have ids the agent may cite when it finishes (ACE's bullets);
-    ``feedback``: on a retry round, what the learner said of ``previous_answer``."""
-
-    key: str
-    example: Example
-    context: str
-    version: int
-    context_sha: str
-    seed: int
-    round: int = 0
-    previous_answer: str | None = None
-    feedback: str | None = None
-    citable: bool = False
 
 
 class ChatFacts(msgspec.Struct, frozen=True):
