@@ -88,7 +88,7 @@ from combee_fast.playbook import Playbook
 from combee_fast.run.events import Event, Events
 from combee_fast.schema import Example
 from combee_fast.session import open_session
-from combee_fast.sim.instructions import instruction_lessons
+from combee_fast.sim.instructed import instruction_lessons
 from combee_fast.sim.world import TaskWorld, is_harmful
 from combee_fast.textgrad.variable import PromptVariable
 from combee_fast.verify.card import load_card, release_config
@@ -106,7 +106,7 @@ STARTS = {"ace": Playbook.empty, "gepa": OnlineCandidate.seed, "textgrad": Promp
 def true_accuracy(world: TaskWorld, learner: str, text: str, traffic: list[Example]) -> float:
     """The expected accuracy on ``traffic`` of the serving role reading ``text``: ACE's generator
     reads a playbook's bullets; GEPA's solver and TextGrad's forward read an instruction's lesson
-    lines as the entries (:func:`~combee_fast.sim.instructions.instruction_lessons`)."""
+    lines as the entries (:func:`~combee_fast.sim.instructed.instruction_lessons`)."""
     if learner == "ace":
         return world.expected_accuracy(text, traffic)
     entries = [(f"i{n}", lesson) for n, lesson in enumerate(instruction_lessons(text))]

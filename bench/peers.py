@@ -79,6 +79,7 @@ from combee_fast.engine.loop import run
 from combee_fast.gepa.candidate import SYSTEM_PROMPT, Candidate
 from combee_fast.gepa.interop import CombeeReflectionStrategy
 from combee_fast.gepa.settings import GepaConfig
+from combee_fast.learners import role_table
 from combee_fast.run.batch_plans import FixedBatch
 from combee_fast.schema import Example
 from combee_fast.session import open_session
@@ -722,9 +723,10 @@ async def run_peers(args: PeersArgs, trajectory: list[tuple[float, float]] | Non
     train_set = task.load("train").examples[: args.train]
     val_set = task.load("val").examples[: args.val]
     test_set = task.load("test").examples[: args.test]
-    world = TaskWorld.for_task(task)  # the ACE, GEPA and TextGrad roles
+    table = role_table()
+    world = TaskWorld.for_task(task, roles=table)  # the ACE, GEPA and TextGrad roles
     rows: list[PeerRow] = []
-    seen = FirstSeen(PeerRouter(world, PeerReplies(world)))
+    seen = FirstSeen(PeerRouter(world, PeerReplies(world), table.responders))
     probe = Probe(seen, task, test_set)
     async with SimServer(seen, preset=PRESET, time_scale=args.time_scale, seed=args.seed) as server:
         seen.server = server

@@ -10,7 +10,8 @@ these, each replacing its default:
     rollout_role     the request name of its first ``serve`` role
     learning_roles   the request names of its roles outside the ``serve`` pool
     size_unit        "size"
-    responders       {} (its roles are answered by the simulated endpoint's task worlds)
+    responders       {}: the simulated endpoint does not play its roles; else how it answers each,
+                     by request role name (:data:`~combee_fast.sim.responders.RoleResponder`)
     settings         None: no settings of its own; else a msgspec Struct type, its section
                      ``learners.<name>`` of a configuration decoded as it
                      (:meth:`~combee_fast.config.SessionConfig.learner_settings`)

@@ -13,9 +13,11 @@ A learner is its own package with a :class:`~combee_fast.protocols.LearnerKind`:
 is one line in :data:`LEARNERS`; a user's needs none, being an entry point of group
 ``combee_fast.learners`` of an installed package or a ``package.module:object`` path given as the
 learner (:mod:`combee_fast.plugins`). Every kind is completed (:class:`~combee_fast.kinds.Kind`)
-when it is loaded; its simulated-endpoint responders come with it (``responders``), and so do
-its own settings and flags (``settings``, ``flags``: a configuration's ``learners.<name>`` section,
-decoded and checked by :func:`settled`; ``combee learn`` offers the flags, :func:`flags_of`).
+when it is loaded; its simulated-endpoint responders come with it (``responders``: the built-in
+learners' make the role table the simulated worlds play, :func:`role_table`; any other's are
+answered beside them, :func:`responders`), and so do its own settings and flags (``settings``,
+``flags``: a configuration's ``learners.<name>`` section, decoded and checked by :func:`settled`;
+``combee learn`` offers the flags, :func:`flags_of`).
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from combee_fast.kinds import Kind
 from combee_fast.plugins import LEARNERS_GROUP, Registry
 from combee_fast.protocols.flags import Flag
 from combee_fast.roles.spec import Role
-from combee_fast.sim.responders import RoleResponder
+from combee_fast.sim.responders import RoleResponder, RoleTable
 from combee_fast.suggest import did_you_mean
 
 
@@ -206,18 +208,30 @@ def kind_of_file(path: str | Path, *, learner: str | None = None) -> tuple[Kind,
     raise ConfigError(f"{path}: not a file of any learner ({', '.join([*([learner] if learner else []), *LEARNERS])})")
 
 
-def responders(learners: Iterable[str] = ()) -> dict[str, RoleResponder]:
-    """How the simulated endpoint answers the roles of every registered learner and of
-    ``learners`` (names or paths), by request role name; ConfigError when two answer one role, a
-    built-in learner's role among them (the simulated worlds answer those: a plug-in's responder
-    for one would silently take the built-in learners' answers over)."""
-    from combee_fast.sim.worlds import built_in_roles
+def role_table() -> RoleTable:
+    """The roles the simulated task worlds play (:class:`~combee_fast.sim.responders.RoleTable`):
+    every built-in learner's responders, by request role name, in registry order, and the request
+    names of their roles in pool ``serve`` (a world in which the endpoint plays the agent answers
+    an agent's turn in those)."""
+    kinds = list(_builtin())
+    return RoleTable({role: responder for kind in kinds for role, responder in kind.responders.items()},
+                     frozenset(role.key for kind in kinds for role in kind.roles if role.pool == "serve"))
 
-    owner = dict.fromkeys(built_in_roles().responders, "the built-in learners")
+
+def responders(learners: Iterable[str] = ()) -> dict[str, RoleResponder]:
+    """How the simulated endpoint answers, beside the worlds' :func:`role_table`, the roles of
+    every other registered learner and of ``learners`` (names or paths), by request role name;
+    ConfigError when two answer one role, a built-in learner's role among them (the simulated
+    worlds answer those: a plug-in's responder for one would silently take the built-in learners'
+    answers over)."""
+    table = role_table().responders
+    owner = dict.fromkeys(table, "the built-in learners")
     found: dict[str, RoleResponder] = {}
     kinds: Mapping[str, Kind] = {**dict(LEARNERS.items()), **{name: LEARNERS.load(name) for name in learners}}
     for name, kind in kinds.items():
         for role, responder in kind.responders.items():
+            if table.get(role) is responder:  # a built-in learner's own: the worlds answer it
+                continue
             if role in owner and found.get(role) is not responder:
                 raise ConfigError(f"learner {name!r} declares a responder for role {role!r}, already answered by "
                                   f"{owner[role]}: give its role a name of its own")

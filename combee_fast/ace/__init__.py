@@ -14,4 +14,5 @@
 - :mod:`.online`: :class:`~.online.AceOnline`, the learner of rollouts submitted online (reflect only).
 - :mod:`.chain`: the per-sample chain (generate, reflect, regenerate while wrong) and its trace.
 - :mod:`.evaluate`: a playbook scored on held-out examples.
+- :mod:`.sim`: how the simulated endpoint answers the four roles (the kind's ``responders``).
 """

@@ -1,7 +1,8 @@
 """ACE registered as a learner (:class:`~combee_fast.protocols.LearnerKind`): a playbook learned
 by the generic methods of :mod:`combee_fast.methods` (``sequential``, ``naive``, ``combee``) over
 :class:`~combee_fast.ace.learner.AceLearner`, scored by :func:`~combee_fast.ace.evaluate.evaluate`.
-Members it leaves out take their defaults (:mod:`combee_fast.kinds`)."""
+Its roles are answered on the simulated endpoint by :mod:`~combee_fast.ace.sim`. Members it
+leaves out take their defaults (:mod:`combee_fast.kinds`)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from combee_fast.ace.evaluate import evaluate
 from combee_fast.ace.learner import AceLearner
 from combee_fast.ace.online import AceOnline
 from combee_fast.ace.roles import ROLES
+from combee_fast.ace.sim import RESPONDERS
 from combee_fast.config import SessionConfig
 from combee_fast.files import read_regular
 from combee_fast.methods import METHODS, build_method
@@ -36,6 +38,7 @@ class AceKind:
     citable = True  # an agent cites the bullets it used
     size_unit = "bullets"  # what the artifact's size counts, in progress lines and reports
     artifact_type = Playbook
+    responders = RESPONDERS  # how the simulated endpoint answers its roles
 
     def encode_artifact(self, artifact: Playbook) -> bytes:
         return artifact.to_bytes()

@@ -16,18 +16,17 @@ from combee_fast.ace.curator import CURATOR_MAX_TOKENS
 from combee_fast.ace.generator import GENERATOR_MAX_TOKENS
 from combee_fast.ace.reducer import REDUCER_MAX_TOKENS
 from combee_fast.ace.reflector import REFLECTOR_MAX_TOKENS
-from combee_fast.roles.names import ACE_CURATOR_ROLE, ACE_GENERATOR_ROLE, ACE_REDUCER_ROLE, ACE_REFLECTOR_ROLE
 from combee_fast.roles.spec import Role
 
-GENERATOR = Role(ACE_GENERATOR_ROLE, "serve", GENERATOR_MAX_TOKENS, fits_context=True,
+GENERATOR = Role("generator", "serve", GENERATOR_MAX_TOKENS, fits_context=True,
                  prompts=("ace/prompts/generator.txt", "ace/prompts/generator_user.txt",
                           "ace/prompts/generator_retry.txt"))
-REFLECTOR = Role(ACE_REFLECTOR_ROLE, "propose", REFLECTOR_MAX_TOKENS, diverse=True,
+REFLECTOR = Role("reflector", "propose", REFLECTOR_MAX_TOKENS, diverse=True,
                  prompts=("ace/prompts/reflector.txt", "ace/prompts/reflector_no_ground_truth.txt",
                           "ace/prompts/reflector_user.txt", "ace/prompts/reflector_ground_truth.txt"))
-CURATOR = Role(ACE_CURATOR_ROLE, "propose", CURATOR_MAX_TOKENS, fits_context=True,
+CURATOR = Role("curator", "propose", CURATOR_MAX_TOKENS, fits_context=True,
                prompts=("ace/prompts/curator.txt", "ace/prompts/curator_user.txt"))
-REDUCER = Role(ACE_REDUCER_ROLE, "propose", REDUCER_MAX_TOKENS, fits_context=True,
+REDUCER = Role("reducer", "propose", REDUCER_MAX_TOKENS, fits_context=True,
                prompts=("ace/prompts/reducer.txt", "ace/prompts/reducer_user.txt"))
 
 ROLES = (GENERATOR, REFLECTOR, CURATOR, REDUCER)

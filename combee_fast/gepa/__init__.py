@@ -26,6 +26,7 @@ search over named text components with a Pareto pool of candidates over the vali
 - :mod:`.online`: :class:`~.online.GepaOnline`, the learner of rollouts submitted online (their
   rows reflected on and aggregated), and what it learns, :class:`~.online.OnlineCandidate`.
 - :mod:`.interop`: Combee's reflection as a strategy for the PyPI ``gepa`` package's own loop.
+- :mod:`.sim`: how the simulated endpoint answers the three roles (the kind's ``responders``).
 
 Prompts are in ``gepa/prompts/``, one file per role and message.
 """

@@ -36,13 +36,15 @@ from combee_fast.protocols.rollouts import Attempts
 from combee_fast.protocols.tasks import Task
 from combee_fast.roles.calls import RoleCalls
 from combee_fast.roles.base import convert, decode_json_object, fill, load_prompt, no_answer
-from combee_fast.roles.names import GEPA_AGGREGATOR_ROLE as AGGREGATOR_ROLE
-from combee_fast.roles.names import GEPA_PROPOSER_ROLE as PROPOSER_ROLE
-from combee_fast.roles.names import GEPA_SOLVER_ROLE as SOLVER_ROLE
 from combee_fast.roles.spec import Role
 from combee_fast.roles.trajectory import fitted_prompt, render_trajectory
 from combee_fast.schema import CallError, Example, GradedAnswer, Message, Usage
 
+
+SOLVER_ROLE = "gepa_solver"
+PROPOSER_ROLE = "gepa_proposer"
+AGGREGATOR_ROLE = "gepa_aggregator"
+"""The names GEPA's requests carry (:attr:`Role.request_name <combee_fast.roles.spec.Role.request_name>`)."""
 
 SOLVER_MAX_TOKENS = 1024
 REWRITE_MAX_TOKENS = 8192

@@ -12,7 +12,8 @@ task solved by acting, every solve is an agent episode whose instructions are th
 
 Its settings are :class:`~combee_fast.gepa.settings.GepaConfig` (a configuration's
 ``learners.gepa`` section, read by :func:`~combee_fast.gepa.settings.settings`; its flags
-:data:`~combee_fast.gepa.settings.FLAGS`). The batched methods' minibatch is
+:data:`~combee_fast.gepa.settings.FLAGS`); its roles are answered on the simulated endpoint by
+:mod:`~combee_fast.gepa.sim`. The batched methods' minibatch is
 ``gepa.combee_minibatch``; ``"auto"`` there, or ``train.batch_size = "auto"`` (``--batch-size
 auto``), hands it to the live planner. Members it leaves out take their defaults (:mod:`combee_fast.kinds`: its artifact encoded as MessagePack, its
 lessons the best candidate's lines, no online learning).
@@ -36,6 +37,7 @@ from combee_fast.gepa.pipeline import AsyncGepa
 from combee_fast.gepa.planner import GepaPlan, GepaPlanner
 from combee_fast.gepa.pool import GepaState, PoolChange
 from combee_fast.gepa.reflection import CombeeReflection, Reflection, SerialReflection
+from combee_fast.gepa.sim import RESPONDERS
 from combee_fast.gepa.settings import FLAGS, GepaConfig
 from combee_fast.gepa.settings import settings as own
 from combee_fast.gepa.stages import StageWork
@@ -79,6 +81,7 @@ class GepaKind:
     roles = ROLES
     size_unit = "candidates"  # what the artifact's size counts, in progress lines and reports
     artifact_type = GepaState
+    responders = RESPONDERS  # how the simulated endpoint answers its roles
     settings = GepaConfig  # its section, learners.gepa (the [gepa] table of older files)
     flags = FLAGS
 

@@ -265,8 +265,8 @@ class CompleteKind(LearnerKind[A, D], Protocol[A, D]):
     ``learning_roles`` the roles whose replies become edits (a run stops when most of one role's
     calls fail). ``size_unit`` says what ``len(artifact)`` counts (ACE: bullets; GEPA:
     candidates), in progress lines and reports. ``responders``: how the simulated endpoint answers
-    its roles, by request role name (:data:`~combee_fast.sim.responders.RoleResponder`; a built-in
-    learner's roles are answered by the task worlds themselves).
+    its roles, by request role name (:data:`~combee_fast.sim.responders.RoleResponder`; the
+    built-in learners' make the role table of the simulated worlds, :func:`combee_fast.learners.role_table`).
     """
 
     key: str

@@ -11,8 +11,6 @@
 - :mod:`.budget`: prompts that fit the endpoint's context.
 - :mod:`.trajectory`: an agent's trajectory as a learner's role reads it, within a budget.
 - :mod:`.workload`: the prompts a start-up probe sends to measure an endpoint on a role's own work.
-- :mod:`.names`: the request names of the built-in learners' roles (one definition for the
-  learners and the simulated endpoint).
-
-ACE's own roles (generator, reflector, curator, reducer) are in :mod:`combee_fast.ace`.
+Each learner names and declares its own roles in its package (ACE's generator, reflector,
+curator and reducer in :mod:`combee_fast.ace.roles`).
 """

@@ -4,13 +4,16 @@
 sim-server ...`` runs it standalone. The first line on stdout is ``listening on <url>``.
 
 By default it serves what a run without an endpoint gets in process: every bundled task's world
-(ACE's roles and GEPA's, :mod:`combee_fast.sim.worlds`) at the in-process endpoint's latency
-preset and time scale (:class:`~combee_fast.config.SimConfig`), answering also the roles of every
-registered learner by its responders (an installed plugin's, and those of ``--learner
-package.module:object``; given by ``combee``'s CLI as :func:`register`'s ``learner_roles``). ``--world TASK`` plays one task
-(a ``jsonl`` or ``traces`` task with ``--data`` and ``--task-option``, as ``learn`` takes them);
-``--world echo`` answers every request with its last user message (for transport benchmarks).
-``GET /v1/models`` lists one model, ``--model`` (default ``sim``).
+(:mod:`combee_fast.sim.worlds`) at the in-process endpoint's latency preset and time scale
+(:class:`~combee_fast.config.SimConfig`), answering the built-in learners' roles (the learner
+registry's role table, given by ``combee``'s CLI as :func:`register`'s ``world_roles``) and also
+the roles of every other registered learner by its responders (an installed plugin's, and those
+of ``--learner package.module:object``; given as ``learner_roles``). This package imports no
+learner: ``python -m combee_fast.sim.cli`` alone plays no learner's roles (for transport
+benchmarks and the server's own tests). ``--world TASK`` plays one task (a ``jsonl`` or
+``traces`` task with ``--data`` and ``--task-option``, as ``learn`` takes them); ``--world echo``
+answers every request with its last user message (for transport benchmarks). ``GET /v1/models``
+lists one model, ``--model`` (default ``sim``).
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from combee_fast.errors import EXIT_OK, EXIT_USAGE, ConfigError
 from combee_fast.redact import escape_control
 from combee_fast.config import FaultConfig, SimConfig
 from combee_fast.errors import CombeeError
-from combee_fast.sim.responders import RoleResponder, SimReply, SimRequest
+from combee_fast.sim.responders import NO_ROLES, RoleResponder, RoleTable, SimReply, SimRequest
 from combee_fast.sim.server import PRESETS, SIM_MODEL, EchoResponder, LatencyPreset, Responder, SimServer
 from combee_fast.sim.peers import PeerReplies, PeerRouter
 from combee_fast.sim.world import TaskWorld
@@ -44,15 +47,19 @@ flight the default (700) collects many times a second, and its older-generation 
 the loop, holding every answer due meanwhile (``bench/throughput.py`` shows the server's CPU per request)."""
 
 
+WorldRoles = Callable[[], RoleTable]
+"""The role table the worlds answer: the built-in learners' (:func:`combee_fast.learners.role_table`)."""
+
 LearnerResponders = Callable[[Sequence[str]], Mapping[str, RoleResponder]]
-"""The responders of every registered learner's roles and of the learners named (paths), by
-request role name (:func:`combee_fast.learners.responders`)."""
+"""The responders of every other registered learner's roles and of the learners named (paths),
+by request role name (:func:`combee_fast.learners.responders`)."""
 
 
-def register(subparsers: argparse._SubParsersAction,
+def register(subparsers: argparse._SubParsersAction, world_roles: WorldRoles | None = None,
              learner_roles: LearnerResponders | None = None) -> None:
     """Add the ``sim-server`` subcommand; its handler is ``args.handler(args) -> int``. The
-    worlds also answer ``learner_roles`` (None: only the task worlds' own roles)."""
+    worlds answer the table ``world_roles`` gives (None: no learner's roles) and also
+    ``learner_roles`` (None: none besides)."""
     sim = SimConfig()
     parser = subparsers.add_parser(
         "sim-server",
@@ -101,7 +108,7 @@ def register(subparsers: argparse._SubParsersAction,
     parser.add_argument("--reuse-port", action="store_true",
                         help="listen with SO_REUSEPORT, so several sim-server processes can share one port "
                              "(each with its own latency model: use with --constant-latency)")
-    parser.set_defaults(handler=run_sim_server, learner_roles=learner_roles)
+    parser.set_defaults(handler=run_sim_server, world_roles=world_roles, learner_roles=learner_roles)
 
 
 def _port(text: str) -> int:
@@ -123,12 +130,13 @@ def server_from_args(args: argparse.Namespace) -> SimServer:
         rate_truncated=args.rate_truncated, retry_after_s=args.retry_after, stall_s=args.stall,
     )
     preset = args.preset if args.constant_latency is None else LatencyPreset.constant(args.constant_latency)
-    responder = worlds = _responder(args)
+    table = args.world_roles() if args.world_roles is not None and args.world != ECHO else NO_ROLES
+    responder = worlds = _responder(args, table)
     if args.peers:
         if not isinstance(responder, (TaskWorld, TaskWorlds)):
             raise ConfigError("--peers answers with a task world: drop --world echo")
         world = responder.worlds[0] if isinstance(responder, TaskWorlds) else responder
-        responder = PeerRouter(responder, PeerReplies(world))
+        responder = PeerRouter(responder, PeerReplies(world), table.responders)
     elif isinstance(responder, (TaskWorld, TaskWorlds)):
         responder = RolelessNotice(responder)
     roles = args.learner_roles(args.learner) if args.learner_roles is not None else {}
@@ -178,8 +186,9 @@ class LearnerRoles:
         return answer(worlds.world_for(request) if isinstance(worlds, TaskWorlds) else worlds, request)
 
 
-def _responder(args: argparse.Namespace) -> Responder:
-    """The world (or echo) the arguments ask for; :class:`ConfigError` for a bad task or variant."""
+def _responder(args: argparse.Namespace, table: RoleTable) -> Responder:
+    """The world (or echo) the arguments ask for, answering the roles of ``table``;
+    :class:`ConfigError` for a bad task or variant."""
     options = dict(args.task_option)
     if args.data:
         options["path"] = args.data
@@ -189,8 +198,8 @@ def _responder(args: argparse.Namespace) -> Responder:
         if args.world is None:
             if options:
                 raise ConfigError("--data and --task-option belong to a --world task")
-            return bundled_worlds(variant=args.world_variant)
-        return task_world(get_task(args.world, **options), variant=args.world_variant)
+            return bundled_worlds(table, variant=args.world_variant)
+        return task_world(get_task(args.world, **options), table, variant=args.world_variant)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
 
@@ -227,7 +236,7 @@ def run_sim_server(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m combee_fast.sim.cli")
-    register(parser.add_subparsers(required=True))  # the task worlds' own roles (combee sim-server: every learner's)
+    register(parser.add_subparsers(required=True))  # no learner's roles (combee sim-server: every learner's)
     args = parser.parse_args(argv)
     return int(args.handler(args))
 

@@ -70,8 +70,7 @@ FINER_LESSONS = Lessons(lambda tag: FINER_FACETS, GENERIC_FINER_LESSONS, WRONG_F
 """What the FiNER world teaches: the same facets about every tag, filed under ``domain_concepts``."""
 
 
-def finer_world(task: Task, roles: RoleTable | None = None, *, splits: Sequence[str] = (),
-                variant: str = "default") -> TaskWorld:
+def finer_world(task: Task, roles: RoleTable, *, splits: Sequence[str] = (), variant: str = "default") -> TaskWorld:
     """The FiNER task's world (its ``sim_world``): :data:`FINER_PARAMS`, :data:`FINER_LESSONS`
     and :data:`FINER_FILLER`, as the world ``variant`` has them."""
     return TaskWorld.for_task(task, splits, variant=variant, params=FINER_PARAMS, roles=roles,

@@ -50,14 +50,12 @@ from typing import Any
 
 import orjson
 
-from combee_fast.sim.instructions import AGGREGATOR_ROLE, FINAL_ANSWER, PROPOSER_ROLE, SOLVER_ROLE, instruction_lessons
+from combee_fast.sim.instructed import instruction_lessons
 from combee_fast.sim.responders import Responder, SimReply, SimRequest, example_for_schema
-from combee_fast.sim.textgrad import TEXTGRAD_ROLES
 from combee_fast.sim.world import TaskWorld, prose
 
-WORLD_ROLES = frozenset({"generator", "reflector", "curator", "reducer", SOLVER_ROLE, PROPOSER_ROLE, AGGREGATOR_ROLE,
-                         *TEXTGRAD_ROLES})
-"""The role headers the task world answers (the ACE, GEPA and TextGrad roles)."""
+FINAL_ANSWER = "Final answer:"
+"""What a peer's reply puts before its answer (and GEPA's simulated proposer reads after it)."""
 
 _CURRENT = re.compile(r"<current_instruction>\n(.*?)\n?</current_instruction>", re.DOTALL)
 _FENCED = re.compile(r"```[^\n]*\n(.*?)```", re.DOTALL)
@@ -196,9 +194,11 @@ class PeerReplies:
 
 
 class PeerRouter:
-    """Routes by role header: :data:`WORLD_ROLES` to ``world``, everything else to ``peers``."""
+    """Routes by role header: ``world_roles`` (our learners' request roles, the world's table:
+    :attr:`RoleTable.responders <combee_fast.sim.responders.RoleTable.responders>`) to ``world``,
+    everything else to ``peers``."""
 
-    def __init__(self, world: Responder, peers: Responder, world_roles: Iterable[str] = WORLD_ROLES) -> None:
+    def __init__(self, world: Responder, peers: Responder, world_roles: Iterable[str]) -> None:
         self.world = world
         self.peers = peers
         self.world_roles = frozenset(world_roles)

@@ -60,10 +60,16 @@ A learner of a plugin registers one per role it calls (``LearnerKind.responders`
 class RoleTable(NamedTuple):
     """The roles a task world plays: ``responders`` by request role name, and ``serving``, the
     request names of the roles that serve the learned context (pool ``serve``): a world in which
-    the endpoint plays the agent answers an agent's turn in any of them."""
+    the endpoint plays the agent answers an agent's turn in any of them. The learners' table comes
+    from their registry (:func:`combee_fast.learners.role_table`), handed to the worlds by whoever
+    builds them (the session, ``combee sim-server``)."""
 
     responders: Mapping[str, RoleResponder]
     serving: frozenset[str] = frozenset()
+
+
+NO_ROLES = RoleTable({})
+"""The table of a world that plays no learner's role (its knowledge alone, or transport tests)."""
 
 
 class WithRoles:

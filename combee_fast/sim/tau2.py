@@ -248,18 +248,13 @@ def customer(world: TaskWorld, request: SimRequest) -> str:
     return "Thank you, that is all I needed.\n###STOP###"
 
 
-def tau2_world(task: Task, roles: RoleTable | None = None, *, splits: Sequence[str] = (),
-               variant: str = "default") -> TaskWorld:
+def tau2_world(task: Task, roles: RoleTable, *, splits: Sequence[str] = (), variant: str = "default") -> TaskWorld:
     """The world of the tau2 ``task`` knowing the cases of ``splits`` (default: train and test),
     as the world ``variant`` has it, answering ``roles`` and the customer's (module docstring)."""
     if not isinstance(task, Tau2DomainTask):
         raise TypeError(f"tau2_world plays a tau2 domain's task, not {type(task).__name__}")
     domain = task.domain
     examples = [e for s in (splits or ("train", "test")) for e in task.load(s).examples]
-    if roles is None:
-        from combee_fast.sim.worlds import built_in_roles
-
-        roles = built_in_roles()
     roles = RoleTable({**roles.responders, USER_ROLE: customer}, roles.serving)
 
     def units(example: Example) -> tuple[str, ...]:

@@ -26,11 +26,11 @@ curator overloads along the calibrated curve), but for:
 - **the reflector** (ACE): reads the outcome the prompt reports (the checks decided it), and names
   a lesson about the chore's family (one of the family's own lessons) with the default world's
   probabilities, else a generic lesson.
-- **GEPA's proposer**: as the default world's (:class:`~combee_fast.sim.instructions.Proposer`),
-  each example judged by the score its row reports (the checks decided it), the lesson named one
-  of the family's own.
-- **TextGrad's loss and gradient**: as the default world's (:class:`~combee_fast.sim.textgrad.Loss`,
-  :class:`~combee_fast.sim.textgrad.Gradient`), the attempt judged by the reward its prompt
+- **GEPA's proposer**: as the default world's (:func:`~combee_fast.gepa.sim.propose`), each
+  example judged by the score its row reports (the checks decided it), the lesson named one of
+  the family's own.
+- **TextGrad's loss and gradient**: as the default world's (:func:`~combee_fast.textgrad.sim.loss`,
+  :func:`~combee_fast.textgrad.sim.gradient`), the attempt judged by the reward its prompt
   reports, the gradient's line one of the family's own lessons.
 
 ``base_accuracy`` is 0.322: the no-learning success rate on Terminal-Bench 2.0 that the Combee
@@ -168,8 +168,7 @@ def _family_units(example: Example) -> tuple[str, ...]:
     return (BY_KEY[example.meta["family"]].name,)
 
 
-def terminal_world(task: Task, roles: RoleTable | None = None, *, splits: Sequence[str] = (),
-                   variant: str = "default") -> TaskWorld:
+def terminal_world(task: Task, roles: RoleTable, *, splits: Sequence[str] = (), variant: str = "default") -> TaskWorld:
     """The world of the terminal ``task`` knowing the chores of ``splits`` (default: train,
     selection and test), as the world ``variant`` has it, answering ``roles`` (module docstring)."""
     examples = [e for s in (splits or ("train", "selection", "test")) for e in task.load(s).examples]

@@ -17,10 +17,12 @@ the task's data, which plays the part of the model's world knowledge.
   methods that ask the same question in the same epoch and round get the same draw (common
   random numbers).
 - **Roles**: :class:`TaskWorld` answers each request by the responder registered for its role
-  (:data:`~combee_fast.sim.responders.RoleResponder`): ACE's in :mod:`.ace`, GEPA's in
-  :mod:`.instructions`, TextGrad's in :mod:`.textgrad` (:func:`~combee_fast.sim.worlds.built_in_roles`);
-  the terminal task registers its own over some of them (:mod:`.terminal`), a plugin learner its
-  own (:func:`~combee_fast.sim.worlds.task_world`).
+  (:data:`~combee_fast.sim.responders.RoleResponder`) in the table it is given
+  (:class:`~combee_fast.sim.responders.RoleTable`): every learner declares its own on its kind
+  (``responders``: ACE's in :mod:`combee_fast.ace.sim`, GEPA's in :mod:`combee_fast.gepa.sim`,
+  TextGrad's in :mod:`combee_fast.textgrad.sim`), and the learner registry gathers them
+  (:func:`combee_fast.learners.role_table`); a world in which the endpoint plays the agent answers
+  an agent's turn in any serving role itself (:class:`WorldAgent`).
 
 Calibrated (``python bench/calibrate_world.py``) so that naive batching on Formula train, one epoch,
 learns about 264/199/121/97/47/21 entries at batch 1/5/10/20/50/100 (paper Fig. 2).
@@ -50,7 +52,7 @@ from typing import Protocol
 import msgspec
 import orjson
 
-from combee_fast.sim.responders import RoleTable, SimReply, SimRequest, example_for_schema, probe_tool_reply
+from combee_fast.sim.responders import NO_ROLES, RoleTable, SimReply, SimRequest, example_for_schema, probe_tool_reply
 from combee_fast.schema import Example, Message
 from combee_fast.protocols.tasks import Task
 
@@ -319,8 +321,8 @@ class Question(msgspec.Struct, frozen=True):
 class TaskWorld:
     """A :class:`combee_fast.sim.server.Responder` for one task's examples: the knowledge (the
     task, its questions and their units, the parameters, the draws, its ``lessons``) and a table
-    of responders, one per request role (``roles``, :class:`~.responders.RoleTable`; default:
-    every built-in learner's, :func:`combee_fast.sim.worlds.built_in_roles`). A request is
+    of responders, one per request role (``roles``, :class:`~.responders.RoleTable`: the learners'
+    from their registry, :func:`combee_fast.learners.role_table`; default: none). A request is
     answered by its role's responder, called with this world; in a world with an ``agent`` (a
     task solved by acting), a request of a serving role (pool ``serve``) that is an agent's turn
     is the agent's to answer (:meth:`respond`). ``units`` gives each example's knowledge units
@@ -328,13 +330,9 @@ class TaskWorld:
     replies' prose (:meth:`prose`)."""
 
     def __init__(self, task: Task, examples: Iterable[Example], params: WorldParams, *,
-                 roles: RoleTable | None = None, units: Callable[[Example], tuple[str, ...]] | None = None,
+                 roles: RoleTable = NO_ROLES, units: Callable[[Example], tuple[str, ...]] | None = None,
                  lessons: Lessons = FORMULA_LESSONS, filler: Sequence[str] = FILLER,
                  agent: WorldAgent | None = None) -> None:
-        if roles is None:
-            from combee_fast.sim.worlds import built_in_roles  # the responders' modules import this one
-
-            roles = built_in_roles()
         self.task = task
         self.params = params
         self.lessons = lessons
@@ -350,7 +348,7 @@ class TaskWorld:
 
     @classmethod
     def for_task(cls, task: Task, splits: Sequence[str] = (), *, variant: str = "default",
-                 params: WorldParams = FORMULA_PARAMS, roles: RoleTable | None = None,
+                 params: WorldParams = FORMULA_PARAMS, roles: RoleTable = NO_ROLES,
                  lessons: Lessons = FORMULA_LESSONS, filler: Sequence[str] = FILLER) -> TaskWorld:
         """The world of ``task`` knowing the examples of ``splits`` (default: all of them), with
         ``params`` as the world ``variant`` (:data:`WORLD_VARIANTS`) has them, answering ``roles``,

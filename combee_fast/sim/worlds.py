@@ -6,8 +6,9 @@ get: the world a task names as its ``sim_world`` (a ``package.module:factory`` p
 task's, :func:`~combee_fast.sim.terminal.terminal_world`, in which the endpoint plays the agent;
 the tau2 tasks', :func:`~combee_fast.sim.tau2.tau2_world`, in which it plays the agent and the
 customer; FiNER's, :func:`~combee_fast.sim.finer.finer_world`), else the calibrated world of its
-examples (:meth:`TaskWorld.for_task <combee_fast.sim.world.TaskWorld.for_task>`), answering every
-built-in learner's roles (:func:`built_in_roles`).
+examples (:meth:`TaskWorld.for_task <combee_fast.sim.world.TaskWorld.for_task>`), answering the
+roles of the table it is handed (the learners', from their registry:
+:func:`combee_fast.learners.role_table`; this package imports no learner).
 
 :class:`TaskWorlds` answers for several tasks at once (``combee sim-server`` with no ``--world``
 plays every bundled task): each request goes to the world that knows the question its prompt
@@ -28,7 +29,6 @@ from combee_fast.errors import ConfigError
 from combee_fast.plugins import load_path
 from combee_fast.protocols.rollouts import EnvironmentTask
 from combee_fast.protocols.tasks import Task
-from combee_fast.sim import ace, instructions, textgrad
 from combee_fast.sim.responders import RoleResponder, RoleTable, SimReply, SimRequest, WithRoles
 from combee_fast.sim.world import TaskWorld, json_lines
 from combee_fast.tasks.registry import get_task
@@ -44,13 +44,6 @@ WorldFactory = Callable[..., TaskWorld]
 """What a task's ``sim_world`` names: ``factory(task, roles, *, splits=(), variant="default")``,
 the world of ``task`` knowing the examples of ``splits`` (default: those it plays), as the world
 ``variant`` has it, answering ``roles`` (:class:`~combee_fast.sim.responders.RoleTable`)."""
-
-
-def built_in_roles() -> RoleTable:
-    """Every built-in learner's responders, by request role name: ACE's (:mod:`.ace`), GEPA's
-    (:mod:`.instructions`) and TextGrad's (:mod:`.textgrad`), and their serving roles."""
-    return RoleTable({**ace.ROLES, **instructions.ROLES, **textgrad.ROLES},
-                     frozenset({ace.SERVING, instructions.SERVING, textgrad.SERVING}))
 
 
 def world_factory(task: Task) -> WorldFactory:
@@ -70,18 +63,19 @@ def world_factory(task: Task) -> WorldFactory:
     return cast(WorldFactory, load_path(path, what=f"task {task.name!r}'s sim_world"))
 
 
-def _calibrated(task: Task, roles: RoleTable | None = None, *, splits: Sequence[str] = (),
-                variant: str = "default") -> TaskWorld:
+def _calibrated(task: Task, roles: RoleTable, *, splits: Sequence[str] = (), variant: str = "default") -> TaskWorld:
     return TaskWorld.for_task(task, splits, variant=variant, roles=roles)
 
 
-def task_world(task: Task, *, variant: str = "default",
+def task_world(task: Task, table: RoleTable, *, variant: str = "default",
                roles: Mapping[str, RoleResponder] | None = None) -> TaskWorld | WithRoles:
     """The world of ``task`` (every split's examples), as the in-process simulated endpoint plays
-    it, answering also ``roles`` (a plugin learner's responders, by request role); ValueError for
-    an unknown ``variant``."""
-    world = world_factory(task)(task, built_in_roles(), variant=variant)
-    return WithRoles(world, roles) if roles else world
+    it, answering the roles of ``table`` and also ``roles`` (a plugin learner's responders, by
+    request role) but for those ``table`` answers by the same responder; ValueError for an
+    unknown ``variant``."""
+    world = world_factory(task)(task, table, variant=variant)
+    own = {role: responder for role, responder in (roles or {}).items() if table.responders.get(role) is not responder}
+    return WithRoles(world, own) if own else world
 
 
 def asked_question(request: SimRequest) -> str | None:
@@ -128,7 +122,8 @@ class TaskWorlds:
         return self.world_for(request).respond(request)
 
 
-def bundled_worlds(*, variant: str = "default") -> TaskWorlds:
-    """Every bundled task's world behind one responder (ValueError for an unknown ``variant``)."""
-    worlds = [world_factory(task)(task, built_in_roles(), variant=variant) for task in map(get_task, BUNDLED_TASKS)]
+def bundled_worlds(table: RoleTable, *, variant: str = "default") -> TaskWorlds:
+    """Every bundled task's world, answering the roles of ``table``, behind one responder
+    (ValueError for an unknown ``variant``)."""
+    worlds = [world_factory(task)(task, table, variant=variant) for task in map(get_task, BUNDLED_TASKS)]
     return TaskWorlds(worlds)

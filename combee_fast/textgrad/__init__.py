@@ -10,4 +10,5 @@
 - :mod:`.calls`: the role calls (forward, loss, gradient, step, reduce; prompts in ``prompts/``).
 - :mod:`.variable`: the prompt variable (named parts, read as lines) and its line edits.
 - :mod:`.evaluate`: a prompt variable scored on held-out examples.
+- :mod:`.sim`: how the simulated endpoint answers the five roles (the kind's ``responders``).
 """

@@ -47,16 +47,18 @@ from combee_fast.protocols.tasks import Task
 from combee_fast.roles.base import convert, decode_json_object, fill, load_prompt
 from combee_fast.roles.bounds import (ANSWER_CHARS, CONTENT_CHARS, FIELD_CHARS, MAX_KEEP, MAX_OPS, REASONING_CHARS,
                                      array, text)
-from combee_fast.roles.names import TEXTGRAD_FORWARD_ROLE as FORWARD_ROLE
-from combee_fast.roles.names import TEXTGRAD_GRADIENT_ROLE as GRADIENT_ROLE
-from combee_fast.roles.names import TEXTGRAD_LOSS_ROLE as LOSS_ROLE
-from combee_fast.roles.names import TEXTGRAD_REDUCE_ROLE as REDUCE_ROLE
-from combee_fast.roles.names import TEXTGRAD_STEP_ROLE as STEP_ROLE
 from combee_fast.roles.calls import RoleCalls
 from combee_fast.roles.spec import Role
 from combee_fast.roles.trajectory import fitted_prompt, render_trajectory
 from combee_fast.schema import CallError, Example, GradedAnswer, Message, Usage
 from combee_fast.textgrad.variable import LineEdit, PromptVariable
+
+FORWARD_ROLE = "textgrad_forward"
+LOSS_ROLE = "textgrad_loss"
+GRADIENT_ROLE = "textgrad_gradient"
+STEP_ROLE = "textgrad_step"
+REDUCE_ROLE = "textgrad_reduce"
+"""The names TextGrad's requests carry (:attr:`Role.request_name <combee_fast.roles.spec.Role.request_name>`)."""
 
 FORWARD_MAX_TOKENS = 1024
 CRITIQUE_MAX_TOKENS = 1024

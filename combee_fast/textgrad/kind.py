@@ -6,7 +6,8 @@ Methods: ``sequential`` (shown as ``textgrad``: TextGrad's own loop, one optimiz
 example), ``naive`` (``naive-textgrad``: one step over a whole batch's gradients, TextGrad's
 batched mode) and ``combee`` (``combee-textgrad``: one step per augmented-shuffle group, merged
 by the reduce tree): the default methods of a learner (:mod:`combee_fast.kinds`), as are every
-member it leaves out. A step's batch is ``train.batch_size`` examples, as for ACE.
+member it leaves out. A step's batch is ``train.batch_size`` examples, as for ACE. Its roles are
+answered on the simulated endpoint by :mod:`~combee_fast.textgrad.sim`.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from combee_fast.textgrad.calls import ROLES, TextGradCalls
 from combee_fast.textgrad.evaluate import evaluate
 from combee_fast.textgrad.learner import TextGradLearner
 from combee_fast.textgrad.online import TextGradOnline
+from combee_fast.textgrad.sim import RESPONDERS
 from combee_fast.textgrad.variable import PromptChange, PromptVariable, is_variable_file
 
 
@@ -45,6 +47,7 @@ class TextGradKind:
     roles = ROLES
     size_unit = "lines"  # what the artifact's size counts, in progress lines and reports
     artifact_type = PromptVariable
+    responders = RESPONDERS  # how the simulated endpoint answers its roles
 
     def initial(self, config: SessionConfig) -> PromptVariable:
         return PromptVariable.seed()

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from combee_fast.learners import role_table
 from combee_fast.tasks.registry import get_task
 
 SRC = Path(__file__).resolve().parents[2]
@@ -244,7 +245,7 @@ async def test_openai_api_key_is_the_key_of_an_endpoint_given_none(start_sim_ser
 
     from combee_fast.sim.world import TaskWorld
 
-    server = await start_sim_server(TaskWorld.for_task(get_task("formula")), time_scale=0.0005,
+    server = await start_sim_server(TaskWorld.for_task(get_task("formula"), roles=role_table()), time_scale=0.0005,
                                     api_key="sk-test-1234567890")
     args = ["learn", "--train-split", "train[0:10]", "--val-split", "selection[0:5]", "--batch-size", "10",
             "--endpoint", server.url, "--model", "sim", "--quiet"]

@@ -20,6 +20,7 @@ from combee_fast.embedded.threaded import ThreadedLearner
 from combee_fast.errors import ConfigError, ReleaseError
 from combee_fast.gepa.candidate import Candidate
 from combee_fast.gepa.online import OnlineCandidate
+from combee_fast.learners import role_table
 from combee_fast.run.events import Event, Events
 from combee_fast.schema import Rollout, Usage
 from combee_fast.session import Session, open_session
@@ -145,7 +146,7 @@ async def test_gepa_shadow_re_runs_are_its_own_solves_and_decide_a_release(start
     from combee_fast.gepa.online import GepaOnline
     from combee_fast.tasks.registry import get_task
 
-    recording = _Recording(TaskWorld.for_task(get_task("formula"), variant="noisy"))
+    recording = _Recording(TaskWorld.for_task(get_task("formula"), variant="noisy", roles=role_table()))
     server = await start_sim_server(recording, time_scale=1e-5)
     config = _config("gepa", endpoints={"default": EndpointSpec(url=server.url, model="sim")},
                      sim=SimConfig("flat", 1e-5, world="noisy"))

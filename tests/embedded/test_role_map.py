@@ -12,6 +12,7 @@ from combee_fast.ace.calls import AceCalls
 from combee_fast.config import EndpointSpec, OnlineConfig, SamplingConfig, SessionConfig, SimConfig, TaskConfig
 from combee_fast.embedded.process import ProcessLearner
 from combee_fast.embedded.threaded import ThreadedLearner
+from combee_fast.learners import role_table
 from combee_fast.playbook import Playbook
 from combee_fast.sim.world import TaskWorld
 from combee_fast.sim.responders import SimRequest
@@ -33,7 +34,7 @@ class _Recording:
 
 @pytest.mark.parametrize("learner_type", [ThreadedLearner, ProcessLearner])
 async def test_an_embedded_learner_calls_every_replica_with_each_roles_sampling(start_sim_server, learner_type) -> None:
-    world = TaskWorld.for_task(get_task("formula"))
+    world = TaskWorld.for_task(get_task("formula"), roles=role_table())
     replicas = [_Recording(world), _Recording(world)]
     servers = [await start_sim_server(r, time_scale=1e-4) for r in replicas]
     config = SessionConfig(

@@ -13,6 +13,7 @@ from combee_fast.endpoint.calls import ChatRequest
 from combee_fast.endpoint.capabilities import FormState, Capabilities, rejects_form
 from combee_fast.endpoint.client import EndpointClient, EndpointConfig
 from combee_fast.config import TransportConfig
+from combee_fast.learners import role_table
 from combee_fast.schema import CallError, Message
 from combee_fast.sim.server import LLAMA_CPP_PYTHON_REJECTION
 from combee_fast.sim.world import TaskWorld
@@ -24,7 +25,7 @@ REQUEST = ChatRequest(role="generator", messages=(Message(role="user", content="
 
 
 def _world():
-    return TaskWorld.for_task(get_task("formula"))
+    return TaskWorld.for_task(get_task("formula"), roles=role_table())
 
 
 async def test_a_server_that_honours_json_schema_is_probed_to_json_schema(start_sim_server: StartSimServer) -> None:

@@ -6,6 +6,7 @@ import asyncio
 
 from combee_fast.config import config_from_dict
 from combee_fast.endpoint.pool import replica_fault
+from combee_fast.learners import role_table
 from combee_fast.run.batch_plans import FixedBatch
 from combee_fast.schema import CallError
 from combee_fast.session import open_session
@@ -31,7 +32,7 @@ def _calls(server: SimServer) -> int:
 
 
 async def _servers() -> tuple[SimServer, SimServer]:
-    world = TaskWorld.for_task(get_task("formula"))
+    world = TaskWorld.for_task(get_task("formula"), roles=role_table())
     a = SimServer(world, preset="flat", time_scale=0.0005, seed=1)
     b = SimServer(world, preset="flat", time_scale=0.0005, seed=2)
     await a.start()

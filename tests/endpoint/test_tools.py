@@ -8,6 +8,7 @@ import msgspec
 
 from combee_fast.endpoint.cache import request_key
 from combee_fast.endpoint.client import ChatRequest, EndpointClient
+from combee_fast.learners import role_table
 from combee_fast.schema import Message, ToolCall
 from combee_fast.sim.responders import SimReply, SimRequest
 from combee_fast.sim.server import SimServer
@@ -67,7 +68,8 @@ async def test_the_probe_finds_tool_calling_where_it_is(start_sim_server: StartS
     from combee_fast.tasks.registry import get_task
 
     task = get_task("formula")
-    world_server: SimServer = await start_sim_server(TaskWorld(task, [], FORMULA_PARAMS), time_scale=0.001)
+    world_server: SimServer = await start_sim_server(TaskWorld(task, [], FORMULA_PARAMS, roles=role_table()),
+                                                     time_scale=0.001)
     echo_server: SimServer = await start_sim_server(time_scale=0.001)
     async with EndpointClient(config(world_server)) as world, EndpointClient(config(echo_server)) as echo:
         assert await world.detect_tools() is True and world.capabilities.tools is True

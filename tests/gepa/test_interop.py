@@ -15,6 +15,7 @@ import pytest
 from combee_fast.config import CombeeConfig
 from combee_fast.endpoint.blocking import BlockingChat
 from combee_fast.gepa.interop import CombeeReflectionStrategy, rewrite_text
+from combee_fast.learners import role_table
 from combee_fast.sim.world import TaskWorld
 from combee_fast.sim.peers import PeerReplies, PeerRouter
 from combee_fast.sim.server import SimServer
@@ -25,8 +26,8 @@ CURRENT = "Answer the question."
 
 
 def _server(time_scale: float = 0.01) -> SimServer:
-    world = TaskWorld.for_task(get_task("formula"), ("train", "val"))
-    return SimServer(PeerRouter(world, PeerReplies(world)), preset="flat", time_scale=time_scale)
+    world = TaskWorld.for_task(get_task("formula"), ("train", "val"), roles=role_table())
+    return SimServer(PeerRouter(world, PeerReplies(world), world.plays()), preset="flat", time_scale=time_scale)
 
 
 def test_rewrite_text_reads_json_fenced_or_plain_replies() -> None:

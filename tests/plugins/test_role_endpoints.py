@@ -9,7 +9,7 @@ import json
 import sys
 from pathlib import Path
 
-from combee_fast.learners import responders
+from combee_fast.learners import responders, role_table
 from combee_fast.sim.worlds import task_world
 from combee_fast.tasks.registry import get_task
 
@@ -27,7 +27,7 @@ async def _learn(*args: str) -> dict:
 
 
 async def _two_servers(start_sim_server, roles=None):  # type: ignore[no-untyped-def]
-    world = task_world(get_task("formula"), roles=roles)
+    world = task_world(get_task("formula"), role_table(), roles=roles)
     return [await start_sim_server(world, time_scale=0.0001) for _ in range(2)]
 
 

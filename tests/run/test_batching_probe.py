@@ -10,13 +10,14 @@ import msgspec
 
 from combee_fast.config import CacheConfig, EndpointSpec, SessionConfig, TaskConfig, TrainConfig, TransportConfig
 from combee_fast.endpoint.batching import PROBE_ROLE
+from combee_fast.learners import role_table
 from combee_fast.session import open_session
 from combee_fast.sim.responders import SimRequest
 from combee_fast.sim.worlds import task_world
 from combee_fast.tasks.registry import get_task
 from tests.endpoint.test_batching import FOUR_SLOTS
 
-WORLD = task_world(get_task("formula"))
+WORLD = task_world(get_task("formula"), role_table())
 
 
 def _config(url: str, **changes: object) -> SessionConfig:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from combee_fast.config import EndpointSpec, SessionConfig, SimConfig, TaskConfig
+from combee_fast.learners import role_table
 from combee_fast.money.cost import GpuClock
 from combee_fast.money.dollars import UNKNOWN, Price, add_dollars, money, total
 from combee_fast.run.batch_plans import FixedBatch
@@ -46,7 +47,7 @@ async def test_rows_carry_rollouts_and_the_servers_busy_gpu_seconds() -> None:
 
 
 async def test_a_real_endpoint_costs_wall_time_times_declared_gpus_or_is_unknown(start_sim_server) -> None:
-    server = await start_sim_server(TaskWorld.for_task(get_task("formula")), preset="flat", time_scale=1e-4)
+    server = await start_sim_server(TaskWorld.for_task(get_task("formula"), roles=role_table()), preset="flat", time_scale=1e-4)
     config = SessionConfig(task=SMALL, endpoints={"default": EndpointSpec(server.url, "sim")})
     async with open_session(config) as session:
         assert session.server is None

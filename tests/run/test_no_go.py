@@ -14,13 +14,14 @@ import msgspec
 import pytest
 
 from combee_fast.config import EndpointSpec, SessionConfig, TaskConfig, TrainConfig
+from combee_fast.learners import role_table
 from combee_fast.readout.notices import WaitNotices
 from combee_fast.session import open_session
 from combee_fast.sim.latency import LatencyPreset
 from combee_fast.sim.worlds import task_world
 from combee_fast.tasks.registry import get_task
 
-WORLD = task_world(get_task("formula"))
+WORLD = task_world(get_task("formula"), role_table())
 
 
 def cpu_server(gain: float) -> LatencyPreset:

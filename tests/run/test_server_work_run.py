@@ -13,6 +13,7 @@ import aiohttp
 from aiohttp import web
 
 from combee_fast.config import config_from_dict
+from combee_fast.learners import role_table
 from combee_fast.run.batch_plans import FixedBatch
 from combee_fast.session import open_session
 from combee_fast.sim.server import SimServer
@@ -87,7 +88,7 @@ def _config(url: str):
 
 
 async def test_a_run_on_a_llama_cpp_server_holds_its_count_of_the_work(tmp_path: Path) -> None:
-    backend = SimServer(TaskWorld.for_task(get_task("formula")), preset="flat", time_scale=0.0005, seed=1)
+    backend = SimServer(TaskWorld.for_task(get_task("formula"), roles=role_table()), preset="flat", time_scale=0.0005, seed=1)
     await backend.start()
     try:
         async with LlamaCppFront(backend) as front:

@@ -12,6 +12,7 @@ from aiohttp import web
 from combee_fast.config import (CacheConfig, EndpointSpec, FaultConfig, SessionConfig, SimConfig, TaskConfig, TrainConfig,
                                 TransportConfig)
 from combee_fast.errors import EXIT_CALLS_FAILED, CallsFailed
+from combee_fast.learners import role_table
 from combee_fast.playbook import Playbook
 from combee_fast.record.rundir import RunDir
 from combee_fast.run.batch_plans import FixedBatch
@@ -72,7 +73,7 @@ async def test_a_validation_left_mostly_unanswered_stops_the_run(tmp_path, start
 
     task = get_task("formula")
     questions = [e.input for e in task.load("val[0:10]").examples]
-    upstream = await start_sim_server(TaskWorld.for_task(task), time_scale=1e-4)
+    upstream = await start_sim_server(TaskWorld.for_task(task, roles=role_table()), time_scale=1e-4)
 
     async def proxy(request: web.BaseRequest) -> web.StreamResponse:
         body = await request.read()
@@ -131,7 +132,7 @@ async def test_a_run_whose_reflections_all_copy_the_prompts_placeholders_stops(t
     from combee_fast.sim.world import TaskWorld
     from combee_fast.tasks.registry import get_task
 
-    upstream = await start_sim_server(TaskWorld.for_task(get_task("formula")), time_scale=1e-4)
+    upstream = await start_sim_server(TaskWorld.for_task(get_task("formula"), roles=role_table()), time_scale=1e-4)
     copied = msgspec.json.encode({"reasoning": "<your analysis>", "error_identification": "<what exactly went wrong>",
                                   "root_cause": "<why it went wrong>", "correct_approach": "<what the model should have done>",
                                   "key_insight": "<one reusable, specific lesson>", "bullet_tags": []}).decode()

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from combee_fast.ace.curator import curator_messages
+from combee_fast.learners import role_table
 from combee_fast.schema import Reflection, Usage
 from combee_fast.sim.responders import SimRequest
 from combee_fast.sim.world import lesson_unit
@@ -41,12 +42,12 @@ def test_a_finer_run_learns_tagging_lessons_and_no_formula_words(tmp_path: Path)
 
 
 def test_the_bundled_server_answers_a_finer_curator_prompt_in_the_finer_worlds_words() -> None:
-    finer = task_world(get_task("finer"))
+    finer = task_world(get_task("finer"), role_table())
     lesson = finer.named_lesson("Revenues", True, "a question", 0)
     reflection = Reflection("r", "", "", "", "", lesson, (), Usage())
     request = SimRequest(role="curator", model="sim", messages=curator_messages("", "", [reflection]),
                          max_tokens=1024, temperature=0.0, seed=7, json_schema=None)
-    worlds = bundled_worlds()
+    worlds = bundled_worlds(role_table())
     assert worlds.world_for(request).task.name == "finer"
     reply = worlds.respond(request)
     assert isinstance(reply, str) and reply == finer.respond(request)

@@ -13,16 +13,18 @@ from combee_fast.playbook import Playbook
 from combee_fast.roles.base import fill
 from combee_fast.ace.generator import generator_messages
 from combee_fast.schema import Delta, GradedAnswer, Message, Op, OpKind, Usage
-from combee_fast.sim import instructions
-from combee_fast.sim.instructions import capacity, instruction_lessons, with_lessons
+from combee_fast.gepa import sim as gepa_sim
+from combee_fast.gepa.sim import with_lessons
+from combee_fast.learners import role_table
+from combee_fast.sim.instructed import capacity, instruction_lessons
 from combee_fast.sim.server import SimRequest
 from combee_fast.sim.world import FORMULA_PARAMS, PAPER_CURATOR_CURVE, TaskWorld, curator_output, specific_lesson
 from combee_fast.tasks.registry import get_task
 
 TASK = get_task("formula")
 EXAMPLES = TASK.load("train").examples
-WORLD = TaskWorld(TASK, EXAMPLES, FORMULA_PARAMS)
-ACE_WORLD = TaskWorld(TASK, EXAMPLES, FORMULA_PARAMS)
+WORLD = TaskWorld(TASK, EXAMPLES, FORMULA_PARAMS, roles=role_table())
+ACE_WORLD = TaskWorld(TASK, EXAMPLES, FORMULA_PARAMS, roles=role_table())
 SEED = Candidate.seed().render()
 
 
@@ -35,10 +37,8 @@ def _solve(instruction: str, example_index: int, seed: int) -> str:
     return _ask(SOLVER_ROLE, (Message("system", instruction), Message("user", user)), seed)["final_answer"]
 
 
-def test_the_world_and_the_engine_name_the_gepa_roles_alike() -> None:
-    assert (instructions.SOLVER_ROLE, instructions.PROPOSER_ROLE, instructions.AGGREGATOR_ROLE) == (
-        SOLVER_ROLE, PROPOSER_ROLE, AGGREGATOR_ROLE,
-    )
+def test_the_world_answers_every_gepa_role_the_engine_calls() -> None:
+    assert tuple(gepa_sim.RESPONDERS) == (SOLVER_ROLE, PROPOSER_ROLE, AGGREGATOR_ROLE)
 
 
 def test_capacity_is_the_curator_curve_relative_to_one_input() -> None:

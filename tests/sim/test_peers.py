@@ -8,6 +8,7 @@ import orjson
 import pytest
 
 from combee_fast.endpoint.blocking import BlockingChat
+from combee_fast.learners import role_table
 from combee_fast.sim.world import TaskWorld
 from combee_fast.sim.peers import PeerReplies, PeerRouter
 from combee_fast.sim.server import SimServer
@@ -15,13 +16,13 @@ from combee_fast.tasks.registry import get_task
 
 
 def _world() -> TaskWorld:
-    return TaskWorld.for_task(get_task("formula"), ("train",))
+    return TaskWorld.for_task(get_task("formula"), ("train",), roles=role_table())
 
 
 async def test_peer_prompts_get_replies_in_the_peers_formats() -> None:
     world = _world()
     example = get_task("formula").load("train").examples[0]
-    async with SimServer(PeerRouter(world, PeerReplies(world)), time_scale=0.001) as server:
+    async with SimServer(PeerRouter(world, PeerReplies(world), world.plays()), time_scale=0.001) as server:
         chat = BlockingChat(server.url, "sim")
         try:
             answer = await asyncio.to_thread(
@@ -44,7 +45,7 @@ async def test_peer_prompts_get_replies_in_the_peers_formats() -> None:
 
 async def test_our_roles_still_go_to_the_world() -> None:
     world = _world()
-    async with SimServer(PeerRouter(world, PeerReplies(world)), time_scale=0.001) as server:
+    async with SimServer(PeerRouter(world, PeerReplies(world), world.plays()), time_scale=0.001) as server:
         chat = BlockingChat(server.url, "sim", role="curator")
         try:
             reply = await asyncio.to_thread(chat, "<reflections>\n</reflections>")
@@ -67,7 +68,7 @@ async def test_turbo_gepa_and_agentdescent_prompts_get_replies_in_their_formats(
     prompts in ``<PROMPT>`` tags, each the parent with one line added; AgentDescent's rule
     proposal: one sentence. The server counts the tokens each reply's usage reports."""
     world = _world()
-    async with SimServer(PeerRouter(world, PeerReplies(world)), time_scale=0.001) as server:
+    async with SimServer(PeerRouter(world, PeerReplies(world), world.plays()), time_scale=0.001) as server:
         chat = BlockingChat(server.url, "sim")
         try:
             turbo = await asyncio.to_thread(chat, TURBO_REQUEST)
@@ -92,7 +93,7 @@ async def test_turbo_gepa_parses_the_replies_to_its_own_prompts() -> None:
     request = strategies.build_incremental_reflection_prompt(
         [{"prompt": "Be exact.\nShow the formula.", "meta": {"quality": 0.5}}], [], [], 4)
     world = _world()
-    async with SimServer(PeerRouter(world, PeerReplies(world)), time_scale=0.001) as server:
+    async with SimServer(PeerRouter(world, PeerReplies(world), world.plays()), time_scale=0.001) as server:
         chat = BlockingChat(server.url, "sim")
         try:
             reply = await asyncio.to_thread(chat, [{"role": "system", "content": strategies.BASE_REFLECTION_SYSTEM_PROMPT},

@@ -1,17 +1,17 @@
 """One world answers through its table of responders by request role: every role each built-in
-learner declares is in the default table, a responder registered for a role answers it with the
-world's knowledge, a plugin's responders answer before the world's own."""
+learner declares is in the learner registry's table, answered by the responder its kind declares;
+a responder registered for a role answers it with the world's knowledge, a plugin's responders
+answer before the world's own."""
 
 from __future__ import annotations
 
 import orjson
 
-from combee_fast.learners import LEARNERS
+from combee_fast.learners import LEARNERS, role_table
 from combee_fast.schema import Message
-from combee_fast.sim import ace, instructions, textgrad
 from combee_fast.sim.responders import RoleTable, SimRequest
 from combee_fast.sim.world import FORMULA_PARAMS, TaskWorld
-from combee_fast.sim.worlds import built_in_roles, task_world
+from combee_fast.sim.worlds import task_world
 from combee_fast.tasks.registry import get_task
 
 TASK = get_task("formula")
@@ -22,14 +22,17 @@ def _request(role: str, text: str = "", schema: dict | None = None) -> SimReques
     return SimRequest(role, "m", (Message("user", text),), 256, 0.0, 3, schema)
 
 
-def test_every_role_every_built_in_learner_declares_is_answered_by_its_own_module() -> None:
-    table = built_in_roles()
-    assert table.responders == {**ace.ROLES, **instructions.ROLES, **textgrad.ROLES}
-    for kind in LEARNERS.values():
+def test_every_role_every_built_in_learner_declares_is_answered_by_its_own_package() -> None:
+    table = role_table()
+    kinds = [LEARNERS.load(name) for name in LEARNERS.builtin]
+    assert len(table.responders) == sum(len(kind.responders) for kind in kinds)  # no two answer one role
+    for kind in kinds:
+        assert set(kind.responders) == {role.key for role in kind.roles}, kind.name
         for role in kind.roles:
-            assert role.key in table.responders, f"{kind.name}'s role {role.key} has no responder"
+            responder = table.responders[role.key]
+            assert responder is kind.responders[role.key]
+            assert responder.__module__.startswith(("combee_fast.sim.", f"combee_fast.{kind.name}.sim")), responder
         assert {role.key for role in kind.roles if role.pool == "serve"} <= table.serving
-    assert set(ace.ROLES).isdisjoint(instructions.ROLES) and set(instructions.ROLES).isdisjoint(textgrad.ROLES)
 
 
 def test_a_registered_responder_answers_its_role_with_the_worlds_knowledge() -> None:
@@ -53,9 +56,9 @@ def test_a_plugin_learners_responders_answer_before_the_worlds_own() -> None:
         seen.append(world.task.name)
         return "mine"
 
-    world = task_world(TASK, roles={"generator": mine, "my_role": mine})
+    world = task_world(TASK, role_table(), roles={"generator": mine, "my_role": mine})
     assert world.respond(_request("my_role")) == world.respond(_request("generator")) == "mine"
     assert seen == ["formula", "formula"]
-    plain = task_world(TASK)
+    plain = task_world(TASK, role_table())
     assert "final_answer" in orjson.loads(plain.respond(_request("generator", f"<question>\n{EXAMPLES[0].input}\n"
                                                                             "</question>")))

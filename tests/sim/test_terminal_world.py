@@ -16,7 +16,7 @@ from combee_fast.roles.base import fill
 from combee_fast.rollouts.react import SYSTEM, SYSTEM_PLAIN, TASK, TOOLS_FORMAT, tool_definitions
 from combee_fast.schema import Delta, GradedAnswer, Message, Op, OpKind, Step, ToolCall, Trajectory, Usage
 from combee_fast.sim.responders import SimReply, SimRequest
-from combee_fast.learners import LEARNERS
+from combee_fast.learners import LEARNERS, role_table
 from combee_fast.sim.terminal import GENERIC_TERMINAL_LESSONS, INSPECT, TERMINAL_LESSONS, TERMINAL_PARAMS
 from combee_fast.sim.worlds import task_world
 from combee_fast.tasks.registry import get_task
@@ -26,7 +26,7 @@ from combee_fast.textgrad.calls import (GRADIENT_ROLE, LOSS_ROLE, Loss, gradient
                                         loss_agent_messages)
 
 TERMINAL = get_task("terminal")
-WORLD = task_world(TERMINAL)
+WORLD = task_world(TERMINAL, role_table())
 EXAMPLES = TERMINAL.load("train").examples
 SERVING_ROLES = tuple(kind.rollout_role for kind in LEARNERS.values())
 TOOLS = tool_definitions([RUN_TOOL])
@@ -168,4 +168,4 @@ def test_textgrads_loss_follows_the_checks_and_its_gradient_names_the_familys_le
 
 def test_the_learning_roles_that_read_only_lessons_are_the_default_worlds() -> None:
     for role in (AGGREGATOR_ROLE, "curator", "reducer"):
-        assert WORLD.roles[role] is task_world(get_task("formula")).roles[role]
+        assert WORLD.roles[role] is task_world(get_task("formula"), role_table()).roles[role]

@@ -7,19 +7,20 @@ from __future__ import annotations
 import orjson
 
 from combee_fast.schema import GradedAnswer, Message, Usage
-from combee_fast.sim import textgrad as world_roles
-from combee_fast.sim.instructions import capacity
+from combee_fast.learners import role_table
+from combee_fast.sim.instructed import capacity
 from combee_fast.sim.server import SimRequest
 from combee_fast.sim.world import (FORMULA_PARAMS, GENERIC_LESSONS, TaskWorld, generic_lesson, lesson_unit,
                                    specific_lesson, world_params)
 from combee_fast.tasks.registry import get_task
 from combee_fast.textgrad import calls
+from combee_fast.textgrad import sim as textgrad_sim
 from combee_fast.textgrad.calls import Gradient, Loss
 from combee_fast.textgrad.variable import SYSTEM_PROMPT, LineEdit, PromptVariable
 
 TASK = get_task("formula")
 EXAMPLES = TASK.load("train").examples
-WORLD = TaskWorld(TASK, EXAMPLES, FORMULA_PARAMS)
+WORLD = TaskWorld(TASK, EXAMPLES, FORMULA_PARAMS, roles=role_table())
 SEED = PromptVariable.seed()
 
 
@@ -43,11 +44,11 @@ def _unit(index: int) -> str:
 
 
 def test_the_world_and_the_learner_name_the_textgrad_roles_alike() -> None:
-    assert world_roles.TEXTGRAD_ROLES == tuple(role.key for role in calls.ROLES)
+    assert tuple(textgrad_sim.RESPONDERS) == tuple(role.key for role in calls.ROLES)
 
 
 def test_ace_and_gepa_roles_are_answered_exactly_as_by_the_instruction_world() -> None:
-    before = TaskWorld(TASK, EXAMPLES, FORMULA_PARAMS)
+    before = TaskWorld(TASK, EXAMPLES, FORMULA_PARAMS, roles=role_table())
     question = EXAMPLES[3].input
     for role, content in (("generator", f"<playbook>\n(empty)\n</playbook>\n<question>\n{question}\n</question>"),
                           ("gepa_solver", f"<question>\n{question}\n</question>"),
@@ -120,7 +121,7 @@ def test_the_reduce_keeps_distinct_fresh_lessons_by_reference_specific_first() -
 
 
 def test_in_the_uninformative_world_a_gradient_carries_no_lesson() -> None:
-    world = TaskWorld(TASK, EXAMPLES, world_params(FORMULA_PARAMS, "uninformative"))
+    world = TaskWorld(TASK, EXAMPLES, world_params(FORMULA_PARAMS, "uninformative"), roles=role_table())
     for seed in range(20):
         forward = _forward(2, SEED.render(), seed)
         loss = Loss("incorrect", "c", Usage())

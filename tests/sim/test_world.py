@@ -6,6 +6,7 @@ import pytest
 
 import orjson
 
+from combee_fast.learners import role_table
 from combee_fast.sim.server import SimRequest
 from combee_fast.playbook import Playbook
 from combee_fast.ace.curator import curator_messages
@@ -19,7 +20,7 @@ from combee_fast.sim.world import (
 
 TASK = get_task("formula")
 EXAMPLES = TASK.load("train").examples
-WORLD = TaskWorld(TASK, EXAMPLES, FORMULA_PARAMS)
+WORLD = TaskWorld(TASK, EXAMPLES, FORMULA_PARAMS, roles=role_table())
 
 
 def _ask(role: str, messages, seed: int) -> dict:
@@ -82,7 +83,7 @@ def test_the_uninformative_world_variant_reflects_no_lesson_about_any_unit() -> 
     from combee_fast.sim.world import WORLD_VARIANTS, lesson_unit, world_params
 
     assert WORLD_VARIANTS[0] == "default" and world_params(FORMULA_PARAMS, "default") is FORMULA_PARAMS
-    noise = TaskWorld(TASK, EXAMPLES, world_params(FORMULA_PARAMS, "uninformative"))
+    noise = TaskWorld(TASK, EXAMPLES, world_params(FORMULA_PARAMS, "uninformative"), roles=role_table())
     units = {e.meta["formula"] for e in EXAMPLES} | {"General"}
     for seed, example in enumerate(EXAMPLES[:40]):
         rollout = Rollout(example=example, round=0, messages=(), answer="0", reasoning="", bullet_ids=(), score=0.0,
@@ -112,18 +113,18 @@ def _answers(world: TaskWorld, playbook_text: str, count: int = 200) -> list[flo
 def test_the_noisy_world_draws_per_call_where_the_default_world_repeats_its_draws() -> None:
     """Two playbooks that know nothing about a question's unit answer it alike in the default
     world (common random numbers) and independently in the noisy one, at the same rate."""
-    noisy = TaskWorld(TASK, EXAMPLES, world_params(FORMULA_PARAMS, "noisy"))
+    noisy = TaskWorld(TASK, EXAMPLES, world_params(FORMULA_PARAMS, "noisy"), roles=role_table())
     one, other = _learned(generic_lesson(3)), _learned(generic_lesson(4))  # same probability everywhere
     assert _answers(WORLD, one) == _answers(WORLD, other)
     first, second = _answers(noisy, one), _answers(noisy, other)
     assert sum(a != b for a, b in zip(first, second)) > 40
     assert abs(sum(first) - sum(second)) / 200 < 0.1
     assert _answers(noisy, one, 30) == first[:30]  # the same prompt and seed: the same answer (replay holds)
-    assert _answers(TaskWorld(TASK, EXAMPLES, world_params(FORMULA_PARAMS, "default")), one) == _answers(WORLD, one)
+    assert _answers(TaskWorld(TASK, EXAMPLES, world_params(FORMULA_PARAMS, "default"), roles=role_table()), one) == _answers(WORLD, one)
 
 
 def test_a_wrong_lesson_of_the_harmful_world_lowers_accuracy_on_its_unit() -> None:
-    harmful = TaskWorld(TASK, EXAMPLES, world_params(FORMULA_PARAMS, "harmful"))
+    harmful = TaskWorld(TASK, EXAMPLES, world_params(FORMULA_PARAMS, "harmful"), roles=role_table())
     unit = EXAMPLES[0].meta["formula"]
     on_unit = [e for e in EXAMPLES if e.meta["formula"] == unit]
     right = _learned(specific_lesson(unit, 0))
@@ -143,7 +144,7 @@ def _lesson(world: TaskWorld, example, seed: int) -> str:
 
 
 def test_the_harmful_world_reflects_wrong_lessons_in_its_share_and_world_variants_combine() -> None:
-    harmful = TaskWorld(TASK, EXAMPLES, world_params(FORMULA_PARAMS, "noisy+harmful"))
+    harmful = TaskWorld(TASK, EXAMPLES, world_params(FORMULA_PARAMS, "noisy+harmful"), roles=role_table())
     assert harmful.params.noisy and harmful.params.harmful_share == HARMFUL_SHARE
     lessons = [_lesson(harmful, example, seed) for seed, example in enumerate(EXAMPLES[:400])]
     share = sum(is_harmful(text) for text in lessons) / len(lessons)
@@ -156,7 +157,7 @@ def test_the_harmful_world_reflects_wrong_lessons_in_its_share_and_world_variant
 def test_gepa_and_textgrad_name_wrong_lessons_in_the_harmful_worlds_share_as_aces_reflector_does() -> None:
     # GEPA's proposer and TextGrad's gradient take their lessons from unit_namer: a release gate's
     # canary has something harmful to catch for every learner, not for ACE alone
-    harmful = TaskWorld(TASK, EXAMPLES, world_params(FORMULA_PARAMS, "noisy+harmful"))
+    harmful = TaskWorld(TASK, EXAMPLES, world_params(FORMULA_PARAMS, "noisy+harmful"), roles=role_table())
     named = [(example.meta["formula"], example.input, seed) for seed, example in enumerate(EXAMPLES[:400])]
     lessons = [harmful.named_lesson(unit, True, text, seed) for unit, text, seed in named]
     share = sum(is_harmful(text) for text in lessons) / len(lessons)

@@ -6,12 +6,13 @@ import orjson
 
 from combee_fast.gepa.calls import PROPOSER_ROLE, SOLVER_ROLE
 from combee_fast.ace.generator import generator_messages
+from combee_fast.learners import role_table
 from combee_fast.schema import Message
 from combee_fast.sim.server import SimRequest
 from combee_fast.sim.worlds import BUNDLED_TASKS, asked_question, bundled_worlds, task_world
 from combee_fast.tasks.registry import get_task
 
-WORLDS = bundled_worlds()
+WORLDS = bundled_worlds(role_table())
 
 
 def _request(role: str, messages: tuple[Message, ...]) -> SimRequest:
@@ -26,7 +27,7 @@ def test_every_bundled_task_is_played_and_each_question_goes_to_its_own_world() 
         request = _request("generator", generator_messages(example.input, ""))
         assert asked_question(request) == example.input.strip()
         assert WORLDS.world_for(request).task.name == name
-        alone = task_world(get_task(name))  # what --world NAME (and the in-process endpoint) plays
+        alone = task_world(get_task(name), role_table())  # what --world NAME (and the in-process endpoint) plays
         assert WORLDS.respond(request) == alone.respond(request)
         assert orjson.loads(WORLDS.respond(request))["final_answer"]
 

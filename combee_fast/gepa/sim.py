@@ -1,11 +1,10 @@
-"""GEPA's three roles as the task world plays them (:data:`ROLES`, by request role name): a model,
-not evidence about real LLMs.
+"""How the simulated endpoint answers GEPA's three roles: :data:`RESPONDERS` (request role name ->
+``responder(world, request)``), given by its kind as ``responders``. A model, not evidence about
+real LLMs.
 
-- **gepa_solver**: the system message is the candidate instruction. Every line of it that states
-  a lesson (``<unit> — lesson k: ...``, as the ACE world writes them, optionally after ``- ``)
-  acts like a playbook entry about that unit: the answer is drawn by
-  :meth:`TaskWorld.answer <combee_fast.sim.world.TaskWorld.answer>` with those lines as the
-  entries. Other prose in the instruction changes nothing.
+- **gepa_solver**: the system message is the candidate instruction, read as the world reads any
+  (:func:`~combee_fast.sim.instructed.solve`): every line of it that states a lesson acts like a
+  playbook entry about that unit; other prose in the instruction changes nothing.
 - **gepa_proposer** (reflection): reads the current instruction and graded examples (one JSON
   line each, ``question``/``answer``; or a gepa adapter's reflective records, as
   ``combee_fast.optimize`` sends them: :func:`graded_row`). Per example it names the unit's lesson with the ACE
@@ -22,12 +21,9 @@ not evidence about real LLMs.
   and prefer the more specific guidance), by reference; it removes and writes nothing.
 
 Overload is modelled on the number of items a call reads (examples for the proposer, revisions
-for the aggregator), as the curator's is on the reflections it reads: a call reading ``m`` items
-keeps the fraction ``capacity(m) / m`` of the fresh lessons in them, where ``capacity(m)`` is the
-curator's calibration curve (:data:`~combee_fast.sim.world.PAPER_CURATOR_CURVE`, via the world's
-``curator_curve``) relative to one input, ``curator_output(m) / curator_output(1)``: one item read
-is kept whole, many saturate, the shape of the paper's Fig. 2. Fractional counts are rounded by a
-seeded draw. No world parameter is added or changed.
+for the aggregator), as the curator's is on the reflections it reads
+(:func:`~combee_fast.sim.instructed.capacity`): one item read is kept whole, many saturate, the
+shape of the paper's Fig. 2. No world parameter is added or changed.
 """
 
 from __future__ import annotations
@@ -36,30 +32,15 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from combee_fast.roles.names import GEPA_AGGREGATOR_ROLE as AGGREGATOR_ROLE
-from combee_fast.roles.names import GEPA_PROPOSER_ROLE as PROPOSER_ROLE
-from combee_fast.roles.names import GEPA_SOLVER_ROLE as SOLVER_ROLE
+from combee_fast.gepa.calls import AGGREGATOR_ROLE, PROPOSER_ROLE, SOLVER_ROLE
+from combee_fast.sim.instructed import capacity, instruction_lessons, kept_count, solve
+from combee_fast.sim.peers import FINAL_ANSWER
 from combee_fast.sim.responders import RoleResponder, SimRequest
-from combee_fast.sim.world import (
-    TaskWorld, curator_output, fresh_lessons, json_lines, json_reply, lesson_key, lesson_unit, seed_of, tagged,
-    uniform,
-)
+from combee_fast.sim.world import (TaskWorld, fresh_lessons, json_lines, json_reply, lesson_key, lesson_unit, seed_of,
+                                   tagged, uniform)
 
 _REVISION = re.compile(r"^### Revision \d+$", re.MULTILINE)
 _ADDED = re.compile(r"^\[(\d+\.\d+)\] (.*)$", re.MULTILINE)
-
-def instruction_lessons(text: str) -> list[str]:
-    """The lesson lines of an instruction (``- `` bullets stripped), in order."""
-    lines = (line.strip().removeprefix("- ").removeprefix("* ").strip() for line in text.splitlines())
-    return [line for line in lines if lesson_unit(line) is not None and lesson_key(line) is not None]
-
-
-def capacity(inputs: int, curve: Sequence[tuple[float, float]]) -> float:
-    """Expected lessons one call keeps after reading ``inputs`` items: the curator curve
-    relative to a single input (1.0 at one input, saturating beyond)."""
-    if inputs <= 0:
-        return 0.0
-    return curator_output(inputs, curve) / curator_output(1, curve)
 
 
 def with_lessons(instruction: str, lessons: Sequence[str]) -> str:
@@ -69,32 +50,13 @@ def with_lessons(instruction: str, lessons: Sequence[str]) -> str:
     return instruction.rstrip("\n") + "\n" + "\n".join(f"- {lesson}" for lesson in lessons)
 
 
-def kept_count(expected: float, role: str, seed: int) -> int:
-    """``expected`` (a fractional count of lessons kept) rounded by a draw seeded by ``role`` and ``seed``."""
-    return int(expected) + (uniform(role, seed) < expected - int(expected))
-
-
 def _last(request: SimRequest) -> str:
     return request.messages[-1].content if request.messages else ""
-
-
-def solve(world: TaskWorld, request: SimRequest) -> str:
-    """An answer under the system message's instruction, its lesson lines read as entries."""
-    system = "\n".join(m.content for m in request.messages if m.role == "system")
-    question = world.question(tagged(_last(request), "question") or "")
-    if question is None:
-        return json_reply({"reasoning": "The question is not one I can answer.", "final_answer": ""})
-    entries = [(f"i{n}", lesson) for n, lesson in enumerate(instruction_lessons(system))]
-    reply = world.answer(question, entries, "", seed_of(request))
-    return json_reply({"reasoning": reply["reasoning"], "final_answer": reply["final_answer"]})
 
 
 RECORD_FIELDS = {"question": ("question", "Inputs", "input"), "answer": ("answer", "Generated Outputs", "output")}
 """Where a graded example's question and answer may stand: our proposer's fields, the reflective
 records of gepa's default adapter, and those ``combee_fast.optimize`` makes of an evaluator's."""
-
-FINAL_ANSWER = "Final answer:"
-"""What a peer's reply puts before its answer (:mod:`.peers`)."""
 
 
 def graded_row(row: dict[str, Any]) -> dict[str, Any]:
@@ -160,8 +122,5 @@ def aggregate(world: TaskWorld, request: SimRequest) -> str:
     })
 
 
-SERVING = SOLVER_ROLE
-"""The role that serves the learned context (pool ``serve``)."""
-
-ROLES: Mapping[str, RoleResponder] = {SOLVER_ROLE: solve, PROPOSER_ROLE: propose, AGGREGATOR_ROLE: aggregate}
-"""GEPA's responders, by request role name."""
+RESPONDERS: Mapping[str, RoleResponder] = {SOLVER_ROLE: solve, PROPOSER_ROLE: propose, AGGREGATOR_ROLE: aggregate}
+"""GEPA's roles as the simulated endpoint answers them, by request role name."""

@@ -1,9 +1,10 @@
-"""TextGrad's five roles as the task world plays them (:data:`ROLES`, by request role name): a
-model, not evidence about real LLMs. They read the prompts by their tags, as a model reads them:
+"""How the simulated endpoint answers TextGrad's five roles: :data:`RESPONDERS` (request role
+name -> ``responder(world, request)``), given by its kind as ``responders``. A model, not evidence
+about real LLMs. They read the prompts by their tags, as a model reads them:
 
-- **textgrad_forward**: the system message is the prompt variable; it answers as GEPA's solver
-  does (every line stating a lesson, ``<unit> — lesson k: ...``, acts like a playbook entry about
-  its unit; other prose changes nothing).
+- **textgrad_forward**: the system message is the prompt variable, read as the world reads any
+  instruction (:func:`~combee_fast.sim.instructed.solve`: every line stating a lesson,
+  ``<unit> — lesson k: ...``, acts like a playbook entry about its unit; other prose changes nothing).
 - **textgrad_loss**: reads the question and the model's answer; its verdict is the task's grade
   (``correct`` at score 1), its critique names the unit whose step went wrong.
 - **textgrad_gradient**: reads the question, the answer and the critique's verdict; it names the
@@ -13,7 +14,7 @@ model, not evidence about real LLMs. They read the prompts by their tags, as a m
 - **textgrad_step** (the optimizer): reads the numbered prompt and ``m`` gradients; of the
   distinct lessons they propose that the prompt lacks it adds the fraction ``capacity(m) / m``,
   generic ones first: it overloads along the curator's calibration curve, as GEPA's reflection
-  does (:func:`~combee_fast.sim.instructions.capacity`). One gradient read is applied whole, so
+  does (:func:`~combee_fast.sim.instructed.capacity`). One gradient read is applied whole, so
   a gradient that names a unit's lesson makes the updated prompt hold it.
 - **textgrad_reduce**: reads the prompt and the changes of several steps (``[r.n] add to <part>:
   <line>``); it keeps by reference every distinct lesson the prompt lacks, specific ones first, up
@@ -33,20 +34,13 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from combee_fast.roles.names import TEXTGRAD_FORWARD_ROLE as FORWARD_ROLE
-from combee_fast.roles.names import TEXTGRAD_GRADIENT_ROLE as GRADIENT_ROLE
-from combee_fast.roles.names import TEXTGRAD_LOSS_ROLE as LOSS_ROLE
-from combee_fast.roles.names import TEXTGRAD_REDUCE_ROLE as REDUCE_ROLE
-from combee_fast.roles.names import TEXTGRAD_STEP_ROLE as STEP_ROLE
-from combee_fast.sim.instructions import capacity, instruction_lessons, kept_count, solve
+from combee_fast.sim.instructed import capacity, instruction_lessons, kept_count, solve
 from combee_fast.sim.responders import RoleResponder, SimRequest
 from combee_fast.sim.world import (
     Question, TaskWorld, fresh_lessons, json_lines, json_reply, lesson_key, lesson_unit, noise_lesson,
     seed_of, tagged, uniform,
 )
-
-TEXTGRAD_ROLES = (FORWARD_ROLE, LOSS_ROLE, GRADIENT_ROLE, STEP_ROLE, REDUCE_ROLE)
-"""The TextGrad roles this world answers, by request name."""
+from combee_fast.textgrad.calls import FORWARD_ROLE, GRADIENT_ROLE, LOSS_ROLE, REDUCE_ROLE, STEP_ROLE
 
 _NUMBERED = re.compile(r"^\((\d+)\) \[([^\]]+)\] (.*)$", re.MULTILINE)
 _CHANGE = re.compile(r"^\[(\d+\.\d+)\] (remove|add to [^:]+): (.*)$", re.MULTILINE)
@@ -133,9 +127,6 @@ def reduce(world: TaskWorld, request: SimRequest) -> str:
                        + world.prose(3, "tg-reduce", seed), "keep": [*keep, *removals], "add": []})
 
 
-SERVING = FORWARD_ROLE
-"""The role that serves the learned context (pool ``serve``)."""
-
-ROLES: Mapping[str, RoleResponder] = {FORWARD_ROLE: solve, LOSS_ROLE: loss, GRADIENT_ROLE: gradient,
-                                      STEP_ROLE: step, REDUCE_ROLE: reduce}
-"""TextGrad's responders, by request role name."""
+RESPONDERS: Mapping[str, RoleResponder] = {FORWARD_ROLE: solve, LOSS_ROLE: loss, GRADIENT_ROLE: gradient,
+                                           STEP_ROLE: step, REDUCE_ROLE: reduce}
+"""TextGrad's roles as the simulated endpoint answers them, by request role name."""

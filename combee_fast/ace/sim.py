@@ -1,6 +1,7 @@
-"""ACE's four roles as the task world plays them (:data:`ROLES`, by request role name): a model,
-not evidence about real LLMs. Each reads the prompt by the tags ACE's templates use; in a repair
-conversation (prompt, bad assistant reply, repair instruction) it answers the prompt repaired.
+"""How the simulated endpoint answers ACE's four roles: :data:`RESPONDERS` (request role name ->
+``responder(world, request)``), given by its kind as ``responders``. A model, not evidence about
+real LLMs. Each reads the prompt by the tags ACE's templates use; in a repair conversation
+(prompt, bad assistant reply, repair instruction) it answers the prompt repaired.
 
 - **generator**: :meth:`TaskWorld.answer <combee_fast.sim.world.TaskWorld.answer>` with the
   playbook's bullets as the lessons read (and the retry's reflection).
@@ -28,6 +29,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
+from combee_fast.ace.roles import CURATOR, GENERATOR, REDUCER, REFLECTOR
 from combee_fast.sim.responders import RoleResponder, SimRequest
 from combee_fast.sim.world import (
     EpisodeWords, TaskWorld, curator_output, fresh_lessons, json_lines, json_reply, lesson_key, lesson_unit,
@@ -180,8 +182,6 @@ def _operations(world: TaskWorld, lessons: Sequence[str], role: str, seed: int) 
     return {"reasoning": reasoning, "operations": operations}
 
 
-SERVING = "generator"
-"""The role that serves the learned context (pool ``serve``)."""
-
-ROLES: Mapping[str, RoleResponder] = {"generator": generate, "reflector": reflect, "curator": curate, "reducer": reduce}
-"""ACE's responders, by request role name."""
+RESPONDERS: Mapping[str, RoleResponder] = {GENERATOR.key: generate, REFLECTOR.key: reflect, CURATOR.key: curate,
+                                           REDUCER.key: reduce}
+"""ACE's roles as the simulated endpoint answers them, by request role name."""
