@@ -122,7 +122,7 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     demo.add_argument("--train-limit", type=flags.positive_int, default=500, help="train examples to learn from")
     demo.add_argument("--out", help="report folder (default: runs/demo-<date-time>)")
 
-    sim_cli.register(commands, _world_roles, _learner_roles)
+    sim_cli.register(commands, _world_roles)
     verify_cli.register(commands)
     return parser
 
@@ -149,18 +149,12 @@ def _heartbeat(session: Any, args: argparse.Namespace, events: Any, work: str | 
     return heartbeat.running()
 
 
-def _world_roles() -> Any:
-    """The role table ``sim-server``'s worlds answer: the built-in learners'."""
-    from combee_fast.learners import role_table
+def _world_roles(learners: Sequence[str]) -> Any:
+    """The role table ``sim-server``'s worlds answer: every registered learner's, and those of
+    ``learners`` (its ``--learner`` paths)."""
+    from combee_fast.learners import LEARNERS, role_table
 
-    return role_table()
-
-
-def _learner_roles(learners: Sequence[str]) -> Any:
-    """How ``sim-server`` answers the roles of every other registered learner and of ``learners``."""
-    from combee_fast.learners import responders
-
-    return responders(learners)
+    return role_table([*LEARNERS, *learners])
 
 
 def _session_events(quiet: bool) -> Any:

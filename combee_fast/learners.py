@@ -13,16 +13,16 @@ A learner is its own package with a :class:`~combee_fast.protocols.LearnerKind`:
 is one line in :data:`LEARNERS`; a user's needs none, being an entry point of group
 ``combee_fast.learners`` of an installed package or a ``package.module:object`` path given as the
 learner (:mod:`combee_fast.plugins`). Every kind is completed (:class:`~combee_fast.kinds.Kind`)
-when it is loaded; its simulated-endpoint responders come with it (``responders``: the built-in
-learners' make the role table the simulated worlds play, :func:`role_table`; any other's are
-answered beside them, :func:`responders`), and so do its own settings and flags (``settings``,
-``flags``: a configuration's ``learners.<name>`` section, decoded and checked by :func:`settled`;
-``combee learn`` offers the flags, :func:`flags_of`).
+when it is loaded; its simulated-endpoint responders come with it (``responders``: with its roles
+in pool ``serve``, they make the role table the simulated worlds play, the built-in learners' and
+a plug-in's alike: :func:`role_table`, and a run's, :func:`run_roles`), and so do its own
+settings and flags (``settings``, ``flags``: a configuration's ``learners.<name>`` section,
+decoded and checked by :func:`settled`; ``combee learn`` offers the flags, :func:`flags_of`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -208,33 +208,39 @@ def kind_of_file(path: str | Path, *, learner: str | None = None) -> tuple[Kind,
     raise ConfigError(f"{path}: not a file of any learner ({', '.join([*([learner] if learner else []), *LEARNERS])})")
 
 
-def role_table() -> RoleTable:
+def _serving(kind: Kind) -> frozenset[str]:
+    """The request names of ``kind``'s roles in pool ``serve`` (an agent's turns are made as them)."""
+    return frozenset(role.key for role in kind.roles if role.pool == "serve")
+
+
+def role_table(learners: Iterable[str] = ()) -> RoleTable:
     """The roles the simulated task worlds play (:class:`~combee_fast.sim.responders.RoleTable`):
-    every built-in learner's responders, by request role name, in registry order, and the request
-    names of their roles in pool ``serve`` (a world in which the endpoint plays the agent answers
-    an agent's turn in those)."""
-    kinds = list(_builtin())
-    return RoleTable({role: responder for kind in kinds for role, responder in kind.responders.items()},
-                     frozenset(role.key for kind in kinds for role in kind.roles if role.pool == "serve"))
-
-
-def responders(learners: Iterable[str] = ()) -> dict[str, RoleResponder]:
-    """How the simulated endpoint answers, beside the worlds' :func:`role_table`, the roles of
-    every other registered learner and of ``learners`` (names or paths), by request role name;
-    ConfigError when two answer one role, a built-in learner's role among them (the simulated
-    worlds answer those: a plug-in's responder for one would silently take the built-in learners'
-    answers over)."""
-    table = role_table().responders
-    owner = dict.fromkeys(table, "the built-in learners")
+    the responders of every built-in learner, in registry order, then of ``learners`` (names or
+    paths: a plug-in's), by request role name, and the request names of all their roles in pool
+    ``serve`` (a world in which the endpoint plays the agent answers an agent's turn in any of
+    them, whoever's learner it is). ConfigError when two learners answer one role by different
+    responders (a plug-in's responder for a built-in learner's role would silently take the
+    built-in learners' answers over)."""
     found: dict[str, RoleResponder] = {}
-    kinds: Mapping[str, Kind] = {**dict(LEARNERS.items()), **{name: LEARNERS.load(name) for name in learners}}
-    for name, kind in kinds.items():
+    owner: dict[str, str] = {}
+    serving: frozenset[str] = frozenset()
+    names = dict.fromkeys([*LEARNERS.builtin, *learners])
+    for name in names:
+        kind = LEARNERS.load(name)
+        who = "the built-in learners" if name in LEARNERS.builtin else f"learner {name!r}"
         for role, responder in kind.responders.items():
-            if table.get(role) is responder:  # a built-in learner's own: the worlds answer it
-                continue
-            if role in owner and found.get(role) is not responder:
+            if role in found and found[role] is not responder:
                 raise ConfigError(f"learner {name!r} declares a responder for role {role!r}, already answered by "
                                   f"{owner[role]}: give its role a name of its own")
-            found[role], owner[role] = responder, f"learner {name!r}"
-    return found
+            found.setdefault(role, responder)
+            owner.setdefault(role, who)
+        serving |= _serving(kind)
+    return RoleTable(found, serving)
 
+
+def run_roles(kind: Kind) -> RoleTable:
+    """The roles the in-process simulated world of a run of ``kind`` plays: :func:`role_table`'s,
+    ``kind``'s own responders answering before any other's (only its calls reach that endpoint)
+    and its roles in pool ``serve`` among the serving ones."""
+    table = role_table()
+    return RoleTable({**table.responders, **kind.responders}, table.serving | _serving(kind))

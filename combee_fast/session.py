@@ -33,7 +33,7 @@ from combee_fast.endpoint.client import EndpointClient
 from combee_fast.endpoint.server_work import ServerWork, read_server_work, work_since
 from combee_fast.errors import CheckpointError, CombeeError, ConfigError
 from combee_fast.kinds import Kind
-from combee_fast.learners import LEARNERS, Choice, resolve, role_table, settled
+from combee_fast.learners import LEARNERS, Choice, resolve, run_roles, settled
 from combee_fast.methods.base import EvalResult
 from combee_fast.money.cost import SIMULATED_GPUS, GpuClock
 from combee_fast.money.dollars import Price, role_prices
@@ -730,8 +730,8 @@ async def _fallback_server(config: SessionConfig, task: Task, kind: Kind,
     if all(config.endpoint_for(*role.lookup_keys).url is not None for role in (*kind.roles, *task_roles(task))):
         return None, None, None
     sim = config.sim
-    try:  # the learner registry's roles (the terminal task: its agent), a plugin learner's by its responders
-        world = task_world(task, role_table(), variant=sim.world, roles=kind.responders)
+    try:  # the learners' roles by their responders, the run's learner's first (the terminal task: its agent)
+        world = task_world(task, run_roles(kind), variant=sim.world)
     except ConfigError:  # already one line naming what and what to do
         raise
     except ValueError as exc:

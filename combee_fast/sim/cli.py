@@ -5,15 +5,15 @@ sim-server ...`` runs it standalone. The first line on stdout is ``listening on 
 
 By default it serves what a run without an endpoint gets in process: every bundled task's world
 (:mod:`combee_fast.sim.worlds`) at the in-process endpoint's latency preset and time scale
-(:class:`~combee_fast.config.SimConfig`), answering the built-in learners' roles (the learner
-registry's role table, given by ``combee``'s CLI as :func:`register`'s ``world_roles``) and also
-the roles of every other registered learner by its responders (an installed plugin's, and those
-of ``--learner package.module:object``; given as ``learner_roles``). This package imports no
-learner: ``python -m combee_fast.sim.cli`` alone plays no learner's roles (for transport
-benchmarks and the server's own tests). ``--world TASK`` plays one task (a ``jsonl`` or
-``traces`` task with ``--data`` and ``--task-option``, as ``learn`` takes them); ``--world echo``
-answers every request with its last user message (for transport benchmarks). ``GET /v1/models``
-lists one model, ``--model`` (default ``sim``).
+(:class:`~combee_fast.config.SimConfig`), answering the roles of every registered learner by
+its responders (the learner registry's role table: the built-in learners', an installed
+plugin's, and those of ``--learner package.module:object``; given by ``combee``'s CLI as
+:func:`register`'s ``world_roles``). This package imports no learner: ``python -m
+combee_fast.sim.cli`` alone plays no learner's roles (for transport benchmarks and the server's
+own tests). ``--world TASK`` plays one task, a user's by its path too (a ``jsonl`` or ``traces``
+task with ``--data`` and ``--task-option``, as ``learn`` takes them); ``--world echo`` answers
+every request with its last user message (for transport benchmarks). ``GET /v1/models`` lists
+one model, ``--model`` (default ``sim``).
 """
 
 from __future__ import annotations
@@ -24,14 +24,14 @@ import gc
 import signal
 import sys
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 
 from combee_fast.engine.loop import run
 from combee_fast.errors import EXIT_OK, EXIT_USAGE, ConfigError
 from combee_fast.redact import escape_control
 from combee_fast.config import FaultConfig, SimConfig
 from combee_fast.errors import CombeeError
-from combee_fast.sim.responders import NO_ROLES, RoleResponder, RoleTable, SimReply, SimRequest
+from combee_fast.sim.responders import NO_ROLES, RoleTable, SimReply, SimRequest
 from combee_fast.sim.server import PRESETS, SIM_MODEL, EchoResponder, LatencyPreset, Responder, SimServer
 from combee_fast.sim.peers import PeerReplies, PeerRouter
 from combee_fast.sim.world import TaskWorld
@@ -47,19 +47,15 @@ flight the default (700) collects many times a second, and its older-generation 
 the loop, holding every answer due meanwhile (``bench/throughput.py`` shows the server's CPU per request)."""
 
 
-WorldRoles = Callable[[], RoleTable]
-"""The role table the worlds answer: the built-in learners' (:func:`combee_fast.learners.role_table`)."""
-
-LearnerResponders = Callable[[Sequence[str]], Mapping[str, RoleResponder]]
-"""The responders of every other registered learner's roles and of the learners named (paths),
-by request role name (:func:`combee_fast.learners.responders`)."""
+WorldRoles = Callable[[Sequence[str]], RoleTable]
+"""The role table the worlds answer, given the learners ``--learner`` names (paths): every
+registered learner's and theirs (:func:`combee_fast.learners.role_table`)."""
 
 
-def register(subparsers: argparse._SubParsersAction, world_roles: WorldRoles | None = None,
-             learner_roles: LearnerResponders | None = None) -> None:
+def register(subparsers: argparse._SubParsersAction, world_roles: WorldRoles | None = None) -> None:
     """Add the ``sim-server`` subcommand; its handler is ``args.handler(args) -> int``. The
-    worlds answer the table ``world_roles`` gives (None: no learner's roles) and also
-    ``learner_roles`` (None: none besides)."""
+    worlds answer the table ``world_roles`` gives (None: no learner's roles, and no
+    ``--learner``)."""
     sim = SimConfig()
     parser = subparsers.add_parser(
         "sim-server",
@@ -84,7 +80,7 @@ def register(subparsers: argparse._SubParsersAction, world_roles: WorldRoles | N
                              f"(answer with the last user message); default: every bundled task "
                              f"({', '.join(BUNDLED_TASKS)})")
     parser.add_argument("--data", help="the data file of a jsonl or traces --world")
-    if learner_roles is not None:
+    if world_roles is not None:
         parser.add_argument("--learner", action="append", default=[], metavar="PACKAGE.MODULE:OBJECT",
                             help="also answer the roles of this learner, by its responders (repeatable; installed "
                                  "plugins' roles are answered without it)")
@@ -108,7 +104,7 @@ def register(subparsers: argparse._SubParsersAction, world_roles: WorldRoles | N
     parser.add_argument("--reuse-port", action="store_true",
                         help="listen with SO_REUSEPORT, so several sim-server processes can share one port "
                              "(each with its own latency model: use with --constant-latency)")
-    parser.set_defaults(handler=run_sim_server, world_roles=world_roles, learner_roles=learner_roles)
+    parser.set_defaults(handler=run_sim_server, world_roles=world_roles)
 
 
 def _port(text: str) -> int:
@@ -130,7 +126,7 @@ def server_from_args(args: argparse.Namespace) -> SimServer:
         rate_truncated=args.rate_truncated, retry_after_s=args.retry_after, stall_s=args.stall,
     )
     preset = args.preset if args.constant_latency is None else LatencyPreset.constant(args.constant_latency)
-    table = args.world_roles() if args.world_roles is not None and args.world != ECHO else NO_ROLES
+    table = args.world_roles(args.learner) if args.world_roles is not None and args.world != ECHO else NO_ROLES
     responder = worlds = _responder(args, table)
     if args.peers:
         if not isinstance(responder, (TaskWorld, TaskWorlds)):
@@ -139,12 +135,9 @@ def server_from_args(args: argparse.Namespace) -> SimServer:
         responder = PeerRouter(responder, PeerReplies(world), table.responders)
     elif isinstance(responder, (TaskWorld, TaskWorlds)):
         responder = RolelessNotice(responder)
-    roles = args.learner_roles(args.learner) if args.learner_roles is not None else {}
-    if roles and isinstance(worlds, (TaskWorld, TaskWorlds)):
-        responder = LearnerRoles(responder, worlds, roles)
     played = worlds.tasks if isinstance(worlds, TaskWorlds) else (worlds.task.name,) \
         if isinstance(worlds, TaskWorld) else None
-    answered = tuple(sorted({*worlds.plays(), *roles})) if isinstance(worlds, (TaskWorld, TaskWorlds)) else None
+    answered = worlds.plays() if isinstance(worlds, (TaskWorld, TaskWorlds)) else None
     return SimServer(responder, preset=preset, time_scale=args.time_scale, faults=faults,
                      seed=args.seed, latency_jitter=args.latency_jitter, host=args.host, port=args.port,
                      reject_json_schema=args.reject_json_schema, reuse_port=args.reuse_port, model=args.model,
@@ -167,23 +160,6 @@ class RolelessNotice:
                   "gepa package's) gets no usable answer from the task world; start the server with --peers to "
                   "answer such prompts", file=sys.stderr, flush=True)
         return self.responder.respond(request)
-
-
-class LearnerRoles:
-    """Answers the requests of ``roles`` (request role name -> responder) by their responder, in
-    the world that knows the request's question (:meth:`TaskWorlds.world_for`), and every other
-    request by ``responder``."""
-
-    def __init__(self, responder: Responder, worlds: TaskWorld | TaskWorlds,
-                 roles: Mapping[str, RoleResponder]) -> None:
-        self.responder, self.worlds, self.roles = responder, worlds, dict(roles)
-
-    def respond(self, request: SimRequest) -> str | SimReply:
-        answer = self.roles.get(request.role)
-        if answer is None:
-            return self.responder.respond(request)
-        worlds = self.worlds
-        return answer(worlds.world_for(request) if isinstance(worlds, TaskWorlds) else worlds, request)
 
 
 def _responder(args: argparse.Namespace, table: RoleTable) -> Responder:

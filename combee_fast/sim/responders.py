@@ -61,8 +61,9 @@ class RoleTable(NamedTuple):
     """The roles a task world plays: ``responders`` by request role name, and ``serving``, the
     request names of the roles that serve the learned context (pool ``serve``): a world in which
     the endpoint plays the agent answers an agent's turn in any of them. The learners' table comes
-    from their registry (:func:`combee_fast.learners.role_table`), handed to the worlds by whoever
-    builds them (the session, ``combee sim-server``)."""
+    from their registry (:func:`combee_fast.learners.role_table`: the built-in learners' and a
+    plug-in's alike), handed to the worlds by whoever builds them (the session, ``combee
+    sim-server``)."""
 
     responders: Mapping[str, RoleResponder]
     serving: frozenset[str] = frozenset()
@@ -70,26 +71,6 @@ class RoleTable(NamedTuple):
 
 NO_ROLES = RoleTable({})
 """The table of a world that plays no learner's role (its knowledge alone, or transport tests)."""
-
-
-class WithRoles:
-    """A task world that also answers ``roles`` (request role name -> :data:`RoleResponder`),
-    before any role of its own: how a learner outside the package is answered."""
-
-    def __init__(self, world: Any, roles: Mapping[str, RoleResponder]) -> None:
-        self.world = world
-        self.roles = dict(roles)
-
-    def __getattr__(self, name: str) -> Any:  # the world's own attributes (task, knows, params...)
-        return getattr(self.world, name)
-
-    def respond(self, request: SimRequest) -> str | SimReply:
-        responder = self.roles.get(request.role)
-        return responder(self.world, request) if responder is not None else self.world.respond(request)
-
-    def plays(self) -> tuple[str, ...]:
-        """The request roles answered: ``roles`` and the world's own."""
-        return tuple(sorted({*self.roles, *self.world.plays()}))
 
 
 GENERIC_TEXT = "a simulated reply"

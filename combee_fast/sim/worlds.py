@@ -2,7 +2,8 @@
 
 :func:`task_world` is the world of one task as the in-process simulated endpoint builds it, so a
 standalone ``combee sim-server --world TASK`` answers exactly what a run without an endpoint would
-get: the world a task names as its ``sim_world`` (a ``package.module:factory`` path: the terminal
+get: the world a task names as its ``sim_world`` (a ``package.module:factory`` path, a built-in
+task's and a user's alike, :data:`WorldFactory`; no world is picked by a task's name: the terminal
 task's, :func:`~combee_fast.sim.terminal.terminal_world`, in which the endpoint plays the agent;
 the tau2 tasks', :func:`~combee_fast.sim.tau2.tau2_world`, in which it plays the agent and the
 customer; FiNER's, :func:`~combee_fast.sim.finer.finer_world`), else the calibrated world of its
@@ -22,14 +23,14 @@ world's words: its prose, its playbook section), else to the first world.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import cast
 
 from combee_fast.errors import ConfigError
 from combee_fast.plugins import load_path
 from combee_fast.protocols.rollouts import EnvironmentTask
 from combee_fast.protocols.tasks import Task
-from combee_fast.sim.responders import RoleResponder, RoleTable, SimReply, SimRequest, WithRoles
+from combee_fast.sim.responders import RoleTable, SimReply, SimRequest
 from combee_fast.sim.world import TaskWorld, json_lines
 from combee_fast.tasks.registry import get_task
 
@@ -67,15 +68,10 @@ def _calibrated(task: Task, roles: RoleTable, *, splits: Sequence[str] = (), var
     return TaskWorld.for_task(task, splits, variant=variant, roles=roles)
 
 
-def task_world(task: Task, table: RoleTable, *, variant: str = "default",
-               roles: Mapping[str, RoleResponder] | None = None) -> TaskWorld | WithRoles:
+def task_world(task: Task, table: RoleTable, *, variant: str = "default") -> TaskWorld:
     """The world of ``task`` (every split's examples), as the in-process simulated endpoint plays
-    it, answering the roles of ``table`` and also ``roles`` (a plugin learner's responders, by
-    request role) but for those ``table`` answers by the same responder; ValueError for an
-    unknown ``variant``."""
-    world = world_factory(task)(task, table, variant=variant)
-    own = {role: responder for role, responder in (roles or {}).items() if table.responders.get(role) is not responder}
-    return WithRoles(world, own) if own else world
+    it, answering the roles of ``table``; ValueError for an unknown ``variant``."""
+    return world_factory(task)(task, table, variant=variant)
 
 
 def asked_question(request: SimRequest) -> str | None:

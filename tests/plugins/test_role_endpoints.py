@@ -9,7 +9,7 @@ import json
 import sys
 from pathlib import Path
 
-from combee_fast.learners import responders, role_table
+from combee_fast.learners import role_table
 from combee_fast.sim.worlds import task_world
 from combee_fast.tasks.registry import get_task
 
@@ -26,8 +26,8 @@ async def _learn(*args: str) -> dict:
     return json.loads(out.decode().splitlines()[0])
 
 
-async def _two_servers(start_sim_server, roles=None):  # type: ignore[no-untyped-def]
-    world = task_world(get_task("formula"), role_table(), roles=roles)
+async def _two_servers(start_sim_server, learners=()):  # type: ignore[no-untyped-def]
+    world = task_world(get_task("formula"), role_table(learners))
     return [await start_sim_server(world, time_scale=0.0001) for _ in range(2)]
 
 
@@ -53,7 +53,7 @@ async def test_textgrads_loss_calls_go_to_the_loss_endpoint_and_no_others(start_
 
 
 async def test_a_plugin_learners_role_goes_to_its_own_endpoint(start_sim_server, tmp_path) -> None:
-    first, second = await _two_servers(start_sim_server, roles=responders([NOTES]))
+    first, second = await _two_servers(start_sim_server, [NOTES])
     summary = await _learn("--task", "formula", "--learner", NOTES, "--method", "combee", *FAST,
                            "--endpoint", first.url, "--model", "sim", "--role-endpoint", f"editor={second.url}",
                            "--out", str(tmp_path / "run"))

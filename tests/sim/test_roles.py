@@ -1,18 +1,20 @@
 """One world answers through its table of responders by request role: every role each built-in
 learner declares is in the learner registry's table, answered by the responder its kind declares;
-a responder registered for a role answers it with the world's knowledge, a plugin's responders
-answer before the world's own."""
+a responder registered for a role answers it with the world's knowledge; a plug-in learner's
+responders and serving roles are in the table too, and a run's own learner answers its roles first."""
 
 from __future__ import annotations
 
 import orjson
 
-from combee_fast.learners import LEARNERS, role_table
+from combee_fast.kinds import Kind
+from combee_fast.learners import LEARNERS, role_table, run_roles
 from combee_fast.schema import Message
 from combee_fast.sim.responders import RoleTable, SimRequest
 from combee_fast.sim.world import FORMULA_PARAMS, TaskWorld
 from combee_fast.sim.worlds import task_world
 from combee_fast.tasks.registry import get_task
+from tests.plugins.combee_notes.kind import NotesKind
 
 TASK = get_task("formula")
 EXAMPLES = TASK.load("train").examples
@@ -49,14 +51,29 @@ def test_a_registered_responder_answers_its_role_with_the_worlds_knowledge() -> 
     assert lacking == {"final_answer": "generator"}
 
 
-def test_a_plugin_learners_responders_answer_before_the_worlds_own() -> None:
+NOTES = "tests.plugins.combee_notes.kind:NOTES"
+
+
+def test_a_plugin_learners_roles_are_in_the_table_the_worlds_play() -> None:
+    notes = LEARNERS.load(NOTES)
+    table = role_table([NOTES])
+    assert all(table.responders[role] is responder for role, responder in notes.responders.items())
+    assert "notes_answer" in table.serving and role_table().responders.items() <= table.responders.items()
+    world = task_world(TASK, table)
+    assert {*notes.responders, *role_table().responders} == set(world.plays())
+
+
+def test_a_runs_own_learner_answers_its_roles_before_any_other() -> None:
     seen: list[str] = []
 
     def mine(world: TaskWorld, request: SimRequest) -> str:
         seen.append(world.task.name)
         return "mine"
 
-    world = task_world(TASK, role_table(), roles={"generator": mine, "my_role": mine})
+    class Mine(NotesKind):  # a plug-in answering a role named as a built-in learner's is
+        responders = {**NotesKind.responders, "generator": mine, "my_role": mine}
+
+    world = task_world(TASK, run_roles(Kind(Mine(), "mine")))
     assert world.respond(_request("my_role")) == world.respond(_request("generator")) == "mine"
     assert seen == ["formula", "formula"]
     plain = task_world(TASK, role_table())

@@ -1,8 +1,9 @@
 """The terminal world plays the agent whatever role serves the learned context (ACE's generator,
-GEPA's solver, TextGrad's forward pass), reads the context from ACE's ``<playbook>`` or the plain
-``<instructions>`` block and finds a family's lessons in it by their text; GEPA's proposer and
-TextGrad's loss and gradient judge chores by the checks' outcome and name the family's own
-lessons. Requests are built from the agent's and the learners' own prompt templates."""
+GEPA's solver, TextGrad's forward pass, a plug-in learner's serving role), reads the context from
+ACE's ``<playbook>`` or the plain ``<instructions>`` block and finds a family's lessons in it by
+their text; GEPA's proposer and TextGrad's loss and gradient judge chores by the checks' outcome
+and name the family's own lessons. Requests are built from the agent's and the learners' own
+prompt templates."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from combee_fast.tasks.terminal.families import BY_KEY
 from combee_fast.textgrad.calls import (GRADIENT_ROLE, LOSS_ROLE, Loss, gradient_agent_messages,
                                         loss_agent_messages)
 
+NOTES = "tests.plugins.combee_notes.kind:NOTES"
 TERMINAL = get_task("terminal")
 WORLD = task_world(TERMINAL, role_table())
 EXAMPLES = TERMINAL.load("train").examples
@@ -43,15 +45,15 @@ def _playbook(lessons: list[str]) -> str:
     return playbook.render()
 
 
-def _turn(role: str, system: str, example, seed: int, issued: tuple[str, ...] = ()) -> SimReply:
-    """The world's reply to an agent turn after ``issued`` commands, the conversation as the
+def _turn(role: str, system: str, example, seed: int, issued: tuple[str, ...] = (), world=WORLD) -> SimReply:
+    """The ``world``'s reply to an agent turn after ``issued`` commands, the conversation as the
     ReAct agent builds it (tool calls)."""
     messages = [Message("system", system),
                 Message("user", fill(TASK, task=example.input, retry_block="", observation="You are in /work."))]
     for n, command in enumerate(issued):
         call = ToolCall("run", msgspec.json.encode({"command": command}).decode(), f"call_{n}")
         messages += [Message("assistant", "", (call,)), Message("tool", "exit status 0\n", tool_call_id=call.id)]
-    reply = WORLD.respond(SimRequest(role, "sim", tuple(messages), 1024, 0.0, seed, None, TOOLS))
+    reply = world.respond(SimRequest(role, "sim", tuple(messages), 1024, 0.0, seed, None, TOOLS))
     assert isinstance(reply, SimReply)
     return reply
 
@@ -87,6 +89,18 @@ def test_the_agent_is_played_alike_whatever_role_serves_it_and_however_its_conte
                 for system in _contexts(lessons).values():
                     chosen.add(_first_command(role, system, example, seed))
         assert len(chosen) == 1, (example.id, chosen)  # one draw per seed and chore: the same decision
+
+
+def test_the_agent_plays_a_plug_in_learners_serving_role_as_it_plays_the_built_in_learners() -> None:
+    """The notes learner's ``notes_answer`` (pool ``serve``), in the table with the built-in
+    learners' roles: its agent turns are the world's agent's, no responder of the learner's."""
+    world = task_world(TERMINAL, role_table([NOTES]))
+    assert "notes_answer" in world.serving
+    for seed, example in enumerate(EXAMPLES[:20]):
+        system = _contexts([TERMINAL_LESSONS.about(_family(example).name, 0)])["instructions"]
+        for issued in ((), (INSPECT,)):
+            assert _turn("notes_answer", system, example, seed, issued, world) == _turn(
+                SERVING_ROLES[0], system, example, seed, issued)
 
 
 @pytest.mark.parametrize("form", ["playbook", "instructions"])
