@@ -33,7 +33,7 @@ from combee_fast.run.train import TrainResult
 from combee_fast.schema import Example
 from combee_fast.session import open_session
 from combee_fast.tasks.heldout import check_use
-from combee_fast.verify.cells import served_by
+from combee_fast.verify.cells import pools_of, served_by
 from combee_fast.verify.report import demo_report
 
 DEMO_RUNS = (("sequential", 1), ("naive", 100), ("combee", 40))
@@ -89,7 +89,8 @@ async def run_demo(*, train_limit: int = 500, time_scale: float = 2e-4,
     folder = Path(out or f"runs/demo-{time.strftime('%Y%m%d-%H%M%S')}")
     for (method, _, _, interval), scored in zip(results, scores):
         _write_scores(folder / method, test.examples, scored, interval)
-    page = demo_report(folder, results, split=TEST_SPLIT, val_split=config.task.val_split, models=served_by(config),
+    page = demo_report(folder, results, split=TEST_SPLIT, val_split=config.task.val_split,
+                       models=served_by(config), pools=pools_of(config),
                        use_ground_truth=config.use_ground_truth, scorer=f"the {session.task.name} task's success metric",
                        record=record, paired=_paired(results, scores))
     print(f"report: {page}")

@@ -264,8 +264,6 @@ OUTSIDERS_ALLOWED = {
                   "with ACE's generator: a front end of those two learners, as a user's program is",
     "combee/reduce.py": "the paper's reducer tree labels its calls reducer[level.index] whatever the learner "
                         "(the paper's word, which ACE's reducer role shares); playbooks keep the labels",
-    "verify/roles.py": "verify's role-separation table is ACE's (proposers reflector, curator, reducer; server "
-                       "generator): left to mend (issue 50), it should read the verified learner's pools",
 }
 """Modules (or folders) outside the learner packages that may name them, and why."""
 

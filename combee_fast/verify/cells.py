@@ -44,6 +44,7 @@ class CellRun(msgspec.Struct, frozen=True, kw_only=True):
     test_scores: tuple[float, ...]
     selection_accuracy: float | None
     models: dict[str, str]  # role -> "model @ endpoint" that served it
+    pools: dict[str, str]  # role -> its pool (serve, propose, evaluate), in the learner's order
     use_ground_truth: bool
     stopped_by: str | None = None
     plan: tuple[int, ...] = ()
@@ -99,6 +100,11 @@ def served_by(config: SessionConfig) -> dict[str, str]:
     return names
 
 
+def pools_of(config: SessionConfig) -> dict[str, str]:
+    """Role -> its pool for every role of ``config``, in its learner's order (what role separation reads)."""
+    return {role.key: role.pool for role in roles_of(config)}
+
+
 async def run_cell(card: Card, card_path: str | Path, config: SessionConfig, hardware: HardwareClass, *,
                    command: str, run_dir: str | Path | None = None) -> CellRun:
     """Train ``config`` (already a cell of ``card``, :func:`cell_config`), then score its best
@@ -131,7 +137,7 @@ async def run_cell(card: Card, card_path: str | Path, config: SessionConfig, har
         rollouts=result.rollouts, tokens=result.tokens, calls=result.calls, gpu_seconds=result.gpu_seconds,
         test_split=test_name, test_sha256=test.manifest.sha256,
         test_scores=scored.scores,
-        selection_accuracy=result.best_val_accuracy, models=served_by(config),
+        selection_accuracy=result.best_val_accuracy, models=served_by(config), pools=pools_of(config),
         use_ground_truth=config.use_ground_truth, stopped_by=result.stopped_by,
         plan=tuple(row.batch_size for row in result.ledger if row.batch_size),
     )

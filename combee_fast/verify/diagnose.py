@@ -43,7 +43,7 @@ from combee_fast.session import open_session
 from combee_fast.tasks.heldout import check_use
 from combee_fast.verify.budget import BudgetGuard
 from combee_fast.verify.card import Card, HardwareClass
-from combee_fast.verify.cells import baseline_config, card_usage, served_by
+from combee_fast.verify.cells import baseline_config, card_usage, pools_of, served_by
 
 ADD_ROLLOUTS = "add serial rollouts first"
 CHANGE_METHOD = "the method is the problem: change it before scaling"
@@ -82,6 +82,7 @@ class Diagnosis(msgspec.Struct, frozen=True, kw_only=True):
     train_rows: int  # rows of the train split
     sim_seconds: float
     models: dict[str, str]
+    pools: dict[str, str]
     use_ground_truth: bool
 
     @property
@@ -232,6 +233,6 @@ async def diagnose(card: Card, card_path: str | Path, out: str | Path, *, hardwa
         lift=paired_bootstrap(np.asarray(last.scores), np.asarray(empty.scores), resamples=resamples),
         margin=card.claim.margin, stopped_by=result.stopped_by,
         rollouts=result.rollouts, samples=result.samples, train_rows=len(session.train_split.examples),
-        sim_seconds=result.train_sim_seconds, models=served_by(config),
+        sim_seconds=result.train_sim_seconds, models=served_by(config), pools=pools_of(config),
         use_ground_truth=config.use_ground_truth,
     )

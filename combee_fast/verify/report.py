@@ -105,7 +105,7 @@ def verification_lines(result: Verification) -> list[str]:
               "--plan-from runs/<cell>/controller.jsonl` repeats its plan):", "",
               *plan_lines(result.runs)]
     first = result.runs[0]
-    roles, warnings = role_separation(first.models, use_ground_truth=first.use_ground_truth,
+    roles, warnings = role_separation(first.models, first.pools, use_ground_truth=first.use_ground_truth,
                                       scorer=result.card.eval_set.scoring)
     lines += ["", "Role separation:", "", *roles]
     lines += ["", *(f"**Warning:** {w}" for w in warnings)] if warnings else []
@@ -168,7 +168,7 @@ def diagnose_report(folder: str | Path, diagnosis: Diagnosis, *, record: Provena
         _target_line(d),
         "",
     ]
-    roles, warnings = role_separation(d.models, use_ground_truth=d.use_ground_truth, scorer=card.eval_set.scoring)
+    roles, warnings = role_separation(d.models, d.pools, use_ground_truth=d.use_ground_truth, scorer=card.eval_set.scoring)
     lines += ["Role separation:", "", *roles, *(f"\n**Warning:** {w}" for w in warnings), ""]
     lines += [f"## {d.decision} for parallelisation", "", *(f"- {reason}" for reason in d.reasons())]
     path = root / PAGE
@@ -200,7 +200,7 @@ def demo_curves(results: Sequence[tuple[str, int, TrainResult, ScoreInterval]]) 
 
 
 def demo_report(folder: str | Path, results: Sequence[tuple[str, int, TrainResult, ScoreInterval]], *, split: str,
-                val_split: str, models: dict[str, str], use_ground_truth: bool, scorer: str,
+                val_split: str, models: dict[str, str], pools: dict[str, str], use_ground_truth: bool, scorer: str,
                 record: Provenance | None = None, paired: Sequence[str] = ()) -> Path:
     """Write the demo's page (methods side by side: time, speedup, accuracy on ``split`` with its
     95% interval, cost, role separation; ``paired``: the methods compared per row),
@@ -235,7 +235,7 @@ def demo_report(folder: str | Path, results: Sequence[tuple[str, int, TrainResul
     if paired:
         lines += ["", f"Paired on the `{split}` rows (each method's scores: `<method>/results.jsonl`; "
                   "`combee compare --paired` compares any two):", "", *paired]
-    roles, warnings = role_separation(models, use_ground_truth=use_ground_truth, scorer=scorer)
+    roles, warnings = role_separation(models, pools, use_ground_truth=use_ground_truth, scorer=scorer)
     lines += ["", "Role separation:", "", *roles, *(f"\n**Warning:** {w}" for w in warnings), "",
               "One seed shows one draw of the task world. For claims that survive (seeds x hardware classes, paired "
               "intervals), see `combee diagnose cards/formula.toml` and `combee verify cards/formula.toml --config X`.",
