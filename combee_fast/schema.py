@@ -254,10 +254,12 @@ class Trajectory(msgspec.Struct, frozen=True):
 class Rollout(msgspec.Struct, frozen=True):
     """One generator attempt on one example, scored.
 
-    ``round`` counts regenerations after reflection (0 = first attempt). ``error`` is set when
-    the call failed or its output could not be parsed; ``answer`` is then ``None``. An attempt
-    made by an agent episode carries its ``trajectory`` (its ``usage`` then sums the episode's
-    model calls, and ``error`` is the call error that left it unanswered, if any). ``version``:
+    ``round`` counts regenerations after reflection (0 = first attempt). ``cited``: the ids of
+    the learned context's parts the answer says it used (a context with citable parts, ACE's
+    bullets; empty otherwise). ``error`` is set when the call failed or its output could not be
+    parsed; ``answer`` is then ``None``. An attempt made by an agent episode carries its
+    ``trajectory`` (its ``usage`` then sums the episode's model calls, and ``error`` is the call
+    error that left it unanswered, if any). ``version``:
     the context version the rollout was produced with (an online learner's
     ``context_for(key).version``), so its reward is attributed to that version; ``None`` when
     unknown (offline runs, where the step's snapshot is the version). ``trace``: the W3C
@@ -270,7 +272,7 @@ class Rollout(msgspec.Struct, frozen=True):
     messages: tuple[Message, ...]
     answer: str | None
     reasoning: str
-    bullet_ids: tuple[str, ...]
+    cited: tuple[str, ...]
     score: float | None
     feedback: str
     usage: Usage

@@ -77,13 +77,13 @@ class AceCalls:
             score = task.score(example, None)
             return Rollout(
                 example=example, round=round_, messages=messages, answer=None, reasoning="",
-                bullet_ids=(), score=score.value, feedback=score.feedback, usage=result.usage,
+                cited=(), score=score.value, feedback=score.feedback, usage=result.usage,
                 error=parsed, raw=result.text,
             )
         score = task.score(example, parsed.final_answer)
         return Rollout(
             example=example, round=round_, messages=messages, answer=parsed.final_answer,
-            reasoning=parsed.reasoning, bullet_ids=parsed.bullet_ids, score=score.value,
+            reasoning=parsed.reasoning, cited=parsed.bullet_ids, score=score.value,
             feedback=score.feedback, usage=result.usage, raw=result.text,
         )
 
@@ -97,7 +97,7 @@ class AceCalls:
     async def reflect(self, rollout: Rollout, playbook: Playbook, *, epoch: int) -> Reflection:
         """Diagnose one rollout. A failed call gives a reflection with ``error`` and no tags."""
         calls = self.calls
-        cited = [bullet for bid in rollout.bullet_ids if (bullet := playbook.get(bid)) is not None]
+        cited = [bullet for bid in rollout.cited if (bullet := playbook.get(bid)) is not None]
         ground_truth = rollout.example.target if calls.use_ground_truth else None
         if rollout.trajectory is not None:
             rollout = self._fitted_trajectory(rollout, cited_bullets_text(cited), ground_truth)

@@ -112,7 +112,7 @@ class SolverAttempts:
                       previous: Rollout | None = None, feedback: str | None = None) -> Rollout:
         graded = await self.calls.solve(example, context, seed_path=(epoch, round_))
         return Rollout(example=example, round=round_, messages=solver_messages(example, context), answer=graded.answer,
-                       reasoning="", bullet_ids=(), score=graded.score, feedback=graded.feedback, usage=graded.usage,
+                       reasoning="", cited=(), score=graded.score, feedback=graded.feedback, usage=graded.usage,
                        error=graded.error)
 
 

@@ -49,7 +49,7 @@ def rollout_of(example: Example, round_: int, trajectory: Trajectory, role: str)
     rendered = render_trajectory(trajectory)
     return Rollout(
         example=example, round=round_, messages=(Message("user", example.input), Message("assistant", rendered)),
-        answer=trajectory.answer, reasoning=rendered, bullet_ids=trajectory.cited, score=trajectory.reward,
+        answer=trajectory.answer, reasoning=rendered, cited=trajectory.cited, score=trajectory.reward,
         feedback=trajectory.feedback, usage=summed_usage(trajectory, role), error=trajectory.call_error,
         trajectory=trajectory,
     )

@@ -34,7 +34,7 @@ def trace_record(trajectory: Trajectory, example: Example) -> TraceRecord:
     return TraceRecord(
         id=trajectory.key, task=example.input, trajectory=render_trajectory(trajectory),
         answer=trajectory.answer, score=trajectory.reward, feedback=trajectory.feedback,
-        ground_truth=example.target, bullet_ids=trajectory.cited, episode=trajectory,
+        ground_truth=example.target, cited=trajectory.cited, episode=trajectory,
     )
 
 

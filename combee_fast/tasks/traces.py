@@ -9,7 +9,8 @@ File format (JSONL, one trace per line; keys in any order)::
      "score": 0.0,                # number in [0, 1]: the outcome (1.0 = success)
      "feedback": "...",           # string: what the grader / environment reported
      "ground_truth": "..." | null,  # optional: the expected answer, when known
-     "bullet_ids": ["..."],       # optional: playbook bullets the agent cited
+     "cited": ["..."],            # optional: ids of the learned context's parts the agent
+                                  # cited (files written before name it "bullet_ids": read the same)
      "episode": {...},            # optional: the whole trajectory of an agent episode
                                   # (a run's trajectories.jsonl writes it)
      "version": 3}                # optional: the context version the agent ran with
@@ -48,12 +49,28 @@ class TraceRecord(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     score: float
     feedback: str
     ground_truth: str | None = None
-    bullet_ids: tuple[str, ...] = ()
+    cited: tuple[str, ...] = ()
     episode: Trajectory | None = None
     version: int | None = None
 
 
 _DECODER = msgspec.json.Decoder(TraceRecord)
+
+OLDER_CITED_KEY = "bullet_ids"
+"""What a traces file written before named ``cited`` (a run's ``trajectories.jsonl`` included)."""
+
+
+def decode_trace(line: bytes) -> TraceRecord:
+    """One line of a traces file as its record; a line that names ``cited`` by its older key
+    (:data:`OLDER_CITED_KEY`) reads the same. :class:`msgspec.DecodeError` when it is no record."""
+    try:
+        return _DECODER.decode(line)
+    except msgspec.ValidationError:
+        fields = msgspec.json.decode(line)
+        if not (isinstance(fields, dict) and OLDER_CITED_KEY in fields and "cited" not in fields):
+            raise
+        fields["cited"] = fields.pop(OLDER_CITED_KEY)
+        return msgspec.convert(fields, TraceRecord)
 
 
 class TracesTask:
@@ -81,7 +98,7 @@ class TracesTask:
         records = []
         for index, row in selected.rows:
             try:
-                record = _DECODER.decode(row.data)
+                record = decode_trace(row.data)
             except msgspec.DecodeError as exc:
                 raise TaskDataError(str(selected.path), row.line, f"not a trace record: {exc}") from None
             if not (math.isfinite(record.score) and 0.0 <= record.score <= 1.0):
@@ -116,7 +133,7 @@ class TracesTask:
                 messages=(Message("user", record.task), Message("assistant", record.trajectory)),
                 answer=record.answer,
                 reasoning=record.trajectory,
-                bullet_ids=record.bullet_ids,
+                cited=record.cited,
                 score=record.score,
                 feedback=record.feedback,
                 usage=Usage(role=TRACE_ROLE),

@@ -63,7 +63,7 @@ class ForwardAttempts:
                       previous: Rollout | None = None, feedback: str | None = None) -> Rollout:
         forward = await self.calls.forward(example, context, epoch=seed_epoch(epoch, round_))
         return Rollout(example=example, round=round_, messages=forward_messages(example.input, context),
-                       answer=forward.answer, reasoning="", bullet_ids=(), score=forward.score,
+                       answer=forward.answer, reasoning="", cited=(), score=forward.score,
                        feedback=forward.feedback, usage=forward.usage, error=forward.error)
 
 

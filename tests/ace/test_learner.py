@@ -18,7 +18,7 @@ EXAMPLE = Example(index=3, input="q", target="4", split="train")
 
 def _rollout(round_: int, score: float, role: str = "generator") -> Rollout:
     return Rollout(example=EXAMPLE, round=round_, messages=(), answer="4" if score else "5", reasoning="",
-                   bullet_ids=(), score=score, feedback="", usage=Usage(role=role, sim_latency_s=1.0 + round_))
+                   cited=(), score=score, feedback="", usage=Usage(role=role, sim_latency_s=1.0 + round_))
 
 
 def _reflection(rollout: Rollout, insight: str, tags: tuple[BulletTag, ...] = (), error: CallError | None = None):

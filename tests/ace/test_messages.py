@@ -53,7 +53,7 @@ def rollout(**changes) -> Rollout:
         messages=(),
         answer="0.5",
         reasoning="liabilities / assets = 0.5",
-        bullet_ids=("form-00001",),
+        cited=("form-00001",),
         score=0.0,
         feedback="Your answer 0.50 does not match the expected 2.00.",
         usage=Usage(role="generator"),

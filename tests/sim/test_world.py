@@ -86,7 +86,7 @@ def test_the_uninformative_world_variant_reflects_no_lesson_about_any_unit() -> 
     noise = TaskWorld(TASK, EXAMPLES, world_params(FORMULA_PARAMS, "uninformative"), roles=role_table())
     units = {e.meta["formula"] for e in EXAMPLES} | {"General"}
     for seed, example in enumerate(EXAMPLES[:40]):
-        rollout = Rollout(example=example, round=0, messages=(), answer="0", reasoning="", bullet_ids=(), score=0.0,
+        rollout = Rollout(example=example, round=0, messages=(), answer="0", reasoning="", cited=(), score=0.0,
                           feedback="", usage=Usage())
         messages = reflector_messages(rollout, "", ground_truth=example.target)
         informed = orjson.loads(WORLD.respond(SimRequest("reflector", "m", messages, 1024, 0.0, seed, None)))

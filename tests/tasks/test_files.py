@@ -124,7 +124,7 @@ def test_traces_become_scored_round_zero_rollouts(tmp_path):
         tmp_path / "traces.jsonl",
         [
             trace(),
-            trace(id="t2", answer=None, score=0.0, feedback="timed out", ground_truth="ok", bullet_ids=["str-00001"],
+            trace(id="t2", answer=None, score=0.0, feedback="timed out", ground_truth="ok", cited=["str-00001"],
                   version=7),
         ],
     )
@@ -140,12 +140,33 @@ def test_traces_become_scored_round_zero_rollouts(tmp_path):
     assert (first.answer, first.score, first.feedback, first.correct) == ("installed libfoo-dev", 1.0, "build green", True)
     assert first.reasoning == first.messages[1].content and first.usage.role == "trace"
     assert first.example.meta == {"trace_id": "t1"} and first.example.target is None
-    assert (second.answer, second.score, second.correct, second.bullet_ids) == (None, 0.0, False, ("str-00001",))
+    assert (second.answer, second.score, second.correct, second.cited) == (None, 0.0, False, ("str-00001",))
     assert (first.version, second.version) == (None, 7)  # the context version the trace ran with, when known
     assert second.example.target == "ok"
     split = task.load("all")
     assert split.examples == tuple(rollout.example for rollout in rollouts)
     verify_split(task.load("all"), split.manifest)
+
+
+OLDER_TRACES = Path(__file__).parents[1] / "data" / "traces-before-cited.jsonl"
+"""A traces file as written before ``cited`` was named so (its key ``bullet_ids``): a run's
+``trajectories.jsonl`` line, with its episode, and a hand-written trace."""
+
+
+def test_traces_written_before_cited_was_named_so_load(tmp_path):
+    journal_line, hand_line = TracesTask(path=OLDER_TRACES).load_rollouts("all")
+    assert journal_line.cited == journal_line.trajectory.cited == ("build-00001", "gen-00002")
+    assert (hand_line.cited, hand_line.version, hand_line.example.target) == (("str-00001",), 3,
+                                                                              "installed libfoo-dev")
+    renamed = [orjson.dumps({("cited" if key == "bullet_ids" else key): value for key, value in row.items()}).decode()
+               for row in map(orjson.loads, OLDER_TRACES.read_bytes().splitlines())]
+    assert TracesTask(path=write_lines(tmp_path / "new.jsonl", renamed)).load_rollouts("all") == (journal_line, hand_line)
+
+
+def test_a_trace_naming_cited_twice_is_no_record(tmp_path):
+    path = write_lines(tmp_path / "both.jsonl", [trace(cited=["a"], bullet_ids=["b"])])
+    with pytest.raises(TaskDataError, match="bullet_ids"):
+        TracesTask(path=path).load("all")
 
 
 def test_traces_score_new_answers_only_against_ground_truth(tmp_path):
