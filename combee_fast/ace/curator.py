@@ -11,7 +11,8 @@ from typing import Any, Sequence
 
 import orjson
 
-from combee_fast.roles.base import bullet_line, fill, load_prompt
+from combee_fast.playbook.format import bullet_line
+from combee_fast.roles.base import fill, load_prompt
 from combee_fast.ace.ops import OPS_SCHEMA, parse_ops
 from combee_fast.schema import Bullet, CallError, Message, Op, Reflection
 

@@ -11,7 +11,8 @@ from typing import Any
 import msgspec
 
 from combee_fast.roles import bounds
-from combee_fast.roles.base import EMPTY_PLAYBOOK, clean_bullet_id, convert, decode_json_object, fill, load_prompt
+from combee_fast.playbook.format import EMPTY_PLAYBOOK, ids_in
+from combee_fast.roles.base import clean_id, convert, decode_json_object, fill, load_prompt
 from combee_fast.schema import CallError, Message, Reflection
 
 GENERATOR_MAX_TOKENS = 1024
@@ -36,7 +37,7 @@ enumerates the playbook's ids (:func:`generator_schema`)."""
 
 def generator_schema(playbook_text: str) -> dict[str, Any]:
     """:data:`GENERATOR_SCHEMA` whose ``bullet_ids`` may only be ids of ``playbook_text``."""
-    return bounds.with_ids(GENERATOR_SCHEMA, ("bullet_ids", "*"), bounds.ids_in(playbook_text))
+    return bounds.with_ids(GENERATOR_SCHEMA, ("bullet_ids", "*"), ids_in(playbook_text))
 
 
 class GeneratorOutput(msgspec.Struct, frozen=True):
@@ -105,6 +106,6 @@ def parse_generator(data: Any, text: str | None) -> GeneratorOutput | CallError:
     reply = convert(obj, _GeneratorReply, text, what="generator")
     if isinstance(reply, CallError):
         return reply
-    ids = dict.fromkeys(cleaned for cleaned in map(clean_bullet_id, reply.bullet_ids) if cleaned)
+    ids = dict.fromkeys(cleaned for cleaned in map(clean_id, reply.bullet_ids) if cleaned)
     answer = reply.final_answer if isinstance(reply.final_answer, str) else str(reply.final_answer)
     return GeneratorOutput(reply.reasoning, tuple(ids), answer.strip())

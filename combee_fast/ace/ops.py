@@ -29,8 +29,9 @@ from typing import Any
 
 import msgspec
 
+from combee_fast.playbook.format import ids_in
 from combee_fast.roles import bounds
-from combee_fast.roles.base import (PLACEHOLDER_PROBLEM, PROMPT_COPY_PROBLEM, clean_bullet_id, convert, copies_prompt,
+from combee_fast.roles.base import (PLACEHOLDER_PROBLEM, PROMPT_COPY_PROBLEM, clean_id, convert, copies_prompt,
                                     decode_json_object, is_placeholder, one_line)
 from combee_fast.schema import CallError, ErrorKind, Op, OpKind
 
@@ -72,7 +73,7 @@ def ops_schema(schema: dict[str, Any], playbook_text: str, *, must_add: bool = F
     0.5B, with one id to name, wrote 9 such UPDATEs in one sequential run: all rejected, ``missing
     bullet_id``.) ``must_add``: and, when the playbook has no entry, at least one ADD (see
     :meth:`~combee_fast.ace.calls.AceCalls.curate`)."""
-    ids = bounds.ids_in(playbook_text)
+    ids = ids_in(playbook_text)
     operations = dict(schema["properties"]["operations"])
     add = _op_shape(operations["items"], (OpKind.ADD,), ("",))
     if ids:
@@ -118,7 +119,7 @@ def _to_op(raw: Any, position: int, own_prompt: str) -> Op | str:
     kind = _KINDS_BY_NAME.get(reply.type.strip().upper())
     if kind is None:
         return f"operations[{position}]: unknown type {reply.type!r} (expected ADD, UPDATE or REMOVE)"
-    bullet_id = clean_bullet_id(reply.bullet_id or "") or None
+    bullet_id = clean_id(reply.bullet_id or "") or None
     content = one_line(reply.content)
     if kind is not OpKind.REMOVE and (is_placeholder(content) or is_placeholder(reply.section)):
         return f"operations[{position}]: {PLACEHOLDER_PROBLEM}"

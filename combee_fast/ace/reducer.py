@@ -17,6 +17,7 @@ from typing import Any, Sequence
 
 import msgspec
 
+from combee_fast.playbook.format import ids_in
 from combee_fast.roles import bounds
 from combee_fast.roles.base import convert, decode_json_object, fill, load_prompt
 from combee_fast.ace.ops import EDIT_KINDS, OPS_SCHEMA, op_json, ops_schema, parse_ops
@@ -69,7 +70,7 @@ def reducer_schema(playbook_text: str, proposals: Sequence[Sequence[Op]]) -> dic
     schema = bounds.with_ids(ops_schema(REDUCER_SCHEMA, playbook_text), ("keep", "*"), refs)
     keep = schema["properties"]["keep"]  # with_ids made it a new dict
     keep["maxItems"] = min(len(refs), bounds.MAX_KEEP)
-    if any(op.kind is OpKind.ADD for ops in proposals for op in ops) and not bounds.ids_in(playbook_text):
+    if any(op.kind is OpKind.ADD for ops in proposals for op in ops) and not ids_in(playbook_text):
         keep["minItems"] = 1
     return schema
 

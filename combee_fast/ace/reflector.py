@@ -11,10 +11,10 @@ from typing import Any, Literal, Sequence
 
 import msgspec
 
+from combee_fast.playbook.format import bullet_line
 from combee_fast.roles import bounds
 from combee_fast.roles.base import (
-    bullet_line,
-    clean_bullet_id,
+    clean_id,
     convert,
     copies_prompt,
     decode_json_object,
@@ -166,7 +166,7 @@ def parse_reflector(data: Any, text: str | None, *, rollout_id: str, usage: Usag
         return failed_reflection(rollout_id, usage, echo)  # the role's name echoed back
     tags: dict[str, BulletTag] = {}
     for tag in reply.bullet_tags:
-        bullet_id = clean_bullet_id(tag.id)
+        bullet_id = clean_id(tag.id)
         if bullet_id and bullet_id not in tags:
             tags[bullet_id] = BulletTag(bullet_id, tag.tag)
     return Reflection(rollout_id=rollout_id, reasoning=reply.reasoning, **diagnosis,

@@ -29,7 +29,7 @@ from typing import Any
 
 import orjson
 
-from combee_fast.roles.base import clean_bullet_id, one_line
+from combee_fast.roles.base import clean_id, one_line
 
 _LESSON_LINE = re.compile(r"^\[([^\]\s]+)\] helpful=\d+ harmful=\d+ :: (.*)$", re.MULTILINE)
 WRITES = ("ADD", "UPDATE")
@@ -162,7 +162,7 @@ class RepeatWatch:
             return False
         kind = str(value.get("type", "")).strip().upper()
         lesson = one_line(str(value.get("content", "")))
-        named = clean_bullet_id(str(value.get("bullet_id", "")))
+        named = clean_id(str(value.get("bullet_id", "")))
         if (kind in WRITES and (lesson in self._written or lesson in self._held)) or (
                 kind in NAMES and named and named in self._named):
             return True
@@ -173,7 +173,7 @@ class RepeatWatch:
         kind = str(op.get("type", "")).strip().upper()
         if kind in WRITES:
             self._written.add(one_line(str(op.get("content", ""))))
-        if kind in NAMES and (named := clean_bullet_id(str(op.get("bullet_id", "")))):
+        if kind in NAMES and (named := clean_id(str(op.get("bullet_id", "")))):
             self._named.add(named)
 
     def _closed(self, text: str) -> str:

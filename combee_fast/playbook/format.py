@@ -19,6 +19,9 @@ import re
 
 from combee_fast.schema import Bullet
 
+EMPTY_PLAYBOOK = "(the playbook is empty)"
+"""Stands in for an empty playbook in a role's prompt; never parses as a bullet line."""
+
 DEFAULT_SECTIONS: tuple[str, ...] = (
     "strategies_and_hard_rules",
     "formulas_and_calculations",
@@ -50,6 +53,7 @@ BULLET_LINE = re.compile(r"\[([^\]]*)\] helpful=([0-9]+) harmful=([0-9]+) :: (.*
 # Every character str.splitlines() breaks on: none may occur inside a bullet.
 _LINE_BREAK = re.compile("[\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
 _SECTION_SEPARATORS = re.compile(r"[\s-]+")
+_BULLET_ID = re.compile(r"^\[([^\]\s]+)\] helpful=", re.MULTILINE)  # a bullet line's id, in rendered text
 
 
 def section_problem(name: str) -> str | None:
@@ -100,8 +104,18 @@ def header_line(section: str) -> str:
     return f"## {section}"
 
 
-def bullet_line(bullet: Bullet) -> str:
-    return f"[{bullet.id}] helpful={bullet.helpful} harmful={bullet.harmful} :: {bullet.content}"
+def bullet_line(bullet: Bullet, *, max_chars: int | None = None) -> str:
+    """The line of ``bullet``: ``[id] helpful=X harmful=Y :: content`` (content cut to
+    ``max_chars``, with ``...``, when given)."""
+    content = bullet.content
+    if max_chars is not None and len(content) > max_chars:
+        content = content[:max_chars].rstrip() + "..."
+    return f"[{bullet.id}] helpful={bullet.helpful} harmful={bullet.harmful} :: {content}"
+
+
+def ids_in(playbook_text: str) -> tuple[str, ...]:
+    """The bullet ids of a rendered playbook (its :func:`bullet_line` lines), in order."""
+    return tuple(dict.fromkeys(_BULLET_ID.findall(playbook_text)))
 
 
 def bullet_cost(bullet: Bullet) -> int:

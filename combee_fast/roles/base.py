@@ -18,10 +18,7 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from combee_fast.schema import Bullet, CallError
-
-EMPTY_PLAYBOOK = "(the playbook is empty)"
-"""Stands in for an empty playbook in prompts; never parses as a bullet line."""
+from combee_fast.schema import CallError
 
 _PLACEHOLDER_LINE = re.compile(r"\$(?:(\w+)|\{(\w+)\})")
 _FENCE = re.compile(r"```[ \t]*(?:json|JSON)?[ \t]*\r?\n?(.*?)```", re.DOTALL)
@@ -141,17 +138,10 @@ def no_answer(text: str, *, role: str, question: str | None = None) -> CallError
     return None
 
 
-def clean_bullet_id(text: str) -> str:
-    """A bullet id as models write it (``"[form-00001]"``, ``" form-00001 "``) reduced to the id."""
+def clean_id(text: str) -> str:
+    """The id of a context's part as models write it (``"[form-00001]"``, ``" form-00001 "``)
+    reduced to the id."""
     return text.strip().strip("[]").strip()
-
-
-def bullet_line(bullet: Bullet, *, max_chars: int | None = None) -> str:
-    """The playbook line of ``bullet``: ``[id] helpful=X harmful=Y :: content`` (content cut to ``max_chars``)."""
-    content = bullet.content
-    if max_chars is not None and len(content) > max_chars:
-        content = content[:max_chars].rstrip() + "..."
-    return f"[{bullet.id}] helpful={bullet.helpful} harmful={bullet.harmful} :: {content}"
 
 
 def _json_type(value: Any) -> str:

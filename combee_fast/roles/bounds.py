@@ -13,7 +13,6 @@ server that does not enforce the schema.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -32,10 +31,11 @@ CONTENT_CHARS = 400
 """Longest bullet ``content`` (and section name) a curator or reducer may write."""
 
 ID_CHARS = 40
-"""Longest bullet id, when the ids are not enumerated."""
+"""Longest id of a context's part (an ACE bullet's), when the ids are not enumerated."""
 
 MAX_CITED = 16
-"""Most ``bullet_ids`` a generator may cite and most ``bullet_tags`` a reflector may give."""
+"""Most ids a reply may cite (ACE's generator's ``bullet_ids``) and most ``bullet_tags`` ACE's
+reflector may give."""
 
 MAX_OPS = 8
 """Most operations in one curator or reducer reply."""
@@ -43,20 +43,12 @@ MAX_OPS = 8
 MAX_KEEP = 64
 """Most proposal operations a reducer may keep."""
 
-_BULLET_ID = re.compile(r"^\[([^\]\s]+)\] helpful=", re.MULTILINE)
-
-
 def text(max_chars: int) -> dict[str, Any]:
     return {"type": "string", "maxLength": max_chars}
 
 
 def array(items: dict[str, Any], max_items: int) -> dict[str, Any]:
     return {"type": "array", "items": items, "maxItems": max_items}
-
-
-def ids_in(playbook_text: str) -> tuple[str, ...]:
-    """The bullet ids of a rendered playbook (lines ``[id] helpful=.. harmful=.. :: content``), in order."""
-    return tuple(dict.fromkeys(_BULLET_ID.findall(playbook_text)))
 
 
 def id_schema(ids: Iterable[str]) -> dict[str, Any]:

@@ -1,30 +1,30 @@
-"""Prompts that fit the endpoint's context: the learned context (ACE: the playbook) is cut to what
-the endpoint's context leaves.
+"""Prompts that fit the endpoint's context: the learned context (ACE's playbook, GEPA's candidate,
+TextGrad's prompt variable, a plug-in's) is cut to what the endpoint's context leaves.
 
 Applies to the roles whose prompt holds it (declared with ``fits_context``:
-:class:`~combee_fast.roles.spec.Role`). Policy (:func:`fit_playbook`):
+:class:`~combee_fast.roles.spec.Role`). Policy (:func:`fit_context`):
 
 - A prompt is budgeted only when the endpoint reported its context length
   (:class:`~combee_fast.endpoint.capabilities.Capabilities`). Every message of the prompt, plus
   :data:`TEMPLATE_TOKENS_PER_MESSAGE` a message for the chat template, plus the reply's
   ``max_tokens`` must fit in it.
 - When the endpoint has a tokenizer (llama.cpp ``POST /tokenize``; ``tokenize`` in
-  ``capabilities.json``) the prompt is counted with it: each message and the playbook apart, each
+  ``capabilities.json``) the prompt is counted with it: each message and the context apart, each
   distinct text once per endpoint while :class:`TokenCounts` keeps it. A prompt whose UTF-8 bytes
-  already fit is not counted (a token covers at least one byte). A playbook that does not fit is
+  already fit is not counted (a token covers at least one byte). A context that does not fit is
   cut at its measured characters a token times :data:`CUT_MARGIN` and counted once more; still
   over, it is cut again at the new measure, uncounted.
 - Without a tokenizer, or when a count fails, tokens are estimated conservatively at
   :data:`CONSERVATIVE_CHARS_PER_TOKEN` characters a token (a 219-entry playbook of 34k characters
   was 9,975 tokens for SmolLM2's tokenizer, 3.4 characters a token, where the 4-characters
   estimate said 8,512).
-- The reply gives way first: a playbook that does not fit beside the role's whole ``max_tokens``
+- The reply gives way first: a context that does not fit beside the role's whole ``max_tokens``
   is given the room of all but :data:`REPLY_GIVES_WAY_TO` of it (the call is sent with that
   ``max_tokens``), and is cut only if it does not fit even then.
-- A cut keeps the playbook's first whole lines (sections and bullets in rendered order); the rest
-  is left out of that call.
+- A cut keeps the context's first whole lines (a playbook's sections and bullets in rendered
+  order); the rest is left out of that call.
 - A reply saying the context was still exceeded (:func:`is_context_error`: a chat template or a
-  tokenizer unlike the estimate) halves the role's playbook once more and the call is sent again,
+  tokenizer unlike the estimate) halves the role's context once more and the call is sent again,
   counted per role as ``trimmed`` in the run directory's ``calls.json``, with a warning the first
   time per role.
 """
@@ -54,7 +54,7 @@ turn's opener and a BOS spread over the messages). Templates that add text of th
 to the trim-and-retry."""
 
 CUT_MARGIN = 0.95
-"""A playbook cut at its measured characters a token aims at this fraction of the room left: the
+"""A context cut at its measured characters a token aims at this fraction of the room left: the
 lines kept need not tokenize like the whole."""
 
 COUNTS_KEPT = 256
@@ -111,34 +111,34 @@ def conservative_tokens(text: str) -> int:
     return -(-len(text) // CONSERVATIVE_CHARS_PER_TOKEN)
 
 
-async def fit_playbook(playbook_text: str, others: Sequence[Message], room: int, count: TokenCount | None) -> str:
-    """``playbook_text`` cut so that it and ``others`` (the prompt's messages built with an empty
-    playbook), with :data:`TEMPLATE_TOKENS_PER_MESSAGE` a message, fit in ``room`` tokens (the
+async def fit_context(context_text: str, others: Sequence[Message], room: int, count: TokenCount | None) -> str:
+    """``context_text`` (the learned context) cut so that it and ``others`` (the prompt's messages
+    built with an empty context), with :data:`TEMPLATE_TOKENS_PER_MESSAGE` a message, fit in ``room`` tokens (the
     context length less the reply's ``max_tokens``). ``count``: the endpoint's tokenizer, or
     ``None`` to estimate; see the module doc for the policy."""
     left = room - TEMPLATE_TOKENS_PER_MESSAGE * len(others)
-    if sum(len(m.content.encode()) for m in others) + len(playbook_text.encode()) <= left:
-        return playbook_text  # fits whatever the tokenizer
+    if sum(len(m.content.encode()) for m in others) + len(context_text.encode()) <= left:
+        return context_text  # fits whatever the tokenizer
     if count is not None:
-        fitted = await _fit_counted(playbook_text, others, left, count)
+        fitted = await _fit_counted(context_text, others, left, count)
         if fitted is not None:
             return fitted
     left -= sum(conservative_tokens(m.content) for m in others)
-    return cut_playbook(playbook_text, left * CONSERVATIVE_CHARS_PER_TOKEN)
+    return cut_context(context_text, left * CONSERVATIVE_CHARS_PER_TOKEN)
 
 
-async def _fit_counted(playbook_text: str, others: Sequence[Message], left: int, count: TokenCount) -> str | None:
-    """``playbook_text`` cut to what ``others`` leave of ``left`` tokens, counted by ``count``;
+async def _fit_counted(context_text: str, others: Sequence[Message], left: int, count: TokenCount) -> str | None:
+    """``context_text`` cut to what ``others`` leave of ``left`` tokens, counted by ``count``;
     ``None`` when a count failed before a cut could be measured."""
-    counted = [n for n in await asyncio.gather(count(playbook_text), *(count(m.content) for m in others))
+    counted = [n for n in await asyncio.gather(count(context_text), *(count(m.content) for m in others))
                if n is not None]
     if len(counted) != 1 + len(others):
         return None
     tokens, *other_tokens = counted
     left -= sum(other_tokens)
     if tokens <= left:
-        return playbook_text
-    cut = _cut_measured(playbook_text, tokens, left)
+        return context_text
+    cut = _cut_measured(context_text, tokens, left)
     recounted = await count(cut)
     if recounted is None or recounted <= left:
         return cut
@@ -148,16 +148,17 @@ async def _fit_counted(playbook_text: str, others: Sequence[Message], left: int,
 def _cut_measured(text: str, tokens: int, left: int) -> str:
     """``text`` (``tokens`` long, more than ``left``) cut to ``left`` tokens at its measured
     characters a token times :data:`CUT_MARGIN`; empty when nothing is left."""
-    return cut_playbook(text, int(len(text) * left / tokens * CUT_MARGIN)) if left > 0 else ""
+    return cut_context(text, int(len(text) * left / tokens * CUT_MARGIN)) if left > 0 else ""
 
 
-def cut_playbook(playbook_text: str, max_chars: int) -> str:
-    """The first whole lines of ``playbook_text`` that fit in ``max_chars`` (the text itself if it fits)."""
-    if len(playbook_text) <= max_chars:
-        return playbook_text
+def cut_context(context_text: str, max_chars: int) -> str:
+    """The first whole lines of ``context_text`` (a learned context) that fit in ``max_chars`` (the
+    text itself if it fits)."""
+    if len(context_text) <= max_chars:
+        return context_text
     kept: list[str] = []
     used = 0
-    for line in playbook_text.splitlines(keepends=True):
+    for line in context_text.splitlines(keepends=True):
         if used + len(line) > max_chars:
             break
         kept.append(line)

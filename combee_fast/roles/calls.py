@@ -33,7 +33,7 @@ from combee_fast.config import HISTORY_KEPT, SamplingConfig
 from combee_fast.endpoint.calls import ChatRequest, ChatResult
 from combee_fast.engine.events import CallFailed, CallReplied, Events
 from combee_fast.engine.rng import derive_seed
-from combee_fast.roles.budget import REPLY_GIVES_WAY_TO, TokenCounts, cut_playbook, fit_playbook, is_context_error
+from combee_fast.roles.budget import REPLY_GIVES_WAY_TO, TokenCounts, cut_context, fit_context, is_context_error
 from combee_fast.roles.clients import Client, RoleClients, RoleMap
 from combee_fast.roles.spec import Role, first_of
 from combee_fast.schema import CallError, Message
@@ -212,7 +212,7 @@ class RoleCalls:
         request = _replying_in(build(context_text), max_tokens)
         result = await self._chat(client, request)
         if is_context_error(result.error) and context_text:
-            context_text = cut_playbook(context_text, len(context_text) // 2)
+            context_text = cut_context(context_text, len(context_text) // 2)
             self.trimmed[key] = self.trimmed.get(key, 0) + 1
             if self.trimmed[key] == 1:
                 print(f"warning: the {key}'s prompt exceeded the context of endpoint {client.config.name!r}; "
@@ -227,7 +227,7 @@ class RoleCalls:
         """``context_text``, and the reply's ``max_tokens`` when it must be less than ``build`` sets
         (None: as built), such that the prompt of ``build(text)`` plus the reply fit the context
         the role's endpoint reported, counted by its tokenizer if it has one
-        (:func:`combee_fast.roles.budget.fit_playbook`). The reply gives way first: a context that
+        (:func:`combee_fast.roles.budget.fit_context`). The reply gives way first: a context that
         does not fit beside the whole ``max_tokens`` is given the room of all but
         :data:`~combee_fast.roles.budget.REPLY_GIVES_WAY_TO` of it, and is cut only if it does not
         fit even then. Unchanged when the endpoint reported no context length."""
@@ -238,11 +238,11 @@ class RoleCalls:
         count = functools.partial(self.token_counts.count, client) if capabilities.tokenize else None
         bare = build("")  # the prompt without the context, and the reply's max_tokens as built
         room = capabilities.context_length - bare.max_tokens
-        fitted = await fit_playbook(context_text, bare.messages, room, count)
+        fitted = await fit_context(context_text, bare.messages, room, count)
         if fitted == context_text:
             return context_text, None
         reply = max(1, int(bare.max_tokens * REPLY_GIVES_WAY_TO))
-        return await fit_playbook(context_text, bare.messages, capabilities.context_length - reply, count), reply
+        return await fit_context(context_text, bare.messages, capabilities.context_length - reply, count), reply
 
 
 def _replying_in(request: ChatRequest, max_tokens: int | None) -> ChatRequest:

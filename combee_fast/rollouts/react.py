@@ -32,8 +32,8 @@ import msgspec
 from combee_fast.config import AgentConfig
 from combee_fast.protocols.rollouts import AgentEpisode
 from combee_fast.roles import bounds
-from combee_fast.roles.base import EMPTY_PLAYBOOK, clean_bullet_id, decode_json_object, fill, load_prompt
-from combee_fast.roles.budget import TEMPLATE_TOKENS_PER_MESSAGE, conservative_tokens, cut_playbook
+from combee_fast.roles.base import clean_id, decode_json_object, fill, load_prompt
+from combee_fast.roles.budget import TEMPLATE_TOKENS_PER_MESSAGE, conservative_tokens, cut_context
 from combee_fast.schema import CallError, Message, Tool, ToolCall
 from combee_fast.endpoint.calls import ChatResult
 from combee_fast.rollouts.episode import CITED_ARGUMENT, FINISH_ACTION, UNANSWERED_KINDS
@@ -76,6 +76,9 @@ FINISH_PLAIN = Tool(
 
 SYSTEM_META = "system"
 """``Example.meta`` key of text a task puts first in the agent's system prompt (a tau2 domain's policy)."""
+
+EMPTY_CITABLE = "(the playbook is empty)"
+"""Stands in for an empty context with citable parts (``react_system.txt``)."""
 
 NO_INSTRUCTIONS = "(no instructions yet)"
 """Stands in for an empty context without citable parts."""
@@ -187,7 +190,7 @@ class ReactAgent:
 
     def _system(self, episode: AgentEpisode, tools: Sequence[Tool], reply_tokens: int) -> Message:
         fmt = TOOLS_FORMAT if episode.tool_calls else fill(JSON_FORMAT, tools=_tool_list(tools))
-        template, empty_context = (SYSTEM, EMPTY_PLAYBOOK) if episode.citable else (SYSTEM_PLAIN, NO_INSTRUCTIONS)
+        template, empty_context = (SYSTEM, EMPTY_CITABLE) if episode.citable else (SYSTEM_PLAIN, NO_INSTRUCTIONS)
         slot = "playbook" if episode.citable else "context"
         empty = fill(template, **{slot: empty_context}, format=fmt)
         first = episode.task.meta.get(SYSTEM_META, "").strip()
@@ -196,7 +199,7 @@ class ReactAgent:
             others = conservative_tokens(empty) + conservative_tokens(first) + conservative_tokens(episode.task.input) \
                 + conservative_tokens(episode.observation) + 2 * TEMPLATE_TOKENS_PER_MESSAGE
             room = episode.context_length - reply_tokens - others
-            context = cut_playbook(context, max(0, room) * 3)
+            context = cut_context(context, max(0, room) * 3)
         prompt = fill(template, **{slot: context or empty_context}, format=fmt)
         return Message("system", f"{first}\n\n{prompt}" if first else prompt)
 
@@ -237,7 +240,7 @@ class ReactAgent:
             if action.name == FINISH_ACTION:
                 arguments = msgspec.json.decode(action.arguments or "{}")
                 answer = arguments.get("answer")
-                cited = [clean_bullet_id(str(i)) for i in arguments.get(CITED_ARGUMENT, []) if isinstance(i, str)]
+                cited = [clean_id(str(i)) for i in arguments.get(CITED_ARGUMENT, []) if isinstance(i, str)]
                 episode.finish(answer if isinstance(answer, str) else None, cited=[i for i in cited if i])
                 return
             observation = await episode.act(action)

@@ -20,7 +20,7 @@ from combee_fast.config import LocalConfig
 from combee_fast.endpoint.calls import ChatRequest
 from combee_fast.endpoint.client import EndpointClient, EndpointConfig
 from combee_fast.endpoint.local import LocalServer
-from combee_fast.roles import bounds
+from combee_fast.playbook.format import ids_in
 from combee_fast.schema import Message, OpKind, Reflection, Usage
 from tests.local_models import LOCAL_MODEL_MARKS, THREADS
 
@@ -55,7 +55,7 @@ async def test_every_update_or_remove_of_the_real_model_names_an_id_of_the_playb
         assert isinstance(ops, tuple), ops
         edits += [op for op in ops if op.kind is not OpKind.ADD]
     assert edits, [r.text for r in results]  # the reflection names a wrong bullet; the second asks for an edit
-    assert {op.bullet_id for op in edits} <= set(bounds.ids_in(PLAYBOOK)), [r.text for r in results]
+    assert {op.bullet_id for op in edits} <= set(ids_in(PLAYBOOK)), [r.text for r in results]
 
 
 RECORDED = Path(__file__).parent.parent / "data" / "real-replies" / "qwen2.5-coder-0.5b-llamacpp.jsonl"

@@ -14,7 +14,7 @@ from combee_fast.endpoint.pool import EndpointPool
 from combee_fast.endpoint.wire import ROLE_HEADER
 from combee_fast.playbook import Playbook
 from combee_fast.ace.calls import AceCalls
-from combee_fast.roles.budget import cut_playbook, is_context_error
+from combee_fast.roles.budget import cut_context, is_context_error
 from combee_fast.ace.generator import GENERATOR_MAX_TOKENS, GENERATOR_SYSTEM_PROMPT
 from combee_fast.schema import CallError, Rollout
 from combee_fast.tasks.registry import get_task
@@ -250,5 +250,5 @@ def test_context_errors_are_recognised_and_cuts_keep_whole_lines() -> None:
     assert is_context_error(CallError(kind="http_status", message="HTTP 400", status=400,
                                       raw='{"error": {"code": "context_length_exceeded"}}'))
     assert not is_context_error(CallError(kind="http_status", message="HTTP 400", status=400, raw="bad json"))
-    cut = cut_playbook(PLAYBOOK, 500)
+    cut = cut_context(PLAYBOOK, 500)
     assert len(cut) <= 500 and PLAYBOOK.startswith(cut) and cut.endswith("\n")
