@@ -84,7 +84,7 @@ from combee_fast.embedded.events import ReleaseDecision
 from combee_fast.embedded.online import OnlineLearner
 from combee_fast.engine.loop import run
 from combee_fast.gepa.online import OnlineCandidate
-from combee_fast.playbook import Playbook
+from combee_fast.ace.playbook import Playbook
 from combee_fast.run.events import Event, Events
 from combee_fast.schema import Example
 from combee_fast.session import open_session

@@ -136,7 +136,7 @@ def _corruptions_loaded(run_dir: Path, n: int, rng: random.Random) -> int:
     from combee_fast.ace.kind import ACE
     from combee_fast.errors import CheckpointError
     from combee_fast.methods.combee import CarriedChains
-    from combee_fast.playbook import Playbook
+    from combee_fast.ace.playbook import Playbook
     from combee_fast.record.checkpoint import CHECKPOINT_FILE, read_checkpoint
 
     good = (run_dir / CHECKPOINT_FILE).read_bytes()

@@ -41,7 +41,7 @@ import msgspec
 from combee_fast.ace.calls import AceCalls
 from combee_fast.config import EndpointSpec, OnlineConfig, SessionConfig, EmbedConfig
 from combee_fast.engine.loop import run
-from combee_fast.playbook import Playbook
+from combee_fast.ace.playbook import Playbook
 from combee_fast.embedded.online import OnlineLearner
 from combee_fast.embedded.process import ProcessLearner
 from combee_fast.embedded.threaded import ThreadedLearner

@@ -50,7 +50,7 @@ from loop_lag import GcPauses  # noqa: E402 -- bench/ is on sys.path when run as
 from combee_fast.ace.calls import AceCalls
 from combee_fast.config import EndpointSpec, OnlineConfig, SessionConfig
 from combee_fast.engine.loop import run
-from combee_fast.playbook import Playbook
+from combee_fast.ace.playbook import Playbook
 from combee_fast.embedded.online import OnlineLearner
 from combee_fast.session import open_session
 

@@ -10,8 +10,8 @@ import gc
 import random
 import time
 
-from combee_fast.playbook import Playbook
-from combee_fast.schema import Delta, Op, OpKind
+from combee_fast.ace.playbook import Playbook
+from combee_fast.ace.records import Delta, Op, OpKind
 
 SECTIONS = ("strategies_and_hard_rules", "formulas_and_calculations", "common_mistakes")
 

@@ -54,7 +54,7 @@ _EXPORTS: dict[str, str] = {
     "TrainResult": "combee_fast.run.train",
     "EvalResult": "combee_fast.methods.base",
     "LEARNERS": "combee_fast.learners",
-    "Playbook": "combee_fast.playbook",
+    "Playbook": "combee_fast.ace.playbook",
     "Candidate": "combee_fast.gepa.candidate",
     "PromptVariable": "combee_fast.textgrad.variable",
     "Rollout": "combee_fast.schema",

@@ -1,13 +1,13 @@
 """The data that crosses a boundary: between stages, to and from endpoints, to disk.
 
-All types are msgspec Structs. Values shared between tasks (examples, ops, deltas, bullets,
-usage records) are frozen so a reader can never see one change under it. Anything persisted
-carries ``schema_version``; see :data:`SCHEMA_VERSION`.
+All types are msgspec Structs, and none is a learner's own (ACE's reflections, operations and
+bullets are in :mod:`combee_fast.ace.records`). Values shared between tasks (examples, rollouts,
+trajectories, usage records) are frozen so a reader can never see one change under it. Anything
+persisted carries ``schema_version``; see :data:`SCHEMA_VERSION`.
 """
 
 from __future__ import annotations
 
-import enum
 from typing import Any, Generic, Literal, TypeVar
 
 import msgspec
@@ -291,79 +291,9 @@ class Rollout(msgspec.Struct, frozen=True):
         return self.score is not None and self.score >= 1.0
 
 
-TagName = Literal["helpful", "harmful", "neutral"]
-
-
-class BulletTag(msgspec.Struct, frozen=True):
-    bullet_id: str
-    tag: TagName
-
-
-class Reflection(msgspec.Struct, frozen=True):
-    """The reflector's diagnosis of one rollout."""
-
-    rollout_id: str
-    reasoning: str
-    error_identification: str
-    root_cause: str
-    correct_approach: str
-    key_insight: str
-    bullet_tags: tuple[BulletTag, ...]
-    usage: Usage
-    error: CallError | None = None
-
-    @property
-    def id(self) -> str:
-        return f"refl:{self.rollout_id}"
-
-
-class OpKind(enum.Enum):
-    ADD = "ADD"
-    UPDATE = "UPDATE"
-    REMOVE = "REMOVE"
-    TAG = "TAG"
-
-
-class Op(msgspec.Struct, frozen=True):
-    """One edit to a playbook.
-
-    ADD needs ``section`` and ``content`` (``bullet_id`` is assigned on apply).
-    UPDATE needs ``bullet_id`` and ``content``; REMOVE needs ``bullet_id``;
-    TAG needs ``bullet_id`` and adds ``helpful``/``harmful`` to the bullet's counters.
-    """
-
-    kind: OpKind
-    section: str = ""
-    content: str = ""
-    bullet_id: str | None = None
-    helpful: int = 0
-    harmful: int = 0
-
-
-class Delta(msgspec.Struct, frozen=True):
-    """Ops to apply together, with where they came from."""
-
-    ops: tuple[Op, ...]
-    source: str = ""  # the role call that produced it, e.g. "curator[3]" or "reducer"
-    reflection_ids: tuple[str, ...] = ()
-    rollout_ids: tuple[str, ...] = ()
-
-
-class Bullet(msgspec.Struct, frozen=True):
-    """One playbook entry. ``created_version``/``updated_version`` are playbook versions."""
-
-    id: str
-    section: str
-    content: str
-    helpful: int = 0
-    harmful: int = 0
-    created_version: int = 0
-    updated_version: int = 0
-    source_rollout_ids: tuple[str, ...] = ()
-
-
 E = TypeVar("E")
-"""The edit type of a learner (ACE: :class:`Op`; GEPA: a component rewrite)."""
+"""The edit type of a learner (ACE: a playbook operation, :class:`~combee_fast.ace.records.Op`;
+GEPA: a component rewrite)."""
 
 
 class Proposal(msgspec.Struct, Generic[E], frozen=True):

@@ -19,8 +19,8 @@ all at once with :func:`warmup`.
 
 Who calls which kernel:
 
-* ``prefix_states``: :func:`combee_fast.playbook.deltalog.replay` (every version of a run from its
-  ``deltas.jsonl``); ``final_states``: :func:`combee_fast.playbook.deltalog.final_bullets`.
+* ``prefix_states``: :func:`combee_fast.ace.playbook.deltalog.replay` (every version of a run from its
+  ``deltas.jsonl``); ``final_states``: :func:`combee_fast.ace.playbook.deltalog.final_bullets`.
 * ``near_duplicates`` (``pairs_above``): :func:`combee_fast.combee.reduce.partition_proposals`,
   the topic split of the reduce.
 * ``retention`` (``top_k``): :func:`combee_fast.run.batch_plans.step_retention`, the controller's

@@ -35,7 +35,7 @@ LAYERS = [
     {"errors", "tokens", "files", "plugins", "schema", "config", "redact", "suggest"},
     {"engine", "native"},
     {"protocols"},
-    {"endpoint", "playbook", "tasks", "sandbox", "mcp", "tracing"},
+    {"endpoint", "tasks", "sandbox", "mcp", "tracing"},
     {"roles", "environments"},
     {"sim", "combee", "rollouts", "money"},
     {"methods"},

@@ -1,6 +1,7 @@
 import msgspec
 
-from combee_fast.schema import Delta, Op, OpKind, Usage
+from combee_fast.schema import Usage
+from combee_fast.ace.records import Delta, Op, OpKind
 from combee_fast.tokens import estimate_tokens
 
 

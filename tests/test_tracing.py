@@ -57,7 +57,7 @@ def _embedded(learner: str, module: str, *, rollouts: int, options: str) -> str:
         from combee_fast.ace.calls import AceCalls
         from combee_fast.config import EmbedConfig, OnlineConfig, SessionConfig, SimConfig, TaskConfig
         from combee_fast.embedded.{module} import {learner}
-        from combee_fast.playbook import Playbook
+        from combee_fast.ace.playbook import Playbook
         from combee_fast.session import open_session
 
         async def main():

@@ -15,4 +15,8 @@
 - :mod:`.chain`: the per-sample chain (generate, reflect, regenerate while wrong) and its trace.
 - :mod:`.evaluate`: a playbook scored on held-out examples.
 - :mod:`.sim`: how the simulated endpoint answers the four roles (the kind's ``responders``).
+- :mod:`.records`: ACE's records: a reflection and its bullet tags, the playbook operations and
+  their delta, a playbook's bullet.
+- :mod:`.playbook`: the artifact, :class:`~.playbook.Playbook` (immutable snapshots, apply, text
+  format, parsing, files, a run's delta log).
 """

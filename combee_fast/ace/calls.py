@@ -22,13 +22,14 @@ from combee_fast.ace.repeats import RepeatCut, lessons_in
 from combee_fast.ace.roles import CURATOR, GENERATOR, REDUCER, REFLECTOR, ROLES
 from combee_fast.config import SamplingConfig
 from combee_fast.endpoint.calls import ChatRequest
-from combee_fast.playbook import Playbook
+from combee_fast.ace.playbook import Playbook
 from combee_fast.roles.base import no_answer
 from combee_fast.protocols.tasks import Task
 from combee_fast.roles.calls import RoleCalls
 from combee_fast.roles.clients import Client, RoleClients
 from combee_fast.roles.trajectory import render_trajectory, trajectory_budget
-from combee_fast.schema import CallError, Example, Op, Proposal, Reflection, Rollout
+from combee_fast.schema import CallError, Example, Proposal, Rollout
+from combee_fast.ace.records import Op, Reflection
 
 
 class AceCalls:

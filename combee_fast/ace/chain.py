@@ -18,8 +18,9 @@ import msgspec
 from combee_fast.protocols.rollouts import Attempts
 from combee_fast.ace.calls import AceCalls
 from combee_fast.ace.generator import reflection_text
-from combee_fast.playbook import Playbook
-from combee_fast.schema import CallError, Example, Reflection, Rollout, Trajectory, Usage
+from combee_fast.ace.playbook import Playbook
+from combee_fast.schema import CallError, Example, Rollout, Trajectory, Usage
+from combee_fast.ace.records import Reflection
 
 
 class SampleTrace(msgspec.Struct, frozen=True):

@@ -11,10 +11,11 @@ from typing import Any, Sequence
 
 import orjson
 
-from combee_fast.playbook.format import bullet_line
+from combee_fast.ace.playbook.format import bullet_line
 from combee_fast.roles.base import fill, load_prompt
 from combee_fast.ace.ops import OPS_SCHEMA, parse_ops
-from combee_fast.schema import Bullet, CallError, Message, Op, Reflection
+from combee_fast.schema import CallError, Message
+from combee_fast.ace.records import Bullet, Op, Reflection
 
 CURATOR_MAX_TOKENS = 2048
 CURATOR_SCHEMA: dict[str, Any] = OPS_SCHEMA

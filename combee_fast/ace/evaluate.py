@@ -11,7 +11,7 @@ from combee_fast.ace.calls import AceCalls
 from combee_fast.engine.stream import indexed_map
 from combee_fast.engine.timing import finish_times
 from combee_fast.methods.base import EvalResult, Prediction
-from combee_fast.playbook import Playbook
+from combee_fast.ace.playbook import Playbook
 from combee_fast.protocols.rollouts import Attempts
 from combee_fast.schema import Example, Rollout
 

@@ -11,9 +11,10 @@ from typing import Any
 import msgspec
 
 from combee_fast.roles import bounds
-from combee_fast.playbook.format import EMPTY_PLAYBOOK, ids_in
+from combee_fast.ace.playbook.format import EMPTY_PLAYBOOK, ids_in
 from combee_fast.roles.base import clean_id, convert, decode_json_object, fill, load_prompt
-from combee_fast.schema import CallError, Message, Reflection
+from combee_fast.schema import CallError, Message
+from combee_fast.ace.records import Reflection
 
 GENERATOR_MAX_TOKENS = 1024
 GENERATOR_SYSTEM_PROMPT = load_prompt("generator.txt", beside=__file__)
@@ -41,7 +42,9 @@ def generator_schema(playbook_text: str) -> dict[str, Any]:
 
 
 class GeneratorOutput(msgspec.Struct, frozen=True):
-    """A parsed generator reply. ``bullet_ids`` are cleaned (brackets and blanks removed) and de-duplicated."""
+    """A parsed generator reply. ``bullet_ids`` are cleaned (brackets and blanks removed) and
+    de-duplicated; they become the rollout's ``cited``. The name is ACE's reply format (its
+    prompt and schema ask for ``bullet_ids``), kept as a model has been asked for it."""
 
     reasoning: str
     bullet_ids: tuple[str, ...]

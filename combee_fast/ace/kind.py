@@ -22,15 +22,16 @@ from combee_fast.config import SessionConfig
 from combee_fast.files import read_regular
 from combee_fast.methods import METHODS, build_method
 from combee_fast.methods.base import EvalResult
-from combee_fast.playbook import ApplyReport, Playbook
+from combee_fast.ace.playbook import ApplyReport, Playbook
 from combee_fast.protocols.learning import LearnContext
 from combee_fast.protocols.running import Method
 from combee_fast.roles.calls import RoleCalls
-from combee_fast.schema import Example, OpKind
+from combee_fast.schema import Example
+from combee_fast.ace.records import OpKind
 
 
 class AceKind:
-    """The ACE learner: what it learns and deploys is a :class:`~combee_fast.playbook.Playbook`."""
+    """The ACE learner: what it learns and deploys is a :class:`~combee_fast.ace.playbook.Playbook`."""
 
     name = "ace"
     methods = {name: name for name in METHODS}

@@ -4,7 +4,7 @@
   reflection per collected rollout (tasks whose rollouts already exist);
 - record: a chain's last usable reflection; propose: one curator call; merge: one reducer call;
 - apply: every reflection's helpful/harmful tags summed into one TAG op per bullet, then the
-  merged ops, as one :class:`~combee_fast.schema.Delta` applied once, off the event loop.
+  merged ops, as one :class:`~combee_fast.ace.records.Delta` applied once, off the event loop.
 """
 
 from __future__ import annotations
@@ -16,10 +16,11 @@ from typing import Any
 from combee_fast.ace.calls import AceCalls
 from combee_fast.ace.chain import SampleTrace, can_continue, continue_sample, reflect_only, run_sample
 from combee_fast.methods.base import Applied
-from combee_fast.playbook import Playbook
-from combee_fast.playbook.deltalog import logged_delta
+from combee_fast.ace.playbook import Playbook
+from combee_fast.ace.playbook.deltalog import logged_delta
 from combee_fast.protocols.rollouts import Attempts
-from combee_fast.schema import Delta, Op, OpKind, Proposal, Reflection
+from combee_fast.schema import Proposal
+from combee_fast.ace.records import Delta, Op, OpKind, Reflection
 
 
 def tag_ops(traces: Sequence[SampleTrace], playbook: Playbook) -> tuple[Op, ...]:

@@ -3,7 +3,7 @@
 <combee_fast.ace.kind.AceKind.online_learner>` gives. Each submitted rollout is reflected on
 (never generated again); the reflections go through the curator groups and the reducer tree, as
 offline; its one-step attempt is one generator call; its artifact, a
-:class:`~combee_fast.playbook.Playbook`, travels as playbook-file JSON.
+:class:`~combee_fast.ace.playbook.Playbook`, travels as playbook-file JSON.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 from combee_fast.ace.calls import AceCalls
 from combee_fast.ace.learner import AceLearner
 from combee_fast.config import MapConfig
-from combee_fast.playbook import Playbook
+from combee_fast.ace.playbook import Playbook
 from combee_fast.roles.calls import RoleCalls
 
 

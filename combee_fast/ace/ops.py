@@ -29,11 +29,12 @@ from typing import Any
 
 import msgspec
 
-from combee_fast.playbook.format import ids_in
+from combee_fast.ace.playbook.format import ids_in
 from combee_fast.roles import bounds
 from combee_fast.roles.base import (PLACEHOLDER_PROBLEM, PROMPT_COPY_PROBLEM, clean_id, convert, copies_prompt,
                                     decode_json_object, is_placeholder, one_line)
-from combee_fast.schema import CallError, ErrorKind, Op, OpKind
+from combee_fast.schema import CallError, ErrorKind
+from combee_fast.ace.records import Op, OpKind
 
 EDIT_KINDS = (OpKind.ADD, OpKind.UPDATE, OpKind.REMOVE)
 _KINDS_BY_NAME = {kind.value: kind for kind in EDIT_KINDS}

@@ -17,11 +17,12 @@ from typing import Any, Sequence
 
 import msgspec
 
-from combee_fast.playbook.format import ids_in
+from combee_fast.ace.playbook.format import ids_in
 from combee_fast.roles import bounds
 from combee_fast.roles.base import convert, decode_json_object, fill, load_prompt
 from combee_fast.ace.ops import EDIT_KINDS, OPS_SCHEMA, op_json, ops_schema, parse_ops
-from combee_fast.schema import CallError, Message, Op, OpKind
+from combee_fast.schema import CallError, Message
+from combee_fast.ace.records import Op, OpKind
 
 REDUCER_MAX_TOKENS = 2048
 REDUCER_SCHEMA: dict[str, Any] = {

@@ -11,7 +11,7 @@ from typing import Any, Literal, Sequence
 
 import msgspec
 
-from combee_fast.playbook.format import bullet_line
+from combee_fast.ace.playbook.format import bullet_line
 from combee_fast.roles import bounds
 from combee_fast.roles.base import (
     clean_id,
@@ -23,7 +23,8 @@ from combee_fast.roles.base import (
     load_prompt,
     no_answer,
 )
-from combee_fast.schema import Bullet, BulletTag, CallError, Message, Reflection, Rollout, Usage
+from combee_fast.schema import CallError, Message, Rollout, Usage
+from combee_fast.ace.records import Bullet, BulletTag, Reflection
 
 REFLECTOR_MAX_TOKENS = 1024
 REFLECTOR_SYSTEM_PROMPT = load_prompt("reflector.txt", beside=__file__)

@@ -107,7 +107,7 @@ class OnlineLearner:
         on_release: Callable[[Release], None] | None = None,
     ) -> None:
         """``artifact``: the version to start from (an artifact of the online learner of
-        ``config.learner``: a :class:`~combee_fast.playbook.Playbook` for ACE, a
+        ``config.learner``: a :class:`~combee_fast.ace.playbook.Playbook` for ACE, a
         :class:`~combee_fast.textgrad.variable.PromptVariable` for TextGrad, a
         :class:`~combee_fast.gepa.online.OnlineCandidate` for GEPA).
         ``on_publish(artifact, batch)`` is awaited after each batch with the version it learned

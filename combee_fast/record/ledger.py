@@ -187,7 +187,7 @@ def rejection_reasons(reports: Iterable[Any]) -> dict[str, int]:
     """Why the edits of ``reports`` were rejected: each reason's kind (its text before the first
     ``:`` or ``(``, e.g. ``content has a line break``) and how many times, the commonest
     :data:`REJECTION_KINDS_KEPT`. Rejections that state no reason (only ACE's ops carry one,
-    :class:`~combee_fast.playbook.RejectedOp`) are counted in ``rejected`` alone."""
+    :class:`~combee_fast.ace.playbook.RejectedOp`) are counted in ``rejected`` alone."""
     kinds = Counter(re.split(r"[:(]", reason, maxsplit=1)[0].strip()[:120] for report in reports for rejected in report.rejected
                     if isinstance(reason := getattr(rejected, "reason", None), str) and reason.strip())
     return dict(kinds.most_common(REJECTION_KINDS_KEPT))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from combee_fast.ace.calls import AceCalls
 from combee_fast.ace.evaluate import evaluate
 from combee_fast.config import FaultConfig, SessionConfig, SimConfig, TaskConfig, TransportConfig
-from combee_fast.playbook import Playbook
+from combee_fast.ace.playbook import Playbook
 from combee_fast.run.batch_plans import FixedBatch
 from combee_fast.session import open_session
 

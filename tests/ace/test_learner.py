@@ -10,8 +10,9 @@ from combee_fast.ace.learner import AceLearner, tag_ops
 from combee_fast.config import SessionConfig
 from combee_fast.gepa.candidate import Candidate
 from combee_fast.learners import LEARNERS
-from combee_fast.playbook import Playbook
-from combee_fast.schema import BulletTag, CallError, Delta, Example, Op, OpKind, Reflection, Rollout, Usage
+from combee_fast.ace.playbook import Playbook
+from combee_fast.schema import CallError, Example, Rollout, Usage
+from combee_fast.ace.records import BulletTag, Delta, Op, OpKind, Reflection
 
 EXAMPLE = Example(index=3, input="q", target="4", split="train")
 

@@ -20,8 +20,9 @@ from combee_fast.config import LocalConfig
 from combee_fast.endpoint.calls import ChatRequest
 from combee_fast.endpoint.client import EndpointClient, EndpointConfig
 from combee_fast.endpoint.local import LocalServer
-from combee_fast.playbook.format import ids_in
-from combee_fast.schema import Message, OpKind, Reflection, Usage
+from combee_fast.ace.playbook.format import ids_in
+from combee_fast.schema import Message, Usage
+from combee_fast.ace.records import OpKind, Reflection
 from tests.local_models import LOCAL_MODEL_MARKS, THREADS
 
 pytestmark = LOCAL_MODEL_MARKS

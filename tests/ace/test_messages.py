@@ -6,16 +6,17 @@ import re
 
 import orjson
 
-from combee_fast.playbook import Playbook
+from combee_fast.ace.playbook import Playbook
 from combee_fast.ace.curator import NO_ENTRIES_YET, curator_messages, playbook_stats_text
 from combee_fast.ace.generator import generator_messages, reflection_text
 from combee_fast.ace.reducer import NO_ENTRIES_YET as REDUCER_NO_ENTRIES_YET, reducer_messages
 from combee_fast.ace.reflector import cited_bullets_text, reflector_messages
-from combee_fast.playbook.format import EMPTY_PLAYBOOK
+from combee_fast.ace.playbook.format import EMPTY_PLAYBOOK
 from combee_fast.roles.base import fill
 from combee_fast.ace.generator import NO_REFLECTION
 from combee_fast.ace.reflector import REFLECTOR_NO_GROUND_TRUTH_SYSTEM_PROMPT, REFLECTOR_SYSTEM_PROMPT
-from combee_fast.schema import Bullet, BulletTag, CallError, Delta, Example, Op, OpKind, Reflection, Rollout, Usage
+from combee_fast.schema import CallError, Example, Rollout, Usage
+from combee_fast.ace.records import Bullet, BulletTag, Delta, Op, OpKind, Reflection
 
 PLAYBOOK = (
     "## formulas_and_calculations\n"

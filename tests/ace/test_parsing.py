@@ -8,13 +8,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from combee_fast.playbook import Playbook
+from combee_fast.ace.playbook import Playbook
 from combee_fast.ace.curator import CURATOR_SCHEMA, parse_curator
 from combee_fast.ace.generator import GENERATOR_SCHEMA, GeneratorOutput, parse_generator
 from combee_fast.ace.reducer import REDUCER_SCHEMA
 from combee_fast.ace.reflector import REFLECTOR_SCHEMA, parse_reflector
 from combee_fast.roles.base import decode_json_object
-from combee_fast.schema import BulletTag, CallError, Delta, Op, OpKind, Reflection, Usage
+from combee_fast.schema import CallError, Usage
+from combee_fast.ace.records import BulletTag, Delta, Op, OpKind, Reflection
 
 GOOD_GENERATOR = {"reasoning": "CA / CL = 2", "bullet_ids": ["form-00001"], "final_answer": "2.00"}
 

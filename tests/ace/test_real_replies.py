@@ -19,7 +19,8 @@ from combee_fast.ace.ops import OPS_SCHEMA, parse_ops
 from combee_fast.ace.reducer import REDUCER_SYSTEM_PROMPT, parse_reduction
 from combee_fast.ace.reflector import REFLECTOR_SCHEMA, REFLECTOR_SYSTEM_PROMPT, parse_reflector
 from combee_fast.roles.base import is_placeholder
-from combee_fast.schema import CallError, Reflection, Usage
+from combee_fast.schema import CallError, Usage
+from combee_fast.ace.records import Reflection
 
 REPLIES = Path(__file__).parent.parent / "data" / "real-replies" / "smollm2-135m-llamacpp.jsonl"
 QWEN_REPLIES = REPLIES.parent / "qwen2.5-coder-0.5b-llamacpp.jsonl"

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from combee_fast.ace.reducer import parse_reduction
-from combee_fast.schema import CallError, Op, OpKind
+from combee_fast.schema import CallError
+from combee_fast.ace.records import Op, OpKind
 
 PROPOSALS = [
     [Op(OpKind.ADD, "other", "Check units."), Op(OpKind.ADD, "other", "Percent as decimal.")],

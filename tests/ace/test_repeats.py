@@ -20,8 +20,9 @@ from aiohttp import web
 from combee_fast.ace.calls import AceCalls
 from combee_fast.ace.repeats import RepeatCut, lessons_in
 from combee_fast.endpoint.client import EndpointClient
-from combee_fast.playbook import Playbook
-from combee_fast.schema import Delta, Op, OpKind, Reflection, Usage
+from combee_fast.ace.playbook import Playbook
+from combee_fast.schema import Usage
+from combee_fast.ace.records import Delta, Op, OpKind, Reflection
 from tests.endpoint.test_client import config
 
 REPLIES = Path(__file__).parents[1] / "data" / "real-replies" / "qwen2.5-coder-0.5b-llamacpp.jsonl"

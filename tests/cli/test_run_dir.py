@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from combee_fast.errors import EXIT_CALLS_FAILED, EXIT_OK, EXIT_USAGE
-from combee_fast.playbook.deltalog import final_bullets, read_delta_log
+from combee_fast.ace.playbook.deltalog import final_bullets, read_delta_log
 from tests.hostile import HostileServer, respond
 
 RUN = ["--task", "formula", "--method", "combee", "--batch-size", "20", "--epochs", "2",

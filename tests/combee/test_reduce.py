@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from combee_fast.combee.reduce import partition_proposals, union_edits
-from combee_fast.schema import Op, OpKind
+from combee_fast.ace.records import Op, OpKind
 
 TEXT = lambda op: op.content  # noqa: E731 -- ACE's edit text and target, as AceLearner gives them
 TARGET = lambda op: op.bullet_id  # noqa: E731

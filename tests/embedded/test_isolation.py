@@ -20,7 +20,7 @@ from combee_fast.embedded.process import ProcessLearner
 from combee_fast.embedded.threaded import ThreadedLearner
 from combee_fast.errors import LearnerProcessError, RolloutError
 from combee_fast.learners import LEARNERS
-from combee_fast.playbook import Playbook
+from combee_fast.ace.playbook import Playbook
 from combee_fast.schema import Rollout
 from combee_fast.session import Session, open_session
 

@@ -10,7 +10,7 @@ import msgspec
 
 from combee_fast.ace.calls import AceCalls
 from combee_fast.config import OnlineConfig, SessionConfig, SimConfig, TaskConfig
-from combee_fast.playbook import Playbook
+from combee_fast.ace.playbook import Playbook
 from combee_fast.embedded.online import OnlineLearner
 from combee_fast.session import open_session
 from combee_fast.sim.latency import LatencyPreset

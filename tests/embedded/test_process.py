@@ -12,7 +12,7 @@ import pytest
 
 from combee_fast.ace.calls import AceCalls
 from combee_fast.config import EmbedConfig, OnlineConfig, SessionConfig, SimConfig, TaskConfig
-from combee_fast.playbook import Playbook
+from combee_fast.ace.playbook import Playbook
 from combee_fast.embedded.online import OnlineLearner
 from combee_fast.embedded.process import LearnerProcessError, ProcessLearner
 from combee_fast.schema import Rollout

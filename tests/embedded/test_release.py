@@ -11,9 +11,10 @@ from combee_fast.config import ReleaseConfig
 from combee_fast.embedded.events import ReleaseDecision, ReleaseStatus
 from combee_fast.embedded.release import ReleaseGate, bucket
 from combee_fast.errors import ConfigError, ReleaseError
-from combee_fast.playbook import Playbook
+from combee_fast.ace.playbook import Playbook
 from combee_fast.run.events import Event
-from combee_fast.schema import CallError, Delta, Example, Op, OpKind, Rollout, Usage
+from combee_fast.schema import CallError, Example, Rollout, Usage
+from combee_fast.ace.records import Delta, Op, OpKind
 from combee_fast.verify.card import load_card, release_config
 from tests.verify.small_card import CARD
 

@@ -17,9 +17,10 @@ from combee_fast.embedded.online import OnlineLearner
 from combee_fast.embedded.process import ProcessLearner
 from combee_fast.embedded.threaded import ThreadedLearner
 from combee_fast.errors import ReleaseError
-from combee_fast.playbook import Playbook
+from combee_fast.ace.playbook import Playbook
 from combee_fast.run.events import Event, Events
-from combee_fast.schema import Delta, Op, OpKind, Rollout
+from combee_fast.schema import Rollout
+from combee_fast.ace.records import Delta, Op, OpKind
 from combee_fast.session import Session, open_session
 from combee_fast.sim.world import HARMFUL_FACETS, harmful_lesson, specific_lesson
 

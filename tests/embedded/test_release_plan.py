@@ -12,7 +12,7 @@ from combee_fast.embedded.events import NextDecision, ReleaseDecision, ReleaseSt
 from combee_fast.embedded.release import STATUS_HORIZON, ReleaseGate
 from combee_fast.embedded.release_plan import ReleaseProgress, next_decision, release_plan
 from combee_fast.native import sequential
-from combee_fast.playbook import Playbook
+from combee_fast.ace.playbook import Playbook
 from combee_fast.run.events import Event
 from tests.embedded.test_release import _grown, _rollout
 

@@ -13,7 +13,7 @@ from combee_fast.config import EndpointSpec, OnlineConfig, SamplingConfig, Sessi
 from combee_fast.embedded.process import ProcessLearner
 from combee_fast.embedded.threaded import ThreadedLearner
 from combee_fast.learners import role_table
-from combee_fast.playbook import Playbook
+from combee_fast.ace.playbook import Playbook
 from combee_fast.sim.world import TaskWorld
 from combee_fast.sim.responders import SimRequest
 from combee_fast.session import open_session

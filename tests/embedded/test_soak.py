@@ -29,7 +29,7 @@ import pytest
 from combee_fast.config import FaultConfig, OnlineConfig
 from combee_fast.embedded.online import AppliedBatch, OnlineLearner
 from combee_fast.endpoint.client import EndpointClient, EndpointConfig
-from combee_fast.playbook import Playbook
+from combee_fast.ace.playbook import Playbook
 from combee_fast.ace.calls import AceCalls
 from combee_fast.tasks.registry import get_task
 

@@ -14,7 +14,7 @@ import pytest
 from combee_fast.ace.calls import AceCalls
 from combee_fast.config import OnlineConfig, SessionConfig, SimConfig, TaskConfig, EmbedConfig
 from combee_fast.errors import ConfigError
-from combee_fast.playbook import Playbook
+from combee_fast.ace.playbook import Playbook
 from combee_fast.embedded.online import OnlineLearner
 from combee_fast.embedded.threaded import ThreadedLearner
 from combee_fast.schema import Rollout

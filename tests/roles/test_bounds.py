@@ -13,7 +13,8 @@ from combee_fast.ace.generator import GENERATOR_SCHEMA, generator_schema
 from combee_fast.ace.ops import OPS_SCHEMA, ops_schema
 from combee_fast.ace.reducer import REDUCER_SCHEMA, reducer_schema
 from combee_fast.ace.reflector import REFLECTOR_SCHEMA, reflector_schema
-from combee_fast.schema import Message, Op, OpKind
+from combee_fast.schema import Message
+from combee_fast.ace.records import Op, OpKind
 from tests.conftest import StartSimServer
 
 ADD = Op(OpKind.ADD, "formulas", "ROI = gain / cost")

@@ -12,7 +12,7 @@ from aiohttp import web
 from combee_fast.endpoint.client import EndpointClient, EndpointConfig
 from combee_fast.endpoint.pool import EndpointPool
 from combee_fast.endpoint.wire import ROLE_HEADER
-from combee_fast.playbook import Playbook
+from combee_fast.ace.playbook import Playbook
 from combee_fast.ace.calls import AceCalls
 from combee_fast.roles.budget import cut_context, is_context_error
 from combee_fast.ace.generator import GENERATOR_MAX_TOKENS, GENERATOR_SYSTEM_PROMPT

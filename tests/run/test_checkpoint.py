@@ -14,14 +14,15 @@ from combee_fast.ace.kind import ACE
 from combee_fast.config import HISTORY_KEPT, SessionConfig
 from combee_fast.errors import CheckpointError, ConfigError
 from combee_fast.methods.combee import CarriedChains
-from combee_fast.playbook import Playbook
+from combee_fast.ace.playbook import Playbook
 from combee_fast.protocols.running import StopRule
 from combee_fast.record.checkpoint import CHECKPOINT_FILE, LEGACY_CHECKPOINT_FILE, read_checkpoint
 from combee_fast.record.concurrency import ConcurrencyTotal
 from combee_fast.record.ledger import CallCounts, LedgerRow
 from combee_fast.record.rundir import RunDir
 from combee_fast.record.state import CallsRecord, TrainState
-from combee_fast.schema import Delta, Op, OpKind, Trajectory
+from combee_fast.schema import Trajectory
+from combee_fast.ace.records import Delta, Op, OpKind
 from combee_fast.tasks.registry import get_task
 
 CARRIED = CarriedChains[Playbook] | None

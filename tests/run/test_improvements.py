@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from combee_fast.ace.kind import ACE
-from combee_fast.playbook import Playbook
-from combee_fast.schema import Delta, Op, OpKind
+from combee_fast.ace.playbook import Playbook
+from combee_fast.ace.records import Delta, Op, OpKind
 
 SMALL = ("--task", "formula", "--train-split", "train[0:12]", "--val-split", "val[0:6]", "--quiet")
 

@@ -21,7 +21,7 @@ from combee_fast.config import (
     TransportConfig,
 )
 from combee_fast.embedded.online import OnlineLearner
-from combee_fast.playbook import Playbook
+from combee_fast.ace.playbook import Playbook
 from combee_fast.record.rundir import RunDir
 from combee_fast.run.batch_plans import FixedBatch
 from combee_fast.session import open_session

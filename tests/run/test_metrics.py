@@ -17,7 +17,7 @@ pytest.importorskip("prometheus_client", reason="the metrics extra: pip install 
 from combee_fast.ace.calls import AceCalls
 from combee_fast.config import OnlineConfig, ReleaseConfig, SessionConfig, SimConfig, TaskConfig  # noqa: E402
 from combee_fast.embedded.threaded import ThreadedLearner  # noqa: E402
-from combee_fast.playbook import Playbook  # noqa: E402
+from combee_fast.ace.playbook import Playbook  # noqa: E402
 from combee_fast.run.events import Events  # noqa: E402
 from combee_fast.embedded.metrics import MetricsEndpoint  # noqa: E402
 from combee_fast.session import open_session  # noqa: E402

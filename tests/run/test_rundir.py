@@ -9,7 +9,7 @@ import pytest
 
 from combee_fast.config import SessionConfig
 from combee_fast.errors import ConfigError
-from combee_fast.playbook import Playbook
+from combee_fast.ace.playbook import Playbook
 from combee_fast.record.rundir import RunDir, check_run_target
 
 FIRST, SECOND = SessionConfig(seed=1), SessionConfig(seed=2)

@@ -13,7 +13,7 @@ from combee_fast.config import (CacheConfig, EndpointSpec, FaultConfig, SessionC
                                 TransportConfig)
 from combee_fast.errors import EXIT_CALLS_FAILED, CallsFailed
 from combee_fast.learners import role_table
-from combee_fast.playbook import Playbook
+from combee_fast.ace.playbook import Playbook
 from combee_fast.record.rundir import RunDir
 from combee_fast.run.batch_plans import FixedBatch
 from combee_fast.session import open_session

@@ -11,7 +11,8 @@ from pathlib import Path
 
 from combee_fast.ace.curator import curator_messages
 from combee_fast.learners import role_table
-from combee_fast.schema import Reflection, Usage
+from combee_fast.schema import Usage
+from combee_fast.ace.records import Reflection
 from combee_fast.sim.responders import SimRequest
 from combee_fast.sim.world import lesson_unit
 from combee_fast.sim.worlds import bundled_worlds, task_world

@@ -9,10 +9,11 @@ from combee_fast.gepa.calls import AGGREGATOR_ROLE, PROPOSER_ROLE, SOLVER_ROLE, 
 from combee_fast.gepa.calls import AGGREGATOR_USER_TEMPLATE, PROPOSER_USER_TEMPLATE, SOLVER_USER_TEMPLATE
 from combee_fast.gepa.candidate import Candidate
 from combee_fast.gepa.revisions import changes_text, compose
-from combee_fast.playbook import Playbook
+from combee_fast.ace.playbook import Playbook
 from combee_fast.roles.base import fill
 from combee_fast.ace.generator import generator_messages
-from combee_fast.schema import Delta, GradedAnswer, Message, Op, OpKind, Usage
+from combee_fast.schema import GradedAnswer, Message, Usage
+from combee_fast.ace.records import Delta, Op, OpKind
 from combee_fast.gepa import sim as gepa_sim
 from combee_fast.gepa.sim import with_lessons
 from combee_fast.learners import role_table

@@ -12,10 +12,11 @@ import orjson
 import pytest
 
 from combee_fast.gepa.calls import AGGREGATOR_ROLE, PROPOSER_ROLE, SOLVER_ROLE, proposer_messages
-from combee_fast.playbook import Playbook
+from combee_fast.ace.playbook import Playbook
 from combee_fast.roles.base import fill
 from combee_fast.rollouts.react import SYSTEM, SYSTEM_PLAIN, TASK, TOOLS_FORMAT, tool_definitions
-from combee_fast.schema import Delta, GradedAnswer, Message, Op, OpKind, Step, ToolCall, Trajectory, Usage
+from combee_fast.schema import GradedAnswer, Message, Step, ToolCall, Trajectory, Usage
+from combee_fast.ace.records import Delta, Op, OpKind
 from combee_fast.sim.responders import SimReply, SimRequest
 from combee_fast.learners import LEARNERS, role_table
 from combee_fast.sim.terminal import GENERIC_TERMINAL_LESSONS, INSPECT, TERMINAL_LESSONS, TERMINAL_PARAMS

@@ -8,11 +8,12 @@ import orjson
 
 from combee_fast.learners import role_table
 from combee_fast.sim.server import SimRequest
-from combee_fast.playbook import Playbook
+from combee_fast.ace.playbook import Playbook
 from combee_fast.ace.curator import curator_messages
 from combee_fast.ace.generator import generator_messages
 from combee_fast.ace.reflector import reflector_messages
-from combee_fast.schema import Delta, Op, OpKind, Reflection, Rollout, Usage
+from combee_fast.schema import Rollout, Usage
+from combee_fast.ace.records import Delta, Op, OpKind, Reflection
 from combee_fast.tasks.registry import get_task
 from combee_fast.sim.world import (
     FORMULA_PARAMS, HARMFUL_SHARE, TaskWorld, generic_lesson, harmful_lesson, is_harmful, specific_lesson, world_params,

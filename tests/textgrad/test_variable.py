@@ -7,7 +7,7 @@ import pytest
 from combee_fast.errors import ConfigError
 from combee_fast.gepa.candidate import Candidate
 from combee_fast.learners import kind_of_file
-from combee_fast.playbook import Playbook
+from combee_fast.ace.playbook import Playbook
 from combee_fast.textgrad.variable import SYSTEM_PROMPT, LineEdit, PromptVariable, is_variable_file
 
 

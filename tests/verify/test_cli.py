@@ -87,7 +87,7 @@ def test_eval_under_a_card_with_an_external_test_file(tmp_path):
     text = text.replace("rows = 100", "rows = 20").replace("3ac33fda31cdec0c707f01e11c44d219b5d470d44bea7944e73295a12d28b7ae", sha)
     card.write_text(text)
     assert _combee("plan", str(card)).returncode == 0
-    from combee_fast.playbook import Playbook
+    from combee_fast.ace.playbook import Playbook
 
     empty = tmp_path / "empty.json"
     Playbook.empty().save(empty)

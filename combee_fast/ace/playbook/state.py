@@ -1,6 +1,6 @@
 """The data inside one playbook snapshot, the checks that make it valid, and its rendering.
 
-:class:`PlaybookState` is what :class:`combee_fast.playbook.Playbook` wraps. Its dicts are never
+:class:`PlaybookState` is what :class:`combee_fast.ace.playbook.Playbook` wraps. Its dicts are never
 mutated once a state is built; every change makes a new state (see ``playbook_apply``).
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from combee_fast.playbook.format import (
+from combee_fast.ace.playbook.format import (
     bullet_cost,
     bullet_line,
     clean_content,
@@ -19,7 +19,7 @@ from combee_fast.playbook.format import (
     section_problem,
     text_length,
 )
-from combee_fast.schema import Bullet
+from combee_fast.ace.records import Bullet
 from combee_fast.tokens import CHARS_PER_TOKEN
 
 
@@ -29,8 +29,8 @@ class PlaybookState:
 
     ``bullets`` holds the live bullets by id, each section's bullets in the order they were first
     created; ``section_sizes`` counts live bullets per section; ``cost`` is the summed
-    :func:`~combee_fast.playbook.format.section_cost` and
-    :func:`~combee_fast.playbook.format.bullet_cost` of everything rendered.
+    :func:`~combee_fast.ace.playbook.format.section_cost` and
+    :func:`~combee_fast.ace.playbook.format.bullet_cost` of everything rendered.
     """
 
     version: int
@@ -144,7 +144,7 @@ def bullets_in_order(state: PlaybookState) -> tuple[Bullet, ...]:
 
 
 def render(state: PlaybookState) -> str:
-    """The ACE line format described in :mod:`combee_fast.playbook.format`."""
+    """The ACE line format described in :mod:`combee_fast.ace.playbook.format`."""
     blocks: list[str] = []
     lines: list[str] = []
     section = None

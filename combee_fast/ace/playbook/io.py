@@ -28,9 +28,10 @@ import msgspec
 
 from combee_fast.errors import PlaybookFileError
 from combee_fast.files import read_regular, write_atomic
-from combee_fast.playbook.format import MAX_BULLET_CHARS
-from combee_fast.playbook.state import PlaybookState, build_state, bullets_in_order
-from combee_fast.schema import SCHEMA_VERSION, Bullet
+from combee_fast.ace.playbook.format import MAX_BULLET_CHARS
+from combee_fast.ace.playbook.state import PlaybookState, build_state, bullets_in_order
+from combee_fast.schema import SCHEMA_VERSION
+from combee_fast.ace.records import Bullet
 
 
 class PlaybookFileV2(msgspec.Struct, forbid_unknown_fields=True):

@@ -1,4 +1,4 @@
-"""Applying a :class:`~combee_fast.schema.Delta` to a playbook state: op rules, tag aggregation,
+"""Applying a :class:`~combee_fast.ace.records.Delta` to a playbook state: op rules, tag aggregation,
 token-budget eviction.
 
 Ops are checked in order against the state as the earlier ops of the same delta left it. An op
@@ -37,7 +37,7 @@ from collections.abc import Iterable
 
 import msgspec
 
-from combee_fast.playbook.format import (
+from combee_fast.ace.playbook.format import (
     bullet_cost,
     clean_content,
     id_counter,
@@ -47,8 +47,8 @@ from combee_fast.playbook.format import (
     section_problem,
     text_length,
 )
-from combee_fast.playbook.state import PlaybookState
-from combee_fast.schema import Bullet, Delta, Op, OpKind
+from combee_fast.ace.playbook.state import PlaybookState
+from combee_fast.ace.records import Bullet, Delta, Op, OpKind
 
 
 class RejectedOp(msgspec.Struct, frozen=True):

@@ -5,8 +5,8 @@ import re
 import pytest
 
 from combee_fast.errors import ConfigError, PlaybookParseError
-from combee_fast.playbook import DEFAULT_SECTIONS, Playbook, PlaybookDiff, aggregate_tags
-from combee_fast.schema import Delta, Op, OpKind
+from combee_fast.ace.playbook import DEFAULT_SECTIONS, Playbook, PlaybookDiff, aggregate_tags
+from combee_fast.ace.records import Delta, Op, OpKind
 from combee_fast.tokens import estimate_tokens
 
 

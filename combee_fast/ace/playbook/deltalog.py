@@ -18,8 +18,9 @@ import numpy as np
 
 from combee_fast.errors import CombeeError
 from combee_fast.files import read_regular
-from combee_fast.playbook import ApplyReport
-from combee_fast.schema import SCHEMA_VERSION, Delta, Op, OpKind
+from combee_fast.ace.playbook import ApplyReport
+from combee_fast.schema import SCHEMA_VERSION
+from combee_fast.ace.records import Delta, Op, OpKind
 
 _KIND_CODES = {OpKind.ADD: 0, OpKind.UPDATE: 1, OpKind.REMOVE: 2, OpKind.TAG: 3}
 

@@ -6,8 +6,8 @@ import pytest
 
 from combee_fast.config import SessionConfig, SimConfig, TaskConfig
 from combee_fast.errors import CombeeError
-from combee_fast.playbook import Playbook
-from combee_fast.playbook.deltalog import BulletState, final_bullets, read_delta_log, replay
+from combee_fast.ace.playbook import Playbook
+from combee_fast.ace.playbook.deltalog import BulletState, final_bullets, read_delta_log, replay
 from combee_fast.record.rundir import RunDir
 from combee_fast.run.batch_plans import FixedBatch
 from combee_fast.session import open_session

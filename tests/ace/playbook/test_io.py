@@ -6,10 +6,11 @@ from pathlib import Path
 import pytest
 
 from combee_fast.errors import PlaybookFileError
-from combee_fast.playbook import MAX_BULLET_CHARS, Playbook
-from combee_fast.schema import SCHEMA_VERSION, Delta, Op, OpKind
+from combee_fast.ace.playbook import MAX_BULLET_CHARS, Playbook
+from combee_fast.schema import SCHEMA_VERSION
+from combee_fast.ace.records import Delta, Op, OpKind
 
-V1_FIXTURE = Path(__file__).parent.parent / "data" / "playbook_v1.json"
+V1_FIXTURE = Path(__file__).parents[2] / "data" / "playbook_v1.json"
 
 
 def snapshot(playbook: Playbook) -> tuple:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from combee_fast.errors import ConfigError, PlaybookParseError
-from combee_fast.playbook.format import (
+from combee_fast.ace.playbook.format import (
     BULLET_LINE,
     HEADER_LINE,
     bullet_cost,
@@ -25,8 +25,8 @@ from combee_fast.playbook.format import (
     section_problem,
     text_length,
 )
-from combee_fast.playbook.state import PlaybookState, build_state, options_problem
-from combee_fast.schema import Bullet
+from combee_fast.ace.playbook.state import PlaybookState, build_state, options_problem
+from combee_fast.ace.records import Bullet
 from combee_fast.tokens import CHARS_PER_TOKEN
 
 PARSED_VERSION = 1

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 
-from combee_fast.schema import Bullet
+from combee_fast.ace.records import Bullet
 
 EMPTY_PLAYBOOK = "(the playbook is empty)"
 """Stands in for an empty playbook in a role's prompt; never parses as a bullet line."""

@@ -2,11 +2,11 @@
 
 A :class:`Playbook` never changes: :meth:`Playbook.apply` returns a new snapshot and leaves the
 old one whole, so a reader holding any version always sees that entire version. The rules of
-each op kind, rejection and token-budget eviction are in :mod:`combee_fast.playbook.apply`; the
-text format in :mod:`combee_fast.playbook.format`; parsing in :mod:`combee_fast.playbook.text`;
-the file format and its versions in :mod:`combee_fast.playbook.io`; the data of a snapshot and
-its checks in :mod:`combee_fast.playbook.state`; a run's delta log and its replay in
-:mod:`combee_fast.playbook.deltalog`.
+each op kind, rejection and token-budget eviction are in :mod:`combee_fast.ace.playbook.apply`; the
+text format in :mod:`combee_fast.ace.playbook.format`; parsing in :mod:`combee_fast.ace.playbook.text`;
+the file format and its versions in :mod:`combee_fast.ace.playbook.io`; the data of a snapshot and
+its checks in :mod:`combee_fast.ace.playbook.state`; a run's delta log and its replay in
+:mod:`combee_fast.ace.playbook.deltalog`.
 """
 
 from __future__ import annotations
@@ -18,12 +18,12 @@ from collections.abc import Sequence
 import msgspec
 
 from combee_fast.errors import ConfigError
-from combee_fast.playbook.apply import ApplyReport, RejectedOp, aggregate_tags, apply_delta
-from combee_fast.playbook.format import DEFAULT_SECTIONS, MAX_BULLET_CHARS, text_length
-from combee_fast.playbook.io import decode_state, encode_state, load_state, save_state
-from combee_fast.playbook.state import PlaybookState, build_state, bullets_in_order, options_problem, render
-from combee_fast.playbook.text import parse_state
-from combee_fast.schema import Bullet, Delta
+from combee_fast.ace.playbook.apply import ApplyReport, RejectedOp, aggregate_tags, apply_delta
+from combee_fast.ace.playbook.format import DEFAULT_SECTIONS, MAX_BULLET_CHARS, text_length
+from combee_fast.ace.playbook.io import decode_state, encode_state, load_state, save_state
+from combee_fast.ace.playbook.state import PlaybookState, build_state, bullets_in_order, options_problem, render
+from combee_fast.ace.playbook.text import parse_state
+from combee_fast.ace.records import Bullet, Delta
 from combee_fast.tokens import CHARS_PER_TOKEN
 
 __all__ = [
@@ -93,7 +93,7 @@ class Playbook:
         token_budget: int | None = None,
         max_bullet_chars: int = MAX_BULLET_CHARS,
     ) -> Playbook:
-        """The playbook rendered as ``text`` (see :mod:`combee_fast.playbook.text` for what text
+        """The playbook rendered as ``text`` (see :mod:`combee_fast.ace.playbook.text` for what text
         cannot carry). :class:`~combee_fast.errors.PlaybookParseError` names the bad line."""
         return cls(
             parse_state(text, sections=tuple(sections), token_budget=token_budget, max_bullet_chars=max_bullet_chars)

@@ -15,9 +15,9 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from combee_fast.playbook import Playbook
-from combee_fast.playbook.format import bullet_cost, id_counter, make_id, section_cost, text_length
-from combee_fast.schema import Bullet, Delta, Op, OpKind
+from combee_fast.ace.playbook import Playbook
+from combee_fast.ace.playbook.format import bullet_cost, id_counter, make_id, section_cost, text_length
+from combee_fast.ace.records import Bullet, Delta, Op, OpKind
 from combee_fast.tokens import estimate_tokens
 
 MAX_CHARS = 40
