@@ -8,8 +8,8 @@
 Each method learns on the terminal task's train split (one pass), selects on its selection split
 (GEPA: its Pareto set), and its final context is scored on the test split (report only). The
 built-in ReAct agent acts in bubblewrap sandboxes; the simulated endpoint plays it
-(:mod:`combee_fast.sim.terminal`): ACE's playbook is its ``<playbook>``, GEPA's candidate and
-TextGrad's prompt variable its ``<instructions>``. Times are each run's critical path: the
+(:mod:`combee_fast.sim.terminal`): ACE's playbook is its ``<learned_context>``, GEPA's candidate
+and TextGrad's prompt variable its ``<instructions>``. Times are each run's critical path: the
 model's simulated seconds plus the environment's real seconds. Sequential ACE keeps one episode
 in flight and runs at a finer time scale (its model latency does not depend on load); every other
 run at ``--time-scale``.

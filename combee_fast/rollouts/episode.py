@@ -121,11 +121,12 @@ MAX_ANSWER_CHARS = 20_000
 MAX_CITED = 1_000
 """The most context ids an episode's answer cites (more are dropped)."""
 
-CITED_ARGUMENT = "bullet_ids"
+CITED_ARGUMENT = "cited"
 """The finish tool's argument that lists the cited ids, when the context has citable parts (ACE's
-bullets: the only context that has them). Its name is part of what a model is sent, so it keeps
-the word a model has been sent so far: a new name would change every agent request a replay
-cache holds (the tools are in its key) and the simulated agent's finishing call."""
+playbook: the only context that has them). Its name is part of what a model is sent (the tools
+are in a replay cache's request key: an agent request recorded when it was ``bullet_ids``
+misses), and the simulated agent's finishing call names it
+(:func:`combee_fast.sim.agent_world.finish_reply`)."""
 
 
 def finish_arguments(answer: str | None, cited: Sequence[str], *, citable: bool) -> dict[str, Any]:

@@ -1,11 +1,12 @@
 """The built-in ReAct agent: think, act with one tool, read the result, until it calls ``finish``.
 
-Its prompts are in ``rollouts/prompts/react_*.txt``; the learned context is in its system prompt:
-a context with citable parts (ACE's playbook) between ``<playbook>`` tags, each entry citable
-when the agent finishes (``react_system.txt``); any other (GEPA's candidate, TextGrad's prompt
-variable) as its instructions, between ``<instructions>`` tags (``react_system_plain.txt``). On a
-retry round the learner's feedback on the last attempt is in the task message. It asks for
-actions in one of two forms, chosen per
+Its prompts are in ``rollouts/prompts/react_*.txt``; the learned context is in its system prompt
+(the ``$context`` slot of both): a context with citable parts (ACE's playbook) between
+``<learned_context>`` tags, each entry citable when the agent finishes (``react_system.txt``,
+whose ``finish`` takes the ids as :data:`~combee_fast.rollouts.episode.CITED_ARGUMENT`); any other
+(GEPA's candidate, TextGrad's prompt variable) as its instructions, between ``<instructions>``
+tags (``react_system_plain.txt``). On a retry round the learner's feedback on the last attempt is
+in the task message. It asks for actions in one of two forms, chosen per
 endpoint (``agent.tool_calls``; ``auto``: the endpoint was probed for tool calling like
 structured output is):
 
@@ -59,7 +60,7 @@ OLD_OBSERVATION_CHARS = 200
 
 FINISH = Tool(
     FINISH_ACTION,
-    "End the episode once the task is done: a short final answer, and the ids of the playbook entries you used.",
+    "End the episode once the task is done: a short final answer, and the ids of the context entries you used.",
     {"type": "object", "properties": {"answer": bounds.text(bounds.ANSWER_CHARS),
                                       CITED_ARGUMENT: bounds.array(bounds.text(bounds.ID_CHARS), MAX_CITED)},
      "required": ["answer"], "additionalProperties": False},
@@ -77,7 +78,7 @@ FINISH_PLAIN = Tool(
 SYSTEM_META = "system"
 """``Example.meta`` key of text a task puts first in the agent's system prompt (a tau2 domain's policy)."""
 
-EMPTY_CITABLE = "(the playbook is empty)"
+EMPTY_CITABLE = "(no entries yet)"
 """Stands in for an empty context with citable parts (``react_system.txt``)."""
 
 NO_INSTRUCTIONS = "(no instructions yet)"
@@ -191,8 +192,7 @@ class ReactAgent:
     def _system(self, episode: AgentEpisode, tools: Sequence[Tool], reply_tokens: int) -> Message:
         fmt = TOOLS_FORMAT if episode.tool_calls else fill(JSON_FORMAT, tools=_tool_list(tools))
         template, empty_context = (SYSTEM, EMPTY_CITABLE) if episode.citable else (SYSTEM_PLAIN, NO_INSTRUCTIONS)
-        slot = "playbook" if episode.citable else "context"
-        empty = fill(template, **{slot: empty_context}, format=fmt)
+        empty = fill(template, context=empty_context, format=fmt)
         first = episode.task.meta.get(SYSTEM_META, "").strip()
         context = episode.context.strip()
         if context and episode.context_length is not None:
@@ -200,7 +200,7 @@ class ReactAgent:
                 + conservative_tokens(episode.observation) + 2 * TEMPLATE_TOKENS_PER_MESSAGE
             room = episode.context_length - reply_tokens - others
             context = cut_context(context, max(0, room) * 3)
-        prompt = fill(template, **{slot: context or empty_context}, format=fmt)
+        prompt = fill(template, context=context or empty_context, format=fmt)
         return Message("system", f"{first}\n\n{prompt}" if first else prompt)
 
     def _task(self, episode: AgentEpisode) -> Message:

@@ -5,10 +5,11 @@ the tau2 tasks'): a model, not evidence about real LLMs.
   :class:`~combee_fast.sim.world.WorldAgent`, with the world's
   :class:`~combee_fast.sim.world.EpisodeWords`.
 - How the built-in ReAct agent's turn reads its conversation: the learned context in its system
-  message (:func:`context_of`, :func:`context_lines`: ACE's ``<playbook>`` with citable entries,
-  or the ``<instructions>`` of a learner whose context has no citable parts), the lessons of it
-  that are about a unit (:func:`states_lesson_of`) or generic (:func:`is_generic`), as a model
-  finds them, by their text; and the actions its earlier turns took (:func:`actions`).
+  message (:func:`context_of`, :func:`context_lines`: the ``<learned_context>`` block of a context
+  with citable entries, ACE's playbook, or the ``<instructions>`` of a learner whose context has
+  no citable parts), the lessons of it that are about a unit (:func:`states_lesson_of`) or
+  generic (:func:`is_generic`), as a model finds them, by their text; and the actions its
+  earlier turns took (:func:`actions`).
 - How it decides, once per episode, whether it knows the way (:func:`knows_the_way`: with
   ``known_accuracy`` when a line of the context states a lesson about the unit, or the retry's
   reflection names it; else with the base accuracy plus the generic lessons' small gain), and
@@ -25,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 import orjson
 
+from combee_fast.rollouts.episode import CITED_ARGUMENT
 from combee_fast.schema import Message, ToolCall
 from combee_fast.sim.responders import SimReply, SimRequest
 from combee_fast.sim.world import Lessons, lesson_unit, playbook_bullets, tagged, uniform
@@ -33,20 +35,21 @@ if TYPE_CHECKING:
     from combee_fast.sim.world import TaskWorld
 
 ContextLine = tuple[str | None, str]
-"""A line of the learned context: ``(id, text)``, ``id`` a playbook entry's (None: a plain line)."""
+"""A line of the learned context: ``(id, text)``, ``id`` a citable entry's (None: a plain line)."""
 
 
 def context_of(request: SimRequest) -> str | None:
     """The system message of an agent's turn (one holding a learned context block); None otherwise."""
     return next((m.content for m in request.messages if m.role == "system"
-                 and ("<playbook>" in m.content or "<instructions>" in m.content)), None)
+                 and ("<learned_context>" in m.content or "<instructions>" in m.content)), None)
 
 
 def context_lines(system: str) -> tuple[list[ContextLine], bool]:
     """Each line of the learned context in an agent's system prompt, and whether its parts are
-    citable (ACE's ``<playbook>``; else the ``<instructions>`` block, its ``- `` bullets stripped)."""
-    playbook = tagged(system, "playbook")
-    block, citable = (playbook, True) if playbook is not None else (tagged(system, "instructions") or "", False)
+    citable (the ``<learned_context>`` block, ACE's playbook; else the ``<instructions>`` block,
+    its ``- `` bullets stripped)."""
+    entries = tagged(system, "learned_context")
+    block, citable = (entries, True) if entries is not None else (tagged(system, "instructions") or "", False)
     lines: list[ContextLine] = []
     for line in block.splitlines():
         entry = playbook_bullets(line)
@@ -111,9 +114,10 @@ def action_reply(request: SimRequest, tool: str, arguments: dict[str, Any], thou
 def finish_reply(request: SimRequest, about: Sequence[ContextLine], lines: Sequence[ContextLine], citable: bool,
                  lessons: Lessons, thought: str) -> str | SimReply:
     """The finishing call; when the context is citable it cites the first two entries about the
-    unit (``about``) and the first two generic ones."""
+    unit (``about``) and the first two generic ones, in the agent's finish argument
+    (:data:`~combee_fast.rollouts.episode.CITED_ARGUMENT`)."""
     finish: dict[str, object] = {"answer": "done"}
     if citable:
         generic = [bid for bid, text in lines if bid is not None and is_generic(text, lessons)][:2]
-        finish["bullet_ids"] = [bid for bid, _ in about if bid is not None][:2] + generic
+        finish[CITED_ARGUMENT] = [bid for bid, _ in about if bid is not None][:2] + generic
     return action_reply(request, "finish", finish, thought)

@@ -17,7 +17,7 @@ curator overloads along the calibrated curve), but for:
   lines alike), or the retry's reflection names it: then with probability ``known_accuracy``;
   otherwise with ``base_accuracy`` (plus the generic lessons' small gain). Knowing it, it issues
   the oracle's commands one per turn; not knowing it, one of the family's plausible mistakes.
-  Then it finishes (citing the playbook entries it used, when the context has citable parts).
+  Then it finishes (citing the context entries it used, when the context has citable parts).
   A user's own agent asking in a plain prompt (no context block in a system message, no tools,
   no schema) that names a chore gets one shell line: the commands its path would issue, joined
   by ``&&`` (the path decided the same way, from the lessons the prompt's other lines state).

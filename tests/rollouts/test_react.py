@@ -15,6 +15,7 @@ import msgspec
 import pytest
 
 from combee_fast.config import AgentConfig, MapConfig, SessionConfig, SimConfig, TaskConfig
+from combee_fast.rollouts.episode import CITED_ARGUMENT
 from combee_fast.rollouts.react import FINISH, action_schema
 from combee_fast.session import open_session
 from combee_fast.tasks.terminal.environment import RUN_TOOL
@@ -55,7 +56,7 @@ def test_the_json_action_schema_is_bounded() -> None:
     schema = action_schema([RUN_TOOL, FINISH])
     assert schema["properties"]["tool"]["enum"] == ["run", "finish"]
     fields = schema["properties"]["arguments"]["properties"]
-    assert fields["command"]["maxLength"] and fields["answer"]["maxLength"] and fields["bullet_ids"]["maxItems"]
+    assert fields["command"]["maxLength"] and fields["answer"]["maxLength"] and fields[CITED_ARGUMENT]["maxItems"]
     assert schema["properties"]["arguments"]["additionalProperties"] is False
 
 

@@ -1,9 +1,10 @@
 """The terminal world plays the agent whatever role serves the learned context (ACE's generator,
 GEPA's solver, TextGrad's forward pass, a plug-in learner's serving role), reads the context from
-ACE's ``<playbook>`` or the plain ``<instructions>`` block and finds a family's lessons in it by
-their text; GEPA's proposer and TextGrad's loss and gradient judge chores by the checks' outcome
-and name the family's own lessons. Requests are built from the agent's and the learners' own
-prompt templates."""
+the ``<learned_context>`` block of a citable one (ACE's playbook) or the plain ``<instructions>``
+block and finds a family's lessons in it by their text, and finishes with the agent's own finish
+tool's arguments; GEPA's proposer and TextGrad's loss and gradient judge chores by the checks'
+outcome and name the family's own lessons. Requests are built from the agent's and the learners'
+own prompt templates."""
 
 from __future__ import annotations
 
@@ -14,7 +15,9 @@ import pytest
 from combee_fast.gepa.calls import AGGREGATOR_ROLE, PROPOSER_ROLE, SOLVER_ROLE, proposer_messages
 from combee_fast.ace.playbook import Playbook
 from combee_fast.roles.base import fill
-from combee_fast.rollouts.react import SYSTEM, SYSTEM_PLAIN, TASK, TOOLS_FORMAT, tool_definitions
+from combee_fast.rollouts.episode import CITED_ARGUMENT
+from combee_fast.rollouts.react import (FINISH, FINISH_PLAIN, SYSTEM, SYSTEM_PLAIN, TASK, TOOLS_FORMAT,
+                                     tool_definitions)
 from combee_fast.schema import GradedAnswer, Message, Step, ToolCall, Trajectory, Usage
 from combee_fast.ace.records import Delta, Op, OpKind
 from combee_fast.sim.responders import SimReply, SimRequest
@@ -67,7 +70,7 @@ def _action(reply: SimReply) -> tuple[str, dict]:
 def _contexts(lessons: list[str]) -> dict[str, str]:
     """The same lessons as each learner's context reaches the agent's system prompt."""
     plain = "You carry out chores in a shell.\n" + "\n".join(f"- {lesson}" for lesson in lessons)
-    return {"playbook": fill(SYSTEM, playbook=_playbook(lessons), format=TOOLS_FORMAT),
+    return {"learned_context": fill(SYSTEM, context=_playbook(lessons), format=TOOLS_FORMAT),
             "instructions": fill(SYSTEM_PLAIN, context=plain, format=TOOLS_FORMAT)}
 
 
@@ -104,7 +107,7 @@ def test_the_agent_plays_a_plug_in_learners_serving_role_as_it_plays_the_built_i
                 SERVING_ROLES[0], system, example, seed, issued)
 
 
-@pytest.mark.parametrize("form", ["playbook", "instructions"])
+@pytest.mark.parametrize("form", ["learned_context", "instructions"])
 def test_a_lesson_about_the_family_raises_the_agents_success_from_the_base_rate(form: str) -> None:
     def oracle_share(lessons_of) -> float:
         hits = 0
@@ -121,17 +124,19 @@ def test_a_lesson_about_the_family_raises_the_agents_success_from_the_base_rate(
     assert abs(base - TERMINAL_PARAMS.base_accuracy) < 0.08
 
 
-def test_a_playbook_finish_cites_the_familys_entries_and_a_plain_one_cites_nothing() -> None:
+def test_a_citable_contexts_finish_cites_the_familys_entries_and_a_plain_one_cites_nothing() -> None:
+    """The finishing call names the agent's own finish arguments (``CITED_ARGUMENT``, the ids)."""
     example = EXAMPLES[0]
     family = _family(example)
     lessons = [TERMINAL_LESSONS.about(family.name, 0), TERMINAL_LESSONS.general(2)]
     path = TERMINAL.chore(example).oracle  # the commands issued say which path the episode is on: it ends
     replies = {form: _turn("generator", system, example, 0, (INSPECT, *path))
                for form, system in _contexts(lessons).items()}
-    assert _action(replies["instructions"]) == ("finish", {"answer": "done"})
-    name, arguments = _action(replies["playbook"])
+    assert _action(replies["instructions"]) == (FINISH_PLAIN.name, {"answer": "done"})
+    name, arguments = _action(replies["learned_context"])
     ids = [line.split("]")[0].lstrip("[") for line in _playbook(lessons).splitlines() if line.startswith("[")]
-    assert name == "finish" and arguments["bullet_ids"] == ids  # the family's entry, then the generic one
+    assert name == FINISH.name and arguments[CITED_ARGUMENT] == ids  # the family's entry, then the generic one
+    assert set(arguments) == set(FINISH.parameters["properties"])  # what the agent's finish tool takes
 
 
 def _trajectory(example, reward: float) -> Trajectory:
