@@ -35,7 +35,8 @@ wire, summed, nor than its steps' wall seconds, so the lesser of the two makes t
 bound of the map's own (their calls overlap; the curator's overlap the map). The peak is the most
 the server generates (a ratio to a physical limit: above 1 the bench refuses, exit 6);
 ``predicted_vs_measured`` = the median over Combee's steps of the planner's predicted step time
-over the measured one (its ``summary.json``).
+over the measured one (its ``summary.json``; nan when no step had a prediction, as when the first
+step, planned from the probe alone, takes the whole slice: the reason goes to stderr).
 
 Why utilization is what it is: ``utilization_ceiling`` is the workload probe's peak over the
 server probe's, what a map of nothing but generator calls sent at the best level reaches: on a
@@ -381,6 +382,9 @@ async def bench(args: argparse.Namespace) -> dict[str, str]:
     utilization = physical_ratio("utilization", combee.map_tokens / combee.map_seconds / peak)
     summary = msgspec.json.decode((out / "combee" / "summary.json").read_bytes())
     ratio = (summary.get("batching") or {}).get("predicted_vs_measured")
+    if ratio is None:  # the figure is nan: say why (a run of one planned step predicts none)
+        print(f"predicted_vs_measured: {(summary.get('batching') or {}).get('predicted_vs_measured_reason')}",
+              file=sys.stderr, flush=True)
     speedup, limit = sequential.seconds / combee.seconds, speedup_limit(sequential, peak)
     physical_ratio("real_speedup / real_speedup_limit", speedup / limit)
     figures = {"real_speedup": f"{speedup:.2f}", "batching_gain": f"{curves.server.gain:.2f}",

@@ -163,6 +163,9 @@ class ControllerConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     # profile-and-fit rule (:mod:`combee_fast.combee.controller`, the settings above).
     mode: str = "live"
     start_steps: int = 2  # nothing measured yet: the first step takes 1/start_steps of the queue
+    # Probed but nothing measured yet: a step's curate-and-reduce tail, which waits for its map, is
+    # taken to last this many waves of chains (two calls deep, as a chain is); measured from the first step on.
+    start_tail_waves: float = 1.0
     growth: float = 4.0  # never plan beyond growth x the largest in-flight level measured
     time_slack: float = 0.1  # the smallest batch whose predicted remaining time is this close to the fastest
     saturation: float = 0.8  # the endpoint is full where its throughput reaches this share of its ceiling
@@ -196,7 +199,7 @@ class ControllerConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
         at_least("controller", 1, recover_after=self.recover_after, start_steps=self.start_steps,
                   history=self.history, min_group=self.min_group, collapse_min_texts=self.collapse_min_texts,
                   probe_tokens=self.probe_tokens)
-        at_least("controller", 0, probe_s=self.probe_s)
+        at_least("controller", 0, probe_s=self.probe_s, start_tail_waves=self.start_tail_waves)
         if self.mode not in ("live", "paper"):
             raise ConfigError(f"controller.mode must be 'live' or 'paper', got {self.mode!r}")
         if not self.surprise > 1:

@@ -8,9 +8,15 @@ records only, so a replayed run decides the same):
 
 * **Start.** The start-up probe's batching curve (:meth:`ShapePlanner.seed`,
   :mod:`combee_fast.endpoint.batching`), measured with the rollout role's own prompts: its calls
-  join the latency fit, and the first step fills the level of the endpoint's peak tokens/s
-  instead of the cold ``1/start_steps`` of the queue. The curve is recorded with the run, so a
-  replayed or resumed run starts the same.
+  join the latency fit, and the first step is planned on the waves the probe implies instead of
+  the cold ``1/start_steps`` of the queue. A step's chains run in waves of the level of the
+  endpoint's peak tokens/s (``k``), and its curate-and-reduce tail waits for the map, once per
+  step: taken as ``start_tail_waves`` waves until a step measures it, the queue of ``R`` items
+  takes ``ceil(R / b) * (ceil(b / k) + start_tail_waves)`` waves at batch ``b``, and the first
+  step is the smallest ``b`` (at least ``k``, at most ``growth`` times the largest level probed)
+  within ``time_slack`` of the fewest. A short queue is one step (its tail paid once, its slots
+  refilled as chains finish); a long one starts at a few waves and is re-planned from what that
+  step measured. The curve is recorded with the run, so a replayed or resumed run starts the same.
 * **No-go.** When the hardware cannot make parallelism pay, the run says so and runs one item a
   step, the sequential schedule, instead of running slower: a probe whose requests sent at once
   generate no more than ``1 + RISE`` times one request's tokens/s at every level (a CPU server whose
@@ -171,7 +177,8 @@ class ShapePlanner:
     def seed(self, probe: BatchingCurve) -> None:
         """Start from the start-up probe's curve: each of its levels joins the latency fit as
         ``concurrency`` calls at that in-flight level, and the first decision (nothing measured
-        yet) fills its best concurrency. A curve without points changes nothing (cold start)."""
+        yet) is planned in waves of its best concurrency (:meth:`_start`). A curve without points
+        changes nothing (cold start)."""
         if not probe.points:
             return
         self.curve.add(CallSample(float(p.concurrency), p.prompt_tokens, p.completion_tokens, p.latency_s)
@@ -274,12 +281,7 @@ class ShapePlanner:
                 predicted = inputs["predicted_step_s"] = self._step_seconds(s, batch)
                 self._predicted_map = predicted - (self._tail or 0.0)
         elif s is None and self._probe is not None:
-            probe = self._probe
-            batch = max(self.lower, min(hi, probe.best_concurrency))
-            inputs.update(probe_best_concurrency=float(probe.best_concurrency), probe_gain=probe.gain)
-            reason = (f"start: the start-up probe measured the endpoint's generated tokens/s peaking at "
-                      f"{probe.best_concurrency} requests at once ({probe.gain:.2f}x one request's); the first "
-                      f"step fills them")
+            batch, reason = self._start(self._probe, remaining, hi, inputs)
         elif s is None or self.curve.coef is None:
             first = math.ceil(remaining / self.config.start_steps)
             batch = max(self.lower, min(hi, first))
@@ -318,6 +320,28 @@ class ShapePlanner:
                                  self.reflect_temperature, self.shuffle_salt)
         self.decisions.append(decision)
         return decision
+
+    def _start(self, probe: BatchingCurve, remaining: int, hi: int, inputs: dict[str, float]) -> tuple[int, str]:
+        """The first step's size from the probe alone, and why (module docstring, Start); its
+        numbers go into ``inputs``."""
+        width = max(1, int(min(probe.best_concurrency, self.in_flight_cap)))
+        probed = max(p.concurrency for p in probe.points)
+        top = max(self.lower, min(hi, math.floor(self.config.growth * probed)))
+        tail = self.config.start_tail_waves
+        waves = {b: math.ceil(remaining / b) * (math.ceil(b / width) + tail)
+                 for b in range(max(self.lower, min(top, width)), top + 1)}
+        fewest = min(waves.values())
+        batch = min(b for b, w in waves.items() if w <= (1 + self.config.time_slack) * fewest)
+        steps, per_step = math.ceil(remaining / batch), math.ceil(batch / width)
+        inputs.update(probe_best_concurrency=float(probe.best_concurrency), probe_gain=probe.gain,
+                      start_width=float(width), start_tail_waves=tail, start_waves=waves[batch],
+                      fewest_waves=fewest, trust_bound=float(top))
+        reason = (f"start: the start-up probe measured the endpoint's generated tokens/s peaking at "
+                  f"{probe.best_concurrency} requests at once ({probe.gain:.2f}x one request's); in waves of "
+                  f"{width} chains and a tail of {tail:g} wave per step, {batch} items/step ({steps} step(s) of "
+                  f"{per_step} wave(s)) is within {self.config.time_slack:.0%} of the fewest waves for the "
+                  f"{remaining} waiting")
+        return batch, reason
 
     def _plan(self, s: StepSignals, remaining: int, hi: int) -> tuple[int, int, float]:
         times = {b: self._remaining_seconds(s, remaining, b) for b in range(self.lower, hi + 1)}

@@ -9,6 +9,7 @@ import pytest
 from combee_fast.combee.latency_curve import CallSample, LatencyCurve
 from combee_fast.combee.planner import ShapePlanner, StepSignals
 from combee_fast.config import CombeeConfig, ControllerConfig
+from combee_fast.endpoint.batching import BatchingCurve, BatchingPoint
 
 
 def latency(k: float, prompt: int, completion: int, *, base=0.4, per_prompt=1e-4, per_token=0.025, load=0.0, wait=0.0):
@@ -51,6 +52,36 @@ def test_the_first_step_is_a_real_step_and_the_next_finishes_the_queue_in_fewest
     second = planner.decide(250)
     assert second.batch_size == 250 and second.inputs["bs_star"] >= 0.9 * 256 / 1.1
     assert "1.00x their unloaded latency" in second.reason
+
+
+def probed(levels: list[int], gain: float) -> BatchingCurve:
+    """A probe whose generated tokens/s rise linearly from one request's to ``gain`` times it at the top level."""
+    def rate(c: int) -> float:
+        return 6.0 * (1 + (gain - 1) * (c - 1) / (levels[-1] - 1))
+    return BatchingCurve.of([BatchingPoint(c, 32 * c / rate(c), rate(c), 600, 32) for c in levels], stopped="cap")
+
+
+def first_step(remaining: int, curve: BatchingCurve, *, slots: float = math.inf, **config: float):
+    planner = ShapePlanner(ControllerConfig(**config), CombeeConfig(), upper=256, in_flight_cap=slots)
+    planner.seed(curve)
+    return planner.decide(remaining)
+
+
+def test_the_probed_first_step_pays_its_tail_once_for_a_short_queue_and_starts_a_long_one_at_a_few_waves() -> None:
+    four = probed([1, 2, 4], 1.9)  # a CPU server's four slots (bench/real_model.py measured 1.9-2.3x)
+    short = first_step(12, four, slots=4)
+    assert short.batch_size == 12 and "1 step(s) of 3 wave(s)" in short.reason  # not 4, then 8: one tail
+    assert short.inputs["start_waves"] == short.inputs["fewest_waves"] == 4.0
+    assert first_step(3, four, slots=4).batch_size == 3
+    assert first_step(24, four, slots=4).batch_size == 12  # 16 (4x the top level) at most: two steps of 3 waves
+    wide = probed([1, 2, 4, 8, 16, 32, 64], 8.0)  # a GPU server
+    long = first_step(1000, wide)
+    assert long.batch_size == 250 and "4 step(s) of 2 wave(s)" in long.reason  # then re-planned on what it measured
+    # Without a tail to pay once per step, waves alone say nothing beyond filling the probed level.
+    assert first_step(12, four, slots=4, start_tail_waves=0.0).batch_size == 4
+    # Never below the level of the peak (a smaller step is as many waves for fewer items), nor
+    # above the client's slots' width as the wave.
+    assert first_step(12, probed([1, 2, 4, 8], 3.0), slots=4).inputs["start_width"] == 4.0
 
 
 def test_a_saturating_endpoint_plans_smaller_batches_than_a_flat_one() -> None:

@@ -1,10 +1,11 @@
 """``--batch-size auto`` against a simulated server with four slots: the start-up probe's curve
-seeds the planner's first decision, is recorded with the run (a replay decides the same), and the
+seeds the planner's first decision (planned in waves of its best level), is recorded with the run (a replay decides the same), and the
 summary and page show it with the planner's predicted against measured step seconds."""
 
 from __future__ import annotations
 
 import json
+import math
 
 import msgspec
 
@@ -47,8 +48,14 @@ async def test_the_probe_seeds_the_first_step_and_a_replay_decides_the_same(star
     best = curve["best_concurrency"]
     assert [p["concurrency"] for p in curve["points"]][:3] == [1, 2, 4] and 4 <= best <= 8  # near the 4 slots
     decisions = _read(recorded, "controller.jsonl")
-    assert decisions[0]["batch_size"] == best and "start-up probe" in decisions[0]["reason"]  # not 20, the cold half
-    assert decisions[0]["inputs"]["probe_best_concurrency"] == best
+    first = decisions[0]
+    assert "start-up probe" in first["reason"] and first["inputs"]["probe_best_concurrency"] == best
+    # Planned in waves of the probe's best level, each step's tail taken as one wave: the smallest
+    # batch within 10% of the fewest waves for the 40 items, at most 4x the largest level probed.
+    sizes = range(best, min(40, 4 * max(p["concurrency"] for p in curve["points"])) + 1)
+    waves = {b: math.ceil(40 / b) * (math.ceil(b / best) + 1) for b in sizes}
+    assert first["batch_size"] == min(b for b in sizes if waves[b] <= 1.1 * min(waves.values()))
+    assert first["inputs"]["start_waves"] == waves[first["batch_size"]]
 
     # Recorded with the run: the replay's probe is answered by the cache, and every decision repeats.
     assert _read(replayed, "batching.json") == curve
