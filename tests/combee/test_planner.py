@@ -76,7 +76,7 @@ def test_the_probed_first_step_pays_its_tail_once_for_a_short_queue_and_starts_a
     assert first_step(24, four, slots=4).batch_size == 12  # 16 (4x the top level) at most: two steps of 3 waves
     wide = probed([1, 2, 4, 8, 16, 32, 64], 8.0)  # a GPU server
     long = first_step(1000, wide)
-    assert long.batch_size == 250 and "4 step(s) of 2 wave(s)" in long.reason  # then re-planned on what it measured
+    assert long.batch_size == 250 and "4 step(s) of 4 wave(s)" in long.reason  # then re-planned on what it measured
     # Without a tail to pay once per step, waves alone say nothing beyond filling the probed level.
     assert first_step(12, four, slots=4, start_tail_waves=0.0).batch_size == 4
     # Never below the level of the peak (a smaller step is as many waves for fewer items), nor
