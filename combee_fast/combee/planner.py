@@ -325,13 +325,11 @@ class ShapePlanner:
         """The first step's size from the probe alone, and why (module docstring, Start); its
         numbers go into ``inputs``."""
         width = max(1, int(min(probe.best_concurrency, self.in_flight_cap)))
-        probed = max(p.concurrency for p in probe.points)
-        top = max(self.lower, min(hi, math.floor(self.config.growth * probed)))
+        top = max(self.lower, min(hi, math.floor(self.config.growth * self.curve.max_in_flight)))
         tail = self.config.start_tail_waves
         waves = {b: math.ceil(remaining / b) * (math.ceil(b / width) + tail)
                  for b in range(max(self.lower, min(top, width)), top + 1)}
-        fewest = min(waves.values())
-        batch = min(b for b, w in waves.items() if w <= (1 + self.config.time_slack) * fewest)
+        batch, _, fewest = self._near_least(waves)
         steps, per_step = math.ceil(remaining / batch), math.ceil(batch / width)
         inputs.update(probe_best_concurrency=float(probe.best_concurrency), probe_gain=probe.gain,
                       start_width=float(width), start_tail_waves=tail, start_waves=waves[batch],
@@ -344,11 +342,14 @@ class ShapePlanner:
         return batch, reason
 
     def _plan(self, s: StepSignals, remaining: int, hi: int) -> tuple[int, int, float]:
-        times = {b: self._remaining_seconds(s, remaining, b) for b in range(self.lower, hi + 1)}
-        best_b = min(times, key=lambda b: (times[b], b))
-        best_t = times[best_b]
-        within = min(b for b, t in times.items() if t <= (1 + self.config.time_slack) * best_t)
-        return within, best_b, best_t
+        return self._near_least({b: self._remaining_seconds(s, remaining, b) for b in range(self.lower, hi + 1)})
+
+    def _near_least(self, costs: dict[int, float]) -> tuple[int, int, float]:
+        """The planner's choice among batch sizes: the smallest whose cost is within ``time_slack``
+        of the least, the size of the least (the smallest on a tie) and the least cost."""
+        best = min(costs, key=lambda b: (costs[b], b))
+        least = costs[best]
+        return min(b for b, c in costs.items() if c <= (1 + self.config.time_slack) * least), best, least
 
     def knee(self, hi: int) -> int:
         """``bs*`` for a long queue: the smallest batch whose predicted seconds per item are within
@@ -358,8 +359,7 @@ class ShapePlanner:
         if s is None or self.curve.coef is None:
             return hi
         per_item = {b: self._step_seconds(s, b) / b for b in range(self.lower, max(self.lower, hi) + 1)}
-        best = min(per_item.values())
-        return min(b for b, t in per_item.items() if t <= (1 + self.config.time_slack) * best)
+        return self._near_least(per_item)[0]
 
     def capacity(self, s: StepSignals) -> float:
         """Requests in flight at which the endpoint's throughput ``k / L(k)`` reaches ``saturation``
