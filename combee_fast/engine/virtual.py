@@ -47,8 +47,10 @@ class Ended(msgspec.Struct, Generic[K], frozen=True):
 
 class ScheduleState(msgspec.Struct, frozen=True):
     """All of a :class:`StageSchedule` whose keys are ``int``: limits, clock, each stage's queue
-    and busy slots, the ends not taken yet ``(at, seq, stage, key)`` and the next ``seq``. Only
-    a schedule with no started task without duration is kept (``unfinished`` empty)."""
+    and busy slots, the ends not taken yet ``(at, seq, stage, key)``, the next ``seq``, and the
+    started tasks whose duration is not known yet ``(stage, key, at, seq)`` (their owner runs
+    their work again after a resume and gives the duration then; a state kept before they were
+    kept has none)."""
 
     limits: dict[str, int]
     clock: float
@@ -56,6 +58,7 @@ class ScheduleState(msgspec.Struct, frozen=True):
     busy: dict[str, int]
     ends: tuple[tuple[float, int, str, int], ...]
     seq: int
+    unfinished: tuple[tuple[str, int, float, int], ...] = ()
 
 
 class StageSchedule(Generic[K]):
@@ -76,12 +79,10 @@ class StageSchedule(Generic[K]):
         self._seq = 0
 
     def state(self: StageSchedule[int]) -> ScheduleState:
-        """The schedule as a :class:`ScheduleState`; ``RuntimeError`` while a started task has no
-        duration (its end is not known, so it cannot be kept)."""
-        if self._unfinished:
-            raise RuntimeError(f"{len(self._unfinished)} started task(s) have no duration yet: nothing to keep")
+        """The schedule as a :class:`ScheduleState`, its started tasks without a duration among it."""
+        unfinished = tuple((task.stage, task.key, task.at, task.seq) for task in self._unfinished.values())
         return ScheduleState(dict(self.limits), self.clock, {stage: tuple(q) for stage, q in self._queues.items()},
-                             dict(self._busy), tuple(self._ends), self._seq)
+                             dict(self._busy), tuple(self._ends), self._seq, unfinished)
 
     @classmethod
     def restored(cls, state: ScheduleState) -> StageSchedule[int]:
@@ -93,6 +94,7 @@ class StageSchedule(Generic[K]):
         schedule._ends = list(state.ends)
         heapq.heapify(schedule._ends)
         schedule._seq = state.seq
+        schedule._unfinished = {seq: Started(stage, key, at, seq) for stage, key, at, seq in state.unfinished}
         return schedule
 
     def enqueue(self, stage: str, key: K) -> None:

@@ -81,10 +81,13 @@ budget able to pay for one of that size). A step with no items, or past ``gepa.m
 starts nothing and advances until a proposal ended and another could start, or nothing is left.
 Each step's result holds the proposals that ended in it (their :class:`~.pool.PoolChange`, with
 what they measured), the calls of the stage tasks that ended in it, and the simulated time the
-schedule advanced. At a step's end no started task is without its result, so a checkpoint holds
-the whole schedule (:meth:`AsyncGepa.carried`); work started ahead of the schedule and still
-running then is run again after a resume, as the carried chains of ACE are (same calls, so the
-same answers from a deterministic endpoint or the replay cache).
+schedule advanced. A step ends as soon as another proposal may start, without waiting for the
+stage work it just started (the decision reads no duration: :meth:`AsyncGepa._advance`), so the
+proposals in flight run on the endpoint side by side. A checkpoint holds the whole schedule
+(:meth:`AsyncGepa.carried`), its started tasks whose duration is not known yet among it; their
+work, and the work started ahead of the schedule and still running, is run again after a resume,
+as the carried chains of ACE are (same calls, so the same answers and durations from a
+deterministic endpoint or the replay cache).
 
 With ``proposals = 1`` the pipeline decides as the synchronous loop does: one iteration after
 the other, the same seeds, the same pool (its budget differs: an iteration the budget cannot
@@ -343,7 +346,12 @@ class AsyncGepa:
 
     async def _advance(self, until: Callable[[], bool]) -> None:
         """Take events in simulated-time order until ``until()`` holds between two of them, or
-        nothing is in flight."""
+        nothing is in flight. ``until()`` is asked before the durations of the tasks just started
+        are waited for: it reads what events and starts changed (proposals in flight, the budget,
+        what ended), never a duration, and every task without one started at the clock, so it
+        ends no earlier than the decision. A step can thus end, and the next proposal start,
+        while the stage work just started runs on the endpoint (the decisions, and so a replayed
+        run, are those of waiting first)."""
         state = self._state
         assert state is not None
         schedule: StageSchedule[int] = state.schedule
@@ -358,10 +366,10 @@ class AsyncGepa:
                     state.load += self.work.metric_calls(task.stage, proposal)
                     proposal.loads[task.stage] = state.load
                 self._start_work(proposal, task.stage)
-            for task in schedule.unfinished():
-                schedule.finish(task, duration(await self._result(state.proposals[task.key], task.stage)))
             if until():
                 return
+            for task in schedule.unfinished():
+                schedule.finish(task, duration(await self._result(state.proposals[task.key], task.stage)))
             ended = schedule.next_end()
             if ended is None:
                 return

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pickle
 
+import msgspec
 import pytest
 
-from combee_fast.engine.virtual import StageSchedule
+from combee_fast.engine.virtual import ScheduleState, StageSchedule
 
 
 def _run(schedule: StageSchedule[str], durations: dict[str, float]) -> list[tuple[str, str, float]]:
@@ -97,3 +98,26 @@ def test_the_schedule_is_plain_data_a_checkpoint_can_keep() -> None:
     durations = {"x": 1.5, "y": 1.5, "z": 0.25}
     assert _run(copy, durations) == _run(s, durations)
     assert s.idle and s.clock == 1.75
+
+
+def test_a_kept_state_holds_the_started_tasks_without_duration_and_goes_on_as_the_schedule_does() -> None:
+    def started() -> StageSchedule[int]:
+        s: StageSchedule[int] = StageSchedule({"grade": 2, "screen": 1})
+        for key in (1, 2, 3):
+            s.enqueue("grade", key)
+        first, second = s.start_ready()
+        s.finish(first, 2.0)  # the second's duration is not known yet when the state is kept
+        return s
+
+    original = started()
+    state = msgspec.msgpack.decode(msgspec.msgpack.encode(original.state()), type=ScheduleState)
+    assert state.unfinished == (("grade", 2, 0.0, 1),)
+    restored = StageSchedule.restored(state)
+    assert [(t.stage, t.key, t.at, t.seq) for t in restored.unfinished()] == [("grade", 2, 0.0, 1)]
+    with pytest.raises(RuntimeError, match="no duration"):
+        restored.next_end()
+    durations = {1: 2.0, 2: 0.5, 3: 1.0}
+    for schedule in (original, restored):
+        schedule.finish(schedule.unfinished()[0], durations[2])
+    assert _run(restored, durations) == _run(original, durations) == [("grade", 2, 0.5), ("grade", 3, 1.5),
+                                                                       ("grade", 1, 2.0)]

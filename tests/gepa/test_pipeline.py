@@ -37,17 +37,26 @@ def _config(*, pipeline: PipelineConfig = PipelineConfig(), **gepa: object) -> S
 
 
 class _Counting(GepaCalls):
-    """Counts every solve (one metric call each) and the reflection maps in flight at once."""
+    """Counts every solve (one metric call each), the most solves of training examples in flight
+    at once, and the reflection maps in flight at once."""
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.solves = 0
+        self.training_solves = 0
+        self.peak_training_solves = 0
         self.reflecting: dict[int | str, int] = {}
         self.peak_maps = 0
 
     async def solve(self, example: Example, system_prompt: str) -> GradedAnswer:
         self.solves += 1
-        return await super().solve(example, system_prompt)
+        training = example.split.startswith("train")
+        self.training_solves += training
+        self.peak_training_solves = max(self.peak_training_solves, self.training_solves)
+        try:
+            return await super().solve(example, system_prompt)
+        finally:
+            self.training_solves -= training
 
     async def propose(self, current, evaluations, *, seed_path, component) -> Rewrite:
         iteration = seed_path[0]
@@ -202,6 +211,15 @@ async def test_stages_overlap_across_proposals_within_their_in_flight_limits() -
     assert any(m.waited > 0 for m in measures)  # the reflect stage's one slot made some wait
     sequential, _, _ = await _train(_config(pipeline=PipelineConfig(proposals=1)))
     assert result.train_sim_seconds < 0.7 * sequential.train_sim_seconds
+
+
+async def test_the_proposals_in_flight_grade_side_by_side_on_the_endpoint() -> None:
+    """A step ends once another proposal may start, without waiting for the grading it just
+    started: the four proposals' minibatches (of 12 training examples each, all on the seed) are
+    solved at once on the endpoint, not one proposal's after the other's."""
+    result, changes, calls = await _train(_config(pipeline=PipelineConfig(proposals=4, grade=4)))
+    assert len(changes) == result.artifact.iterations >= 4
+    assert calls.peak_training_solves > 2 * 12, calls.peak_training_solves  # waiting first: 24 at most
 
 
 async def test_guarded_drops_children_staler_than_its_bound_unscreened() -> None:
