@@ -4,6 +4,7 @@ llama.cpp server with Qwen2.5-Coder-0.5B-Instruct (the ``qwen-coder-0-5b`` extra
     python bench/real_model.py                                 # the local 0.5B model, default sizes
     python bench/real_model.py --train 12 --test 32 --max-rounds 1 --max-slots 8 --threads 2
     python bench/real_model.py --sim --train 40 --test 40      # the simulated endpoint: the plumbing, in seconds
+    python bench/real_model.py --gepa-only --gepa-budget 72    # the GEPA pair alone (item 4)
 
 1. **Batching.** A local server starts with ``--max-slots`` parallel slots and the start-up probe
    (:func:`combee_fast.endpoint.batching.measure_batching`) measures its generated tokens/s at 1,
@@ -27,6 +28,11 @@ llama.cpp server with Qwen2.5-Coder-0.5B-Instruct (the ``qwen-coder-0-5b`` extra
    reserves a proposal's calls when it starts it and so may stop a few calls short of the budget
    where serial GEPA spends it all: ``real_gepa_speedup`` is serial GEPA's wall seconds per metric
    call over async-gepa's (the same work, counted as GEPA counts it); both totals are printed.
+   The two searches do not make the same calls: their candidates differ, and a candidate that
+   makes the 0.5B solver ramble or loop to ``max_tokens`` makes its metric calls longer. So
+   ``real_gepa_token_rate``, async-gepa's generated tokens per second over serial GEPA's, is
+   printed beside it: where the two part, the per-call figure measures what the searches asked
+   the model to write as much as how fast the server wrote it.
 
 Figures: ``real_speedup`` = sequential's training seconds / Combee's; ``utilization`` = the tokens
 Combee's map generated (its generator and reflector calls) per second of its map over the server
@@ -62,10 +68,12 @@ Last line: ``real_speedup=<x> batching_gain=<x> workload_gain=<x> utilization=<s
 predicted_vs_measured=<ratio|nan> acc_sequential=<%> acc_sequential_lo=<%> acc_sequential_hi=<%>
 acc_naive=... acc_combee=... s_sequential=<s> s_naive=<s> s_combee=<s> tokens_sequential=<n>
 tokens_naive=<n> tokens_combee=<n> cached_share_<method>=<share|nan> (each method) retention_<method>=<share|nan>
-(each method) real_speedup_limit=<x> real_gepa_speedup=<x> s_gepa=<s> s_async_gepa=<s>
+(each method) real_speedup_limit=<x> real_gepa_speedup=<x> real_gepa_token_rate=<x> s_gepa=<s> s_async_gepa=<s>
 metric_calls_gepa=<n> metric_calls_async_gepa=<n> val_gepa=<%> val_async_gepa=<%> (the GEPA figures unless
 --gepa-budget 0) utilization_ceiling=<share> prefill_share=<share|nan> cached_share=<share|nan> train=<N>
-test=<M> load_start=<1-min load> load_end=<...>``
+test=<M> load_start=<1-min load> load_end=<...>``; with ``--gepa-only`` (the GEPA pair alone, no probe and
+no ACE run): ``real_gepa_speedup=<x> real_gepa_token_rate=<x> s_gepa=<s> s_async_gepa=<s> metric_calls_gepa=<n>
+metric_calls_async_gepa=<n> val_gepa=<%> val_async_gepa=<%> load_start=<...> load_end=<...>``
 """
 
 from __future__ import annotations
@@ -265,7 +273,8 @@ def share(value: float | None) -> str:
 def work_figures(work: ServerWork | None) -> dict[str, str]:
     """``prefill_share`` and ``cached_share`` of a run's server work (module docstring); ``nan``
     where the server did not count."""
-    return {"prefill_share": share(work and work.prefill_share), "cached_share": share(work and work.cached_share)}
+    return {"prefill_share": share(work.prefill_share if work else None),
+            "cached_share": share(work.cached_share if work else None)}
 
 
 def speedup_limit(sequential: MethodRun, peak: float) -> float:
@@ -279,6 +288,17 @@ def speedup_limit(sequential: MethodRun, peak: float) -> float:
 
 def percent(interval: ScoreInterval) -> tuple[float, float, float]:
     return 100 * interval.mean, 100 * interval.lower, 100 * interval.upper
+
+
+def gepa_table(args: argparse.Namespace, searches: dict[str, GepaRun]) -> str:
+    """The report's GEPA section: a row per search."""
+    rows = "\n".join(f"| {g.method} | {g.seconds:,.0f} | {g.metric_calls} | {g.calls} | {g.completion_tokens:,} "
+                     f"| {g.completion_tokens / g.seconds:.1f} "
+                     f"| {g.accepted} | {'n/a' if g.best_val is None else f'{100 * g.best_val:.1f}'} |"
+                     for g in searches.values())
+    return (f"## GEPA ({args.gepa_budget} metric calls each; serial on 1 slot, async-gepa on {args.max_slots})\n\n"
+            f"| method | search s | metric calls | calls | generated tokens | tokens/s | accepted | best val % |\n"
+            f"|---|---|---|---|---|---|---|---|\n{rows}\n\n")
 
 
 def write_page(out: Path, curves: Curves, runs: dict[str, MethodRun], searches: dict[str, GepaRun],
@@ -324,12 +344,7 @@ def write_page(out: Path, curves: Curves, runs: dict[str, MethodRun], searches: 
                        for name, curve in (("server", curves.server), ("workload", curves.workload))
                        for p in curve.points)
     notes = " ".join(curve.why for curve in (curves.server, curves.workload) if curve.why)
-    gepa_rows = "\n".join(f"| {g.method} | {g.seconds:,.0f} | {g.metric_calls} | {g.calls} | {g.completion_tokens:,} "
-                          f"| {g.accepted} | {'n/a' if g.best_val is None else f'{100 * g.best_val:.1f}'} |"
-                          for g in searches.values())
-    gepa = (f"## GEPA ({args.gepa_budget} metric calls each; serial on 1 slot, async-gepa on {args.max_slots})\n\n"
-            f"| method | search s | metric calls | calls | generated tokens | accepted | best val % |\n"
-            f"|---|---|---|---|---|---|---|\n{gepa_rows}\n\n") if searches else ""
+    gepa = gepa_table(args, searches) if searches else ""
     page = out / "report.md"
     page.write_text(
         f"# Real model: {'the simulated endpoint' if args.sim else MODEL} on Formula\n\n"
@@ -353,10 +368,47 @@ def write_page(out: Path, curves: Curves, runs: dict[str, MethodRun], searches: 
     return page
 
 
+async def search_both(args: argparse.Namespace, out: Path) -> dict[str, GepaRun]:
+    """Serial GEPA on one slot, then async-gepa on ``--max-slots``, each said on stderr as it ends."""
+    searches = {}
+    for method in GEPA_METHODS:
+        search = searches[method] = await learn_gepa(args, method, 1 if method == "gepa" else args.max_slots, out)
+        print(f"  {search.method:<10} {search.seconds:7.0f} s searching, {search.metric_calls} metric calls, "
+              f"{search.completion_tokens / search.seconds:.1f} tokens/s, {search.accepted} accepted",
+              file=sys.stderr, flush=True)
+    return searches
+
+
+def gepa_figures(searches: dict[str, GepaRun]) -> dict[str, str]:
+    """The GEPA pair's figures (module doc, item 4)."""
+    serial, parallel = searches["gepa"], searches["async-gepa"]
+    per_call = (serial.seconds / serial.metric_calls) / (parallel.seconds / parallel.metric_calls)
+    rate = (parallel.completion_tokens / parallel.seconds) / (serial.completion_tokens / serial.seconds)
+    return {"real_gepa_speedup": f"{per_call:.2f}", "real_gepa_token_rate": f"{rate:.2f}",
+            "s_gepa": f"{serial.seconds:.0f}", "s_async_gepa": f"{parallel.seconds:.0f}",
+            "metric_calls_gepa": str(serial.metric_calls), "metric_calls_async_gepa": str(parallel.metric_calls),
+            "val_gepa": "nan" if serial.best_val is None else f"{100 * serial.best_val:.1f}",
+            "val_async_gepa": "nan" if parallel.best_val is None else f"{100 * parallel.best_val:.1f}"}
+
+
+async def bench_gepa(args: argparse.Namespace, out: Path) -> dict[str, str]:
+    """``--gepa-only``: the GEPA pair alone, its table in ``report.md``."""
+    load_start = os.getloadavg()[0]
+    searches = await search_both(args, out)
+    figures = gepa_figures(searches) | {"load_start": f"{load_start:.1f}", "load_end": f"{os.getloadavg()[0]:.1f}"}
+    page = out / "report.md"
+    page.write_text(f"# Real model: {'the simulated endpoint' if args.sim else MODEL}, GEPA on Formula\n\n"
+                    f"{gepa_table(args, searches)}`{' '.join(f'{k}={v}' for k, v in figures.items())}`\n")
+    print(f"report: {page}", file=sys.stderr)
+    return figures
+
+
 async def bench(args: argparse.Namespace) -> dict[str, str]:
     load_start = os.getloadavg()[0]
     out = Path(args.out or f"runs/real-model-{time.strftime('%Y%m%d-%H%M%S')}")
     out.mkdir(parents=True, exist_ok=True)
+    if args.gepa_only:
+        return await bench_gepa(args, out)
     curves = await probe(args)
     best = curves.server.best_concurrency
     # The probe's rates are per second of the server's latency: wall seconds, or on the simulated
@@ -371,11 +423,7 @@ async def bench(args: argparse.Namespace) -> dict[str, str]:
         runs[method] = method_run(method, result, seconds, interval, formulas, out / f"{method}-replies.cache")
         print(f"  {method:<10} {runs[method].seconds:7.0f} s training, {percent(interval)[0]:5.1f}% test; "
               f"{time.perf_counter() - started:5.0f} s with scoring", file=sys.stderr, flush=True)
-    searches = {method: await learn_gepa(args, method, 1 if method == "gepa" else args.max_slots, out)
-                for method in (GEPA_METHODS if args.gepa_budget else ())}
-    for search in searches.values():
-        print(f"  {search.method:<10} {search.seconds:7.0f} s searching, {search.metric_calls} metric calls, "
-              f"{search.accepted} accepted", file=sys.stderr, flush=True)
+    searches = await search_both(args, out) if args.gepa_budget else {}
     combee, sequential = runs["combee"], runs["sequential"]
     if combee.map_seconds <= 0:
         raise WrongWorld("Combee's map had no call on the wire: no utilization to measure")
@@ -395,18 +443,12 @@ async def bench(args: argparse.Namespace) -> dict[str, str]:
         figures |= {f"acc_{name}": f"{mean:.1f}", f"acc_{name}_lo": f"{lower:.1f}", f"acc_{name}_hi": f"{upper:.1f}"}
     figures |= {f"s_{name}": f"{run_.seconds:.0f}" for name, run_ in runs.items()}
     figures |= {f"tokens_{name}": str(run_.completion_tokens) for name, run_ in runs.items()}
-    figures |= {f"cached_share_{name}": share(run_.work and run_.work.cached_share) for name, run_ in runs.items()}
+    figures |= {f"cached_share_{name}": share(run_.work.cached_share if run_.work else None) for name, run_ in runs.items()}
     figures |= {f"retention_{name}": "nan" if run_.retention is None else f"{run_.retention:.2f}"
                 for name, run_ in runs.items()}
     figures |= {"real_speedup_limit": f"{limit:.2f}"}
     if searches:
-        serial, parallel = searches["gepa"], searches["async-gepa"]
-        per_call = (serial.seconds / serial.metric_calls) / (parallel.seconds / parallel.metric_calls)
-        figures |= {"real_gepa_speedup": f"{per_call:.2f}", "s_gepa": f"{serial.seconds:.0f}",
-                    "s_async_gepa": f"{parallel.seconds:.0f}", "metric_calls_gepa": str(serial.metric_calls),
-                    "metric_calls_async_gepa": str(parallel.metric_calls),
-                    "val_gepa": "nan" if serial.best_val is None else f"{100 * serial.best_val:.1f}",
-                    "val_async_gepa": "nan" if parallel.best_val is None else f"{100 * parallel.best_val:.1f}"}
+        figures |= gepa_figures(searches)
     ceiling = curves.workload.peak_tokens_per_s / curves.server.peak_tokens_per_s  # both in the probe's seconds
     figures |= {"utilization_ceiling": f"{physical_ratio('utilization_ceiling', ceiling):.3f}"}
     figures |= work_figures(combee.work)
@@ -430,11 +472,16 @@ def main() -> int:
                         help="metric calls of each GEPA search (serial gepa, async-gepa); 0: no GEPA runs")
     parser.add_argument("--gepa-minibatch", type=int, default=GepaConfig().minibatch,
                         help="examples each GEPA proposal is judged on (both searches)")
+    parser.add_argument("--gepa-only", action="store_true",
+                        help="the GEPA pair alone (no probe, no ACE runs): its figures and load on the last line")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--sim", action="store_true", help="the simulated endpoint instead of the local model")
     parser.add_argument("--time-scale", type=float, default=0.02, help="--sim: real seconds per simulated second")
     parser.add_argument("--out", default=None, help="the page's folder (default runs/real-model-<date-time>)")
     args = parser.parse_args()
+    if args.gepa_only and args.gepa_budget < 1:
+        print("bench/real_model.py: --gepa-only needs --gepa-budget of at least 1 metric call", file=sys.stderr)
+        return 2
     try:
         figures = run(bench(args))
     except CombeeError as exc:  # a bad flag, an --out holding runs, a model not installed, a dead server

@@ -93,10 +93,13 @@ def _one_of(key: str, *words: str) -> Check:
 class Figure:
     """One figure command: its smallest ``args``, the ``keys`` of its last line (in order; ``a|b``:
     either, e.g. a figure or the reason it was skipped) and the ``checks`` of its invariants;
-    ``needs``: a module it cannot run without (skipped then)."""
+    ``needs``: a module it cannot run without (skipped then); ``name``: the test's (the script's
+    stem unless one script has two figure commands)."""
 
-    def __init__(self, script: str, args: list[str], keys: str, *checks: Check, needs: str | None = None) -> None:
+    def __init__(self, script: str, args: list[str], keys: str, *checks: Check, needs: str | None = None,
+                 name: str | None = None) -> None:
         self.script, self.args, self.keys, self.checks, self.needs = script, args, keys.split(), checks, needs
+        self.name = name or script.removesuffix(".py")
 
     def argv(self) -> list[str]:
         return [sys.executable, str(BENCH / self.script), *self.args]
@@ -106,7 +109,7 @@ class Figure:
 # examples (7 steps: with 3, two truncated reducer replies of three stop the faulty run), and
 # ray_scaling.py runs 2 episodes per node with 1 s tool waits (with 1 episode and 0.2 s waits one
 # node's rate was noise, and the efficiency came out 1.135: refused, as it should be).
-FIGURES = {f.script.removesuffix(".py"): f for f in [
+FIGURES = {f.name: f for f in [
     Figure("faults.py", ["--train-split", "train[0:280]", "--val-split", "selection[0:40]", "--corruptions", "2",
                          "--seed", "1"],
            "lost_rollouts unaccounted_calls resume_identical concurrent_resume_refused corrupt_checkpoints_loaded "
@@ -192,7 +195,7 @@ FIGURES = {f.script.removesuffix(".py"): f for f in [
            "acc_sequential acc_sequential_lo acc_sequential_hi acc_naive acc_naive_lo acc_naive_hi acc_combee "
            "acc_combee_lo acc_combee_hi s_sequential s_naive s_combee tokens_sequential tokens_naive tokens_combee "
            "cached_share_sequential cached_share_naive cached_share_combee retention_sequential retention_naive "
-           "retention_combee real_speedup_limit real_gepa_speedup s_gepa s_async_gepa metric_calls_gepa "
+           "retention_combee real_speedup_limit real_gepa_speedup real_gepa_token_rate s_gepa s_async_gepa metric_calls_gepa "
            "metric_calls_async_gepa val_gepa val_async_gepa utilization_ceiling prefill_share cached_share train test "
            "load_start load_end",
            _positive("real_speedup", "batching_gain", "workload_gain", "predicted_vs_measured", "tokens_combee"),
@@ -201,8 +204,13 @@ FIGURES = {f.script.removesuffix(".py"): f for f in [
            _exactly(prefill_share="nan", cached_share="nan", cached_share_sequential="nan", cached_share_naive="nan",
                     cached_share_combee="nan"),
            _share("retention_sequential", "retention_naive", "retention_combee"),
-           _positive("real_speedup_limit", "real_gepa_speedup", "metric_calls_gepa", "metric_calls_async_gepa"),
+           _positive("real_speedup_limit", "real_gepa_speedup", "real_gepa_token_rate", "metric_calls_gepa", "metric_calls_async_gepa"),
            _points("acc_sequential", "acc_sequential_lo", "acc_sequential_hi", "acc_naive", "acc_combee")),
+    Figure("real_model.py", ["--sim", "--gepa-only", "--out", "{tmp}/real-model-gepa"],
+           "real_gepa_speedup real_gepa_token_rate s_gepa s_async_gepa metric_calls_gepa metric_calls_async_gepa "
+           "val_gepa val_async_gepa load_start load_end",
+           _positive("real_gepa_speedup", "real_gepa_token_rate", "metric_calls_gepa", "metric_calls_async_gepa"),
+           name="real_model_gepa"),
     Figure("throughput.py", ["--concurrency", "16", "--latency", "0.2", "--seconds", "1", "--warmup", "0.5"],
            "throughput_ratio httpx_default_ratio cpu_us_per_request server_cpu_us_per_request server_processes "
            "single_request_ms bottleneck load1",
