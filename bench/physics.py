@@ -22,7 +22,7 @@ import math
 import statistics
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import httpx
 
@@ -109,6 +109,11 @@ def repeat_noise(seconds: Sequence[float]) -> float:
     mean = statistics.fmean(seconds)
     t = T_99[min(len(seconds) - 1, len(T_99)) - 1]
     return t * statistics.stdev(seconds) * math.sqrt(1 + 1 / len(seconds)) / mean
+
+
+def figures_line(figures: Mapping[str, str]) -> str:
+    """A figure command's last line: its figures as ``key=value`` pairs, in order."""
+    return " ".join(f"{key}={value}" for key, value in figures.items())
 
 
 def check_nodes(seen: int, expected: int) -> None:

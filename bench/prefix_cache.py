@@ -43,7 +43,7 @@ from combee_fast.ace.reflector import REFLECTOR_SYSTEM_PROMPT
 from combee_fast.config import LocalConfig
 from combee_fast.endpoint.local import LocalServer
 from combee_fast.errors import CombeeError
-from physics import WrongWorld, guarded
+from physics import WrongWorld, figures_line, guarded
 
 
 @dataclass(frozen=True)
@@ -96,7 +96,7 @@ def main() -> int:
         return 2
     try:
         waves, prompt_tokens = asyncio.run(measure(args.slots, args.threads))
-    except CombeeError as exc:
+    except (CombeeError, aiohttp.ClientError) as exc:  # a server that died, refused or answered no JSON
         print(f"bench/prefix_cache.py: {exc}", file=sys.stderr)
         return 2
     if prompt_tokens < 100:
@@ -113,7 +113,7 @@ def main() -> int:
         print(f"| {name} | {found} of {len(answers)} | {read:,} |")
         figures |= {f"{name}_cached": str(found), f"{name}_read": str(read)}
     figures |= {"prompt_tokens": str(prompt_tokens), "slots": str(args.slots)}
-    print(" ".join(f"{key}={value}" for key, value in figures.items()))
+    print(figures_line(figures))
     return 0
 
 

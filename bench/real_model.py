@@ -86,7 +86,7 @@ from pathlib import Path
 
 import msgspec
 
-from physics import WrongWorld, guarded, physical_ratio
+from physics import WrongWorld, figures_line, guarded, physical_ratio
 from retention import Formulas, reflection_texts, retention
 
 from combee_fast.ace.generator import generator_messages
@@ -364,7 +364,7 @@ def write_page(out: Path, curves: Curves, runs: dict[str, MethodRun], searches: 
         f"|---|---|---|---|---|---|---|\n{work_rows}\n\n{gepa}"
         f"Combee's map generated {figures['utilization']} of the server's peak tokens/s; the workload probe's "
         f"Formula prompts at their best, {figures['utilization_ceiling']} (`utilization_ceiling`).\n\n"
-        f"`{' '.join(f'{k}={v}' for k, v in figures.items())}`\n")
+        f"`{figures_line(figures)}`\n")
     return page
 
 
@@ -391,14 +391,14 @@ def gepa_figures(searches: dict[str, GepaRun]) -> dict[str, str]:
             "val_async_gepa": "nan" if parallel.best_val is None else f"{100 * parallel.best_val:.1f}"}
 
 
-async def bench_gepa(args: argparse.Namespace, out: Path) -> dict[str, str]:
-    """``--gepa-only``: the GEPA pair alone, its table in ``report.md``."""
-    load_start = os.getloadavg()[0]
+async def bench_gepa(args: argparse.Namespace, out: Path, load_start: float) -> dict[str, str]:
+    """``--gepa-only``: the GEPA pair alone, its table in ``report.md`` (``load_start``: the
+    1-minute load average when the command began)."""
     searches = await search_both(args, out)
     figures = gepa_figures(searches) | {"load_start": f"{load_start:.1f}", "load_end": f"{os.getloadavg()[0]:.1f}"}
     page = out / "report.md"
     page.write_text(f"# Real model: {'the simulated endpoint' if args.sim else MODEL}, GEPA on Formula\n\n"
-                    f"{gepa_table(args, searches)}`{' '.join(f'{k}={v}' for k, v in figures.items())}`\n")
+                    f"{gepa_table(args, searches)}`{figures_line(figures)}`\n")
     print(f"report: {page}", file=sys.stderr)
     return figures
 
@@ -408,7 +408,7 @@ async def bench(args: argparse.Namespace) -> dict[str, str]:
     out = Path(args.out or f"runs/real-model-{time.strftime('%Y%m%d-%H%M%S')}")
     out.mkdir(parents=True, exist_ok=True)
     if args.gepa_only:
-        return await bench_gepa(args, out)
+        return await bench_gepa(args, out, load_start)
     curves = await probe(args)
     best = curves.server.best_concurrency
     # The probe's rates are per second of the server's latency: wall seconds, or on the simulated
@@ -487,7 +487,7 @@ def main() -> int:
     except CombeeError as exc:  # a bad flag, an --out holding runs, a model not installed, a dead server
         print(f"bench/real_model.py: {exc}", file=sys.stderr)
         return 2
-    print(" ".join(f"{key}={value}" for key, value in figures.items()))
+    print(figures_line(figures))
     return 0
 
 
